@@ -1,0 +1,31 @@
+"""The Keras 3 BERT model: config, encoder, heads, losses and task models.
+
+Only `keras.ops`/`keras.layers` are used here, so the model also runs under the JAX backend.
+Checkpoint interop lives in `modeling.tf1_checkpoint` (TensorFlow) and `modeling.hf_checkpoint`
+(NumPy), imported on demand.
+"""
+from modeling.activations import gelu, gelu_exact, get_activation
+from modeling.bert_model import BertModel
+from modeling.config import BertConfig
+from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
+from modeling.losses import classification_loss, masked_lm_loss, regression_loss, span_loss
+from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler
+
+__all__ = [
+    "BertClassifier",
+    "BertConfig",
+    "BertModel",
+    "BertPretrainer",
+    "BertSpanLabeler",
+    "ClassificationHead",
+    "MaskedLMHead",
+    "NextSentenceHead",
+    "SpanHead",
+    "classification_loss",
+    "gelu",
+    "gelu_exact",
+    "get_activation",
+    "masked_lm_loss",
+    "regression_loss",
+    "span_loss",
+]

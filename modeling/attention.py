@@ -1,0 +1,79 @@
+"""Multi-head self-attention as the original `attention_layer` (scope `attention/self`)."""
+import math
+
+import keras
+from keras import ops
+
+from modeling.initializers import truncated_normal
+
+# The original adds (1 - mask) * -10000 to the scores, not -inf: fully padded rows still
+# produce a (uniform) softmax rather than NaN.
+MASK_ADDER = -10000.0
+
+
+def attention_mask_adder(input_mask):
+    """Turns an int `[B, S]` key mask into the float32 additive bias `[B, 1, 1, S]`.
+
+    Only keys are masked: padded query rows are computed normally, as in the original.
+    """
+    mask = ops.cast(input_mask, "float32")
+    return (1.0 - mask[:, None, None, :]) * MASK_ADDER
+
+
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product attention with separate `query`, `key`, `value` dense layers.
+
+    Call args:
+        x: float `[B, S, H]`.
+        mask_adder: float32 `[B, 1, 1, S]` from `attention_mask_adder`.
+    Returns:
+        float `[B, S, H]`: the concatenated heads' context (before the output dense).
+    """
+
+    def __init__(
+        self, num_heads, head_size, initializer_range=0.02, dropout_rate=0.1, **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        width = num_heads * head_size
+        init = truncated_normal(initializer_range)
+        self.query = keras.layers.Dense(width, kernel_initializer=init, name="query")
+        self.key = keras.layers.Dense(width, kernel_initializer=init, name="key")
+        self.value = keras.layers.Dense(width, kernel_initializer=init, name="value")
+        self.dropout = keras.layers.Dropout(dropout_rate)
+
+    def build(self, input_shape):
+        for dense in (self.query, self.key, self.value):
+            dense.build(input_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))  # [B, N, S, D]
+
+    def call(self, x, mask_adder, training=False):
+        q = self._split_heads(self.query(x))
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        # Softmax and the mask stay in float32 under mixed precision.
+        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + mask_adder
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.dropout(probs, training=training)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
+        batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+        return ops.reshape(context, (batch, seq, self.num_heads * self.head_size))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            head_size=self.head_size,
+            initializer_range=self.initializer_range,
+            dropout_rate=self.dropout_rate,
+        )
+        return config

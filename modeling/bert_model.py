@@ -1,0 +1,112 @@
+"""`BertModel`: the encoder of the original `modeling.BertModel`, as a Keras 3 model."""
+import copy
+
+import keras
+from keras import ops
+
+from modeling.attention import attention_mask_adder
+from modeling.config import BertConfig
+from modeling.embeddings import BertEmbeddings
+from modeling.initializers import truncated_normal
+from modeling.transformer_layer import TransformerLayer
+
+
+class BertModel(keras.Model):
+    """BERT encoder: embeddings, `num_hidden_layers` post-LN transformer blocks, tanh pooler.
+
+    Call args:
+        inputs: dict with `input_ids` int `[B, S]` and optionally `input_mask` (default all
+            ones) and `token_type_ids` (default all zeros), int `[B, S]`.
+        training: enables dropout (the original forces dropout to 0 when not training).
+    Returns:
+        dict with
+          `sequence_output`     float `[B, S, H]` (the last layer; padded rows are not zero),
+          `pooled_output`       float `[B, H]` = tanh(dense(sequence_output[:, 0])),
+          `all_encoder_layers`  list of `num_hidden_layers` float `[B, S, H]` (no embeddings),
+          `embedding_output`    float `[B, S, H]`.
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
+        super().__init__(name=name, **kwargs)
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        self.config = copy.deepcopy(config).validate()
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        c = self.config
+        self.embeddings = BertEmbeddings(
+            vocab_size=c.vocab_size,
+            type_vocab_size=c.type_vocab_size,
+            max_position_embeddings=c.max_position_embeddings,
+            hidden_size=c.hidden_size,
+            initializer_range=c.initializer_range,
+            dropout_rate=c.hidden_dropout_prob,
+            use_one_hot_embeddings=use_one_hot_embeddings,
+            name="embeddings",
+        )
+        self.encoder_layers = [
+            TransformerLayer(
+                hidden_size=c.hidden_size,
+                num_heads=c.num_attention_heads,
+                intermediate_size=c.intermediate_size,
+                hidden_act=c.hidden_act,
+                hidden_dropout_rate=c.hidden_dropout_prob,
+                attention_dropout_rate=c.attention_probs_dropout_prob,
+                initializer_range=c.initializer_range,
+                name=f"layer_{i}",
+            )
+            for i in range(c.num_hidden_layers)
+        ]
+        self.pooler = keras.layers.Dense(
+            c.hidden_size,
+            activation="tanh",
+            kernel_initializer=truncated_normal(c.initializer_range),
+            name="pooler",
+        )
+        self.build()
+
+    def build(self, input_shape=None):
+        hidden_shape = (None, None, self.config.hidden_size)
+        self.embeddings.build()
+        for layer in self.encoder_layers:
+            layer.build(hidden_shape)
+        self.pooler.build((None, self.config.hidden_size))
+        self.built = True
+
+    @property
+    def embedding_table(self):
+        """The word-embedding variable `[vocab_size, H]`, shared with tied output heads."""
+        return self.embeddings.word_embeddings
+
+    def call(self, inputs, training=False):
+        input_ids = inputs["input_ids"]
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = ops.ones_like(input_ids)
+        token_type_ids = inputs.get("token_type_ids")
+        if token_type_ids is None:
+            token_type_ids = ops.zeros_like(input_ids)
+        embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
+        mask_adder = attention_mask_adder(input_mask)
+        x = embedding_output
+        all_layers = []
+        for layer in self.encoder_layers:
+            x = layer(x, mask_adder, training=training)
+            all_layers.append(x)
+        pooled = self.pooler(x[:, 0])
+        return {
+            "sequence_output": x,
+            "pooled_output": pooled,
+            "all_encoder_layers": all_layers,
+            "embedding_output": embedding_output,
+        }
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

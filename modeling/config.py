@@ -1,0 +1,127 @@
+"""`BertConfig`: the model hyper-parameters, read and written in the original `bert_config.json` format."""
+import copy
+import json
+import os
+
+# Activation names a config may use. "gelu" is the original release's tanh approximation;
+# "gelu_exact" is the erf form that Hugging Face checkpoints were trained with.
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+
+_POSITIVE_INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+
+
+class BertConfig:
+    """Configuration of a `BertModel`, field for field the original `modeling.BertConfig`.
+
+    Unknown keys read from a JSON file are kept as attributes and written back unchanged, so a
+    config round-trips through this class byte for byte.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=16,
+        initializer_range=0.02,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.hidden_act = hidden_act
+        self.intermediate_size = intermediate_size
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+
+    @classmethod
+    def from_dict(cls, json_object):
+        """Builds a config from a dict; every key is kept, missing keys take the defaults."""
+        config = cls(vocab_size=None)
+        for key, value in json_object.items():
+            config.__dict__[key] = value
+        return config
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        """Reads a `bert_config.json`; errors name the file."""
+        try:
+            with open(json_file, "r", encoding="utf-8") as reader:
+                text = reader.read()
+        except OSError as e:
+            raise FileNotFoundError(f"Cannot read BERT config file {json_file}: {e}") from e
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{json_file}: not valid JSON ({e})") from e
+        if not isinstance(data, dict):
+            raise ValueError(f"{json_file}: expected a JSON object, got {type(data).__name__}")
+        config = cls.from_dict(data)
+        config.validate(source=json_file)
+        return config
+
+    def to_dict(self):
+        return copy.deepcopy(self.__dict__)
+
+    def to_json_string(self):
+        """The original on-disk format: keys sorted, 2-space indent, trailing newline."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, json_file):
+        """Writes the config atomically (temporary name, then rename)."""
+        tmp = f"{json_file}.tmp"
+        with open(tmp, "w", encoding="utf-8") as writer:
+            writer.write(self.to_json_string())
+        os.replace(tmp, json_file)
+
+    def validate(self, source="BertConfig"):
+        """Raises ValueError naming every invalid field (the original fails late or silently)."""
+        problems = []
+        for name in _POSITIVE_INT_FIELDS:
+            value = getattr(self, name, None)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        hidden, heads = self.hidden_size, self.num_attention_heads
+        if not problems and hidden % heads != 0:
+            problems.append(
+                f"hidden_size ({hidden}) is not a multiple of num_attention_heads ({heads})"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name, None)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                problems.append(f"{name} must be in [0, 1), got {value!r}")
+        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
+            problems.append(f"initializer_range must be positive, got {self.initializer_range!r}")
+        act = self.hidden_act
+        if act not in (None, "") and (
+            not isinstance(act, str) or act.lower() not in SUPPORTED_ACTIVATIONS
+        ):
+            problems.append(
+                f"hidden_act {act!r} is not supported; use one of {', '.join(SUPPORTED_ACTIVATIONS)}"
+            )
+        if problems:
+            raise ValueError(f"Invalid BERT config ({source}): " + "; ".join(problems))
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, BertConfig) and self.__dict__ == other.__dict__
+
+    def __repr__(self):
+        return f"BertConfig({self.to_dict()!r})"

@@ -1,0 +1,101 @@
+"""Word + token-type + position embeddings, LayerNorm and dropout (scope `bert/embeddings`)."""
+import keras
+from keras import ops
+
+from modeling.initializers import truncated_normal
+
+# The original's contrib layer_norm epsilon; Keras' default (1e-3) moves outputs by ~1e-2.
+LAYER_NORM_EPSILON = 1e-12
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Embeds token ids as in the original `embedding_lookup` + `embedding_postprocessor`.
+
+    Call args:
+        input_ids: int `[B, S]`.
+        token_type_ids: int `[B, S]`.
+    Returns:
+        float `[B, S, hidden_size]`: LayerNorm(word + token_type + position), then dropout.
+
+    The word table is public (`word_embeddings`) because the masked-LM head is tied to it.
+    Position ids are always 0..S-1, as in the original (there is no position-id input).
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        type_vocab_size,
+        max_position_embeddings,
+        hidden_size,
+        initializer_range=0.02,
+        dropout_rate=0.1,
+        use_one_hot_embeddings=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        # LayerNorm statistics stay in float32 under mixed precision.
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm"
+        )
+        self.dropout = keras.layers.Dropout(dropout_rate)
+
+    def build(self, input_shape=None):
+        init = truncated_normal(self.initializer_range)
+        # Creation order is the original's: word, token type, position, then LayerNorm.
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init
+        )
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings",
+            shape=(self.type_vocab_size, self.hidden_size),
+            initializer=init,
+        )
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings",
+            shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=init,
+        )
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_ids, token_type_ids, training=False):
+        seq_length = input_ids.shape[1]
+        if seq_length is not None and seq_length > self.max_position_embeddings:
+            raise ValueError(
+                f"Sequence length {seq_length} exceeds max_position_embeddings "
+                f"{self.max_position_embeddings} of the config"
+            )
+        if self.use_one_hot_embeddings:
+            # The original's TPU path; bit-identical to the gather on CPU.
+            one_hot = ops.one_hot(input_ids, self.vocab_size, dtype=self.compute_dtype)
+            words = ops.matmul(one_hot, ops.cast(self.word_embeddings, self.compute_dtype))
+        else:
+            words = ops.take(self.word_embeddings, input_ids, axis=0)
+        # The original multiplies a one-hot matrix by the token-type table; with finite weights
+        # the non-selected terms are exact zeros, so a gather gives the identical sum.
+        token_types = ops.take(self.token_type_embeddings, token_type_ids, axis=0)
+        positions = ops.shape(input_ids)[1]
+        position_table = self.position_embeddings[:positions]
+        embeddings = words + token_types + ops.expand_dims(position_table, 0)
+        embeddings = self.layer_norm(embeddings)
+        return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            type_vocab_size=self.type_vocab_size,
+            max_position_embeddings=self.max_position_embeddings,
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+            dropout_rate=self.dropout_rate,
+            use_one_hot_embeddings=self.use_one_hot_embeddings,
+        )
+        return config

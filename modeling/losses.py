@@ -1,0 +1,58 @@
+"""The original's losses, in float32 whatever the compute dtype.
+
+Each returns what the original `get_*_output` returns: `(loss, per_example_loss, log_probs)`.
+"""
+from keras import ops
+
+# run_pretraining.get_masked_lm_output divides by sum(weights) + 1e-5, not sum(weights).
+MASKED_LM_DENOMINATOR_EPSILON = 1e-5
+
+
+def _label_log_prob(log_probs, labels):
+    """`-log_probs[i, labels[i]]`, equal to the original `-Σ one_hot · log_probs`."""
+    labels = ops.cast(ops.expand_dims(labels, -1), "int32")
+    return -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
+
+
+def masked_lm_loss(logits, label_ids, label_weights):
+    """Masked-LM loss.
+
+    Args:
+        logits: `[B, P, V]`; label_ids: int `[B, P]`; label_weights: float `[B, P]` (0 = padding).
+    Returns:
+        loss scalar `Σ w·l / (Σ w + 1e-5)`, per-example loss `[B·P]`, log-probs `[B·P, V]`.
+    """
+    vocab_size = ops.shape(logits)[-1]
+    log_probs = ops.log_softmax(ops.reshape(ops.cast(logits, "float32"), (-1, vocab_size)), axis=-1)
+    per_example = _label_log_prob(log_probs, ops.reshape(label_ids, (-1,)))
+    weights = ops.reshape(ops.cast(label_weights, "float32"), (-1,))
+    loss = ops.sum(weights * per_example) / (ops.sum(weights) + MASKED_LM_DENOMINATOR_EPSILON)
+    return loss, per_example, log_probs
+
+
+def classification_loss(logits, labels):
+    """Mean softmax cross-entropy; `logits [B, C]`, int `labels [B]` or `[B, 1]`.
+
+    Used for next-sentence prediction and the classifier.
+    Returns loss, per-example loss `[B]`, log-probs `[B, C]`.
+    """
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    per_example = _label_log_prob(log_probs, ops.reshape(labels, (-1,)))
+    return ops.mean(per_example), per_example, log_probs
+
+
+def regression_loss(predictions, targets):
+    """Mean squared error for one-output regression (STS-B); `predictions [B, 1]`, `targets [B]`.
+
+    Returns loss, per-example loss `[B]`, predictions `[B]`.
+    """
+    predictions = ops.reshape(ops.cast(predictions, "float32"), (-1,))
+    per_example = ops.square(predictions - ops.reshape(ops.cast(targets, "float32"), (-1,)))
+    return ops.mean(per_example), per_example, predictions
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+    """run_squad's loss: mean over the batch of (start CE + end CE) / 2; logits `[B, S]`."""
+    start, _, _ = classification_loss(start_logits, start_positions)
+    end, _, _ = classification_loss(end_logits, end_positions)
+    return (start + end) / 2.0

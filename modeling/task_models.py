@@ -1,0 +1,110 @@
+"""The encoder with a head attached: pre-training, sequence classification, SQuAD spans.
+
+Each model takes the feature dict its script's TFRecords decode to and returns a dict of logits;
+losses are in `modeling.losses`. The encoder is always reachable as `.bert`.
+"""
+import keras
+
+from modeling.bert_model import BertModel
+from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
+
+
+def _encoder_inputs(features):
+    """Maps a TFRecord feature dict (`segment_ids`) to the encoder's input names."""
+    return {
+        "input_ids": features["input_ids"],
+        "input_mask": features.get("input_mask"),
+        "token_type_ids": features.get("segment_ids", features.get("token_type_ids")),
+    }
+
+
+class _BertTaskModel(keras.Model):
+    def __init__(self, config, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert = BertModel(config)
+
+    @property
+    def config(self):
+        return self.bert.config
+
+    def _config_dict(self):
+        return {"name": self.name, "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+class BertPretrainer(_BertTaskModel):
+    """Encoder + masked-LM + next-sentence heads (run_pretraining's `model_fn`).
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`, `masked_lm_positions` int `[B, P]`.
+    Returns: `masked_lm_logits` float32 `[B, P, V]`, `next_sentence_logits` float32 `[B, 2]`.
+    """
+
+    def __init__(self, config, name="bert_pretrainer", **kwargs):
+        super().__init__(config, name, **kwargs)
+        c = self.config
+        self.masked_lm = MaskedLMHead(
+            c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range, name="predictions"
+        )
+        self.next_sentence = NextSentenceHead(
+            c.hidden_size, c.initializer_range, name="seq_relationship"
+        )
+        self.masked_lm.build()
+        self.next_sentence.build()
+
+    def call(self, features, training=False):
+        outputs = self.bert(_encoder_inputs(features), training=training)
+        mlm = self.masked_lm(
+            outputs["sequence_output"], features["masked_lm_positions"], self.bert.embedding_table
+        )
+        nsp = keras.ops.cast(self.next_sentence(outputs["pooled_output"]), "float32")
+        return {"masked_lm_logits": mlm, "next_sentence_logits": nsp}
+
+    def get_config(self):
+        return self._config_dict()
+
+
+class BertClassifier(_BertTaskModel):
+    """Encoder + classification layer (run_classifier's `create_model`).
+
+    `num_labels=1` gives the one-output regression model used for STS-B.
+    Returns: `logits` float32 `[B, num_labels]`.
+    """
+
+    def __init__(self, config, num_labels, name="bert_classifier", **kwargs):
+        super().__init__(config, name, **kwargs)
+        self.num_labels = num_labels
+        self.classifier = ClassificationHead(num_labels, self.config.hidden_size, name="classifier")
+        self.classifier.build()
+
+    def call(self, features, training=False):
+        pooled = self.bert(_encoder_inputs(features), training=training)["pooled_output"]
+        return {"logits": keras.ops.cast(self.classifier(pooled, training=training), "float32")}
+
+    def get_config(self):
+        return {**self._config_dict(), "num_labels": self.num_labels}
+
+
+class BertSpanLabeler(_BertTaskModel):
+    """Encoder + SQuAD span layer (run_squad's `create_model`).
+
+    Returns: `start_logits`, `end_logits` float32 `[B, S]`.
+    """
+
+    def __init__(self, config, name="bert_span_labeler", **kwargs):
+        super().__init__(config, name, **kwargs)
+        self.span = SpanHead(self.config.hidden_size, name="squad")
+        self.span.build()
+
+    def call(self, features, training=False):
+        sequence = self.bert(_encoder_inputs(features), training=training)["sequence_output"]
+        start, end = self.span(sequence)
+        return {
+            "start_logits": keras.ops.cast(start, "float32"),
+            "end_logits": keras.ops.cast(end, "float32"),
+        }
+
+    def get_config(self):
+        return self._config_dict()

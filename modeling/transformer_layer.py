@@ -1,0 +1,97 @@
+"""One post-LayerNorm encoder block (scope `bert/encoder/layer_{i}`)."""
+import keras
+
+from modeling.activations import get_activation
+from modeling.attention import BertSelfAttention
+from modeling.embeddings import LAYER_NORM_EPSILON
+from modeling.initializers import truncated_normal
+
+
+class TransformerLayer(keras.layers.Layer):
+    """`a = LN(x + drop(dense(attn(x))))`, `y = LN(a + drop(dense(act(dense(a)))))`.
+
+    Call args:
+        x: float `[B, S, H]`; mask_adder: float32 `[B, 1, 1, S]`.
+    Returns:
+        float `[B, S, H]`.
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_rate=0.1,
+        attention_dropout_rate=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_rate = hidden_dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.initializer_range = initializer_range
+        init = truncated_normal(initializer_range)
+        self.attention = BertSelfAttention(
+            num_heads,
+            hidden_size // num_heads,
+            initializer_range=initializer_range,
+            dropout_rate=attention_dropout_rate,
+            name="self",
+        )
+        self.attention_output = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, name="attention_output_dense"
+        )
+        self.attention_dropout = keras.layers.Dropout(hidden_dropout_rate)
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_output_LayerNorm"
+        )
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=init,
+            name="intermediate_dense",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, name="output_dense"
+        )
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_rate)
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_LayerNorm"
+        )
+
+    def build(self, input_shape):
+        hidden_shape = (None, None, self.hidden_size)
+        self.attention.build(hidden_shape)
+        self.attention_output.build(hidden_shape)
+        self.attention_layer_norm.build(hidden_shape)
+        self.intermediate.build(hidden_shape)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.output_layer_norm.build(hidden_shape)
+        self.built = True
+
+    def call(self, x, mask_adder, training=False):
+        attended = self.attention(x, mask_adder, training=training)
+        attended = self.attention_dropout(self.attention_output(attended), training=training)
+        a = self.attention_layer_norm(attended + x)
+        a = keras.ops.cast(a, self.compute_dtype)
+        h = self.output_dropout(self.output_dense(self.intermediate(a)), training=training)
+        y = self.output_layer_norm(h + a)
+        return keras.ops.cast(y, self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout_rate=self.hidden_dropout_rate,
+            attention_dropout_rate=self.attention_dropout_rate,
+            initializer_range=self.initializer_range,
+        )
+        return config
