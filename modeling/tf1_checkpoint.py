@@ -151,22 +151,31 @@ def load_tf1_checkpoint(model, path, strict=True):
     and shape, and logs each variable as the original does (`*INIT_FROM_CKPT*`).
     """
     prefix, reader, shapes = read_checkpoint(path)
-    names = variable_map(model)
-    report = LoadReport(prefix, [], [], [], [])
+    shapes = {n: s for n, s in shapes.items() if not _is_optimizer_entry(n)}
+    return assign_checked(variable_map(model), shapes, reader.get_tensor, prefix, strict)
+
+
+def assign_checked(names, source_shapes, get_tensor, source, strict):
+    """Assigns `get_tensor(name)` to `names[name]` after checking names and shapes.
+
+    Args:
+        names: `{name: variable}` of the model. source_shapes: `{name: shape}` available.
+        get_tensor: name -> np.ndarray. source: file name for messages. strict: see above.
+    Returns a `LoadReport`; raises ValueError (assigning nothing) on any mismatch.
+    """
+    report = LoadReport(source, [], [], [], [])
     for name, var in names.items():
-        if name not in shapes:
+        if name not in source_shapes:
             report.missing.append(name)
-        elif tuple(shapes[name]) != tuple(var.shape):
-            report.mismatched.append((name, tuple(var.shape), tuple(shapes[name])))
+        elif tuple(source_shapes[name]) != tuple(var.shape):
+            report.mismatched.append((name, tuple(var.shape), tuple(source_shapes[name])))
         else:
             report.loaded.append(name)
-    report.unexpected = sorted(
-        n for n in shapes if n not in names and not _is_optimizer_entry(n)
-    )
+    report.unexpected = sorted(n for n in source_shapes if n not in names)
     if report.mismatched or (strict and (report.missing or report.unexpected)):
         raise ValueError(_describe_problems(report, names, strict))
     for name in report.loaded:
-        names[name].assign(reader.get_tensor(name).astype(np.dtype(names[name].dtype)))
+        names[name].assign(np.asarray(get_tensor(name)).astype(np.dtype(names[name].dtype)))
     if not strict:
         _log_init_from_checkpoint(report, names)
     return report

@@ -1,0 +1,156 @@
+"""Extract pre-computed feature vectors from a BERT encoder (the original `extract_features.py`).
+
+Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON object per line,
+`{"linex_index": i, "features": [{"token": t, "layers": [{"index": j, "values": [...]}]}]}`,
+values rounded to 6 decimals, exactly as the original writes it (`linex_index` sic).
+"""
+import json
+import os
+import re
+import time
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "")
+flags.DEFINE_string("output_file", None, "")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "")
+flags.DEFINE_string(
+    "bert_config_file", None,
+    "The config json file corresponding to the pre-trained BERT model. "
+    "This specifies the model architecture.")
+flags.DEFINE_integer(
+    "max_seq_length", 128,
+    "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
+    "than this will be truncated, and sequences shorter than this will be padded.")
+flags.DEFINE_string(
+    "init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool(
+    "do_lower_case", True,
+    "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
+flags.DEFINE_string("master", None, "If using a TPU, the address of the master.")
+flags.DEFINE_integer(
+    "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+flags.DEFINE_bool(
+    "use_one_hot_embeddings", False,
+    "If True, tf.one_hot will be used for embedding lookups, otherwise tf.nn.embedding_lookup "
+    "will be used. On TPUs, this should be True since it is much faster.")
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def read_examples(input_file):
+    """Yields `(unique_id, text_a, text_b or None)`, unique_id = 0-based line index."""
+    from vocab import tokenization
+
+    with open(input_file, "rb") as reader:
+        for unique_id, raw in enumerate(reader):
+            # The original reads through GFile, which drops '\r' (spec/data.md §0).
+            line = tokenization.convert_to_unicode(raw.replace(b"\r", b"")).strip()
+            match = _PAIR.match(line)
+            if match:
+                yield unique_id, match.group(1), match.group(2)
+            else:
+                yield unique_id, line, None
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Pops from the end of the longer list (B on ties) until the pair fits, in place."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+
+
+def convert_example(text_a, text_b, tokenizer, max_seq_length):
+    """`[CLS] a [SEP] (b [SEP])` → (tokens, input_ids, input_mask, input_type_ids), zero-padded."""
+    tokens_a = tokenizer.tokenize(text_a)
+    tokens_b = tokenizer.tokenize(text_b) if text_b else None
+    if tokens_b:
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    else:
+        tokens_a = tokens_a[: max_seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    type_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + ["[SEP]"]
+        type_ids += [1] * (len(tokens_b) + 1)
+    ids = tokenizer.convert_tokens_to_ids(tokens)
+    pad = max_seq_length - len(ids)
+    return tokens, ids + [0] * pad, [1] * len(ids) + [0] * pad, type_ids + [0] * pad
+
+
+def feature_record(unique_id, tokens, layer_outputs, layer_indexes):
+    """One output line's object; `layer_outputs[j]` is float `[S, H]` for `layer_indexes[j]`."""
+    features = []
+    for i, token in enumerate(tokens):
+        layers = [
+            {"index": index, "values": [round(float(x), 6) for x in output[i]]}
+            for index, output in zip(layer_indexes, layer_outputs)
+        ]
+        features.append({"token": token, "layers": layers})
+    return {"linex_index": unique_id, "features": features}
+
+
+def extract(model, tokenizer, input_file, output_file, layer_indexes, max_seq_length, batch_size):
+    """Runs the encoder over `input_file` and writes JSON lines to `output_file` atomically."""
+    import numpy as np
+    import tensorflow as tf
+
+    num_layers = model.config.num_hidden_layers
+    for index in layer_indexes:
+        if not -num_layers <= index < num_layers:
+            raise ValueError(f"--layers index {index} is outside the model's {num_layers} layers")
+
+    @tf.function
+    def forward(ids, mask, types):
+        outputs = model({"input_ids": ids, "input_mask": mask, "token_type_ids": types})
+        return [outputs["all_encoder_layers"][i] for i in layer_indexes]
+
+    tmp = f"{output_file}.tmp-{os.getpid()}"
+    start, written = time.time(), 0
+    examples = list(read_examples(input_file))
+    with open(tmp, "w", encoding="utf-8") as writer:
+        for begin in range(0, len(examples), batch_size):
+            batch = examples[begin : begin + batch_size]
+            converted = [convert_example(a, b, tokenizer, max_seq_length) for _, a, b in batch]
+            arrays = [np.array([c[k] for c in converted], np.int32) for k in (1, 2, 3)]
+            outputs = [o.numpy() for o in forward(*arrays)]
+            for row, ((unique_id, _, _), conv) in enumerate(zip(batch, converted)):
+                record = feature_record(unique_id, conv[0], [o[row] for o in outputs], layer_indexes)
+                writer.write(json.dumps(record) + "\n")
+            written += len(batch)
+            elapsed = time.time() - start
+            logging.info(
+                "%d/%d examples, %.1f examples/s, ETA %.0f s", written, len(examples),
+                written / elapsed, (len(examples) - written) * elapsed / written)
+    os.replace(tmp, output_file)
+    return written
+
+
+def main(_):
+    from modeling import BertModel, tf1_checkpoint
+    from runner import startup
+
+    if FLAGS.use_tpu:
+        logging.warning("--use_tpu: extract_features runs on the default device here.")
+    layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
+    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    tokenizer = startup.load_tokenizer(
+        FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, FLAGS.bert_config_file)
+    model = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
+    tf1_checkpoint.load_tf1_checkpoint(model, FLAGS.init_checkpoint, strict=False)
+    count = extract(model, tokenizer, FLAGS.input_file, FLAGS.output_file, layer_indexes,
+                    FLAGS.max_seq_length, FLAGS.batch_size)
+    logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("vocab_file")
+    flags.mark_flag_as_required("bert_config_file")
+    flags.mark_flag_as_required("init_checkpoint")
+    flags.mark_flag_as_required("output_file")
+    app.run(main)
