@@ -105,6 +105,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
         return InputFeatures(input_ids=list(zeros), input_mask=list(zeros), segment_ids=list(zeros),
                              label_id=0 if label_list is not None else 0.0, is_real_example=False)
 
+    label_id = _label_id(example, label_list)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     if tokens_b:
@@ -125,7 +126,6 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     input_mask = [1] * len(input_ids) + padding
     input_ids = input_ids + padding
     segment_ids = segment_ids + padding
-    label_id = _label_id(example, label_list)
 
     if ex_index < 5:
         logging.info("*** Example ***")

@@ -28,15 +28,14 @@ def read_tsv_lines(path):
     """
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read().replace(b"\r", b"")
-    raw_lines = data.split(b"\n")
-    if raw_lines[-1] == b"":
-        raw_lines.pop()
-    lines = []
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise ValueError("%s:%d: not valid UTF-8 (%s)" % (path, number, e)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_number = data.count(b"\n", 0, e.start) + 1
+        raise ValueError("%s:%d: not valid UTF-8 (%s)" % (path, line_number, e)) from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
     return list(enumerate(csv.reader(lines, delimiter="\t", quotechar=None), start=1))
 
 
