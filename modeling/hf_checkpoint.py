@@ -138,6 +138,7 @@ def read_torch_state_dict(path):
 
 def read_hf_weights(path):
     """Reads `model.safetensors` or `pytorch_model.bin` (or a directory holding either)."""
+    path = os.fspath(path)
     if os.path.isdir(path):
         for candidate in ("model.safetensors", "pytorch_model.bin"):
             if os.path.exists(os.path.join(path, candidate)):

@@ -75,7 +75,7 @@ def test_wrong_config_is_reported_with_shapes(tmp_path):
     hf_checkpoint_from_fixture(tmp_path)
     config = config_from_hf(tmp_path / "config.json")
     config.intermediate_size = 38
-    with pytest.raises(ValueError, match=r"intermediate/dense/kernel: model \[32, 38\], checkpoint \[32, 37\]"):
+    with pytest.raises(ValueError, match=r"bert.encoder.layer.0.intermediate.dense.weight: model \[32, 38\], checkpoint \[32, 37\]"):
         load_hf_checkpoint(BertPretrainer(config), tmp_path)
 
 
