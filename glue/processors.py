@@ -90,9 +90,11 @@ class DataProcessor:
         return self._examples(data_dir, self.test, "test")
 
     @classmethod
-    def _read_tsv(cls, input_file, quotechar=None):
-        """Rows of a tab-separated file (original helper, kept for custom processors)."""
-        del quotechar  # Quotes are always literal, as the original always called it.
+    def _read_tsv(cls, input_file):
+        """Rows (lists of str) of a tab-separated file; the original's helper, for custom processors.
+
+        Quotes are literal, as in every call of the original (`quotechar=None`).
+        """
         return [row for _, row in files.read_tsv_lines(input_file)]
 
     def _missing_split_error(self, which):

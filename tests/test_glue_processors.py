@@ -180,6 +180,8 @@ def test_file_reading_matches_tf1_gfile(tmp_path):
     examples = processors.get_processor("cola").get_train_examples(str(tmp_path))
     assert examples == [InputExample("train-0", '"Quoted" start.', None, "1"),
                         InputExample("train-1", "last line without newline", None, "0")]
+    assert processors.DataProcessor._read_tsv(str(tmp_path / "train.tsv"))[0] == [
+        "src", "1", "", '"Quoted" start.']
 
 
 def _error(tmp_path, task, files, split="train"):
