@@ -82,8 +82,9 @@ def _label_id(example, label_list):
     try:
         return label_list.index(example.label)
     except ValueError:
+        expected = ", ".join(map(repr, label_list))
         raise ValueError("example %s: unknown label %r; expected one of %s"
-                         % (example.guid, example.label, ", ".join(map(repr, label_list)))) from None
+                         % (example.guid, example.label, expected)) from None
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
@@ -202,7 +203,7 @@ def name_to_features(max_seq_length, is_regression=False):
 
 
 def decode_record(record, features_spec):
-    """Parses one serialized record; int64 features become int32, as the original's `_decode_record`.
+    """Parses one serialized record; int64 becomes int32, as in the original's `_decode_record`.
 
     Args:
       record: scalar tf.string tensor.

@@ -35,7 +35,8 @@ def write_test_results(path, probabilities, num_actual_examples):
       probabilities: [num_rows, num_classes] array-like (num_classes 1 for regression scores);
         rows past `num_actual_examples` (TPU padding) are dropped.
       num_actual_examples: int, the number of real examples.
-    Each line is the row's values as `str(numpy.float32)` joined by tabs, e.g. "0.796392\t0.20360796".
+    Each line is the row's values as `str(numpy.float32)` joined by tabs, e.g.
+    "0.796392\t0.20360796".
     """
     rows = np.asarray(probabilities, dtype=np.float32)
     if rows.ndim != 2 or len(rows) < num_actual_examples:

@@ -91,7 +91,7 @@ class DataProcessor:
 
     @classmethod
     def _read_tsv(cls, input_file):
-        """Rows (lists of str) of a tab-separated file; the original's helper, for custom processors.
+        """Rows (lists of str) of a TSV file: the original's helper, for custom processors.
 
         Quotes are literal, as in every call of the original (`quotechar=None`).
         """
@@ -143,7 +143,8 @@ class DataProcessor:
             try:
                 float(label)
             except ValueError:
-                raise ValueError("%s: %s score %r is not a number" % (where, self.name, label)) from None
+                raise ValueError("%s: %s score %r is not a number"
+                                 % (where, self.name, label)) from None
         elif label not in self.labels:
             raise ValueError("%s: unknown %s label %r; expected one of %s"
                              % (where, self.name, label, ", ".join(map(repr, self.labels))))

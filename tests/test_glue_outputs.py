@@ -25,7 +25,8 @@ def test_test_results_match_original_format(fixtures_dir, tmp_path):
     probabilities = np.exp(logits) / np.sum(np.exp(logits), axis=-1, keepdims=True)
     path = tmp_path / "test_results.tsv"
     outputs.write_test_results(str(path), probabilities, inputs["num_actual_predict_examples"])
-    assert path.read_bytes() == (fixtures_dir / "classifier" / "test_results_example.tsv").read_bytes()
+    original = fixtures_dir / "classifier" / "test_results_example.tsv"
+    assert path.read_bytes() == original.read_bytes()
     with pytest.raises(ValueError, match="expected at least 5 rows"):
         outputs.write_test_results(str(path), probabilities, 5)
 
