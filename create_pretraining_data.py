@@ -1,0 +1,73 @@
+"""Create masked LM / next sentence TF examples for BERT (the original's flags and records).
+
+    python create_pretraining_data.py --input_file=corpus.txt --output_file=out.tfrecord \\
+      --vocab_file=vocab/uncased_L-12_H-768_A-12/vocab.txt --do_lower_case=True \\
+      --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
+      --random_seed=12345 --dupe_factor=5
+
+Input: one sentence per line, a blank line between documents. See `pretraining_data.pipeline` for
+the two orderings (the original's, and chunked/parallel with --chunk_size_mb and --num_workers).
+"""
+import signal
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from pretraining_data import pipeline
+from pretraining_data.reading import InputError
+from vocab.tokenization import VocabError
+
+flags.DEFINE_string("input_file", None,
+                    "Input raw text file (or comma-separated list of files).")
+flags.DEFINE_string("output_file", None,
+                    "Output TF example file (or comma-separated list of files).")
+flags.DEFINE_string("vocab_file", None,
+                    "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Whether to use whole word masking rather than per-WordPiece masking.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of creating sequences which are shorter than the maximum length.")
+# New flags.
+flags.DEFINE_float("chunk_size_mb", 0.0,
+                   "0 (default): the original's ordering, whole corpus in memory, one process. "
+                   "> 0: process the text in chunks of about this many MB (cut at document "
+                   "boundaries), each shuffled with its own seed; memory bounded by the chunk "
+                   "size; output independent of --num_workers.")
+flags.DEFINE_integer("num_workers", 1,
+                     "Processes for --chunk_size_mb > 0 (one chunk per process at a time).")
+flags.DEFINE_enum("tokenizer", "auto", ["auto", "fast", "faithful"],
+                  "Word-piece tokenizer: 'fast' (tensorflow-text, identical word-pieces), "
+                  "'faithful' (pure Python FullTokenizer) or 'auto' (fast when available).")
+
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    # A plain `kill` unwinds like an exception, so incomplete outputs are removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    opts = pipeline.Options(**{name: FLAGS[name].value
+                               for name in pipeline.Options.__dataclass_fields__})
+    try:
+        pipeline.run(opts)
+    except (InputError, VocabError) as e:
+        logging.error("%s", e)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("output_file")
+    flags.mark_flag_as_required("vocab_file")
+    app.run(main)

@@ -1,0 +1,245 @@
+"""create_pretraining_data end to end: check flags, read, make instances, write (optionally parallel).
+
+Two orderings, both deterministic functions of the flags and the text:
+
+* **Original** (`chunk_size_mb=0`, the default): the whole corpus is one chunk, processed with
+  `random.Random(random_seed)` exactly as the original does: documents shuffled globally, random
+  next sentences drawn from the whole corpus, all instances shuffled globally. Record for record
+  the original's output. Needs the corpus in memory and runs in one process.
+* **Chunked** (`chunk_size_mb>0`): the line stream is cut into chunks of about that many MB, at
+  document boundaries (`reading.iter_chunks`). Chunk k is processed exactly like a whole corpus
+  by the original algorithm, with its own generator `random.Random(chunk_seed(random_seed, k))`:
+  documents and instances are shuffled within the chunk, random next sentences come from the
+  same chunk. Chunks are written in input order, records round-robin over the output files as one
+  stream. Chunk boundaries and seeds depend only on the text and the flags, so the output is the
+  same for any `num_workers` and any machine; a corpus smaller than one chunk gives exactly the
+  original's output (chunk 0 uses `random_seed` itself). Memory is bounded by about
+  `(2 * num_workers + 1)` chunks in flight, not by the corpus size.
+"""
+import collections
+import concurrent.futures
+import dataclasses
+import hashlib
+import multiprocessing
+import random
+import time
+
+from absl import logging
+
+from pretraining_data.documents import TOKENIZERS, LineTokenizer, build_documents
+from pretraining_data.features import ExampleEncoder
+from pretraining_data.instances import InstanceBuilder
+from pretraining_data.reading import (
+    InputError, expand_input_files, iter_chunks, iter_line_blocks, total_bytes)
+from pretraining_data.writing import ShardedRecordWriter, check_output_files
+
+_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
+_PROGRESS_SECONDS = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(object):
+    """The script's flags (original names and defaults, plus the last three)."""
+    input_file: str
+    output_file: str
+    vocab_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    num_workers: int = 1
+    chunk_size_mb: float = 0.0
+    tokenizer: str = "auto"
+
+
+@dataclasses.dataclass
+class RunStats(object):
+    """What a run produced."""
+    num_lines: int = 0
+    num_documents: int = 0  # non-empty documents
+    num_instances: int = 0
+    num_chunks: int = 0
+    seconds: float = 0.0
+
+
+def check_options(opts):
+    """Raises InputError, naming the flag, for flag values the algorithm cannot honour."""
+    checks = [
+        (opts.max_seq_length >= 5, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP] with "
+                                   "at least 2 tokens of text)"),
+        (1 <= opts.max_predictions_per_seq <= opts.max_seq_length - 3,
+         "--max_predictions_per_seq must be between 1 and max_seq_length - 3 = %d, the number of "
+         "maskable positions" % (opts.max_seq_length - 3)),
+        (0.0 <= opts.masked_lm_prob <= 1.0, "--masked_lm_prob must be in [0, 1]"),
+        (0.0 <= opts.short_seq_prob <= 1.0, "--short_seq_prob must be in [0, 1]"),
+        (opts.dupe_factor >= 1, "--dupe_factor must be >= 1"),
+        (opts.num_workers >= 1, "--num_workers must be >= 1"),
+        (opts.chunk_size_mb >= 0, "--chunk_size_mb must be >= 0"),
+        (opts.num_workers == 1 or opts.chunk_size_mb > 0,
+         "--num_workers > 1 needs --chunk_size_mb > 0: the original's ordering (one global "
+         "shuffle, random next sentences from the whole corpus) is sequential"),
+        (opts.tokenizer in TOKENIZERS, "--tokenizer must be one of %s" % ", ".join(TOKENIZERS)),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise InputError("%s (got %s)" % (message, opts))
+
+
+def chunk_seed(random_seed, chunk_index):
+    """The seed of chunk `chunk_index`: `random_seed` for chunk 0, else a hash of both."""
+    if chunk_index == 0:
+        return random_seed
+    digest = hashlib.sha256(b"%d/%d" % (random_seed, chunk_index)).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+class ChunkProcessor(object):
+    """Lines of one chunk -> serialized records, in the original's order for that chunk."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.line_tokenizer = LineTokenizer(opts.vocab_file, opts.do_lower_case, opts.tokenizer)
+        vocab = self.line_tokenizer.vocab
+        missing = [t for t in _SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise InputError("vocab file %s lacks %s" % (opts.vocab_file, ", ".join(missing)))
+        self.builder = InstanceBuilder(
+            vocab, opts.max_seq_length, opts.short_seq_prob, opts.masked_lm_prob,
+            opts.max_predictions_per_seq, opts.do_whole_word_mask)
+        self.encoder = ExampleEncoder(
+            opts.max_seq_length, opts.max_predictions_per_seq, max(vocab.values()))
+
+    def __call__(self, chunk_index, line_blocks, report=None):
+        """Returns (records: list[bytes], stats: RunStats) for one chunk.
+
+        Args:
+          chunk_index: selects the generator seed (`chunk_seed`).
+          line_blocks: iterable of lists of lines.
+          report: optional callable(documents_done, instances_so_far) for progress.
+        """
+        documents, num_lines = build_documents(line_blocks, self.line_tokenizer)
+        rng = random.Random(chunk_seed(self.opts.random_seed, chunk_index))
+        records = self.builder.create_training_instances(
+            documents, self.opts.dupe_factor, rng, report=report)
+        for i, instance in enumerate(records):
+            records[i] = self.encoder.encode(instance)  # in place: frees instances as it goes
+        return records, RunStats(num_lines=num_lines, num_documents=len(documents),
+                                 num_instances=len(records), num_chunks=1)
+
+
+class Progress(object):
+    """Logs counts, rate and ETA at most every `_PROGRESS_SECONDS`."""
+
+    def __init__(self, total, unit):
+        self.total, self.unit = total, unit
+        self.start = self._last = time.monotonic()
+
+    def __call__(self, done, documents, instances, force=False):
+        now = time.monotonic()
+        if not force and now - self._last < _PROGRESS_SECONDS:
+            return
+        self._last = now
+        elapsed = now - self.start
+        fraction = done / self.total if self.total else 1.0
+        eta = elapsed * (1.0 / fraction - 1.0) if fraction > 0 else float("nan")
+        logging.info("%.1f%% of %s | %d documents | %d instances | %.0f instances/s | "
+                     "elapsed %.0fs | ETA %.0fs", 100.0 * fraction, self.unit, documents,
+                     instances, instances / max(elapsed, 1e-9), elapsed, eta)
+
+
+def run(opts):
+    """Runs create_pretraining_data; returns `RunStats`. Raises InputError before any work."""
+    check_options(opts)
+    input_files = expand_input_files(opts.input_file)
+    output_files = opts.output_file.split(",")
+    check_output_files(output_files)
+    processor = ChunkProcessor(opts)  # also validates the vocab file
+    logging.info("*** Reading from %d input files (%s tokenizer) ***",
+                 len(input_files), processor.line_tokenizer.kind)
+    for path in input_files:
+        logging.info("  %s", path)
+    logging.info("*** Writing to output files ***")
+    for path in output_files:
+        logging.info("  %s", path)
+
+    start = time.monotonic()
+    stats = RunStats()
+    line_blocks = iter_line_blocks(input_files)
+    with ShardedRecordWriter(output_files) as writer:
+        if opts.chunk_size_mb == 0:
+            records, stats = processor(0, line_blocks, report=_original_progress(opts))
+            for record in records:
+                writer.write(record)
+        else:
+            progress = Progress(total_bytes(input_files), "input bytes")
+            chunks = iter_chunks(line_blocks, int(opts.chunk_size_mb * 1e6))
+            done_chars = 0
+            for (records, chunk_stats), chunk_chars in _process_chunks(opts, processor, chunks):
+                for record in records:
+                    writer.write(record)
+                done_chars += chunk_chars
+                for field in ("num_lines", "num_documents", "num_instances", "num_chunks"):
+                    setattr(stats, field, getattr(stats, field) + getattr(chunk_stats, field))
+                progress(done_chars, stats.num_documents, stats.num_instances)
+    stats.seconds = time.monotonic() - start
+    if not stats.num_instances:
+        logging.warning("no instances: the input holds no non-empty line")
+    logging.info("Wrote %d total instances from %d documents (%d lines, %d chunks) in %.1fs",
+                 stats.num_instances, stats.num_documents, stats.num_lines, stats.num_chunks,
+                 stats.seconds)
+    return stats
+
+
+def _original_progress(opts):
+    """Progress callback for the single-chunk run: counts documents over all passes."""
+    progress = None
+
+    def report(done, total, instances):
+        nonlocal progress
+        if progress is None:
+            progress = Progress(total, "documents x dupe_factor")
+        progress(done, total // opts.dupe_factor, instances)
+    return report
+
+
+def _process_chunks(opts, processor, chunks):
+    """Yields (processor result, chunk chars) per chunk, in chunk order.
+
+    One worker runs in this process; more use a `spawn` process pool (TensorFlow is not fork-safe)
+    with at most 2 * num_workers chunks submitted and not yet written, to bound memory.
+    """
+    if opts.num_workers == 1:
+        for index, (lines, chars) in enumerate(chunks):
+            yield processor(index, [lines]), chars
+        return
+    pool = concurrent.futures.ProcessPoolExecutor(
+        opts.num_workers, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker, initargs=(opts,))
+    try:
+        pending = collections.deque()
+        for index, (lines, chars) in enumerate(chunks):
+            pending.append((pool.submit(_process_in_worker, index, lines), chars))
+            if len(pending) >= 2 * opts.num_workers:
+                future, chars = pending.popleft()
+                yield future.result(), chars
+        while pending:
+            future, chars = pending.popleft()
+            yield future.result(), chars
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKER_PROCESSOR = None
+
+
+def _init_worker(opts):
+    global _WORKER_PROCESSOR
+    _WORKER_PROCESSOR = ChunkProcessor(opts)
+
+
+def _process_in_worker(index, lines):
+    return _WORKER_PROCESSOR(index, [lines])

@@ -1,0 +1,83 @@
+"""Round-robin TFRecord writing to several files, visible only once complete.
+
+Records go to the output files in turn (record k to file k % n), as the original's writer. Each
+file is written under a hidden temporary name in its own directory and renamed to its final name
+only after every file was closed successfully; on an exception the temporaries are removed. A run
+killed outright (SIGKILL, power loss) therefore leaves at most `.<name>.<pid>.incomplete` files,
+never a truncated `<name>` that training would read.
+"""
+import os
+
+import tensorflow as tf
+
+from pretraining_data.reading import InputError
+
+
+def temporary_name(path):
+    """The hidden name `path` is written under until it is complete."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, ".%s.%d.incomplete" % (tail, os.getpid()))
+
+
+def check_output_files(output_files):
+    """Raises InputError before any work if the outputs cannot be written where asked."""
+    if len(set(output_files)) != len(output_files):
+        raise InputError("--output_file lists the same file twice: %s" % ",".join(output_files))
+    for path in output_files:
+        if not path:
+            raise InputError("--output_file has an empty entry: %r" % ",".join(output_files))
+        directory = os.path.dirname(path) or "."
+        if not tf.io.gfile.isdir(directory):
+            raise InputError("--output_file %s: directory %s does not exist" % (path, directory))
+        if tf.io.gfile.isdir(path):
+            raise InputError("--output_file %s is a directory" % path)
+
+
+class ShardedRecordWriter(object):
+    """Context manager: `write(record_bytes)` round-robin; files appear on a clean exit only.
+
+    Args:
+      output_files: list of final paths.
+    Attributes:
+      num_written: records written so far.
+    """
+
+    def __init__(self, output_files):
+        self.output_files = list(output_files)
+        self._temporary = [temporary_name(p) for p in self.output_files]
+        self._writers = []
+        self.num_written = 0
+
+    def __enter__(self):
+        try:
+            for path in self._temporary:
+                self._writers.append(tf.io.TFRecordWriter(path))
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def write(self, record):
+        self._writers[self.num_written % len(self._writers)].write(record)
+        self.num_written += 1
+
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is not None:
+            self._discard()
+            return False
+        try:
+            for writer in self._writers:
+                writer.close()
+            for temporary, final in zip(self._temporary, self.output_files):
+                tf.io.gfile.rename(temporary, final, overwrite=True)
+        except BaseException:
+            self._discard()
+            raise
+        return False
+
+    def _discard(self):
+        for writer in self._writers:
+            writer.close()
+        for path in self._temporary:
+            if tf.io.gfile.exists(path):
+                tf.io.gfile.remove(path)

@@ -1,0 +1,202 @@
+"""create_pretraining_data against the original's records, plus flags, bad input and atomic output.
+
+The fixture runs use the original's flags (fixtures/pretraining_data/commands.txt) and compare every
+parsed record (feature names, kinds and values) with the original's TFRecords.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from pretraining_data import pipeline
+from pretraining_data.features import FEATURE_NAMES, name_to_features
+from pretraining_data.reading import InputError
+from vocab.tokenization import VocabError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB_FILE = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+FIXTURE_FLAGS = dict(vocab_file=VOCAB_FILE, do_lower_case=True, max_seq_length=128,
+                     max_predictions_per_seq=20, masked_lm_prob=0.15, random_seed=12345,
+                     dupe_factor=2)
+
+
+def read_examples(path):
+    """TFRecord file -> list of {feature name: (kind, values)}."""
+    examples = []
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+        example = tf.train.Example.FromString(record)
+        examples.append({
+            name: (feature.WhichOneof("kind"),
+                   list(getattr(feature, feature.WhichOneof("kind")).value))
+            for name, feature in example.features.feature.items()})
+    return examples
+
+
+def run(tmp_path, output_name, corpus, **overrides):
+    flags = dict(FIXTURE_FLAGS, input_file=str(corpus),
+                 output_file=",".join(str(tmp_path / n) for n in output_name.split(",")))
+    flags.update(overrides)
+    return pipeline.run(pipeline.Options(**flags))
+
+
+@pytest.fixture(scope="module")
+def data_dir(fixtures_dir):
+    return fixtures_dir / "pretraining_data"
+
+
+@pytest.mark.parametrize("tokenizer", ["faithful", "auto"])
+@pytest.mark.parametrize("name,overrides", [("pretrain_default", {}),
+                                            ("pretrain_wwm", {"do_whole_word_mask": True})])
+def test_records_equal_the_original(tmp_path, data_dir, name, overrides, tokenizer):
+    stats = run(tmp_path, "out.tfrecord", data_dir / "corpus.txt", tokenizer=tokenizer, **overrides)
+    ours = read_examples(tmp_path / "out.tfrecord")
+    original = read_examples(data_dir / (name + ".tfrecord"))
+    assert len(ours) == len(original) == stats.num_instances
+    for i, (a, b) in enumerate(zip(ours, original)):
+        assert a == b, "record %d differs" % i
+    assert sorted(ours[0]) == sorted(FEATURE_NAMES)
+
+
+def test_two_shards_round_robin_equal_the_original(tmp_path, data_dir):
+    run(tmp_path, "s0.tfrecord,s1.tfrecord", data_dir / "corpus.txt")
+    for shard in (0, 1):
+        assert (read_examples(tmp_path / ("s%d.tfrecord" % shard))
+                == read_examples(data_dir / ("pretrain_default_shard%d.tfrecord" % shard)))
+    assert sorted(os.listdir(tmp_path)) == ["s0.tfrecord", "s1.tfrecord"]  # no temporaries left
+
+
+def test_name_to_features_parses_the_original_records(data_dir):
+    spec = name_to_features(128, 20)
+    dataset = tf.data.TFRecordDataset(str(data_dir / "pretrain_default.tfrecord")).batch(200)
+    parsed = tf.io.parse_example(next(iter(dataset)), spec)
+    assert parsed["input_ids"].shape == (118, 128)
+    assert parsed["masked_lm_weights"].dtype == tf.float32
+    assert parsed["next_sentence_labels"].shape == (118, 1)
+
+
+def _write(path, text, mode="w"):
+    with open(path, mode) as f:
+        f.write(text)
+    return path
+
+
+def test_files_are_one_line_stream_and_glob_matches_are_sorted(tmp_path, data_dir):
+    """Splitting the corpus into globbed files (no blank line at the cut) changes nothing."""
+    with open(data_dir / "corpus.txt", "rb") as f:
+        lines = f.read().split(b"\n")
+    cut = 100
+    assert lines[cut - 1].strip() and lines[cut].strip()  # cut inside a document
+    _write(tmp_path / "part_b.txt", b"\n".join(lines[:cut]) + b"\n", "wb")
+    _write(tmp_path / "part_c.txt", b"\n".join(lines[cut:]), "wb")
+    run(tmp_path, "out.tfrecord", str(tmp_path / "part_*.txt"))
+    assert (read_examples(tmp_path / "out.tfrecord")
+            == read_examples(data_dir / "pretrain_default.tfrecord"))
+
+
+def test_crlf_is_dropped_like_gfile(tmp_path, data_dir):
+    with open(data_dir / "corpus.txt", "rb") as f:
+        text = f.read()
+    _write(tmp_path / "crlf.txt", text.replace(b"\n", b"\r\n"), "wb")
+    run(tmp_path, "out.tfrecord", tmp_path / "crlf.txt")
+    assert (read_examples(tmp_path / "out.tfrecord")
+            == read_examples(data_dir / "pretrain_default.tfrecord"))
+
+
+def test_degenerate_documents(tmp_path):
+    """Empty file, blank-only file, control-only lines, a one-sentence and a very long sentence."""
+    _write(tmp_path / "a_empty.txt", "")
+    _write(tmp_path / "b_blank.txt", "\n  \t\n\n")
+    long_sentence = " ".join(["word"] * 400)
+    _write(tmp_path / "c.txt", "\x00\u200b\n\nOnly one sentence here.\n\n%s\n\x00\nShort end.\n"
+           % long_sentence)
+    stats = run(tmp_path, "out.tfrecord", str(tmp_path / "*.txt"), dupe_factor=3,
+                max_seq_length=32, max_predictions_per_seq=5)
+    assert stats.num_documents == 2
+    examples = read_examples(tmp_path / "out.tfrecord")
+    assert len(examples) == stats.num_instances > 3
+    for example in examples:
+        assert sum(example["input_mask"][1]) <= 32
+        assert len(example["input_ids"][1]) == 32
+
+
+def test_empty_corpus_writes_an_empty_file(tmp_path):
+    _write(tmp_path / "empty.txt", "\n\n")
+    stats = run(tmp_path, "out.tfrecord", tmp_path / "empty.txt")
+    assert stats.num_instances == 0
+    assert read_examples(tmp_path / "out.tfrecord") == []
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"input_file": "/nonexistent/*.txt"}, "matches no file"),
+    ({"vocab_file": "/nonexistent/vocab.txt"}, "vocab"),
+    ({"output_file": "/nonexistent/dir/out.tfrecord"}, "does not exist"),
+    ({"max_predictions_per_seq": 126}, "max_predictions_per_seq"),
+    ({"max_seq_length": 4}, "max_seq_length"),
+    ({"masked_lm_prob": 1.5}, "masked_lm_prob"),
+    ({"num_workers": 2}, "chunk_size_mb"),
+])
+def test_bad_flags_fail_before_any_work(tmp_path, data_dir, overrides, message):
+    flags = dict(FIXTURE_FLAGS, input_file=str(data_dir / "corpus.txt"),
+                 output_file=str(tmp_path / "out.tfrecord"))
+    flags.update(overrides)
+    with pytest.raises((InputError, VocabError), match=message):
+        pipeline.run(pipeline.Options(**flags))
+    assert os.listdir(tmp_path) == []
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = _write(tmp_path / "bad.txt", b"fine line.\n\nsecond \xff line.\n", "wb")
+    with pytest.raises(InputError, match=r"bad\.txt line 3: invalid UTF-8 byte 0xff at column 8"):
+        run(tmp_path, "out.tfrecord", path)
+    assert os.listdir(tmp_path) == ["bad.txt"]
+
+
+def _cli(*args):
+    return [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+            "--vocab_file=" + VOCAB_FILE] + list(args)
+
+
+def test_killed_run_leaves_no_output(tmp_path, data_dir):
+    """SIGKILL mid-run: the output name never exists; SIGTERM: temporaries are removed too."""
+    with open(data_dir / "corpus.txt") as f:
+        text = f.read()
+    _write(tmp_path / "big.txt", text * 40)
+    out = tmp_path / "out" / "data.tfrecord"
+    out.parent.mkdir()
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        process = subprocess.Popen(
+            _cli("--input_file=%s" % (tmp_path / "big.txt"), "--output_file=%s" % out,
+                 "--dupe_factor=50", "--tokenizer=faithful"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not os.listdir(out.parent) and time.time() < deadline:
+            time.sleep(0.05)
+        assert process.poll() is None, "run finished before it could be killed"
+        assert [n.endswith(".incomplete") for n in os.listdir(out.parent)] == [True]
+        process.send_signal(sig)
+        process.wait(30)
+        assert not out.exists()
+        if sig == signal.SIGTERM:
+            assert os.listdir(out.parent) == []
+        for name in os.listdir(out.parent):
+            os.remove(out.parent / name)
+
+
+def test_cli_original_command(tmp_path, data_dir):
+    """The original README-style command line works unchanged."""
+    out = tmp_path / "out.tfrecord"
+    result = subprocess.run(
+        _cli("--input_file=%s" % (data_dir / "corpus.txt"), "--output_file=%s" % out,
+             "--do_lower_case=True", "--max_seq_length=128", "--max_predictions_per_seq=20",
+             "--masked_lm_prob=0.15", "--random_seed=12345", "--dupe_factor=2",
+             "--tokenizer=faithful"),
+        capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read_examples(out) == read_examples(data_dir / "pretrain_default.tfrecord")
+    bad = subprocess.run(_cli("--input_file=/nonexistent.txt", "--output_file=%s" % out),
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "matches no file" in bad.stderr
