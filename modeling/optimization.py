@@ -1,0 +1,167 @@
+"""The original optimizer (`optimization.py`) and schedule as Keras 3 optimizers, plus LAMB.
+
+Gradient clipping is not done here: the training loop clips the *aggregated* gradient by its
+global norm (1.0) before calling `apply`, as the original's `create_optimizer` does on one device.
+The loop also densifies sparse (IndexedSlices) gradients first: the original's arithmetic
+densifies them too, so every embedding row gets its moments decayed and its weight decay each step.
+"""
+import re
+
+import keras
+from keras import ops
+
+# optimization.create_optimizer's exclusions, matched with re.search against variable paths.
+# This project's layers keep the original scope words (`LayerNorm`, `bias`, `output_bias`) in
+# their paths, so the same patterns select the same variables (tested against the TF1 names).
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """lr(step) = init_lr·step/W while step < W, else init_lr·(1 − min(step, N)/N).
+
+    The decay is counted from step 0, not from the end of warm-up, so with W > 0 the nominal
+    `init_lr` is never reached (the original's behaviour). W = 0 skips warm-up.
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+        self.init_lr = init_lr
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        total = float(self.num_train_steps)
+        decayed = self.init_lr * (1.0 - ops.minimum(step, total) / total)
+        if not self.num_warmup_steps:
+            return decayed
+        warmup = self.init_lr * step / float(self.num_warmup_steps)
+        return ops.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+    def get_config(self):
+        return {
+            "init_lr": self.init_lr,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+        }
+
+
+class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
+    """Adam moments plus decoupled weight decay selected by name, shared by both optimizers."""
+
+    def __init__(
+        self,
+        learning_rate,
+        weight_decay_rate=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+        name=None,
+        **kwargs,
+    ):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m = [self.add_variable_from_reference(v, "adam_m") for v in var_list]
+        self._v = [self.add_variable_from_reference(v, "adam_v") for v in var_list]
+        # Decided here, on the Keras variables' paths: `update_step` may receive the
+        # backend's variable objects, which have no path.
+        self._decay_flags = [self.decays(v) for v in var_list]
+
+    def decays(self, variable):
+        """Whether a Keras `variable` gets weight decay (the original's `_do_use_weight_decay`)."""
+        if not self.weight_decay_rate:
+            return False
+        return not any(re.search(p, variable.path) for p in self.exclude_from_weight_decay)
+
+    def _decayed(self, variable):
+        return self._decay_flags[self._get_variable_index(variable)]
+
+    def _moments(self, gradient, variable):
+        """Updates and returns (m, v). Gradients arrive dense (see the module docstring)."""
+        g = ops.cast(gradient, variable.dtype)
+        index = self._get_variable_index(variable)
+        m = self.beta_1 * self._m[index] + (1.0 - self.beta_1) * g
+        v = self.beta_2 * self._v[index] + (1.0 - self.beta_2) * ops.square(g)
+        self.assign(self._m[index], m)
+        self.assign(self._v[index], v)
+        return m, v
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            weight_decay_rate=self.weight_decay_rate,
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            exclude_from_weight_decay=list(self.exclude_from_weight_decay),
+        )
+        return config
+
+
+class AdamWeightDecay(_DecoupledDecayOptimizer):
+    """The original `AdamWeightDecayOptimizer`.
+
+    m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  u = m / (√v + ε)   (no bias correction,
+    ε outside the square root);  u += λ·w unless excluded;  w ← w − lr·u.
+    """
+
+    def __init__(self, learning_rate, name="AdamWeightDecay", **kwargs):
+        super().__init__(learning_rate, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        m, v = self._moments(gradient, variable)
+        update = m / (ops.sqrt(v) + self.epsilon)
+        if self._decayed(variable):
+            update = update + self.weight_decay_rate * variable
+        self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update)
+
+
+class Lamb(_DecoupledDecayOptimizer):
+    """LAMB (You et al., 2019) for large batches: Adam with bias correction and decoupled decay,
+    scaled per variable by the trust ratio ‖w‖ / ‖update‖ (1 where either norm is 0).
+
+    Variables excluded from weight decay are also excluded from the trust ratio, as in the
+    reference implementations (LayerNorm and biases).
+    """
+
+    def __init__(self, learning_rate, name="Lamb", **kwargs):
+        super().__init__(learning_rate, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        m, v = self._moments(gradient, variable)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        m_hat = m / (1.0 - ops.power(self.beta_1, step))
+        v_hat = v / (1.0 - ops.power(self.beta_2, step))
+        update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        ratio = 1.0
+        if self._decayed(variable):
+            update = update + self.weight_decay_rate * variable
+            w_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            u_norm = ops.sqrt(ops.sum(ops.square(update)))
+            ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
+        self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * ratio * update)
+
+
+OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
+def create_optimizer(name, init_lr, num_train_steps, num_warmup_steps, weight_decay_rate=0.01):
+    """The original `create_optimizer`'s optimizer and schedule (without the train op).
+
+    name: "adamw" (the original) or "lamb".
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"Unknown optimizer {name!r}; use one of {sorted(OPTIMIZERS)}")
+    if num_train_steps <= 0:
+        raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
+    return OPTIMIZERS[name](schedule, weight_decay_rate=weight_decay_rate)
