@@ -63,6 +63,7 @@ class ExampleWindows:
       query_tokens: list of str, the (truncated) question word-pieces.
       doc_pieces: list of str, every context word-piece (the original `all_doc_tokens`).
       piece_to_word: list of int, doc_pieces[i] comes from example.doc_tokens[piece_to_word[i]].
+        Both lists are shared with the other questions on the same paragraph: do not modify.
       doc_spans: list of DocSpan over doc_pieces.
       max_context_span: list of int, for each piece the index of the span that gives it maximum
         context (the original `_check_is_max_context`, computed once per piece).
@@ -149,26 +150,55 @@ def _improve_answer_span(doc_pieces, start, end, tokenizer, orig_answer_text):
     return start, end
 
 
-def make_windows(example, example_index, first_unique_id, tokenizer, max_seq_length,
-                 doc_stride, max_query_length, is_training):
-    """Tokenizes one SquadExample and cuts its context into windows. Returns ExampleWindows."""
-    query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
-    doc_pieces = []
+@dataclasses.dataclass
+class TokenizedContext:
+    """A context's word-pieces, shared by all the questions on it.
+
+    Attributes:
+      doc_tokens: list of str, the whitespace-split words it was made from.
+      pieces: list of str, every word-piece (the original `all_doc_tokens`).
+      piece_to_word: list of int, pieces[i] comes from doc_tokens[piece_to_word[i]].
+      word_to_piece: list of int, index of each word's first piece (a word that tokenizes to
+        nothing points at the next word's first piece).
+    """
+    doc_tokens: List[str]
+    pieces: List[str]
+    piece_to_word: List[int]
+    word_to_piece: List[int]
+
+
+def tokenize_context(doc_tokens, tokenizer):
+    """Word-pieces each word separately, as the original. Returns TokenizedContext."""
+    pieces = []
     piece_to_word = []
     word_to_piece = []
-    for i, word in enumerate(example.doc_tokens):
-        word_to_piece.append(len(doc_pieces))
+    for i, word in enumerate(doc_tokens):
+        word_to_piece.append(len(pieces))
         for piece in tokenizer.tokenize(word):
             piece_to_word.append(i)
-            doc_pieces.append(piece)
+            pieces.append(piece)
+    return TokenizedContext(doc_tokens, pieces, piece_to_word, word_to_piece)
+
+
+def make_windows(example, example_index, first_unique_id, tokenizer, max_seq_length,
+                 doc_stride, max_query_length, is_training, context=None):
+    """Tokenizes one SquadExample and cuts its context into windows. Returns ExampleWindows.
+
+    `context`, if given, is `tokenize_context(example.doc_tokens, tokenizer)`, computed once for
+    all the questions on a paragraph (the original re-tokenized it for each question).
+    """
+    if context is None:
+        context = tokenize_context(example.doc_tokens, tokenizer)
+    query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
+    doc_pieces = context.pieces
 
     tok_start = tok_end = None
     if is_training and example.is_impossible:
         tok_start = tok_end = -1
     elif is_training:
-        tok_start = word_to_piece[example.start_position]
+        tok_start = context.word_to_piece[example.start_position]
         if example.end_position < len(example.doc_tokens) - 1:
-            tok_end = word_to_piece[example.end_position + 1] - 1
+            tok_end = context.word_to_piece[example.end_position + 1] - 1
         else:
             tok_end = len(doc_pieces) - 1
         tok_start, tok_end = _improve_answer_span(doc_pieces, tok_start, tok_end, tokenizer,
@@ -178,18 +208,26 @@ def make_windows(example, example_index, first_unique_id, tokenizer, max_seq_len
     doc_spans = _doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
     return ExampleWindows(
         example_index=example_index, first_unique_id=first_unique_id,
-        query_tokens=query_tokens, doc_pieces=doc_pieces, piece_to_word=piece_to_word,
+        query_tokens=query_tokens, doc_pieces=doc_pieces, piece_to_word=context.piece_to_word,
         doc_spans=doc_spans, max_context_span=_max_context_spans(len(doc_pieces), doc_spans),
         tok_start_position=tok_start, tok_end_position=tok_end)
 
 
 def iter_windows(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training):
-    """Yields one ExampleWindows per example, numbering features from FIRST_UNIQUE_ID."""
+    """Yields one ExampleWindows per example, numbering features from FIRST_UNIQUE_ID.
+
+    Consecutive questions on the same paragraph (the same `doc_tokens` list, as
+    `read_squad_examples` makes them) share one tokenization of the context: identical output,
+    less time and memory.
+    """
     check_window_settings(max_seq_length, doc_stride, max_query_length)
     unique_id = FIRST_UNIQUE_ID
+    context = None
     for example_index, example in enumerate(examples):
+        if context is None or context.doc_tokens is not example.doc_tokens:
+            context = tokenize_context(example.doc_tokens, tokenizer)
         windows = make_windows(example, example_index, unique_id, tokenizer, max_seq_length,
-                               doc_stride, max_query_length, is_training)
+                               doc_stride, max_query_length, is_training, context)
         unique_id += len(windows.doc_spans)
         yield windows
 
