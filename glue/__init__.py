@@ -9,7 +9,7 @@ Typical flow (what run_classifier.py does):
         examples, label_list, FLAGS.max_seq_length, tokenizer, train_file)
     spec = features.name_to_features(FLAGS.max_seq_length, processor.is_regression)
     ...
-    outputs.write_eval_results(path, {**model_results, **metrics.task_metrics(task, y, y_hat)})
+    runner.results.write_eval_results(path, {**model_results, **metrics.task_metrics(task, y, y_hat)})
     outputs.write_test_results(path, probabilities, len(test_examples))
     outputs.write_glue_submission(output_dir, processor, test_examples,
                                   outputs.predicted_values(probabilities, processor.is_regression))

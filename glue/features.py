@@ -10,7 +10,7 @@ from typing import Optional, Union
 from absl import logging
 import tensorflow as tf
 
-from glue import files
+from runner.results import atomic_output
 
 
 @dataclasses.dataclass
@@ -176,7 +176,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 
     Same records as the original (compare parsed values: protobuf map order varies per process).
     """
-    with files.atomic_output(output_file) as tmp_path:
+    with atomic_output(output_file) as tmp_path:
         with tf.io.TFRecordWriter(tmp_path) as writer:
             for ex_index, example in enumerate(examples):
                 if ex_index % 10000 == 0:

@@ -7,24 +7,8 @@ import os
 from absl import logging
 import numpy as np
 
-from glue import files
+from runner import results
 from glue.features import PaddingInputExample
-
-
-def write_eval_results(path, results):
-    """Writes `eval_results.txt` as the original: one "%s = %s" line per key, keys sorted.
-
-    Args:
-      path: str, output file.
-      results: dict str -> value. Values are written with `str()`, so pass numpy scalars
-        (np.float32 losses, np.int64 global_step) to get the original's exact text.
-    """
-    logging.info("***** Eval results *****")
-    lines = []
-    for key in sorted(results):
-        logging.info("  %s = %s", key, results[key])
-        lines.append("%s = %s\n" % (key, results[key]))
-    files.write_text_atomic(path, "".join(lines))
 
 
 def write_test_results(path, probabilities, num_actual_examples):
@@ -43,7 +27,7 @@ def write_test_results(path, probabilities, num_actual_examples):
         raise ValueError("expected at least %d rows of probabilities, got shape %s"
                          % (num_actual_examples, rows.shape))
     text = "".join("\t".join(str(p) for p in row) + "\n" for row in rows[:num_actual_examples])
-    files.write_text_atomic(path, text)
+    results.write_text_atomic(path, text)
 
 
 def predicted_values(outputs, is_regression):
@@ -88,5 +72,5 @@ def write_glue_submission(output_dir, processor, examples, predictions):
             value = processor.labels[int(prediction)]
         lines.append("%s\t%s\n" % (example.index, value))
     path = os.path.join(output_dir, processor.submission_name + ".tsv")
-    files.write_text_atomic(path, "".join(lines))
+    results.write_text_atomic(path, "".join(lines))
     return path

@@ -4,13 +4,14 @@ import json
 import numpy as np
 import pytest
 
-from glue import files, outputs, processors
+from glue import outputs, processors
+from runner import results as files
 from glue.features import InputExample, PaddingInputExample
 
 
 def test_eval_results_format(tmp_path):
     path = tmp_path / "eval_results.txt"
-    outputs.write_eval_results(str(path), {
+    files.write_eval_results(str(path), {
         "loss": np.float32(0.6931472), "global_step": np.int64(344),
         "eval_loss": np.float32(0.5), "eval_accuracy": np.float32(0.75), "eval_f1": 0.8})
     assert path.read_text() == ("eval_accuracy = 0.75\neval_f1 = 0.8\neval_loss = 0.5\n"

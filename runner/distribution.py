@@ -1,0 +1,57 @@
+"""Distribution strategy and numeric policy from flags."""
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+_POLICIES = {None: "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def get_strategy(name="default", use_tpu=False, tpu_name=None, tpu_zone=None, gcp_project=None):
+    """Builds the `tf.distribute` strategy named by `--distribution_strategy` (or `--use_tpu`).
+
+    The global batch size given by the flags is split evenly over
+    `strategy.num_replicas_in_sync` replicas (all devices of all workers).
+    """
+    if use_tpu:
+        name = "tpu"
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker_mirrored":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("--distribution_strategy=multi_worker_mirrored needs TF_CONFIG set")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu_name, zone=tpu_zone, project=gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"Unknown distribution strategy {name!r}")
+
+
+def set_precision(mixed_precision):
+    """Sets the global Keras dtype policy for `--mixed_precision` (None, "bf16", "fp16")."""
+    policy = _POLICIES[mixed_precision]
+    keras.config.set_dtype_policy(policy)
+    logging.info("Keras dtype policy: %s", policy)
+    return policy
+
+
+def is_chief(strategy):
+    """Whether this process writes outputs (always true outside multi-worker training)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0)
+
+
+def set_determinism(seed, deterministic):
+    """Seeds Python, NumPy, TF and Keras; optionally makes TF ops deterministic."""
+    keras.utils.set_random_seed(seed)
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()

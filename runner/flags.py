@@ -1,0 +1,54 @@
+"""Flags shared by the training scripts: the original TPU flags and this project's additions."""
+from absl import flags
+
+
+def define_tpu_flags():
+    """The original's TPU flags, same names, defaults and help."""
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
+    flags.DEFINE_string(
+        "tpu_name", None,
+        "The Cloud TPU to use for training. This should be either the name used when creating the "
+        "Cloud TPU, or a grpc://ip.address.of.tpu:8470 url.")
+    flags.DEFINE_string(
+        "tpu_zone", None,
+        "[Optional] GCE zone where the Cloud TPU is located in. If not specified, we will attempt "
+        "to automatically detect the GCE project from metadata.")
+    flags.DEFINE_string(
+        "gcp_project", None,
+        "[Optional] Project name for the Cloud TPU-enabled project. If not specified, we will "
+        "attempt to automatically detect the GCE project from metadata.")
+    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+    flags.DEFINE_integer(
+        "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+
+
+def define_run_flags():
+    """New capabilities of the shared run machinery (not in the original release)."""
+    flags.DEFINE_enum(
+        "distribution_strategy", "default",
+        ["default", "mirrored", "multi_worker_mirrored", "tpu"],
+        "tf.distribute strategy: default (one device), mirrored (all local GPUs), "
+        "multi_worker_mirrored (cluster from TF_CONFIG) or tpu (also selected by --use_tpu).")
+    flags.DEFINE_enum(
+        "mixed_precision", None, ["bf16", "fp16"],
+        "Compute in bfloat16 or float16 (with dynamic loss scaling); variables, LayerNorm, softmax "
+        "and losses stay float32. Default: float32 throughout.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                      "adamw: the original AdamWeightDecay. lamb: LAMB, for large batches.")
+    flags.DEFINE_integer(
+        "gradient_accumulation_steps", 1,
+        "Split each batch into this many micro-batches and apply their mean gradient once: the "
+        "same batch size in less memory.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
+    flags.DEFINE_bool(
+        "save_tf1_checkpoint", False,
+        "At the end of training also write the weights as an original-layout TF1 checkpoint "
+        "(output_dir/bert_model.ckpt, with bert_config.json beside it).")
+    flags.DEFINE_integer("random_seed", 12345, "Seed for initialisation, dropout and input shuffling.")
+    flags.DEFINE_bool(
+        "deterministic", False,
+        "Use deterministic TF ops, so a run (and a resumed run) is reproducible bit for bit. Slower.")
+    flags.DEFINE_float(
+        "peak_tflops", None,
+        "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 in bf16).")

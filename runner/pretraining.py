@@ -1,0 +1,77 @@
+"""Pre-training loss, evaluation metrics and FLOP count (run_pretraining's `model_fn` and `metric_fn`)."""
+import tensorflow as tf
+
+from modeling import classification_loss, masked_lm_loss
+
+
+def pretraining_loss(model, features, training):
+    """total_loss = masked_lm_loss + next_sentence_loss; also reports the MLM accuracy."""
+    outputs = model(features, training=training)
+    mlm_loss, _, mlm_log_probs = masked_lm_loss(
+        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
+    nsp_loss, _, _ = classification_loss(
+        outputs["next_sentence_logits"], features["next_sentence_labels"])
+    weights = tf.reshape(features["masked_lm_weights"], [-1])
+    correct = tf.cast(
+        tf.equal(tf.argmax(mlm_log_probs, -1, output_type=tf.int32),
+                 tf.reshape(features["masked_lm_ids"], [-1])), tf.float32)
+    accuracy = tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    return mlm_loss + nsp_loss, {
+        "masked_lm_loss": mlm_loss,
+        "next_sentence_loss": nsp_loss,
+        "masked_lm_accuracy": accuracy,
+    }
+
+
+def pretraining_eval_sums(model, features):
+    """Per-batch sums from which `eval_metrics` computes the original's `metric_fn` values."""
+    outputs = model(features, training=False)
+    mlm_loss, mlm_per_example, mlm_log_probs = masked_lm_loss(
+        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
+    nsp_loss, nsp_per_example, nsp_log_probs = classification_loss(
+        outputs["next_sentence_logits"], features["next_sentence_labels"])
+    weights = tf.reshape(features["masked_lm_weights"], [-1])
+    mlm_correct = tf.cast(tf.equal(
+        tf.argmax(mlm_log_probs, -1, output_type=tf.int32),
+        tf.reshape(features["masked_lm_ids"], [-1])), tf.float32)
+    nsp_correct = tf.cast(tf.equal(
+        tf.argmax(nsp_log_probs, -1, output_type=tf.int32),
+        tf.reshape(features["next_sentence_labels"], [-1])), tf.float32)
+    return {
+        "mlm_correct": tf.reduce_sum(mlm_correct * weights),
+        "mlm_loss": tf.reduce_sum(mlm_per_example * weights),
+        "mlm_weight": tf.reduce_sum(weights),
+        "nsp_correct": tf.reduce_sum(nsp_correct),
+        "nsp_loss": tf.reduce_sum(nsp_per_example),
+        "nsp_count": tf.cast(tf.size(nsp_per_example), tf.float32),
+        "total_loss": mlm_loss + nsp_loss,
+    }
+
+
+def eval_metrics(sums, global_step):
+    """The original's eval_results.txt values from summed batches.
+
+    `masked_lm_accuracy`/`masked_lm_loss` are weighted by masked_lm_weights (tf.metrics.accuracy /
+    mean with weights); `loss` is the Estimator's mean over batches of the batch total loss.
+    """
+    batches = max(sums["num_batches"], 1)
+    return {
+        "global_step": global_step,
+        "loss": sums["total_loss"] / batches,
+        "masked_lm_accuracy": sums["mlm_correct"] / max(sums["mlm_weight"], 1e-12),
+        "masked_lm_loss": sums["mlm_loss"] / max(sums["mlm_weight"], 1e-12),
+        "next_sentence_accuracy": sums["nsp_correct"] / max(sums["nsp_count"], 1),
+        "next_sentence_loss": sums["nsp_loss"] / max(sums["nsp_count"], 1),
+    }
+
+
+def training_flops_per_example(config, seq_length, max_predictions):
+    """Model FLOPs of one training example (forward + backward = 3 × forward).
+
+    Counts the matmuls: per token 2·(4H² + 2HI) per layer plus attention 4·S·H per layer, and the
+    masked-LM head (2·(H² + HV)) at each predicted position. BERT-Base at S=128, P=20: ≈69.9 GFLOPs.
+    """
+    h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+    per_token = config.num_hidden_layers * (2 * (4 * h * h + 2 * h * i) + 4 * seq_length * h)
+    head = max_predictions * 2 * (h * h + h * v)
+    return 3 * (per_token * seq_length + head)

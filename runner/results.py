@@ -1,0 +1,52 @@
+"""Output files shared by the scripts, always written to a temporary name and renamed.
+
+Paths go through `tf.io.gfile`, so `output_dir` may be a `gs://` path, as in the original.
+"""
+import contextlib
+import os
+import uuid
+
+import tensorflow as tf
+from absl import logging
+
+
+@contextlib.contextmanager
+def atomic_output(path):
+    """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds.
+
+    Readers of `path` therefore never see a half-written file, and a failed run leaves any previous
+    `path` untouched. The temporary file is removed on failure.
+    """
+    directory = os.path.dirname(path)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    tmp_path = "%s.tmp-%s" % (path, uuid.uuid4().hex)
+    try:
+        yield tmp_path
+        tf.io.gfile.rename(tmp_path, path, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(tmp_path):
+            tf.io.gfile.remove(tmp_path)
+
+
+def write_text_atomic(path, text):
+    """Writes the str `text` (UTF-8) to `path` through a temporary name."""
+    with atomic_output(path) as tmp_path:
+        with tf.io.gfile.GFile(tmp_path, "w") as f:
+            f.write(text)
+
+
+def write_eval_results(path, results):
+    """Writes `eval_results.txt` as the original: one "%s = %s" line per key, keys sorted.
+
+    Args:
+      path: str, output file.
+      results: dict str -> value. Values are written with `str()`, so pass numpy scalars
+        (np.float32 losses, np.int64 global_step) to get the original's exact text.
+    """
+    logging.info("***** Eval results *****")
+    lines = []
+    for key in sorted(results):
+        logging.info("  %s = %s", key, results[key])
+        lines.append("%s = %s\n" % (key, results[key]))
+    write_text_atomic(path, "".join(lines))
