@@ -1,0 +1,137 @@
+"""Benchmark: word-pieces/s of the faithful tokenizer, our fast path and Hugging Face `tokenizers`.
+
+All three tokenize the same non-empty lines (default: the six Austen novels) in one process. The
+repetitions are interleaved (faithful, fast, fast tokenize_batch, peer, then again) so that load
+from other processes hits every contender alike; medians follow one warm-up round. Also
+counts the lines on which each disagrees with the faithful path.
+
+  python bench/tokenization.py                       # data/austen/*.txt, 5 repetitions
+  python bench/tokenization.py --input=my.txt --repeats=3 --max_lines=10000
+
+Contenders:
+  faithful        vocab.tokenization.FullTokenizer.tokenize, line by line (the original's code).
+  fast (graph)    FastBertTokenizer.tokenize on batches of --batch_size lines: tf.string in,
+                  int32 ragged ids out (what tf.data / a SavedModel runs).
+  fast (batch)    FastBertTokenizer.tokenize_batch: list[str] in, list[list[str]] out.
+  peer            tokenizers.BertWordPieceTokenizer (BertNormalizer + BertPreTokenizer +
+                  WordPiece, same vocab, lowercase, strip accents), encode_batch.
+"""
+import glob
+import os
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+import vocab  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input", "data/austen/*.txt", "Glob (comma-separated globs) of text files.")
+flags.DEFINE_string("vocab_file", vocab.bundled_vocab_file(), "WordPiece vocab file.")
+flags.DEFINE_integer("repeats", 5, "Timed repetitions per contender (after one warm-up).")
+flags.DEFINE_integer("batch_size", 16384, "Lines per batch for the fast paths.")
+flags.DEFINE_integer("max_lines", 0, "Use only the first N lines (0: all).")
+
+
+def read_lines(pattern):
+    paths = sorted(p for g in pattern.split(",") for p in glob.glob(g))
+    if not paths:
+        raise SystemExit("no file matches --input=%s" % pattern)
+    lines = []
+    for path in paths:
+        with open(path, "rb") as f:
+            # The original reads with GFile: '\r' is dropped, lines end at '\n'.
+            text = f.read().replace(b"\r", b"").decode("utf-8", "ignore")
+        lines.extend(line for line in text.split("\n") if line.strip())
+    return paths, lines
+
+
+def machine():
+    import tensorflow as tf
+    import tensorflow_text
+    import tokenizers
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return ("%s, %d cores, load avg %s | Python %s, tensorflow %s, tensorflow-text %s, "
+            "tokenizers %s" % (cpu, os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg()),
+                               platform.python_version(), tf.__version__,
+                               tensorflow_text.__version__, tokenizers.__version__))
+
+
+def main(argv):
+    del argv
+    import tensorflow as tf
+    from tokenizers import BertWordPieceTokenizer
+
+    from vocab import fast_tokenizer
+    from vocab import tokenization
+
+    paths, lines = read_lines(FLAGS.input)
+    if FLAGS.max_lines:
+        lines = lines[:FLAGS.max_lines]
+    print("input: %d files, %d non-empty lines, %d characters"
+          % (len(paths), len(lines), sum(map(len, lines))))
+    print("machine: " + machine())
+
+    faithful = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
+    fast = fast_tokenizer.FastBertTokenizer(FLAGS.vocab_file, do_lower_case=True)
+    peer = BertWordPieceTokenizer(FLAGS.vocab_file, lowercase=True, strip_accents=True,
+                                  clean_text=True, handle_chinese_chars=True)
+    batches = [lines[i:i + FLAGS.batch_size] for i in range(0, len(lines), FLAGS.batch_size)]
+
+    def run_faithful():
+        return [faithful.tokenize(line) for line in lines]
+
+    def run_fast_graph():
+        return [fast.tokenize(tf.constant(batch)) for batch in batches]
+
+    def run_fast_batch():
+        return fast.tokenize_batch(lines, batch_size=FLAGS.batch_size)
+
+    def run_peer():
+        return peer.encode_batch(lines, add_special_tokens=False)
+
+    contenders = [("faithful", run_faithful), ("fast (graph)", run_fast_graph),
+                  ("fast (batch)", run_fast_batch), ("peer (HF tokenizers)", run_peer)]
+    times = {name: [] for name, _ in contenders}
+    for round_index in range(FLAGS.repeats + 1):
+        for name, fn in contenders:
+            start = time.perf_counter()
+            fn()
+            if round_index:  # round 0 is the warm-up
+                times[name].append(time.perf_counter() - start)
+
+    want = run_faithful()
+    want_ids = [faithful.convert_tokens_to_ids(t) for t in want]
+    pieces = sum(map(len, want))
+    disagree = {
+        "faithful": 0,
+        "fast (graph)": sum(a != b for a, b in zip(
+            [ids for r in run_fast_graph() for ids in r.to_list()], want_ids)),
+        "fast (batch)": sum(a != b for a, b in zip(run_fast_batch(), want)),
+        "peer (HF tokenizers)": sum(e.tokens != t for e, t in zip(run_peer(), want)),
+    }
+    print("%d word-pieces per pass; medians of %d repetitions after a warm-up"
+          % (pieces, FLAGS.repeats))
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    print("%-22s %9s %14s %12s %10s %14s" % ("contender", "median s", "word-pieces/s",
+                                            "x faithful", "x peer", "lines differ"))
+    for name, median in medians.items():
+        print("%-22s %9.3f %14.0f %12.1f %10.2f %14d" % (
+            name, median, pieces / median, medians["faithful"] / median,
+            medians["peer (HF tokenizers)"] / median, disagree[name]))
+    print("load avg at end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    app.run(main)

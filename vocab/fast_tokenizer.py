@@ -1,0 +1,298 @@
+"""Fast WordPiece tokenization on tensorflow-text, word-piece-identical to `FullTokenizer`.
+
+`FastBertTokenizer` is a `tf.Module` made of graph ops only, so it works eagerly, inside
+`tf.function` and `tf.data.Dataset.map`, and is exported with a SavedModel (its tables are constants
+of the graph). Each batch is split in two routes:
+
+* **ASCII route** (lines of printable ASCII, tab, newline and CR only; practically all English):
+  `tf.strings.lower` (ASCII) and tf.text's end-to-end `FastWordpieceTokenizer`. For this alphabet
+  tf.text splits whitespace and punctuation exactly as the original, and bytes are characters, so
+  `max_bytes_per_word=200` is the original's 200-character limit.
+* **Exact route** (everything else): the original BasicTokenizer rebuilt from RE2 rewrites and a
+  code-point map generated from this interpreter's `unicodedata` (`vocab.char_tables`): drop
+  control/format characters, map whitespace to spaces, space out CJK ideographs, apply CPython's
+  final-sigma rule, lower-case + NFD + drop Mn (uncased), space out punctuation, split, turn words
+  over 200 code points into `[UNK]`, then `FastWordpieceTokenizer` on the words.
+
+The one known difference (uncased only): NFD's canonical reordering of *non-Mn* characters with a
+nonzero combining class (25 code points, e.g. U+1D165..U+1D172 musical stems, U+302E/F Hangul tone
+marks, some viramas). The per-character map keeps their input order; when two of them meet out of
+canonical order the original reorders them. `tokenize_batch` sends every line with two of them to
+the faithful tokenizer, so its output is always identical.
+"""
+import operator
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from vocab import char_tables
+from vocab import tokenization
+
+# Lines the ASCII route handles: printable ASCII plus the three whitespace controls the original
+# keeps (every other control character is deleted, which only the exact route does).
+_SIMPLE_LINE = "[\\t\\n\\r\\x20-\\x7e]*"
+# The ASCII route splits a batch into this many independent ops, which TF runs on parallel threads.
+_ASCII_SHARDS = 2
+# Invalid UTF-8 ids: the bytes can never match a vocab entry, and no input word can contain '\0'
+# after cleaning (used for ids that have no token, see `_tokens_by_id`).
+_NO_TOKEN = "\x00<no token %d>"
+
+
+def _tokens_by_id(vocab):
+    """List whose entry i is the token with id i, as `inv_vocab` of the original would give it.
+
+    Ids without a token (a duplicate's overwritten id) and the blank token get a placeholder that
+    no input can produce, so FastWordpiece sees unique, non-empty tokens at the original ids.
+    """
+    tokens = [_NO_TOKEN % i for i in range(max(vocab.values()) + 1)]
+    for token, index in vocab.items():
+        if token:
+            tokens[index] = token
+    return tokens
+
+
+class _PythonVocab:
+    """The vocab as plain Python containers.
+
+    tf.Module would wrap list/dict attributes into tracked wrappers with slow item access.
+    """
+
+    def __init__(self, vocab, tokens):
+        self.vocab = vocab  # token -> id, as tokenization.load_vocab returns it
+        self.tokens = tokens  # id -> token (list)
+
+
+class FastBertTokenizer(tf.Module):
+    """Graph-mode BERT tokenizer with the original's word-pieces and `[CLS] A [SEP] B [SEP]` packing.
+
+    Args:
+      vocab_file: a `vocab.txt` (one token per line); read and checked like `FullTokenizer`.
+      do_lower_case: the original flag: lower-case and strip accents (True) or leave text as is.
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True, name=None):
+        super().__init__(name=name)
+        self.vocab_file = vocab_file
+        self.do_lower_case = do_lower_case
+        vocab = tokenization.load_vocab(vocab_file)
+        tokenization.check_vocab(vocab, vocab_file)
+        tokens = _tokens_by_id(vocab)
+        self._py = _PythonVocab(vocab, tokens)
+        self.unk_id, self.cls_id, self.sep_id = (vocab[t] for t in tokenization.REQUIRED_TOKENS)
+
+        self._token_strings = tf.constant(tokens)
+        self._ascii_wordpiece = tf_text.FastWordpieceTokenizer(
+            tokens, max_bytes_per_word=tokenization.MAX_INPUT_CHARS_PER_WORD,
+            token_out_type=tf.int32, no_pretokenization=False)
+        # Words are at most 200 code points here (longer ones are already "[UNK]"): 4 bytes each.
+        self._word_wordpiece = tf_text.FastWordpieceTokenizer(
+            tokens, max_bytes_per_word=4 * tokenization.MAX_INPUT_CHARS_PER_WORD,
+            token_out_type=tf.int32, no_pretokenization=True)
+
+        t = char_tables.tables()
+        self._rules = t
+        if do_lower_case:
+            # A sentinel key past every code point keeps searchsorted results in range.
+            self._map_keys = tf.constant(np.append(t.map_keys, np.int32(0x7FFFFFFF)))
+            self._map_starts = tf.constant(np.append(t.map_starts, np.int32(0)))
+            self._map_lengths = tf.constant(np.append(t.map_lengths, np.int32(1)))
+            self._map_values = tf.constant(t.map_values)
+
+    # ------------------------------------------------------------------ graph API
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(self, texts):
+        """string [N] (UTF-8) -> int32 RaggedTensor [N, (pieces)] of word-piece ids."""
+        ids, _ = self._tokenize_and_flag(texts)
+        return ids
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize_to_strings(self, texts):
+        """string [N] (UTF-8) -> string RaggedTensor [N, (pieces)] of word-pieces."""
+        return tf.ragged.map_flat_values(tf.gather, self._token_strings, self.tokenize(texts))
+
+    def pack(self, ids_a, ids_b=None, max_seq_length=128):
+        """Builds the original classifier inputs from word-piece ids.
+
+        Layout `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, zero-padded to `max_seq_length`. A pair is
+        truncated like the original `_truncate_seq_pair` (pop from the end of the longer list,
+        ties pop from B) to `max_seq_length - 3`; a single sequence, or a pair whose B is empty
+        (the original's `if tokens_b:`), is cut to `max_seq_length - 2`.
+
+        Args:
+          ids_a, ids_b: int RaggedTensor [N, (pieces)] (e.g. from `tokenize`); ids_b may be None.
+          max_seq_length: Python int S >= 3 (2 without ids_b).
+        Returns:
+          dict of int32 [N, S] tensors: input_ids, input_mask, segment_ids.
+        """
+        ids_a = tf.cast(ids_a, tf.int32)
+        len_a = ids_a.row_lengths()
+        if ids_b is None:
+            ids_b = tf.RaggedTensor.from_row_lengths(
+                tf.zeros([0], tf.int32), tf.zeros_like(len_a))
+        ids_b = tf.cast(ids_b, tf.int32).with_row_splits_dtype(ids_a.row_splits.dtype)
+        len_b = ids_b.row_lengths()
+        has_b = len_b > 0
+        budget = tf.where(has_b, tf.constant(max_seq_length - 3, len_a.dtype), max_seq_length - 2)
+        keep_a, keep_b = truncated_pair_lengths(len_a, len_b, budget)
+        a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < keep_a[:, None])
+        b = tf.ragged.boolean_mask(ids_b, tf.ragged.range(len_b) < keep_b[:, None])
+
+        def column(value, present):
+            lengths = tf.cast(present, len_a.dtype)
+            return tf.RaggedTensor.from_row_lengths(
+                tf.fill([tf.reduce_sum(lengths)], tf.constant(value, tf.int32)), lengths)
+
+        ones = tf.ones_like(len_a, tf.bool)
+        parts = [column(self.cls_id, ones), a, column(self.sep_id, ones), b,
+                 column(self.sep_id, has_b)]
+        segments = [0, 0, 0, 1, 1]
+        input_ids = tf.concat(parts, axis=1)
+        segment_ids = tf.concat(
+            [tf.ones_like(p) * s for p, s in zip(parts, segments)], axis=1)
+        shape = [None, max_seq_length]
+        return {
+            "input_ids": input_ids.to_tensor(0, shape=shape),
+            "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
+            "segment_ids": segment_ids.to_tensor(0, shape=shape),
+        }
+
+    # ------------------------------------------------------------------ offline API
+
+    def tokenize_batch(self, texts, batch_size=4096):
+        """list[str] -> list[list[str]], exactly `FullTokenizer.tokenize` of each text.
+
+        Lines the graph may get wrong go to the faithful Python tokenizer instead: lines that
+        are not encodable as UTF-8 (lone surrogates), and, when lower-casing, lines with two or
+        more non-Mn combining characters (see the module docstring). On real text this is
+        practically never.
+        """
+        out = []
+        for begin in range(0, len(texts), batch_size):
+            out.extend(self._tokenize_chunk(texts[begin:begin + batch_size]))
+        return out
+
+    def _tokenize_chunk(self, texts):
+        fallback = []
+        try:
+            batch = tf.constant(texts, tf.string)  # bytes pass through, str is UTF-8 encoded
+        except UnicodeEncodeError:  # a lone surrogate somewhere: find it line by line
+            encoded = []
+            for i, text in enumerate(texts):
+                try:
+                    encoded.append(tokenization.convert_to_unicode(text).encode("utf-8"))
+                except UnicodeEncodeError:
+                    encoded.append(b"")
+                    fallback.append(i)
+            batch = tf.constant(encoded, tf.string)
+        ids, flags = self._tokenize_and_flag_fn(batch)
+        flat = ids.flat_values.numpy().tolist()
+        splits = ids.row_splits.numpy().tolist()
+        tokens = self._py.tokens
+        pieces = list(operator.itemgetter(*flat)(tokens)) if len(flat) > 1 else [
+            tokens[i] for i in flat]
+        result = [pieces[splits[i]:splits[i + 1]] for i in range(len(texts))]
+        for i in fallback + np.flatnonzero(flags.numpy()).tolist():
+            result[i] = self._faithful_tokenize(texts[i])
+        return result
+
+    def _faithful_tokenize(self, text):
+        """FullTokenizer.tokenize on this tokenizer's vocab (without re-reading the file)."""
+        basic = tokenization.BasicTokenizer(do_lower_case=self.do_lower_case)
+        wordpiece = tokenization.WordpieceTokenizer(vocab=self._py.vocab)
+        return [piece for token in basic.tokenize(text) for piece in wordpiece.tokenize(token)]
+
+    # ------------------------------------------------------------------ internals
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def _tokenize_and_flag_fn(self, texts):
+        return self._tokenize_and_flag(texts)
+
+    def _tokenize_and_flag(self, texts):
+        """(ids int32 RaggedTensor [N, (pieces)], needs_fallback bool [N])."""
+        simple = tf.strings.regex_full_match(texts, _SIMPLE_LINE)
+
+        def all_simple():
+            return self._ascii_route(texts), tf.zeros_like(simple)
+
+        def mixed():
+            simple_rows = tf.where(simple)[:, 0]
+            other_rows = tf.where(tf.logical_not(simple))[:, 0]
+            other = tf.gather(texts, other_rows)
+            ids = tf.concat([self._ascii_route(tf.gather(texts, simple_rows)),
+                             self._exact_route(other)], axis=0)
+            flags = tf.concat([tf.zeros_like(simple_rows, tf.bool), self._reorder_hazard(other)], 0)
+            inverse = tf.math.invert_permutation(tf.concat([simple_rows, other_rows], 0))
+            return tf.gather(ids, inverse), tf.gather(flags, inverse)
+
+        return tf.cond(tf.reduce_all(simple), all_simple, mixed)
+
+    def _ascii_route(self, texts):
+        if self.do_lower_case:
+            texts = tf.strings.lower(texts)
+        n = tf.shape(texts)[0]
+        bounds = [n * i // _ASCII_SHARDS for i in range(_ASCII_SHARDS + 1)]
+        return tf.concat([
+            self._ascii_wordpiece.tokenize(texts[bounds[i]:bounds[i + 1]]).with_row_splits_dtype(
+                tf.int64) for i in range(_ASCII_SHARDS)], axis=0)
+
+    def _exact_route(self, texts):
+        """The original BasicTokenizer in RE2 rewrites, then WordPiece on its words."""
+        rules = self._rules
+        # convert_to_unicode drops invalid UTF-8 bytes.
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
+        texts = tf.strings.regex_replace(texts, rules.delete_class, "")
+        texts = tf.strings.regex_replace(texts, rules.space_class, " ")
+        texts = tf.strings.regex_replace(texts, rules.cjk_class, " \\0 ")
+        if self.do_lower_case:
+            texts = tf.strings.regex_replace(
+                texts, rules.final_sigma_pattern, rules.final_sigma_rewrite)
+            texts = self._lower_strip_accents(texts)
+        texts = tf.strings.regex_replace(texts, rules.punct_class, " \\0 ")
+        words = tf.strings.split(texts)
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > (
+            tokenization.MAX_INPUT_CHARS_PER_WORD)
+        # The word "[UNK]" is word-pieced to exactly the [UNK] token (it is in the vocab, and no
+        # real word can contain '[' any more: it is punctuation).
+        words = words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
+        pieces = self._word_wordpiece.tokenize(words)
+        return pieces.merge_dims(1, 2).with_row_splits_dtype(tf.int64)
+
+    def _lower_strip_accents(self, texts):
+        """Per code point c: strip_accents(c.lower()) from the generated map (ragged expansion)."""
+        chars = tf.strings.unicode_decode(texts, "UTF-8")
+        cps = chars.flat_values
+        slot = tf.searchsorted(self._map_keys, cps)
+        hit = tf.gather(self._map_keys, slot) == cps
+        lengths = tf.where(hit, tf.gather(self._map_lengths, slot), 1)
+        owner = tf.repeat(tf.range(tf.size(cps)), lengths)  # source char of each output char
+        first_out = tf.cumsum(lengths, exclusive=True)
+        within = tf.range(tf.size(owner)) - tf.gather(first_out, owner)
+        mapped = tf.gather(self._map_values,
+                           tf.gather(tf.gather(self._map_starts, slot), owner) + within)
+        out = tf.where(tf.gather(hit, owner), mapped, tf.gather(cps, owner))
+        row_lengths = tf.math.unsorted_segment_sum(lengths, chars.value_rowids(), chars.nrows())
+        return tf.strings.unicode_encode(
+            tf.RaggedTensor.from_row_lengths(out, tf.cast(row_lengths, tf.int64)), "UTF-8")
+
+    def _reorder_hazard(self, texts):
+        """Rows where the per-character map may differ from NFD (see module docstring)."""
+        if not self.do_lower_case:
+            return tf.zeros(tf.shape(texts), tf.bool)
+        cls = self._rules.reorder_class
+        return tf.strings.regex_full_match(texts, "(?s).*%s.*%s.*" % (cls, cls))
+
+
+def truncated_pair_lengths(len_a, len_b, budget):
+    """Lengths the original `_truncate_seq_pair` leaves (vectorised, deterministic).
+
+    It pops from A while A is longer, otherwise from B, until len_a + len_b <= budget: the longer
+    list shrinks first, then they alternate, so A keeps ceil(budget/2) and B floor(budget/2) when
+    both are long.
+    """
+    over = len_a + len_b > budget
+    half_up = (budget + 1) // 2
+    keep_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
+    keep_b = tf.minimum(len_b, budget - keep_a)
+    return tf.where(over, keep_a, len_a), tf.where(over, keep_b, len_b)
