@@ -180,15 +180,16 @@ def tokenize_context(doc_tokens, tokenizer):
     return TokenizedContext(doc_tokens, pieces, piece_to_word, word_to_piece)
 
 
-def make_windows(example, example_index, first_unique_id, tokenizer, max_seq_length,
-                 doc_stride, max_query_length, is_training, context=None):
-    """Tokenizes one SquadExample and cuts its context into windows. Returns ExampleWindows.
+def make_windows(example, example_index, first_unique_id, context, tokenizer, max_seq_length,
+                 doc_stride, max_query_length, is_training):
+    """Tokenizes one SquadExample's question and cuts its context into windows.
 
-    `context`, if given, is `tokenize_context(example.doc_tokens, tokenizer)`, computed once for
-    all the questions on a paragraph (the original re-tokenized it for each question).
+    Args:
+      context: `tokenize_context(example.doc_tokens, tokenizer)`, computed once for all the
+        questions on a paragraph (the original re-tokenized it for each question).
+    Returns:
+      ExampleWindows.
     """
-    if context is None:
-        context = tokenize_context(example.doc_tokens, tokenizer)
     query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
     doc_pieces = context.pieces
 
@@ -226,8 +227,8 @@ def iter_windows(examples, tokenizer, max_seq_length, doc_stride, max_query_leng
     for example_index, example in enumerate(examples):
         if context is None or context.doc_tokens is not example.doc_tokens:
             context = tokenize_context(example.doc_tokens, tokenizer)
-        windows = make_windows(example, example_index, unique_id, tokenizer, max_seq_length,
-                               doc_stride, max_query_length, is_training, context)
+        windows = make_windows(example, example_index, unique_id, context, tokenizer,
+                               max_seq_length, doc_stride, max_query_length, is_training)
         unique_id += len(windows.doc_spans)
         yield windows
 
@@ -357,6 +358,15 @@ def write_features(examples, tokenizer, filename, max_seq_length, doc_stride, ma
     Only one example's features are in memory at a time. For prediction the returned summary keeps
     each example's ExampleWindows (word-pieces and windows, no padded id lists), which is what
     post-processing needs.
+
+    Args:
+      examples: list of SquadExample (for training, already shuffled with `shuffle_examples`).
+      tokenizer: a `vocab.tokenization.FullTokenizer`.
+      filename: str, the TFRecord to write (local or gs://).
+      max_seq_length, doc_stride, max_query_length: int, the original flags.
+      is_training: bool; adds start_positions, end_positions and is_impossible.
+    Returns:
+      FeatureFileSummary.
     """
     kept = None if is_training else []
     with FeatureWriter(filename, is_training) as writer:
