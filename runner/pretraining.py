@@ -1,4 +1,5 @@
 """Pre-training loss, evaluation metrics and FLOP count (run_pretraining's `model_fn` and `metric_fn`)."""
+import numpy as np
 import tensorflow as tf
 
 from modeling import classification_loss, masked_lm_loss
@@ -55,14 +56,15 @@ def eval_metrics(sums, global_step):
     mean with weights); `loss` is the Estimator's mean over batches of the batch total loss.
     """
     batches = max(sums["num_batches"], 1)
-    return {
-        "global_step": global_step,
+    values = {
         "loss": sums["total_loss"] / batches,
         "masked_lm_accuracy": sums["mlm_correct"] / max(sums["mlm_weight"], 1e-12),
         "masked_lm_loss": sums["mlm_loss"] / max(sums["mlm_weight"], 1e-12),
         "next_sentence_accuracy": sums["nsp_correct"] / max(sums["nsp_count"], 1),
         "next_sentence_loss": sums["nsp_loss"] / max(sums["nsp_count"], 1),
     }
+    # numpy scalars, so eval_results.txt shows the original's float32 / int64 text.
+    return {"global_step": np.int64(global_step), **{k: np.float32(v) for k, v in values.items()}}
 
 
 def training_flops_per_example(config, seq_length, max_predictions):

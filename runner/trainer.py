@@ -22,6 +22,20 @@ from absl import logging
 from runner.distribution import is_chief
 
 
+def _scalar_metadata():
+    from tensorflow.core.framework import summary_pb2
+
+    metadata = summary_pb2.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"
+    return metadata.SerializeToString()
+
+
+def write_scalar_summary(name, value):
+    """A TensorBoard scalar, written with core TF only (`tf.summary.scalar` needs the
+    `tensorboard` package, which TF 2.21 no longer installs)."""
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_scalar_metadata())
+
+
 class Trainer:
     """Runs `loss_fn` on `model` with `optimizer`, checkpointing to `output_dir`.
 
@@ -205,10 +219,8 @@ class Trainer:
         logging.info(line)
         if writer is not None:
             with writer.as_default(step=step):
-                for name, value in metrics.items():
-                    tf.summary.scalar(name, value)
-                tf.summary.scalar("learning_rate", lr)
-                tf.summary.scalar("examples_per_second", examples_per_s)
+                for name, value in {**metrics, "learning_rate": lr, "examples_per_second": examples_per_s}.items():
+                    write_scalar_summary(name, value)
             writer.flush()
 
     def evaluate(self, dataset_fn, eval_step, num_steps=None):
