@@ -34,9 +34,9 @@ from vocab import tokenization
 _SIMPLE_LINE = "[\\t\\n\\r\\x20-\\x7e]*"
 # The ASCII route splits a batch into this many independent ops, which TF runs on parallel threads.
 _ASCII_SHARDS = 2
-# Invalid UTF-8 ids: the bytes can never match a vocab entry, and no input word can contain '\0'
-# after cleaning (used for ids that have no token, see `_tokens_by_id`).
-_NO_TOKEN = "\x00<no token %d>"
+# Placeholder for ids without a token: no input word can contain \x01 (a control character,
+# deleted by cleaning, and outside the ASCII route's alphabet). Not \0: darts-clone ends keys there.
+_NO_TOKEN = "\x01<no token %d>"
 
 
 def _tokens_by_id(vocab):
@@ -177,7 +177,7 @@ class FastBertTokenizer(tf.Module):
         fallback = []
         try:
             batch = tf.constant(texts, tf.string)  # bytes pass through, str is UTF-8 encoded
-        except UnicodeEncodeError:  # a lone surrogate somewhere: find it line by line
+        except ValueError:  # not UTF-8 encodable (a lone surrogate): sort it out line by line
             encoded = []
             for i, text in enumerate(texts):
                 try:
