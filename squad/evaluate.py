@@ -31,7 +31,7 @@ import sys
 
 from absl import logging
 
-from squad.io_utils import SquadFormatError, check_type, field, read_json, write_text_atomic
+from squad.io_utils import SquadFormatError, check_type, field, read_json
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -300,6 +300,47 @@ def has_gold_answers(dataset, source="<data>"):
     return any(texts for _, texts in gold_answers(dataset, source, require_answers=False))
 
 
+def should_score(do_eval, gold_data, source):
+    """Whether to score the predictions of `gold_data` (the parsed predict file).
+
+    Args:
+      do_eval: the `--do_eval` flag: None scores when the file has gold answers (dev sets do,
+        test sets do not); True requires them; False never scores.
+      source: str, the file name for messages.
+    Raises:
+      SquadFormatError: the file is malformed (checked before any work is done).
+      ValueError: `do_eval` is True but the file has no answers.
+    """
+    if do_eval is False:
+        return False
+    has_answers = has_gold_answers(gold_data, source)
+    if do_eval and not has_answers:
+        raise ValueError("--do_eval needs gold answers, but %s has none" % source)
+    return has_answers
+
+
+def score_predictions(gold_data, predictions, version_2_with_negative, source="<data>"):
+    """The official scores of run_squad's predictions against its predict file.
+
+    v2.0 is scored as `evaluate-v2.0.py data.json predictions.json --na-prob-file
+    null_odds.json` (the original README's command), so the result includes the best-threshold
+    search that tells which `--null_score_diff_threshold` to use. Otherwise the data decides
+    (v2.0 definitions if it has `is_impossible` fields, else v1.1).
+
+    Args:
+      gold_data: the parsed predict file.
+      predictions: `postprocess.Predictions` (from `write_predictions`).
+      version_2_with_negative: bool, the flag the predictions were made with.
+      source: str, the predict file's name for error messages.
+    Returns:
+      dict of metrics.
+    """
+    if version_2_with_negative:
+        return evaluate(gold_data, predictions.predictions, predictions.null_odds, version="2.0",
+                        source=source)
+    return evaluate(gold_data, predictions.predictions, source=source)
+
+
 def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_prob_thresh=1.0,
                    out_file=None):
     """Reads the three files, scores, logs the metrics and writes them to `out_file` (JSON, as the
@@ -312,8 +353,16 @@ def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_p
     metrics = evaluate(dataset, predictions, na_probs, version, na_prob_thresh, source=data_file)
     logging.info("SQuAD scores of %s: %s", pred_file, json.dumps(metrics))
     if out_file:
-        write_text_atomic(out_file, json.dumps(metrics))
+        write_metrics(out_file, metrics)
     return metrics
+
+
+def write_metrics(path, metrics):
+    """Writes the metrics dict as one line of JSON (the official v2.0 script's --out-file),
+    atomically."""
+    # Imported here: runner.results loads TensorFlow, which scoring to stdout does not need.
+    from runner.results import write_text_atomic
+    write_text_atomic(path, json.dumps(metrics))
 
 
 def _parse_args(argv):

@@ -176,22 +176,29 @@ def parse_squad_examples(input_data, is_training, version_2_with_negative=False,
 def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     """Reads a SQuAD JSON file into a list of SquadExample (original API plus the v2 switch).
 
-    Each skipped training question is logged as a warning (as the original does), followed by a
-    one-line summary when any were skipped.
-
     Raises:
       SquadFormatError: unreadable file, invalid JSON (line and column) or bad structure
         (JSON path).
     """
-    result = parse_squad_examples(read_json(input_file), is_training, version_2_with_negative,
-                                  source=input_file)
+    return examples_from_data(read_json(input_file), is_training, version_2_with_negative,
+                              source=input_file)
+
+
+def examples_from_data(input_data, is_training, version_2_with_negative=False, source="<json>"):
+    """`parse_squad_examples` with logging: each skipped training question is logged as a warning
+    (as the original does), followed by a one-line summary when any were skipped.
+
+    Returns:
+      list of SquadExample.
+    """
+    result = parse_squad_examples(input_data, is_training, version_2_with_negative, source)
     for skip in result.skipped:
-        logging.warning("%s: %s (%s): %s", input_file, skip.path, skip.qas_id, skip.message)
+        logging.warning("%s: %s (%s): %s", source, skip.path, skip.qas_id, skip.message)
     if result.skipped:
         logging.warning("%s: skipped %d of %d training questions whose answer could not be "
-                        "located in the context", input_file, len(result.skipped),
+                        "located in the context", source, len(result.skipped),
                         len(result.skipped) + len(result.examples))
-    logging.info("%s: read %d examples", input_file, len(result.examples))
+    logging.info("%s: read %d examples", source, len(result.examples))
     return result.examples
 
 

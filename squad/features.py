@@ -10,7 +10,7 @@ nothing but the current example is in memory:
     summary.windows   # list of ExampleWindows, all that `postprocess.write_predictions` needs
 
 The TFRecord layout is the original FeatureWriter's; `name_to_features` is the original
-`input_fn` spec.
+`input_fn` spec (records decode with `runner.inputs.decode_record`).
 """
 import collections
 import dataclasses
@@ -19,7 +19,7 @@ from typing import List, Optional
 import tensorflow as tf
 from absl import logging
 
-from squad.io_utils import atomic_output
+from runner.results import atomic_output
 
 FIRST_UNIQUE_ID = 1000000000
 
@@ -395,10 +395,3 @@ def name_to_features(seq_length, is_training):
         spec["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 
-
-def decode_record(record, spec):
-    """Parses one serialized tf.train.Example with `spec`, casting int64 to int32 (as the original,
-    because TPUs lack int64)."""
-    example = tf.io.parse_single_example(record, spec)
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in example.items()}

@@ -1,15 +1,13 @@
-"""File helpers for the SQuAD package: JSON input with located errors, atomic text output.
+"""JSON input for the SQuAD package, with errors that name the file and the JSON path or line.
 
 JSON values are checked with `field`/`check_type`, whose errors name the JSON path, e.g.
 `dev.json: data[3].paragraphs[0].qas[2].answers[0].answer_start: missing`.
 
 Local paths use plain Python; paths with a scheme (`gs://...`) go through `tf.io.gfile`, which is
-imported only then, so `python -m squad.evaluate` starts without loading TensorFlow.
+imported only then, so `python -m squad.evaluate` starts without loading TensorFlow. Outputs are
+written with `runner.results` (atomic, through `tf.io.gfile`).
 """
-import contextlib
 import json
-import os
-import uuid
 
 
 class SquadFormatError(ValueError):
@@ -82,36 +80,3 @@ def read_json(path):
     except json.JSONDecodeError as e:
         raise SquadFormatError("%s: line %d column %d: invalid JSON: %s"
                                % (path, e.lineno, e.colno, e.msg)) from None
-
-
-@contextlib.contextmanager
-def atomic_output(path):
-    """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds.
-
-    Readers never see a half-written `path`; on failure the temporary file is removed and any
-    previous `path` is left untouched.
-    """
-    tmp_path = "%s.tmp-%s" % (path, uuid.uuid4().hex)
-    remote = _is_remote(path)
-    exists = _gfile().exists if remote else os.path.exists
-    remove = _gfile().remove if remote else os.remove
-    try:
-        yield tmp_path
-        if remote:
-            _gfile().rename(tmp_path, path, overwrite=True)
-        else:
-            os.replace(tmp_path, path)
-    finally:
-        if exists(tmp_path):
-            remove(tmp_path)
-
-
-def write_text_atomic(path, text):
-    """Writes the str `text` as UTF-8 to `path` through a temporary name."""
-    with atomic_output(path) as tmp_path:
-        if _is_remote(path):
-            with _gfile().GFile(tmp_path, "w") as f:
-                f.write(text)
-        else:
-            with open(tmp_path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)

@@ -25,7 +25,7 @@ import math
 import numpy as np
 from absl import logging
 
-from squad.io_utils import write_text_atomic
+from runner.results import write_text_atomic
 from vocab.tokenization import BasicTokenizer
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 import vocab
+from runner.inputs import decode_record
 from squad import examples as sq_examples
 from squad import features as sq_features
 from squad.io_utils import SquadFormatError
@@ -137,7 +138,7 @@ def test_feature_spec_and_decode(fixtures_dir):
     spec = sq_features.name_to_features(64, is_training=True)
     assert sorted(spec) == ["end_positions", "input_ids", "input_mask", "segment_ids",
                             "start_positions", "unique_ids"]
-    decoded = sq_features.decode_record(raw, spec)
+    decoded = decode_record(raw, spec)
     assert all(t.dtype == tf.int32 for t in decoded.values())
     assert decoded["input_ids"].shape == (64,) and decoded["unique_ids"].shape == ()
     assert sorted(sq_features.name_to_features(64, is_training=False)) == [

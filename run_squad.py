@@ -1,0 +1,233 @@
+"""Fine-tune BERT on SQuAD v1.1 / v2.0 and predict answers: the original `run_squad.py`, with
+the official EM/F1 scores built in (`--do_eval`), on one device, many GPUs or many workers.
+
+Outputs in output_dir: train.tf_record and checkpoints (training); eval.tf_record,
+predictions.json, nbest_predictions.json, null_odds.json (v2.0) and eval_results.json (scores)
+for prediction.
+"""
+import os
+import sys
+
+from absl import app, flags, logging
+
+from runner import flags as run_flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string(
+    "bert_config_file", None,
+    "The config json file corresponding to the pre-trained BERT model. "
+    "This specifies the model architecture.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_string(
+    "output_dir", None, "The output directory where the model checkpoints will be written.")
+flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
+flags.DEFINE_string(
+    "predict_file", None,
+    "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+flags.DEFINE_string(
+    "init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_bool(
+    "do_lower_case", True,
+    "Whether to lower case the input text. Should be True for uncased models and False for cased "
+    "models.")
+flags.DEFINE_integer(
+    "max_seq_length", 384,
+    "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
+    "this will be truncated, and sequences shorter than this will be padded.")
+flags.DEFINE_integer(
+    "doc_stride", 128,
+    "When splitting up a long document into chunks, how much stride to take between chunks.")
+flags.DEFINE_integer(
+    "max_query_length", 64,
+    "The maximum number of tokens for the question. Questions longer than this will be truncated "
+    "to this length.")
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+flags.DEFINE_float(
+    "warmup_proportion", 0.1,
+    "Proportion of training to perform linear learning rate warmup for. "
+    "E.g., 0.1 = 10% of training.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator call.")
+flags.DEFINE_integer(
+    "n_best_size", 20,
+    "The total number of n-best predictions to generate in the nbest_predictions.json output file.")
+flags.DEFINE_integer(
+    "max_answer_length", 30,
+    "The maximum length of an answer that can be generated. This is needed because the start and "
+    "end predictions are not conditioned on one another.")
+flags.DEFINE_bool(
+    "verbose_logging", False,
+    "If true, all of the warnings related to data processing will be printed. A number of warnings "
+    "are expected for a normal SQuAD evaluation.")
+flags.DEFINE_bool(
+    "version_2_with_negative", False,
+    "If true, the SQuAD examples contain some that do not have an answer.")
+flags.DEFINE_float(
+    "null_score_diff_threshold", 0.0,
+    "If null_score - best_non_null is greater than the threshold predict null.")
+flags.DEFINE_bool(
+    "do_eval", None,
+    "After --do_predict, score predictions.json with the official SQuAD EM/F1 (v2.0: also the "
+    "HasAns/NoAns splits and best null thresholds, with null_odds.json) into "
+    "output_dir/eval_results.json and the log. Default: score when predict_file has answers.")
+run_flags.define_tpu_flags()
+run_flags.define_run_flags()
+
+
+def check_flags():
+    """The original `validate_flags_or_throw`'s checks of the flags alone (no file is read)."""
+    if not FLAGS.do_train and not FLAGS.do_predict:
+        raise ValueError("At least one of `do_train` or `do_predict` must be True.")
+    if FLAGS.do_train and not FLAGS.train_file:
+        raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+    if FLAGS.do_predict and not FLAGS.predict_file:
+        raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
+    if FLAGS.do_predict and FLAGS.distribution_strategy == "multi_worker_mirrored":
+        # Each worker would only see its own share of the predictions.
+        raise ValueError("--do_predict runs on one worker: run it without "
+                         "--distribution_strategy=multi_worker_mirrored")
+
+
+def main(_):
+    from squad import evaluate, examples as sq_examples, io_utils
+
+    check_flags()
+    # The SQuAD files are read before TensorFlow is loaded, so bad input fails in a second.
+    if FLAGS.do_train:
+        train_examples = sq_examples.read_squad_examples(
+            FLAGS.train_file, is_training=True,
+            version_2_with_negative=FLAGS.version_2_with_negative)
+    if FLAGS.do_predict:
+        gold_data = io_utils.read_json(FLAGS.predict_file)
+        eval_examples = sq_examples.examples_from_data(
+            gold_data, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative,
+            source=FLAGS.predict_file)
+        scoring = evaluate.should_score(FLAGS.do_eval, gold_data, FLAGS.predict_file)
+
+    import keras
+    import tensorflow as tf
+
+    from modeling.optimization import create_optimizer
+    from runner import checkpoints, distribution, inputs, pretraining, startup
+    from runner.trainer import Trainer
+    from squad import features as sq_features, postprocess, task
+
+    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    sq_features.check_window_settings(FLAGS.max_seq_length, FLAGS.doc_stride,
+                                      FLAGS.max_query_length)
+    tokenizer = startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint,
+                                       config, FLAGS.bert_config_file)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    distribution.set_determinism(FLAGS.random_seed, FLAGS.deterministic)
+    strategy = distribution.get_strategy(
+        FLAGS.distribution_strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project)
+    distribution.set_precision(FLAGS.mixed_precision)
+    window_args = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
+                       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
+
+    num_train_steps, num_warmup_steps = 1, 0  # Prediction only: the optimizer just holds the step.
+    if FLAGS.do_train:
+        num_train_steps, num_warmup_steps = task.training_steps(
+            len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+            FLAGS.warmup_proportion)
+        sq_examples.shuffle_examples(train_examples)
+
+    with strategy.scope():
+        model = task.build_model(config)
+        optimizer = create_optimizer(
+            FLAGS.optimizer, FLAGS.learning_rate, num_train_steps, num_warmup_steps)
+        if FLAGS.mixed_precision == "fp16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    trainer = Trainer(
+        strategy, model, optimizer, task.span_loss_fn, FLAGS.output_dir,
+        global_batch_size=FLAGS.train_batch_size,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        steps_per_loop=FLAGS.iterations_per_loop,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        jit_compile=FLAGS.jit_compile,
+        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0),
+        peak_tflops=FLAGS.peak_tflops)
+
+    def dataset_fn(filename, is_training, global_batch):
+        spec = sq_features.name_to_features(FLAGS.max_seq_length, is_training)
+
+        def fn(context):
+            # Prediction sees every feature once, in order, the last batch partial.
+            return inputs.tfrecord_dataset(
+                [filename], spec, context.get_per_replica_batch_size(global_batch),
+                is_training=is_training, input_context=context, seed=FLAGS.random_seed,
+                drop_remainder=is_training)
+        return fn
+
+    if FLAGS.do_train:
+        summary = sq_features.write_features(
+            train_examples, filename=os.path.join(FLAGS.output_dir, "train.tf_record"),
+            is_training=True, **window_args)
+        logging.info("***** Running training *****")
+        logging.info("  Num orig examples = %d", summary.num_examples)
+        logging.info("  Num split examples = %d", summary.num_features)
+        logging.info("  Batch size = %d", FLAGS.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        del train_examples
+        init = None
+        if FLAGS.init_checkpoint:
+            init = lambda: checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
+        trainer.train(dataset_fn(summary.filename, True, FLAGS.train_batch_size), num_train_steps,
+                      init_fn=init,
+                      checkpoint_iterator=FLAGS.distribution_strategy != "multi_worker_mirrored")
+    elif FLAGS.init_checkpoint or tf.train.latest_checkpoint(FLAGS.output_dir):
+        manager = trainer.checkpoint_manager()
+        if manager.latest_checkpoint:
+            manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
+            logging.info("Predicting with %s", manager.latest_checkpoint)
+        else:
+            checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
+
+    if FLAGS.do_predict:
+        summary = sq_features.write_features(
+            eval_examples, filename=os.path.join(FLAGS.output_dir, "eval.tf_record"),
+            is_training=False, **window_args)
+        logging.info("***** Running predictions *****")
+        logging.info("  Num orig examples = %d", summary.num_examples)
+        logging.info("  Num split examples = %d", summary.num_features)
+        logging.info("  Batch size = %d", FLAGS.predict_batch_size)
+        batches = trainer.predict(dataset_fn(summary.filename, False, FLAGS.predict_batch_size),
+                                  task.predict_step)
+        predictions = postprocess.write_predictions(
+            eval_examples, summary.windows, task.raw_results(batches, summary.num_features),
+            FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.do_lower_case,
+            os.path.join(FLAGS.output_dir, "predictions.json"),
+            os.path.join(FLAGS.output_dir, "nbest_predictions.json"),
+            os.path.join(FLAGS.output_dir, "null_odds.json"),
+            FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
+        if scoring:
+            metrics = evaluate.score_predictions(gold_data, predictions,
+                                                 FLAGS.version_2_with_negative, FLAGS.predict_file)
+            logging.info("***** SQuAD scores (official evaluation) *****")
+            for key, value in metrics.items():
+                logging.info("  %s = %s", key, value)
+            evaluate.write_metrics(os.path.join(FLAGS.output_dir, "eval_results.json"), metrics)
+
+
+def run(argv):
+    """`main`, with bad SQuAD input reported as one line naming the file and JSON path."""
+    from squad.io_utils import SquadFormatError
+
+    try:
+        main(argv)
+    except SquadFormatError as e:
+        sys.exit("Error: %s" % e)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("vocab_file")
+    flags.mark_flag_as_required("bert_config_file")
+    flags.mark_flag_as_required("output_dir")
+    app.run(run)

@@ -1,0 +1,92 @@
+"""The model side of run_squad.py: the original `model_fn` (span loss, prediction outputs), the
+training-step arithmetic of its `main()` and prediction results with throughput logs.
+
+    steps, warmup = training_steps(len(train_examples), 32, 3.0, 0.1)
+    trainer = runner.trainer.Trainer(strategy, build_model(config), optimizer, span_loss_fn, ...)
+    results = raw_results(trainer.predict(dataset_fn, predict_step), num_features)
+    out = postprocess.write_predictions(examples, summary.windows, results, ...)
+    metrics = evaluate.score_predictions(gold_data, out, version_2_with_negative)
+"""
+import time
+
+from absl import logging
+
+from modeling import BertSpanLabeler, span_loss
+from squad.postprocess import RawResult
+
+
+def build_model(config):
+    """The original `create_model`: the encoder and the `cls/squad` span layer.
+
+    The pooler is frozen: the span loss does not reach it, so the original's optimizer got a None
+    gradient for it and skipped it (no update, no weight decay). Excluding it from the trainable
+    variables does the same and keeps `Trainer` from differentiating it.
+
+    Returns:
+      `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]).
+    """
+    model = BertSpanLabeler(config)
+    model.bert.pooler.trainable = False
+    return model
+
+
+def span_loss_fn(model, features, training):
+    """The original loss for `Trainer`: mean over the batch of (start CE + end CE) / 2.
+
+    Args:
+      model: a `modeling.BertSpanLabeler`.
+      features: dict of int32 tensors: input_ids, input_mask, segment_ids [B, S];
+        start_positions, end_positions [B] (positions in the window; 0 = [CLS]).
+    Returns:
+      (scalar float32 loss, {} — no further metrics).
+    """
+    outputs = model(features, training=training)
+    loss = span_loss(outputs["start_logits"], outputs["end_logits"],
+                     features["start_positions"], features["end_positions"])
+    return loss, {}
+
+
+def predict_step(model, features):
+    """The original PREDICT outputs: unique_ids int32 [B], start_logits, end_logits float32 [B, S]."""
+    outputs = model(features, training=False)
+    return {"unique_ids": features["unique_ids"],
+            "start_logits": outputs["start_logits"],
+            "end_logits": outputs["end_logits"]}
+
+
+def training_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
+    """(num_train_steps, num_warmup_steps) as the original's main().
+
+    The steps count *examples* (questions), not features: a question whose context needs several
+    windows yields several features, so an "epoch" covers fewer than all the features. Kept.
+    """
+    num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
+    if num_train_steps < 1:
+        raise ValueError(
+            "%d training examples / train_batch_size %d * num_train_epochs %g gives no training "
+            "step" % (num_examples, train_batch_size, num_train_epochs))
+    return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def raw_results(batches, num_features, log_every=1000):
+    """Yields one RawResult per feature from `Trainer.predict` batches of `predict_step`.
+
+    Logs progress every `log_every` features (the original's "Processing example: %d") and the
+    throughput at the end. Logits stay float32 numpy rows (about 3 KB per feature at length 384).
+
+    Args:
+      batches: iterable of {"unique_ids": [B], "start_logits": [B, S], "end_logits": [B, S]}.
+      num_features: int, the number of records predicted (for the progress log).
+    """
+    start = time.perf_counter()
+    count = 0
+    for batch in batches:
+        for unique_id, start_logits, end_logits in zip(
+                batch["unique_ids"], batch["start_logits"], batch["end_logits"]):
+            if count % log_every == 0:
+                logging.info("Processing example: %d of %d", count, num_features)
+            count += 1
+            yield RawResult(int(unique_id), start_logits, end_logits)
+    seconds = time.perf_counter() - start
+    logging.info("Predicted %d features in %.1f s: %.1f examples/s", count, seconds,
+                 count / max(seconds, 1e-9))
