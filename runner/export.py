@@ -1,0 +1,200 @@
+"""Raw-text SavedModel of a sentence(-pair) classifier: strings in, probabilities out.
+
+The exported graph runs the whole original prediction path: `FastBertTokenizer` (tf.text,
+word-piece-identical to `FullTokenizer`), the original `[CLS] A [SEP] B [SEP]` packing and
+truncation to `max_seq_length`, the `BertClassifier`, and softmax. It needs only TensorFlow and
+tensorflow-text to load (`import tensorflow_text` registers the tokenizer ops).
+
+Signatures (inputs are 1-D string tensors of UTF-8 text; N may be 0):
+
+  serving_default(text_a [N])              single sentences
+  pairs(text_a [N], text_b [N])            sentence pairs; an empty text_b (or one that tokenizes to
+                                           nothing) gives the single-sentence encoding, as the
+                                           original's `if tokens_b:`
+Outputs of both (every output has N rows, so TF Serving's row format works):
+  classification: probabilities float32 [N, L], label string [N] (the most probable label),
+                  label_names string [N, L] (the label of each probabilities column)
+  regression (STS-B, one output): predictions float32 [N] (the raw score, as the original writes)
+
+Each batch is padded only to its longest row instead of `max_seq_length`: padded keys add exactly
+zero to attention in float32 (exp(-10000) underflows), so the probabilities are those of the
+fully padded features up to float rounding, and short inputs cost less.
+"""
+import os
+import uuid
+
+import tensorflow as tf
+from absl import logging
+
+from modeling import BertClassifier, tf1_checkpoint
+from vocab.fast_tokenizer import FastBertTokenizer
+
+_TEXT = tf.TensorSpec([None], tf.string)
+
+
+class _Untracked:
+    """Holds objects where `tf.Module` attribute tracking does not see them."""
+
+    def __init__(self, model, tokenizer):
+        self.model = model
+        self.tokenizer = tokenizer
+
+
+class ClassifierExport(tf.Module):
+    """A `BertClassifier` and its tokenizer in one trackable module (so tables and weights save).
+
+    Args:
+      model: `BertClassifier` with its weights; `model.num_labels == 1` means regression.
+      tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
+      max_seq_length: int, the `--max_seq_length` the model was fine-tuned with.
+      label_names: list of str, one per logit; None for regression.
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length, label_names=None):
+        super().__init__(name="bert_text_classifier")
+        if label_names is None and model.num_labels != 1:
+            raise ValueError("label_names are required for a classifier with %d labels"
+                             % model.num_labels)
+        if label_names is not None and len(label_names) != model.num_labels:
+            raise ValueError("%d label names %s for a classifier with %d outputs"
+                             % (len(label_names), list(label_names), model.num_labels))
+        # The Keras model stays out of the SavedModel's object graph (saving it would trace
+        # Keras's default float-input signature, which cannot embed ids); its weights are
+        # tracked instead, as in `keras.export.ExportArchive`. The tokenizer holds constants
+        # only: tracking it would just save its own tf.functions beside the signatures.
+        self._parts = _Untracked(model=model, tokenizer=tokenizer)
+        self.model_weights = list(model.weights)
+        self.max_seq_length = max_seq_length
+        self.label_names = None if label_names is None else tf.constant(list(label_names))
+
+    @tf.function(input_signature=[_TEXT])
+    def serve(self, text_a):
+        """string [N] -> dict of outputs (see the module docstring)."""
+        return self._outputs(self._parts.tokenizer.pack(
+            self._parts.tokenizer.tokenize(text_a), None, self.max_seq_length))
+
+    @tf.function(input_signature=[_TEXT, _TEXT])
+    def serve_pairs(self, text_a, text_b):
+        """string [N], string [N] -> dict of outputs (see the module docstring)."""
+        tf.debugging.assert_equal(tf.shape(text_a), tf.shape(text_b),
+                                  message="text_a and text_b must have the same length")
+        return self._outputs(self._parts.tokenizer.pack(
+            self._parts.tokenizer.tokenize(text_a), self._parts.tokenizer.tokenize(text_b),
+            self.max_seq_length))
+
+    def signatures(self):
+        return {"serving_default": self.serve, "pairs": self.serve_pairs}
+
+    def _outputs(self, features):
+        logits = self._parts.model(trim_to_longest(features), training=False)["logits"]
+        if self.label_names is None:
+            return {"predictions": logits[:, 0]}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        n = tf.shape(logits)[0]
+        return {
+            "probabilities": probabilities,
+            "label": tf.gather(self.label_names, tf.argmax(probabilities, axis=-1)),
+            "label_names": tf.tile(self.label_names[None, :], [n, 1]),
+        }
+
+
+def trim_to_longest(features):
+    """Cuts the int [N, S] feature tensors to [N, T], T = the longest row's length (at least 1)."""
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 1)
+    return {name: value[:, :longest] for name, value in features.items()}
+
+
+def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_names, export_dir):
+    """Writes the raw-text SavedModel of `model` to `export_dir` (which must not exist).
+
+    The SavedModel is written to a temporary directory beside `export_dir` and renamed, so a
+    serving system watching the parent never sees a half-written model.
+
+    Args:
+      model: `BertClassifier` holding the weights to export.
+      vocab_file, do_lower_case: the model's vocabulary and casing (as for `FullTokenizer`).
+      max_seq_length: int, inputs are truncated and packed as by run_classifier with this length.
+      label_names: list of str (the processor's `get_labels()`), or None for regression.
+      export_dir: str, the SavedModel directory to create.
+    Returns:
+      export_dir.
+    """
+    export_dir = os.fspath(export_dir).rstrip("/")
+    if tf.io.gfile.exists(export_dir):
+        raise FileExistsError("%s already exists: choose a new --export_dir (e.g. the next "
+                              "version number under the model's serving directory)" % export_dir)
+    module = ClassifierExport(model, FastBertTokenizer(vocab_file, do_lower_case),
+                              max_seq_length, label_names)
+    parent = os.path.dirname(export_dir)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    tmp_dir = "%s.tmp-%s" % (export_dir, uuid.uuid4().hex)
+    try:
+        tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
+        tf.io.gfile.rename(tmp_dir, export_dir)
+    finally:
+        if tf.io.gfile.exists(tmp_dir):
+            tf.io.gfile.rmtree(tmp_dir)
+    logging.info("Exported the raw-text classifier to %s (signatures: serving_default, pairs)",
+                 export_dir)
+    return export_dir
+
+
+def load_classifier(config, num_labels, checkpoint):
+    """A `BertClassifier` with every weight (encoder and head) from `checkpoint`.
+
+    Args:
+      config: `BertConfig`.
+      num_labels: int, the task's number of outputs (1 for regression).
+      checkpoint: an original-layout classifier checkpoint (`model.ckpt-N` written by the
+        original run_classifier, holding `output_weights`/`output_bias`), or this project's own
+        (`ckpt-N`, or an output_dir holding one): `tf.train.Checkpoint(model=..., optimizer=...)`
+        as `runner.trainer.Trainer` writes it, or `tf.train.Checkpoint(model=...)`.
+    Raises:
+      ValueError naming the checkpoint and what is missing or mis-shaped, e.g. for a pre-training
+      checkpoint that has no classifier head.
+    """
+    model = BertClassifier(config, num_labels)
+    if tf1_checkpoint.is_tf1_checkpoint(checkpoint):
+        tf1_checkpoint.load_tf1_checkpoint(model, checkpoint, strict=True)
+        return model
+    prefix, _, shapes = tf1_checkpoint.read_checkpoint(checkpoint)
+    what = "a %d-label BertClassifier" % num_labels
+    objects = {"model": model}
+    if any(name.startswith(_OPTIMIZER_WEIGHTS + "/") for name in shapes):
+        # Keras layers kept in a Python list (the encoder's blocks) are invisible to
+        # tf.train.Checkpoint, so a Trainer checkpoint holds their values only through the
+        # optimizer's list of the model's trainable variables, which follows their order.
+        objects["optimizer"] = _OptimizerWeights(model.trainable_variables)
+    else:
+        values = [name for name in shapes if name.startswith("model/")]
+        if len(values) < len(model.weights):
+            raise ValueError("Checkpoint %s holds %d model values for the %d weights of %s (write "
+                             "it with its optimizer, as the Trainer does)"
+                             % (prefix, len(values), len(model.weights), what))
+    try:
+        status = tf.train.Checkpoint(**objects).read(prefix)
+    except ValueError as e:  # a variable of another shape
+        raise ValueError("Checkpoint %s does not fit %s (another task's, another model size's or "
+                         "a pre-training checkpoint?): %s" % (prefix, what, e)) from None
+    status.expect_partial()  # the optimizer's slots are not needed
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as e:
+        # The first sentence counts the objects without a value ("Found N Python objects that
+        # were not bound..."); the rest lists them with all their values.
+        raise ValueError("Checkpoint %s does not hold every weight of %s (is it a pre-training "
+                         "checkpoint?): %s" % (prefix, what, str(e).split(".")[0])) from None
+    return model
+
+
+# Where a Keras optimizer's checkpoint keeps the model's trainable variables.
+_OPTIMIZER_WEIGHTS = "optimizer/_trainable_variables"
+
+
+class _OptimizerWeights(tf.Module):
+    """Stands for the optimizer in a checkpoint, holding just its list of the model's variables."""
+
+    def __init__(self, trainable_variables):
+        super().__init__()
+        self._trainable_variables = list(trainable_variables)

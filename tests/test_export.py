@@ -1,0 +1,167 @@
+"""export_model.py / runner.export: the raw-text SavedModel gives the Python pipeline's probabilities.
+
+The tiny fixture encoder with a fixed random head is written as an original-layout classifier
+checkpoint, exported by the CLI, then loaded in a fresh process that imports only tensorflow and
+tensorflow_text. Reference: FullTokenizer -> glue features -> BertClassifier -> softmax.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from modeling_helpers import TINY, tiny_config
+
+TASK = "mnli"  # three labels: contradiction, entailment, neutral
+MAX_SEQ_LENGTH = 16
+VOCAB = str(TINY / "vocab.txt")
+
+SINGLES = [
+    "The dog runs fast.",
+    "the old dog walked to the river",
+    "Thé BIG cät SINGS?",  # accents, capitals: the tokenizer's exact (non-ASCII) route
+    "猫 and a dog",  # a CJK character (its own word, [UNK] here)
+    "",
+    # 20 word-pieces: cut to max_seq_length - 2
+    "a big red car and a small blue car and a new house on the hill with a green tree",
+]
+PAIRS = [
+    ("The dog runs fast.", "a big cat"),
+    ("the cat sleeps", ""),  # an empty text_b: the single-sentence encoding
+    # 11 + 9 pieces > 16 - 3: both are cut, the longer first
+    ("the old dog walked to the river in the rain", "they see a big bird on the hill"),
+    # only text_a is long
+    ("a big red car and a small blue car and a new house on the hill", "the sun"),
+]
+
+# Runs in a fresh interpreter, outside the repository: only TensorFlow and tensorflow-text.
+LOADER = """
+import json, sys
+import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+model = tf.saved_model.load(sys.argv[1])
+cases = json.load(sys.stdin)
+single = model.signatures["serving_default"](text_a=tf.constant(cases["singles"]))
+pairs = model.signatures["pairs"](text_a=tf.constant([a for a, _ in cases["pairs"]]),
+                                  text_b=tf.constant([b for _, b in cases["pairs"]]))
+empty = model.signatures["serving_default"](text_a=tf.constant([], tf.string))
+result = {name: {k: v.numpy().tolist() for k, v in out.items()}
+          for name, out in (("singles", single), ("pairs", pairs), ("empty", empty))}
+print(json.dumps(result, default=lambda b: b.decode("utf-8")))
+"""
+
+
+def _run(args, cwd, stdin=None):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    """The tiny encoder (original checkpoint) with a fixed random 3-label head."""
+    from glue import processors
+    from modeling import BertClassifier, tf1_checkpoint
+
+    model = BertClassifier(tiny_config(), processors.get_processor(TASK).num_labels)
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    rng = np.random.default_rng(7)
+    # Large head weights make the probabilities sensitive to every input token.
+    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
+    model.classifier.output_bias.assign(rng.normal(0.0, 0.1, (3,)).astype(np.float32))
+    return model
+
+
+def _python_pipeline(model, singles, pairs):
+    """Probabilities [N, 3] of the original prediction path (padded to MAX_SEQ_LENGTH)."""
+    import tensorflow as tf
+
+    from glue import features, processors
+    from vocab import tokenization
+
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    labels = processors.get_processor(TASK).get_labels()
+    examples = [features.InputExample("test-%d" % i, a, b, label=labels[0])
+                for i, (a, b) in enumerate([(s, None) for s in singles] + pairs)]
+    feats = features.convert_examples_to_features(examples, labels, MAX_SEQ_LENGTH, tokenizer)
+    batch = {name: np.array([getattr(f, name) for f in feats], np.int32)
+             for name in ("input_ids", "input_mask", "segment_ids")}
+    return tf.nn.softmax(model(batch, training=False)["logits"]).numpy()
+
+
+def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp_path):
+    from glue import processors
+    from modeling import tf1_checkpoint
+
+    checkpoint = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
+    export_dir = tmp_path / "serving" / "1"
+    _run(["export_model.py", "--task_name=MNLI", "--bert_config_file=%s" % (TINY / "bert_config.json"),
+          "--vocab_file=%s" % VOCAB, "--do_lower_case=True", "--max_seq_length=%d" % MAX_SEQ_LENGTH,
+          "--checkpoint=%s" % checkpoint, "--export_dir=%s" % export_dir], cwd=ROOT)
+    assert sorted(os.listdir(tmp_path / "serving")) == ["1"]  # no temporary left behind
+
+    cases = {"singles": SINGLES, "pairs": [list(p) for p in PAIRS]}
+    got = json.loads(_run(["-c", LOADER, str(export_dir)], cwd=tmp_path, stdin=json.dumps(cases)))
+
+    expected = _python_pipeline(classifier, SINGLES, PAIRS)
+    actual = np.array(got["singles"]["probabilities"] + got["pairs"]["probabilities"])
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=0)
+    assert np.ptp(expected, axis=0).max() > 0.05  # the inputs do give different outputs
+
+    labels = processors.get_processor(TASK).get_labels()
+    for name in ("singles", "pairs"):
+        out = got[name]
+        assert out["label_names"] == [labels] * len(out["probabilities"])
+        assert out["label"] == [labels[i] for i in np.argmax(out["probabilities"], axis=1)]
+    assert got["empty"] == {"probabilities": [], "label": [], "label_names": []}
+
+
+def test_load_classifier_reads_trainer_checkpoints(classifier, tmp_path):
+    import tensorflow as tf
+
+    from modeling import BertPretrainer
+    from modeling.optimization import create_optimizer
+    from runner import export
+
+    optimizer = create_optimizer("adamw", 1e-4, 10, 1)
+    optimizer.build(classifier.trainable_variables)  # as the Trainer does
+    tf.train.Checkpoint(model=classifier, optimizer=optimizer).save(str(tmp_path / "ckpt"))
+    loaded = export.load_classifier(tiny_config(), 3, str(tmp_path))  # output_dir/ckpt-1
+    for ours, theirs in zip(loaded.weights, classifier.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=theirs.path)
+
+    with pytest.raises(ValueError, match="does not fit a 2-label BertClassifier"):
+        export.load_classifier(tiny_config(), 2, str(tmp_path))
+    pretrainer = BertPretrainer(tiny_config())
+    pretrainer_optimizer = create_optimizer("adamw", 1e-4, 10, 1)
+    pretrainer_optimizer.build(pretrainer.trainable_variables)
+    tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer_optimizer).save(
+        str(tmp_path / "pretraining/ckpt"))
+    with pytest.raises(ValueError, match="pre-training checkpoint"):
+        export.load_classifier(tiny_config(), 3, str(tmp_path / "pretraining"))
+    # Without the optimizer the encoder blocks are not in the checkpoint (see runner/export.py).
+    tf.train.Checkpoint(model=classifier).save(str(tmp_path / "model_only/ckpt"))
+    with pytest.raises(ValueError, match="model values for the 41 weights"):
+        export.load_classifier(tiny_config(), 3, str(tmp_path / "model_only"))
+
+
+def test_load_classifier_refuses_pretraining_checkpoint():
+    from runner import export
+
+    with pytest.raises(ValueError, match="missing from checkpoint: output_weights"):
+        export.load_classifier(tiny_config(), 3, str(TINY / "bert_model.ckpt"))
+
+
+def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
+    from runner import export
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    with pytest.raises(FileExistsError, match=str(tmp_path)):
+        export.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"], tmp_path)
+    with pytest.raises(ValueError, match="2 label names"):
+        export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
