@@ -38,7 +38,8 @@ run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 
 
-def main(_):
+def run():
+    """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
     import keras
     import tensorflow as tf
 
@@ -115,6 +116,11 @@ def main(_):
         metrics = pretraining.eval_metrics(sums, trainer.step)
         if trainer.chief:
             results.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), metrics)
+    return trainer
+
+
+def main(_):
+    run()
 
 
 if __name__ == "__main__":

@@ -86,8 +86,14 @@ class Trainer:
                 f"The global batch size {global_batch_size} must divide evenly into {replicas} "
                 f"replicas x {gradient_accumulation_steps} accumulation steps")
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        self._grads = tf.function(self._loss_and_grads, jit_compile=True) if jit_compile else self._loss_and_grads
+        # Separate functions without autograph (they hold no tensor-dependent Python control
+        # flow): each is traced once, and callers (the accumulation loop, both call sites in
+        # `_train_loop`) add one call op instead of another copy of the model's graph.
+        self._grads = tf.function(self._loss_and_grads, jit_compile=jit_compile, autograph=False)
+        self._step = tf.function(self._replica_step, autograph=False)
         self.chief = is_chief(strategy)
+        # (step, metrics) after each `iterations_per_loop` call: the last step's values.
+        self.history = []
         with strategy.scope():
             optimizer.build(model.trainable_variables)
 
@@ -110,7 +116,7 @@ class Trainer:
             return self._grads(features)
         size = tf.shape(next(iter(features.values())))[0] // k
         loss, metrics, grads = self._grads({n: v[:size] for n, v in features.items()})
-        for i in tf.range(1, k):
+        for i in range(1, k):
             micro = {n: v[i * size:(i + 1) * size] for n, v in features.items()}
             l, m, g = self._grads(micro)
             loss += l
@@ -134,9 +140,9 @@ class Trainer:
 
     @tf.function
     def _train_loop(self, iterator, steps):
-        metrics = self.strategy.run(self._replica_step, args=(next(iterator),))
+        metrics = self.strategy.run(self._step, args=(next(iterator),))
         for _ in tf.range(steps - 1):
-            metrics = self.strategy.run(self._replica_step, args=(next(iterator),))
+            metrics = self.strategy.run(self._step, args=(next(iterator),))
         return {
             name: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
             for name, value in metrics.items()
@@ -203,6 +209,7 @@ class Trainer:
 
     def _log(self, metrics, steps, seconds, start_step, start_time, num_train_steps, writer):
         step = self.step
+        self.history.append((step, metrics))
         steps_per_s = steps / max(seconds, 1e-9)
         examples_per_s = steps_per_s * self.global_batch_size
         done = step - start_step

@@ -1,0 +1,57 @@
+"""Synthetic pretraining TFRecords for the tiny fixture model (vocab 99), and CLI helpers."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from conftest import ROOT
+from modeling_helpers import TINY, TINY_TRAIN
+
+SEQ, PRED = 16, 4
+
+
+def write_records(path, num_records, seed=0, vocab_size=99):
+    """Learnable records: B repeats A (so masked tokens are predictable from the other segment)."""
+    rng = np.random.RandomState(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num_records):
+            half = (SEQ - 3) // 2
+            a = rng.randint(5, vocab_size, size=half)
+            ids = np.concatenate([[2], a, [3], a, [3]])
+            segments = np.array([0] * (half + 2) + [1] * (half + 1))
+            positions = np.sort(rng.choice(np.arange(1, len(ids) - 1), PRED, replace=False))
+            labels = ids[positions].copy()
+            ids = ids.copy()
+            ids[positions] = 4  # [MASK]
+            features = {
+                "input_ids": ids, "input_mask": np.ones(SEQ, int), "segment_ids": segments,
+                "masked_lm_positions": positions, "masked_lm_ids": labels,
+                "next_sentence_labels": [int(rng.rand() < 0.5)],
+            }
+            feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=list(map(int, v))))
+                       for k, v in features.items()}
+            feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * PRED))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+def pretraining_command(input_file, output_dir, *extra, config=TINY_TRAIN / "bert_config.json"):
+    return [
+        sys.executable, str(ROOT / "run_pretraining.py"), f"--input_file={input_file}",
+        f"--output_dir={output_dir}", f"--bert_config_file={config}",
+        f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", *extra,
+    ]
+
+
+def run_cli(cmd, **kwargs):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, **kwargs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def checkpoint_values(prefix):
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
