@@ -67,8 +67,9 @@ def _scalar_values():
     return (cp for cp in range(_NUM_CODEPOINTS) if cp not in _SURROGATES)
 
 
-# Unassigned, private-use and CJK ideographs: never cased, case-ignorable, lowered or decomposed
-# (NFD of the compatibility ideographs F900-FAFF / 2F800-2FA1F is the exception, kept below).
+# Unassigned, private-use and CJK unified ideographs: never cased, case-ignorable, punctuation,
+# whitespace, lowered or decomposed. (The compatibility ideographs F900-FAFF and 2F800-2FA1F are
+# not listed: NFD maps them to unified ones.)
 _INERT_CATEGORIES = ("Cn", "Co")
 _INERT_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0x20000, 0x2A6DF), (0x2A700, 0x2CEAF),
                  (0x30000, 0x3134F))

@@ -20,6 +20,7 @@ marks, some viramas). The per-character map keeps their input order; when two of
 canonical order the original reorders them. `tokenize_batch` sends every line with two of them to
 the faithful tokenizer, so its output is always identical.
 """
+import concurrent.futures
 import operator
 
 import numpy as np
@@ -52,15 +53,17 @@ def _tokens_by_id(vocab):
     return tokens
 
 
-class _PythonVocab:
-    """The vocab as plain Python containers.
+class _OfflineState:
+    """What only `tokenize_batch` uses, kept out of tf.Module's tracking.
 
-    tf.Module would wrap list/dict attributes into tracked wrappers with slow item access.
+    tf.Module would wrap list/dict attributes into tracked wrappers with slow item access, and
+    would export every tf.function attribute with a SavedModel.
     """
 
     def __init__(self, vocab, tokens):
         self.vocab = vocab  # token -> id, as tokenization.load_vocab returns it
         self.tokens = tokens  # id -> token (list)
+        self.tokenize_and_flag = None  # tf.function, made on first use
 
 
 class FastBertTokenizer(tf.Module):
@@ -78,7 +81,7 @@ class FastBertTokenizer(tf.Module):
         vocab = tokenization.load_vocab(vocab_file)
         tokenization.check_vocab(vocab, vocab_file)
         tokens = _tokens_by_id(vocab)
-        self._py = _PythonVocab(vocab, tokens)
+        self._py = _OfflineState(vocab, tokens)
         self.unk_id, self.cls_id, self.sep_id = (vocab[t] for t in tokenization.REQUIRED_TOKENS)
 
         self._token_strings = tf.constant(tokens)
@@ -126,54 +129,66 @@ class FastBertTokenizer(tf.Module):
         Returns:
           dict of int32 [N, S] tensors: input_ids, input_mask, segment_ids.
         """
+        seq = max_seq_length
         ids_a = tf.cast(ids_a, tf.int32)
-        len_a = ids_a.row_lengths()
         if ids_b is None:
             ids_b = tf.RaggedTensor.from_row_lengths(
-                tf.zeros([0], tf.int32), tf.zeros_like(len_a))
-        ids_b = tf.cast(ids_b, tf.int32).with_row_splits_dtype(ids_a.row_splits.dtype)
-        len_b = ids_b.row_lengths()
-        has_b = len_b > 0
-        budget = tf.where(has_b, tf.constant(max_seq_length - 3, len_a.dtype), max_seq_length - 2)
-        keep_a, keep_b = truncated_pair_lengths(len_a, len_b, budget)
-        a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < keep_a[:, None])
-        b = tf.ragged.boolean_mask(ids_b, tf.ragged.range(len_b) < keep_b[:, None])
+                tf.zeros([0], tf.int32), tf.zeros_like(ids_a.row_lengths()))
+        ids_b = tf.cast(ids_b, tf.int32)
+        len_a = tf.cast(ids_a.row_lengths(), tf.int32)
+        len_b = tf.cast(ids_b.row_lengths(), tf.int32)
+        has_b = (len_b > 0)[:, None]
+        keep_a, keep_b = truncated_pair_lengths(
+            len_a, len_b, tf.where(has_b[:, 0], seq - 3, seq - 2))
+        keep_a, keep_b = keep_a[:, None], keep_b[:, None]
 
-        def column(value, present):
-            lengths = tf.cast(present, len_a.dtype)
-            return tf.RaggedTensor.from_row_lengths(
-                tf.fill([tf.reduce_sum(lengths)], tf.constant(value, tf.int32)), lengths)
-
-        ones = tf.ones_like(len_a, tf.bool)
-        parts = [column(self.cls_id, ones), a, column(self.sep_id, ones), b,
-                 column(self.sep_id, has_b)]
-        segments = [0, 0, 0, 1, 1]
-        input_ids = tf.concat(parts, axis=1)
-        segment_ids = tf.concat(
-            [tf.ones_like(p) * s for p, s in zip(parts, segments)], axis=1)
-        shape = [None, max_seq_length]
+        # Positions: 0 [CLS] | 1..keep_a A | keep_a+1 [SEP] | B | b_end [SEP] (pairs) | padding.
+        pos = tf.range(seq)[None, :]
+        b_start = keep_a + 2
+        b_end = b_start + keep_b
+        a = ids_a.to_tensor(0, shape=[None, seq])
+        b = ids_b.to_tensor(0, shape=[None, seq])
+        from_a = tf.pad(a, [[0, 0], [1, 0]])[:, :seq]  # A shifted right past [CLS]
+        from_b = tf.gather(b, tf.clip_by_value(pos - b_start, 0, seq - 1), batch_dims=1)
+        is_sep = (pos == keep_a + 1) | (has_b & (pos == b_end))
+        input_ids = tf.where(
+            pos == 0, self.cls_id,
+            tf.where((pos >= 1) & (pos <= keep_a), from_a,
+                     tf.where(is_sep, self.sep_id,
+                              tf.where((pos >= b_start) & (pos < b_end), from_b, 0))))
+        length = tf.where(has_b, b_end + 1, b_start)
         return {
-            "input_ids": input_ids.to_tensor(0, shape=shape),
-            "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
-            "segment_ids": segment_ids.to_tensor(0, shape=shape),
+            "input_ids": input_ids,
+            "input_mask": tf.cast(pos < length, tf.int32),
+            "segment_ids": tf.cast(has_b & (pos >= b_start) & (pos < length), tf.int32),
         }
 
     # ------------------------------------------------------------------ offline API
 
-    def tokenize_batch(self, texts, batch_size=4096):
+    def tokenize_batch(self, texts, batch_size=8192):
         """list[str] -> list[list[str]], exactly `FullTokenizer.tokenize` of each text.
 
         Lines the graph may get wrong go to the faithful Python tokenizer instead: lines that
         are not encodable as UTF-8 (lone surrogates), and, when lower-casing, lines with two or
         more non-Mn combining characters (see the module docstring). On real text this is
-        practically never.
+        practically never. bytes items are accepted and decoded like the original does.
+
+        Chunks of `batch_size` lines run through the graph on a worker thread while the previous
+        chunk's result is turned into Python lists, so both cores are busy.
         """
+        chunks = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
         out = []
-        for begin in range(0, len(texts), batch_size):
-            out.extend(self._tokenize_chunk(texts[begin:begin + batch_size]))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(self._run_graph, chunks[0]) if chunks else None
+            for index, chunk in enumerate(chunks):
+                ids, fallback = pending.result()
+                if index + 1 < len(chunks):
+                    pending = pool.submit(self._run_graph, chunks[index + 1])
+                out.extend(self._to_pieces(chunk, ids, fallback))
         return out
 
-    def _tokenize_chunk(self, texts):
+    def _run_graph(self, texts):
+        """(ids RaggedTensor, indices of lines for the faithful tokenizer) for a list of texts."""
         fallback = []
         try:
             batch = tf.constant(texts, tf.string)  # bytes pass through, str is UTF-8 encoded
@@ -186,14 +201,20 @@ class FastBertTokenizer(tf.Module):
                     encoded.append(b"")
                     fallback.append(i)
             batch = tf.constant(encoded, tf.string)
-        ids, flags = self._tokenize_and_flag_fn(batch)
+        if self._py.tokenize_and_flag is None:
+            self._py.tokenize_and_flag = tf.function(
+                self._tokenize_and_flag, input_signature=[tf.TensorSpec([None], tf.string)])
+        ids, flags = self._py.tokenize_and_flag(batch)
+        return ids, fallback + np.flatnonzero(flags.numpy()).tolist()
+
+    def _to_pieces(self, texts, ids, fallback):
         flat = ids.flat_values.numpy().tolist()
         splits = ids.row_splits.numpy().tolist()
         tokens = self._py.tokens
         pieces = list(operator.itemgetter(*flat)(tokens)) if len(flat) > 1 else [
             tokens[i] for i in flat]
         result = [pieces[splits[i]:splits[i + 1]] for i in range(len(texts))]
-        for i in fallback + np.flatnonzero(flags.numpy()).tolist():
+        for i in fallback:
             result[i] = self._faithful_tokenize(texts[i])
         return result
 
@@ -204,10 +225,6 @@ class FastBertTokenizer(tf.Module):
         return [piece for token in basic.tokenize(text) for piece in wordpiece.tokenize(token)]
 
     # ------------------------------------------------------------------ internals
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def _tokenize_and_flag_fn(self, texts):
-        return self._tokenize_and_flag(texts)
 
     def _tokenize_and_flag(self, texts):
         """(ids int32 RaggedTensor [N, (pieces)], needs_fallback bool [N])."""
