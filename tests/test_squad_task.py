@@ -1,0 +1,86 @@
+"""run_squad's model side (squad.task) and its scoring decisions (squad.evaluate), in process."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling_helpers import tiny_config
+from squad import evaluate, postprocess, task
+
+
+def test_training_steps_count_questions_not_windows():
+    # The original README's SQuAD v1.1 run: 87,599 questions, batch 12, 2 epochs.
+    assert task.training_steps(87599, 12, 2.0, 0.1) == (14599, 1459)
+    with pytest.raises(ValueError, match="gives no training step"):
+        task.training_steps(5, 32, 3.0, 0.1)
+
+
+def test_span_model_trains_everything_but_the_pooler():
+    """The span loss does not reach the pooler: the original's optimizer skipped its None
+    gradient; here it is not trainable, and every trainable variable gets a gradient."""
+    model = task.build_model(tiny_config())
+    pooler = {id(v) for v in model.bert.pooler.weights}
+    assert pooler and not pooler & {id(v) for v in model.trainable_variables}
+    rng = np.random.default_rng(0)
+    features = {
+        "input_ids": tf.constant(rng.integers(5, 99, (2, 16)), tf.int32),
+        "input_mask": tf.ones((2, 16), tf.int32),
+        "segment_ids": tf.zeros((2, 16), tf.int32),
+        "start_positions": tf.constant([3, 0]),
+        "end_positions": tf.constant([5, 0]),
+    }
+    with tf.GradientTape() as tape:
+        loss, metrics = task.span_loss_fn(model, features, training=False)
+    assert metrics == {} and loss.shape == ()
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None for g in grads)
+    out = task.predict_step(model, {**features, "unique_ids": tf.constant([7, 8])})
+    assert out["start_logits"].shape == (2, 16) and out["unique_ids"].numpy().tolist() == [7, 8]
+
+
+def test_raw_results_one_per_feature():
+    batches = [{"unique_ids": np.array([1000000000, 1000000001], np.int32),
+                "start_logits": np.zeros((2, 4), np.float32),
+                "end_logits": np.ones((2, 4), np.float32)},
+               {"unique_ids": np.array([1000000002], np.int32),
+                "start_logits": np.zeros((1, 4), np.float32),
+                "end_logits": np.ones((1, 4), np.float32)}]
+    results = list(task.raw_results(iter(batches), 3))
+    assert [r.unique_id for r in results] == [1000000000, 1000000001, 1000000002]
+    assert all(type(r.unique_id) is int and r.end_logits.dtype == np.float32 for r in results)
+
+
+def _data(answers, impossible=None):
+    qas = []
+    for i, texts in enumerate(answers):
+        qa = {"id": "q%d" % i, "question": "?"}
+        if texts is not None:
+            qa["answers"] = [{"text": t, "answer_start": 0} for t in texts]
+        if impossible is not None:
+            qa["is_impossible"] = impossible[i]
+        qas.append(qa)
+    return {"data": [{"paragraphs": [{"context": "x", "qas": qas}]}]}
+
+
+def test_should_score():
+    dev, test = _data([["dog"], ["cat"]]), _data([None, None])
+    assert evaluate.should_score(None, dev, "dev.json") is True
+    assert evaluate.should_score(None, test, "test.json") is False
+    assert evaluate.should_score(False, dev, "dev.json") is False
+    assert evaluate.should_score(True, dev, "dev.json") is True
+    with pytest.raises(ValueError, match="--do_eval needs gold answers, but test.json has none"):
+        evaluate.should_score(True, test, "test.json")
+    with pytest.raises(evaluate.SquadFormatError, match=r"bad.json: data\[0\]\.paragraphs: missing"):
+        evaluate.should_score(None, {"data": [{}]}, "bad.json")
+
+
+def test_score_predictions_v1_and_v2():
+    v1 = postprocess.Predictions({"q0": "dog", "q1": "cat"}, {}, {})
+    assert evaluate.score_predictions(_data([["dog"], ["fish"]]), v1, False) == {
+        "exact_match": 50.0, "f1": 50.0}
+    # v2.0 with the null odds as no-answer probabilities, as evaluate-v2.0.py --na-prob-file.
+    data = _data([["dog"], []], impossible=[False, True])
+    v2 = postprocess.Predictions({"q0": "dog", "q1": "cat"}, {}, {"q0": -3.0, "q1": 2.0})
+    scores = evaluate.score_predictions(data, v2, True)
+    assert scores == evaluate.evaluate_v2(evaluate.gold_answers(data), v2.predictions,
+                                          v2.null_odds)
+    assert scores["exact"] == 100.0 and scores["NoAns_total"] == 1  # q1: 2.0 > 1.0 -> no answer
