@@ -54,16 +54,17 @@ def _tokens_by_id(vocab):
 
 
 class _OfflineState:
-    """What only `tokenize_batch` uses, kept out of tf.Module's tracking.
+    """Python-side state, kept out of tf.Module's tracking.
 
     tf.Module would wrap list/dict attributes into tracked wrappers with slow item access, and
-    would export every tf.function attribute with a SavedModel.
+    would export every tf.function attribute as its own SavedModel function. The graph function
+    here is exported only as part of `tokenize`, which calls it.
     """
 
     def __init__(self, vocab, tokens):
         self.vocab = vocab  # token -> id, as tokenization.load_vocab returns it
         self.tokens = tokens  # id -> token (list)
-        self.tokenize_and_flag = None  # tf.function, made on first use
+        self.tokenize_and_flag = None  # the traced graph, shared by tokenize and tokenize_batch
 
 
 class FastBertTokenizer(tf.Module):
@@ -82,6 +83,8 @@ class FastBertTokenizer(tf.Module):
         tokenization.check_vocab(vocab, vocab_file)
         tokens = _tokens_by_id(vocab)
         self._py = _OfflineState(vocab, tokens)
+        self._py.tokenize_and_flag = tf.function(
+            self._tokenize_and_flag, input_signature=[tf.TensorSpec([None], tf.string)])
         self.unk_id, self.cls_id, self.sep_id = (vocab[t] for t in tokenization.REQUIRED_TOKENS)
 
         self._token_strings = tf.constant(tokens)
@@ -107,7 +110,7 @@ class FastBertTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts):
         """string [N] (UTF-8) -> int32 RaggedTensor [N, (pieces)] of word-piece ids."""
-        ids, _ = self._tokenize_and_flag(texts)
+        ids, _ = self._py.tokenize_and_flag(texts)
         return ids
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -201,9 +204,6 @@ class FastBertTokenizer(tf.Module):
                     encoded.append(b"")
                     fallback.append(i)
             batch = tf.constant(encoded, tf.string)
-        if self._py.tokenize_and_flag is None:
-            self._py.tokenize_and_flag = tf.function(
-                self._tokenize_and_flag, input_signature=[tf.TensorSpec([None], tf.string)])
         ids, flags = self._py.tokenize_and_flag(batch)
         return ids, fallback + np.flatnonzero(flags.numpy()).tolist()
 
