@@ -8,7 +8,8 @@ Two orderings, both deterministic functions of the flags and the text:
   the original's output. Needs the corpus in memory and runs in one process.
 * **Chunked** (`chunk_size_mb>0`): the line stream is cut into chunks of about that many MB, at
   document boundaries (`reading.iter_chunks`). Chunk k is processed exactly like a whole corpus
-  by the original algorithm, with its own generator `random.Random(chunk_seed(random_seed, k))`:
+  by the original algorithm, with its own generator
+  `random.Random(processing.chunk_seed(random_seed, k))`:
   documents and instances are shuffled within the chunk, random next sentences come from the
   same chunk. Chunks are written in input order, records round-robin over the output files as one
   stream. Chunk boundaries and seeds depend only on the text and the flags, so the output is the
@@ -19,21 +20,21 @@ Two orderings, both deterministic functions of the flags and the text:
 import collections
 import concurrent.futures
 import dataclasses
-import hashlib
+import functools
 import multiprocessing
-import random
 import time
 
 from absl import logging
 
+from pretraining_data import processing
 from pretraining_data.documents import TOKENIZERS, LineTokenizer, build_documents
-from pretraining_data.features import ExampleEncoder
-from pretraining_data.instances import InstanceBuilder
 from pretraining_data.reading import (
     InputError, expand_input_files, iter_chunks, iter_line_blocks, total_bytes)
 from pretraining_data.writing import ShardedRecordWriter, check_output_files
 
 _SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
+# Building the fast tokenizer (TensorFlow graph) takes seconds: reuse it across runs in a process.
+_line_tokenizer = functools.lru_cache(maxsize=4)(LineTokenizer)
 _PROGRESS_SECONDS = 10.0
 
 
@@ -56,79 +57,29 @@ class Options(object):
     tokenizer: str = "auto"
 
 
-@dataclasses.dataclass
-class RunStats(object):
-    """What a run produced."""
-    num_lines: int = 0
-    num_documents: int = 0  # non-empty documents
-    num_instances: int = 0
-    num_chunks: int = 0
-    seconds: float = 0.0
-
-
 def check_options(opts):
     """Raises InputError, naming the flag, for flag values the algorithm cannot honour."""
+    o = opts
     checks = [
-        (opts.max_seq_length >= 5, "--max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP] with "
-                                   "at least 2 tokens of text)"),
-        (1 <= opts.max_predictions_per_seq <= opts.max_seq_length - 3,
-         "--max_predictions_per_seq must be between 1 and max_seq_length - 3 = %d, the number of "
-         "maskable positions" % (opts.max_seq_length - 3)),
-        (0.0 <= opts.masked_lm_prob <= 1.0, "--masked_lm_prob must be in [0, 1]"),
-        (0.0 <= opts.short_seq_prob <= 1.0, "--short_seq_prob must be in [0, 1]"),
-        (opts.dupe_factor >= 1, "--dupe_factor must be >= 1"),
-        (opts.num_workers >= 1, "--num_workers must be >= 1"),
-        (opts.chunk_size_mb >= 0, "--chunk_size_mb must be >= 0"),
-        (opts.num_workers == 1 or opts.chunk_size_mb > 0,
-         "--num_workers > 1 needs --chunk_size_mb > 0: the original's ordering (one global "
-         "shuffle, random next sentences from the whole corpus) is sequential"),
-        (opts.tokenizer in TOKENIZERS, "--tokenizer must be one of %s" % ", ".join(TOKENIZERS)),
+        (o.max_seq_length >= 5, "--max_seq_length=%d: must be >= 5 ([CLS] A [SEP] B [SEP] with at "
+                                "least one token each in A and B)" % o.max_seq_length),
+        (1 <= o.max_predictions_per_seq <= o.max_seq_length - 3,
+         "--max_predictions_per_seq=%d: must be between 1 and max_seq_length - 3 = %d, the number "
+         "of maskable positions" % (o.max_predictions_per_seq, o.max_seq_length - 3)),
+        (0.0 <= o.masked_lm_prob <= 1.0, "--masked_lm_prob=%g: must be in [0, 1]" % o.masked_lm_prob),
+        (0.0 <= o.short_seq_prob <= 1.0, "--short_seq_prob=%g: must be in [0, 1]" % o.short_seq_prob),
+        (o.dupe_factor >= 1, "--dupe_factor=%d: must be >= 1" % o.dupe_factor),
+        (o.num_workers >= 1, "--num_workers=%d: must be >= 1" % o.num_workers),
+        (o.chunk_size_mb >= 0, "--chunk_size_mb=%g: must be >= 0" % o.chunk_size_mb),
+        (o.num_workers == 1 or o.chunk_size_mb > 0,
+         "--num_workers=%d needs --chunk_size_mb > 0: the original's ordering (one global shuffle, "
+         "random next sentences from the whole corpus) is sequential" % o.num_workers),
+        (o.tokenizer in TOKENIZERS, "--tokenizer=%s: must be one of %s"
+         % (o.tokenizer, ", ".join(TOKENIZERS))),
     ]
     for ok, message in checks:
         if not ok:
-            raise InputError("%s (got %s)" % (message, opts))
-
-
-def chunk_seed(random_seed, chunk_index):
-    """The seed of chunk `chunk_index`: `random_seed` for chunk 0, else a hash of both."""
-    if chunk_index == 0:
-        return random_seed
-    digest = hashlib.sha256(b"%d/%d" % (random_seed, chunk_index)).digest()
-    return int.from_bytes(digest[:8], "little")
-
-
-class ChunkProcessor(object):
-    """Lines of one chunk -> serialized records, in the original's order for that chunk."""
-
-    def __init__(self, opts):
-        self.opts = opts
-        self.line_tokenizer = LineTokenizer(opts.vocab_file, opts.do_lower_case, opts.tokenizer)
-        vocab = self.line_tokenizer.vocab
-        missing = [t for t in _SPECIAL_TOKENS if t not in vocab]
-        if missing:
-            raise InputError("vocab file %s lacks %s" % (opts.vocab_file, ", ".join(missing)))
-        self.builder = InstanceBuilder(
-            vocab, opts.max_seq_length, opts.short_seq_prob, opts.masked_lm_prob,
-            opts.max_predictions_per_seq, opts.do_whole_word_mask)
-        self.encoder = ExampleEncoder(
-            opts.max_seq_length, opts.max_predictions_per_seq, max(vocab.values()))
-
-    def __call__(self, chunk_index, line_blocks, report=None):
-        """Returns (records: list[bytes], stats: RunStats) for one chunk.
-
-        Args:
-          chunk_index: selects the generator seed (`chunk_seed`).
-          line_blocks: iterable of lists of lines.
-          report: optional callable(documents_done, instances_so_far) for progress.
-        """
-        documents, num_lines = build_documents(line_blocks, self.line_tokenizer)
-        rng = random.Random(chunk_seed(self.opts.random_seed, chunk_index))
-        records = self.builder.create_training_instances(
-            documents, self.opts.dupe_factor, rng, report=report)
-        for i, instance in enumerate(records):
-            records[i] = self.encoder.encode(instance)  # in place: frees instances as it goes
-        return records, RunStats(num_lines=num_lines, num_documents=len(documents),
-                                 num_instances=len(records), num_chunks=1)
+            raise InputError(message)
 
 
 class Progress(object):
@@ -152,14 +103,22 @@ class Progress(object):
 
 
 def run(opts):
-    """Runs create_pretraining_data; returns `RunStats`. Raises InputError before any work."""
+    """Runs create_pretraining_data; returns `processing.ChunkStats` plus `seconds`.
+
+    Raises:
+      InputError, VocabError: before any work, for bad flags, inputs, outputs or vocab.
+    """
     check_options(opts)
     input_files = expand_input_files(opts.input_file)
     output_files = opts.output_file.split(",")
     check_output_files(output_files)
-    processor = ChunkProcessor(opts)  # also validates the vocab file
+    line_tokenizer = _line_tokenizer(opts.vocab_file, opts.do_lower_case, opts.tokenizer)
+    missing = [t for t in _SPECIAL_TOKENS if t not in line_tokenizer.vocab]
+    if missing:
+        raise InputError("vocab file %s lacks %s" % (opts.vocab_file, ", ".join(missing)))
+    processor = processing.ChunkProcessor(opts, line_tokenizer.vocab)
     logging.info("*** Reading from %d input files (%s tokenizer) ***",
-                 len(input_files), processor.line_tokenizer.kind)
+                 len(input_files), line_tokenizer.kind)
     for path in input_files:
         logging.info("  %s", path)
     logging.info("*** Writing to output files ***")
@@ -167,23 +126,24 @@ def run(opts):
         logging.info("  %s", path)
 
     start = time.monotonic()
-    stats = RunStats()
+    stats = processing.ChunkStats()
     line_blocks = iter_line_blocks(input_files)
     with ShardedRecordWriter(output_files) as writer:
         if opts.chunk_size_mb == 0:
-            records, stats = processor(0, line_blocks, report=_original_progress(opts))
+            documents, num_lines = build_documents(line_blocks, line_tokenizer)
+            records, stats = processor(0, documents, num_lines, report=_original_progress(opts))
             for record in records:
                 writer.write(record)
         else:
             progress = Progress(total_bytes(input_files), "input bytes")
             chunks = iter_chunks(line_blocks, int(opts.chunk_size_mb * 1e6))
             done_chars = 0
-            for (records, chunk_stats), chunk_chars in _process_chunks(opts, processor, chunks):
+            for (records, chunk_stats), chunk_chars in _process_chunks(
+                    opts, line_tokenizer, processor, chunks):
                 for record in records:
                     writer.write(record)
                 done_chars += chunk_chars
-                for field in ("num_lines", "num_documents", "num_instances", "num_chunks"):
-                    setattr(stats, field, getattr(stats, field) + getattr(chunk_stats, field))
+                stats.add(chunk_stats)
                 progress(done_chars, stats.num_documents, stats.num_instances)
     stats.seconds = time.monotonic() - start
     if not stats.num_instances:
@@ -206,23 +166,27 @@ def _original_progress(opts):
     return report
 
 
-def _process_chunks(opts, processor, chunks):
-    """Yields (processor result, chunk chars) per chunk, in chunk order.
+def _process_chunks(opts, line_tokenizer, processor, chunks):
+    """Yields (records, ChunkStats), chunk chars) per chunk, in chunk order.
 
-    One worker runs in this process; more use a `spawn` process pool (TensorFlow is not fork-safe)
-    with at most 2 * num_workers chunks submitted and not yet written, to bound memory.
+    One worker runs in this process. More use a `spawn` pool (TensorFlow is not fork-safe) of
+    workers that import no TensorFlow; with the fast tokenizer this process tokenizes each chunk
+    (one TensorFlow graph, overlapping the workers' instance building), else the workers tokenize.
+    At most 2 * num_workers chunks are submitted and not yet written, which bounds memory.
     """
     if opts.num_workers == 1:
         for index, (lines, chars) in enumerate(chunks):
-            yield processor(index, [lines]), chars
+            yield processor(index, *build_documents([lines], line_tokenizer)), chars
         return
+    parent_tokenizes = line_tokenizer.kind == "fast"
     pool = concurrent.futures.ProcessPoolExecutor(
         opts.num_workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker, initargs=(opts,))
+        initializer=processing.init_worker, initargs=(opts, not parent_tokenizes))
     try:
         pending = collections.deque()
         for index, (lines, chars) in enumerate(chunks):
-            pending.append((pool.submit(_process_in_worker, index, lines), chars))
+            payload = build_documents([lines], line_tokenizer) if parent_tokenizes else lines
+            pending.append((pool.submit(processing.process_in_worker, index, payload), chars))
             if len(pending) >= 2 * opts.num_workers:
                 future, chars = pending.popleft()
                 yield future.result(), chars
@@ -231,15 +195,3 @@ def _process_chunks(opts, processor, chunks):
             yield future.result(), chars
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-_WORKER_PROCESSOR = None
-
-
-def _init_worker(opts):
-    global _WORKER_PROCESSOR
-    _WORKER_PROCESSOR = ChunkProcessor(opts)
-
-
-def _process_in_worker(index, lines):
-    return _WORKER_PROCESSOR(index, [lines])

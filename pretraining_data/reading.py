@@ -11,8 +11,6 @@ Unlike the original, the matches of each glob pattern are sorted: `tf.gfile.Glob
 order, which differs between machines. Patterns keep their command-line order, and a pattern that
 matches nothing is an error (the original silently read nothing).
 """
-import tensorflow as tf
-
 _BLOCK_BYTES = 1 << 22
 
 
@@ -26,6 +24,7 @@ def expand_input_files(input_file):
     Raises:
       InputError: a pattern matches no file.
     """
+    import tensorflow as tf  # Deferred (as in the functions below): worker processes skip it.
     files = []
     for pattern in input_file.split(","):
         if not pattern:
@@ -40,6 +39,7 @@ def expand_input_files(input_file):
 
 def total_bytes(files):
     """Sum of the sizes of `files` in bytes (for progress and ETA)."""
+    import tensorflow as tf
     return sum(tf.io.gfile.stat(f).length for f in files)
 
 
@@ -51,6 +51,7 @@ def iter_line_blocks(files):
     Raises:
       InputError: a file cannot be read or is not valid UTF-8 (names file, line and byte).
     """
+    import tensorflow as tf
     for path in files:
         try:
             with tf.io.gfile.GFile(path, "rb") as reader:

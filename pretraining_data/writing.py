@@ -8,9 +8,12 @@ never a truncated `<name>` that training would read.
 """
 import os
 
-import tensorflow as tf
-
 from pretraining_data.reading import InputError
+
+
+def _tf():
+    import tensorflow as tf  # Deferred so that importing this package stays light.
+    return tf
 
 
 def temporary_name(path):
@@ -21,6 +24,7 @@ def temporary_name(path):
 
 def check_output_files(output_files):
     """Raises InputError before any work if the outputs cannot be written where asked."""
+    tf = _tf()
     if len(set(output_files)) != len(output_files):
         raise InputError("--output_file lists the same file twice: %s" % ",".join(output_files))
     for path in output_files:
@@ -51,7 +55,7 @@ class ShardedRecordWriter(object):
     def __enter__(self):
         try:
             for path in self._temporary:
-                self._writers.append(tf.io.TFRecordWriter(path))
+                self._writers.append(_tf().io.TFRecordWriter(path))
         except BaseException:
             self._discard()
             raise
@@ -69,7 +73,7 @@ class ShardedRecordWriter(object):
             for writer in self._writers:
                 writer.close()
             for temporary, final in zip(self._temporary, self.output_files):
-                tf.io.gfile.rename(temporary, final, overwrite=True)
+                _tf().io.gfile.rename(temporary, final, overwrite=True)
         except BaseException:
             self._discard()
             raise
@@ -78,6 +82,7 @@ class ShardedRecordWriter(object):
     def _discard(self):
         for writer in self._writers:
             writer.close()
+        gfile = _tf().io.gfile
         for path in self._temporary:
-            if tf.io.gfile.exists(path):
-                tf.io.gfile.remove(path)
+            if gfile.exists(path):
+                gfile.remove(path)

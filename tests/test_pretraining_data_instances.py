@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from pretraining_data.instances import InstanceBuilder, truncate_seq_pair
+from pretraining_data import instances
+from pretraining_data.instances import InstanceBuilder, shuffle, truncate_seq_pair
 from vocab import tokenization
 
 VOCAB_FILE = "vocab/uncased_L-12_H-768_A-12/vocab.txt"
@@ -32,7 +33,10 @@ def _builder(vocab, max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.15,
 
 
 class TracingRandom(object):
-    """Delegates to random.Random and records the public calls as the fixture's rng_trace does."""
+    """Delegates to random.Random and records the public calls as the fixture's rng_trace does.
+
+    `instances.shuffle` is patched to call `TracingRandom.shuffle` (see `tracing`).
+    """
 
     def __init__(self, seed):
         self._rng = random.Random(seed)
@@ -50,7 +54,25 @@ class TracingRandom(object):
 
     def shuffle(self, x):
         self.trace.append(["shuffle", "len=%d" % len(x), None])
-        self._rng.shuffle(x)
+        shuffle(x, self._rng)
+
+
+@pytest.fixture
+def tracing(monkeypatch):
+    """TracingRandom factory; the builder's inlined shuffle is routed through it."""
+    monkeypatch.setattr(instances, "shuffle", lambda x, rng: rng.shuffle(x))
+    return TracingRandom
+
+
+def test_shuffle_is_random_shuffle():
+    """The inlined Fisher-Yates draws exactly what this interpreter's random.Random.shuffle draws."""
+    ours, reference = random.Random(7), random.Random(7)
+    for n in list(range(0, 70)) + [127, 128, 129, 1023, 1024, 1025, 5000]:
+        a, b = list(range(n)), list(range(n))
+        shuffle(a, ours)
+        reference.shuffle(b)
+        assert a == b
+    assert ours.random() == reference.random()
 
 
 def _decode(instance, inv_vocab):
@@ -94,7 +116,7 @@ def test_truncate_seq_pair_all_cases(cases):
         assert b[b_start:b_stop] == case["tokens_b"]
 
 
-def test_create_instances_from_document_all_cases(cases, vocab):
+def test_create_instances_from_document_all_cases(cases, vocab, tracing):
     inv_vocab = _inverse(vocab)
     fixture = cases["create_instances_from_document"]
     documents = [[[vocab[t] for t in sentence] for sentence in doc]
@@ -102,13 +124,13 @@ def test_create_instances_from_document_all_cases(cases, vocab):
     for case in fixture["cases"]:
         builder = _builder(vocab, case["max_seq_length"], case["short_seq_prob"],
                            case["masked_lm_prob"], case["max_predictions_per_seq"])
-        rng = TracingRandom(case["seed"])
-        instances = builder.create_instances_from_document(documents, case["document_index"], rng)
-        assert [_decode(x, inv_vocab) for x in instances] == case["instances"], case["seed"]
+        rng = tracing(case["seed"])
+        made = builder.create_instances_from_document(documents, case["document_index"], rng)
+        assert [_decode(x, inv_vocab) for x in made] == case["instances"], case["seed"]
         assert rng.trace == case["rng_trace"]
 
 
-def test_create_training_instances_tiny_with_rng_trace(cases, fixtures_dir):
+def test_create_training_instances_tiny_with_rng_trace(cases, fixtures_dir, tracing):
     """The whole reading + instance path on tiny_corpus.txt, with every rng call checked."""
     from pretraining_data.documents import LineTokenizer, build_documents
     from pretraining_data.reading import iter_line_blocks
@@ -120,10 +142,10 @@ def test_create_training_instances_tiny_with_rng_trace(cases, fixtures_dir):
     builder = _builder(tokenizer.vocab, case["max_seq_length"], case["short_seq_prob"],
                        case["masked_lm_prob"], case["max_predictions_per_seq"],
                        case["do_whole_word_mask"])
-    rng = TracingRandom(case["random_seed"])
-    instances = builder.create_training_instances(documents, case["dupe_factor"], rng)
+    rng = tracing(case["random_seed"])
+    made = builder.create_training_instances(documents, case["dupe_factor"], rng)
     inv_vocab = _inverse(tokenizer.vocab)
-    assert [_decode(x, inv_vocab) for x in instances] == case["instances"]
+    assert [_decode(x, inv_vocab) for x in made] == case["instances"]
     assert rng.trace == case["rng_trace"]
 
 

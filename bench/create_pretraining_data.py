@@ -1,0 +1,260 @@
+"""Benchmark: create_pretraining_data on real text (the bundled Jane Austen novels).
+
+In one process, on the same corpus and flags, after a warm-up, median of --repeats runs each:
+
+* peer: a straight pure-Python port of the original create_pretraining_data.py (string tokens,
+  the faithful `FullTokenizer`, `tf.train.Example` protos; `original_port` below);
+* ours, the original's ordering, with the faithful tokenizer and with the fast tokenizer;
+* ours, chunked (--chunk_size_mb), 1 worker and 2 workers.
+
+Prints instances/s, seconds per MB of input and the ratios, and checks that the port and ours write
+the same records. The corpus is built with `pretraining_data.corpus.gutenberg_to_corpus`.
+
+    python bench/create_pretraining_data.py --dupe_factor=1 --repeats=3
+"""
+import collections
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# No TensorFlow import at module level: worker processes are spawned, and spawning re-imports the
+# main module. The functions below import it.
+from pretraining_data import pipeline  # noqa: E402
+from pretraining_data.corpus import gutenberg_to_corpus  # noqa: E402
+from vocab import tokenization  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB_FILE = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+
+flags.DEFINE_integer("dupe_factor", 1, "dupe_factor of every run.")
+flags.DEFINE_integer("repeats", 3, "Timed repetitions per configuration (after one warm-up).")
+flags.DEFINE_float("chunk_size_mb", 0.25, "Chunk size of the chunked runs.")
+flags.DEFINE_boolean("skip_port", False, "Skip the (slow) straight port.")
+FLAGS = flags.FLAGS
+
+
+# ---------------------------------------------------------------- the peer: a straight port
+Instance = collections.namedtuple("Instance", "tokens segment_ids masked_lm_positions "
+                                              "masked_lm_labels is_random_next")
+
+
+def original_port(input_file, output_file, dupe_factor, max_seq_length=128,
+                  max_predictions_per_seq=20, masked_lm_prob=0.15, short_seq_prob=0.1, seed=12345):
+    """The original main(), line for line in Python 3 (per-WordPiece masking). Returns count."""
+    import tensorflow as tf
+    tokenizer = tokenization.FullTokenizer(VOCAB_FILE, do_lower_case=True)
+    rng = random.Random(seed)
+    all_documents = [[]]
+    with tf.io.gfile.GFile(input_file, "r") as reader:
+        for line in reader:
+            line = tokenization.convert_to_unicode(line).strip()
+            if not line:
+                all_documents.append([])
+            tokens = tokenizer.tokenize(line)
+            if tokens:
+                all_documents[-1].append(tokens)
+    all_documents = [x for x in all_documents if x]
+    rng.shuffle(all_documents)
+    vocab_words = list(tokenizer.vocab.keys())
+    instances = []
+    for _ in range(dupe_factor):
+        for document_index in range(len(all_documents)):
+            instances.extend(_port_document(all_documents, document_index, max_seq_length,
+                                            short_seq_prob, masked_lm_prob,
+                                            max_predictions_per_seq, vocab_words, rng))
+    rng.shuffle(instances)
+    with tf.io.TFRecordWriter(output_file) as writer:
+        for instance in instances:
+            input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+            input_mask = [1] * len(input_ids)
+            segment_ids = list(instance.segment_ids)
+            while len(input_ids) < max_seq_length:
+                input_ids.append(0)
+                input_mask.append(0)
+                segment_ids.append(0)
+            positions = list(instance.masked_lm_positions)
+            ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+            weights = [1.0] * len(ids)
+            while len(positions) < max_predictions_per_seq:
+                positions.append(0)
+                ids.append(0)
+                weights.append(0.0)
+            ints = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=v))  # noqa: E731
+            features = collections.OrderedDict([
+                ("input_ids", ints(input_ids)), ("input_mask", ints(input_mask)),
+                ("segment_ids", ints(segment_ids)), ("masked_lm_positions", ints(positions)),
+                ("masked_lm_ids", ints(ids)),
+                ("masked_lm_weights", tf.train.Feature(float_list=tf.train.FloatList(value=weights))),
+                ("next_sentence_labels", ints([1 if instance.is_random_next else 0]))])
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=features)).SerializeToString())
+    return len(instances)
+
+
+def _port_document(all_documents, document_index, max_seq_length, short_seq_prob,
+                   masked_lm_prob, max_predictions_per_seq, vocab_words, rng):
+    document = all_documents[document_index]
+    max_num_tokens = max_seq_length - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+    instances, current_chunk, current_length, i = [], [], 0, 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            if current_chunk:
+                a_end = 1
+                if len(current_chunk) >= 2:
+                    a_end = rng.randint(1, len(current_chunk) - 1)
+                tokens_a = []
+                for j in range(a_end):
+                    tokens_a.extend(current_chunk[j])
+                tokens_b = []
+                if len(current_chunk) == 1 or rng.random() < 0.5:
+                    is_random_next = True
+                    target_b_length = target_seq_length - len(tokens_a)
+                    for _ in range(10):
+                        random_document_index = rng.randint(0, len(all_documents) - 1)
+                        if random_document_index != document_index:
+                            break
+                    random_document = all_documents[random_document_index]
+                    random_start = rng.randint(0, len(random_document) - 1)
+                    for j in range(random_start, len(random_document)):
+                        tokens_b.extend(random_document[j])
+                        if len(tokens_b) >= target_b_length:
+                            break
+                    i -= len(current_chunk) - a_end
+                else:
+                    is_random_next = False
+                    for j in range(a_end, len(current_chunk)):
+                        tokens_b.extend(current_chunk[j])
+                while len(tokens_a) + len(tokens_b) > max_num_tokens:
+                    trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+                    if rng.random() < 0.5:
+                        del trunc[0]
+                    else:
+                        trunc.pop()
+                tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+                segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                tokens, positions, labels = _port_mask(
+                    tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng)
+                instances.append(Instance(tokens, segment_ids, positions, labels, is_random_next))
+            current_chunk, current_length = [], 0
+        i += 1
+    return instances
+
+
+def _port_mask(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng):
+    cand_indexes = [[i] for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
+    rng.shuffle(cand_indexes)
+    output_tokens = list(tokens)
+    num_to_predict = min(max_predictions_per_seq,
+                         max(1, int(round(len(tokens) * masked_lm_prob))))
+    masked_lms, covered = [], set()
+    for index_set in cand_indexes:
+        if len(masked_lms) >= num_to_predict:
+            break
+        if len(masked_lms) + len(index_set) > num_to_predict:
+            continue
+        if any(index in covered for index in index_set):
+            continue
+        for index in index_set:
+            covered.add(index)
+            if rng.random() < 0.8:
+                masked_token = "[MASK]"
+            elif rng.random() < 0.5:
+                masked_token = tokens[index]
+            else:
+                masked_token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+            output_tokens[index] = masked_token
+            masked_lms.append((index, tokens[index]))
+    masked_lms.sort()
+    return output_tokens, [p for p, _ in masked_lms], [label for _, label in masked_lms]
+
+
+# ---------------------------------------------------------------- measurement
+def _parsed(path):
+    import tensorflow as tf
+    return [tf.train.Example.FromString(r) for r in tf.data.TFRecordDataset(path).as_numpy_iterator()]
+
+
+def _median_seconds(fn, repeats):
+    fn()  # warm-up (graph building, caches, file cache)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def main(_):
+    workdir = tempfile.mkdtemp(prefix="bench_cpd_")
+    corpus = os.path.join(workdir, "austen.txt")
+    with open(corpus, "w", encoding="utf-8") as out:
+        for name in sorted(os.listdir(os.path.join(ROOT, "data", "austen"))):
+            with open(os.path.join(ROOT, "data", "austen", name), encoding="utf-8") as f:
+                out.write(gutenberg_to_corpus(f.read()))
+    megabytes = os.path.getsize(corpus) / 1e6
+
+    def ours(name, **overrides):
+        opts = pipeline.Options(input_file=corpus, output_file=os.path.join(workdir, name),
+                                vocab_file=VOCAB_FILE, dupe_factor=FLAGS.dupe_factor, **overrides)
+        return lambda: pipeline.run(opts).num_instances
+
+    configs = []
+    if not FLAGS.skip_port:
+        configs.append(("straight port of the original (faithful tokenizer)", "port.tfrecord",
+                        lambda: original_port(corpus, os.path.join(workdir, "port.tfrecord"),
+                                              FLAGS.dupe_factor)))
+    configs += [
+        ("ours, original order, faithful tokenizer", "faithful.tfrecord",
+         ours("faithful.tfrecord", tokenizer="faithful")),
+        ("ours, original order, fast tokenizer", "fast.tfrecord", ours("fast.tfrecord")),
+        ("ours, chunked, 1 worker", "chunked1.tfrecord",
+         ours("chunked1.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb)),
+        ("ours, chunked, 2 workers", "chunked2.tfrecord",
+         ours("chunked2.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb, num_workers=2)),
+    ]
+    print("corpus: %s (%.2f MB, 6 novels, one sentence per line), dupe_factor=%d, "
+          "max_seq_length=128, chunk_size_mb=%g" % (corpus, megabytes, FLAGS.dupe_factor,
+                                                    FLAGS.chunk_size_mb))
+    import tensorflow as tf
+    print("machine: %s, %d CPUs, Python %s, TensorFlow %s" % (
+        platform.processor() or platform.machine(), os.cpu_count(), platform.python_version(),
+        tf.__version__))
+    results = {}
+    for label, output, fn in configs:
+        instances = fn()
+        median, times = _median_seconds(fn, FLAGS.repeats)
+        results[label] = median
+        print("%-52s %7d instances  %6.2f s (runs %s)  %8.0f instances/s  %6.3f s/MB" % (
+            label, instances, median, " ".join("%.2f" % t for t in times), instances / median,
+            median / megabytes))
+
+    if not FLAGS.skip_port:
+        same = _parsed(os.path.join(workdir, "port.tfrecord")) == _parsed(
+            os.path.join(workdir, "fast.tfrecord"))
+        print("port and ours (original order) write the same records: %s" % same)
+    labels = list(results)
+    fast = results["ours, original order, fast tokenizer"]
+    for peer in labels[:2]:
+        if peer != "ours, original order, fast tokenizer":
+            print("speed-up of ours (fast tokenizer, 1 process) over %s: %.2fx" % (peer, results[peer] / fast))
+    print("speed-up of 2 workers over 1 worker (chunked): %.2fx" % (
+        results["ours, chunked, 1 worker"] / results["ours, chunked, 2 workers"]))
+
+
+if __name__ == "__main__":
+    app.run(main)
