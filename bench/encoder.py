@@ -1,0 +1,285 @@
+r"""Forward throughput of the BERT encoder: ours (Keras 3 on TensorFlow) against Hugging Face
+`transformers.BertModel` on PyTorch CPU, same weights, same inputs, one process.
+
+    python bench/encoder.py                       # BERT-Base, batch 8, sequence 128, fp32 + bf16
+    python bench/encoder.py --config=tiny --repeats=3 --batch_size=2 --seq_length=32   # smoke run
+
+For each precision it times, round-robin so that background load hits every row alike:
+  ours eager            `model(inputs, training=False)`
+  ours tf.function      the same call in `tf.function`
+  ours XLA              the same call in `tf.function(jit_compile=True)`
+  peer                  `BertModel` in eval mode under `torch.inference_mode()`
+                        (and `torch.autocast("cpu", torch.bfloat16)` for bfloat16).
+bfloat16 for ours is the Keras `mixed_bfloat16` policy (float32 variables, bfloat16 compute,
+float32 softmax and LayerNorm statistics), which is what autocast does for the peer.
+
+Both models hold the same random weights (the peer's are copied into ours) and both use the tanh
+GELU of the original release (the peer's `gelu_new`, or `gelu_pytorch_tanh`: the same function
+as one fused kernel; `--peer_hidden_act`). Before timing, the outputs are compared.
+
+Each row reports the median over `--repeats` timed rounds after one untimed compile/first call
+and `--warmup` untimed rounds; `vs peer` is the peer's median time over ours (> 1: ours faster).
+"""
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+# Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
+CONFIGS = {
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+}
+COMMON = dict(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2)
+OUR_MODES = ("eager", "function", "xla")
+PRECISIONS = ("float32", "bfloat16")
+
+flags.DEFINE_enum("config", "base", sorted(CONFIGS), "Encoder shape (vocab 30522, 512 positions, 2 types).")
+flags.DEFINE_integer("batch_size", 8, "Sequences per forward call.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+flags.DEFINE_integer("repeats", 5, "Timed rounds; every row reports its median.")
+flags.DEFINE_integer("warmup", 1, "Untimed rounds after the first (compiling) call.")
+flags.DEFINE_list("precisions", list(PRECISIONS), f"Any of {', '.join(PRECISIONS)}.")
+flags.DEFINE_list("modes", list(OUR_MODES), f"Our execution modes, any of {', '.join(OUR_MODES)}.")
+flags.DEFINE_integer(
+    "num_threads", os.cpu_count(),
+    "Threads for both frameworks: TF intra-op and torch.set_num_threads; inter-op is 1 in both.",
+)
+flags.DEFINE_enum(
+    "peer_hidden_act", "gelu_new", ["gelu_new", "gelu_pytorch_tanh"],
+    "The peer's tanh GELU: composed of elementwise ops (gelu_new) or one fused kernel.",
+)
+flags.DEFINE_integer("seed", 0, "Seed of the weights and of the inputs.")
+FLAGS = flags.FLAGS
+
+
+def forward_gflops(c, seq_length):
+    """Model FLOPs of one sequence's forward pass (2 per multiply-add), in GFLOPs.
+
+    Dense layers: 2·S·(4H² + 2HI) per layer; attention scores and context: 2·2·S²·H per layer;
+    pooler 2H². Embedding gathers, softmax, LayerNorm and GELU are not counted.
+    """
+    h, i, s = c["hidden_size"], c["intermediate_size"], seq_length
+    per_layer = 2 * s * (4 * h * h + 2 * h * i) + 4 * s * s * h
+    return (c["num_hidden_layers"] * per_layer + 2 * h * h) / 1e9
+
+
+def make_inputs(batch_size, seq_length, vocab_size, rng):
+    """int32 `[B, S]` arrays: random ids, a key mask with lengths in [S/2, S], two segments."""
+    lengths = rng.integers(seq_length // 2, seq_length + 1, size=batch_size)
+    positions = np.arange(seq_length)[None, :]
+    mask = (positions < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(1000, vocab_size, size=(batch_size, seq_length)).astype(np.int32) * mask
+    segments = ((positions >= lengths[:, None] // 2) & (mask == 1)).astype(np.int32)
+    return {"input_ids": ids, "input_mask": mask, "token_type_ids": segments}
+
+
+def set_threads(num_threads):
+    """Same thread budget for both: `num_threads` for intra-op work, one inter-op thread.
+
+    A second inter-op pool would run independent ops (q/k/v) side by side, each wanting every
+    core; on a small machine that oversubscribes the cores instead of helping.
+    """
+    import tensorflow as tf
+    import torch
+
+    tf.config.threading.set_intra_op_parallelism_threads(num_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    torch.set_num_threads(num_threads)
+    torch.set_num_interop_threads(1)
+
+
+def build_peer(c, hidden_act, seed):
+    """The Hugging Face `BertModel` (with pooler) in eval mode, default attention (SDPA)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(**c, **COMMON, hidden_act=hidden_act)
+    return transformers.BertModel(config).eval()
+
+
+def build_ours(c, precision, peer_state):
+    """Our `BertModel` under the precision's dtype policy, holding the peer's weights.
+
+    The policy is set globally while building: a `dtype=` argument to `BertModel` would not
+    reach its sub-layers.
+    """
+    import keras
+
+    from modeling import BertConfig, BertModel
+    from modeling.hf_checkpoint import hf_name
+    from modeling.tf1_checkpoint import variable_map
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bfloat16" else "float32")
+    try:
+        model = BertModel(BertConfig(**c, **COMMON))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    for tf1, variable in variable_map(model).items():
+        name, transpose = hf_name(tf1)
+        value = peer_state[name.removeprefix("bert.")].float().numpy()
+        variable.assign(value.T if transpose else value)
+    return model
+
+
+def our_runners(model, inputs, modes):
+    """`{row name: zero-arg callable}` returning `(sequence_output, pooled_output)` as numpy."""
+    import tensorflow as tf
+
+    tensors = {k: tf.constant(v) for k, v in inputs.items()}
+
+    def forward(x):
+        out = model(x, training=False)
+        return out["sequence_output"], out["pooled_output"]
+
+    compiled = {
+        "eager": forward,
+        "function": tf.function(forward),
+        "xla": tf.function(forward, jit_compile=True),
+    }
+    names = {"eager": "ours eager", "function": "ours tf.function", "xla": "ours tf.function XLA"}
+
+    def runner(fn):
+        return lambda: tuple(t.numpy() for t in fn(tensors))
+
+    return {names[m]: runner(compiled[m]) for m in modes}
+
+
+def peer_runner(model, inputs, precision):
+    import torch
+
+    tensors = {
+        "input_ids": torch.from_numpy(inputs["input_ids"]).long(),
+        "attention_mask": torch.from_numpy(inputs["input_mask"]).long(),
+        "token_type_ids": torch.from_numpy(inputs["token_type_ids"]).long(),
+    }
+
+    def run():
+        with torch.inference_mode(), torch.autocast(
+            "cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"
+        ):
+            out = model(**tensors)
+        return out.last_hidden_state.float().numpy(), out.pooler_output.float().numpy()
+
+    return run
+
+
+def first_calls(runners, inputs, precision):
+    """Calls every row once, printing its max |difference| to the peer on the non-padded
+    positions. Returns `{name: first-call seconds}` (the XLA row includes compilation) for the
+    rows that ran; a row that raises is reported and left out rather than ending the run."""
+    mask = inputs["input_mask"].astype(bool)
+    expected = runners["peer"]()
+    first_call = {}
+    for name, run in runners.items():
+        start = time.perf_counter()
+        try:
+            sequence, pooled = run()
+        except Exception as e:  # noqa: BLE001 -- any failure of one row is a finding to print
+            print(f"  {precision:8s} {name:22s} FAILED: {type(e).__name__}:")
+            print("    " + str(e).strip().replace("\n", "\n    "))
+            continue
+        first_call[name] = time.perf_counter() - start
+        if name == "peer":
+            continue
+        seq_diff = np.abs(sequence.astype(np.float32) - expected[0])[mask].max()
+        pool_diff = np.abs(pooled.astype(np.float32) - expected[1]).max()
+        print(f"  {precision:8s} {name:22s} max|ours - peer|: sequence {seq_diff:.2e}, pooled {pool_diff:.2e}")
+    return first_call
+
+
+def time_rounds(runners, repeats, warmup):
+    """Runs every callable once per round, in turn; returns `{name: [seconds per timed round]}`."""
+    times = {name: [] for name in runners}
+    for round_index in range(warmup + repeats):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            elapsed = time.perf_counter() - start
+            if round_index >= warmup:
+                times[name].append(elapsed)
+    return times
+
+
+def describe_machine(num_threads):
+    import keras
+    import tensorflow as tf
+    import torch
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            f.seek(0)
+            cpu_flags = next(line for line in f if line.startswith("flags")).split()
+        cpu += " (" + ", ".join(x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags) + ")"
+    except (OSError, StopIteration):
+        pass
+    return (
+        f"machine: {cpu}, {os.cpu_count()} cores; threads: {num_threads} intra-op, 1 inter-op "
+        f"(both frameworks)\nversions: python {platform.python_version()}, tensorflow {tf.__version__}, "
+        f"keras {keras.__version__}, torch {torch.__version__}, transformers {transformers.__version__}"
+    )
+
+
+def main(argv):
+    del argv
+    unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.modes) - set(OUR_MODES)
+    if unknown:
+        raise app.UsageError(f"unknown --precisions/--modes values: {sorted(unknown)}")
+    set_threads(FLAGS.num_threads)
+    c = CONFIGS[FLAGS.config]
+    peer = build_peer(c, FLAGS.peer_hidden_act, FLAGS.seed)
+    inputs = make_inputs(FLAGS.batch_size, FLAGS.seq_length, COMMON["vocab_size"], np.random.default_rng(FLAGS.seed))
+    print(describe_machine(FLAGS.num_threads))
+    print(
+        f"encoder: {FLAGS.config} {c}, batch {FLAGS.batch_size} x sequence {FLAGS.seq_length}; "
+        f"peer: hidden_act={FLAGS.peer_hidden_act}, attention={peer.config._attn_implementation}"
+    )
+
+    rows = {}  # (precision, name) -> callable
+    first_call = {}
+    for precision in FLAGS.precisions:
+        ours = build_ours(c, precision, peer.state_dict())
+        runners = our_runners(ours, inputs, FLAGS.modes)
+        runners["peer"] = peer_runner(peer, inputs, precision)
+        for name, seconds in first_calls(runners, inputs, precision).items():
+            rows[precision, name] = runners[name]
+            first_call[precision, name] = seconds
+    times = time_rounds(rows, FLAGS.repeats, FLAGS.warmup)
+
+    gflops = forward_gflops(c, FLAGS.seq_length) * FLAGS.batch_size
+    print(
+        f"\nmedian of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up rounds "
+        f"({gflops / FLAGS.batch_size:.1f} GFLOPs per sequence forward)"
+    )
+    print(f"{'precision':9s}  {'implementation':22s} {'first call s':>12s} {'ms/batch':>9s} "
+          f"{'seq/s':>7s} {'GFLOP/s':>8s} {'vs peer':>8s}")
+    for precision in FLAGS.precisions:
+        peer_median = statistics.median(times[precision, "peer"])
+        for (p, name), samples in times.items():
+            if p != precision:
+                continue
+            median = statistics.median(samples)
+            ratio = f"{peer_median / median:7.2f}x" if name != "peer" else ""
+            print(
+                f"{precision:9s}  {name:22s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
+                f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {ratio:>8s}"
+            )
+
+
+if __name__ == "__main__":
+    app.run(main)
