@@ -88,28 +88,26 @@ def _write_split(processor, tokenizer, examples, name, batch_size):
     return Split(examples, path, num_actual)
 
 
-def _prepare_splits(processor, tokenizer):
-    """Reads every split the do_* flags need before any training, so bad dev or test input
-    fails in seconds, not after fine-tuning."""
-    splits = {}
-    if FLAGS.do_train:
-        examples = processor.get_train_examples(FLAGS.data_dir)
-        splits["train"] = _write_split(processor, tokenizer, examples, "train", FLAGS.train_batch_size)
-    if FLAGS.do_eval:
-        examples = processor.get_dev_examples(FLAGS.data_dir)
-        splits["eval"] = _write_split(processor, tokenizer, examples, "eval", FLAGS.eval_batch_size)
-    if FLAGS.do_predict:
-        examples = processor.get_test_examples(FLAGS.data_dir)
-        splits["predict"] = _write_split(
-            processor, tokenizer, examples, "predict", FLAGS.predict_batch_size)
-    return splits
+def _read_splits(processor):
+    """{split name: (examples, batch size)} for every split the do_* flags need.
+
+    All are read before any is converted, so bad dev or test input fails in seconds, not after
+    the train set's conversion or the fine-tuning.
+    """
+    wanted = [
+        (FLAGS.do_train, "train", processor.get_train_examples, FLAGS.train_batch_size),
+        (FLAGS.do_eval, "eval", processor.get_dev_examples, FLAGS.eval_batch_size),
+        (FLAGS.do_predict, "predict", processor.get_test_examples, FLAGS.predict_batch_size),
+    ]
+    return {name: (read(FLAGS.data_dir), batch_size)
+            for needed, name, read, batch_size in wanted if needed}
 
 
-def _training_steps(splits):
-    """(num_train_steps, num_warmup_steps), computed as the original."""
-    if "train" not in splits:
+def _training_steps(examples):
+    """(num_train_steps, num_warmup_steps), computed as the original; (0, 0) without training."""
+    if "train" not in examples:
         return 0, 0
-    num_examples = splits["train"].num_actual
+    num_examples = len(examples["train"][0])
     num_train_steps = int(num_examples / FLAGS.train_batch_size * FLAGS.num_train_epochs)
     if num_train_steps <= 0:
         raise ValueError(
@@ -257,10 +255,13 @@ def main(_):
         FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config,
         FLAGS.bert_config_file)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    splits = _prepare_splits(processor, tokenizer)
-    steps = _training_steps(splits)
+    examples = _read_splits(processor)
+    steps = _training_steps(examples)
+    splits = {name: _write_split(processor, tokenizer, split_examples, name, batch_size)
+              for name, (split_examples, batch_size) in examples.items()}
     strategy = distribution.get_strategy(
-        FLAGS.distribution_strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project)
+        FLAGS.distribution_strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone,
+        FLAGS.gcp_project)
 
     if not FLAGS.seeds:
         run_seed(strategy, config, processor, splits, steps, FLAGS.random_seed, FLAGS.output_dir)
@@ -268,8 +269,8 @@ def main(_):
     results_by_seed = {}
     for seed in map(int, FLAGS.seeds):
         logging.info("***** Seed %d *****", seed)
-        results_by_seed[seed] = run_seed(
-            strategy, config, processor, splits, steps, seed, training.seed_dir(FLAGS.output_dir, seed))
+        run_dir = training.seed_dir(FLAGS.output_dir, seed)
+        results_by_seed[seed] = run_seed(strategy, config, processor, splits, steps, seed, run_dir)
     if FLAGS.do_eval and distribution.is_chief(strategy):
         summary = training.summarize_seeds(results_by_seed)
         logging.info("***** Eval results over seeds %s *****\n%s", ",".join(FLAGS.seeds), summary)

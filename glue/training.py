@@ -24,8 +24,9 @@ def _task_loss(model, features, is_regression, training):
     if is_regression:
         loss, per_example, _ = regression_loss(logits, features["label_ids"])
         return loss, per_example, logits
-    loss, per_example, log_probs = classification_loss(logits, features["label_ids"])
-    return loss, per_example, tf.exp(log_probs)
+    loss, per_example, _ = classification_loss(logits, features["label_ids"])
+    # The original's `probabilities = tf.nn.softmax(logits)`, which test_results.tsv prints.
+    return loss, per_example, tf.nn.softmax(logits, axis=-1)
 
 
 def make_loss_fn(is_regression):
@@ -40,7 +41,8 @@ def make_loss_fn(is_regression):
 
 
 def make_output_step(is_regression):
-    """The Trainer's `predict_step(model, features) -> {name: [B, ...] tensor}`, for eval and predict.
+    """The Trainer's `predict_step(model, features) -> {name: [B, ...] tensor}`, for evaluation
+    and prediction alike.
 
     Returns `outputs` (probabilities [B, C] or scores [B, 1]), `per_example_loss` [B] float32,
     `label_ids` [B] and `is_real_example` [B] int32 (0 on TPU padding rows).

@@ -205,7 +205,9 @@ def test_regression_eval_results_have_correlations_and_no_accuracy():
                        outputs=[[1.5], [2.0], [4.0], [4.0]], real=[1, 1, 1, 1])
     results = training.eval_results(outputs, "sts-b", True, 3)
     assert sorted(results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
-    assert results["eval_spearman"] == pytest.approx(np.corrcoef([1, 2, 3, 4], [1, 2, 3.5, 3.5])[0, 1])
+    ranks_of_predictions = [1, 2, 3.5, 3.5]
+    assert results["eval_spearman"] == pytest.approx(
+        np.corrcoef([1, 2, 3, 4], ranks_of_predictions)[0, 1])
 
 
 def test_seed_summary_lines():
