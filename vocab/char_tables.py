@@ -25,7 +25,8 @@ class CharTables:
 
     Attributes:
       delete_class: characters `_clean_text` drops (U+0000, U+FFFD, Cc/Cf except tab/newline/CR).
-      space_class: characters that act as whitespace once cleaned (Zs, tab, newline, CR, U+2028/9).
+      space_class: non-ASCII characters that act as whitespace once cleaned (Zs, U+2028/9); the
+        ASCII ones (space, tab, newline, CR) are already what tf.strings.split splits on.
       cjk_class: the 8 CJK ideograph ranges that get spaces around them.
       punct_class: `_is_punctuation` characters (ASCII non-alphanumerics and Unicode P*).
       final_sigma_pattern / final_sigma_rewrite: turn a capital sigma that `str.lower()` would
@@ -135,7 +136,7 @@ def tables():
         if cp == 0 or cp == 0xFFFD or tokenization._is_control(char):
             delete.append(cp)
             continue  # Deleted before anything else looks at it.
-        if tokenization._is_whitespace(char) or char.isspace():
+        if (tokenization._is_whitespace(char) or char.isspace()) and cp > 0x7F:
             space.append(cp)
         if tokenization._is_punctuation(char):
             punct.append(cp)

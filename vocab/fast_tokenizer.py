@@ -255,26 +255,38 @@ class FastBertTokenizer(tf.Module):
                 tf.int64) for i in range(_ASCII_SHARDS)], axis=0)
 
     def _exact_route(self, texts):
-        """The original BasicTokenizer in RE2 rewrites, then WordPiece on its words."""
+        """The original BasicTokenizer in RE2 rewrites, then WordPiece on its words.
+
+        Whitespace tokens are processed once per distinct token: everything after the
+        original's whitespace split (lower-casing, accents, punctuation, word-pieces) depends
+        on the token alone, and natural text repeats its tokens a lot.
+        """
         rules = self._rules
         # convert_to_unicode drops invalid UTF-8 bytes.
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
         texts = tf.strings.regex_replace(texts, rules.delete_class, "")
         texts = tf.strings.regex_replace(texts, rules.space_class, " ")
         texts = tf.strings.regex_replace(texts, rules.cjk_class, " \\0 ")
+        tokens = tf.strings.split(texts)  # splits on ASCII whitespace, all that is left
+        distinct, index = tf.unique(tokens.flat_values)
+        pieces = tf.gather(self._tokenize_tokens(distinct), index)
+        return tokens.with_flat_values(pieces).merge_dims(1, 2).with_row_splits_dtype(tf.int64)
+
+    def _tokenize_tokens(self, tokens):
+        """Whitespace-free tokens [T] -> int32 RaggedTensor [T, (pieces)]."""
+        rules = self._rules
         if self.do_lower_case:
-            texts = tf.strings.regex_replace(
-                texts, rules.final_sigma_pattern, rules.final_sigma_rewrite)
-            texts = self._lower_strip_accents(texts)
-        texts = tf.strings.regex_replace(texts, rules.punct_class, " \\0 ")
-        words = tf.strings.split(texts)
+            tokens = tf.strings.regex_replace(
+                tokens, rules.final_sigma_pattern, rules.final_sigma_rewrite)
+            tokens = self._lower_strip_accents(tokens)
+        tokens = tf.strings.regex_replace(tokens, rules.punct_class, " \\0 ")
+        words = tf.strings.split(tokens)
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > (
             tokenization.MAX_INPUT_CHARS_PER_WORD)
         # The word "[UNK]" is word-pieced to exactly the [UNK] token (it is in the vocab, and no
         # real word can contain '[' any more: it is punctuation).
         words = words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
-        pieces = self._word_wordpiece.tokenize(words)
-        return pieces.merge_dims(1, 2).with_row_splits_dtype(tf.int64)
+        return self._word_wordpiece.tokenize(words).merge_dims(1, 2)
 
     def _lower_strip_accents(self, texts):
         """Per code point c: strip_accents(c.lower()) from the generated map (ragged expansion)."""
