@@ -109,7 +109,11 @@ class FastBertTokenizer(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts):
-        """string [N] (UTF-8) -> int32 RaggedTensor [N, (pieces)] of word-piece ids."""
+        """string [N] (UTF-8) -> int32 RaggedTensor [N, (pieces)] of word-piece ids.
+
+        Same ids as `FullTokenizer` (see the module docstring for the one exception). Invalid
+        UTF-8 bytes are dropped, as the original's `convert_to_unicode` does.
+        """
         ids, _ = self._py.tokenize_and_flag(texts)
         return ids
 
@@ -169,7 +173,7 @@ class FastBertTokenizer(tf.Module):
     # ------------------------------------------------------------------ offline API
 
     def tokenize_batch(self, texts, batch_size=8192):
-        """list[str] -> list[list[str]], exactly `FullTokenizer.tokenize` of each text.
+        """list of str (or bytes) -> list[list[str]], exactly `FullTokenizer.tokenize` of each.
 
         Lines the graph may get wrong go to the faithful Python tokenizer instead: lines that
         are not encodable as UTF-8 (lone surrogates), and, when lower-casing, lines with two or
