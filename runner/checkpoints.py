@@ -1,21 +1,45 @@
-"""`--init_checkpoint`: original TF1 checkpoints and this project's own, into any task model."""
+"""This project's checkpoints, and `--init_checkpoint` from them or from original TF1 ones.
+
+Our checkpoints (`ckpt-<step>` in an output_dir) store the model as `{variable path: variable}`
+(e.g. `bert/layer_0/self/query/kernel`), next to the optimizer and the input position. Keras 3
+models do not expose their sub-layers to TF's object-based checkpoints, and the paths give
+names that are the same in every task model, so a pre-training run's encoder loads into a
+classifier or span labeler by name.
+"""
 import tensorflow as tf
-from absl import logging
 
 from modeling import tf1_checkpoint
+
+
+class ModelVariables(tf.Module):
+    """Tracks every variable of a Keras model under its path."""
+
+    def __init__(self, model):
+        super().__init__(name="model_variables")
+        self.by_path = {v.path: v.value for v in model.variables}
+
+
+def _checkpoint_key(path):
+    # TF's object-graph escaping of names: "." → "..", "/" → ".S".
+    return "model/by_path/" + path.replace(".", "..").replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def load_project_checkpoint(model, path, strict=False):
+    """Loads model weights from one of our checkpoints, by variable path (see module docstring)."""
+    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(path)
+    names = {v.path: v for v in model.variables if "seed_generator" not in v.path}
+    keys = {p: _checkpoint_key(p) for p in names}
+    available = {p: shapes[k] for p, k in keys.items() if k in shapes}
+    return tf1_checkpoint.assign_checked(
+        names, available, lambda p: reader.get_tensor(keys[p]), prefix, strict)
 
 
 def initialize_from_checkpoint(model, init_checkpoint):
     """Loads what matches from `init_checkpoint` into `model`; heads it lacks stay newly initialised.
 
-    Original-layout checkpoints (`bert_model.ckpt`) are matched by original variable name and
-    logged as the original does. This project's checkpoints (`ckpt-<step>` in an output_dir)
-    are matched by object path, so a pre-training run's encoder (`model.bert`) loads into a
-    classifier or span labeler.
+    Original-layout checkpoints (`bert_model.ckpt`) are matched by original variable name, ours by
+    variable path; both log every variable as the original does (`*INIT_FROM_CKPT*`).
     """
     if tf1_checkpoint.is_tf1_checkpoint(init_checkpoint):
         return tf1_checkpoint.load_tf1_checkpoint(model, init_checkpoint, strict=False)
-    prefix = tf1_checkpoint.resolve_checkpoint_prefix(init_checkpoint)
-    status = tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
-    logging.info("Initialised from this project's checkpoint %s (matched by object path)", prefix)
-    return status
+    return load_project_checkpoint(model, init_checkpoint, strict=False)

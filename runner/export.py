@@ -16,9 +16,10 @@ Outputs of both (every output has N rows, so TF Serving's row format works):
                   label_names string [N, L] (the label of each probabilities column)
   regression (STS-B, one output): predictions float32 [N] (the raw score, as the original writes)
 
-Each batch is padded only to its longest row instead of `max_seq_length`: padded keys add exactly
-zero to attention in float32 (exp(-10000) underflows), so the probabilities are those of the
-fully padded features up to float rounding, and short inputs cost less.
+Rows are not padded to `max_seq_length`: the batch is sorted by length and run in groups of
+similar length, each padded to its own longest row. Padded keys add exactly zero to attention in
+float32 (exp(-10000) underflows) and rows never mix, so the probabilities are those of the fully
+padded features up to float rounding, at the cost of the real tokens only.
 """
 import os
 import uuid
@@ -30,6 +31,9 @@ from modeling import BertClassifier, tf1_checkpoint
 from vocab.fast_tokenizer import FastBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
+# Rows per model call (see ClassifierExport._logits): small enough that a group's rows have
+# similar lengths, large enough that its matrix products stay efficient.
+ROWS_PER_CALL = 8
 
 
 class _Untracked:
@@ -86,7 +90,7 @@ class ClassifierExport(tf.Module):
         return {"serving_default": self.serve, "pairs": self.serve_pairs}
 
     def _outputs(self, features):
-        logits = self._parts.model(trim_to_longest(features), training=False)["logits"]
+        logits = self._logits(features)
         if self.label_names is None:
             return {"predictions": logits[:, 0]}
         probabilities = tf.nn.softmax(logits, axis=-1)
@@ -96,6 +100,24 @@ class ClassifierExport(tf.Module):
             "label": tf.gather(self.label_names, tf.argmax(probabilities, axis=-1)),
             "label_names": tf.tile(self.label_names[None, :], [n, 1]),
         }
+
+
+    def _logits(self, features):
+        """float32 [N, num_labels] of the int [N, S] features, computed in groups of similar length.
+
+        Rows are sorted by length and run `ROWS_PER_CALL` at a time, each group padded only to
+        its own longest row: a batch of mixed lengths costs little more than its tokens.
+        """
+        model = self._parts.model
+        order = tf.argsort(tf.reduce_sum(features["input_mask"], axis=1), stable=True)
+        n = tf.shape(order)[0]
+        logits = tf.zeros([n, model.num_labels], tf.float32)
+        for start in tf.range(0, n, ROWS_PER_CALL):
+            rows = order[start:start + ROWS_PER_CALL]
+            group = trim_to_longest({k: tf.gather(v, rows) for k, v in features.items()})
+            logits = tf.tensor_scatter_nd_update(
+                logits, rows[:, None], model(group, training=False)["logits"])
+        return logits
 
 
 def trim_to_longest(features):

@@ -6,8 +6,10 @@ One training step, per replica:
   2. gradients summed over replicas (each replica's loss is divided by the replica count, so the
      sum is the gradient of the global-batch mean), densified;
   3. clipped by their global norm (1.0), as the original `create_optimizer` — after aggregation,
-     so the clip sees the gradient that is applied;
-  4. applied once, in cross-replica context (Keras then skips its own, second, all-reduce).
+     so the clip sees the gradient that is applied (Keras alone would clip each replica's part);
+  4. applied by the Keras optimizer, which sums over replicas once more: it is given the clipped
+     gradient divided by the replica count (exact for power-of-two counts). This costs a second
+     all-reduce; avoiding it needs a hook Keras does not expose publicly.
 `iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop.
 """
 import os
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from runner.checkpoints import ModelVariables
 from runner.distribution import is_chief
 
 
@@ -106,7 +109,8 @@ class Trainer:
             scaled = loss / self.strategy.num_replicas_in_sync
             if self._loss_scaled:
                 scaled = self.optimizer.scale_loss(scaled)
-        grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, variables)]
+        grads = [None if g is None else tf.convert_to_tensor(g)
+                 for g in tape.gradient(scaled, variables)]
         return loss, metrics, grads
 
     def _accumulated_loss_and_grads(self, features):
@@ -121,22 +125,28 @@ class Trainer:
             l, m, g = self._grads(micro)
             loss += l
             metrics = {name: metrics[name] + m[name] for name in metrics}
-            grads = [a + b for a, b in zip(grads, g)]
-        return loss / k, {n: v / k for n, v in metrics.items()}, [g / k for g in grads]
+            grads = [None if a is None else a + b for a, b in zip(grads, g)]
+        return loss / k, {n: v / k for n, v in metrics.items()}, [
+            None if g is None else g / k for g in grads]
 
     def _replica_step(self, features):
         loss, metrics, grads = self._accumulated_loss_and_grads(features)
+        # Variables the loss does not reach (e.g. the pooler under a span head) are skipped, as
+        # the original optimizer skips them: no update, no weight decay, no slots touched.
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        grads = [g for g, _ in pairs]
+        variables = [v for _, v in pairs]
         context = tf.distribute.get_replica_context()
         if self.strategy.num_replicas_in_sync > 1:
             grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         # With loss scaling the gradients are scaled too; so is the clipping threshold.
         scale = self.optimizer.dynamic_scale if self._loss_scaled else 1.0
         grads, norm = tf.clip_by_global_norm(grads, self.clip_norm * scale)
-        context.merge_call(self._apply, args=(grads,))
+        replicas = self.strategy.num_replicas_in_sync
+        if replicas > 1:
+            grads = [g / replicas for g in grads]
+        self.optimizer.apply(grads, variables)
         return {**metrics, "loss": loss, "grad_norm": norm / scale}
-
-    def _apply(self, strategy, grads):
-        self.optimizer.apply(grads, self.model.trainable_variables)
 
     @tf.function
     def _train_loop(self, iterator, steps):
@@ -158,7 +168,8 @@ class Trainer:
 
     def checkpoint_manager(self, iterator=None):
         """Manager of `ckpt-<step>` files holding model, optimizer (slots, step) and input position."""
-        objects = {"model": self.model, "optimizer": self.optimizer}
+        # "model" first: a variable reachable twice is saved under the first path found.
+        objects = {"model": ModelVariables(self.model), "optimizer": self.optimizer}
         if iterator is not None:
             objects["iterator"] = iterator
         return tf.train.CheckpointManager(

@@ -19,14 +19,16 @@ def write_records(path, num_records, seed=0, vocab_size=99):
         for _ in range(num_records):
             half = (SEQ - 3) // 2
             a = rng.randint(5, vocab_size, size=half)
-            ids = np.concatenate([[2], a, [3], a, [3]])
-            segments = np.array([0] * (half + 2) + [1] * (half + 1))
-            positions = np.sort(rng.choice(np.arange(1, len(ids) - 1), PRED, replace=False))
+            real = np.concatenate([[2], a, [3], a, [3]])
+            pad = SEQ - len(real)
+            ids = np.concatenate([real, np.zeros(pad, int)])
+            mask = np.array([1] * len(real) + [0] * pad)
+            segments = np.array([0] * (half + 2) + [1] * (half + 1) + [0] * pad)
+            positions = np.sort(rng.choice(np.arange(1, len(real) - 1), PRED, replace=False))
             labels = ids[positions].copy()
-            ids = ids.copy()
             ids[positions] = 4  # [MASK]
             features = {
-                "input_ids": ids, "input_mask": np.ones(SEQ, int), "segment_ids": segments,
+                "input_ids": ids, "input_mask": mask, "segment_ids": segments,
                 "masked_lm_positions": positions, "masked_lm_ids": labels,
                 "next_sentence_labels": [int(rng.rand() < 0.5)],
             }
@@ -52,6 +54,9 @@ def run_cli(cmd, **kwargs):
     return result
 
 
-def checkpoint_values(prefix):
+def model_checkpoint_values(prefix):
+    """The model's weights in one of our checkpoints (object paths), without optimizer slots and
+    the input-pipeline state (a variant tensor numpy cannot read)."""
     reader = tf.train.load_checkpoint(str(prefix))
-    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+            if n.startswith("model/by_path/")}

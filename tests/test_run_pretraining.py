@@ -1,0 +1,142 @@
+"""run_pretraining.py end to end: outputs, initialisation, resume after SIGKILL, two workers, real text."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT
+from modeling import BertPretrainer, tf1_checkpoint
+from modeling_helpers import TINY, tiny_config
+from pretraining_helpers import (
+    model_checkpoint_values, pretraining_command, run_cli, write_records)
+
+EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+             "next_sentence_accuracy", "next_sentence_loss"]
+
+
+def read_eval_results(output_dir):
+    lines = (output_dir / "eval_results.txt").read_text().splitlines()
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+
+def test_train_eval_outputs_and_original_layout_export(tmp_path):
+    data = write_records(tmp_path / "train.tfrecord", 64)
+    out = tmp_path / "out"
+    result = run_cli(pretraining_command(
+        data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
+        "--num_train_steps=6", "--num_warmup_steps=2", "--save_checkpoints_steps=3",
+        "--iterations_per_loop=3", "--max_eval_steps=2", "--save_tf1_checkpoint",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}"))
+    assert "*INIT_FROM_CKPT*" in result.stderr
+    assert "examples/s" in result.stderr and "ETA" in result.stderr
+    results = read_eval_results(out)
+    assert sorted(results) == EVAL_KEYS
+    assert results["global_step"] == 6
+    assert results["loss"] == pytest.approx(results["masked_lm_loss"] + results["next_sentence_loss"], rel=0.2)
+    # Checkpoints every 3 steps; the final weights also in the original layout, loadable strictly.
+    assert (out / "ckpt-3.index").exists() and (out / "ckpt-6.index").exists()
+    model = BertPretrainer(tiny_config())
+    tf1_checkpoint.load_tf1_checkpoint(model, out / "bert_model.ckpt")
+    assert tf.train.load_checkpoint(str(out / "bert_model.ckpt")).get_tensor("global_step") == 6
+    # TensorBoard scalars.
+    events = list((out / "train").glob("events.out.tfevents.*"))
+    tags = {v.tag for e in tf.compat.v1.train.summary_iterator(str(events[0])) for v in e.summary.value}
+    assert {"loss", "learning_rate", "masked_lm_accuracy", "examples_per_second"} <= tags
+
+
+def test_our_checkpoints_initialise_other_task_models(tmp_path):
+    from modeling import BertClassifier
+    from runner.checkpoints import initialize_from_checkpoint
+
+    data = write_records(tmp_path / "train.tfrecord", 32)
+    first = tmp_path / "first"
+    run_cli(pretraining_command(data, first, "--do_train", "--train_batch_size=8",
+                                "--num_train_steps=2", "--num_warmup_steps=0"))
+    classifier = BertClassifier(tiny_config(), num_labels=2)
+    report = initialize_from_checkpoint(classifier, first)
+    assert sorted(report.missing) == ["classifier/output_bias", "classifier/output_weights"]
+    saved = model_checkpoint_values(first / "ckpt-2")
+    for variable in classifier.bert.weights:
+        key = "model/by_path/" + variable.path.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
+        np.testing.assert_array_equal(np.asarray(variable), saved[key], err_msg=variable.path)
+    assert len(report.loaded) == len(tf1_checkpoint.encoder_variable_map(classifier.bert))
+
+
+def test_killed_run_resumes_to_the_same_weights(tmp_path):
+    data = write_records(tmp_path / "train.tfrecord", 64)
+    args = ["--do_train", "--train_batch_size=8", "--num_train_steps=60", "--num_warmup_steps=5",
+            "--save_checkpoints_steps=10", "--iterations_per_loop=5", "--deterministic",
+            "--learning_rate=1e-3", "--keep_checkpoint_max=10"]
+    # Dropout 0.1: the resumed run must also continue the dropout random streams.
+    config = TINY / "bert_config.json"
+    run_cli(pretraining_command(data, tmp_path / "straight", *args, config=config))
+
+    interrupted = tmp_path / "interrupted"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(pretraining_command(data, interrupted, *args, config=config), env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (interrupted / "ckpt-20.index").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (interrupted / "ckpt-60.index").exists(), "the run finished before it could be killed"
+    run_cli(pretraining_command(data, interrupted, *args, config=config))
+
+    straight = model_checkpoint_values(tmp_path / "straight" / "ckpt-60")
+    resumed = model_checkpoint_values(interrupted / "ckpt-60")
+    assert straight.keys() == resumed.keys() and len(straight) > 46  # weights + dropout seeds
+    for name in straight:
+        np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+WORKER = """
+import sys, numpy as np
+sys.path.insert(0, {root!r})
+from absl import flags
+import run_pretraining
+flags.FLAGS(sys.argv)
+trainer = run_pretraining.run()
+np.savez({out!r}, *[np.asarray(w) for w in trainer.model.get_weights()])
+"""
+
+
+def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path):
+    data = write_records(tmp_path / "train.tfrecord", 64)
+    args = ["--do_train", "--train_batch_size=8", "--num_train_steps=4", "--num_warmup_steps=1",
+            "--learning_rate=1e-3", "--iterations_per_loop=2", "--save_checkpoints_steps=4"]
+    cluster = {"worker": [f"localhost:{free_port()}", f"localhost:{free_port()}"]}
+    processes = []
+    for index in range(2):
+        script = WORKER.format(root=str(ROOT), out=str(tmp_path / f"worker{index}.npz"))
+        cmd = [sys.executable, "-c", script] + pretraining_command(
+            data, tmp_path / "multi", *args, "--distribution_strategy=multi_worker_mirrored")[2:]
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
+        processes.append(subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True))
+    for process in processes:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-3000:]
+    single_script = WORKER.format(root=str(ROOT), out=str(tmp_path / "single.npz"))
+    run_cli([sys.executable, "-c", single_script] + pretraining_command(data, tmp_path / "single", *args)[2:])
+
+    workers = [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
+    single = np.load(tmp_path / "single.npz")
+    for key in single.files:
+        np.testing.assert_array_equal(workers[0][key], workers[1][key])
+        np.testing.assert_allclose(workers[0][key], single[key], atol=1e-5)
+    assert (tmp_path / "multi" / "ckpt-4.index").exists()
+    assert not list((tmp_path / "multi").glob(".worker_tmp_*"))
