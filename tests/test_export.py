@@ -27,6 +27,9 @@ SINGLES = [
     "",
     # 20 word-pieces: cut to max_seq_length - 2
     "a big red car and a small blue car and a new house on the hill with a green tree",
+    # More rows than one model call takes (runner.export.ROWS_PER_CALL), of mixed lengths.
+    "she can swim", "we eat and drink", "it was a bad day", "you read", "happy birds sing",
+    "the moon and the stars", "snow", "I see the city from the hill.",
 ]
 PAIRS = [
     ("The dog runs fast.", "a big cat"),
