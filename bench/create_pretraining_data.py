@@ -16,6 +16,7 @@ import collections
 import os
 import platform
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -23,6 +24,7 @@ import time
 
 from absl import app
 from absl import flags
+from absl import logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -189,17 +191,26 @@ def _parsed(path):
     return [tf.train.Example.FromString(r) for r in tf.data.TFRecordDataset(path).as_numpy_iterator()]
 
 
+def _cpu_seconds():
+    """User + system CPU seconds of this process and its finished children."""
+    own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _median_seconds(fn, repeats):
+    """Median wall and CPU seconds (this process + workers) of `repeats` runs after a warm-up."""
     fn()  # warm-up (graph building, caches, file cache)
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), _cpu_seconds()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), times
+        cpu.append(_cpu_seconds() - start_cpu)
+    return statistics.median(times), times, statistics.median(cpu)
 
 
 def main(_):
+    logging.set_verbosity(logging.WARNING)  # the runs' progress lines would drown the figures
     workdir = tempfile.mkdtemp(prefix="bench_cpd_")
     corpus = os.path.join(workdir, "austen.txt")
     with open(corpus, "w", encoding="utf-8") as out:
@@ -237,11 +248,11 @@ def main(_):
     results = {}
     for label, output, fn in configs:
         instances = fn()
-        median, times = _median_seconds(fn, FLAGS.repeats)
+        median, times, cpu = _median_seconds(fn, FLAGS.repeats)
         results[label] = median
-        print("%-52s %7d instances  %6.2f s (runs %s)  %8.0f instances/s  %6.3f s/MB" % (
-            label, instances, median, " ".join("%.2f" % t for t in times), instances / median,
-            median / megabytes))
+        print("%-52s %7d instances  %6.2f s (runs %s)  %8.0f instances/s  %6.3f s/MB  "
+              "%6.2f CPU s" % (label, instances, median, " ".join("%.2f" % t for t in times),
+                               instances / median, median / megabytes, cpu))
 
     if not FLAGS.skip_port:
         same = _parsed(os.path.join(workdir, "port.tfrecord")) == _parsed(
@@ -251,7 +262,8 @@ def main(_):
     fast = results["ours, original order, fast tokenizer"]
     for peer in labels[:2]:
         if peer != "ours, original order, fast tokenizer":
-            print("speed-up of ours (fast tokenizer, 1 process) over %s: %.2fx" % (peer, results[peer] / fast))
+            print("speed-up of ours (fast tokenizer, 1 process) over %s: %.2fx"
+                  % (peer, results[peer] / fast))
     print("speed-up of 2 workers over 1 worker (chunked): %.2fx" % (
         results["ours, chunked, 1 worker"] / results["ours, chunked, 2 workers"]))
 

@@ -7,6 +7,7 @@ document. Empty documents are dropped later, by `InstanceBuilder.create_training
 """
 import logging
 
+from pretraining_data.reading import InputError
 from vocab import tokenization
 
 TOKENIZERS = ("auto", "fast", "faithful")
@@ -48,7 +49,7 @@ def _fast_tokenize_batch(vocab_file, do_lower_case, required):
         from vocab import fast_tokenizer
     except ImportError as e:
         if required:
-            raise
+            raise InputError("--tokenizer=fast: vocab.fast_tokenizer cannot be imported: %s" % e)
         logging.info("vocab.fast_tokenizer not available (%s); using the faithful tokenizer", e)
         return None
     return fast_tokenizer.FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch

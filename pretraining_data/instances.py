@@ -80,7 +80,7 @@ class InstanceBuilder(object):
         self.replacement_ids = [vocab[word] for word in vocab]
         self.subword_ids = frozenset(i for word, i in vocab.items() if word.startswith("##"))
 
-    def create_training_instances(self, documents, dupe_factor, rng, report=None):
+    def create_training_instances(self, documents, dupe_factor, rng, report=None, convert=None):
         """The original `create_training_instances` after reading: documents -> instances.
 
         Args:
@@ -90,8 +90,11 @@ class InstanceBuilder(object):
           rng: `random.Random`.
           report: optional callable(documents_done, documents_total, num_instances), called after
             each document of each pass (for progress logging).
+          convert: optional function applied to each instance when it is made (serialization,
+            say, so that memory holds records rather than instances). The final shuffle moves
+            the converted items exactly as it would move the instances.
         Returns:
-          list of `TrainingInstance`, shuffled.
+          list of `TrainingInstance` (or `convert`ed instances), shuffled.
         """
         documents[:] = [d for d in documents if d]
         shuffle(documents, rng)
@@ -99,7 +102,8 @@ class InstanceBuilder(object):
         total = dupe_factor * len(documents)
         for dupe in range(dupe_factor):
             for document_index in range(len(documents)):
-                instances.extend(self.create_instances_from_document(documents, document_index, rng))
+                made = self.create_instances_from_document(documents, document_index, rng)
+                instances.extend(made if convert is None else map(convert, made))
                 if report is not None:
                     report(dupe * len(documents) + document_index + 1, total, len(instances))
         shuffle(instances, rng)

@@ -14,8 +14,8 @@ Two orderings, both deterministic functions of the flags and the text:
   same chunk. Chunks are written in input order, records round-robin over the output files as one
   stream. Chunk boundaries and seeds depend only on the text and the flags, so the output is the
   same for any `num_workers` and any machine; a corpus smaller than one chunk gives exactly the
-  original's output (chunk 0 uses `random_seed` itself). Memory is bounded by about
-  `(2 * num_workers + 1)` chunks in flight, not by the corpus size.
+  original's output (chunk 0 uses `random_seed` itself). Memory is bounded by the
+  `num_workers + 1` chunks in flight, not by the corpus size.
 """
 import collections
 import concurrent.futures
@@ -83,27 +83,37 @@ def check_options(opts):
 
 
 class Progress(object):
-    """Logs counts, rate and ETA at most every `_PROGRESS_SECONDS`."""
+    """Logs `phase`: percent done, counts, instances/s and ETA, at most every `_PROGRESS_SECONDS`.
 
-    def __init__(self, total, unit):
-        self.total, self.unit = total, unit
+    Args:
+      phase: what is being done (str).
+      total: the amount of work, in `unit`s.
+      unit: name of the unit (str).
+    """
+
+    def __init__(self, phase, total, unit):
+        self.phase, self.total, self.unit = phase, total, unit
         self.start = self._last = time.monotonic()
 
-    def __call__(self, done, documents, instances, force=False):
+    def __call__(self, done, **counts):
+        """`done`: units done so far; `counts`: name -> int to log (`instances` gives the rate)."""
         now = time.monotonic()
-        if not force and now - self._last < _PROGRESS_SECONDS:
+        if now - self._last < _PROGRESS_SECONDS:
             return
         self._last = now
         elapsed = now - self.start
-        fraction = done / self.total if self.total else 1.0
+        fraction = min(1.0, done / self.total) if self.total else 1.0
         eta = elapsed * (1.0 / fraction - 1.0) if fraction > 0 else float("nan")
-        logging.info("%.1f%% of %s | %d documents | %d instances | %.0f instances/s | "
-                     "elapsed %.0fs | ETA %.0fs", 100.0 * fraction, self.unit, documents,
-                     instances, instances / max(elapsed, 1e-9), elapsed, eta)
+        fields = ["%s: %.1f%% of %s" % (self.phase, 100.0 * fraction, self.unit)]
+        fields += ["%d %s" % (value, name) for name, value in counts.items()]
+        if "instances" in counts:
+            fields.append("%.0f instances/s" % (counts["instances"] / max(elapsed, 1e-9)))
+        fields.append("elapsed %.0fs | ETA %.0fs" % (elapsed, eta))
+        logging.info("%s", " | ".join(fields))
 
 
 def run(opts):
-    """Runs create_pretraining_data; returns `processing.ChunkStats` plus `seconds`.
+    """Runs create_pretraining_data; returns `processing.ChunkStats` (with `seconds` set).
 
     Raises:
       InputError, VocabError: before any work, for bad flags, inputs, outputs or vocab.
@@ -130,12 +140,13 @@ def run(opts):
     line_blocks = iter_line_blocks(input_files)
     with ShardedRecordWriter(output_files) as writer:
         if opts.chunk_size_mb == 0:
-            documents, num_lines = build_documents(line_blocks, line_tokenizer)
+            reading = Progress("reading and tokenizing", total_bytes(input_files), "input bytes")
+            documents, num_lines = build_documents(_counted(line_blocks, reading), line_tokenizer)
             records, stats = processor(0, documents, num_lines, report=_original_progress(opts))
             for record in records:
                 writer.write(record)
         else:
-            progress = Progress(total_bytes(input_files), "input bytes")
+            progress = Progress("chunks written", total_bytes(input_files), "input bytes")
             chunks = iter_chunks(line_blocks, int(opts.chunk_size_mb * 1e6))
             done_chars = 0
             for (records, chunk_stats), chunk_chars in _process_chunks(
@@ -144,7 +155,8 @@ def run(opts):
                     writer.write(record)
                 done_chars += chunk_chars
                 stats.add(chunk_stats)
-                progress(done_chars, stats.num_documents, stats.num_instances)
+                progress(done_chars, chunks=stats.num_chunks, documents=stats.num_documents,
+                         instances=stats.num_instances)
     stats.seconds = time.monotonic() - start
     if not stats.num_instances:
         logging.warning("no instances: the input holds no non-empty line")
@@ -154,6 +166,16 @@ def run(opts):
     return stats
 
 
+def _counted(line_blocks, progress):
+    """Passes `line_blocks` through, reporting the characters read to `progress`."""
+    done = lines = 0
+    for block in line_blocks:
+        yield block
+        done += sum(map(len, block)) + len(block)
+        lines += len(block)
+        progress(done, lines=lines)
+
+
 def _original_progress(opts):
     """Progress callback for the single-chunk run: counts documents over all passes."""
     progress = None
@@ -161,8 +183,8 @@ def _original_progress(opts):
     def report(done, total, instances):
         nonlocal progress
         if progress is None:
-            progress = Progress(total, "documents x dupe_factor")
-        progress(done, total // opts.dupe_factor, instances)
+            progress = Progress("making instances", total, "documents x dupe_factor")
+        progress(done, documents=total // opts.dupe_factor, instances=instances)
     return report
 
 
@@ -172,7 +194,8 @@ def _process_chunks(opts, line_tokenizer, processor, chunks):
     One worker runs in this process. More use a `spawn` pool (TensorFlow is not fork-safe) of
     workers that import no TensorFlow; with the fast tokenizer this process tokenizes each chunk
     (one TensorFlow graph, overlapping the workers' instance building), else the workers tokenize.
-    At most 2 * num_workers chunks are submitted and not yet written, which bounds memory.
+    At most num_workers + 1 chunks are submitted and not yet written, which bounds memory and
+    still keeps every worker busy.
     """
     if opts.num_workers == 1:
         for index, (lines, chars) in enumerate(chunks):
@@ -187,7 +210,7 @@ def _process_chunks(opts, line_tokenizer, processor, chunks):
         for index, (lines, chars) in enumerate(chunks):
             payload = build_documents([lines], line_tokenizer) if parent_tokenizes else lines
             pending.append((pool.submit(processing.process_in_worker, index, payload), chars))
-            if len(pending) >= 2 * opts.num_workers:
+            if len(pending) > opts.num_workers:
                 future, chars = pending.popleft()
                 yield future.result(), chars
         while pending:

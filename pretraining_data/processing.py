@@ -20,6 +20,7 @@ class ChunkStats(object):
     num_documents: int = 0  # non-empty documents
     num_instances: int = 0
     num_chunks: int = 0
+    seconds: float = 0.0  # wall time of the whole run (set by `pipeline.run`)
 
     def add(self, other):
         for field in dataclasses.fields(self):
@@ -61,9 +62,7 @@ class ChunkProcessor(object):
         """
         rng = random.Random(chunk_seed(self.opts.random_seed, chunk_index))
         records = self.builder.create_training_instances(
-            documents, self.opts.dupe_factor, rng, report=report)
-        for i, instance in enumerate(records):
-            records[i] = self.encoder.encode(instance)  # in place: frees instances as it goes
+            documents, self.opts.dupe_factor, rng, report=report, convert=self.encoder.encode)
         return records, ChunkStats(num_lines, len(documents), len(records), 1)
 
 

@@ -200,3 +200,13 @@ def test_cli_original_command(tmp_path, data_dir):
     bad = subprocess.run(_cli("--input_file=/nonexistent.txt", "--output_file=%s" % out),
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "matches no file" in bad.stderr
+
+
+@pytest.mark.parametrize("chunk_size_mb", [0.0, 0.005])
+def test_progress_logging(tmp_path, data_dir, monkeypatch, caplog, chunk_size_mb):
+    monkeypatch.setattr(pipeline, "_PROGRESS_SECONDS", 0.0)
+    caplog.set_level("INFO")
+    run(tmp_path, "out.tfrecord", data_dir / "corpus.txt", chunk_size_mb=chunk_size_mb)
+    progress = [m for m in caplog.messages if "instances/s" in m]
+    assert progress and all("ETA" in m and "documents" in m for m in progress)
+    assert any(m.startswith("Wrote ") and "total instances" in m for m in caplog.messages)
