@@ -137,21 +137,6 @@ def _log_split(title, split, batch_size):
     logging.info("  Batch size = %d", batch_size)
 
 
-def _restore(trainer, model, run_dir):
-    """Without training: the run's latest checkpoint, else --init_checkpoint, as the Estimator."""
-    from runner import checkpoints
-
-    manager = trainer.checkpoint_manager()
-    if manager.latest_checkpoint:
-        manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
-        logging.info("Restored %s (step %d)", manager.latest_checkpoint, trainer.step)
-    elif FLAGS.init_checkpoint:
-        checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
-    else:
-        logging.warning("No checkpoint in %s and no --init_checkpoint: the model is untrained",
-                        run_dir)
-
-
 def run_seed(strategy, config, processor, splits, steps, seed, run_dir):
     """Fine-tunes (resuming from `run_dir`), evaluates and predicts with one seed.
 
@@ -161,37 +146,20 @@ def run_seed(strategy, config, processor, splits, steps, seed, run_dir):
     the GLUE submission file. Returns the eval_results dict, or None without --do_eval.
     """
     import keras
-    import tensorflow as tf
 
     from glue import features, outputs, training
-    from modeling import BertClassifier, tf1_checkpoint
-    from modeling.optimization import create_optimizer
-    from runner import checkpoints, distribution, pretraining, results
-    from runner.trainer import Trainer
+    from modeling import BertClassifier
+    from runner import distribution, from_flags, pretraining, results
 
     keras.backend.clear_session()  # a fresh Keras state (names, seed generator) per seed
     distribution.set_determinism(seed, FLAGS.deterministic)
     distribution.set_precision(FLAGS.mixed_precision)
     num_train_steps, num_warmup_steps = steps
-    with strategy.scope():
-        model = BertClassifier(config, processor.num_labels)
-        # Evaluation or prediction alone never steps the optimizer; it exists for the checkpoint
-        # layout (and its step counter), so any positive step count will do for its schedule.
-        optimizer = create_optimizer(
-            FLAGS.optimizer, FLAGS.learning_rate, max(num_train_steps, 1), num_warmup_steps)
-        if FLAGS.mixed_precision == "fp16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    trainer = Trainer(
-        strategy, model, optimizer, training.make_loss_fn(processor.is_regression), run_dir,
-        global_batch_size=FLAGS.train_batch_size,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        steps_per_loop=FLAGS.iterations_per_loop,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        jit_compile=FLAGS.jit_compile,
+    trainer = from_flags.trainer_from_flags(
+        strategy, lambda: BertClassifier(config, processor.num_labels),
+        training.make_loss_fn(processor.is_regression), run_dir, num_train_steps, num_warmup_steps,
         # The encoder's FLOPs: training_flops_per_example without masked-LM positions.
-        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0),
-        peak_tflops=FLAGS.peak_tflops)
+        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0))
     spec = features.name_to_features(FLAGS.max_seq_length, processor.is_regression)
 
     if FLAGS.do_train:
@@ -199,20 +167,11 @@ def run_seed(strategy, config, processor, splits, steps, seed, run_dir):
         logging.info("  Num examples = %d", splits["train"].num_actual)
         logging.info("  Batch size = %d", FLAGS.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
-        init = None
-        if FLAGS.init_checkpoint:
-            init = lambda: checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
-        trainer.train(_dataset_fn(splits["train"], spec, FLAGS.train_batch_size, True, seed),
-                      num_train_steps, init_fn=init,
-                      checkpoint_iterator=FLAGS.distribution_strategy != "multi_worker_mirrored")
-        if FLAGS.save_tf1_checkpoint and trainer.chief:
-            prefix = tf1_checkpoint.save_tf1_checkpoint(
-                model, os.path.join(run_dir, "bert_model.ckpt"),
-                extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
-            config.to_json_file(os.path.join(run_dir, "bert_config.json"))
-            logging.info("Wrote original-layout checkpoint %s", prefix)
+        from_flags.train_from_flags(
+            trainer, _dataset_fn(splits["train"], spec, FLAGS.train_batch_size, True, seed),
+            num_train_steps, config)
     else:
-        _restore(trainer, model, run_dir)
+        trainer.restore(FLAGS.init_checkpoint)
 
     output_step = training.make_output_step(processor.is_regression)
     eval_results = None

@@ -40,14 +40,11 @@ run_flags.define_run_flags()
 
 def run():
     """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
-    import keras
     import tensorflow as tf
 
-    from modeling import BertPretrainer, tf1_checkpoint
-    from modeling.optimization import create_optimizer
+    from modeling import BertPretrainer
     from pretraining_data.features import name_to_features
-    from runner import checkpoints, distribution, inputs, pretraining, results, startup
-    from runner.trainer import Trainer
+    from runner import from_flags, inputs, pretraining, results, startup
 
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise ValueError("At least one of `do_train` or `do_eval` must be True.")
@@ -55,29 +52,14 @@ def run():
     files = inputs.expand_input_files(FLAGS.input_file)
     logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    distribution.set_determinism(FLAGS.random_seed, FLAGS.deterministic)
-    strategy = distribution.get_strategy(
-        FLAGS.distribution_strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project)
-    distribution.set_precision(FLAGS.mixed_precision)
+    strategy = from_flags.strategy_from_flags()
     features_spec = name_to_features(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
 
-    with strategy.scope():
-        model = BertPretrainer(config)
-        optimizer = create_optimizer(
-            FLAGS.optimizer, FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps)
-        if FLAGS.mixed_precision == "fp16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    trainer = Trainer(
-        strategy, model, optimizer, pretraining.pretraining_loss, FLAGS.output_dir,
-        global_batch_size=FLAGS.train_batch_size,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        steps_per_loop=FLAGS.iterations_per_loop,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        jit_compile=FLAGS.jit_compile,
+    trainer = from_flags.trainer_from_flags(
+        strategy, lambda: BertPretrainer(config), pretraining.pretraining_loss, FLAGS.output_dir,
+        FLAGS.num_train_steps, FLAGS.num_warmup_steps,
         flops_per_example=pretraining.training_flops_per_example(
-            config, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq),
-        peak_tflops=FLAGS.peak_tflops)
+            config, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq))
 
     def dataset_fn(is_training, global_batch):
         def fn(context):
@@ -90,23 +72,10 @@ def run():
     if FLAGS.do_train:
         logging.info("***** Running training ***** batch size %d, %d steps",
                      FLAGS.train_batch_size, FLAGS.num_train_steps)
-        init = None
-        if FLAGS.init_checkpoint:
-            init = lambda: checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
-        trainer.train(dataset_fn(True, FLAGS.train_batch_size), FLAGS.num_train_steps, init_fn=init,
-                      checkpoint_iterator=FLAGS.distribution_strategy != "multi_worker_mirrored")
-        if FLAGS.save_tf1_checkpoint and trainer.chief:
-            prefix = tf1_checkpoint.save_tf1_checkpoint(
-                model, os.path.join(FLAGS.output_dir, "bert_model.ckpt"),
-                extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
-            config.to_json_file(os.path.join(FLAGS.output_dir, "bert_config.json"))
-            logging.info("Wrote original-layout checkpoint %s", prefix)
-    elif FLAGS.init_checkpoint or tf.train.latest_checkpoint(FLAGS.output_dir):
-        manager = trainer.checkpoint_manager()
-        if manager.latest_checkpoint:
-            manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
-        else:
-            checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
+        from_flags.train_from_flags(
+            trainer, dataset_fn(True, FLAGS.train_batch_size), FLAGS.num_train_steps, config)
+    else:
+        trainer.restore(FLAGS.init_checkpoint)
 
     if FLAGS.do_eval:
         logging.info("***** Running evaluation ***** batch size %d, %d steps",

@@ -110,12 +110,9 @@ def main(_):
             source=FLAGS.predict_file)
         scoring = evaluate.should_score(FLAGS.do_eval, gold_data, FLAGS.predict_file)
 
-    import keras
     import tensorflow as tf
 
-    from modeling.optimization import create_optimizer
-    from runner import checkpoints, distribution, inputs, pretraining, startup
-    from runner.trainer import Trainer
+    from runner import from_flags, inputs, pretraining, startup
     from squad import features as sq_features, postprocess, task
 
     config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
@@ -124,10 +121,7 @@ def main(_):
     tokenizer = startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint,
                                        config, FLAGS.bert_config_file)
     tf.io.gfile.makedirs(FLAGS.output_dir)
-    distribution.set_determinism(FLAGS.random_seed, FLAGS.deterministic)
-    strategy = distribution.get_strategy(
-        FLAGS.distribution_strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project)
-    distribution.set_precision(FLAGS.mixed_precision)
+    strategy = from_flags.strategy_from_flags()
     window_args = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
                        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
 
@@ -138,22 +132,10 @@ def main(_):
             FLAGS.warmup_proportion)
         sq_examples.shuffle_examples(train_examples)
 
-    with strategy.scope():
-        model = task.build_model(config)
-        optimizer = create_optimizer(
-            FLAGS.optimizer, FLAGS.learning_rate, num_train_steps, num_warmup_steps)
-        if FLAGS.mixed_precision == "fp16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    trainer = Trainer(
-        strategy, model, optimizer, task.span_loss_fn, FLAGS.output_dir,
-        global_batch_size=FLAGS.train_batch_size,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        steps_per_loop=FLAGS.iterations_per_loop,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        jit_compile=FLAGS.jit_compile,
-        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0),
-        peak_tflops=FLAGS.peak_tflops)
+    trainer = from_flags.trainer_from_flags(
+        strategy, lambda: task.build_model(config), task.span_loss_fn, FLAGS.output_dir,
+        num_train_steps, num_warmup_steps,
+        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0))
 
     def dataset_fn(filename, is_training, global_batch):
         spec = sq_features.name_to_features(FLAGS.max_seq_length, is_training)
@@ -176,19 +158,11 @@ def main(_):
         logging.info("  Batch size = %d", FLAGS.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
         del train_examples
-        init = None
-        if FLAGS.init_checkpoint:
-            init = lambda: checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
-        trainer.train(dataset_fn(summary.filename, True, FLAGS.train_batch_size), num_train_steps,
-                      init_fn=init,
-                      checkpoint_iterator=FLAGS.distribution_strategy != "multi_worker_mirrored")
-    elif FLAGS.init_checkpoint or tf.train.latest_checkpoint(FLAGS.output_dir):
-        manager = trainer.checkpoint_manager()
-        if manager.latest_checkpoint:
-            manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
-            logging.info("Predicting with %s", manager.latest_checkpoint)
-        else:
-            checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint)
+        from_flags.train_from_flags(
+            trainer, dataset_fn(summary.filename, True, FLAGS.train_batch_size), num_train_steps,
+            config)
+    else:
+        trainer.restore(FLAGS.init_checkpoint)
 
     if FLAGS.do_predict:
         summary = sq_features.write_features(

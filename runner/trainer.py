@@ -179,6 +179,21 @@ class Trainer:
             step_counter=self.optimizer.iterations,
         )
 
+    def restore(self, init_checkpoint=None):
+        """For evaluation or prediction without training: the latest checkpoint in `output_dir`,
+        else `init_checkpoint` (as the original's Estimator), else nothing (with a warning)."""
+        from runner.checkpoints import initialize_from_checkpoint
+
+        manager = self.checkpoint_manager()
+        if manager.latest_checkpoint:
+            manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
+            logging.info("Restored %s (step %d)", manager.latest_checkpoint, self.step)
+        elif init_checkpoint:
+            initialize_from_checkpoint(self.model, init_checkpoint)
+        else:
+            logging.warning("No checkpoint in %s and no --init_checkpoint: the model is untrained",
+                            self.output_dir)
+
     @property
     def step(self):
         return int(self.optimizer.iterations.numpy())

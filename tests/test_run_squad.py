@@ -112,7 +112,7 @@ def test_v2_predict_only_restores_and_scores(trained, tmp_path):
         "--predict_file=%s" % write_json(tmp_path / "dev-v2.json", dev),
         "--version_2_with_negative=True", "--output_dir=%s" % output_dir, *WINDOW_FLAGS)
     assert proc.returncode == 0, proc.stdout[-5000:]
-    assert "Predicting with %s" % (output_dir / "ckpt-192") in proc.stdout
+    assert "Restored %s (step 192)" % (output_dir / "ckpt-192") in proc.stdout
     null_odds = json.loads((output_dir / "null_odds.json").read_text())
     assert list(null_odds) == list(answers)
     scores = json.loads((output_dir / "eval_results.json").read_text())
