@@ -8,7 +8,7 @@ For each precision it times, round-robin so that background load hits every row 
   ours eager            `model(inputs, training=False)`
   ours tf.function      the same call in `tf.function`
   ours XLA              the same call in `tf.function(jit_compile=True)`
-  peer                  `BertModel` in eval mode under `torch.inference_mode()`
+  peer transformers     `BertModel` in eval mode under `torch.inference_mode()`
                         (and `torch.autocast("cpu", torch.bfloat16)` for bfloat16).
 bfloat16 for ours is the Keras `mixed_bfloat16` policy (float32 variables, bfloat16 compute,
 float32 softmax and LayerNorm statistics), which is what autocast does for the peer.
@@ -23,8 +23,10 @@ and `--warmup` untimed rounds; `vs peer` is the peer's median time over ours (> 
 import os
 import sys
 
+# Ours is measured on the TensorFlow backend; both settings must precede the first TF import.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Run as a script (`python bench/encoder.py`), the repository root is not on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import platform  # noqa: E402
@@ -35,16 +37,20 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 # Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
-CONFIGS = {
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
-    "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-}
+def _shape(hidden, layers, heads, intermediate):
+    return dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                intermediate_size=intermediate)
+
+
+CONFIGS = {"base": _shape(768, 12, 12, 3072), "small": _shape(512, 4, 8, 2048),
+           "tiny": _shape(128, 2, 2, 512)}
 COMMON = dict(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2)
 OUR_MODES = ("eager", "function", "xla")
 PRECISIONS = ("float32", "bfloat16")
+PEER = "peer transformers"
 
-flags.DEFINE_enum("config", "base", sorted(CONFIGS), "Encoder shape (vocab 30522, 512 positions, 2 types).")
+flags.DEFINE_enum("config", "base", sorted(CONFIGS),
+                  "Encoder shape; all have vocab 30522, 512 positions, 2 token types.")
 flags.DEFINE_integer("batch_size", 8, "Sequences per forward call.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("repeats", 5, "Timed rounds; every row reports its median.")
@@ -66,7 +72,7 @@ FLAGS = flags.FLAGS
 def forward_gflops(c, seq_length):
     """Model FLOPs of one sequence's forward pass (2 per multiply-add), in GFLOPs.
 
-    Dense layers: 2·S·(4H² + 2HI) per layer; attention scores and context: 2·2·S²·H per layer;
+    Dense layers: 2·S·(4H² + 2HI) per layer; scores and context: 2·2·S²·H per layer;
     pooler 2H². Embedding gathers, softmax, LayerNorm and GELU are not counted.
     """
     h, i, s = c["hidden_size"], c["intermediate_size"], seq_length
@@ -79,7 +85,8 @@ def make_inputs(batch_size, seq_length, vocab_size, rng):
     lengths = rng.integers(seq_length // 2, seq_length + 1, size=batch_size)
     positions = np.arange(seq_length)[None, :]
     mask = (positions < lengths[:, None]).astype(np.int32)
-    ids = rng.integers(1000, vocab_size, size=(batch_size, seq_length)).astype(np.int32) * mask
+    ids = rng.integers(1000, vocab_size, size=(batch_size, seq_length)).astype(np.int32)
+    ids *= mask
     segments = ((positions >= lengths[:, None] // 2) & (mask == 1)).astype(np.int32)
     return {"input_ids": ids, "input_mask": mask, "token_type_ids": segments}
 
@@ -181,7 +188,7 @@ def first_calls(runners, inputs, precision):
     positions. Returns `{name: first-call seconds}` (the XLA row includes compilation) for the
     rows that ran; a row that raises is reported and left out rather than ending the run."""
     mask = inputs["input_mask"].astype(bool)
-    expected = runners["peer"]()
+    expected = runners[PEER]()
     first_call = {}
     for name, run in runners.items():
         start = time.perf_counter()
@@ -192,11 +199,12 @@ def first_calls(runners, inputs, precision):
             print("    " + str(e).strip().replace("\n", "\n    "))
             continue
         first_call[name] = time.perf_counter() - start
-        if name == "peer":
+        if name == PEER:
             continue
         seq_diff = np.abs(sequence.astype(np.float32) - expected[0])[mask].max()
         pool_diff = np.abs(pooled.astype(np.float32) - expected[1]).max()
-        print(f"  {precision:8s} {name:22s} max|ours - peer|: sequence {seq_diff:.2e}, pooled {pool_diff:.2e}")
+        print(f"  {precision:8s} {name:22s} max|ours - peer|: "
+              f"sequence {seq_diff:.2e}, pooled {pool_diff:.2e}")
     return first_call
 
 
@@ -225,13 +233,15 @@ def describe_machine(num_threads):
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
             f.seek(0)
             cpu_flags = next(line for line in f if line.startswith("flags")).split()
-        cpu += " (" + ", ".join(x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags) + ")"
+        features = [x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags]
+        cpu += f" ({', '.join(features)})"
     except (OSError, StopIteration):
         pass
     return (
         f"machine: {cpu}, {os.cpu_count()} cores; threads: {num_threads} intra-op, 1 inter-op "
-        f"(both frameworks)\nversions: python {platform.python_version()}, tensorflow {tf.__version__}, "
-        f"keras {keras.__version__}, torch {torch.__version__}, transformers {transformers.__version__}"
+        f"(both frameworks)\nversions: python {platform.python_version()}, "
+        f"tensorflow {tf.__version__}, keras {keras.__version__}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}"
     )
 
 
@@ -243,7 +253,8 @@ def main(argv):
     set_threads(FLAGS.num_threads)
     c = CONFIGS[FLAGS.config]
     peer = build_peer(c, FLAGS.peer_hidden_act, FLAGS.seed)
-    inputs = make_inputs(FLAGS.batch_size, FLAGS.seq_length, COMMON["vocab_size"], np.random.default_rng(FLAGS.seed))
+    rng = np.random.default_rng(FLAGS.seed)
+    inputs = make_inputs(FLAGS.batch_size, FLAGS.seq_length, COMMON["vocab_size"], rng)
     print(describe_machine(FLAGS.num_threads))
     print(
         f"encoder: {FLAGS.config} {c}, batch {FLAGS.batch_size} x sequence {FLAGS.seq_length}; "
@@ -255,7 +266,7 @@ def main(argv):
     for precision in FLAGS.precisions:
         ours = build_ours(c, precision, peer.state_dict())
         runners = our_runners(ours, inputs, FLAGS.modes)
-        runners["peer"] = peer_runner(peer, inputs, precision)
+        runners[PEER] = peer_runner(peer, inputs, precision)
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
             first_call[precision, name] = seconds
@@ -269,12 +280,12 @@ def main(argv):
     print(f"{'precision':9s}  {'implementation':22s} {'first call s':>12s} {'ms/batch':>9s} "
           f"{'seq/s':>7s} {'GFLOP/s':>8s} {'vs peer':>8s}")
     for precision in FLAGS.precisions:
-        peer_median = statistics.median(times[precision, "peer"])
+        peer_median = statistics.median(times[precision, PEER])
         for (p, name), samples in times.items():
             if p != precision:
                 continue
             median = statistics.median(samples)
-            ratio = f"{peer_median / median:7.2f}x" if name != "peer" else ""
+            ratio = f"{peer_median / median:7.2f}x" if name != PEER else ""
             print(
                 f"{precision:9s}  {name:22s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
                 f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {ratio:>8s}"
