@@ -1,6 +1,7 @@
 """Benchmark: create_pretraining_data on real text (the bundled Jane Austen novels).
 
-In one process, on the same corpus and flags, after a warm-up, median of --repeats runs each:
+In one process, on the same corpus and flags, after a warm-up, median of --repeats runs each
+(the configurations take turns), wall and CPU seconds (this process and its workers):
 
 * peer: a straight pure-Python port of the original create_pretraining_data.py (string tokens,
   the faithful `FullTokenizer`, `tf.train.Example` protos; `original_port` below);
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 from absl import app
 from absl import flags
 from absl import logging
@@ -95,7 +97,8 @@ def original_port(input_file, output_file, dupe_factor, max_seq_length=128,
                 ("input_ids", ints(input_ids)), ("input_mask", ints(input_mask)),
                 ("segment_ids", ints(segment_ids)), ("masked_lm_positions", ints(positions)),
                 ("masked_lm_ids", ints(ids)),
-                ("masked_lm_weights", tf.train.Feature(float_list=tf.train.FloatList(value=weights))),
+                ("masked_lm_weights",
+                 tf.train.Feature(float_list=tf.train.FloatList(value=weights))),
                 ("next_sentence_labels", ints([1 if instance.is_random_next else 0]))])
             writer.write(tf.train.Example(
                 features=tf.train.Features(feature=features)).SerializeToString())
@@ -187,26 +190,26 @@ def _port_mask(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng
 
 # ---------------------------------------------------------------- measurement
 def _parsed(path):
+    """TFRecord file -> dict feature name -> numpy array [records, length]."""
     import tensorflow as tf
-    return [tf.train.Example.FromString(r) for r in tf.data.TFRecordDataset(path).as_numpy_iterator()]
+    from pretraining_data.features import name_to_features
+    records = tf.data.TFRecordDataset(path).batch(1 << 20)
+    return {k: v.numpy() for k, v in tf.io.parse_example(
+        next(iter(records)), name_to_features(128, 20)).items()}
 
 
 def _cpu_seconds():
     """User + system CPU seconds of this process and its finished children."""
-    own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _median_seconds(fn, repeats):
-    """Median wall and CPU seconds (this process + workers) of `repeats` runs after a warm-up."""
-    fn()  # warm-up (graph building, caches, file cache)
-    times, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), _cpu_seconds()
-        fn()
-        times.append(time.perf_counter() - start)
-        cpu.append(_cpu_seconds() - start_cpu)
-    return statistics.median(times), times, statistics.median(cpu)
+def _timed(fn):
+    """(wall seconds, CPU seconds of this process and its workers) of one call."""
+    start, start_cpu = time.perf_counter(), _cpu_seconds()
+    fn()
+    return time.perf_counter() - start, _cpu_seconds() - start_cpu
 
 
 def main(_):
@@ -226,16 +229,15 @@ def main(_):
 
     configs = []
     if not FLAGS.skip_port:
-        configs.append(("straight port of the original (faithful tokenizer)", "port.tfrecord",
+        configs.append(("straight port of the original (faithful tokenizer)",
                         lambda: original_port(corpus, os.path.join(workdir, "port.tfrecord"),
                                               FLAGS.dupe_factor)))
     configs += [
-        ("ours, original order, faithful tokenizer", "faithful.tfrecord",
+        ("ours, original order, faithful tokenizer",
          ours("faithful.tfrecord", tokenizer="faithful")),
-        ("ours, original order, fast tokenizer", "fast.tfrecord", ours("fast.tfrecord")),
-        ("ours, chunked, 1 worker", "chunked1.tfrecord",
-         ours("chunked1.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb)),
-        ("ours, chunked, 2 workers", "chunked2.tfrecord",
+        ("ours, original order, fast tokenizer", ours("fast.tfrecord")),
+        ("ours, chunked, 1 worker", ours("chunked1.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb)),
+        ("ours, chunked, 2 workers",
          ours("chunked2.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb, num_workers=2)),
     ]
     print("corpus: %s (%.2f MB, 6 novels, one sentence per line), dupe_factor=%d, "
@@ -245,18 +247,25 @@ def main(_):
     print("machine: %s, %d CPUs, Python %s, TensorFlow %s" % (
         platform.processor() or platform.machine(), os.cpu_count(), platform.python_version(),
         tf.__version__))
+    # One warm-up each (graph building, caches, file cache), then the configurations take turns
+    # so that a change in machine load hits them alike.
+    instances = [fn() for _, fn in configs]
+    runs = [[] for _ in configs]
+    for _ in range(FLAGS.repeats):
+        for i, (_, fn) in enumerate(configs):
+            runs[i].append(_timed(fn))
     results = {}
-    for label, output, fn in configs:
-        instances = fn()
-        median, times, cpu = _median_seconds(fn, FLAGS.repeats)
+    for (label, _), count, timings in zip(configs, instances, runs):
+        median = statistics.median(wall for wall, _ in timings)
+        cpu = statistics.median(c for _, c in timings)
         results[label] = median
         print("%-52s %7d instances  %6.2f s (runs %s)  %8.0f instances/s  %6.3f s/MB  "
-              "%6.2f CPU s" % (label, instances, median, " ".join("%.2f" % t for t in times),
-                               instances / median, median / megabytes, cpu))
+              "%6.2f CPU s" % (label, count, median, " ".join("%.2f" % w for w, _ in timings),
+                               count / median, median / megabytes, cpu))
 
     if not FLAGS.skip_port:
-        same = _parsed(os.path.join(workdir, "port.tfrecord")) == _parsed(
-            os.path.join(workdir, "fast.tfrecord"))
+        port, fast = (_parsed(os.path.join(workdir, n)) for n in ("port.tfrecord", "fast.tfrecord"))
+        same = all(np.array_equal(port[k], fast[k]) for k in port)
         print("port and ours (original order) write the same records: %s" % same)
     labels = list(results)
     fast = results["ours, original order, fast tokenizer"]

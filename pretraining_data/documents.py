@@ -20,7 +20,8 @@ class LineTokenizer(object):
       vocab_file: path of vocab.txt.
       do_lower_case: as `FullTokenizer`.
       kind: "faithful" (the pure-Python `FullTokenizer`), "fast" (`vocab.fast_tokenizer`, which
-        gives identical word-pieces many times faster) or "auto" (fast if importable, else faithful).
+        gives identical word-pieces many times faster) or "auto" (fast if importable, else
+        faithful).
     """
 
     def __init__(self, vocab_file, do_lower_case, kind="auto"):

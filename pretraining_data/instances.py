@@ -179,7 +179,8 @@ class InstanceBuilder(object):
           (positions, label_ids): ascending masked positions and the original ids there.
         """
         # Everything but [CLS] (0), the middle [SEP] and the last [SEP] is a candidate.
-        candidates = list(range(1, num_a_tokens + 1)) + list(range(num_a_tokens + 2, len(tokens) - 1))
+        candidates = list(range(1, num_a_tokens + 1))
+        candidates += range(num_a_tokens + 2, len(tokens) - 1)
         if self.do_whole_word_mask:
             groups = []
             for index in candidates:

@@ -66,8 +66,10 @@ def check_options(opts):
         (1 <= o.max_predictions_per_seq <= o.max_seq_length - 3,
          "--max_predictions_per_seq=%d: must be between 1 and max_seq_length - 3 = %d, the number "
          "of maskable positions" % (o.max_predictions_per_seq, o.max_seq_length - 3)),
-        (0.0 <= o.masked_lm_prob <= 1.0, "--masked_lm_prob=%g: must be in [0, 1]" % o.masked_lm_prob),
-        (0.0 <= o.short_seq_prob <= 1.0, "--short_seq_prob=%g: must be in [0, 1]" % o.short_seq_prob),
+        (0.0 <= o.masked_lm_prob <= 1.0,
+         "--masked_lm_prob=%g: must be in [0, 1]" % o.masked_lm_prob),
+        (0.0 <= o.short_seq_prob <= 1.0,
+         "--short_seq_prob=%g: must be in [0, 1]" % o.short_seq_prob),
         (o.dupe_factor >= 1, "--dupe_factor=%d: must be >= 1" % o.dupe_factor),
         (o.num_workers >= 1, "--num_workers=%d: must be >= 1" % o.num_workers),
         (o.chunk_size_mb >= 0, "--chunk_size_mb=%g: must be >= 0" % o.chunk_size_mb),

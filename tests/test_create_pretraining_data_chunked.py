@@ -75,7 +75,8 @@ def test_same_output_for_any_workers_and_original_statistics(tmp_path, austen_co
     # Instance counts and lengths vary a lot between seeds on 25 documents (a document drawing a
     # short target, p=0.1, makes all its instances short), so they get loose bounds.
     assert abs(one.num_instances - original.num_instances) <= 0.15 * original.num_instances
-    chunked, whole = statistics(tmp_path / "one.tfrecord"), statistics(tmp_path / "original.tfrecord")
+    chunked = statistics(tmp_path / "one.tfrecord")
+    whole = statistics(tmp_path / "original.tfrecord")
     assert chunked["num_masked_is_round"] and whole["num_masked_is_round"]
     for key, tolerance in [("mean_masked_fraction", 0.002), ("is_next", 0.04), ("mask", 0.03),
                            ("kept", 0.02), ("random", 0.02), ("mean_length", 12.0)]:

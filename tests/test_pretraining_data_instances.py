@@ -65,7 +65,7 @@ def tracing(monkeypatch):
 
 
 def test_shuffle_is_random_shuffle():
-    """The inlined Fisher-Yates draws exactly what this interpreter's random.Random.shuffle draws."""
+    """The inlined Fisher-Yates draws what this interpreter's random.Random.shuffle draws."""
     ours, reference = random.Random(7), random.Random(7)
     for n in list(range(0, 70)) + [127, 128, 129, 1023, 1024, 1025, 5000]:
         a, b = list(range(n)), list(range(n))
@@ -151,7 +151,8 @@ def test_create_training_instances_tiny_with_rng_trace(cases, fixtures_dir, trac
 
 def test_random_replacement_maps_through_duplicate_vocab_entries():
     """With a duplicated vocab line the original draws from list(vocab) and maps back by name."""
-    vocab = {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3, "x": 5, "y": 6}  # "x" was on line 4 and 5
+    # "x" is on lines 5 and 6 of the file: the key keeps its place, the later id wins.
+    vocab = {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "[MASK]": 3, "x": 5, "y": 6}
     builder = _builder(vocab)
     assert builder.replacement_ids == [0, 1, 2, 3, 5, 6]
 
