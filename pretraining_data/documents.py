@@ -48,12 +48,12 @@ def _fast_tokenize_batch(vocab_file, do_lower_case, required):
     """`vocab.fast_tokenizer`'s tokenize_batch for this vocab, or None if it is not available."""
     try:
         from vocab import fast_tokenizer
-    except ImportError as e:
+        return fast_tokenizer.FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch
+    except (ImportError, AttributeError) as e:
         if required:
-            raise InputError("--tokenizer=fast: vocab.fast_tokenizer cannot be imported: %s" % e)
-        logging.info("vocab.fast_tokenizer not available (%s); using the faithful tokenizer", e)
+            raise InputError("--tokenizer=fast: vocab.fast_tokenizer is not usable: %s" % e)
+        logging.warning("vocab.fast_tokenizer is not usable (%s); using the faithful tokenizer", e)
         return None
-    return fast_tokenizer.FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch
 
 
 def build_documents(line_blocks, line_tokenizer):
