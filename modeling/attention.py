@@ -25,7 +25,8 @@ class BertSelfAttention(keras.layers.Layer):
 
     Call args:
         x: float `[B, S, H]`.
-        mask_adder: float32 `[B, 1, 1, S]` from `attention_mask_adder`.
+        input_mask: int `[B, S]`, 1 for real tokens. It stays an integer tensor so Keras'
+            mixed-precision input casting cannot round the float32 mask (−10000 → −9984 in bf16).
     Returns:
         float `[B, S, H]`: the concatenated heads' context (before the output dense).
     """
@@ -40,10 +41,11 @@ class BertSelfAttention(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         width = num_heads * head_size
         init = truncated_normal(initializer_range)
-        self.query = keras.layers.Dense(width, kernel_initializer=init, name="query")
-        self.key = keras.layers.Dense(width, kernel_initializer=init, name="key")
-        self.value = keras.layers.Dense(width, kernel_initializer=init, name="value")
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        policy = self.dtype_policy
+        self.query = keras.layers.Dense(width, kernel_initializer=init, dtype=policy, name="query")
+        self.key = keras.layers.Dense(width, kernel_initializer=init, dtype=policy, name="key")
+        self.value = keras.layers.Dense(width, kernel_initializer=init, dtype=policy, name="value")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
 
     def build(self, input_shape):
         for dense in (self.query, self.key, self.value):
@@ -55,13 +57,14 @@ class BertSelfAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))  # [B, N, S, D]
 
-    def call(self, x, mask_adder, training=False):
+    def call(self, x, input_mask, training=False):
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         # Softmax and the mask stay in float32 under mixed precision.
-        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size)) + mask_adder
+        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
+        scores = scores + attention_mask_adder(input_mask)
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout(probs, training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]

@@ -4,7 +4,6 @@ import copy
 import keras
 from keras import ops
 
-from modeling.attention import attention_mask_adder
 from modeling.config import BertConfig
 from modeling.embeddings import BertEmbeddings
 from modeling.initializers import truncated_normal
@@ -33,6 +32,8 @@ class BertModel(keras.Model):
         self.config = copy.deepcopy(config).validate()
         self.use_one_hot_embeddings = use_one_hot_embeddings
         c = self.config
+        # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
+        policy = self.dtype_policy
         self.embeddings = BertEmbeddings(
             vocab_size=c.vocab_size,
             type_vocab_size=c.type_vocab_size,
@@ -41,6 +42,7 @@ class BertModel(keras.Model):
             initializer_range=c.initializer_range,
             dropout_rate=c.hidden_dropout_prob,
             use_one_hot_embeddings=use_one_hot_embeddings,
+            dtype=policy,
             name="embeddings",
         )
         self.encoder_layers = [
@@ -52,6 +54,7 @@ class BertModel(keras.Model):
                 hidden_dropout_rate=c.hidden_dropout_prob,
                 attention_dropout_rate=c.attention_probs_dropout_prob,
                 initializer_range=c.initializer_range,
+                dtype=policy,
                 name=f"layer_{i}",
             )
             for i in range(c.num_hidden_layers)
@@ -60,6 +63,7 @@ class BertModel(keras.Model):
             c.hidden_size,
             activation="tanh",
             kernel_initializer=truncated_normal(c.initializer_range),
+            dtype=policy,
             name="pooler",
         )
         self.build()
@@ -86,11 +90,10 @@ class BertModel(keras.Model):
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(input_ids)
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        mask_adder = attention_mask_adder(input_mask)
         x = embedding_output
         all_layers = []
         for layer in self.encoder_layers:
-            x = layer(x, mask_adder, training=training)
+            x = layer(x, input_mask, training=training)
             all_layers.append(x)
         pooled = self.pooler(x[:, 0])
         return {
@@ -103,6 +106,7 @@ class BertModel(keras.Model):
     def get_config(self):
         return {
             "name": self.name,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
         }

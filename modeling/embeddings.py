@@ -44,7 +44,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm"
         )
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = truncated_normal(self.initializer_range)

@@ -69,6 +69,7 @@ class MaskedLMHead(keras.layers.Layer):
             hidden_size,
             activation=get_activation(hidden_act),
             kernel_initializer=truncated_normal(initializer_range),
+            dtype=self.dtype_policy,
             name="transform_dense",
         )
         self.layer_norm = keras.layers.LayerNormalization(
@@ -122,7 +123,7 @@ class ClassificationHead(_TransposedDense):
     def __init__(self, num_labels, hidden_size, dropout_rate=0.1, **kwargs):
         super().__init__(num_labels, hidden_size, 0.02, **kwargs)
         self.dropout_rate = dropout_rate
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def call(self, pooled_output, training=False):
         return super().call(self.dropout(pooled_output, training=training))

@@ -21,14 +21,19 @@ def _encoder_inputs(features):
 class _BertTaskModel(keras.Model):
     def __init__(self, config, name, **kwargs):
         super().__init__(name=name, **kwargs)
-        self.bert = BertModel(config)
+        # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
+        self.bert = BertModel(config, dtype=self.dtype_policy)
 
     @property
     def config(self):
         return self.bert.config
 
     def _config_dict(self):
-        return {"name": self.name, "config": self.config.to_dict()}
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -46,10 +51,11 @@ class BertPretrainer(_BertTaskModel):
         super().__init__(config, name, **kwargs)
         c = self.config
         self.masked_lm = MaskedLMHead(
-            c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range, name="predictions"
+            c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range,
+            dtype=self.dtype_policy, name="predictions"
         )
         self.next_sentence = NextSentenceHead(
-            c.hidden_size, c.initializer_range, name="seq_relationship"
+            c.hidden_size, c.initializer_range, dtype=self.dtype_policy, name="seq_relationship"
         )
         self.masked_lm.build()
         self.next_sentence.build()
@@ -76,7 +82,8 @@ class BertClassifier(_BertTaskModel):
     def __init__(self, config, num_labels, name="bert_classifier", **kwargs):
         super().__init__(config, name, **kwargs)
         self.num_labels = num_labels
-        self.classifier = ClassificationHead(num_labels, self.config.hidden_size, name="classifier")
+        self.classifier = ClassificationHead(
+            num_labels, self.config.hidden_size, dtype=self.dtype_policy, name="classifier")
         self.classifier.build()
 
     def call(self, features, training=False):
@@ -95,7 +102,7 @@ class BertSpanLabeler(_BertTaskModel):
 
     def __init__(self, config, name="bert_span_labeler", **kwargs):
         super().__init__(config, name, **kwargs)
-        self.span = SpanHead(self.config.hidden_size, name="squad")
+        self.span = SpanHead(self.config.hidden_size, dtype=self.dtype_policy, name="squad")
         self.span.build()
 
     def call(self, features, training=False):

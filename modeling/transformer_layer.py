@@ -11,7 +11,7 @@ class TransformerLayer(keras.layers.Layer):
     """`a = LN(x + drop(dense(attn(x))))`, `y = LN(a + drop(dense(act(dense(a)))))`.
 
     Call args:
-        x: float `[B, S, H]`; mask_adder: float32 `[B, 1, 1, S]`.
+        x: float `[B, S, H]`; input_mask: int `[B, S]`.
     Returns:
         float `[B, S, H]`.
     """
@@ -36,17 +36,19 @@ class TransformerLayer(keras.layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.initializer_range = initializer_range
         init = truncated_normal(initializer_range)
+        policy = self.dtype_policy
         self.attention = BertSelfAttention(
             num_heads,
             hidden_size // num_heads,
             initializer_range=initializer_range,
             dropout_rate=attention_dropout_rate,
+            dtype=policy,
             name="self",
         )
         self.attention_output = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, name="attention_output_dense"
+            hidden_size, kernel_initializer=init, dtype=policy, name="attention_output_dense"
         )
-        self.attention_dropout = keras.layers.Dropout(hidden_dropout_rate)
+        self.attention_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_output_LayerNorm"
         )
@@ -54,12 +56,13 @@ class TransformerLayer(keras.layers.Layer):
             intermediate_size,
             activation=get_activation(hidden_act),
             kernel_initializer=init,
+            dtype=policy,
             name="intermediate_dense",
         )
         self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, name="output_dense"
+            hidden_size, kernel_initializer=init, dtype=policy, name="output_dense"
         )
-        self.output_dropout = keras.layers.Dropout(hidden_dropout_rate)
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=policy)
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_LayerNorm"
         )
@@ -74,8 +77,8 @@ class TransformerLayer(keras.layers.Layer):
         self.output_layer_norm.build(hidden_shape)
         self.built = True
 
-    def call(self, x, mask_adder, training=False):
-        attended = self.attention(x, mask_adder, training=training)
+    def call(self, x, input_mask, training=False):
+        attended = self.attention(x, input_mask, training=training)
         attended = self.attention_dropout(self.attention_output(attended), training=training)
         a = self.attention_layer_norm(attended + x)
         a = keras.ops.cast(a, self.compute_dtype)
