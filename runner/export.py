@@ -64,10 +64,12 @@ class ClassifierExport(tf.Module):
                              % (len(label_names), list(label_names), model.num_labels))
         # The Keras model stays out of the SavedModel's object graph (saving it would trace
         # Keras's default float-input signature, which cannot embed ids); its weights are
-        # tracked instead, as in `keras.export.ExportArchive`. The tokenizer holds constants
-        # only: tracking it would just save its own tf.functions beside the signatures.
+        # tracked instead. They must be the tf.Variables the graph reads (`.value`), not their
+        # Keras wrappers: otherwise graph-mode loaders (TF Serving, saved_model_cli) find the
+        # variables uninitialised. The tokenizer holds constants only: tracking it would just
+        # save its own tf.functions beside the signatures.
         self._parts = _Untracked(model=model, tokenizer=tokenizer)
-        self.model_weights = list(model.weights)
+        self.model_weights = [weight.value for weight in model.weights]
         self.max_seq_length = max_seq_length
         self.label_names = None if label_names is None else tf.constant(list(label_names))
 

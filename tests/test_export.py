@@ -52,6 +52,12 @@ pairs = model.signatures["pairs"](text_a=tf.constant([a for a, _ in cases["pairs
 empty = model.signatures["serving_default"](text_a=tf.constant([], tf.string))
 result = {name: {k: v.numpy().tolist() for k, v in out.items()}
           for name, out in (("singles", single), ("pairs", pairs), ("empty", empty))}
+# As TF Serving loads it: the TF1 loader restores the variables by name into a session.
+with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    signature = tf.compat.v1.saved_model.load(session, ["serve"], sys.argv[1]).signature_def["pairs"]
+    feed = {signature.inputs["text_a"].name: [a for a, _ in cases["pairs"]],
+            signature.inputs["text_b"].name: [b for _, b in cases["pairs"]]}
+    result["session_pairs"] = session.run(signature.outputs["probabilities"].name, feed).tolist()
 print(json.dumps(result, default=lambda b: b.decode("utf-8")))
 """
 
@@ -80,24 +86,23 @@ def classifier():
     return model
 
 
-def _python_pipeline(model, singles, pairs):
-    """Probabilities [N, 3] of the original prediction path (padded to MAX_SEQ_LENGTH)."""
-    import tensorflow as tf
-
-    from glue import features, processors
+def _python_logits(model, singles, pairs, labels):
+    """Logits [N, L] of the original prediction path (features padded to MAX_SEQ_LENGTH)."""
+    from glue import features
     from vocab import tokenization
 
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-    labels = processors.get_processor(TASK).get_labels()
-    examples = [features.InputExample("test-%d" % i, a, b, label=labels[0])
+    examples = [features.InputExample("test-%d" % i, a, b, label=labels[0] if labels else "0.0")
                 for i, (a, b) in enumerate([(s, None) for s in singles] + pairs)]
     feats = features.convert_examples_to_features(examples, labels, MAX_SEQ_LENGTH, tokenizer)
     batch = {name: np.array([getattr(f, name) for f in feats], np.int32)
              for name in ("input_ids", "input_mask", "segment_ids")}
-    return tf.nn.softmax(model(batch, training=False)["logits"]).numpy()
+    return model(batch, training=False)["logits"].numpy()
 
 
 def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp_path):
+    import tensorflow as tf
+
     from glue import processors
     from modeling import tf1_checkpoint
 
@@ -111,12 +116,13 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
     cases = {"singles": SINGLES, "pairs": [list(p) for p in PAIRS]}
     got = json.loads(_run(["-c", LOADER, str(export_dir)], cwd=tmp_path, stdin=json.dumps(cases)))
 
-    expected = _python_pipeline(classifier, SINGLES, PAIRS)
+    labels = processors.get_processor(TASK).get_labels()
+    expected = tf.nn.softmax(_python_logits(classifier, SINGLES, PAIRS, labels)).numpy()
     actual = np.array(got["singles"]["probabilities"] + got["pairs"]["probabilities"])
     np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["session_pairs"], got["pairs"]["probabilities"], atol=1e-6)
     assert np.ptp(expected, axis=0).max() > 0.05  # the inputs do give different outputs
 
-    labels = processors.get_processor(TASK).get_labels()
     for name in ("singles", "pairs"):
         out = got[name]
         assert out["label_names"] == [labels] * len(out["probabilities"])
@@ -168,3 +174,21 @@ def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
         export.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"], tmp_path)
     with pytest.raises(ValueError, match="2 label names"):
         export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
+
+
+def test_regression_signature_returns_scores():
+    """num_labels=1 (STS-B): `predictions` [N] is the raw output, as the original writes it."""
+    import tensorflow as tf
+
+    from modeling import BertClassifier, tf1_checkpoint
+    from runner import export
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    model = BertClassifier(tiny_config(), 1)
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    model.classifier.output_weights.assign(np.random.default_rng(3).normal(size=(1, 32)))
+    module = export.ClassifierExport(model, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH)
+    got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS]))
+    assert list(got) == ["predictions"]
+    expected = _python_logits(model, [], PAIRS, None)[:, 0]
+    np.testing.assert_allclose(got["predictions"].numpy(), expected, atol=1e-5, rtol=0)
