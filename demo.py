@@ -1,0 +1,542 @@
+"""The whole pipeline in one command, on the bundled Jane Austen novels, on CPU, in minutes.
+
+    python demo.py                      # about 5 minutes on 2 idle CPU cores
+    python demo.py --quick              # tiny steps: checks that every stage runs (DEMO_QUICK=1 too)
+
+Each stage runs one of the project's command-line scripts as a subprocess (so the demo also
+proves the CLIs) in `--output_dir`, prints its command so that it can be re-run, shows its
+progress, and prints its metrics and where its outputs are:
+
+1. data: the novels become the one-sentence-per-line corpus (`pretraining_data.corpus`); a small
+   BERT config (L=2, H=128, A=2, I=512, the bundled uncased vocabulary) and a sentence task,
+   "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, are written.
+2. `create_pretraining_data.py`: masked-LM / next-sentence TFRecords from the corpus.
+3. `run_pretraining.py`: pre-trains the small BERT from scratch, writes an original-layout
+   checkpoint (`--save_tf1_checkpoint`), evaluates masked-LM and next-sentence accuracy.
+4. `run_classifier.py --task_name=sst-2`: fine-tunes it on the novel task; dev accuracy, and
+   test accuracy from the GLUE submission file against the labels the demo kept.
+5. `run_squad.py`: fine-tunes it on the bundled "who" questions (`data/austen_squad/`), predicts
+   the held-out ones and prints the official EM/F1.
+6. `extract_features.py`: the last two layers' vectors for a few sentences.
+
+Only the standard library is imported here: TensorFlow loads in the stages' processes only.
+`python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
+the novels (the test suite checks that they are identical).
+"""
+import dataclasses
+import json
+import os
+import random
+import re
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+from pretraining_data.corpus import gutenberg_to_corpus, split_sentences, strip_gutenberg_boilerplate
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+AUSTEN = os.path.join(ROOT, "data", "austen")
+SQUAD_DATA = os.path.join(ROOT, "data", "austen_squad")
+# The sentence task's labels, in label order (SST-2 labels are "0" and "1").
+TASK_NOVELS = ("prideprejudice", "emma")
+TITLES = {"prideprejudice": "Pride and Prejudice", "emma": "Emma"}
+# Marks a folder as the demo's, so that a re-run may clear it (and no other folder).
+MARKER = ".bert_demo"
+
+flags.DEFINE_string("output_dir", "./demo_output",
+                    "Work directory for every stage's data and outputs; cleared if it holds an "
+                    "earlier demo run, refused if it holds anything else.")
+flags.DEFINE_bool("quick", os.environ.get("DEMO_QUICK", "").lower() in ("1", "true", "yes"),
+                  "Tiny data and a few steps per stage: checks the pipeline in about a minute, "
+                  "without meaningful metrics. Default: true when the environment variable "
+                  "DEMO_QUICK is 1.")
+flags.DEFINE_string("vocab_file", os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt"),
+                    "WordPiece vocabulary (uncased); its size is the model's vocab_size.")
+flags.DEFINE_string("write_squad_data", None,
+                    "Only write the bundled SQuAD files (train-v1.1.json, dev-v1.1.json) made from "
+                    "the novels to this folder, then exit.")
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """How much data and how many steps each stage gets."""
+    pretraining_novels: tuple
+    pretraining_chapters: int      # the first chapters of each novel, None: all
+    dupe_factor: int
+    pretraining_seq_length: int
+    max_predictions_per_seq: int
+    pretraining_batch: int
+    pretraining_steps: int
+    sentences_per_label: tuple     # (train, dev, test) sentences per novel
+    classifier_seq_length: int
+    classifier_batch: int
+    classifier_epochs: float
+    squad_questions: tuple         # (train, dev) questions, None: all the bundled ones
+    squad_seq_length: int
+    squad_doc_stride: int
+    squad_query_length: int
+    squad_batch: int
+    squad_epochs: float
+    eval_steps: int
+
+
+FULL = Scale(
+    pretraining_novels=TASK_NOVELS, pretraining_chapters=None, dupe_factor=2, pretraining_seq_length=128,
+    max_predictions_per_seq=20, pretraining_batch=32, pretraining_steps=200,
+    sentences_per_label=(800, 200, 100), classifier_seq_length=64, classifier_batch=32,
+    classifier_epochs=3.0, squad_questions=(None, None), squad_seq_length=128,
+    squad_doc_stride=64, squad_query_length=48, squad_batch=16, squad_epochs=3.0, eval_steps=20)
+QUICK = Scale(
+    pretraining_novels=("persuasion",), pretraining_chapters=3, dupe_factor=1, pretraining_seq_length=64,
+    max_predictions_per_seq=10, pretraining_batch=8, pretraining_steps=4,
+    sentences_per_label=(16, 8, 8), classifier_seq_length=32, classifier_batch=8,
+    classifier_epochs=1.0, squad_questions=(16, 8), squad_seq_length=64, squad_doc_stride=32,
+    squad_query_length=24, squad_batch=8, squad_epochs=1.0, eval_steps=2)
+
+# BERT-Base's settings but 2 layers of width 128: trains on CPU in minutes. The vocabulary is the
+# release's own (vocab_size from the file), so tokenization is exactly BERT-Base's uncased one.
+MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+             hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+             max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02)
+
+FEATURE_SENTENCES = (
+    "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+    "must be in want of a wife.",
+    "Emma Woodhouse, handsome, clever, and rich, seemed to unite some of the best blessings of "
+    "existence.",
+    "Who danced with Elizabeth? ||| Mr. Darcy danced with Elizabeth.",
+)
+
+
+# --- Bundled SQuAD data: "who" questions whose answer is a character's name. ---
+
+_NAMES = ("Elizabeth Jane Lydia Kitty Lizzy Darcy Bingley Wickham Collins Charlotte Bennet "
+          "Gardiner Catherine Georgiana Lucas William Emma Harriet Knightley Weston Elton "
+          "Woodhouse Churchill Frank Fairfax Bates Martin Smith Perry").split()
+_NAME = "(?:%s)" % "|".join(_NAMES)
+# A name, with an optional title and surname ("Mr. Darcy", "Jane Fairfax"); possessives
+# ("Darcy's") would make "who's", so they are not answers.
+_PERSON = re.compile(r"\b(?:(?:Mr|Mrs)\. |(?:Miss|Lady|Sir|Colonel|Captain) )?%s(?: %s)?\b(?!'s)"
+                     % (_NAME, _NAME))
+_SQUAD_PARAGRAPH_WORDS = (20, 70)
+_SQUAD_DEV_EVERY = 5            # every 5th paragraph with questions goes to dev
+_SQUAD_PARAGRAPHS_PER_NOVEL = 160
+
+
+def who_question(sentence, match):
+    """The sentence as a question, the name replaced by "who": "Who walked to Meryton?"."""
+    before, after = sentence[:match.start()], sentence[match.end():]
+    question = before + ("Who" if not before.strip(" \"'") else "who") + after
+    return question.rstrip(" .,;:!?\"'_") + "?"
+
+
+def paragraph_questions(sentences):
+    """Sentences (str) of one paragraph -> (context, [(question, answer, answer_start)]).
+
+    A sentence of 6 words or more with exactly one name gives one question.
+    """
+    context, qas = "", []
+    for sentence in sentences:
+        offset = len(context) + (1 if context else 0)
+        context = f"{context} {sentence}" if context else sentence
+        matches = list(_PERSON.finditer(sentence))
+        if len(matches) == 1 and len(sentence.split()) >= 6:
+            match = matches[0]
+            qas.append((who_question(sentence, match), match.group(0), offset + match.start()))
+    return context, qas
+
+
+def make_squad_data(austen_dir=AUSTEN):
+    """SQuAD v1.1 datasets from the task novels: {"train": dataset, "dev": dataset}.
+
+    Contexts are paragraphs of 20 to 70 words from the first chapters of each novel; each
+    question is one of its sentences with a name replaced by "who", the answer that name.
+    """
+    splits = {"train": [], "dev": []}
+    for novel in TASK_NOVELS:
+        with open(os.path.join(austen_dir, novel + ".txt"), encoding="utf-8") as f:
+            text = strip_gutenberg_boilerplate(f.read()).replace("\r", "")
+        paragraphs = {"train": [], "dev": []}
+        kept = 0
+        for raw in re.split(r"\n\s*\n", text):
+            sentences = split_sentences(raw)
+            words = sum(len(s.split()) for s in sentences)
+            if not _SQUAD_PARAGRAPH_WORDS[0] <= words <= _SQUAD_PARAGRAPH_WORDS[1]:
+                continue
+            context, qas = paragraph_questions(sentences)
+            if not qas:
+                continue
+            split = "dev" if kept % _SQUAD_DEV_EVERY == _SQUAD_DEV_EVERY - 1 else "train"
+            paragraphs[split].append({"context": context, "qas": [
+                {"id": f"{novel}-{kept:03d}-{i}", "question": q,
+                 "answers": [{"text": a, "answer_start": start}]}
+                for i, (q, a, start) in enumerate(qas)]})
+            kept += 1
+            if kept == _SQUAD_PARAGRAPHS_PER_NOVEL:
+                break
+        for split, items in paragraphs.items():
+            splits[split].append({"title": TITLES[novel], "paragraphs": items})
+    return {split: {"version": "1.1", "data": data} for split, data in splits.items()}
+
+
+def squad_json(dataset):
+    """Compact, stable text of a SQuAD dataset (what the bundled files hold)."""
+    return json.dumps(dataset, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def first_questions(dataset, limit):
+    """The dataset cut to its first `limit` questions (all of them for None)."""
+    if limit is None:
+        return dataset
+    data = []
+    for article in dataset["data"]:
+        paragraphs = []
+        for paragraph in article["paragraphs"]:
+            if limit <= 0:
+                break
+            qas = paragraph["qas"][:limit]
+            limit -= len(qas)
+            paragraphs.append({**paragraph, "qas": qas})
+        data.append({**article, "paragraphs": paragraphs})
+    return {**dataset, "data": data}
+
+
+def count_questions(dataset):
+    return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
+
+
+def steps_per_log(num_examples, batch_size, epochs):
+    """`--iterations_per_loop` for about 5 progress lines over the run's training steps (the
+    scripts log once per loop), computed as the scripts compute their step count."""
+    return max(1, int(num_examples / batch_size * epochs) // 5)
+
+
+# --- Data the demo writes at run time. ---
+
+def write_text(path, text):
+    """Writes through a temporary name, so no stage ever reads a half-written file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_novel(novel):
+    with open(os.path.join(AUSTEN, novel + ".txt"), encoding="utf-8") as f:
+        return f.read()
+
+
+def first_documents(corpus, count):
+    """The first `count` documents (chapters) of a corpus text; all of them for None."""
+    if count is None:
+        return corpus
+    return "".join(doc + "\n\n" for doc in corpus.split("\n\n")[:count])
+
+
+def novel_task_tsvs(per_label, seed=12345):
+    """"Which novel?" in SST-2 layout: {"train.tsv": text, "dev.tsv": ..., "test.tsv": ...}
+    and the test labels (list of "0"/"1", which the test file does not hold).
+
+    Sentences of 8 to 40 words, `per_label` = (train, dev, test) of each novel, drawn at random.
+    """
+    rows = {"train": [], "dev": [], "test": []}
+    for label, novel in enumerate(TASK_NOVELS):
+        sentences = [s for s in gutenberg_to_corpus(read_novel(novel)).split("\n")
+                     if 8 <= len(s.split()) <= 40]
+        random.Random(seed + label).shuffle(sentences)
+        start = 0
+        for split, count in zip(rows, per_label):
+            rows[split] += [(s, str(label)) for s in sentences[start:start + count]]
+            start += count
+    for split_rows in rows.values():
+        random.Random(seed).shuffle(split_rows)
+    files = {f"{split}.tsv": "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in rows[split])
+             for split in ("train", "dev")}
+    files["test.tsv"] = "index\tsentence\n" + "".join(
+        f"{i}\t{s}\n" for i, (s, _) in enumerate(rows["test"]))
+    return files, [label for _, label in rows["test"]]
+
+
+# --- Running the stages. ---
+
+# Log lines worth showing while a stage runs: progress, training steps, what was written.
+_PROGRESS = re.compile(
+    r"(step \d+/\d+|\| ETA|Wrote |wrote \d+ features|Predicted \d+ features|\d+/\d+ examples|"
+    r"Running (training|evaluation|prediction)|Num (split )?examples|Num steps)")
+_ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
+
+
+def shown(path):
+    """`path` as the printed commands spell it: relative to the current folder when inside it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+class Pipeline:
+    """Runs the stages' commands in `work_dir`, logging each to `work_dir/logs/<name>.log`."""
+
+    def __init__(self, work_dir, num_stages):
+        self.work_dir = work_dir
+        self.num_stages = num_stages
+        self.done = []          # (stage title, (wall seconds, CPU seconds), metrics text)
+        self.start = time.monotonic()
+
+    def path(self, *parts):
+        return os.path.join(self.work_dir, *parts)
+
+    def header(self, title):
+        print(f"\n[{len(self.done) + 1}/{self.num_stages}] {title}  "
+              f"(at {time.monotonic() - self.start:.0f} s)", flush=True)
+
+    def run(self, name, script, **flag_values):
+        """Runs `python <script> --flag=value ...`, echoing its progress lines.
+
+        Returns (wall seconds, CPU seconds) of the command. Exits the demo with the log's tail if
+        the command fails.
+        """
+        args = [f"--{k}={v}" for k, v in flag_values.items()]
+        print("  $ " + shlex.join(["python", shown(os.path.join(ROOT, script))] + args), flush=True)
+        log_path = self.path("logs", name + ".log")
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
+        start, cpu_start = time.monotonic(), _children_cpu_seconds()
+        tail = []
+        with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, script)] + args, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True, env=env) as process:
+            for line in process.stdout:
+                log.write(line)
+                tail = (tail + [line.rstrip()])[-25:]
+                if _PROGRESS.search(line):
+                    message = _ABSL_PREFIX.sub("", line.rstrip())
+                    print(f"    {time.monotonic() - start:5.0f} s  {message}", flush=True)
+        if process.returncode:
+            print("\n".join("  | " + line for line in tail), file=sys.stderr)
+            sys.exit(f"demo: {script} failed (exit status {process.returncode}); "
+                     f"full log: {shown(log_path)}")
+        return time.monotonic() - start, _children_cpu_seconds() - cpu_start
+
+    def report(self, title, times, metrics, outputs):
+        """Prints and records a finished stage; `times` = (wall seconds, CPU seconds)."""
+        print(f"  done in {times[0]:.0f} s ({times[1]:.0f} s CPU): {metrics}\n"
+              f"  outputs: {outputs}", flush=True)
+        self.done.append((title, times, metrics))
+
+    def summary(self):
+        total = time.monotonic() - self.start
+        cpu = time.process_time() + _children_cpu_seconds()
+        print(f"\nAll {len(self.done)} stages done in {total:.0f} s, {cpu:.0f} s CPU "
+              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs).")
+        width = max(len(title) for title, *_ in self.done)
+        print(f"  {'stage':<{width}}  wall s  CPU s")
+        for title, (wall, cpu), metrics in self.done:
+            print(f"  {title:<{width}}  {wall:6.0f}  {cpu:5.0f}  {metrics}")
+        print(f"Outputs and logs: {shown(self.work_dir)}")
+
+
+def _children_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def prepare_work_dir(work_dir):
+    """Creates `work_dir` (with `logs/`), clearing an earlier demo run's; refuses other folders."""
+    if os.path.isdir(work_dir) and os.listdir(work_dir):
+        if not os.path.exists(os.path.join(work_dir, MARKER)):
+            sys.exit(f"demo: --output_dir={work_dir} is not empty and not an earlier demo's "
+                     f"folder: choose another --output_dir")
+        shutil.rmtree(work_dir)
+    os.makedirs(os.path.join(work_dir, "logs"))
+    write_text(os.path.join(work_dir, MARKER), "Made by demo.py; cleared by its next run.\n")
+
+
+def read_key_values(path):
+    """`key = value` lines (eval_results.txt) -> {key: float}."""
+    with open(path, encoding="utf-8") as f:
+        return {k: float(v) for k, v in (line.split(" = ") for line in f if line.strip())}
+
+
+def stage_data(pipe, scale):
+    pipe.header("Data: corpus, model config, the novel task")
+    start, cpu_start = time.monotonic(), time.process_time()
+    corpus = "".join(first_documents(gutenberg_to_corpus(read_novel(n)), scale.pretraining_chapters)
+                     for n in scale.pretraining_novels)
+    write_text(pipe.path("corpus.txt"), corpus)
+    with open(FLAGS.vocab_file, encoding="utf-8") as f:
+        vocab_size = sum(1 for _ in f)
+    write_text(pipe.path("bert_config.json"),
+               json.dumps({"vocab_size": vocab_size, **MODEL}, indent=2) + "\n")
+    os.makedirs(pipe.path("novels"))
+    files, test_labels = novel_task_tsvs(scale.sentences_per_label)
+    for name, text in files.items():
+        write_text(pipe.path("novels", name), text)
+    squad = {}
+    for split, limit in zip(("train", "dev"), scale.squad_questions):
+        bundled = os.path.join(SQUAD_DATA, f"{split}-v1.1.json")
+        if limit is None:
+            squad[split] = bundled
+        else:
+            with open(bundled, encoding="utf-8") as f:
+                squad[split] = pipe.path(f"squad-{split}.json")
+                write_text(squad[split], squad_json(first_questions(json.load(f), limit)))
+    write_text(pipe.path("sentences.txt"), "\n".join(FEATURE_SENTENCES) + "\n")
+    documents = corpus.count("\n\n")
+    pipe.report("data", (time.monotonic() - start, time.process_time() - cpu_start),
+                f"{documents} chapters, {len(corpus.splitlines()) - documents} sentences, "
+                f"{len(corpus) / 1e6:.2f} MB from {len(scale.pretraining_novels)} novel(s); "
+                f"vocab_size {vocab_size}",
+                f"{shown(pipe.path('corpus.txt'))}, {shown(pipe.path('bert_config.json'))}, "
+                f"{shown(pipe.path('novels'))}/")
+    return test_labels, squad
+
+
+def stage_pretraining_data(pipe, scale):
+    pipe.header("create_pretraining_data.py: masked LM / next sentence examples")
+    output = pipe.path("pretraining_data.tfrecord")
+    times = pipe.run(
+        "create_pretraining_data", "create_pretraining_data.py",
+        input_file=shown(pipe.path("corpus.txt")), output_file=shown(output),
+        vocab_file=shown(FLAGS.vocab_file), do_lower_case=True,
+        max_seq_length=scale.pretraining_seq_length,
+        max_predictions_per_seq=scale.max_predictions_per_seq, masked_lm_prob=0.15,
+        random_seed=12345, dupe_factor=scale.dupe_factor)
+    with open(pipe.path("logs", "create_pretraining_data.log"), encoding="utf-8") as f:
+        written = re.findall(r"Wrote (\d+) total instances", f.read())
+    pipe.report("create_pretraining_data", times, f"{written[-1]} instances", shown(output))
+
+
+def stage_pretraining(pipe, scale):
+    pipe.header("run_pretraining.py: pre-train the small BERT from scratch")
+    output_dir = pipe.path("pretraining")
+    times = pipe.run(
+        "run_pretraining", "run_pretraining.py",
+        input_file=shown(pipe.path("pretraining_data.tfrecord")), output_dir=shown(output_dir),
+        bert_config_file=shown(pipe.path("bert_config.json")), do_train=True, do_eval=True,
+        train_batch_size=scale.pretraining_batch, eval_batch_size=8,
+        max_seq_length=scale.pretraining_seq_length,
+        max_predictions_per_seq=scale.max_predictions_per_seq,
+        num_train_steps=scale.pretraining_steps,
+        # At 1e-3 this short run collapses the encoder (every [CLS] vector alike, fine-tuning
+        # stuck at chance); 2e-4 leaves it a starting point as good as a random one.
+        num_warmup_steps=scale.pretraining_steps // 10, learning_rate=2e-4,
+        iterations_per_loop=max(1, scale.pretraining_steps // 5),
+        max_eval_steps=scale.eval_steps, save_tf1_checkpoint=True)
+    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    pipe.report("run_pretraining", times,
+                f"masked LM accuracy {results['masked_lm_accuracy']:.3f}, next sentence accuracy "
+                f"{results['next_sentence_accuracy']:.3f}, loss {results['loss']:.3f} "
+                f"after {results['global_step']:.0f} steps",
+                f"{shown(output_dir)}/ (eval_results.txt, bert_model.ckpt)")
+
+
+def stage_classifier(pipe, scale, test_labels):
+    pipe.header("run_classifier.py: Pride and Prejudice (0) or Emma (1)? (SST-2 layout)")
+    output_dir = pipe.path("classifier")
+    times = pipe.run(
+        "run_classifier", "run_classifier.py",
+        task_name="sst-2", do_train=True, do_eval=True, do_predict=True,
+        data_dir=shown(pipe.path("novels")), vocab_file=shown(FLAGS.vocab_file),
+        bert_config_file=shown(pipe.path("bert_config.json")),
+        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
+        max_seq_length=scale.classifier_seq_length, train_batch_size=scale.classifier_batch,
+        eval_batch_size=32, predict_batch_size=32, learning_rate=3e-4,
+        num_train_epochs=scale.classifier_epochs,
+        iterations_per_loop=steps_per_log(2 * scale.sentences_per_label[0],
+                                          scale.classifier_batch, scale.classifier_epochs),
+        output_dir=shown(output_dir))
+    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    with open(os.path.join(output_dir, "SST-2.tsv"), encoding="utf-8") as f:
+        predicted = [line.split("\t")[1].strip() for line in f.readlines()[1:]]
+    test_accuracy = sum(p == l for p, l in zip(predicted, test_labels)) / len(test_labels)
+    pipe.report("run_classifier", times,
+                f"dev accuracy {results['eval_accuracy']:.3f} ({len(test_labels)} test "
+                f"sentences: {test_accuracy:.3f})",
+                f"{shown(output_dir)}/ (eval_results.txt, test_results.tsv, SST-2.tsv)")
+
+
+def stage_squad(pipe, scale, squad):
+    pipe.header("run_squad.py: who-questions on the novels (SQuAD v1.1 format)")
+    output_dir = pipe.path("squad")
+    with open(squad["train"], encoding="utf-8") as f:
+        num_train = count_questions(json.load(f))
+    times = pipe.run(
+        "run_squad", "run_squad.py",
+        vocab_file=shown(FLAGS.vocab_file), bert_config_file=shown(pipe.path("bert_config.json")),
+        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
+        do_train=True, train_file=shown(squad["train"]),
+        do_predict=True, predict_file=shown(squad["dev"]),
+        train_batch_size=scale.squad_batch, predict_batch_size=32, learning_rate=3e-4,
+        num_train_epochs=scale.squad_epochs,
+        iterations_per_loop=steps_per_log(num_train, scale.squad_batch, scale.squad_epochs),
+        max_seq_length=scale.squad_seq_length,
+        doc_stride=scale.squad_doc_stride, max_query_length=scale.squad_query_length,
+        output_dir=shown(output_dir))
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+        scores = json.load(f)
+    with open(squad["dev"], encoding="utf-8") as f:
+        dev = json.load(f)
+    with open(os.path.join(output_dir, "predictions.json"), encoding="utf-8") as f:
+        predictions = json.load(f)
+    examples = [(qa["question"], qa["answers"][0]["text"], predictions[qa["id"]])
+                for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]][:3]
+    for question, gold, predicted in examples:
+        print(f"    {question}  gold: {gold!r}  predicted: {predicted!r}")
+    pipe.report("run_squad", times,
+                f"exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on "
+                f"{count_questions(dev)} held-out questions",
+                f"{shown(output_dir)}/ (predictions.json, nbest_predictions.json, eval_results.json)")
+
+
+def stage_features(pipe):
+    pipe.header("extract_features.py: contextual vectors of a few sentences")
+    output = pipe.path("features.jsonl")
+    times = pipe.run(
+        "extract_features", "extract_features.py",
+        input_file=shown(pipe.path("sentences.txt")), output_file=shown(output),
+        vocab_file=shown(FLAGS.vocab_file), bert_config_file=shown(pipe.path("bert_config.json")),
+        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")), layers="-1,-2",
+        max_seq_length=64, batch_size=8)
+    with open(output, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    for record in records:
+        tokens = [t["token"] for t in record["features"]]
+        values = record["features"][0]["layers"][0]["values"]
+        print(f"    line {record['linex_index']}: {len(tokens)} tokens "
+              f"({' '.join(tokens[:8])} ...), layer -1 of [CLS]: [{values[0]}, {values[1]}, ...] "
+              f"({len(values)} values)")
+    pipe.report("extract_features", times,
+                f"{len(records)} lines, layers -1 and -2, {len(values)} values per token",
+                shown(output))
+
+
+def main(argv):
+    del argv
+    if FLAGS.write_squad_data:
+        os.makedirs(FLAGS.write_squad_data, exist_ok=True)
+        for split, dataset in make_squad_data().items():
+            path = os.path.join(FLAGS.write_squad_data, f"{split}-v1.1.json")
+            write_text(path, squad_json(dataset))
+            print(f"{path}: {count_questions(dataset)} questions")
+        return
+    scale = QUICK if FLAGS.quick else FULL
+    work_dir = os.path.abspath(FLAGS.output_dir)
+    prepare_work_dir(work_dir)
+    pipe = Pipeline(work_dir, num_stages=6)
+    print(f"BERT demo{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
+          f"project's scripts in {shown(work_dir)}; logs in {shown(pipe.path('logs'))}/")
+    test_labels, squad = stage_data(pipe, scale)
+    stage_pretraining_data(pipe, scale)
+    stage_pretraining(pipe, scale)
+    stage_classifier(pipe, scale, test_labels)
+    stage_squad(pipe, scale, squad)
+    stage_features(pipe)
+    pipe.summary()
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,84 @@
+"""demo.py: the quick pipeline runs every stage's CLI and writes their outputs; the bundled SQuAD
+files are what the demo's generator makes; the work folder is never one it did not make."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+STAGE_SCRIPTS = ["create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
+                 "run_squad.py", "extract_features.py"]
+
+
+def run_demo(*args, env=None):
+    """Runs demo.py from the repository root, with DEMO_QUICK unset unless `env` sets it."""
+    base = {k: v for k, v in os.environ.items() if k != "DEMO_QUICK"}
+    return subprocess.run([sys.executable, "demo.py", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**base, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_quick_demo_runs_every_stage(tmp_path):
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / ".bert_demo").write_text("")  # an earlier run's folder: cleared
+    (out / "stale.txt").write_text("from an earlier run")
+    result = run_demo("--quick", f"--output_dir={out}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    log = result.stdout
+    assert not (out / "stale.txt").exists()
+    for script in STAGE_SCRIPTS:
+        assert f"$ python {script} --" in log, script
+        assert (out / "logs" / script.replace(".py", ".log")).exists()
+    assert "step 4/4" in log  # training progress is shown
+    assert "All 6 stages done" in log
+    # Each stage's outputs, as the summary says.
+    assert "masked_lm_accuracy" in (out / "pretraining" / "eval_results.txt").read_text()
+    assert (out / "pretraining" / "bert_model.ckpt.index").exists()
+    assert "eval_accuracy" in (out / "classifier" / "eval_results.txt").read_text()
+    submission = (out / "classifier" / "SST-2.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 1 + 16
+    scores = json.loads((out / "squad" / "eval_results.json").read_text())
+    assert set(scores) == {"exact_match", "f1"}
+    assert len(json.loads((out / "squad" / "predictions.json").read_text())) == 8
+    features = [json.loads(line) for line in (out / "features.jsonl").read_text().splitlines()]
+    assert [f["linex_index"] for f in features] == [0, 1, 2]
+    assert features[0]["features"][0]["token"] == "[CLS]"
+    assert [layer["index"] for layer in features[0]["features"][0]["layers"]] == [-1, -2]
+    assert len(features[0]["features"][0]["layers"][0]["values"]) == 128
+
+
+def test_demo_quick_environment_variable():
+    assert "(default: 'true')" in run_demo("--helpshort", env={"DEMO_QUICK": "1"}).stdout
+    assert "(default: 'false')" in run_demo("--helpshort", env={"DEMO_QUICK": ""}).stdout
+
+
+def test_refuses_a_folder_it_did_not_make(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep")
+    result = run_demo("--quick", f"--output_dir={tmp_path}")
+    assert result.returncode != 0
+    assert "is not empty and not an earlier demo's folder" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["mine.txt"]
+
+
+def test_bundled_squad_data_is_the_generators_and_consistent(tmp_path):
+    result = run_demo(f"--write_squad_data={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    total_size = 0
+    for split in ("train", "dev"):
+        bundled = ROOT / "data" / "austen_squad" / f"{split}-v1.1.json"
+        assert (tmp_path / bundled.name).read_bytes() == bundled.read_bytes(), bundled
+        total_size += bundled.stat().st_size
+        dataset = json.loads(bundled.read_text(encoding="utf-8"))
+        for article in dataset["data"]:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    answer = qa["answers"][0]
+                    start = answer["answer_start"]
+                    assert paragraph["context"][start:start + len(answer["text"])] == answer["text"]
+                    assert qa["question"].endswith("?") and "who" in qa["question"].lower()
+    assert total_size < 200_000
