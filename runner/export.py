@@ -45,7 +45,7 @@ class _Untracked:
 
 
 class ClassifierExport(tf.Module):
-    """A `BertClassifier` and its tokenizer in one trackable module (so tables and weights save).
+    """The raw-text signatures of a `BertClassifier`: tokenizer, packing, model, softmax.
 
     Args:
       model: `BertClassifier` with its weights; `model.num_labels == 1` means regression.
@@ -89,6 +89,7 @@ class ClassifierExport(tf.Module):
             self.max_seq_length))
 
     def signatures(self):
+        """`signatures=` for `tf.saved_model.save`: {signature name: tf.function}."""
         return {"serving_default": self.serve, "pairs": self.serve_pairs}
 
     def _outputs(self, features):
@@ -102,7 +103,6 @@ class ClassifierExport(tf.Module):
             "label": tf.gather(self.label_names, tf.argmax(probabilities, axis=-1)),
             "label_names": tf.tile(self.label_names[None, :], [n, 1]),
         }
-
 
     def _logits(self, features):
         """float32 [N, num_labels] of the int [N, S] features, computed in groups of similar length.
