@@ -28,7 +28,8 @@ flags.DEFINE_string("task_name", None, "The name of the task the model was fine-
 flags.DEFINE_string(
     "checkpoint", None,
     "The fine-tuned classifier: a run_classifier output_dir (its latest ckpt-N), a ckpt-N prefix, "
-    "or an original-layout TF1 classifier checkpoint (model.ckpt-N with output_weights/output_bias).")
+    "or an original-layout TF1 classifier checkpoint (model.ckpt-N with output_weights/"
+    "output_bias).")
 flags.DEFINE_string(
     "export_dir", None,
     "The SavedModel directory to create (must not exist), e.g. <serving model dir>/<version>.")

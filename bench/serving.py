@@ -41,15 +41,19 @@ from absl import app, flags  # noqa: E402
 
 # Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
 CONFIGS = {
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=512),
 }
 LABELS = ["0", "1"]
 
-flags.DEFINE_enum("config", "base", sorted(CONFIGS), "Encoder shape (512 positions, 2 token types).")
+flags.DEFINE_enum("config", "base", sorted(CONFIGS),
+                  "Encoder shape (512 positions, 2 token types).")
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob of UTF-8 text files, paragraphs separated "
                     "by blank lines.")
-flags.DEFINE_string("vocab_file", "vocab/uncased_L-12_H-768_A-12/vocab.txt", "Uncased WordPiece vocab.")
+flags.DEFINE_string("vocab_file", "vocab/uncased_L-12_H-768_A-12/vocab.txt",
+                    "Uncased WordPiece vocab.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length limit (truncation) of both.")
 flags.DEFINE_list("batch_sizes", ["1", "32"], "Sentences per call.")
 flags.DEFINE_integer("sentences", 64, "Sentences classified per round at each batch size.")

@@ -1,4 +1,4 @@
-"""export_model.py / runner.export: the raw-text SavedModel gives the Python pipeline's probabilities.
+"""export_model.py, runner.export: the raw-text SavedModel gives the Python pipeline's results.
 
 The tiny fixture encoder with a fixed random head is written as an original-layout classifier
 checkpoint, exported by the CLI, then loaded in a fresh process that imports only tensorflow and
@@ -54,7 +54,8 @@ result = {name: {k: v.numpy().tolist() for k, v in out.items()}
           for name, out in (("singles", single), ("pairs", pairs), ("empty", empty))}
 # As TF Serving loads it: the TF1 loader restores the variables by name into a session.
 with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    signature = tf.compat.v1.saved_model.load(session, ["serve"], sys.argv[1]).signature_def["pairs"]
+    meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], sys.argv[1])
+    signature = meta_graph.signature_def["pairs"]
     feed = {signature.inputs["text_a"].name: [a for a, _ in cases["pairs"]],
             signature.inputs["text_b"].name: [b for _, b in cases["pairs"]]}
     result["session_pairs"] = session.run(signature.outputs["probabilities"].name, feed).tolist()
@@ -108,8 +109,9 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
 
     checkpoint = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
     export_dir = tmp_path / "serving" / "1"
-    _run(["export_model.py", "--task_name=MNLI", "--bert_config_file=%s" % (TINY / "bert_config.json"),
-          "--vocab_file=%s" % VOCAB, "--do_lower_case=True", "--max_seq_length=%d" % MAX_SEQ_LENGTH,
+    _run(["export_model.py", "--task_name=MNLI",
+          "--bert_config_file=%s" % (TINY / "bert_config.json"), "--vocab_file=%s" % VOCAB,
+          "--do_lower_case=True", "--max_seq_length=%d" % MAX_SEQ_LENGTH,
           "--checkpoint=%s" % checkpoint, "--export_dir=%s" % export_dir], cwd=ROOT)
     assert sorted(os.listdir(tmp_path / "serving")) == ["1"]  # no temporary left behind
 
@@ -188,7 +190,8 @@ def test_regression_signature_returns_scores():
     tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     model.classifier.output_weights.assign(np.random.default_rng(3).normal(size=(1, 32)))
     module = export.ClassifierExport(model, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH)
-    got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS]))
+    got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]),
+                             tf.constant([b for _, b in PAIRS]))
     assert list(got) == ["predictions"]
     expected = _python_logits(model, [], PAIRS, None)[:, 0]
     np.testing.assert_allclose(got["predictions"].numpy(), expected, atol=1e-5, rtol=0)
