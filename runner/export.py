@@ -28,6 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import BertClassifier, tf1_checkpoint
+from runner import checkpoints
 from vocab.fast_tokenizer import FastBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -172,53 +173,16 @@ def load_classifier(config, num_labels, checkpoint):
       num_labels: int, the task's number of outputs (1 for regression).
       checkpoint: an original-layout classifier checkpoint (`model.ckpt-N` written by the
         original run_classifier, holding `output_weights`/`output_bias`), or this project's own
-        (`ckpt-N`, or an output_dir holding one): `tf.train.Checkpoint(model=..., optimizer=...)`
-        as `runner.trainer.Trainer` writes it, or `tf.train.Checkpoint(model=...)`.
+        (`ckpt-N`, or an output_dir holding one, as `runner.trainer.Trainer` writes it).
     Raises:
-      ValueError naming the checkpoint and what is missing or mis-shaped, e.g. for a pre-training
-      checkpoint that has no classifier head.
+      ValueError naming the checkpoint and every missing or mis-shaped variable, e.g. for a
+      pre-training checkpoint, which has no classifier head.
     """
     model = BertClassifier(config, num_labels)
     if tf1_checkpoint.is_tf1_checkpoint(checkpoint):
         tf1_checkpoint.load_tf1_checkpoint(model, checkpoint, strict=True)
-        return model
-    prefix, _, shapes = tf1_checkpoint.read_checkpoint(checkpoint)
-    what = "a %d-label BertClassifier" % num_labels
-    objects = {"model": model}
-    if any(name.startswith(_OPTIMIZER_WEIGHTS + "/") for name in shapes):
-        # Keras layers kept in a Python list (the encoder's blocks) are invisible to
-        # tf.train.Checkpoint, so a Trainer checkpoint holds their values only through the
-        # optimizer's list of the model's trainable variables, which follows their order.
-        objects["optimizer"] = _OptimizerWeights(model.trainable_variables)
     else:
-        values = [name for name in shapes if name.startswith("model/")]
-        if len(values) < len(model.weights):
-            raise ValueError("Checkpoint %s holds %d model values for the %d weights of %s (write "
-                             "it with its optimizer, as the Trainer does)"
-                             % (prefix, len(values), len(model.weights), what))
-    try:
-        status = tf.train.Checkpoint(**objects).read(prefix)
-    except ValueError as e:  # a variable of another shape
-        raise ValueError("Checkpoint %s does not fit %s (another task's, another model size's or "
-                         "a pre-training checkpoint?): %s" % (prefix, what, e)) from None
-    status.expect_partial()  # the optimizer's slots are not needed
-    try:
-        status.assert_existing_objects_matched()
-    except AssertionError as e:
-        # The first sentence counts the objects without a value ("Found N Python objects that
-        # were not bound..."); the rest lists them with all their values.
-        raise ValueError("Checkpoint %s does not hold every weight of %s (is it a pre-training "
-                         "checkpoint?): %s" % (prefix, what, str(e).split(".")[0])) from None
+        checkpoints.load_project_checkpoint(model, checkpoint, strict=True)
     return model
 
 
-# Where a Keras optimizer's checkpoint keeps the model's trainable variables.
-_OPTIMIZER_WEIGHTS = "optimizer/_trainable_variables"
-
-
-class _OptimizerWeights(tf.Module):
-    """Stands for the optimizer in a checkpoint, holding just its list of the model's variables."""
-
-    def __init__(self, trainable_variables):
-        super().__init__()
-        self._trainable_variables = list(trainable_variables)

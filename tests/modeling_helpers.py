@@ -37,3 +37,16 @@ def encoder_inputs(expected):
 def pretraining_features(expected):
     keys = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
     return {k: expected[k] for k in keys}
+
+
+def save_like_the_trainer(model, directory, step=1):
+    """Writes `model` to `directory/ckpt-<step>` with the Trainer's own checkpoint manager."""
+    import tensorflow as tf
+
+    from modeling.optimization import create_optimizer
+    from runner.trainer import Trainer
+
+    trainer = Trainer(tf.distribute.get_strategy(), model, create_optimizer("adamw", 1e-4, 10, 1),
+                      loss_fn=None, output_dir=str(directory), global_batch_size=1)
+    trainer.checkpoint_manager().save(checkpoint_number=step)
+    return str(directory)

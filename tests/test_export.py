@@ -133,32 +133,20 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
 
 
 def test_load_classifier_reads_trainer_checkpoints(classifier, tmp_path):
-    import tensorflow as tf
-
     from modeling import BertPretrainer
-    from modeling.optimization import create_optimizer
+    from modeling_helpers import save_like_the_trainer
     from runner import export
 
-    optimizer = create_optimizer("adamw", 1e-4, 10, 1)
-    optimizer.build(classifier.trainable_variables)  # as the Trainer does
-    tf.train.Checkpoint(model=classifier, optimizer=optimizer).save(str(tmp_path / "ckpt"))
-    loaded = export.load_classifier(tiny_config(), 3, str(tmp_path))  # output_dir/ckpt-1
-    for ours, theirs in zip(loaded.weights, classifier.weights, strict=True):
+    save_like_the_trainer(classifier, tmp_path / "run")
+    loaded = export.load_classifier(tiny_config(), 3, str(tmp_path / "run"))  # output_dir/ckpt-1
+    for ours, theirs in zip(loaded.trainable_weights, classifier.trainable_weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=theirs.path)
 
-    with pytest.raises(ValueError, match="does not fit a 2-label BertClassifier"):
-        export.load_classifier(tiny_config(), 2, str(tmp_path))
-    pretrainer = BertPretrainer(tiny_config())
-    pretrainer_optimizer = create_optimizer("adamw", 1e-4, 10, 1)
-    pretrainer_optimizer.build(pretrainer.trainable_variables)
-    tf.train.Checkpoint(model=pretrainer, optimizer=pretrainer_optimizer).save(
-        str(tmp_path / "pretraining/ckpt"))
-    with pytest.raises(ValueError, match="pre-training checkpoint"):
+    with pytest.raises(ValueError, match=r"classifier/output_weights: model \[2, 32\], checkpoint \[3, 32\]"):
+        export.load_classifier(tiny_config(), 2, str(tmp_path / "run"))
+    save_like_the_trainer(BertPretrainer(tiny_config()), tmp_path / "pretraining")
+    with pytest.raises(ValueError, match="missing from checkpoint: classifier/output_weights"):
         export.load_classifier(tiny_config(), 3, str(tmp_path / "pretraining"))
-    # Without the optimizer the encoder blocks are not in the checkpoint (see runner/export.py).
-    tf.train.Checkpoint(model=classifier).save(str(tmp_path / "model_only/ckpt"))
-    with pytest.raises(ValueError, match="model values for the 41 weights"):
-        export.load_classifier(tiny_config(), 3, str(tmp_path / "model_only"))
 
 
 def test_load_classifier_refuses_pretraining_checkpoint():

@@ -255,19 +255,6 @@ def test_step_functions_on_the_tiny_model(num_labels):
             -np.log(probabilities[np.arange(batch), features["label_ids"]]), rtol=1e-5)
 
 
-def _saved_like_the_trainer(model, directory):
-    """A checkpoint written by the Trainer's own manager: the model with its optimizer."""
-    import tensorflow as tf
-
-    from modeling.optimization import create_optimizer
-    from runner.trainer import Trainer
-
-    trainer = Trainer(tf.distribute.get_strategy(), model, create_optimizer("adamw", 1e-4, 10, 1),
-                      loss_fn=None, output_dir=str(directory), global_batch_size=1)
-    trainer.checkpoint_manager().save(checkpoint_number=7)
-    return str(directory)
-
-
 def _weights(layer):
     return [v.numpy() for v in layer.weights]
 
@@ -275,14 +262,14 @@ def _weights(layer):
 def test_initialises_from_a_run_pretraining_output_dir(tmp_path):
     """--init_checkpoint=<run_pretraining output_dir>: encoder loaded, classifier layer new."""
     from modeling import BertClassifier, BertPretrainer
-    from modeling_helpers import tiny_config
+    from modeling_helpers import save_like_the_trainer, tiny_config
     from runner import checkpoints
 
     pretrained = BertPretrainer(tiny_config())
     classifier = BertClassifier(tiny_config(), 3)
     head = _weights(classifier.classifier)
     checkpoints.initialize_from_checkpoint(
-        classifier, _saved_like_the_trainer(pretrained, tmp_path / "pretraining"))
+        classifier, save_like_the_trainer(pretrained, tmp_path / "pretraining"))
     for ours, theirs in zip(_weights(classifier.classifier), head):
         np.testing.assert_array_equal(ours, theirs)
     for ours, theirs in zip(_weights(classifier.bert), _weights(pretrained.bert)):
