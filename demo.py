@@ -1,7 +1,7 @@
 """The whole pipeline in one command, on the bundled Jane Austen novels, on CPU, in minutes.
 
-    python demo.py                      # about 5 minutes on 2 idle CPU cores
-    python demo.py --quick              # tiny steps: checks that every stage runs (DEMO_QUICK=1 too)
+    python demo.py                      # about 3 to 6 minutes on 2 CPU cores
+    python demo.py --quick              # tiny steps: every stage runs (DEMO_QUICK=1 too)
 
 Each stage runs one of the project's command-line scripts as a subprocess (so the demo also
 proves the CLIs) in `--output_dir`, prints its command so that it can be re-run, shows its
@@ -19,10 +19,11 @@ progress, and prints its metrics and where its outputs are:
    the held-out ones and prints the official EM/F1.
 6. `extract_features.py`: the last two layers' vectors for a few sentences.
 
-Only the standard library is imported here: TensorFlow loads in the stages' processes only.
+TensorFlow is not imported here, only in the stages' processes.
 `python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
 the novels (the test suite checks that they are identical).
 """
+import collections
 import dataclasses
 import json
 import os
@@ -34,10 +35,12 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Optional
 
 from absl import app, flags
 
-from pretraining_data.corpus import gutenberg_to_corpus, split_sentences, strip_gutenberg_boilerplate
+from pretraining_data.corpus import (
+    gutenberg_to_corpus, split_sentences, strip_gutenberg_boilerplate)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 AUSTEN = os.path.join(ROOT, "data", "austen")
@@ -55,7 +58,8 @@ flags.DEFINE_bool("quick", os.environ.get("DEMO_QUICK", "").lower() in ("1", "tr
                   "Tiny data and a few steps per stage: checks the pipeline in about a minute, "
                   "without meaningful metrics. Default: true when the environment variable "
                   "DEMO_QUICK is 1.")
-flags.DEFINE_string("vocab_file", os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt"),
+flags.DEFINE_string("vocab_file",
+                    os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt"),
                     "WordPiece vocabulary (uncased); its size is the model's vocab_size.")
 flags.DEFINE_string("write_squad_data", None,
                     "Only write the bundled SQuAD files (train-v1.1.json, dev-v1.1.json) made from "
@@ -67,7 +71,7 @@ FLAGS = flags.FLAGS
 class Scale:
     """How much data and how many steps each stage gets."""
     pretraining_novels: tuple
-    pretraining_chapters: int      # the first chapters of each novel, None: all
+    pretraining_chapters: Optional[int]  # the first chapters of each novel; None: all
     dupe_factor: int
     pretraining_seq_length: int
     max_predictions_per_seq: int
@@ -77,7 +81,7 @@ class Scale:
     classifier_seq_length: int
     classifier_batch: int
     classifier_epochs: float
-    squad_questions: tuple         # (train, dev) questions, None: all the bundled ones
+    squad_questions: tuple         # (train, dev) first questions; None: all the bundled ones
     squad_seq_length: int
     squad_doc_stride: int
     squad_query_length: int
@@ -87,14 +91,15 @@ class Scale:
 
 
 FULL = Scale(
-    pretraining_novels=TASK_NOVELS, pretraining_chapters=None, dupe_factor=2, pretraining_seq_length=128,
-    max_predictions_per_seq=20, pretraining_batch=32, pretraining_steps=200,
+    pretraining_novels=TASK_NOVELS, pretraining_chapters=None, dupe_factor=2,
+    pretraining_seq_length=128, max_predictions_per_seq=20, pretraining_batch=32,
+    pretraining_steps=200,
     sentences_per_label=(800, 200, 100), classifier_seq_length=64, classifier_batch=32,
     classifier_epochs=3.0, squad_questions=(None, None), squad_seq_length=128,
     squad_doc_stride=64, squad_query_length=48, squad_batch=16, squad_epochs=3.0, eval_steps=20)
 QUICK = Scale(
-    pretraining_novels=("persuasion",), pretraining_chapters=3, dupe_factor=1, pretraining_seq_length=64,
-    max_predictions_per_seq=10, pretraining_batch=8, pretraining_steps=4,
+    pretraining_novels=("persuasion",), pretraining_chapters=3, dupe_factor=1,
+    pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=8, pretraining_steps=4,
     sentences_per_label=(16, 8, 8), classifier_seq_length=32, classifier_batch=8,
     classifier_epochs=1.0, squad_questions=(16, 8), squad_seq_length=64, squad_doc_stride=32,
     squad_query_length=24, squad_batch=8, squad_epochs=1.0, eval_steps=2)
@@ -208,6 +213,7 @@ def first_questions(dataset, limit):
 
 
 def count_questions(dataset):
+    """The number of questions in a SQuAD dataset (dict)."""
     return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
 
 
@@ -305,13 +311,13 @@ class Pipeline:
         log_path = self.path("logs", name + ".log")
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
         start, cpu_start = time.monotonic(), _children_cpu_seconds()
-        tail = []
+        tail = collections.deque(maxlen=25)
         with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
                 [sys.executable, os.path.join(ROOT, script)] + args, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, env=env) as process:
             for line in process.stdout:
                 log.write(line)
-                tail = (tail + [line.rstrip()])[-25:]
+                tail.append(line.rstrip())
                 if _PROGRESS.search(line):
                     message = _ABSL_PREFIX.sub("", line.rstrip())
                     print(f"    {time.monotonic() - start:5.0f} s  {message}", flush=True)
@@ -489,7 +495,8 @@ def stage_squad(pipe, scale, squad):
     pipe.report("run_squad", times,
                 f"exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on "
                 f"{count_questions(dev)} held-out questions",
-                f"{shown(output_dir)}/ (predictions.json, nbest_predictions.json, eval_results.json)")
+                f"{shown(output_dir)}/ (predictions.json, nbest_predictions.json, "
+                f"eval_results.json)")
 
 
 def stage_features(pipe):
