@@ -58,7 +58,7 @@ def _readme_commands():
         return quickstart_commands(README.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         # One failing case that says what is wrong, instead of silently testing nothing.
-        message = f"{README}: {e}; the quick start text is in docs/readme/quickstart.md"
+        message = f"{README}: {e}; the quick start is the block between the quickstart markers in README.md"
         return [pytest.param(MissingQuickstart(message), id="missing-quickstart")]
 
 
