@@ -29,11 +29,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Run as a script (`python bench/encoder.py`), the repository root is not on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench import common  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 # Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
@@ -89,21 +89,6 @@ def make_inputs(batch_size, seq_length, vocab_size, rng):
     ids *= mask
     segments = ((positions >= lengths[:, None] // 2) & (mask == 1)).astype(np.int32)
     return {"input_ids": ids, "input_mask": mask, "token_type_ids": segments}
-
-
-def set_threads(num_threads):
-    """Same thread budget for both: `num_threads` for intra-op work, one inter-op thread.
-
-    A second inter-op pool would run independent ops (q/k/v) side by side, each wanting every
-    core; on a small machine that oversubscribes the cores instead of helping.
-    """
-    import tensorflow as tf
-    import torch
-
-    tf.config.threading.set_intra_op_parallelism_threads(num_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    torch.set_num_threads(num_threads)
-    torch.set_num_interop_threads(1)
 
 
 def build_peer(c, hidden_act, seed):
@@ -221,41 +206,17 @@ def time_rounds(runners, repeats, warmup):
     return times
 
 
-def describe_machine(num_threads):
-    import keras
-    import tensorflow as tf
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-            f.seek(0)
-            cpu_flags = next(line for line in f if line.startswith("flags")).split()
-        features = [x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags]
-        cpu += f" ({', '.join(features)})"
-    except (OSError, StopIteration):
-        pass
-    return (
-        f"machine: {cpu}, {os.cpu_count()} cores; threads: {num_threads} intra-op, 1 inter-op "
-        f"(both frameworks)\nversions: python {platform.python_version()}, "
-        f"tensorflow {tf.__version__}, keras {keras.__version__}, torch {torch.__version__}, "
-        f"transformers {transformers.__version__}"
-    )
-
-
 def main(argv):
     del argv
     unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.modes) - set(OUR_MODES)
     if unknown:
         raise app.UsageError(f"unknown --precisions/--modes values: {sorted(unknown)}")
-    set_threads(FLAGS.num_threads)
+    common.set_threads(FLAGS.num_threads)
     c = CONFIGS[FLAGS.config]
     peer = build_peer(c, FLAGS.peer_hidden_act, FLAGS.seed)
     rng = np.random.default_rng(FLAGS.seed)
     inputs = make_inputs(FLAGS.batch_size, FLAGS.seq_length, COMMON["vocab_size"], rng)
-    print(describe_machine(FLAGS.num_threads))
+    print(common.describe_machine(FLAGS.num_threads))
     print(
         f"encoder: {FLAGS.config} {c}, batch {FLAGS.batch_size} x sequence {FLAGS.seq_length}; "
         f"peer: hidden_act={FLAGS.peer_hidden_act}, attention={peer.config._attn_implementation}"

@@ -46,13 +46,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import platform  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench import common  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
 # Named shapes (the BERT release's names): Base is the target; Small and Mini fit a 2-core
@@ -91,17 +91,6 @@ flags.DEFINE_string(
     "Every train() call restores and saves a checkpoint (untimed); in memory that is quicker. "
     "BERT-Small needs ~0.5 GB per row, Base ~1.4 GB.")
 FLAGS = flags.FLAGS
-
-
-def set_threads(num_threads):
-    """Same thread budget for both (see bench/encoder.py for why one inter-op thread)."""
-    import tensorflow as tf
-    import torch
-
-    tf.config.threading.set_intra_op_parallelism_threads(num_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    torch.set_num_threads(num_threads)
-    torch.set_num_interop_threads(1)
 
 
 def make_batches(count, batch_size, seq_length, max_predictions, vocab_size, rng):
@@ -253,7 +242,7 @@ def our_eval_loss(model, batches):
 def our_trainer(model, batches, jit_compile, steps, output_dir):
     """`run(steps) -> (seconds, last loss)`: `steps` more steps of `Trainer.train`.
 
-    The time is the one `Trainer._log` receives: the wall time of the `iterations_per_loop`
+    The time is the Trainer's own `history[-1].seconds`: the wall time of the `iterations_per_loop`
     call alone (`train()` also restores from and saves a checkpoint, once per call).
     """
     import tensorflow as tf
@@ -269,51 +258,18 @@ def our_trainer(model, batches, jit_compile, steps, output_dir):
         strategy, model, optimizer, pretraining.pretraining_loss, output_dir,
         global_batch_size=FLAGS.batch_size, save_checkpoints_steps=10**9, steps_per_loop=steps,
         keep_checkpoint_max=1, jit_compile=jit_compile)
-    loop_seconds = []
-    log = trainer._log
-
-    def timed_log(metrics, loop_steps, seconds, *rest):
-        loop_seconds.append(seconds)
-        log(metrics, loop_steps, seconds, *rest)
-
-    trainer._log = timed_log
-
     def dataset_fn(context):
         del context  # one replica
         return tf.data.Dataset.from_tensor_slices(batches).repeat().prefetch(1)
 
     def run(run_steps):
         metrics = trainer.train(dataset_fn, trainer.step + run_steps, checkpoint_iterator=False)
-        return loop_seconds[-1], metrics["loss"]
+        return trainer.history[-1].seconds, metrics["loss"]
 
     return run
 
 
 # ---------------------------------------------------------------------------------- report
-
-
-def describe_machine(num_threads):
-    import keras
-    import tensorflow as tf
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-            f.seek(0)
-            cpu_flags = next(line for line in f if line.startswith("flags")).split()
-        cpu += " (" + ", ".join(x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags) + ")"
-    except (OSError, StopIteration):
-        pass
-    return (
-        f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-        f"threads: {num_threads} intra-op, 1 inter-op (both frameworks), "
-        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
-        f"versions: python {platform.python_version()}, tensorflow {tf.__version__}, "
-        f"keras {keras.__version__}, torch {torch.__version__}, transformers {transformers.__version__}"
-    )
 
 
 def our_row(c, precision, mode, peer_state, peer_loss, batches, output_dir):
@@ -385,7 +341,7 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"unknown --precisions/--modes values: {sorted(unknown)}")
     logging.set_verbosity(logging.WARNING)  # the Trainer logs every loop at INFO
-    set_threads(FLAGS.num_threads)
+    common.set_threads(FLAGS.num_threads)
     import keras
 
     from runner.pretraining import training_flops_per_example
@@ -396,7 +352,7 @@ def main(argv):
                            FLAGS.max_predictions_per_seq, COMMON["vocab_size"],
                            np.random.default_rng(FLAGS.seed))
     torch_batches = peer_batches(batches)
-    print(describe_machine(FLAGS.num_threads))
+    print(common.describe_machine(FLAGS.num_threads))
     print(f"model: {FLAGS.config} {c}, batch {FLAGS.batch_size} x sequence {FLAGS.seq_length}, "
           f"{FLAGS.max_predictions_per_seq} masked positions per sequence")
 

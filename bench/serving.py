@@ -29,7 +29,6 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import platform  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
@@ -37,6 +36,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench import common  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 # Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
@@ -63,18 +63,6 @@ flags.DEFINE_integer("num_threads", os.cpu_count(), "Intra-op threads of both (a
                      "tokenizer); one inter-op thread.")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the sentence order.")
 FLAGS = flags.FLAGS
-
-
-def set_threads(num_threads):
-    """Same thread budget for both frameworks (see bench/encoder.py for why one inter-op thread)."""
-    os.environ["RAYON_NUM_THREADS"] = str(num_threads)  # the peer's Rust tokenizer
-    import tensorflow as tf
-    import torch
-
-    tf.config.threading.set_intra_op_parallelism_threads(num_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    torch.set_num_threads(num_threads)
-    torch.set_num_interop_threads(1)
 
 
 def read_sentences(pattern, count, seed):
@@ -142,28 +130,6 @@ def peer_runner(peer, vocab_file, max_seq_length):
     return run
 
 
-def describe_machine(num_threads):
-    import keras
-    import tensorflow as tf
-    import tensorflow_text
-    import tokenizers
-    import torch
-    import transformers
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (
-        f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; threads: "
-        f"{num_threads} intra-op, 1 inter-op (both)\nversions: python {platform.python_version()}, "
-        f"tensorflow {tf.__version__}, tensorflow-text {tensorflow_text.__version__}, keras "
-        f"{keras.__version__}, torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"tokenizers {tokenizers.__version__}")
-
-
 def time_rounds(runners, sentences, batch_sizes, repeats, warmup):
     """`{(batch size, name): [seconds per round]}`; each round classifies every sentence."""
     times = {(b, name): [] for b in batch_sizes for name in runners}
@@ -183,7 +149,7 @@ def main(argv):
     from runner import export
 
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
-    set_threads(FLAGS.num_threads)
+    common.set_threads(FLAGS.num_threads)
     sizes = CONFIGS[FLAGS.config]
     sentences = read_sentences(FLAGS.input, FLAGS.sentences, FLAGS.seed)
     peer = build_peer(sizes, len(LABELS), FLAGS.seed)
@@ -193,7 +159,8 @@ def main(argv):
                                               LABELS, os.path.join(tmp, "1"))
         runners = {"ours": our_runner(export_dir),
                    "peer": peer_runner(peer, FLAGS.vocab_file, FLAGS.max_seq_length)}
-        print(describe_machine(FLAGS.num_threads))
+        print(common.describe_machine(FLAGS.num_threads, (
+            "tensorflow", "tensorflow-text", "keras", "tokenizers", "torch", "transformers")))
         lengths = [len(s.split()) for s in sentences]
         print(f"model: {FLAGS.config} {sizes}, {len(LABELS)} labels, max_seq_length "
               f"{FLAGS.max_seq_length}; {len(sentences)} Austen sentences per round "

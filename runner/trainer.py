@@ -12,6 +12,7 @@ One training step, per replica:
      all-reduce; avoiding it needs a hook Keras does not expose publicly.
 `iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop.
 """
+import collections
 import os
 import shutil
 import time
@@ -23,6 +24,11 @@ from absl import logging
 
 from runner.checkpoints import ModelVariables
 from runner.distribution import is_chief
+
+
+class LoopRecord(collections.namedtuple("LoopRecord", ["step", "metrics", "seconds"])):
+    """One `iterations_per_loop` call: the step reached, its last step's metrics, and the wall
+    time of the call alone (no checkpoint save or restore)."""
 
 
 def _scalar_metadata():
@@ -95,7 +101,7 @@ class Trainer:
         self._grads = tf.function(self._loss_and_grads, jit_compile=jit_compile, autograph=False)
         self._step = tf.function(self._replica_step, autograph=False)
         self.chief = is_chief(strategy)
-        # (step, metrics) after each `iterations_per_loop` call: the last step's values.
+        # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
         self.history = []
         with strategy.scope():
             optimizer.build(model.trainable_variables)
@@ -235,7 +241,7 @@ class Trainer:
 
     def _log(self, metrics, steps, seconds, start_step, start_time, num_train_steps, writer):
         step = self.step
-        self.history.append((step, metrics))
+        self.history.append(LoopRecord(step, metrics, seconds))
         steps_per_s = steps / max(seconds, 1e-9)
         examples_per_s = steps_per_s * self.global_batch_size
         done = step - start_step

@@ -51,6 +51,7 @@ def test_a_training_step_under_mixed_precision(tmp_path, policy):
                       global_batch_size=3, steps_per_loop=2, save_checkpoints_steps=100)
     before = np.asarray(model.bert.pooler.kernel).copy()
     trainer.train(lambda context: tf.data.Dataset.from_tensors(features).repeat(), num_train_steps=2)
-    (_, metrics), = trainer.history
+    (record,) = trainer.history
+    metrics = record.metrics
     assert np.isfinite(metrics["loss"]) and trainer.step == 2
     assert not np.array_equal(np.asarray(model.bert.pooler.kernel), before)

@@ -59,8 +59,8 @@ def test_five_steps_reproduce_the_original_trajectory(tmp_path):
     trainer.train(fixed_batch_dataset(features), num_train_steps=2)
     # The second call resumes from the checkpoint the first one wrote, as a restarted run would.
     trainer.train(fixed_batch_dataset(features), num_train_steps=5)
-    assert [step for step, _ in trainer.history] == [1, 2, 3, 4, 5]
-    for (_, metrics), want in zip(trainer.history, expected["steps"]):
+    assert [record.step for record in trainer.history] == [1, 2, 3, 4, 5]
+    for (_, metrics, _), want in zip(trainer.history, expected["steps"]):
         assert metrics["loss"] == pytest.approx(want["total_loss"], abs=1e-5)
         assert metrics["grad_norm"] == pytest.approx(want["grad_global_norm_before_clip"], rel=1e-5)
     reader = tf.train.load_checkpoint(str(TINY_TRAIN / "bert_model_step5_preinc.ckpt"))

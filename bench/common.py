@@ -1,0 +1,40 @@
+"""What the framework benchmarks share: one thread budget for both sides, and the machine line."""
+import importlib.metadata
+import os
+import platform
+
+
+def set_threads(num_threads):
+    """Same budget for TensorFlow and PyTorch: `num_threads` intra-op, one inter-op thread.
+
+    A second inter-op pool would run independent ops (q/k/v) side by side, each wanting every
+    core; on a small machine that oversubscribes the cores instead of helping.
+    """
+    os.environ["RAYON_NUM_THREADS"] = str(num_threads)  # Hugging Face's Rust tokenizer
+    import tensorflow as tf
+    import torch
+
+    tf.config.threading.set_intra_op_parallelism_threads(num_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    torch.set_num_threads(num_threads)
+    torch.set_num_interop_threads(1)
+
+
+def describe_machine(num_threads, packages=("tensorflow", "keras", "torch", "transformers")):
+    """CPU model and its AVX-512/bf16 features, cores, load, threads, package versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        cpu = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+        flags = next(line for line in lines if line.startswith("flags")).split()
+        cpu += " (" + ", ".join(x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in flags) + ")"
+    except (OSError, StopIteration):
+        pass
+    versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in packages)
+    return (
+        f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+        f"threads: {num_threads} intra-op, 1 inter-op (both frameworks), "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
+        f"versions: python {platform.python_version()}, {versions}"
+    )
