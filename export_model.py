@@ -8,17 +8,12 @@ Signatures and outputs: see `runner/export.py` (`serving_default(text_a)`, `pair
 """
 from absl import app, flags
 
+from runner import flags as run_flags
+
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "bert_config_file", None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool(
-    "do_lower_case", True,
-    "Whether to lower case the input text. Should be True for uncased models and False for "
-    "cased models.")
+run_flags.define_bert_flags("bert_config_file", "vocab_file", "do_lower_case")
+
 flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "

@@ -11,25 +11,19 @@ import time
 
 from absl import app, flags, logging
 
+from runner import flags as run_flags
+
 FLAGS = flags.FLAGS
+
+run_flags.define_bert_flags("bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case")
 
 flags.DEFINE_string("input_file", None, "")
 flags.DEFINE_string("output_file", None, "")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "")
-flags.DEFINE_string(
-    "bert_config_file", None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.")
 flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
     "than this will be truncated, and sequences shorter than this will be padded.")
-flags.DEFINE_string(
-    "init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool(
-    "do_lower_case", True,
-    "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
 flags.DEFINE_string("master", None, "If using a TPU, the address of the master.")

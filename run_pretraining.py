@@ -8,15 +8,9 @@ from runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "bert_config_file", None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.")
+run_flags.define_bert_flags("bert_config_file", "output_dir", "init_checkpoint")
+
 flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
-flags.DEFINE_string(
-    "output_dir", None, "The output directory where the model checkpoints will be written.")
-flags.DEFINE_string(
-    "init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
 flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "

@@ -2,6 +2,28 @@
 from absl import flags
 
 
+_BERT_FLAG_HELP = {
+    "bert_config_file": "The config json file corresponding to the pre-trained BERT model. "
+                        "This specifies the model architecture.",
+    "vocab_file": "The vocabulary file that the BERT model was trained on.",
+    "output_dir": "The output directory where the model checkpoints will be written.",
+    "init_checkpoint": "Initial checkpoint (usually from a pre-trained BERT model).",
+}
+
+
+def define_bert_flags(*names):
+    """The original's model flags that several scripts share, by name: `bert_config_file`,
+    `vocab_file`, `output_dir`, `init_checkpoint` (strings, default None) and `do_lower_case`."""
+    for name in names:
+        if name == "do_lower_case":
+            flags.DEFINE_bool(
+                "do_lower_case", True,
+                "Whether to lower case the input text. Should be True for uncased models and "
+                "False for cased models.")
+        else:
+            flags.DEFINE_string(name, None, _BERT_FLAG_HELP[name])
+
+
 def define_tpu_flags():
     """The original's TPU flags, same names, defaults and help."""
     flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
