@@ -38,12 +38,13 @@ def run():
 
     from modeling import BertPretrainer
     from pretraining_data.features import name_to_features
+    from pretraining_data.reading import expand_input_files
     from runner import from_flags, inputs, pretraining, results, startup
 
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise ValueError("At least one of `do_train` or `do_eval` must be True.")
     config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    files = inputs.expand_input_files(FLAGS.input_file)
+    files = expand_input_files(FLAGS.input_file)
     logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
     tf.io.gfile.makedirs(FLAGS.output_dir)
     strategy = from_flags.strategy_from_flags()

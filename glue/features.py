@@ -200,17 +200,3 @@ def name_to_features(max_seq_length, is_regression=False):
         "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
     }
-
-
-def decode_record(record, features_spec):
-    """Parses one serialized record; int64 becomes int32, as in the original's `_decode_record`.
-
-    Args:
-      record: scalar tf.string tensor.
-      features_spec: dict from name_to_features.
-    Returns:
-      dict name -> tensor (int32 or float32).
-    """
-    example = tf.io.parse_single_example(record, features_spec)
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in example.items()}

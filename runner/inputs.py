@@ -1,24 +1,5 @@
 """TFRecord input pipelines with the original scripts' semantics, for any `tf.distribute` strategy."""
-import glob as glob_module
-
 import tensorflow as tf
-
-
-def expand_input_files(input_file):
-    """Comma-separated file names or globs → sorted file list; a pattern matching nothing fails."""
-    files = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matched = sorted(tf.io.gfile.glob(pattern)) if "://" in pattern else sorted(
-            glob_module.glob(pattern))
-        if not matched:
-            raise FileNotFoundError(f"No input files match {pattern!r}")
-        files.extend(matched)
-    if not files:
-        raise ValueError("--input_file names no files")
-    return files
 
 
 def decode_record(record, name_to_features):

@@ -5,17 +5,25 @@ import tensorflow as tf
 from modeling import classification_loss, masked_lm_loss
 
 
+def _heads(model, features, training):
+    """Both losses (`(loss, per_example, log_probs)` each) and the masked-LM weights `[B·P]`."""
+    outputs = model(features, training=training)
+    mlm = masked_lm_loss(
+        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
+    nsp = classification_loss(outputs["next_sentence_logits"], features["next_sentence_labels"])
+    return mlm, nsp, tf.reshape(features["masked_lm_weights"], [-1])
+
+
+def _correct(log_probs, labels):
+    """1.0 where the argmax of `log_probs [N, C]` equals `labels` (any shape with N entries)."""
+    predicted = tf.argmax(log_probs, -1, output_type=tf.int32)
+    return tf.cast(tf.equal(predicted, tf.reshape(labels, [-1])), tf.float32)
+
+
 def pretraining_loss(model, features, training):
     """total_loss = masked_lm_loss + next_sentence_loss; also reports the MLM accuracy."""
-    outputs = model(features, training=training)
-    mlm_loss, _, mlm_log_probs = masked_lm_loss(
-        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
-    nsp_loss, _, _ = classification_loss(
-        outputs["next_sentence_logits"], features["next_sentence_labels"])
-    weights = tf.reshape(features["masked_lm_weights"], [-1])
-    correct = tf.cast(
-        tf.equal(tf.argmax(mlm_log_probs, -1, output_type=tf.int32),
-                 tf.reshape(features["masked_lm_ids"], [-1])), tf.float32)
+    (mlm_loss, _, mlm_log_probs), (nsp_loss, _, _), weights = _heads(model, features, training)
+    correct = _correct(mlm_log_probs, features["masked_lm_ids"])
     accuracy = tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
     return mlm_loss + nsp_loss, {
         "masked_lm_loss": mlm_loss,
@@ -26,23 +34,13 @@ def pretraining_loss(model, features, training):
 
 def pretraining_eval_sums(model, features):
     """Per-batch sums from which `eval_metrics` computes the original's `metric_fn` values."""
-    outputs = model(features, training=False)
-    mlm_loss, mlm_per_example, mlm_log_probs = masked_lm_loss(
-        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
-    nsp_loss, nsp_per_example, nsp_log_probs = classification_loss(
-        outputs["next_sentence_logits"], features["next_sentence_labels"])
-    weights = tf.reshape(features["masked_lm_weights"], [-1])
-    mlm_correct = tf.cast(tf.equal(
-        tf.argmax(mlm_log_probs, -1, output_type=tf.int32),
-        tf.reshape(features["masked_lm_ids"], [-1])), tf.float32)
-    nsp_correct = tf.cast(tf.equal(
-        tf.argmax(nsp_log_probs, -1, output_type=tf.int32),
-        tf.reshape(features["next_sentence_labels"], [-1])), tf.float32)
+    mlm, nsp, weights = _heads(model, features, training=False)
+    (mlm_loss, mlm_per_example, mlm_log_probs), (nsp_loss, nsp_per_example, nsp_log_probs) = mlm, nsp
     return {
-        "mlm_correct": tf.reduce_sum(mlm_correct * weights),
+        "mlm_correct": tf.reduce_sum(_correct(mlm_log_probs, features["masked_lm_ids"]) * weights),
         "mlm_loss": tf.reduce_sum(mlm_per_example * weights),
         "mlm_weight": tf.reduce_sum(weights),
-        "nsp_correct": tf.reduce_sum(nsp_correct),
+        "nsp_correct": tf.reduce_sum(_correct(nsp_log_probs, features["next_sentence_labels"])),
         "nsp_loss": tf.reduce_sum(nsp_per_example),
         "nsp_count": tf.cast(tf.size(nsp_per_example), tf.float32),
         "total_loss": mlm_loss + nsp_loss,

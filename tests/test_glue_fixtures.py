@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from glue import features, processors
+from runner.inputs import decode_record
 from vocab import tokenization
 
 TASK_DIRS = {"mrpc": "MRPC", "cola": "CoLA", "mnli": "MNLI", "xnli": "XNLI"}
@@ -101,7 +102,7 @@ def test_padding_example_matches_original(fixtures_dir, tokenizer, tmp_path):
 
     # Read back the way the training input does: int64 features arrive as int32.
     spec = features.name_to_features(max_seq_length)
-    decoded = [features.decode_record(r, spec)
+    decoded = [decode_record(r, spec)
                for r in tf.data.TFRecordDataset(str(output_file))]
     assert [int(d["is_real_example"]) for d in decoded] == [1, 0]
     assert all(t.dtype == tf.int32 for d in decoded for t in d.values())

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from glue import features, processors
+from runner.inputs import decode_record
 from glue.features import InputExample
 
 
@@ -166,7 +167,7 @@ def test_regression_features_carry_float_score(tmp_path):
     features.file_based_convert_examples_to_features(examples, None, 16, CharTokenizer(),
                                                      output_file)
     spec = features.name_to_features(16, is_regression=True)
-    records = [features.decode_record(r, spec) for r in tf.data.TFRecordDataset(output_file)]
+    records = [decode_record(r, spec) for r in tf.data.TFRecordDataset(output_file)]
     assert records[0]["label_ids"].dtype == tf.float32
     assert [float(r["label_ids"]) for r in records] == [5.0, 0.0]
     assert [int(r["is_real_example"]) for r in records] == [1, 0]
