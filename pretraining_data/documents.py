@@ -5,12 +5,51 @@ otherwise the line's word-pieces, if any, are appended to the current document a
 A line that tokenizes to nothing (only control characters, say) is dropped without starting a
 document. Empty documents are dropped later, by `InstanceBuilder.create_training_instances`.
 """
+import itertools
 import logging
+
+import numpy as np
 
 from pretraining_data.reading import InputError
 from vocab import tokenization
 
 TOKENIZERS = ("auto", "fast", "faithful")
+
+
+class TokenizedLines(object):
+    """Tokenized lines in a few flat arrays: cheap to send to another process.
+
+    Blank lines (document boundaries) are kept as positions; the other lines as their word-piece
+    ids, concatenated.
+
+    Args:
+      ids: int32 array [total pieces]: the ids of the non-blank lines, one after the other.
+      row_splits: int64 array [non-blank lines + 1]: line i has `ids[row_splits[i]:row_splits[i+1]]`
+        (possibly none: a line of control characters, say).
+      breaks: int64 array [blank lines]: for each blank line, the number of non-blank lines
+        before it.
+      num_lines: all lines, blank ones included (for statistics).
+    """
+
+    def __init__(self, ids, row_splits, breaks, num_lines):
+        self.ids, self.row_splits, self.breaks, self.num_lines = ids, row_splits, breaks, num_lines
+
+    def append_to(self, documents):
+        """Adds these lines to `documents` as the original's reading loop does.
+
+        Args:
+          documents: list of documents (lists of sentences, each a non-empty list of int ids),
+            not empty; the first lines continue its last document, each blank line starts a new
+            one, lines without word-pieces are dropped.
+        """
+        ids, splits = self.ids.tolist(), self.row_splits.tolist()
+        start = 0
+        for k, stop in enumerate(self.breaks.tolist() + [len(splits) - 1]):
+            if k:
+                documents.append([])
+            bounds = zip(splits[start:stop], splits[start + 1:stop + 1])
+            documents[-1].extend(ids[a:b] for a, b in bounds if b > a)
+            start = stop
 
 
 class LineTokenizer(object):
@@ -29,26 +68,34 @@ class LineTokenizer(object):
             raise ValueError("tokenizer must be one of %s, got %r" % (TOKENIZERS, kind))
         self.full_tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
         self.vocab = self.full_tokenizer.vocab
-        self._tokenize_batch = None
+        self._tokenize_batch_ids = None
         if kind != "faithful":
-            self._tokenize_batch = _fast_tokenize_batch(vocab_file, do_lower_case, kind == "fast")
-        self.kind = "fast" if self._tokenize_batch else "faithful"
+            self._tokenize_batch_ids = _fast_tokenize_batch_ids(
+                vocab_file, do_lower_case, kind == "fast")
+        self.kind = "fast" if self._tokenize_batch_ids else "faithful"
 
-    def tokenize_ids(self, texts):
-        """list[str] -> list[list[int]]: the word-piece ids of each text."""
-        if self._tokenize_batch is None:
-            pieces = map(self.full_tokenizer.tokenize, texts)
+    def tokenize_lines(self, lines):
+        """list[str] lines (not stripped) -> `TokenizedLines`."""
+        stripped = [line.strip() for line in lines]
+        texts = [text for text in stripped if text]
+        breaks = np.array([i for i, text in enumerate(stripped) if not text], np.int64)
+        breaks -= np.arange(len(breaks))  # blank lines before -> non-blank lines before
+        if self._tokenize_batch_ids is None:
+            vocab = self.vocab
+            pieces = [[vocab[p] for p in self.full_tokenizer.tokenize(text)] for text in texts]
+            ids = np.fromiter(itertools.chain.from_iterable(pieces), np.int32)
+            row_splits = np.zeros(len(texts) + 1, np.int64)
+            np.cumsum([len(p) for p in pieces], out=row_splits[1:])
         else:
-            pieces = self._tokenize_batch(texts)
-        vocab = self.vocab
-        return [[vocab[p] for p in text_pieces] for text_pieces in pieces]
+            ids, row_splits = self._tokenize_batch_ids(texts)
+        return TokenizedLines(ids, row_splits, breaks, len(lines))
 
 
-def _fast_tokenize_batch(vocab_file, do_lower_case, required):
-    """`vocab.fast_tokenizer`'s tokenize_batch for this vocab, or None if it is not available."""
+def _fast_tokenize_batch_ids(vocab_file, do_lower_case, required):
+    """`vocab.fast_tokenizer`'s tokenize_batch_ids for this vocab, or None if not available."""
     try:
         from vocab import fast_tokenizer
-        return fast_tokenizer.FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch
+        return fast_tokenizer.FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch_ids
     except (ImportError, AttributeError) as e:
         if required:
             raise InputError("--tokenizer=fast: vocab.fast_tokenizer is not usable: %s" % e)
@@ -69,14 +116,7 @@ def build_documents(line_blocks, line_tokenizer):
     documents = [[]]
     num_lines = 0
     for lines in line_blocks:
-        num_lines += len(lines)
-        stripped = [line.strip() for line in lines]
-        token_ids = iter(line_tokenizer.tokenize_ids([text for text in stripped if text]))
-        for text in stripped:
-            if not text:
-                documents.append([])
-                continue
-            ids = next(token_ids)
-            if ids:
-                documents[-1].append(ids)
+        tokenized = line_tokenizer.tokenize_lines(lines)
+        tokenized.append_to(documents)
+        num_lines += tokenized.num_lines
     return documents, num_lines

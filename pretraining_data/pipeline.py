@@ -18,10 +18,8 @@ Two orderings, both deterministic functions of the flags and the text:
   `num_workers + 1` chunks in flight, not by the corpus size.
 """
 import collections
-import concurrent.futures
 import dataclasses
 import functools
-import multiprocessing
 import time
 
 from absl import logging
@@ -114,13 +112,21 @@ class Progress(object):
         logging.info("%s", " | ".join(fields))
 
 
-def run(opts):
+def run(opts, pool=None):
     """Runs create_pretraining_data; returns `processing.ChunkStats` (with `seconds` set).
+
+    Args:
+      opts: `Options`.
+      pool: optional `processing.WorkerPool` of `opts.num_workers` processes, kept for later runs
+        (by default a run with several workers starts and stops its own).
 
     Raises:
       InputError, VocabError: before any work, for bad flags, inputs, outputs or vocab.
     """
     check_options(opts)
+    if pool is not None and pool.num_workers != opts.num_workers:
+        raise ValueError("the pool has %d workers, --num_workers=%d"
+                         % (pool.num_workers, opts.num_workers))
     input_files = expand_input_files(opts.input_file)
     output_files = opts.output_file.split(",")
     check_output_files(output_files)
@@ -152,7 +158,7 @@ def run(opts):
             chunks = iter_chunks(line_blocks, int(opts.chunk_size_mb * 1e6))
             done_chars = 0
             for (records, chunk_stats), chunk_chars in _process_chunks(
-                    opts, line_tokenizer, processor, chunks):
+                    opts, line_tokenizer, processor, chunks, pool):
                 for record in records:
                     writer.write(record)
                 done_chars += chunk_chars
@@ -190,28 +196,29 @@ def _original_progress(opts):
     return report
 
 
-def _process_chunks(opts, line_tokenizer, processor, chunks):
-    """Yields (records, ChunkStats), chunk chars) per chunk, in chunk order.
+def _process_chunks(opts, line_tokenizer, processor, chunks, pool):
+    """Yields ((records, ChunkStats), chunk chars) per chunk, in chunk order.
 
-    One worker runs in this process. More use a `spawn` pool (TensorFlow is not fork-safe) of
-    workers that import no TensorFlow; with the fast tokenizer this process tokenizes each chunk
-    (one TensorFlow graph, overlapping the workers' instance building), else the workers tokenize.
-    At most num_workers + 1 chunks are submitted and not yet written, which bounds memory and
-    still keeps every worker busy.
+    One worker runs in this process. More use `pool` (or a `processing.WorkerPool` made here) of
+    processes that import no TensorFlow; with the fast tokenizer this process tokenizes each
+    chunk (one TensorFlow graph, overlapping the workers' instance building), else the workers
+    tokenize. At most num_workers + 1 chunks are submitted and not yet written, which bounds
+    memory and still keeps every worker busy.
     """
     if opts.num_workers == 1:
         for index, (lines, chars) in enumerate(chunks):
-            yield processor(index, *build_documents([lines], line_tokenizer)), chars
+            yield processor.process_lines(index, line_tokenizer.tokenize_lines(lines)), chars
+        return
+    if pool is None:
+        with processing.WorkerPool(opts.num_workers) as own_pool:
+            yield from _process_chunks(opts, line_tokenizer, processor, chunks, own_pool)
         return
     parent_tokenizes = line_tokenizer.kind == "fast"
-    pool = concurrent.futures.ProcessPoolExecutor(
-        opts.num_workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=processing.init_worker, initargs=(opts, not parent_tokenizes))
+    pending = collections.deque()
     try:
-        pending = collections.deque()
         for index, (lines, chars) in enumerate(chunks):
-            payload = build_documents([lines], line_tokenizer) if parent_tokenizes else lines
-            pending.append((pool.submit(processing.process_in_worker, index, payload), chars))
+            payload = line_tokenizer.tokenize_lines(lines) if parent_tokenizes else lines
+            pending.append((pool.submit(opts, index, payload), chars))
             if len(pending) > opts.num_workers:
                 future, chars = pending.popleft()
                 yield future.result(), chars
@@ -219,4 +226,5 @@ def _process_chunks(opts, line_tokenizer, processor, chunks):
             future, chars = pending.popleft()
             yield future.result(), chars
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for future, _ in pending:
+            future.cancel()

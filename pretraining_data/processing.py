@@ -1,14 +1,21 @@
-"""One chunk of documents -> serialized records; the entry points of worker processes.
+"""One chunk of documents -> serialized records; the worker processes that do it in parallel.
 
 This module imports no TensorFlow, so `spawn`ed workers start in a fraction of a second. Workers
-either get documents already tokenized by the parent (fast tokenizer: one TensorFlow graph in the
-parent process) or raw lines that they tokenize with the pure-Python tokenizer.
+either get lines already tokenized by the parent (`TokenizedLines`; fast tokenizer: one
+TensorFlow graph in the parent process) or raw lines that they tokenize with the pure-Python
+tokenizer. Both directions carry a few large buffers rather than many small objects (token ids
+as flat arrays, a chunk's records as one bytes object), so sending costs little next to the work.
 """
+import concurrent.futures
 import dataclasses
+import functools
 import hashlib
+import multiprocessing
 import random
 
-from pretraining_data.documents import LineTokenizer, build_documents
+import numpy as np
+
+from pretraining_data.documents import LineTokenizer, TokenizedLines
 from pretraining_data.features import ExampleEncoder
 from pretraining_data.instances import InstanceBuilder
 
@@ -65,19 +72,83 @@ class ChunkProcessor(object):
             documents, self.opts.dupe_factor, rng, report=report, convert=self.encoder.encode)
         return records, ChunkStats(num_lines, len(documents), len(records), 1)
 
+    def process_lines(self, chunk_index, tokenized):
+        """`TokenizedLines` of one chunk -> (records: list[bytes], ChunkStats)."""
+        documents = [[]]
+        tokenized.append_to(documents)
+        return self(chunk_index, documents, tokenized.num_lines)
 
-_WORKER = {}
+
+class RecordBatch(object):
+    """A chunk's serialized records as one bytes object (pickled in one copy); iterates them.
+
+    Args:
+      records: list of bytes.
+    """
+
+    def __init__(self, records):
+        self.data = b"".join(records)
+        self.lengths = np.fromiter(map(len, records), np.int64, len(records))
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __iter__(self):
+        data, start = self.data, 0
+        for length in self.lengths.tolist():
+            yield data[start:start + length]
+            start += length
 
 
-def init_worker(opts, tokenize):
-    """Pool initializer. `tokenize`: the chunks will be raw lines, to tokenize here (faithful)."""
+class WorkerPool(object):
+    """Processes that turn chunks into records; a context manager.
+
+    One pool serves any number of `pipeline.run` calls, with any flags: a program that makes
+    several data sets starts the workers (about 0.2 s each, in parallel) once. Workers are
+    `spawn`ed: the parent has imported TensorFlow, which is not fork-safe.
+
+    Args:
+      num_workers: number of processes.
+    """
+
+    def __init__(self, num_workers):
+        self.num_workers = num_workers
+        self._executor = concurrent.futures.ProcessPoolExecutor(
+            num_workers, mp_context=multiprocessing.get_context("spawn"))
+        # The executor starts a process per submission that finds none idle: start them all now,
+        # so that they import while the parent reads and tokenizes.
+        for _ in range(num_workers):
+            self._executor.submit(int)
+
+    def submit(self, opts, chunk_index, payload):
+        """Future of (RecordBatch, ChunkStats) for a chunk; `payload` as `process_in_worker`."""
+        return self._executor.submit(process_in_worker, opts, chunk_index, payload)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _worker_state(opts):
+    """(ChunkProcessor, faithful LineTokenizer) of a worker, made once per set of flags."""
     line_tokenizer = LineTokenizer(opts.vocab_file, opts.do_lower_case, "faithful")
-    _WORKER["tokenizer"] = line_tokenizer if tokenize else None
-    _WORKER["processor"] = ChunkProcessor(opts, line_tokenizer.vocab)
+    return ChunkProcessor(opts, line_tokenizer.vocab), line_tokenizer
 
 
-def process_in_worker(chunk_index, payload):
-    """`payload`: a list of lines, or (documents, num_lines) if the parent tokenized them."""
-    if _WORKER["tokenizer"] is not None:
-        payload = build_documents([payload], _WORKER["tokenizer"])
-    return _WORKER["processor"](chunk_index, *payload)
+def process_in_worker(opts, chunk_index, payload):
+    """Runs in a worker: one chunk -> (RecordBatch, ChunkStats).
+
+    Args:
+      opts: `pipeline.Options`.
+      chunk_index: as `ChunkProcessor`.
+      payload: `TokenizedLines`, or a list of raw lines that the worker tokenizes (faithful).
+    """
+    processor, line_tokenizer = _worker_state(opts)
+    if not isinstance(payload, TokenizedLines):
+        payload = line_tokenizer.tokenize_lines(payload)
+    records, stats = processor.process_lines(chunk_index, payload)
+    return RecordBatch(records), stats

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from pretraining_data import pipeline
+from pretraining_data import processing
 from pretraining_data.corpus import gutenberg_to_corpus
 from pretraining_data.features import name_to_features
 
@@ -23,11 +24,11 @@ def austen_corpus(tmp_path_factory):
     return path
 
 
-def _run(corpus, output, **overrides):
+def _run(corpus, output, pool=None, **overrides):
     flags = dict(input_file=str(corpus), output_file=str(output), vocab_file=VOCAB_FILE,
                  dupe_factor=2)
     flags.update(overrides)
-    return pipeline.run(pipeline.Options(**flags))
+    return pipeline.run(pipeline.Options(**flags), pool=pool)
 
 
 def _read_bytes(path):
@@ -87,6 +88,23 @@ def test_same_output_for_any_workers_and_original_statistics(tmp_path, austen_co
     assert 0.40 <= chunked["is_next"] <= 0.50
     assert abs(chunked["mask"] - 0.8) < 0.03
     assert abs(chunked["kept"] - 0.1) < 0.02 and abs(chunked["random"] - 0.1) < 0.02
+
+
+def test_a_worker_pool_serves_several_runs(tmp_path, austen_corpus):
+    """One `WorkerPool`, runs with different flags: each writes what one process writes."""
+    runs = [dict(chunk_size_mb=0.1, dupe_factor=1),
+            dict(chunk_size_mb=0.2, dupe_factor=1, do_whole_word_mask=True, random_seed=7)]
+    with processing.WorkerPool(2) as pool:
+        for k, flags in enumerate(runs):
+            _run(austen_corpus, tmp_path / ("pool%d.tfrecord" % k), pool=pool, num_workers=2,
+                 **flags)
+            _run(austen_corpus, tmp_path / ("one%d.tfrecord" % k), **flags)
+            assert (_read_bytes(tmp_path / ("pool%d.tfrecord" % k))
+                    == _read_bytes(tmp_path / ("one%d.tfrecord" % k)))
+        with pytest.raises(ValueError, match="the pool has 2 workers, --num_workers=3"):
+            _run(austen_corpus, tmp_path / "three.tfrecord", pool=pool, num_workers=3,
+                 chunk_size_mb=0.1)
+    assert not (tmp_path / "three.tfrecord").exists()
 
 
 def test_corpus_smaller_than_a_chunk_is_the_original(tmp_path, fixtures_dir):

@@ -104,6 +104,20 @@ def test_pinned_difference_canonical_reordering(tmp_path):
     assert tok.tokenize_batch([text]) == [original]
 
 
+@pytest.mark.parametrize("mode", ["uncased", "cased"])
+def test_tokenize_batch_ids_are_the_faithful_ids(fast, faithful, mode):
+    """Flat ids + row splits across several graph batches, fallback lines included."""
+    texts = EDGE_CASES + ["bad \udc80 surrogate", "a\U0001d16d\U0001d165 b", "", "last line"]
+    ids, row_splits = fast[mode].tokenize_batch_ids(texts, batch_size=7)
+    assert ids.dtype == np.int32 and row_splits.dtype == np.int64
+    assert len(row_splits) == len(texts) + 1 and row_splits[-1] == len(ids)
+    for i, text in enumerate(texts):
+        want = faithful[mode].convert_tokens_to_ids(faithful[mode].tokenize(text))
+        assert ids[row_splits[i]:row_splits[i + 1]].tolist() == want, repr(text)
+    empty_ids, empty_splits = fast[mode].tokenize_batch_ids([])
+    assert empty_ids.shape == (0,) and empty_splits.tolist() == [0]
+
+
 def _truncate_seq_pair(tokens_a, tokens_b, max_length):
     """The original run_classifier._truncate_seq_pair."""
     while len(tokens_a) + len(tokens_b) > max_length:

@@ -183,16 +183,55 @@ class FastBertTokenizer(tf.Module):
         Chunks of `batch_size` lines run through the graph on a worker thread while the previous
         chunk's result is turned into Python lists, so both cores are busy.
         """
-        chunks = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
         out = []
+        for chunk, ids, fallback in self._graph_batches(texts, batch_size):
+            out.extend(self._to_pieces(chunk, ids, fallback))
+        return out
+
+    def tokenize_batch_ids(self, texts, batch_size=8192):
+        """list of str (or bytes) -> (ids, row_splits): the ids of `tokenize_batch`, flat.
+
+        Text i has the word-piece ids `ids[row_splits[i]:row_splits[i + 1]]`, exactly
+        `FullTokenizer.convert_tokens_to_ids(FullTokenizer.tokenize(text))` (with the same
+        fallback as `tokenize_batch`). No Python list per token is made: for bulk work such as
+        pre-training data, this is several times faster than `tokenize_batch`.
+
+        Returns:
+          ids: int32 numpy array [total pieces]; row_splits: int64 numpy array [len(texts) + 1].
+        """
+        flat, lengths = [], []
+        for chunk, ids, fallback in self._graph_batches(texts, batch_size):
+            chunk_ids = ids.flat_values.numpy()
+            chunk_lengths = np.diff(ids.row_splits.numpy())
+            if fallback:
+                rows = np.split(chunk_ids, np.cumsum(chunk_lengths)[:-1])
+                vocab = self._py.vocab
+                for i in fallback:
+                    rows[i] = np.array([vocab[p] for p in self._faithful_tokenize(chunk[i])],
+                                       np.int32)
+                chunk_ids = np.concatenate(rows).astype(np.int32)
+                chunk_lengths = np.array([len(row) for row in rows], np.int64)
+            flat.append(chunk_ids)
+            lengths.append(chunk_lengths)
+        row_splits = np.zeros(len(texts) + 1, np.int64)
+        if texts:
+            np.cumsum(np.concatenate(lengths), out=row_splits[1:])
+        return (np.concatenate(flat) if flat else np.zeros([0], np.int32)), row_splits
+
+    def _graph_batches(self, texts, batch_size):
+        """Yields (texts chunk, ids RaggedTensor, fallback line indices) per `batch_size` lines.
+
+        The next chunk runs through the graph on a worker thread while the caller converts the
+        current one.
+        """
+        chunks = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(self._run_graph, chunks[0]) if chunks else None
             for index, chunk in enumerate(chunks):
                 ids, fallback = pending.result()
                 if index + 1 < len(chunks):
                     pending = pool.submit(self._run_graph, chunks[index + 1])
-                out.extend(self._to_pieces(chunk, ids, fallback))
-        return out
+                yield chunk, ids, fallback
 
     def _run_graph(self, texts):
         """(ids RaggedTensor, indices of lines for the faithful tokenizer) for a list of texts."""
