@@ -134,7 +134,6 @@ def run(opts, pool=None):
     missing = [t for t in _SPECIAL_TOKENS if t not in line_tokenizer.vocab]
     if missing:
         raise InputError("vocab file %s lacks %s" % (opts.vocab_file, ", ".join(missing)))
-    processor = processing.ChunkProcessor(opts, line_tokenizer.vocab)
     logging.info("*** Reading from %d input files (%s tokenizer) ***",
                  len(input_files), line_tokenizer.kind)
     for path in input_files:
@@ -150,17 +149,16 @@ def run(opts, pool=None):
         if opts.chunk_size_mb == 0:
             reading = Progress("reading and tokenizing", total_bytes(input_files), "input bytes")
             documents, num_lines = build_documents(_counted(line_blocks, reading), line_tokenizer)
+            processor = processing.ChunkProcessor(opts, line_tokenizer.vocab)
             records, stats = processor(0, documents, num_lines, report=_original_progress(opts))
-            for record in records:
-                writer.write(record)
+            writer.write(records)
         else:
             progress = Progress("chunks written", total_bytes(input_files), "input bytes")
             chunks = iter_chunks(line_blocks, int(opts.chunk_size_mb * 1e6))
             done_chars = 0
             for (records, chunk_stats), chunk_chars in _process_chunks(
-                    opts, line_tokenizer, processor, chunks, pool):
-                for record in records:
-                    writer.write(record)
+                    opts, line_tokenizer, chunks, pool):
+                writer.write(records)
                 done_chars += chunk_chars
                 stats.add(chunk_stats)
                 progress(done_chars, chunks=stats.num_chunks, documents=stats.num_documents,
@@ -171,6 +169,11 @@ def run(opts, pool=None):
     logging.info("Wrote %d total instances from %d documents (%d lines, %d chunks) in %.1fs",
                  stats.num_instances, stats.num_documents, stats.num_lines, stats.num_chunks,
                  stats.seconds)
+    if opts.num_workers > 1:
+        # Well below 100%: this process (reading, tokenizing, writing) is the bottleneck.
+        logging.info("Workers were busy %.0f%% of the time (%.1f CPU s)",
+                     100.0 * stats.worker_cpu_seconds / (opts.num_workers * max(stats.seconds, 1e-9)),
+                     stats.worker_cpu_seconds)
     return stats
 
 
@@ -196,7 +199,7 @@ def _original_progress(opts):
     return report
 
 
-def _process_chunks(opts, line_tokenizer, processor, chunks, pool):
+def _process_chunks(opts, line_tokenizer, chunks, pool):
     """Yields ((records, ChunkStats), chunk chars) per chunk, in chunk order.
 
     One worker runs in this process. More use `pool` (or a `processing.WorkerPool` made here) of
@@ -206,12 +209,13 @@ def _process_chunks(opts, line_tokenizer, processor, chunks, pool):
     memory and still keeps every worker busy.
     """
     if opts.num_workers == 1:
+        processor = processing.ChunkProcessor(opts, line_tokenizer.vocab)
         for index, (lines, chars) in enumerate(chunks):
             yield processor.process_lines(index, line_tokenizer.tokenize_lines(lines)), chars
         return
     if pool is None:
         with processing.WorkerPool(opts.num_workers) as own_pool:
-            yield from _process_chunks(opts, line_tokenizer, processor, chunks, own_pool)
+            yield from _process_chunks(opts, line_tokenizer, chunks, own_pool)
         return
     parent_tokenizes = line_tokenizer.kind == "fast"
     pending = collections.deque()

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import multiprocessing
 import random
+import time
 
 import numpy as np
 
@@ -27,6 +28,7 @@ class ChunkStats(object):
     num_documents: int = 0  # non-empty documents
     num_instances: int = 0
     num_chunks: int = 0
+    worker_cpu_seconds: float = 0.0  # CPU time of worker processes (none for one worker)
     seconds: float = 0.0  # wall time of the whole run (set by `pipeline.run`)
 
     def add(self, other):
@@ -147,8 +149,11 @@ def process_in_worker(opts, chunk_index, payload):
       chunk_index: as `ChunkProcessor`.
       payload: `TokenizedLines`, or a list of raw lines that the worker tokenizes (faithful).
     """
+    start = time.process_time()
     processor, line_tokenizer = _worker_state(opts)
     if not isinstance(payload, TokenizedLines):
         payload = line_tokenizer.tokenize_lines(payload)
     records, stats = processor.process_lines(chunk_index, payload)
-    return RecordBatch(records), stats
+    batch = RecordBatch(records)
+    stats.worker_cpu_seconds = time.process_time() - start
+    return batch, stats

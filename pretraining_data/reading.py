@@ -11,7 +11,7 @@ Unlike the original, the matches of each glob pattern are sorted: `tf.gfile.Glob
 order, which differs between machines. Patterns keep their command-line order, and a pattern that
 matches nothing is an error (the original silently read nothing).
 """
-_BLOCK_BYTES = 1 << 22
+_BLOCK_BYTES = 1 << 20
 
 
 class InputError(ValueError):

@@ -38,7 +38,7 @@ def check_output_files(output_files):
 
 
 class ShardedRecordWriter(object):
-    """Context manager: `write(record_bytes)` round-robin; files appear on a clean exit only.
+    """Context manager: `write(records)` round-robin; files appear on a clean exit only.
 
     Args:
       output_files: list of final paths.
@@ -61,9 +61,13 @@ class ShardedRecordWriter(object):
             raise
         return self
 
-    def write(self, record):
-        self._writers[self.num_written % len(self._writers)].write(record)
-        self.num_written += 1
+    def write(self, records):
+        """Writes an iterable of serialized records (bytes), continuing the round-robin."""
+        writers, count = self._writers, self.num_written
+        for record in records:
+            writers[count % len(writers)].write(record)
+            count += 1
+        self.num_written = count
 
     def __exit__(self, exc_type, exc, traceback):
         if exc_type is not None:
