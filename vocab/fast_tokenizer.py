@@ -221,10 +221,13 @@ class FastBertTokenizer(tf.Module):
     def _graph_batches(self, texts, batch_size):
         """Yields (texts chunk, ids RaggedTensor, fallback line indices) per `batch_size` lines.
 
-        The next chunk runs through the graph on a worker thread while the caller converts the
-        current one.
+        With several chunks, the next one runs through the graph on a worker thread while the
+        caller converts the current one.
         """
         chunks = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
+        if len(chunks) == 1:  # nothing to overlap: spare the thread
+            yield (chunks[0],) + self._run_graph(chunks[0])
+            return
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(self._run_graph, chunks[0]) if chunks else None
             for index, chunk in enumerate(chunks):
