@@ -16,6 +16,7 @@ from absl import flags
 from absl import logging
 
 from pretraining_data import pipeline
+from pretraining_data.processing import WorkerError
 from pretraining_data.reading import InputError
 from vocab.tokenization import VocabError
 
@@ -64,6 +65,9 @@ def main(_):
     except (InputError, VocabError) as e:
         logging.error("%s", e)
         sys.exit(2)
+    except WorkerError as e:
+        logging.error("%s", e)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ Two orderings, both deterministic functions of the flags and the text:
   `num_workers + 1` chunks in flight, not by the corpus size.
 """
 import collections
+import concurrent.futures
 import dataclasses
 import functools
 import time
@@ -229,6 +230,10 @@ def _process_chunks(opts, line_tokenizer, chunks, pool):
         while pending:
             future, chars = pending.popleft()
             yield future.result(), chars
+    except concurrent.futures.process.BrokenProcessPool as e:
+        raise processing.WorkerError(
+            "a worker process died (killed, or out of memory: lower --chunk_size_mb or "
+            "--num_workers); no output file was written") from e
     finally:
         for future, _ in pending:
             future.cancel()

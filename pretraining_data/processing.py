@@ -102,6 +102,10 @@ class RecordBatch(object):
             start += length
 
 
+class WorkerError(RuntimeError):
+    """A worker process died (killed, out of memory); the run stops without output."""
+
+
 class WorkerPool(object):
     """Processes that turn chunks into records; a context manager.
 

@@ -1,5 +1,7 @@
 """Chunked / parallel mode: same output for any number of workers, the original's statistics."""
+import multiprocessing
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -105,6 +107,18 @@ def test_a_worker_pool_serves_several_runs(tmp_path, austen_corpus):
             _run(austen_corpus, tmp_path / "three.tfrecord", pool=pool, num_workers=3,
                  chunk_size_mb=0.1)
     assert not (tmp_path / "three.tfrecord").exists()
+
+
+def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, austen_corpus):
+    """A worker killed (as by the OOM killer): WorkerError, and no output file."""
+    with processing.WorkerPool(2) as pool:
+        victim = multiprocessing.active_children()[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join()
+        with pytest.raises(processing.WorkerError, match="a worker process died"):
+            _run(austen_corpus, tmp_path / "out.tfrecord", pool=pool, num_workers=2,
+                 chunk_size_mb=0.1, dupe_factor=1)
+    assert os.listdir(tmp_path) == []
 
 
 def test_corpus_smaller_than_a_chunk_is_the_original(tmp_path, fixtures_dir):
