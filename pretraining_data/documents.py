@@ -95,7 +95,10 @@ def _fast_tokenize_batch_ids(vocab_file, do_lower_case, required):
     """`vocab.fast_tokenizer`'s tokenize_batch_ids for this vocab, or None if not available."""
     try:
         from vocab import fast_tokenizer
-        return fast_tokenizer.FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch_ids
+        tokenize_batch_ids = fast_tokenizer.FastBertTokenizer(
+            vocab_file, do_lower_case).tokenize_batch_ids
+        tokenize_batch_ids(["Trace the graph now (seconds), not during the first chunk."])
+        return tokenize_batch_ids
     except (ImportError, AttributeError) as e:
         if required:
             raise InputError("--tokenizer=fast: vocab.fast_tokenizer is not usable: %s" % e)

@@ -131,6 +131,15 @@ def run(opts, pool=None):
     input_files = expand_input_files(opts.input_file)
     output_files = opts.output_file.split(",")
     check_output_files(output_files)
+    if opts.num_workers > 1 and pool is None:
+        # The workers start (about 0.2 s each) while this process builds the tokenizer.
+        with processing.WorkerPool(opts.num_workers) as own_pool:
+            return _run(opts, input_files, output_files, own_pool)
+    return _run(opts, input_files, output_files, pool)
+
+
+def _run(opts, input_files, output_files, pool):
+    """`run` after the checks that need no tokenizer."""
     line_tokenizer = _line_tokenizer(opts.vocab_file, opts.do_lower_case, opts.tokenizer)
     missing = [t for t in _SPECIAL_TOKENS if t not in line_tokenizer.vocab]
     if missing:
@@ -203,20 +212,15 @@ def _original_progress(opts):
 def _process_chunks(opts, line_tokenizer, chunks, pool):
     """Yields ((records, ChunkStats), chunk chars) per chunk, in chunk order.
 
-    One worker runs in this process. More use `pool` (or a `processing.WorkerPool` made here) of
-    processes that import no TensorFlow; with the fast tokenizer this process tokenizes each
-    chunk (one TensorFlow graph, overlapping the workers' instance building), else the workers
-    tokenize. At most num_workers + 1 chunks are submitted and not yet written, which bounds
+    One worker runs in this process. More use `pool`, processes that import no TensorFlow; with
+    the fast tokenizer this process tokenizes each chunk (one TensorFlow graph, overlapping the
+    workers' instance building), else the workers tokenize. At most num_workers + 1 chunks are submitted and not yet written, which bounds
     memory and still keeps every worker busy.
     """
     if opts.num_workers == 1:
         processor = processing.ChunkProcessor(opts, line_tokenizer.vocab)
         for index, (lines, chars) in enumerate(chunks):
             yield processor.process_lines(index, line_tokenizer.tokenize_lines(lines)), chars
-        return
-    if pool is None:
-        with processing.WorkerPool(opts.num_workers) as own_pool:
-            yield from _process_chunks(opts, line_tokenizer, chunks, own_pool)
         return
     parent_tokenizes = line_tokenizer.kind == "fast"
     pending = collections.deque()

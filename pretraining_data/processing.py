@@ -11,7 +11,9 @@ import dataclasses
 import functools
 import hashlib
 import multiprocessing
+import os
 import random
+import threading
 import time
 
 import numpy as np
@@ -120,7 +122,8 @@ class WorkerPool(object):
     def __init__(self, num_workers):
         self.num_workers = num_workers
         self._executor = concurrent.futures.ProcessPoolExecutor(
-            num_workers, mp_context=multiprocessing.get_context("spawn"))
+            num_workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_exit_with_parent, initargs=(os.getpid(),))
         # The executor starts a process per submission that finds none idle: start them all now,
         # so that they import while the parent reads and tokenizes.
         for _ in range(num_workers):
@@ -136,6 +139,19 @@ class WorkerPool(object):
     def __exit__(self, *exc_info):
         self._executor.shutdown(wait=True, cancel_futures=True)
         return False
+
+
+def _exit_with_parent(parent_pid):
+    """Worker initializer: exit when the parent dies.
+
+    A parent killed outright (SIGKILL, the OOM killer) cannot stop its workers, which would wait
+    for work forever; each checks every second that its parent is still there.
+    """
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 @functools.lru_cache(maxsize=1)

@@ -186,6 +186,46 @@ def test_killed_run_leaves_no_output(tmp_path, data_dir):
             os.remove(out.parent / name)
 
 
+def _alive(pid):
+    """Whether process `pid` exists and is not a zombie (Linux /proc)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return not any(line.startswith("State:\tZ") for line in f)
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_exit_when_the_run_is_killed(tmp_path, data_dir):
+    """SIGKILL of a run with workers: no output, and the workers do not linger."""
+    with open(data_dir / "corpus.txt") as f:
+        text = f.read()
+    _write(tmp_path / "big.txt", text * 40)
+    out = tmp_path / "out" / "data.tfrecord"
+    out.parent.mkdir()
+    process = subprocess.Popen(
+        _cli("--input_file=%s" % (tmp_path / "big.txt"), "--output_file=%s" % out,
+             "--dupe_factor=50", "--chunk_size_mb=0.05", "--num_workers=2"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children_file = "/proc/%d/task/%d/children" % (process.pid, process.pid)
+    children = []
+    deadline = time.time() + 60
+    while time.time() < deadline and process.poll() is None:
+        with open(children_file) as f:
+            children = [int(pid) for pid in f.read().split()]
+        if len(children) >= 2 and os.listdir(out.parent):  # workers (and resource tracker) up
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "run finished before it could be killed"
+    process.kill()
+    process.wait(30)
+    deadline = time.time() + 15  # workers look for their parent every second
+    while any(map(_alive, children)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_alive, children))
+    assert not out.exists()
+
+
 def test_cli_original_command(tmp_path, data_dir):
     """The original README-style command line works unchanged."""
     out = tmp_path / "out.tfrecord"
