@@ -181,9 +181,9 @@ def _run(opts, input_files, output_files, pool):
                  stats.seconds)
     if opts.num_workers > 1:
         # Well below 100%: this process (reading, tokenizing, writing) is the bottleneck.
+        busy = stats.worker_cpu_seconds / (opts.num_workers * max(stats.seconds, 1e-9))
         logging.info("Workers were busy %.0f%% of the time (%.1f CPU s)",
-                     100.0 * stats.worker_cpu_seconds / (opts.num_workers * max(stats.seconds, 1e-9)),
-                     stats.worker_cpu_seconds)
+                     100.0 * busy, stats.worker_cpu_seconds)
     return stats
 
 
@@ -214,8 +214,8 @@ def _process_chunks(opts, line_tokenizer, chunks, pool):
 
     One worker runs in this process. More use `pool`, processes that import no TensorFlow; with
     the fast tokenizer this process tokenizes each chunk (one TensorFlow graph, overlapping the
-    workers' instance building), else the workers tokenize. At most num_workers + 1 chunks are submitted and not yet written, which bounds
-    memory and still keeps every worker busy.
+    workers' instance building), else the workers tokenize. At most num_workers + 1 chunks are
+    submitted and not yet written, which bounds memory and still keeps every worker busy.
     """
     if opts.num_workers == 1:
         processor = processing.ChunkProcessor(opts, line_tokenizer.vocab)

@@ -1,4 +1,4 @@
-"""Reading lines into documents: `TokenizedLines` and `build_documents` against the original loop."""
+"""Reading lines into documents: `TokenizedLines`, `build_documents` against the original loop."""
 import os
 import pickle
 
