@@ -41,6 +41,7 @@ from absl import app, flags
 
 from pretraining_data.corpus import (
     gutenberg_to_corpus, split_sentences, strip_gutenberg_boilerplate)
+import vocab
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 AUSTEN = os.path.join(ROOT, "data", "austen")
@@ -58,8 +59,7 @@ flags.DEFINE_bool("quick", os.environ.get("DEMO_QUICK", "").lower() in ("1", "tr
                   "Tiny data and a few steps per stage: checks the pipeline in about a minute, "
                   "without meaningful metrics. Default: true when the environment variable "
                   "DEMO_QUICK is 1.")
-flags.DEFINE_string("vocab_file",
-                    os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt"),
+flags.DEFINE_string("vocab_file", vocab.bundled_vocab_file(),
                     "WordPiece vocabulary (uncased); its size is the model's vocab_size.")
 flags.DEFINE_string("write_squad_data", None,
                     "Only write the bundled SQuAD files (train-v1.1.json, dev-v1.1.json) made from "

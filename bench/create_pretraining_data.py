@@ -40,10 +40,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pretraining_data import pipeline  # noqa: E402
 from pretraining_data import processing  # noqa: E402
 from pretraining_data.corpus import gutenberg_to_corpus  # noqa: E402
+import vocab  # noqa: E402
 from vocab import tokenization  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB_FILE = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+VOCAB_FILE = vocab.bundled_vocab_file()
 
 flags.DEFINE_integer("dupe_factor", 1, "dupe_factor of every run.")
 flags.DEFINE_integer("repeats", 3, "Timed repetitions per configuration (after one warm-up).")

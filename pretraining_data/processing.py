@@ -94,9 +94,6 @@ class RecordBatch(object):
         self.data = b"".join(records)
         self.lengths = np.fromiter(map(len, records), np.int64, len(records))
 
-    def __len__(self):
-        return len(self.lengths)
-
     def __iter__(self):
         data, start = self.data, 0
         for length in self.lengths.tolist():

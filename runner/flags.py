@@ -24,6 +24,19 @@ def define_bert_flags(*names):
             flags.DEFINE_string(name, None, _BERT_FLAG_HELP[name])
 
 
+def define_finetuning_flags():
+    """The original fine-tuning schedule flags, shared by run_classifier.py and run_squad.py."""
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float(
+        "warmup_proportion", 0.1,
+        "Proportion of training to perform linear learning rate warmup for. "
+        "E.g., 0.1 = 10% of training.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer(
+        "iterations_per_loop", 1000, "How many steps to make in each estimator call.")
+
+
 def define_tpu_flags():
     """The original's TPU flags, same names, defaults and help."""
     flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")

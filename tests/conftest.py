@@ -1,4 +1,5 @@
 """Shared pytest configuration: quiet TensorFlow, fixture paths, project root on sys.path."""
+import json
 import os
 import pathlib
 import sys
@@ -17,3 +18,10 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def fixtures_dir():
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def tokenization_cases():
+    """The original's tokenizations (tokenization/tokenization_cases.jsonl): 302 texts."""
+    path = FIXTURES / "tokenization" / "tokenization_cases.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

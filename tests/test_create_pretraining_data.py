@@ -15,10 +15,11 @@ import tensorflow as tf
 from pretraining_data import pipeline
 from pretraining_data.features import FEATURE_NAMES, name_to_features
 from pretraining_data.reading import InputError
+import vocab
 from vocab.tokenization import VocabError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB_FILE = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+VOCAB_FILE = vocab.bundled_vocab_file()
 FIXTURE_FLAGS = dict(vocab_file=VOCAB_FILE, do_lower_case=True, max_seq_length=128,
                      max_predictions_per_seq=20, masked_lm_prob=0.15, random_seed=12345,
                      dupe_factor=2)
@@ -160,18 +161,25 @@ def _cli(*args):
             "--vocab_file=" + VOCAB_FILE] + list(args)
 
 
+def _start_long_run(tmp_path, data_dir, *args):
+    """Starts the CLI on 40 copies of the fixture corpus at dupe_factor 50 (a run long enough to
+    be killed); returns (process, output path in its own directory)."""
+    big = tmp_path / "big.txt"
+    if not big.exists():
+        with open(data_dir / "corpus.txt") as f:
+            _write(big, f.read() * 40)
+    out = tmp_path / "out" / "data.tfrecord"
+    out.parent.mkdir(exist_ok=True)
+    process = subprocess.Popen(
+        _cli("--input_file=%s" % big, "--output_file=%s" % out, "--dupe_factor=50", *args),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return process, out
+
+
 def test_killed_run_leaves_no_output(tmp_path, data_dir):
     """SIGKILL mid-run: the output name never exists; SIGTERM: temporaries are removed too."""
-    with open(data_dir / "corpus.txt") as f:
-        text = f.read()
-    _write(tmp_path / "big.txt", text * 40)
-    out = tmp_path / "out" / "data.tfrecord"
-    out.parent.mkdir()
     for sig in (signal.SIGKILL, signal.SIGTERM):
-        process = subprocess.Popen(
-            _cli("--input_file=%s" % (tmp_path / "big.txt"), "--output_file=%s" % out,
-                 "--dupe_factor=50", "--tokenizer=faithful"),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process, out = _start_long_run(tmp_path, data_dir, "--tokenizer=faithful")
         deadline = time.time() + 60
         while not os.listdir(out.parent) and time.time() < deadline:
             time.sleep(0.05)
@@ -198,15 +206,7 @@ def _alive(pid):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_exit_when_the_run_is_killed(tmp_path, data_dir):
     """SIGKILL of a run with workers: no output, and the workers do not linger."""
-    with open(data_dir / "corpus.txt") as f:
-        text = f.read()
-    _write(tmp_path / "big.txt", text * 40)
-    out = tmp_path / "out" / "data.tfrecord"
-    out.parent.mkdir()
-    process = subprocess.Popen(
-        _cli("--input_file=%s" % (tmp_path / "big.txt"), "--output_file=%s" % out,
-             "--dupe_factor=50", "--chunk_size_mb=0.05", "--num_workers=2"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process, out = _start_long_run(tmp_path, data_dir, "--chunk_size_mb=0.05", "--num_workers=2")
     children_file = "/proc/%d/task/%d/children" % (process.pid, process.pid)
     children = []
     deadline = time.time() + 60

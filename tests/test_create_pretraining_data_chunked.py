@@ -11,9 +11,10 @@ from pretraining_data import pipeline
 from pretraining_data import processing
 from pretraining_data.corpus import gutenberg_to_corpus
 from pretraining_data.features import name_to_features
+import vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB_FILE = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+VOCAB_FILE = vocab.bundled_vocab_file()
 MASK_ID = 103
 
 

@@ -1,14 +1,13 @@
 """Reading lines into documents: `TokenizedLines`, `build_documents` against the original loop."""
-import os
 import pickle
 
 import pytest
 
+import vocab
 from pretraining_data.documents import LineTokenizer, build_documents
 from vocab import tokenization
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB_FILE = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+VOCAB_FILE = vocab.bundled_vocab_file()
 
 # Blank and whitespace-only lines (document boundaries) at the start, in runs and at the end;
 # lines of control characters only (no word-pieces: dropped without ending the document); a

@@ -10,9 +10,10 @@ import pytest
 
 from pretraining_data import instances
 from pretraining_data.instances import InstanceBuilder, shuffle, truncate_seq_pair
+import vocab
 from vocab import tokenization
 
-VOCAB_FILE = "vocab/uncased_L-12_H-768_A-12/vocab.txt"
+VOCAB_FILE = vocab.bundled_vocab_file()
 
 
 @pytest.fixture(scope="module")

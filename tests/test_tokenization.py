@@ -9,12 +9,6 @@ from vocab import tokenization
 
 
 @pytest.fixture(scope="module")
-def cases(fixtures_dir):
-    path = fixtures_dir / "tokenization" / "tokenization_cases.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-@pytest.fixture(scope="module")
 def tokenizers(fixtures_dir):
     return {
         "uncased": tokenization.FullTokenizer(vocab.bundled_vocab_file(), do_lower_case=True),
@@ -24,10 +18,10 @@ def tokenizers(fixtures_dir):
 
 
 @pytest.mark.parametrize("mode", ["uncased", "cased"])
-def test_all_fixture_cases(cases, tokenizers, mode):
-    assert len(cases) == 302
+def test_all_fixture_cases(tokenization_cases, tokenizers, mode):
+    assert len(tokenization_cases) == 302
     tok = tokenizers[mode]
-    for case in cases:
+    for case in tokenization_cases:
         want = case[mode]
         got_basic = tok.basic_tokenizer.tokenize(case["text"])
         got = tok.tokenize(case["text"])

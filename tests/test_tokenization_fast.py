@@ -13,12 +13,6 @@ from vocab import tokenization
 
 
 @pytest.fixture(scope="module")
-def cases(fixtures_dir):
-    path = fixtures_dir / "tokenization" / "tokenization_cases.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-@pytest.fixture(scope="module")
 def vocab_files(fixtures_dir):
     return {"uncased": (vocab.bundled_vocab_file(), True),
             "cased": (str(fixtures_dir / "tokenization" / "cased_vocab.txt"), False)}
@@ -35,13 +29,14 @@ def faithful(vocab_files):
 
 
 @pytest.mark.parametrize("mode", ["uncased", "cased"])
-def test_all_fixture_cases(cases, fast, mode):
+def test_all_fixture_cases(tokenization_cases, fast, mode):
     tok = fast[mode]
-    texts = [c["text"] for c in cases]
+    texts = [c["text"] for c in tokenization_cases]
     ids = tok.tokenize(tf.constant([t.encode("utf-8", "surrogatepass") for t in texts]))
     strings = tok.tokenize_to_strings(tf.constant([t.encode("utf-8") for t in texts]))
     batch = tok.tokenize_batch(texts, batch_size=100)  # several chunks
-    for case, got_ids, got_strings, got_batch in zip(cases, ids.to_list(), strings.to_list(),
+    for case, got_ids, got_strings, got_batch in zip(tokenization_cases, ids.to_list(),
+                                                     strings.to_list(),
                                                      batch):
         want = case[mode]
         assert got_ids == want["ids"], case["id"]
