@@ -1,7 +1,7 @@
 """Benchmark: word-pieces/s of the faithful tokenizer, our fast path and Hugging Face `tokenizers`.
 
 All three tokenize the same non-empty lines (default: the six Austen novels) in one process. The
-repetitions are interleaved (faithful, fast, fast tokenize_batch, peer, then again) so that load
+repetitions are interleaved (faithful, the fast paths, peer, then again) so that load
 from other processes hits every contender alike; medians follow one warm-up round. Also
 counts the lines on which each disagrees with the faithful path.
 
@@ -13,6 +13,8 @@ Contenders:
   fast (graph)    FastBertTokenizer.tokenize on batches of --batch_size lines: tf.string in,
                   int32 ragged ids out (what tf.data / a SavedModel runs).
   fast (batch)    FastBertTokenizer.tokenize_batch: list[str] in, list[list[str]] out.
+  fast (ids)      FastBertTokenizer.tokenize_batch_ids: list[str] in, flat int32 ids + row
+                  splits out (what create_pretraining_data.py uses).
   peer            tokenizers.BertWordPieceTokenizer (BertNormalizer + BertPreTokenizer +
                   WordPiece, same vocab, lowercase, strip accents), encode_batch.
 """
@@ -98,11 +100,15 @@ def main(argv):
     def run_fast_batch():
         return fast.tokenize_batch(lines, batch_size=FLAGS.batch_size)
 
+    def run_fast_ids():
+        return fast.tokenize_batch_ids(lines, batch_size=FLAGS.batch_size)
+
     def run_peer():
         return peer.encode_batch(lines, add_special_tokens=False)
 
     contenders = [("faithful", run_faithful), ("fast (graph)", run_fast_graph),
-                  ("fast (batch)", run_fast_batch), ("peer (HF tokenizers)", run_peer)]
+                  ("fast (batch)", run_fast_batch), ("fast (ids)", run_fast_ids),
+                  ("peer (HF tokenizers)", run_peer)]
     times = {name: [] for name, _ in contenders}
     for round_index in range(FLAGS.repeats + 1):
         for name, fn in contenders:
@@ -119,6 +125,7 @@ def main(argv):
         "fast (graph)": sum(a != b for a, b in zip(
             [ids for r in run_fast_graph() for ids in r.to_list()], want_ids)),
         "fast (batch)": sum(a != b for a, b in zip(run_fast_batch(), want)),
+        "fast (ids)": _disagreeing_rows(*run_fast_ids(), want_ids),
         "peer (HF tokenizers)": sum(e.tokens != t for e, t in zip(run_peer(), want)),
     }
     print("%d word-pieces per pass; medians of %d repetitions after a warm-up"
@@ -131,6 +138,12 @@ def main(argv):
             name, median, pieces / median, medians["faithful"] / median,
             medians["peer (HF tokenizers)"] / median, disagree[name]))
     print("load avg at end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+
+
+def _disagreeing_rows(ids, row_splits, want_ids):
+    """Rows of flat `ids` (split at `row_splits`) that differ from the lists `want_ids`."""
+    ids, row_splits = ids.tolist(), row_splits.tolist()
+    return sum(ids[a:b] != want for a, b, want in zip(row_splits, row_splits[1:], want_ids))
 
 
 if __name__ == "__main__":
