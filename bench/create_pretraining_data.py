@@ -17,6 +17,7 @@ Prints instances/s, seconds per MB of input and the ratios, and checks that the 
 the same records. The corpus is built with `pretraining_data.corpus.gutenberg_to_corpus`.
 
     python bench/create_pretraining_data.py --dupe_factor=1 --repeats=3
+    python bench/create_pretraining_data.py --memory     # peak memory of command-line runs
 """
 import collections
 import os
@@ -24,6 +25,7 @@ import platform
 import random
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +52,8 @@ flags.DEFINE_integer("dupe_factor", 1, "dupe_factor of every run.")
 flags.DEFINE_integer("repeats", 3, "Timed repetitions per configuration (after one warm-up).")
 flags.DEFINE_float("chunk_size_mb", 0.25, "Chunk size of the chunked runs (0.25: 16 chunks).")
 flags.DEFINE_boolean("skip_port", False, "Skip the (slow) straight port.")
+flags.DEFINE_boolean("memory", False,
+                     "Instead of timing, report the peak memory of command-line runs (Linux).")
 FLAGS = flags.FLAGS
 
 
@@ -213,29 +217,88 @@ def _cpu_seconds():
 
 
 def _timed(fn):
-    """(wall seconds, CPU seconds of this process and its workers) of one call returning stats.
+    """(wall s, CPU s of this process and its finished children, CPU s of pool workers) of one
+    call returning stats.
 
     Pool workers outlive the call, so their CPU time comes from the stats they return.
     """
     start, start_cpu = time.perf_counter(), _cpu_seconds()
     stats = fn()
-    return (time.perf_counter() - start,
-            _cpu_seconds() - start_cpu + stats.worker_cpu_seconds)
+    return time.perf_counter() - start, _cpu_seconds() - start_cpu, stats.worker_cpu_seconds
 
 
 def main(_):
     logging.set_verbosity(logging.WARNING)  # the runs' progress lines would drown the figures
-    with processing.WorkerPool(2) as pool:
-        _bench(pool)
-
-
-def _bench(pool):
     workdir = tempfile.mkdtemp(prefix="bench_cpd_")
     corpus = os.path.join(workdir, "austen.txt")
     with open(corpus, "w", encoding="utf-8") as out:
         for name in sorted(os.listdir(os.path.join(ROOT, "data", "austen"))):
             with open(os.path.join(ROOT, "data", "austen", name), encoding="utf-8") as f:
                 out.write(gutenberg_to_corpus(f.read()))
+    if FLAGS.memory:
+        _memory(workdir, corpus)
+        return
+    with processing.WorkerPool(2) as pool:
+        _bench(pool, workdir, corpus)
+
+
+# Command-line runs whose peak memory `--memory` reports: (dupe_factor, chunk_size_mb, workers).
+MEMORY_RUNS = [(1, 0, 1), (5, 0, 1), (5, 0.25, 2), (5, 1, 2), (10, 1, 2)]
+
+
+def _memory(workdir, corpus):
+    """Peak resident memory of command-line runs: the main process and the largest worker.
+
+    Polls /proc (Linux) every 20 ms: VmHWM of the script and of each of its child processes.
+    """
+    print("corpus: %s (%.2f MB); peak resident memory of create_pretraining_data.py"
+          % (corpus, os.path.getsize(corpus) / 1e6))
+    for dupe_factor, chunk_size_mb, num_workers in MEMORY_RUNS:
+        process = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+             "--input_file=" + corpus, "--output_file=" + os.path.join(workdir, "memory.tfrecord"),
+             "--vocab_file=" + VOCAB_FILE, "--dupe_factor=%d" % dupe_factor,
+             "--chunk_size_mb=%g" % chunk_size_mb, "--num_workers=%d" % num_workers],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        main_mb, workers_mb = 0.0, {}
+        while process.poll() is None:
+            main_mb = max(main_mb, _peak_mb(process.pid) or 0.0)
+            for pid in _workers(process.pid):
+                workers_mb[pid] = max(workers_mb.get(pid, 0.0), _peak_mb(pid) or 0.0)
+            time.sleep(0.02)
+        print("  dupe_factor=%-2d chunk_size_mb=%-4g num_workers=%d: main %4.0f MB, workers %s"
+              % (dupe_factor, chunk_size_mb, num_workers, main_mb,
+                 " ".join("%.0f MB" % mb for mb in sorted(workers_mb.values())) or "-"))
+
+
+def _peak_mb(pid):
+    """VmHWM of a process in MB, or None once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM"))
+    except (OSError, StopIteration):
+        return None
+
+
+def _workers(pid):
+    """Pids of the worker processes of `pid` (spawned children; not the resource tracker)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            children = [int(child) for child in f.read().split()]
+    except OSError:
+        return []
+    workers = []
+    for child in children:
+        try:
+            with open("/proc/%d/cmdline" % child, "rb") as f:
+                if b"spawn_main" in f.read():
+                    workers.append(child)
+        except OSError:
+            pass
+    return workers
+
+
+def _bench(pool, workdir, corpus):
     megabytes = os.path.getsize(corpus) / 1e6
 
     def options(name, **overrides):
@@ -275,13 +338,17 @@ def _bench(pool):
             runs[i].append(_timed(fn))
     results = {}
     for (label, _), count, timings in zip(configs, instances, runs):
-        median = statistics.median(wall for wall, _ in timings)
-        cpu = statistics.median(c for _, c in timings)
+        median = statistics.median(wall for wall, _, _ in timings)
+        cpu = statistics.median(main + workers for _, main, workers in timings)
         results[label] = median
         print("%-52s %7d instances  %6.2f s (runs %s)  %8.0f instances/s  %6.3f s/MB  "
-              "%6.2f CPU s" % (label, count, median, " ".join("%.2f" % w for w, _ in timings),
+              "%6.2f CPU s" % (label, count, median, " ".join("%.2f" % t[0] for t in timings),
                                count / median, median / megabytes, cpu))
 
+    two = runs[-1]  # the last configuration: 2 workers
+    print("2 workers, CPU per record: main process %.1f us (tokenizing, receiving, writing), "
+          "workers %.1f us" % tuple(1e6 * statistics.median(t[k] for t in two) / instances[-1]
+                                    for k in (1, 2)))
     if not FLAGS.skip_port:
         port, fast = (_parsed(os.path.join(workdir, n)) for n in ("port.tfrecord", "fast.tfrecord"))
         same = all(np.array_equal(port[k], fast[k]) for k in port)
@@ -297,7 +364,7 @@ def _bench(pool):
     print("speed-up of 2 workers (chunked) over the fastest single process (original order): "
           "%.2fx" % (fast / results["ours, chunked, 2 workers"]))
     cold = options("chunked2_cold.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb, num_workers=2)
-    wall, _ = _timed(lambda: pipeline.run(cold))
+    wall, _, _ = _timed(lambda: pipeline.run(cold))
     print("2 workers, the run starting and stopping its own pool (as the command line): %.2f s "
           "(%.2f s more than with the pool already running)"
           % (wall, wall - results["ours, chunked, 2 workers"]))
