@@ -9,7 +9,7 @@ from modeling.bert_model import BertModel
 from modeling.config import BertConfig
 from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
 from modeling.losses import classification_loss, masked_lm_loss, regression_loss, span_loss
-from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel
 
 __all__ = [
     "BertClassifier",
@@ -17,6 +17,7 @@ __all__ = [
     "BertModel",
     "BertPretrainer",
     "BertSpanLabeler",
+    "BertTaskModel",
     "ClassificationHead",
     "MaskedLMHead",
     "NextSentenceHead",

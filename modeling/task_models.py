@@ -1,11 +1,14 @@
 """The encoder with a head attached: pre-training, sequence classification, SQuAD spans.
 
 Each model takes the feature dict its script's TFRecords decode to and returns a dict of logits;
-losses are in `modeling.losses`. The encoder is always reachable as `.bert`.
+losses are in `modeling.losses`. The encoder is always reachable as `.bert`. A new head subclasses
+`BertTaskModel` and names its variables in the original checkpoint layout with
+`tf1_head_variables()`; nothing else needs to know about it to load or save TF1 checkpoints.
 """
 import keras
 
 from modeling.bert_model import BertModel
+from modeling.checkpoint_names import dense_names, layer_norm_names, output_layer_names
 from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
 
 
@@ -18,7 +21,14 @@ def _encoder_inputs(features):
     }
 
 
-class _BertTaskModel(keras.Model):
+class BertTaskModel(keras.Model):
+    """Base of the task models: the encoder as `.bert`, a config, serialisation.
+
+    Subclasses build their head in `__init__` (built there, so variables exist before the first
+    call and checkpoints can be loaded at once), implement `call(features, training)` returning a
+    dict of float32 tensors, `get_config()`, and `tf1_head_variables()`.
+    """
+
     def __init__(self, config, name, **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
@@ -39,8 +49,12 @@ class _BertTaskModel(keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
+    def tf1_head_variables(self):
+        """`[(original-layout name, variable)]` of the head, in the original's creation order."""
+        raise NotImplementedError(f"{type(self).__name__} must name its head's TF1 variables")
 
-class BertPretrainer(_BertTaskModel):
+
+class BertPretrainer(BertTaskModel):
     """Encoder + masked-LM + next-sentence heads (run_pretraining's `model_fn`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`, `masked_lm_positions` int `[B, P]`.
@@ -71,8 +85,15 @@ class BertPretrainer(_BertTaskModel):
     def get_config(self):
         return self._config_dict()
 
+    def tf1_head_variables(self):
+        mlm = self.masked_lm
+        return (dense_names("cls/predictions/transform/dense", mlm.transform)
+                + layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm)
+                + [("cls/predictions/output_bias", mlm.output_bias)]
+                + output_layer_names("cls/seq_relationship", self.next_sentence))
 
-class BertClassifier(_BertTaskModel):
+
+class BertClassifier(BertTaskModel):
     """Encoder + classification layer (run_classifier's `create_model`).
 
     `num_labels=1` gives the one-output regression model used for STS-B.
@@ -93,8 +114,12 @@ class BertClassifier(_BertTaskModel):
     def get_config(self):
         return {**self._config_dict(), "num_labels": self.num_labels}
 
+    def tf1_head_variables(self):
+        # run_classifier creates these at the top level, outside any scope.
+        return output_layer_names("", self.classifier)
 
-class BertSpanLabeler(_BertTaskModel):
+
+class BertSpanLabeler(BertTaskModel):
     """Encoder + SQuAD span layer (run_squad's `create_model`).
 
     Returns: `start_logits`, `end_logits` float32 `[B, S]`.
@@ -115,3 +140,6 @@ class BertSpanLabeler(_BertTaskModel):
 
     def get_config(self):
         return self._config_dict()
+
+    def tf1_head_variables(self):
+        return output_layer_names("cls/squad", self.span)

@@ -1,8 +1,8 @@
 """Original TF1 checkpoints (`bert_model.ckpt`) in and out, with the original variable names.
 
-The name map below is the single place that knows how the original's variable names correspond
-to this project's layers. Loading needs no conversion step: `load_tf1_checkpoint(model, path)`
-reads the released files directly. `save_tf1_checkpoint` writes a TF1 V2 checkpoint (`.index` +
+The encoder's names are in `modeling.checkpoint_names`; each task model names its own head
+(`tf1_head_variables()`), so this module imports no task model. Loading needs no conversion
+step: `load_tf1_checkpoint(model, path)` reads the released files directly. `save_tf1_checkpoint` writes a TF1 V2 checkpoint (`.index` +
 `.data-00000-of-00001`) that the original code, `tf.train.load_checkpoint` and other converters read.
 """
 import collections
@@ -15,76 +15,27 @@ import tensorflow as tf
 from absl import logging
 
 from modeling.bert_model import BertModel
-from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler
+from modeling.checkpoint_names import encoder_variable_map
 
 # Checkpoint entries written by the original optimizer; never model weights.
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")
 _OPTIMIZER_NAMES = ("global_step",)
 
 
-def _layer_norm(prefix, layer_norm):
-    return [(f"{prefix}/beta", layer_norm.beta), (f"{prefix}/gamma", layer_norm.gamma)]
-
-
-def _dense(prefix, dense):
-    return [(f"{prefix}/kernel", dense.kernel), (f"{prefix}/bias", dense.bias)]
-
-
-def encoder_variable_map(bert, prefix="bert"):
-    """`[(original name, variable)]` of a `BertModel`, in the original's creation order."""
-    emb = bert.embeddings
-    names = [
-        (f"{prefix}/embeddings/word_embeddings", emb.word_embeddings),
-        (f"{prefix}/embeddings/token_type_embeddings", emb.token_type_embeddings),
-        (f"{prefix}/embeddings/position_embeddings", emb.position_embeddings),
-    ]
-    names += _layer_norm(f"{prefix}/embeddings/LayerNorm", emb.layer_norm)
-    for i, layer in enumerate(bert.encoder_layers):
-        p = f"{prefix}/encoder/layer_{i}"
-        att = layer.attention
-        names += _dense(f"{p}/attention/self/query", att.query)
-        names += _dense(f"{p}/attention/self/key", att.key)
-        names += _dense(f"{p}/attention/self/value", att.value)
-        names += _dense(f"{p}/attention/output/dense", layer.attention_output)
-        names += _layer_norm(f"{p}/attention/output/LayerNorm", layer.attention_layer_norm)
-        names += _dense(f"{p}/intermediate/dense", layer.intermediate)
-        names += _dense(f"{p}/output/dense", layer.output_dense)
-        names += _layer_norm(f"{p}/output/LayerNorm", layer.output_layer_norm)
-    names += _dense(f"{prefix}/pooler/dense", bert.pooler)
-    return names
-
-
-def _head_variable_map(model):
-    if isinstance(model, BertPretrainer):
-        mlm, nsp = model.masked_lm, model.next_sentence
-        return (
-            _dense("cls/predictions/transform/dense", mlm.transform)
-            + _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm)
-            + [
-                ("cls/predictions/output_bias", mlm.output_bias),
-                ("cls/seq_relationship/output_weights", nsp.output_weights),
-                ("cls/seq_relationship/output_bias", nsp.output_bias),
-            ]
-        )
-    if isinstance(model, BertClassifier):
-        # run_classifier creates these at the top level, outside any scope.
-        return [
-            ("output_weights", model.classifier.output_weights),
-            ("output_bias", model.classifier.output_bias),
-        ]
-    if isinstance(model, BertSpanLabeler):
-        return [
-            ("cls/squad/output_weights", model.span.output_weights),
-            ("cls/squad/output_bias", model.span.output_bias),
-        ]
-    raise TypeError(f"No TF1 name map for {type(model).__name__}")
-
-
 def variable_map(model):
-    """Ordered `{original name: variable}` for a `BertModel` or a task model."""
+    """Ordered `{original name: variable}` for a `BertModel` or a task model.
+
+    A task model (`modeling.task_models.BertTaskModel`) names its head's variables itself, with
+    `tf1_head_variables()`; this module knows only the encoder.
+    """
     if isinstance(model, BertModel):
         return collections.OrderedDict(encoder_variable_map(model))
-    return collections.OrderedDict(encoder_variable_map(model.bert) + _head_variable_map(model))
+    head_variables = getattr(model, "tf1_head_variables", None)
+    if head_variables is None:
+        raise TypeError(
+            f"{type(model).__name__} has no tf1_head_variables(): a task model must declare the "
+            "original-layout names of its head (see modeling.task_models.BertTaskModel)")
+    return collections.OrderedDict(encoder_variable_map(model.bert) + list(head_variables()))
 
 
 def resolve_checkpoint_prefix(path):
