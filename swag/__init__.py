@@ -1,0 +1,13 @@
+"""SWAG (Situations With Adversarial Generations) multiple choice for run_swag.py (paper 4.4).
+
+Modules:
+* `swag.examples`: the SWAG CSV files -> `SwagExample`s (`read_swag_examples`), columns found by
+  header name, bad rows reported as `file:line`.
+* `swag.features`: four `[CLS] sent1 [SEP] sent2 ending_i [SEP]` sequences per example
+  (`convert_example`), written to TFRecord by `write_features`; `name_to_features` decodes them
+  to [4, max_seq_length] per example.
+
+    examples = read_swag_examples(os.path.join(data_dir, "val.csv"), "dev", require_label=True)
+    write_features(examples, max_seq_length, tokenizer, "eval.tf_record")
+    spec = name_to_features(max_seq_length)   # for runner.inputs.tfrecord_dataset
+"""
