@@ -1,0 +1,26 @@
+"""CoNLL-2003 named-entity recognition for run_ner.py and the feature-based tagger.
+
+Modules:
+* `ner.conll`: the CoNLL reader (`read_conll_file` -> Documents of Sentences; IOB1/IOB2 tags,
+  `-DOCSTART-` documents, errors naming file:line).
+* `ner.tags`: IOB schemes, `to_iob2`, the label list (O, B-T, I-T per type).
+* `ner.features`: windows with maximal document context, first-sub-token label positions,
+  TFRecords (`make_windows`, `write_windows`, `name_to_features`).
+* `ner.predictions`: predicted tags back onto words, the predictions file in CoNLL format.
+* `ner.conlleval`: CoNLL's conlleval scorer (also `python -m ner.conlleval predictions.txt`).
+
+The data side, as run_ner.py uses it:
+
+    documents = conll.read_conll_file(os.path.join(data_dir, "train.txt"))
+    sentences = conll.sentences_of(documents)
+    label_list = tags.label_list(tags.entity_types_of(s.tags for s in sentences))
+    windows = list(features.make_windows(documents, tokenizer, max_seq_length))
+    features.write_windows("train.tf_record", windows, sentences, label_list, tokenizer,
+                           max_seq_length)
+    ...  # predicted label ids per window, [num_windows, max_seq_length]
+    predicted = predictions.sentence_tags(windows, predicted_ids, sentences, label_list)
+    counts = predictions.write_predictions("predictions.txt", documents, predicted)
+    conlleval.metrics(counts)["overall"]["f1"]
+
+The package imports no TensorFlow itself; `ner.conlleval` and `ner.tags` never do.
+"""
