@@ -52,6 +52,18 @@ flags.DEFINE_enum("tokenizer", "auto", ["auto", "fast", "faithful"],
                   "Word-piece tokenizer: 'fast' (tensorflow-text, identical word-pieces), "
                   "'faithful' (pure Python FullTokenizer) or 'auto' (fast when available).")
 
+flags.DEFINE_float("mask_token_prob", 0.8,
+                   "Share of the word-pieces chosen for prediction that become [MASK] (the "
+                   "paper's Table 8 ablation; the original's 80%). Decided per word-piece, also "
+                   "with --do_whole_word_mask.")
+flags.DEFINE_float("random_token_prob", 0.1,
+                   "Share that become a random vocab entry; the rest, 1 - mask_token_prob - "
+                   "random_token_prob, keep their token.")
+flags.DEFINE_bool("next_sentence_prediction", True,
+                  "False: data for the paper's 'No NSP' ablation: B is always the actual "
+                  "continuation of A in the same document (a one-sentence chunk is a single "
+                  "segment), and records have no next_sentence_labels feature.")
+
 FLAGS = flags.FLAGS
 
 

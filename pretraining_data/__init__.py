@@ -9,5 +9,7 @@ Modules, in pipeline order:
 * `features`: the TFRecord schema (`name_to_features`, for input pipelines) and `ExampleEncoder`.
 * `writing`: round-robin TFRecord shards that appear only when complete.
 * `pipeline`: `Options`, `run` (original ordering, or chunked and parallel).
+* `validation`: `check_records`, the first record of each file against the training flags and
+  model (run by `run_pretraining.py` before training).
 * `corpus`: plain text (e.g. Project Gutenberg books) -> one-sentence-per-line corpus.
 """

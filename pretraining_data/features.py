@@ -13,6 +13,9 @@ so files made by either side train on the other. One record is a `tf.train.Examp
 | masked_lm_weights    | float32 | max_predictions_per_seq | 1.0 real, 0.0 padding                      |
 | next_sentence_labels | int64   | 1                       | 0 = actual next (IsNext), 1 = random next  |
 
+Records made without next sentence prediction (`--next_sentence_prediction=false`) have no
+`next_sentence_labels`; that absence is how `validation.check_records` recognises them.
+
 `ExampleEncoder` writes the protobuf wire format directly: building `tf.train.Example` messages
 costs about 40 us a record, several times more than creating the instance. The bytes parse to the
 same message (tests compare against `tf.train.Example` and against the original's records).
@@ -25,24 +28,28 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions"
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-def name_to_features(max_seq_length, max_predictions_per_seq):
+def name_to_features(max_seq_length, max_predictions_per_seq, next_sentence=True):
     """`tf.io.FixedLenFeature`s for `tf.io.parse_example`, exactly as the original run_pretraining.
 
+    Args:
+      next_sentence: False for records made without next sentence prediction (no label).
     Returns:
       dict feature name -> FixedLenFeature: ids/masks [max_seq_length] int64, masked_lm_*
       [max_predictions_per_seq] (int64; weights float32), next_sentence_labels [1] int64.
     """
     import tensorflow as tf  # Deferred: the schema names are useful without TensorFlow.
     seq, pred = [max_seq_length], [max_predictions_per_seq]
-    return {
+    spec = {
         "input_ids": tf.io.FixedLenFeature(seq, tf.int64),
         "input_mask": tf.io.FixedLenFeature(seq, tf.int64),
         "segment_ids": tf.io.FixedLenFeature(seq, tf.int64),
         "masked_lm_positions": tf.io.FixedLenFeature(pred, tf.int64),
         "masked_lm_ids": tf.io.FixedLenFeature(pred, tf.int64),
         "masked_lm_weights": tf.io.FixedLenFeature(pred, tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
     }
+    if next_sentence:
+        spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
 
 
 def _varint(n):
@@ -110,11 +117,13 @@ class ExampleEncoder(object):
       max_seq_length: length of input_ids / input_mask / segment_ids.
       max_predictions_per_seq: length of the masked_lm_* features.
       max_id: the largest token id that can occur.
+      next_sentence: False to leave out next_sentence_labels.
     """
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, max_id):
+    def __init__(self, max_seq_length, max_predictions_per_seq, max_id, next_sentence=True):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
+        self._label_entry = _LABEL_ENTRY if next_sentence else {False: b""}
         self._varint_of = [_varint(i) for i in range(max(max_id, max_seq_length) + 1)].__getitem__
 
     def _ids_entry(self, name, values, length):
@@ -136,6 +145,6 @@ class ExampleEncoder(object):
                             self.max_predictions_per_seq),
             self._ids_entry("masked_lm_ids", instance.masked_lm_ids, self.max_predictions_per_seq),
             _weights_entry(num_masked, self.max_predictions_per_seq),
-            _LABEL_ENTRY[instance.is_random_next],
+            self._label_entry[instance.is_random_next],
         ))
         return _F1 + _varint(len(body)) + body

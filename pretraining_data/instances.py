@@ -19,7 +19,14 @@ of this module; change it and the records change:
       * `create_masked_lm_predictions`: `shuffle(candidates)`, then per masked word-piece
         `random()` < 0.8 -> [MASK]; else `random()` < 0.5 -> keep; else `randint(0, V - 1)`
         picks the replacement from the vocab in file order (any entry, [PAD] and [unusedN] too).
+        Other shares (`MaskingRates`) change the two thresholds 0.8 and 0.5, nothing else.
 3. `shuffle(instances)` over all instances of all passes.
+
+Without next sentence prediction (`next_sentence=False`, the paper's "No NSP" ablation) step 2b
+draws no "random next" and B is always the rest of the chunk: `randint(1, len(chunk) - 1)` for
+the split of a chunk of >= 2 sentences, then truncation and masking as above. A one-sentence
+chunk becomes a single segment `[CLS] A [SEP]` (truncated to max_seq_length - 2 tokens, one
+`random()` per removed token, from the front if < 0.5).
 
 `random` and `randint` are CPython's own. `shuffle` is `shuffle` below: CPython's Fisher-Yates
 (`random.Random.shuffle`, from the end, `j = _randbelow(i + 1)` by `getrandbits(k)` with rejection)
@@ -45,7 +52,8 @@ class TrainingInstance(collections.namedtuple(
       num_a_tokens: int, len(A). Segment ids are 0 for the first num_a_tokens + 2 positions.
       masked_lm_positions: list[int], ascending positions of the masked tokens.
       masked_lm_ids: list[int], the original ids at those positions (the labels).
-      is_random_next: bool, True when B comes from another place (label 1).
+      is_random_next: bool, True when B comes from another place (label 1). Always False
+        without next sentence prediction.
     """
 
     @property
@@ -53,6 +61,32 @@ class TrainingInstance(collections.namedtuple(
         """list[int] of len(input_ids): 0 for [CLS] A [SEP], 1 for B [SEP]."""
         num_a = self.num_a_tokens + 2
         return [0] * num_a + [1] * (len(self.input_ids) - num_a)
+
+
+class MaskingRates(collections.namedtuple("MaskingRates", ["mask", "random"])):
+    """What becomes of a word-piece chosen for prediction: [MASK] with probability `mask`, a random
+    vocab entry with probability `random`, itself otherwise (the paper's Table 8 ablation).
+
+    The original draws `random() < 0.8` for [MASK], then `random() < 0.5` for "keep" among the
+    rest; other rates change those two thresholds only, so the defaults draw the same numbers.
+    """
+
+    def __new__(cls, mask=0.8, random=0.1):
+        if not (0.0 <= mask <= 1.0 and 0.0 <= random <= 1.0 and mask + random <= 1.0 + 1e-9):
+            raise ValueError("masking rates mask=%g, random=%g: each must be in [0, 1] and their "
+                             "sum at most 1" % (mask, random))
+        return super().__new__(cls, mask, random)
+
+    @property
+    def keep_threshold(self):
+        """P(keep | not [MASK]): the second draw keeps the token below this value.
+
+        Rounded to 12 digits: (1 - 0.8 - 0.1) / (1 - 0.8) is 0.49999999999999994 in floating
+        point, and the original compares with 0.5 exactly.
+        """
+        if self.mask >= 1.0:
+            return 1.0  # never drawn
+        return round(max(0.0, 1.0 - self.mask - self.random) / (1.0 - self.mask), 12)
 
 
 class InstanceBuilder(object):
@@ -65,15 +99,22 @@ class InstanceBuilder(object):
       masked_lm_prob: fraction of tokens to mask (rounded half to even, at least 1).
       max_predictions_per_seq: cap on masked tokens per instance.
       do_whole_word_mask: mask whole words (a word-piece starting with ## joins the previous one).
+      masking_rates: `MaskingRates` of the chosen word-pieces (default 80/10/10).
+      next_sentence: False for the "No NSP" ablation: B is always the actual continuation, and
+        a one-sentence chunk is a single segment (see the module docstring).
     """
 
     def __init__(self, vocab, max_seq_length, short_seq_prob, masked_lm_prob,
-                 max_predictions_per_seq, do_whole_word_mask=False):
+                 max_predictions_per_seq, do_whole_word_mask=False, masking_rates=MaskingRates(),
+                 next_sentence=True):
         self.max_seq_length = max_seq_length
         self.short_seq_prob = short_seq_prob
         self.masked_lm_prob = masked_lm_prob
         self.max_predictions_per_seq = max_predictions_per_seq
         self.do_whole_word_mask = do_whole_word_mask
+        self.mask_threshold = masking_rates.mask
+        self.keep_threshold = masking_rates.keep_threshold
+        self.next_sentence = next_sentence
         self.cls_id, self.sep_id, self.mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
         # The original draws from list(vocab.keys()) and maps the word back through the vocab;
         # with duplicate vocab lines that is not range(len(vocab)), so keep the mapping.
@@ -129,7 +170,10 @@ class InstanceBuilder(object):
                 if len(current_chunk) >= 2:
                     a_end = rng.randint(1, len(current_chunk) - 1)
                 tokens_a = _concat(current_chunk[:a_end])
-                if len(current_chunk) == 1 or rng.random() < 0.5:
+                if not self.next_sentence:
+                    is_random_next = False
+                    tokens_b = _concat(current_chunk[a_end:])  # empty for a one-sentence chunk
+                elif len(current_chunk) == 1 or rng.random() < 0.5:
                     is_random_next = True
                     tokens_b = self._random_next(
                         all_documents, document_index, target_seq_length - len(tokens_a), rng)
@@ -161,10 +205,14 @@ class InstanceBuilder(object):
         return tokens_b
 
     def _make_instance(self, tokens_a, tokens_b, is_random_next, rng):
+        """`[CLS] A [SEP] B [SEP]`, or `[CLS] A [SEP]` when B is empty (only without NSP)."""
+        max_num_tokens = self.max_seq_length - (3 if tokens_b else 2)
         a_start, a_stop, b_start, b_stop = truncate_seq_pair(
-            len(tokens_a), len(tokens_b), self.max_seq_length - 3, rng)
+            len(tokens_a), len(tokens_b), max_num_tokens, rng)
         tokens_a = tokens_a[a_start:a_stop]
-        tokens = [self.cls_id] + tokens_a + [self.sep_id] + tokens_b[b_start:b_stop] + [self.sep_id]
+        tokens = [self.cls_id] + tokens_a + [self.sep_id]
+        if tokens_b:
+            tokens += tokens_b[b_start:b_stop] + [self.sep_id]
         positions, labels = self.create_masked_lm_predictions(tokens, len(tokens_a), rng)
         return TrainingInstance(tokens, len(tokens_a), positions, labels, is_random_next)
 
@@ -172,13 +220,14 @@ class InstanceBuilder(object):
         """The original `create_masked_lm_predictions`, masking `tokens` in place.
 
         Args:
-          tokens: list of ids, `[CLS] A [SEP] B [SEP]`; modified in place.
+          tokens: list of ids, `[CLS] A [SEP] B [SEP]` or `[CLS] A [SEP]`; modified in place.
           num_a_tokens: len(A).
           rng: `random.Random`.
         Returns:
           (positions, label_ids): ascending masked positions and the original ids there.
         """
-        # Everything but [CLS] (0), the middle [SEP] and the last [SEP] is a candidate.
+        # Everything but [CLS] (0), the middle [SEP] and the last [SEP] is a candidate (with a
+        # single segment the second range is empty).
         candidates = list(range(1, num_a_tokens + 1))
         candidates += range(num_a_tokens + 2, len(tokens) - 1)
         if self.do_whole_word_mask:
@@ -200,17 +249,19 @@ class InstanceBuilder(object):
             candidates = [[index] for index in candidates[:num_to_predict]]
 
         masked = []
+        mask_threshold, keep_threshold = self.mask_threshold, self.keep_threshold
         for group in candidates:
             if len(masked) >= num_to_predict:
                 break
             if len(masked) + len(group) > num_to_predict:
                 continue  # This whole word does not fit; a later, shorter one may.
             # Groups never overlap, so the original's "already covered" test never fires.
+            # As in the original, each word-piece of a whole word draws its own fate.
             for index in group:
                 masked.append((index, tokens[index]))
-                if rng.random() < 0.8:
+                if rng.random() < mask_threshold:
                     tokens[index] = self.mask_id
-                elif rng.random() >= 0.5:  # else: 10% keep the original token.
+                elif rng.random() >= keep_threshold:  # else: keep the original token.
                     tokens[index] = self.replacement_ids[
                         rng.randint(0, len(self.replacement_ids) - 1)]
         masked.sort()

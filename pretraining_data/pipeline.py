@@ -28,7 +28,7 @@ from absl import logging
 from pretraining_data import processing
 from pretraining_data.documents import TOKENIZERS, LineTokenizer, build_documents
 from pretraining_data.reading import (
-    InputError, expand_input_files, iter_chunks, iter_line_blocks, total_bytes)
+    InputError, describe_files, expand_input_files, iter_chunks, iter_line_blocks, total_bytes)
 from pretraining_data.writing import ShardedRecordWriter, check_output_files
 
 _SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
@@ -39,7 +39,7 @@ _PROGRESS_SECONDS = 10.0
 
 @dataclasses.dataclass(frozen=True)
 class Options(object):
-    """The script's flags (original names and defaults, plus the last three)."""
+    """The script's flags (original names and defaults, then the new ones from num_workers on)."""
     input_file: str
     output_file: str
     vocab_file: str
@@ -54,6 +54,9 @@ class Options(object):
     num_workers: int = 1
     chunk_size_mb: float = 0.0
     tokenizer: str = "auto"
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+    next_sentence_prediction: bool = True
 
 
 def check_options(opts):
@@ -77,6 +80,13 @@ def check_options(opts):
          "random next sentences from the whole corpus) is sequential" % o.num_workers),
         (o.tokenizer in TOKENIZERS, "--tokenizer=%s: must be one of %s"
          % (o.tokenizer, ", ".join(TOKENIZERS))),
+        (0.0 <= o.mask_token_prob <= 1.0,
+         "--mask_token_prob=%g: must be in [0, 1]" % o.mask_token_prob),
+        (0.0 <= o.random_token_prob <= 1.0,
+         "--random_token_prob=%g: must be in [0, 1]" % o.random_token_prob),
+        (o.mask_token_prob + o.random_token_prob <= 1.0 + 1e-9,
+         "--mask_token_prob=%g plus --random_token_prob=%g is more than 1 (the rest, kept "
+         "unchanged, cannot be negative)" % (o.mask_token_prob, o.random_token_prob)),
     ]
     for ok, message in checks:
         if not ok:
@@ -151,6 +161,11 @@ def _run(opts, input_files, output_files, pool):
     logging.info("*** Writing to output files ***")
     for path in output_files:
         logging.info("  %s", path)
+    logging.info("Chosen word-pieces: %.0f%% [MASK], %.0f%% random, %.0f%% kept; next sentence "
+                 "prediction %s", 100 * opts.mask_token_prob, 100 * opts.random_token_prob,
+                 100 * (1 - opts.mask_token_prob - opts.random_token_prob),
+                 "on" if opts.next_sentence_prediction else
+                 "off (B continues A; no next_sentence_labels)")
 
     start = time.monotonic()
     stats = processing.ChunkStats()
@@ -173,9 +188,12 @@ def _run(opts, input_files, output_files, pool):
                 stats.add(chunk_stats)
                 progress(done_chars, chunks=stats.num_chunks, documents=stats.num_documents,
                          instances=stats.num_instances)
+        if not stats.num_instances:  # Raised inside the writer: no output file appears.
+            raise InputError(
+                "no instances: input file(s) %s: none of the %d lines read has word-pieces (all "
+                "blank or control characters); no output file was written"
+                % (describe_files(input_files), stats.num_lines))
     stats.seconds = time.monotonic() - start
-    if not stats.num_instances:
-        logging.warning("no instances: the input holds no non-empty line")
     logging.info("Wrote %d total instances from %d documents (%d lines, %d chunks) in %.1fs",
                  stats.num_instances, stats.num_documents, stats.num_lines, stats.num_chunks,
                  stats.seconds)

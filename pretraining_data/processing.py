@@ -20,7 +20,7 @@ import numpy as np
 
 from pretraining_data.documents import LineTokenizer, TokenizedLines
 from pretraining_data.features import ExampleEncoder
-from pretraining_data.instances import InstanceBuilder
+from pretraining_data.instances import InstanceBuilder, MaskingRates
 
 
 @dataclasses.dataclass
@@ -58,9 +58,12 @@ class ChunkProcessor(object):
         self.opts = opts
         self.builder = InstanceBuilder(
             vocab, opts.max_seq_length, opts.short_seq_prob, opts.masked_lm_prob,
-            opts.max_predictions_per_seq, opts.do_whole_word_mask)
+            opts.max_predictions_per_seq, opts.do_whole_word_mask,
+            MaskingRates(opts.mask_token_prob, opts.random_token_prob),
+            opts.next_sentence_prediction)
         self.encoder = ExampleEncoder(
-            opts.max_seq_length, opts.max_predictions_per_seq, max(vocab.values()))
+            opts.max_seq_length, opts.max_predictions_per_seq, max(vocab.values()),
+            opts.next_sentence_prediction)
 
     def __call__(self, chunk_index, documents, num_lines, report=None):
         """Returns (records: list[bytes], ChunkStats).

@@ -37,6 +37,12 @@ def expand_input_files(input_file):
     return files
 
 
+def describe_files(files, shown=5):
+    """'a.txt, b.txt' or 'a.txt, ..., e.txt and 7 more', for messages."""
+    text = ", ".join(files[:shown])
+    return text + (" and %d more" % (len(files) - shown) if len(files) > shown else "")
+
+
 def total_bytes(files):
     """Sum of the sizes of `files` in bytes (for progress and ETA)."""
     import tensorflow as tf

@@ -4,9 +4,14 @@ Records go to the output files in turn (record k to file k % n), as the original
 file is written under a hidden temporary name in its own directory and renamed to its final name
 only after every file was closed successfully; on an exception the temporaries are removed. A run
 killed outright (SIGKILL, power loss) therefore leaves at most `.<name>.<pid>.incomplete` files,
-never a truncated `<name>` that training would read.
+never a truncated `<name>` that training would read. The next run writing the same `<name>`
+removes them when process `<pid>` no longer runs (local paths only: a pid means nothing on
+another machine).
 """
 import os
+import re
+
+from absl import logging
 
 from pretraining_data.reading import InputError
 
@@ -20,6 +25,52 @@ def temporary_name(path):
     """The hidden name `path` is written under until it is complete."""
     head, tail = os.path.split(path)
     return os.path.join(head, ".%s.%d.incomplete" % (tail, os.getpid()))
+
+
+def _process_is_running(pid):
+    """Whether a process `pid` exists on this machine (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): it exists
+
+
+def remove_stale_temporaries(output_files):
+    """Removes `.<name>.<pid>.incomplete` files of these outputs left by killed runs.
+
+    Only files of the same names, and only when process `<pid>` is not running (a live one may
+    be another run writing the same output). Each removal is logged.
+
+    Returns:
+      list of the removed paths.
+    """
+    removed = []
+    for path in output_files:
+        if "://" in path:
+            continue
+        head, tail = os.path.split(path)
+        pattern = re.compile(r"\.%s\.(\d+)\.incomplete\Z" % re.escape(tail))
+        for name in sorted(os.listdir(head or ".")):
+            match = pattern.match(name)
+            if not match:
+                continue
+            pid = int(match.group(1))
+            if pid == os.getpid() or _process_is_running(pid):
+                logging.info("leaving %s: process %d, which writes it, is running", name, pid)
+                continue
+            stale = os.path.join(head, name)
+            os.remove(stale)
+            removed.append(stale)
+            logging.info("removed %s, left by an interrupted run (process %d, no longer running)",
+                         stale, pid)
+    return removed
 
 
 def check_output_files(output_files):
@@ -53,6 +104,7 @@ class ShardedRecordWriter(object):
         self.num_written = 0
 
     def __enter__(self):
+        remove_stale_temporaries(self.output_files)
         try:
             for path in self._temporary:
                 self._writers.append(_tf().io.TFRecordWriter(path))

@@ -124,11 +124,19 @@ def test_degenerate_documents(tmp_path):
         assert len(example["input_ids"][1]) == 32
 
 
-def test_empty_corpus_writes_an_empty_file(tmp_path):
-    _write(tmp_path / "empty.txt", "\n\n")
-    stats = run(tmp_path, "out.tfrecord", tmp_path / "empty.txt")
-    assert stats.num_instances == 0
-    assert read_examples(tmp_path / "out.tfrecord") == []
+@pytest.mark.parametrize("chunk_size_mb", [0.0, 0.001])
+def test_input_without_text_fails_naming_the_files(tmp_path, chunk_size_mb):
+    """Empty, blank-only and control-character files make no instance: an error, no output."""
+    _write(tmp_path / "a_empty.txt", "")
+    _write(tmp_path / "b_blank.txt", "\n  \t\n\n" * 200)
+    _write(tmp_path / "c_control.txt", "\x00\u200b\n\x01\n")
+    inputs = sorted(os.listdir(tmp_path))
+    with pytest.raises(InputError, match=r"no instances: input file\(s\) .*a_empty\.txt, .*"
+                       r"b_blank\.txt, .*c_control\.txt: none of the 602 lines read has "
+                       r"word-pieces.*no output file was written"):
+        run(tmp_path, "out.tfrecord,out2.tfrecord", str(tmp_path / "*.txt"),
+            chunk_size_mb=chunk_size_mb)
+    assert sorted(os.listdir(tmp_path)) == inputs
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -176,22 +184,43 @@ def _start_long_run(tmp_path, data_dir, *args):
     return process, out
 
 
-def test_killed_run_leaves_no_output(tmp_path, data_dir):
-    """SIGKILL mid-run: the output name never exists; SIGTERM: temporaries are removed too."""
-    for sig in (signal.SIGKILL, signal.SIGTERM):
+def test_killed_run_leaves_no_output(tmp_path, data_dir, caplog):
+    """SIGTERM mid-run: temporaries are removed at once; SIGKILL: the output name never exists,
+    and the next run removes the leftover temporary."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         process, out = _start_long_run(tmp_path, data_dir, "--tokenizer=faithful")
         deadline = time.time() + 60
         while not os.listdir(out.parent) and time.time() < deadline:
             time.sleep(0.05)
         assert process.poll() is None, "run finished before it could be killed"
-        assert [n.endswith(".incomplete") for n in os.listdir(out.parent)] == [True]
+        leftover = ".data.tfrecord.%d.incomplete" % process.pid
+        assert os.listdir(out.parent) == [leftover]
         process.send_signal(sig)
         process.wait(30)
         assert not out.exists()
         if sig == signal.SIGTERM:
             assert os.listdir(out.parent) == []
-        for name in os.listdir(out.parent):
-            os.remove(out.parent / name)
+    caplog.set_level("INFO")
+    run(tmp_path / "out", "data.tfrecord", data_dir / "tiny_corpus.txt", dupe_factor=1)
+    assert os.listdir(out.parent) == ["data.tfrecord"]
+    assert any("removed" in m and "process" in m and "no longer running" in m
+               for m in caplog.messages)
+
+
+def test_stale_temporaries_of_live_processes_and_other_names_are_kept(tmp_path, data_dir):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        names = [".out.tfrecord.%d.incomplete" % dead.pid, ".out.tfrecord.%d.incomplete" % live.pid,
+                 ".other.tfrecord.%d.incomplete" % dead.pid, ".out.tfrecord.x.incomplete"]
+        for name in names:
+            _write(tmp_path / name, "partial")
+        run(tmp_path, "out.tfrecord", data_dir / "tiny_corpus.txt", dupe_factor=1)
+    finally:
+        live.kill()
+        live.wait()
+    assert sorted(os.listdir(tmp_path)) == sorted(names[1:] + ["out.tfrecord"])
 
 
 def _alive(pid):
@@ -240,6 +269,11 @@ def test_cli_original_command(tmp_path, data_dir):
     bad = subprocess.run(_cli("--input_file=/nonexistent.txt", "--output_file=%s" % out),
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "matches no file" in bad.stderr
+    blank = _write(tmp_path / "blank.txt", "\n\n")
+    empty = subprocess.run(_cli("--input_file=%s" % blank, "--output_file=%s" % (tmp_path / "e")),
+                           capture_output=True, text=True)
+    assert empty.returncode == 2 and "no instances: input file(s) %s" % blank in empty.stderr
+    assert not (tmp_path / "e").exists()
 
 
 @pytest.mark.parametrize("chunk_size_mb", [0.0, 0.005])
