@@ -52,28 +52,14 @@ def read_examples(input_file):
                 yield unique_id, line, None
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Pops from the end of the longer list (B on ties) until the pair fits, in place."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-
-
 def convert_example(text_a, text_b, tokenizer, max_seq_length):
     """`[CLS] a [SEP] (b [SEP])` → (tokens, input_ids, input_mask, input_type_ids), zero-padded."""
-    tokens_a = tokenizer.tokenize(text_a)
+    from vocab import packing
+
     tokens_b = tokenizer.tokenize(text_b) if text_b else None
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        tokens_a = tokens_a[: max_seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    type_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        type_ids += [1] * (len(tokens_b) + 1)
-    ids = tokenizer.convert_tokens_to_ids(tokens)
-    pad = max_seq_length - len(ids)
-    return tokens, ids + [0] * pad, [1] * len(ids) + [0] * pad, type_ids + [0] * pad
+    tokens, type_ids = packing.pack_pair(tokenizer.tokenize(text_a), tokens_b, max_seq_length)
+    return (tokens, *packing.pad_inputs(
+        tokenizer.convert_tokens_to_ids(tokens), type_ids, max_seq_length))
 
 
 def feature_record(unique_id, tokens, layer_outputs, layer_indexes):

@@ -1,7 +1,6 @@
 """Fine-tune BERT on a GLUE or XNLI sentence (pair) classification task: the original
 `run_classifier.py` (same flags, TFRecords and output files), on one device, many GPUs or a TPU,
 resumable, with `--seeds` to run several seeds and summarise their spread."""
-import collections
 import os
 
 from absl import app, flags, logging
@@ -52,13 +51,13 @@ def _check_seeds(values):
 
 flags.register_validator("seeds", _check_seeds)
 
-# A split's examples (TPU padding included), its TFRecord file and its number of real examples.
-Split = collections.namedtuple("Split", ["examples", "path", "num_actual"])
-
-
 def _write_split(processor, tokenizer, examples, name, batch_size):
-    """Writes `output_dir/<name>.tf_record`, as the original; pads eval/predict sets on TPU."""
+    """Writes `output_dir/<name>.tf_record`, as the original; pads eval/predict sets on TPU.
+
+    Returns (the examples written, TPU padding included; their `runner.driver.Split`).
+    """
     from glue import features
+    from runner.driver import Split
 
     num_actual = len(examples)
     if FLAGS.use_tpu and name != "train":
@@ -67,7 +66,7 @@ def _write_split(processor, tokenizer, examples, name, batch_size):
     path = os.path.join(FLAGS.output_dir, f"{name}.tf_record")
     features.file_based_convert_examples_to_features(
         examples, processor.get_labels(), FLAGS.max_seq_length, tokenizer, path)
-    return Split(examples, path, num_actual)
+    return examples, Split([path], num_actual, batch_size, num_padding=len(examples) - num_actual)
 
 
 def _read_splits(processor):
@@ -98,124 +97,47 @@ def _training_steps(examples):
     return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
 
 
-def _dataset_fn(split, spec, global_batch_size, is_training, seed):
-    from runner import inputs
-
-    def dataset_fn(context):
-        # Evaluation and prediction read every record on every worker, unsharded, so the chief's
-        # local results cover the whole set, in file order.
-        return inputs.tfrecord_dataset(
-            [split.path], spec, context.get_per_replica_batch_size(global_batch_size),
-            is_training=is_training, input_context=context if is_training else None, seed=seed,
-            drop_remainder=is_training or FLAGS.use_tpu)
-
-    return dataset_fn
-
-
-def _log_split(title, split, batch_size):
-    logging.info("***** Running %s *****", title)
-    logging.info("  Num examples = %d (%d actual, %d padding)", len(split.examples),
-                 split.num_actual, len(split.examples) - split.num_actual)
-    logging.info("  Batch size = %d", batch_size)
-
-
-def run_seed(strategy, config, processor, splits, steps, seed, run_dir):
-    """Fine-tunes (resuming from `run_dir`), evaluates and predicts with one seed.
-
-    `steps` is (num_train_steps, num_warmup_steps) from `_training_steps`.
-
-    Writes to `run_dir`: checkpoints `ckpt-<step>`, `eval_results.txt`, `test_results.tsv` and
-    the GLUE submission file. Returns the eval_results dict, or None without --do_eval.
-    """
-    import keras
-
-    from glue import features, outputs, training
-    from modeling import BertClassifier
-    from runner import distribution, from_flags, pretraining, results
-
-    keras.backend.clear_session()  # a fresh Keras state (names, seed generator) per seed
-    distribution.set_determinism(seed, FLAGS.deterministic)
-    distribution.set_precision(FLAGS.mixed_precision)
-    num_train_steps, num_warmup_steps = steps
-    trainer = from_flags.trainer_from_flags(
-        strategy, lambda: BertClassifier(config, processor.num_labels),
-        training.make_loss_fn(processor.is_regression), run_dir, num_train_steps, num_warmup_steps,
-        # The encoder's FLOPs: training_flops_per_example without masked-LM positions.
-        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0))
-    spec = features.name_to_features(FLAGS.max_seq_length, processor.is_regression)
-
-    if FLAGS.do_train:
-        logging.info("***** Running training *****")
-        logging.info("  Num examples = %d", splits["train"].num_actual)
-        logging.info("  Batch size = %d", FLAGS.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
-        from_flags.train_from_flags(
-            trainer, _dataset_fn(splits["train"], spec, FLAGS.train_batch_size, True, seed),
-            num_train_steps, config)
-    else:
-        trainer.restore(FLAGS.init_checkpoint)
-
-    output_step = training.make_output_step(processor.is_regression)
-    eval_results = None
-    if FLAGS.do_eval:
-        split = splits["eval"]
-        _log_split("evaluation", split, FLAGS.eval_batch_size)
-        dev = training.collect_outputs(trainer.predict(
-            _dataset_fn(split, spec, FLAGS.eval_batch_size, False, seed), output_step))
-        eval_results = training.eval_results(
-            dev, FLAGS.task_name, processor.is_regression, trainer.step)
-        if trainer.chief:
-            results.write_eval_results(os.path.join(run_dir, "eval_results.txt"), eval_results)
-    if FLAGS.do_predict:
-        split = splits["predict"]
-        _log_split("prediction", split, FLAGS.predict_batch_size)
-        test = training.collect_outputs(trainer.predict(
-            _dataset_fn(split, spec, FLAGS.predict_batch_size, False, seed), output_step))
-        if trainer.chief:
-            outputs.write_test_results(
-                os.path.join(run_dir, "test_results.tsv"), test["outputs"], split.num_actual)
-            if processor.submission_name:
-                path = outputs.write_glue_submission(
-                    run_dir, processor, split.examples,
-                    outputs.predicted_values(test["outputs"], processor.is_regression))
-                logging.info("Wrote GLUE submission file %s", path)
-    return eval_results
-
-
 def main(_):
-    import tensorflow as tf
+    from glue import processors
+    from glue.task import ClassifierTask
+    from runner import distribution, driver, results, seeds, startup
+    from runner.run_config import RunConfig
 
-    from glue import processors, training
-    from runner import distribution, results, startup
-
+    run = RunConfig.from_flags()
     processor = processors.get_processor(FLAGS.task_name)
-    if not FLAGS.do_train and not FLAGS.do_eval and not FLAGS.do_predict:
+    if not run.do_train and not run.do_eval and not run.do_predict:
         raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
     tokenizer = startup.load_tokenizer(
-        FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config,
-        FLAGS.bert_config_file)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
+        run.vocab_file, run.do_lower_case, run.init_checkpoint, config, run.bert_config_file)
     examples = _read_splits(processor)
-    steps = _training_steps(examples)
-    splits = {name: _write_split(processor, tokenizer, split_examples, name, batch_size)
-              for name, (split_examples, batch_size) in examples.items()}
-    strategy = distribution.get_strategy(
-        FLAGS.distribution_strategy, FLAGS.use_tpu, FLAGS.tpu_name, FLAGS.tpu_zone,
-        FLAGS.gcp_project)
+    task = ClassifierTask(processor, FLAGS.task_name, FLAGS.max_seq_length)
+    driver.prepare(task, run, config)
+    num_train_steps, num_warmup_steps = _training_steps(examples)
+    splits = {}
+    for name, (split_examples, batch_size) in examples.items():
+        written, splits[name] = _write_split(processor, tokenizer, split_examples, name, batch_size)
+        if name == "predict":
+            task.predict_examples = written
+    strategy = driver.get_strategy(run)
+
+    def run_seed(seed_run):
+        return driver.run_task(
+            task, seed_run, config, splits.get("train"), num_train_steps, num_warmup_steps,
+            eval_split=splits.get("eval"), predict_split=splits.get("predict"),
+            strategy=strategy).eval_results
 
     if not FLAGS.seeds:
-        run_seed(strategy, config, processor, splits, steps, FLAGS.random_seed, FLAGS.output_dir)
+        run_seed(run)
         return
     results_by_seed = {}
     for seed in map(int, FLAGS.seeds):
         logging.info("***** Seed %d *****", seed)
-        run_dir = training.seed_dir(FLAGS.output_dir, seed)
-        results_by_seed[seed] = run_seed(strategy, config, processor, splits, steps, seed, run_dir)
-    if FLAGS.do_eval and distribution.is_chief(strategy):
-        summary = training.summarize_seeds(results_by_seed)
+        results_by_seed[seed] = run_seed(run.with_seed(seed, seeds.seed_dir(run.output_dir, seed)))
+    if run.do_eval and distribution.is_chief(strategy):
+        summary = seeds.summarize_seeds(results_by_seed)
         logging.info("***** Eval results over seeds %s *****\n%s", ",".join(FLAGS.seeds), summary)
-        results.write_text_atomic(os.path.join(FLAGS.output_dir, "eval_results_seeds.txt"), summary)
+        results.write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"), summary)
 
 
 if __name__ == "__main__":

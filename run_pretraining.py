@@ -1,6 +1,5 @@
 """Pre-train BERT (masked LM + next sentence prediction) from TFRecords: the original
 `run_pretraining.py`, on one device, many GPUs, many workers or a TPU, resumable."""
-import os
 
 from absl import app, flags, logging
 
@@ -34,53 +33,25 @@ run_flags.define_run_flags()
 
 def run():
     """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
-    import tensorflow as tf
-
-    from modeling import BertPretrainer
-    from pretraining_data.features import name_to_features
+    from pretraining.task import PretrainingTask
     from pretraining_data.reading import expand_input_files
-    from runner import from_flags, inputs, pretraining, results, startup
+    from runner import driver, startup
+    from runner.run_config import RunConfig
 
-    if not FLAGS.do_train and not FLAGS.do_eval:
+    run = RunConfig.from_flags()
+    if not run.do_train and not run.do_eval:
         raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
     logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    strategy = from_flags.strategy_from_flags()
-    features_spec = name_to_features(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-
-    trainer = from_flags.trainer_from_flags(
-        strategy, lambda: BertPretrainer(config), pretraining.pretraining_loss, FLAGS.output_dir,
-        FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-        flops_per_example=pretraining.training_flops_per_example(
-            config, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq))
-
-    def dataset_fn(is_training, global_batch):
-        def fn(context):
-            return inputs.tfrecord_dataset(
-                files, features_spec, context.get_per_replica_batch_size(global_batch),
-                is_training=is_training, input_context=context, seed=FLAGS.random_seed,
-                repeat=True)
-        return fn
-
-    if FLAGS.do_train:
-        logging.info("***** Running training ***** batch size %d, %d steps",
-                     FLAGS.train_batch_size, FLAGS.num_train_steps)
-        from_flags.train_from_flags(
-            trainer, dataset_fn(True, FLAGS.train_batch_size), FLAGS.num_train_steps, config)
-    else:
-        trainer.restore(FLAGS.init_checkpoint)
-
-    if FLAGS.do_eval:
-        logging.info("***** Running evaluation ***** batch size %d, %d steps",
-                     FLAGS.eval_batch_size, FLAGS.max_eval_steps)
-        sums = trainer.evaluate(dataset_fn(False, FLAGS.eval_batch_size),
-                                pretraining.pretraining_eval_sums, FLAGS.max_eval_steps)
-        metrics = pretraining.eval_metrics(sums, trainer.step)
-        if trainer.chief:
-            results.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), metrics)
-    return trainer
+    task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+    driver.prepare(task, run, config)
+    # The records are read as a stream: their number is not counted.
+    train = driver.Split(files, None, run.train_batch_size) if run.do_train else None
+    evaluation = (driver.Split(files, None, run.eval_batch_size, repeat=True,
+                               max_batches=FLAGS.max_eval_steps) if run.do_eval else None)
+    return driver.run_task(task, run, config, train, FLAGS.num_train_steps,
+                           FLAGS.num_warmup_steps, eval_split=evaluation).trainer
 
 
 def main(_):

@@ -76,6 +76,12 @@ def check_flags():
                          "--distribution_strategy=multi_worker_mirrored")
 
 
+def _log_features(title, summary):
+    logging.info("***** Features for %s *****", title)
+    logging.info("  Num orig examples = %d", summary.num_examples)
+    logging.info("  Num split examples = %d", summary.num_features)
+
+
 def main(_):
     from squad import evaluate, examples as sq_examples, io_utils
 
@@ -92,84 +98,53 @@ def main(_):
             source=FLAGS.predict_file)
         scoring = evaluate.should_score(FLAGS.do_eval, gold_data, FLAGS.predict_file)
 
-    import tensorflow as tf
+    from runner import driver, startup
+    from runner.run_config import RunConfig
+    from squad import features as sq_features, task as sq_task
 
-    from runner import from_flags, inputs, pretraining, startup
-    from squad import features as sq_features, postprocess, task
-
-    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    run = RunConfig.from_flags()
+    config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
     sq_features.check_window_settings(FLAGS.max_seq_length, FLAGS.doc_stride,
                                       FLAGS.max_query_length)
-    tokenizer = startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint,
-                                       config, FLAGS.bert_config_file)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
-    strategy = from_flags.strategy_from_flags()
+    tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,
+                                       config, run.bert_config_file)
+    task = sq_task.SquadTask(FLAGS.max_seq_length, sq_task.PostprocessOptions(
+        FLAGS.n_best_size, FLAGS.max_answer_length, run.do_lower_case,
+        FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging))
+    driver.prepare(task, run, config)
     window_args = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
                        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
 
-    num_train_steps, num_warmup_steps = 1, 0  # Prediction only: the optimizer just holds the step.
-    if FLAGS.do_train:
-        num_train_steps, num_warmup_steps = task.training_steps(
-            len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
-            FLAGS.warmup_proportion)
+    train_split, predict_split = None, None
+    num_train_steps, num_warmup_steps = 0, 0
+    if run.do_train:
+        num_train_steps, num_warmup_steps = sq_task.training_steps(
+            len(train_examples), run.train_batch_size, run.num_train_epochs,
+            run.warmup_proportion)
         sq_examples.shuffle_examples(train_examples)
-
-    trainer = from_flags.trainer_from_flags(
-        strategy, lambda: task.build_model(config), task.span_loss_fn, FLAGS.output_dir,
-        num_train_steps, num_warmup_steps,
-        flops_per_example=pretraining.training_flops_per_example(config, FLAGS.max_seq_length, 0))
-
-    def dataset_fn(filename, is_training, global_batch):
-        spec = sq_features.name_to_features(FLAGS.max_seq_length, is_training)
-
-        def fn(context):
-            # Prediction sees every feature once, in order, the last batch partial.
-            return inputs.tfrecord_dataset(
-                [filename], spec, context.get_per_replica_batch_size(global_batch),
-                is_training=is_training, input_context=context, seed=FLAGS.random_seed,
-                drop_remainder=is_training)
-        return fn
-
-    if FLAGS.do_train:
         summary = sq_features.write_features(
-            train_examples, filename=os.path.join(FLAGS.output_dir, "train.tf_record"),
+            train_examples, filename=os.path.join(run.output_dir, "train.tf_record"),
             is_training=True, **window_args)
-        logging.info("***** Running training *****")
-        logging.info("  Num orig examples = %d", summary.num_examples)
-        logging.info("  Num split examples = %d", summary.num_features)
-        logging.info("  Batch size = %d", FLAGS.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
+        _log_features("training", summary)
         del train_examples
-        from_flags.train_from_flags(
-            trainer, dataset_fn(summary.filename, True, FLAGS.train_batch_size), num_train_steps,
-            config)
-    else:
-        trainer.restore(FLAGS.init_checkpoint)
-
-    if FLAGS.do_predict:
+        train_split = driver.Split([summary.filename], summary.num_features, run.train_batch_size)
+    if run.do_predict:
         summary = sq_features.write_features(
-            eval_examples, filename=os.path.join(FLAGS.output_dir, "eval.tf_record"),
+            eval_examples, filename=os.path.join(run.output_dir, "eval.tf_record"),
             is_training=False, **window_args)
-        logging.info("***** Running predictions *****")
-        logging.info("  Num orig examples = %d", summary.num_examples)
-        logging.info("  Num split examples = %d", summary.num_features)
-        logging.info("  Batch size = %d", FLAGS.predict_batch_size)
-        batches = trainer.predict(dataset_fn(summary.filename, False, FLAGS.predict_batch_size),
-                                  task.predict_step)
-        predictions = postprocess.write_predictions(
-            eval_examples, summary.windows, task.raw_results(batches, summary.num_features),
-            FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.do_lower_case,
-            os.path.join(FLAGS.output_dir, "predictions.json"),
-            os.path.join(FLAGS.output_dir, "nbest_predictions.json"),
-            os.path.join(FLAGS.output_dir, "null_odds.json"),
-            FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
-        if scoring:
-            metrics = evaluate.score_predictions(gold_data, predictions,
-                                                 FLAGS.version_2_with_negative, FLAGS.predict_file)
-            logging.info("***** SQuAD scores (official evaluation) *****")
-            for key, value in metrics.items():
-                logging.info("  %s = %s", key, value)
-            evaluate.write_metrics(os.path.join(FLAGS.output_dir, "eval_results.json"), metrics)
+        _log_features("predictions", summary)
+        task.prediction_set = (eval_examples, summary.windows)
+        predict_split = driver.Split([summary.filename], summary.num_features,
+                                     run.predict_batch_size)
+    result = driver.run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
+                             predict_split=predict_split)
+    if run.do_predict and scoring:
+        metrics = evaluate.score_predictions(gold_data, result.predictions,
+                                             FLAGS.version_2_with_negative, FLAGS.predict_file)
+        logging.info("***** SQuAD scores (official evaluation) *****")
+        for key, value in metrics.items():
+            logging.info("  %s = %s", key, value)
+        evaluate.write_metrics(os.path.join(run.output_dir, "eval_results.json"), metrics)
 
 
 def run(argv):

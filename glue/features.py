@@ -11,6 +11,7 @@ from absl import logging
 import tensorflow as tf
 
 from runner.results import atomic_output
+from vocab import packing
 
 
 @dataclasses.dataclass
@@ -62,19 +63,6 @@ def pad_to_batch_multiple(examples, batch_size):
     return list(examples) + [PaddingInputExample()] * (-len(examples) % batch_size)
 
 
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates a sequence pair in place to `max_length` tokens in total.
-
-    Pops from the end of the longer list, from B on ties: deterministic, unlike the random
-    truncation of create_pretraining_data.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def _label_id(example, label_list):
     """int index of the example's label in `label_list`, or its float score when it is None."""
     if label_list is None:
@@ -107,26 +95,11 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
                              label_id=0 if label_list is not None else 0.0, is_real_example=False)
 
     label_id = _label_id(example, label_list)
-    tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-        # Account for [CLS], [SEP], [SEP] with "- 3".
-        _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        # Account for [CLS] and [SEP] with "- 2".
-        tokens_a = tokens_a[:max_seq_length - 2]
-
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
-    input_mask = [1] * len(input_ids) + padding
-    input_ids = input_ids + padding
-    segment_ids = segment_ids + padding
+    tokens, segment_ids = packing.pack_pair(
+        tokenizer.tokenize(example.text_a), tokens_b, max_seq_length)
+    input_ids, input_mask, segment_ids = packing.pad_inputs(
+        tokenizer.convert_tokens_to_ids(tokens), segment_ids, max_seq_length)
 
     if ex_index < 5:
         logging.info("*** Example ***")

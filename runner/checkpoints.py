@@ -43,3 +43,36 @@ def initialize_from_checkpoint(model, init_checkpoint):
     if tf1_checkpoint.is_tf1_checkpoint(init_checkpoint):
         return tf1_checkpoint.load_tf1_checkpoint(model, init_checkpoint, strict=False)
     return load_project_checkpoint(model, init_checkpoint, strict=False)
+
+
+def check_init_checkpoint(model, init_checkpoint):
+    """Checks, before any work, that `init_checkpoint` is readable and fits `model`.
+
+    Reads every tensor the model would take (so a truncated or corrupt `.data` file is found now,
+    named, not after the features are written) and compares shapes; assigns nothing.
+    Raises ValueError naming the file (and each mismatched variable), FileNotFoundError if absent.
+    """
+    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(init_checkpoint)
+    if tf1_checkpoint.is_tf1_checkpoint(init_checkpoint):
+        names = tf1_checkpoint.variable_map(model)
+        keys = {name: name for name in names if name in shapes}
+    else:
+        names = {v.path: v for v in model.variables if "seed_generator" not in v.path}
+        keys = {p: _checkpoint_key(p) for p in names if _checkpoint_key(p) in shapes}
+    mismatched = [f"  shape mismatch {name}: model {list(names[name].shape)}, checkpoint "
+                  f"{list(shapes[key])}" for name, key in keys.items()
+                  if tuple(shapes[key]) != tuple(names[name].shape)]
+    if mismatched:
+        raise ValueError("\n".join(
+            [f"Checkpoint {prefix} (--init_checkpoint) does not fit the model of "
+             "--bert_config_file:"] + mismatched))
+    if not keys:
+        raise ValueError(f"Checkpoint {prefix} (--init_checkpoint) holds none of the model's "
+                         "variables: is it a BERT checkpoint?")
+    for name, key in keys.items():
+        try:
+            reader.get_tensor(key)
+        except Exception as e:  # truncated files raise IndexError, OpError or DataLossError
+            raise ValueError(
+                f"Checkpoint {prefix} (--init_checkpoint) is unreadable at {key} (truncated or "
+                f"corrupt data file {prefix}.data-*?): {type(e).__name__}: {e}") from e

@@ -1,18 +1,80 @@
-"""The model side of run_squad.py: the original `model_fn` (span loss, prediction outputs), the
-training-step arithmetic of its `main()` and prediction results with throughput logs.
+"""run_squad as a `runner.task.Task`: the original `model_fn` (span loss, prediction outputs),
+the training-step arithmetic of its `main()` and prediction results with throughput logs.
 
     steps, warmup = training_steps(len(train_examples), 32, 3.0, 0.1)
-    trainer = runner.trainer.Trainer(strategy, build_model(config), optimizer, span_loss_fn, ...)
-    results = raw_results(trainer.predict(dataset_fn, predict_step), num_features)
-    out = postprocess.write_predictions(examples, summary.windows, results, ...)
-    metrics = evaluate.score_predictions(gold_data, out, version_2_with_negative)
+    task = SquadTask(max_seq_length, PostprocessOptions(...))
+    task.prediction_set = (eval_examples, summary.windows)   # once eval.tf_record is written
+    result = runner.driver.run_task(task, run, config, ..., predict_split=split)
+    metrics = evaluate.score_predictions(gold_data, result.predictions.predictions, ...)
 """
+import dataclasses
+import os
 import time
 
 from absl import logging
 
 from modeling import BertSpanLabeler, span_loss
+from runner.task import Task, encoder_training_flops
+from squad import features as sq_features, postprocess
 from squad.postprocess import RawResult
+
+
+@dataclasses.dataclass(frozen=True)
+class PostprocessOptions:
+    """The original's answer-selection flags (see `squad.postprocess.write_predictions`)."""
+
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    do_lower_case: bool = True
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    verbose_logging: bool = False
+
+
+class SquadTask(Task):
+    """SQuAD v1.1 / v2.0 span prediction.
+
+    Args:
+      max_seq_length: the windows' length.
+      options: `PostprocessOptions` for the prediction files.
+    `prediction_set`: (examples, windows) of the prediction TFRecords, set by the script once it
+    has written them (`squad.features.write_features`).
+    """
+
+    name = "squad"
+
+    def __init__(self, max_seq_length, options=PostprocessOptions()):
+        self.max_seq_length = max_seq_length
+        self.options = options
+        self.prediction_set = None
+
+    def build_model(self, config):
+        return build_model(config)
+
+    def feature_spec(self, is_training):
+        return sq_features.name_to_features(self.max_seq_length, is_training)
+
+    def loss(self, model, features, training):
+        return span_loss_fn(model, features, training)
+
+    def predict_step(self, model, features):
+        return predict_step(model, features)
+
+    def write_predictions(self, batches, split, output_dir):
+        """predictions.json, nbest_predictions.json and (v2.0) null_odds.json; returns the
+        `squad.postprocess.Predictions`."""
+        examples, windows = self.prediction_set
+        o = self.options
+        return postprocess.write_predictions(
+            examples, windows, raw_results(batches, split.num_examples), o.n_best_size,
+            o.max_answer_length, o.do_lower_case,
+            os.path.join(output_dir, "predictions.json"),
+            os.path.join(output_dir, "nbest_predictions.json"),
+            os.path.join(output_dir, "null_odds.json"),
+            o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
+
+    def flops_per_example(self, config):
+        return encoder_training_flops(config, self.max_seq_length)
 
 
 def build_model(config):
@@ -31,7 +93,7 @@ def build_model(config):
 
 
 def span_loss_fn(model, features, training):
-    """The original loss for `Trainer`: mean over the batch of (start CE + end CE) / 2.
+    """The original loss: mean over the batch of (start CE + end CE) / 2.
 
     Args:
       model: a `modeling.BertSpanLabeler`.

@@ -23,7 +23,7 @@ from typing import List
 import tensorflow as tf
 from absl import logging
 
-from glue.features import _truncate_seq_pair
+from vocab.packing import truncate_seq_pair as _truncate_seq_pair
 from runner.results import atomic_output
 from swag.examples import NUM_CHOICES
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from modeling import BertPretrainer, masked_lm_loss
 from modeling.optimization import create_optimizer
 from modeling_helpers import TINY, pretraining_features, tiny_config, tiny_expected
-from runner.pretraining import pretraining_loss
+from pretraining.task import pretraining_loss
 from runner.trainer import Trainer
 
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from modeling import BertConfig, BertPretrainer, tf1_checkpoint
 from modeling.optimization import Lamb, WarmupPolynomialDecay, create_optimizer
 from modeling_helpers import TINY_TRAIN, pretraining_features, tiny_expected
-from runner.pretraining import pretraining_loss
+from pretraining.task import pretraining_loss
 from runner.trainer import Trainer
 
 

@@ -1,5 +1,5 @@
 """run_classifier.py end to end (CLI) on a small learnable task, --seeds, start-up errors, and the
-metric/summary arithmetic of glue.training."""
+metric/summary arithmetic of glue.task."""
 import os
 import random
 import subprocess
@@ -162,8 +162,15 @@ def test_bad_seeds_are_refused_at_flag_parsing(tmp_path):
     assert "--seeds expects comma-separated integers" in result.stderr
 
 
+def _task(task_name):
+    from glue import processors
+    from glue.task import ClassifierTask
+
+    return ClassifierTask(processors.get_processor(task_name), task_name, max_seq_length=8)
+
+
 def _outputs(per_example_loss, batch_sizes, labels, outputs, real):
-    from glue import training
+    from runner.task import collect
 
     batches, start = [], 0
     for size in batch_sizes:
@@ -175,18 +182,16 @@ def _outputs(per_example_loss, batch_sizes, labels, outputs, real):
         start += size
     # An idle replica's empty share of the last batch is ignored.
     empty = {name: value[:0] for name, value in batches[-1].items()}
-    return training.collect_outputs(batches + [empty])
+    return collect(batches + [empty])
 
 
 def test_eval_results_weigh_real_examples_and_batches_as_the_original():
-    from glue import training
-
     # Two batches of 3; the last row is TPU padding.
     outputs = _outputs(per_example_loss=[1, 2, 3, 4, 5, 6], batch_sizes=[3, 3],
                        labels=[1, 0, 1, 1, 0, 0],
                        outputs=[[.2, .8], [.9, .1], [.6, .4], [.3, .7], [.4, .6], [.5, .5]],
                        real=[1, 1, 1, 1, 1, 0])
-    results = training.eval_results(outputs, "MRPC", False, 12)
+    results = _task("MRPC").evaluate(outputs, 12)
     assert {k: str(v) for k, v in results.items()} == {
         "global_step": "12",
         "eval_accuracy": "0.6",  # 3 of the 5 real rows
@@ -195,15 +200,16 @@ def test_eval_results_weigh_real_examples_and_batches_as_the_original():
         "eval_f1": str(np.float32(2 * 2 / (2 * 2 + 1 + 1))),
     }
     assert all(isinstance(v, np.float32) for k, v in results.items() if k != "global_step")
+    # Printed beside eval_accuracy: label "1" is 3 of the 5 real rows.
+    assert _task("MRPC").baselines(outputs) == {
+        "eval_accuracy": "majority class '1' 0.6000, chance 0.5000"}
 
 
 def test_regression_eval_results_have_correlations_and_no_accuracy():
-    from glue import training
-
     outputs = _outputs(per_example_loss=[0.25, 0.0, 1.0, 0.0], batch_sizes=[4],
                        labels=np.float32([1.0, 2.0, 3.0, 4.0]),
                        outputs=[[1.5], [2.0], [4.0], [4.0]], real=[1, 1, 1, 1])
-    results = training.eval_results(outputs, "sts-b", True, 3)
+    results = _task("sts-b").evaluate(outputs, 3)
     assert sorted(results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
     ranks_of_predictions = [1, 2, 3.5, 3.5]
     assert results["eval_spearman"] == pytest.approx(
@@ -211,21 +217,19 @@ def test_regression_eval_results_have_correlations_and_no_accuracy():
 
 
 def test_seed_summary_lines():
-    from glue import training
+    from runner.seeds import summarize_seeds
 
-    summary = training.summarize_seeds({
+    summary = summarize_seeds({
         1: {"eval_accuracy": np.float32(0.8), "global_step": np.int64(9)},
         2: {"eval_accuracy": np.float32(0.9), "global_step": np.int64(9)},
     })
     assert summary == "eval_accuracy = 0.85 ± 0.0707107 (seeds 1, 2: 0.8, 0.9)\n"
-    one = training.summarize_seeds({5: {"loss": np.float32(0.5)}})
+    one = summarize_seeds({5: {"loss": np.float32(0.5)}})
     assert one == "loss = 0.5 ± 0 (seeds 5: 0.5)\n"
 
 
-@pytest.mark.parametrize("num_labels", [3, 1])
-def test_step_functions_on_the_tiny_model(num_labels):
-    from glue import training
-    from modeling import BertClassifier
+@pytest.mark.parametrize("task_name, num_labels", [("mnli", 3), ("sts-b", 1)])
+def test_step_functions_on_the_tiny_model(task_name, num_labels):
     from modeling_helpers import tiny_config, tiny_expected
 
     expected = tiny_expected()
@@ -235,11 +239,12 @@ def test_step_functions_on_the_tiny_model(num_labels):
     features["label_ids"] = (np.linspace(0, 5, batch, dtype=np.float32) if is_regression
                              else np.arange(batch, dtype=np.int32) % num_labels)
     features["is_real_example"] = np.ones(batch, np.int32)
-    model = BertClassifier(tiny_config(), num_labels)
+    task = _task(task_name)
+    model = task.build_model(tiny_config())
 
-    out = training.make_output_step(is_regression)(model, features)
+    out = task.predict_step(model, features)
     assert out["outputs"].shape == (batch, num_labels)
-    loss, extra = training.make_loss_fn(is_regression)(model, features, training=False)
+    loss, extra = task.loss(model, features, training=False)
     assert extra == {}
     np.testing.assert_allclose(float(loss), np.mean(out["per_example_loss"]), rtol=1e-6)
     logits = model(features)["logits"].numpy()

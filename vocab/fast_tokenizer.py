@@ -123,7 +123,7 @@ class FastBertTokenizer(tf.Module):
         return tf.ragged.map_flat_values(tf.gather, self._token_strings, self.tokenize(texts))
 
     def pack(self, ids_a, ids_b=None, max_seq_length=128):
-        """Builds the original classifier inputs from word-piece ids.
+        """Builds the original classifier inputs from word-piece ids: `vocab.packing`, vectorised.
 
         Layout `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, zero-padded to `max_seq_length`. A pair is
         truncated like the original `_truncate_seq_pair` (pop from the end of the longer list,

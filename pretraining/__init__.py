@@ -1,0 +1,1 @@
+"""Pre-training as a task: masked LM + next sentence prediction (run_pretraining.py)."""
