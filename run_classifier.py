@@ -110,9 +110,9 @@ def main(_):
     config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
     tokenizer = startup.load_tokenizer(
         run.vocab_file, run.do_lower_case, run.init_checkpoint, config, run.bert_config_file)
-    examples = _read_splits(processor)
     task = ClassifierTask(processor, FLAGS.task_name, FLAGS.max_seq_length)
     driver.prepare(task, run, config)
+    examples = _read_splits(processor)
     num_train_steps, num_warmup_steps = _training_steps(examples)
     splits = {}
     for name, (split_examples, batch_size) in examples.items():

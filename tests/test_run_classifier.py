@@ -106,6 +106,25 @@ def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert (out / "eval_results.txt").read_text() == first
 
+    # The same command with another learning rate: the finished run is resumed, not retrained.
+    rerun = run_classifier(
+        "--task_name=MRPC", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
+        "--max_seq_length=24", "--train_batch_size=16", "--learning_rate=1e-3",
+        "--num_train_epochs=8", f"--output_dir={out}")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "already holds a finished run (checkpoint at step 64 of 64)" in rerun.stderr
+    assert "NOT trained again" in rerun.stderr and "learning_rate 0.003 -> 0.001" in rerun.stderr
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-64.index"]
+    records = (out / "train.tf_record").read_bytes()
+
+    # Another task in the same output_dir is refused before anything there is touched.
+    other = run_classifier("--task_name=CoLA", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
+                           "--max_seq_length=24", f"--output_dir={out}")
+    assert other.returncode != 0
+    assert "holds a run of task 'classifier/mrpc'" in other.stderr
+    assert "this is task 'classifier/cola'" in other.stderr
+    assert (out / "train.tf_record").read_bytes() == records
+
 
 @pytest.mark.slow
 def test_seeds_run_apart_and_start_from_the_checkpoint_encoder_exactly(tmp_path):
@@ -279,3 +298,32 @@ def test_initialises_from_a_run_pretraining_output_dir(tmp_path):
         np.testing.assert_array_equal(ours, theirs)
     for ours, theirs in zip(_weights(classifier.bert), _weights(pretrained.bert)):
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("problem", ["truncated", "config"])
+def test_a_bad_init_checkpoint_is_named_before_any_feature_is_written(tmp_path, problem):
+    import json
+    import shutil
+
+    write_keyword_mrpc(tmp_path / "data", num_train=16, num_dev=8, num_test=4)
+    checkpoint = tmp_path / "model" / "bert_model.ckpt"
+    checkpoint.parent.mkdir()
+    for part in TINY.glob("bert_model.ckpt.*"):
+        shutil.copy(part, checkpoint.parent / part.name)
+    config = json.loads((TINY / "bert_config.json").read_text())
+    if problem == "truncated":  # a copy cut short, as by a full disk or an interrupted download
+        data = checkpoint.parent / "bert_model.ckpt.data-00000-of-00001"
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+        expected = f"Checkpoint {checkpoint} (--init_checkpoint) is unreadable"
+    else:  # a config for another vocabulary than the checkpoint's
+        config["vocab_size"] = 120
+        expected = "shape mismatch bert/embeddings/word_embeddings: model [120, 32], checkpoint [99, 32]"
+    (tmp_path / "bert_config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    result = run_classifier(
+        "--task_name=MRPC", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
+        f"--init_checkpoint={checkpoint}", "--max_seq_length=24",
+        f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={out}")
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr[-3000:]
+    assert not (out / "train.tf_record").exists()
