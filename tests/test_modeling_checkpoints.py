@@ -97,6 +97,39 @@ def test_task_heads_have_the_original_names_and_shapes():
     assert [list(squad[n].shape) for n in ("cls/squad/output_weights", "cls/squad/output_bias")] == [[2, 32], [2]]
 
 
+def test_a_new_head_round_trips_through_tf1_checkpoints_without_touching_the_name_map(tmp_path):
+    """A task model defined here, unknown to modeling/: it names its head, and that is enough."""
+    import keras
+
+    from modeling import BertTaskModel
+    from modeling.checkpoint_names import dense_names
+
+    class ScoreModel(BertTaskModel):
+        def __init__(self, config, name="score_model", **kwargs):
+            super().__init__(config, name, **kwargs)
+            self.score = keras.layers.Dense(1, name="score")
+            self.score.build((None, config.hidden_size))
+
+        def call(self, features, training=False):
+            return {"score": self.score(self.bert(features)["pooled_output"])}
+
+        def get_config(self):
+            return self._config_dict()
+
+        def tf1_head_variables(self):
+            return dense_names("cls/score", self.score)
+
+    model = ScoreModel(tiny_config())
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    prefix = tf1_checkpoint.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
+    saved = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    assert saved["cls/score/kernel"] == [32, 1] and saved["cls/score/bias"] == [1]
+    clone = ScoreModel(tiny_config())
+    report = tf1_checkpoint.load_tf1_checkpoint(clone, prefix)  # strict: every name accounted for
+    assert len(report.loaded) == len(saved)
+    np.testing.assert_array_equal(np.asarray(clone.score.kernel), np.asarray(model.score.kernel))
+
+
 def test_initialisation_is_the_original_truncated_normal():
     config = BertConfig.from_dict({**tiny_config().to_dict(), "vocab_size": 2000, "initializer_range": 0.05})
     names = tf1_checkpoint.variable_map(BertPretrainer(config))
