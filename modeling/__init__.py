@@ -9,12 +9,14 @@ from modeling.bert_model import BertModel
 from modeling.config import BertConfig
 from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
 from modeling.losses import classification_loss, masked_lm_loss, regression_loss, span_loss
+from modeling.multiple_choice import BertMultipleChoice
 from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel
 
 __all__ = [
     "BertClassifier",
     "BertConfig",
     "BertModel",
+    "BertMultipleChoice",
     "BertPretrainer",
     "BertSpanLabeler",
     "BertTaskModel",

@@ -6,9 +6,9 @@ Each example becomes NUM_CHOICES sequences, one per ending:
 
 `sent2 + " " + ending_i` is tokenized as the concatenation of the word-pieces of `sent2` and of
 `ending_i` (identical: the tokenizer splits on whitespace before anything else), so `sent2` is
-tokenized once per example. Each choice is truncated on its own to max_seq_length - 3 tokens with
-the original run_classifier's pair truncation (pop from the end of the longer of the two, from
-the second on ties).
+tokenized once per example. Each choice is packed by `vocab.packing.pack_pair`, the classifier's
+layout: truncated on its own to max_seq_length - 3 word-pieces with the original run_classifier's
+pair truncation (pop from the end of the longer of the two, from the second on ties).
 
 Layout: a record holds `input_ids`, `input_mask`, `segment_ids` as NUM_CHOICES * S int64 values,
 choice-major (choice i at [i * S, (i + 1) * S)); `name_to_features` declares them with shape
@@ -23,9 +23,9 @@ from typing import List
 import tensorflow as tf
 from absl import logging
 
-from vocab.packing import truncate_seq_pair as _truncate_seq_pair
 from runner.results import atomic_output
 from swag.examples import NUM_CHOICES
+from vocab.packing import pack_pair, pad_inputs
 
 
 @dataclasses.dataclass
@@ -44,19 +44,11 @@ class MultipleChoiceFeatures:
     is_real_example: bool = True
 
 
-def _pack_pair(tokens_a, tokens_b, max_seq_length, tokenizer):
-    """(tokens, input_ids, input_mask, segment_ids) of `[CLS] a [SEP] b [SEP]`, zero-padded.
-
-    Truncates copies of the token lists to max_seq_length - 3 in total first. B is kept as the
-    second segment even when empty, so every choice has the same two-segment shape.
-    """
-    tokens_a, tokens_b = list(tokens_a), list(tokens_b)
-    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
-    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
-    return (tokens, input_ids + padding, [1] * len(input_ids) + padding, segment_ids + padding)
+def _pack_choice(context, second, max_seq_length, tokenizer):
+    """(tokens, input_ids, input_mask, segment_ids) of one choice, zero-padded."""
+    tokens, segment_ids = pack_pair(context, second, max_seq_length)
+    return (tokens,) + pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                                  max_seq_length)
 
 
 def padding_features(max_seq_length):
@@ -79,8 +71,8 @@ def convert_example(ex_index, example, max_seq_length, tokenizer):
     """
     context = tokenizer.tokenize(example.context)
     start_ending = tokenizer.tokenize(example.start_ending)
-    choices = [_pack_pair(context, start_ending + tokenizer.tokenize(ending), max_seq_length,
-                          tokenizer)
+    choices = [_pack_choice(context, start_ending + tokenizer.tokenize(ending), max_seq_length,
+                            tokenizer)
                for ending in example.endings]
     tokens, input_ids, input_mask, segment_ids = (list(field) for field in zip(*choices))
     label_id = 0 if example.label is None else example.label
