@@ -1,0 +1,72 @@
+"""Learn a WordPiece vocab.txt from text, in the original release's layout.
+
+    python build_vocab.py --input_file='corpus/*.txt' --output_file=my_vocab/vocab.txt \\
+      --vocab_size=30522 --do_lower_case=True --num_workers=4
+
+Input: text files, the pre-training input format (one sentence per line; blank lines are fine).
+Output: `vocab.txt` with [PAD]=0, [unused0..98], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103,
+[unused99..], then the learned tokens; `FullTokenizer`, `FastBertTokenizer` and every script here
+read it. Words are split by the original BasicTokenizer, tokens learned by tensorflow-text's
+WordPiece learner; see docs/build_vocab.md and `vocab_building`.
+"""
+import signal
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from pretraining_data.processing import WorkerError
+from pretraining_data.reading import InputError
+from vocab_building import building, layout
+
+flags.DEFINE_string("input_file", None,
+                    "Input text files: comma-separated files or glob patterns.")
+flags.DEFINE_string("output_file", None,
+                    "The vocab.txt to write (written to a temporary name, then renamed).")
+flags.DEFINE_integer("vocab_size", 30522,
+                     "Lines of the vocab, reserved tokens included (fewer only when the text has "
+                     "too few tokens seen --min_count times; a warning says so).")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Lower-case and strip accents (uncased models); False keeps case (cased).")
+flags.DEFINE_integer("num_unused", layout.ORIGINAL_NUM_UNUSED,
+                     "[unusedN] slots. The original's 994 put [UNK] [CLS] [SEP] [MASK] at "
+                     "100-103 and real tokens from 999; any value >= 99 keeps 100-103.")
+flags.DEFINE_string("reserved_tokens", "",
+                    "Comma-separated extra tokens to reserve after the unused slots, e.g. "
+                    "'[URL],[EMAIL]'.")
+flags.DEFINE_integer("max_input_lines", 0,
+                     "Read only the first this many lines of the input (0: all of it).")
+flags.DEFINE_integer("max_input_words", 1_000_000,
+                     "The learner uses this many most frequent distinct words; the word table "
+                     "holds at most twice as many, which bounds memory (about 0.3 GB per million).")
+flags.DEFINE_integer("min_count", 10,
+                     "No token seen fewer times is learned (the learner's lower threshold).")
+flags.DEFINE_integer("max_unique_chars", 1000,
+                     "Characters that get a token: the most frequent this many (raise it for "
+                     "Chinese); words with other characters are not learned from.")
+flags.DEFINE_integer("num_workers", 1,
+                     "Processes that split the text into words (the reading process merges).")
+
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    # A plain `kill` unwinds like an exception, so the temporary output is removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    opts = building.Options(**{name: FLAGS[name].value
+                               for name in building.Options.__dataclass_fields__})
+    try:
+        building.run(opts)
+    except InputError as e:
+        logging.error("%s", e)
+        sys.exit(2)
+    except WorkerError as e:
+        logging.error("%s", e)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("output_file")
+    app.run(main)
