@@ -1,5 +1,11 @@
 """Pre-train BERT (masked LM + next sentence prediction) from TFRecords: the original
-`run_pretraining.py`, on one device, many GPUs, many workers or a TPU, resumable."""
+`run_pretraining.py`, on one device, many GPUs, many workers or a TPU, resumable.
+
+The first record of each input file is checked against the flags and bert_config.json before
+anything else (`pretraining_data.validation`); records without next_sentence_labels (made with
+`create_pretraining_data.py --next_sentence_prediction=false`) train the masked LM alone.
+"""
+import sys
 
 from absl import app, flags, logging
 
@@ -27,6 +33,11 @@ flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator call.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_bool(
+    "next_sentence_prediction", None,
+    "Train (and evaluate) the next sentence prediction head. Default: when the records have "
+    "next_sentence_labels. False: the masked LM alone (the paper's 'No NSP' ablation; make its "
+    "data with create_pretraining_data.py --next_sentence_prediction=false).")
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 
@@ -35,6 +46,7 @@ def run():
     """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
     from pretraining.task import PretrainingTask
     from pretraining_data.reading import expand_input_files
+    from pretraining_data.validation import check_records
     from runner import driver, startup
     from runner.run_config import RunConfig
 
@@ -44,7 +56,17 @@ def run():
     config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
     files = expand_input_files(FLAGS.input_file)
     logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
-    task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+    records = check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                            config.vocab_size, config.type_vocab_size,
+                            next_sentence=FLAGS.next_sentence_prediction)
+    next_sentence = records.next_sentence and FLAGS.next_sentence_prediction is not False
+    if records.next_sentence and not next_sentence:
+        logging.warning("--next_sentence_prediction=false on records with next_sentence_labels: "
+                        "the labels are ignored, but half the pairs still have a random B. The "
+                        "paper's 'No NSP' data: create_pretraining_data.py "
+                        "--next_sentence_prediction=false")
+    logging.info("Next sentence prediction: %s", "on" if next_sentence else "off (masked LM only)")
+    task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, next_sentence)
     driver.prepare(task, run, config)
     # The records are read as a stream: their number is not counted.
     train = driver.Split(files, None, run.train_batch_size) if run.do_train else None
@@ -55,7 +77,13 @@ def run():
 
 
 def main(_):
-    run()
+    from pretraining_data.reading import InputError
+
+    try:
+        run()
+    except InputError as e:
+        logging.error("%s", e)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ each file** only (milliseconds per file, remote files too), so it catches files 
 flags or for another model, not a corrupt record further on.
 """
 import dataclasses
-import re
+import struct
 
 from absl import logging
 
@@ -41,19 +41,28 @@ def _tf():
 def first_record(path):
     """The first serialized record of TFRecord file `path` (bytes), or None if it has none.
 
+    Reads the TFRecord framing itself (8-byte little-endian length, 4-byte CRC of it, the data,
+    4-byte CRC of the data; the CRCs are left to training's reader): `tf.data` here would start
+    TensorFlow's eager context, after which a multi-worker strategy can no longer be created.
+
     Raises:
-      InputError: the file cannot be read or is not a TFRecord file.
+      InputError: the file cannot be read or is not an uncompressed TFRecord file.
     """
     tf = _tf()
     try:
-        for record in tf.data.TFRecordDataset(path).take(1):
-            return record.numpy()
+        with tf.io.gfile.GFile(path, "rb") as f:
+            header = f.read(12)
+            if not header:
+                return None
+            length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else -1
+            size = tf.io.gfile.stat(path).length
+            if not 0 <= length <= size - 16:
+                raise InputError(
+                    "input file %s: not an uncompressed TFRecord file (its first record would "
+                    "have %d bytes; the file has %d)" % (path, length, size))
+            return f.read(length)
     except tf.errors.OpError as e:
-        # Eager errors wrap the reader's message in "{{function_node ...}} ... [Op:...]".
-        reason = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*", "", e.message.splitlines()[0])
-        raise InputError("input file %s: cannot read a TFRecord from it (%s)"
-                         % (path, reason)) from e
-    return None
+        raise InputError("input file %s: cannot read it (%s)" % (path, e.message)) from e
 
 
 def _parse(path, record):

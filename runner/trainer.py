@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from runner.checkpoints import ModelVariables
+from runner.checkpoints import ModelVariables, restore_newest_readable
 from runner.distribution import is_chief
 
 
@@ -191,9 +191,10 @@ class Trainer:
         from runner.checkpoints import initialize_from_checkpoint
 
         manager = self.checkpoint_manager()
-        if manager.latest_checkpoint:
-            manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
-            logging.info("Restored %s (step %d)", manager.latest_checkpoint, self.step)
+        restored = restore_newest_readable(
+            manager, lambda path: manager.checkpoint.restore(path).expect_partial())
+        if restored:
+            logging.info("Restored %s (step %d)", restored, self.step)
         elif init_checkpoint:
             initialize_from_checkpoint(self.model, init_checkpoint)
         else:
@@ -217,9 +218,10 @@ class Trainer:
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
         manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
-        if manager.latest_checkpoint:
-            manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info("Resuming from %s (step %d)", manager.latest_checkpoint, self.step)
+        restored = restore_newest_readable(
+            manager, lambda path: manager.checkpoint.restore(path).assert_existing_objects_matched())
+        if restored:
+            logging.info("Resuming from %s (step %d)", restored, self.step)
         elif init_fn is not None:
             init_fn()
         writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.chief else None

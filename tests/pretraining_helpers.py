@@ -12,29 +12,33 @@ from modeling_helpers import TINY, TINY_TRAIN
 SEQ, PRED = 16, 4
 
 
-def write_records(path, num_records, seed=0, vocab_size=99):
-    """Learnable records: B repeats A (so masked tokens are predictable from the other segment)."""
+def write_records(path, num_records, seed=0, vocab_size=99, seq=SEQ, pred=PRED,
+                  next_sentence=True):
+    """Learnable records: B repeats A (so masked tokens are predictable from the other segment).
+    `next_sentence=False`: without next_sentence_labels, as create_pretraining_data.py
+    --next_sentence_prediction=false writes them."""
     rng = np.random.RandomState(seed)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for _ in range(num_records):
-            half = (SEQ - 3) // 2
+            half = (seq - 3) // 2
             a = rng.randint(5, vocab_size, size=half)
             real = np.concatenate([[2], a, [3], a, [3]])
-            pad = SEQ - len(real)
+            pad = seq - len(real)
             ids = np.concatenate([real, np.zeros(pad, int)])
             mask = np.array([1] * len(real) + [0] * pad)
             segments = np.array([0] * (half + 2) + [1] * (half + 1) + [0] * pad)
-            positions = np.sort(rng.choice(np.arange(1, len(real) - 1), PRED, replace=False))
+            positions = np.sort(rng.choice(np.arange(1, len(real) - 1), pred, replace=False))
             labels = ids[positions].copy()
             ids[positions] = 4  # [MASK]
             features = {
                 "input_ids": ids, "input_mask": mask, "segment_ids": segments,
                 "masked_lm_positions": positions, "masked_lm_ids": labels,
-                "next_sentence_labels": [int(rng.rand() < 0.5)],
             }
+            if next_sentence:
+                features["next_sentence_labels"] = [int(rng.rand() < 0.5)]
             feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=list(map(int, v))))
                        for k, v in features.items()}
-            feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * PRED))
+            feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * pred))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return path
 
@@ -60,3 +64,11 @@ def model_checkpoint_values(prefix):
     reader = tf.train.load_checkpoint(str(prefix))
     return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
             if n.startswith("model/by_path/")}
+
+
+def truncate_checkpoint(prefix, keep=0.5):
+    """Cuts the `.data` file of checkpoint `prefix` to `keep` of its size (a full disk, say)."""
+    data = next(prefix.parent.glob(prefix.name + ".data-*"))
+    size = data.stat().st_size
+    with open(data, "r+b") as f:
+        f.truncate(int(size * keep))

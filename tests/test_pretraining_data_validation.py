@@ -68,12 +68,14 @@ def test_files_without_records(tmp_path, records, caplog):
 def test_not_pretraining_records(tmp_path, records):
     text = tmp_path / "corpus.txt"
     text.write_text("Not a TFRecord file at all, just some text.\n" * 3)
-    with pytest.raises(InputError, match=r"corpus\.txt: cannot read a TFRecord"):
+    with pytest.raises(InputError, match=r"corpus\.txt: not an uncompressed TFRecord file"):
         check_records([str(text)], 128, 20, 30522)
     not_example = _write(tmp_path / "bytes.tfrecord", [b"\xff\xff\xff"])
     with pytest.raises(InputError, match=r"bytes\.tfrecord: the first record is not a "
                                          r"tf.train.Example"):
         check_records([not_example], 128, 20, 30522)
+    with pytest.raises(InputError, match=r"missing\.tfrecord: cannot read it"):
+        check_records([str(tmp_path / "missing.tfrecord")], 128, 20, 30522)
     ids = tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * 128))
     classifier = tf.train.Example(features=tf.train.Features(feature={
         "input_ids": ids, "input_mask": ids, "segment_ids": ids, "label_ids": ids}))

@@ -15,7 +15,7 @@ from conftest import ROOT
 from modeling import BertPretrainer, tf1_checkpoint
 from modeling_helpers import TINY, tiny_config
 from pretraining_helpers import (
-    model_checkpoint_values, pretraining_command, run_cli, write_records)
+    model_checkpoint_values, pretraining_command, run_cli, truncate_checkpoint, write_records)
 
 EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss"]
@@ -69,7 +69,9 @@ def test_our_checkpoints_initialise_other_task_models(tmp_path):
     assert len(report.loaded) == len(tf1_checkpoint.encoder_variable_map(classifier.bert))
 
 
-def test_killed_run_resumes_to_the_same_weights(tmp_path):
+def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_path):
+    """SIGKILL, then the newest checkpoint's data file cut short (as by a full disk): the run
+    resumes from the one before and ends with the uninterrupted run's weights."""
     data = write_records(tmp_path / "train.tfrecord", 64)
     args = ["--do_train", "--train_batch_size=8", "--num_train_steps=60", "--num_warmup_steps=5",
             "--save_checkpoints_steps=10", "--iterations_per_loop=5", "--deterministic",
@@ -83,12 +85,19 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
     process = subprocess.Popen(pretraining_command(data, interrupted, *args, config=config), env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not (interrupted / "ckpt-20.index").exists() and process.poll() is None and time.time() < deadline:
+    # Until the `checkpoint` file lists ckpt-20, so that an older readable one remains.
+    state = interrupted / "checkpoint"
+    while (not (state.exists() and "ckpt-20" in state.read_text()) and process.poll() is None
+           and time.time() < deadline):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert not (interrupted / "ckpt-60.index").exists(), "the run finished before it could be killed"
-    run_cli(pretraining_command(data, interrupted, *args, config=config))
+    newest = tf.train.latest_checkpoint(str(interrupted))
+    truncate_checkpoint(interrupted / os.path.basename(newest))
+    result = run_cli(pretraining_command(data, interrupted, *args, config=config))
+    assert f"Checkpoint {newest} is unreadable" in result.stderr
+    assert f"instead of {newest}" in result.stderr
 
     straight = model_checkpoint_values(tmp_path / "straight" / "ckpt-60")
     resumed = model_checkpoint_values(interrupted / "ckpt-60")

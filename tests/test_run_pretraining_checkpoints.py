@@ -1,0 +1,55 @@
+"""Truncated checkpoints: resuming falls back to the newest readable ckpt-N (end to end, after a
+SIGKILL: test_run_pretraining.py); a truncated --init_checkpoint is named."""
+import shutil
+import subprocess
+
+import pytest
+import tensorflow as tf
+
+from modeling_helpers import TINY_TRAIN
+from pretraining_helpers import pretraining_command, truncate_checkpoint, write_records
+from runner.checkpoints import restore_newest_readable
+
+
+def _manager(directory):
+    variable = tf.Variable(0.0)
+    checkpoint = tf.train.Checkpoint(v=variable)
+    return variable, tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=5)
+
+
+def test_restore_newest_readable(tmp_path, caplog):
+    variable, manager = _manager(tmp_path)
+    assert restore_newest_readable(manager, manager.checkpoint.restore) is None
+    for step in (1, 2, 3):
+        variable.assign(float(step))
+        manager.save(checkpoint_number=step)
+    truncate_checkpoint(tmp_path / "ckpt-3")
+    (tmp_path / "ckpt-2.index").unlink()
+    variable.assign(-1.0)
+    _, manager = _manager(tmp_path)
+    restored = restore_newest_readable(manager, lambda p: manager.checkpoint.restore(p))
+    assert restored == str(tmp_path / "ckpt-1")
+    assert float(manager.checkpoint.v.numpy()) == 1.0
+    warnings = [m for m in caplog.messages if "unreadable" in m]
+    assert len(warnings) == 2 and "ckpt-3" in warnings[0] and "ckpt-2" in warnings[1]
+    assert any("instead of" in m and "ckpt-3" in m for m in caplog.messages)
+
+    truncate_checkpoint(tmp_path / "ckpt-1", keep=0.0)
+    with pytest.raises(ValueError, match=r"No checkpoint in .* can be read .*ckpt-3.*ckpt-2.*"
+                                         r"ckpt-1"):
+        restore_newest_readable(manager, lambda p: manager.checkpoint.restore(p))
+
+
+def test_a_truncated_init_checkpoint_is_named(tmp_path):
+    for path in TINY_TRAIN.glob("bert_model.ckpt.*"):
+        shutil.copy(path, tmp_path / path.name)
+    truncate_checkpoint(tmp_path / "bert_model.ckpt")
+    data = write_records(tmp_path / "train.tfrecord", 8)
+    result = subprocess.run(pretraining_command(
+        data, tmp_path / "out", "--do_train", "--num_train_steps=1",
+        f"--init_checkpoint={tmp_path / 'bert_model.ckpt'}"), capture_output=True, text=True,
+        timeout=120)
+    assert result.returncode != 0
+    assert "Checkpoint %s (--init_checkpoint) is unreadable" % (tmp_path / "bert_model.ckpt") \
+        in result.stderr
+    assert not list((tmp_path / "out").glob("ckpt-*"))
