@@ -11,6 +11,7 @@ from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, S
 from modeling.losses import classification_loss, masked_lm_loss, regression_loss, span_loss
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel
+from modeling.token_classifier import BertTokenClassifier
 
 __all__ = [
     "BertClassifier",
@@ -20,6 +21,7 @@ __all__ = [
     "BertPretrainer",
     "BertSpanLabeler",
     "BertTaskModel",
+    "BertTokenClassifier",
     "ClassificationHead",
     "MaskedLMHead",
     "NextSentenceHead",

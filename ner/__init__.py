@@ -8,6 +8,11 @@ Modules:
   TFRecords (`make_windows`, `write_windows`, `name_to_features`).
 * `ner.predictions`: predicted tags back onto words, the predictions file in CoNLL format.
 * `ner.conlleval`: CoNLL's conlleval scorer (also `python -m ner.conlleval predictions.txt`).
+* `ner.sets`: one file read, its windows and TFRecords together (`NerSet`).
+* `ner.task`: `NerTask`, run_ner.py's `runner.task.Task` (fine-tuning, paper section 5.3).
+* The feature-based approach (paper Table 7, run_ner_feature_based.py): `ner.activations`
+  (frozen BERT's activations of every word, computed once and cached), `ner.lstm_tagger` (the
+  two-layer BiLSTM tagger), `ner.feature_based` (the six layer choices, training, the table).
 
 The data side, as run_ner.py uses it:
 

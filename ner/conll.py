@@ -16,6 +16,7 @@ A file without `-DOCSTART-` lines is one document. Errors name the file and line
     documents[0].sentences[0].words, documents[0].sentences[0].tags   # tags in IOB2
 """
 import dataclasses
+import os
 from typing import List, Optional
 
 import tensorflow as tf
@@ -23,6 +24,13 @@ import tensorflow as tf
 from ner import tags as tag_schemes
 
 DOCSTART = "-DOCSTART-"
+# The file names each split goes by in the copies of CoNLL-2003 in circulation, first match wins:
+# the original distribution's eng.train / eng.testa / eng.testb, and the train/valid/test names.
+SPLIT_FILE_NAMES = {
+    "train": ("train.txt", "eng.train"),
+    "dev": ("dev.txt", "valid.txt", "eng.testa"),
+    "test": ("test.txt", "eng.testb"),
+}
 
 
 @dataclasses.dataclass
@@ -136,3 +144,17 @@ def read_conll_file(path):
 def sentences_of(documents):
     """All sentences of `documents`, in order."""
     return [sentence for document in documents for sentence in document.sentences]
+
+
+def split_file(data_dir, split):
+    """The path of `split` ("train", "dev", "test") in `data_dir` (see SPLIT_FILE_NAMES).
+
+    Raises:
+      FileNotFoundError: naming the directory and the names looked for.
+    """
+    for name in SPLIT_FILE_NAMES[split]:
+        path = os.path.join(data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    raise FileNotFoundError("%s: no %s file (looked for %s)"
+                            % (data_dir, split, ", ".join(SPLIT_FILE_NAMES[split])))

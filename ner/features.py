@@ -190,7 +190,20 @@ def _float_feature(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
-def write_windows(output_file, windows, sentences, label_list, tokenizer, max_seq_length):
+def _record(f, window_index):
+    """The serialized tf.train.Example of WindowFeatures `f`."""
+    return tf.train.Example(features=tf.train.Features(feature={
+        "input_ids": _int_feature(f.input_ids),
+        "input_mask": _int_feature(f.input_mask),
+        "segment_ids": _int_feature(f.segment_ids),
+        "label_ids": _int_feature(f.label_ids),
+        "label_weights": _float_feature(f.label_weights),
+        "window_index": _int_feature([window_index]),
+    })).SerializeToString()
+
+
+def write_windows(output_file, windows, sentences, label_list, tokenizer, max_seq_length,
+                  num_padding=0):
     """Writes the windows' features to the TFRecord `output_file` (through a temporary name).
 
     Each record also holds `window_index` (its position in the file), so predictions can be
@@ -199,8 +212,9 @@ def write_windows(output_file, windows, sentences, label_list, tokenizer, max_se
     Args:
       windows: iterable of Window, over `sentences` (the list their sentence_index refers to).
       label_list: list of str, IOB2 labels (`ner.tags.label_list`); run `check_labels` first.
+      num_padding: all-zero records appended (TPU batches must be full), `window_index` -1.
     Returns:
-      int, the number of records written.
+      int, the number of windows written (padding excluded).
     """
     label_map = {label: i for i, label in enumerate(label_list)}
     count = 0
@@ -219,16 +233,12 @@ def write_windows(output_file, windows, sentences, label_list, tokenizer, max_se
                 if count % 10000 == 0:
                     logging.info("Writing window %d (sentence %d of %d)",
                                  count, window.sentence_index, len(sentences))
-                example = tf.train.Example(features=tf.train.Features(feature={
-                    "input_ids": _int_feature(f.input_ids),
-                    "input_mask": _int_feature(f.input_mask),
-                    "segment_ids": _int_feature(f.segment_ids),
-                    "label_ids": _int_feature(f.label_ids),
-                    "label_weights": _float_feature(f.label_weights),
-                    "window_index": _int_feature([count]),
-                }))
-                writer.write(example.SerializeToString())
+                writer.write(_record(f, count))
                 count += 1
+            zeros = [0] * max_seq_length
+            padding = _record(WindowFeatures(zeros, zeros, zeros, zeros, zeros), -1)
+            for _ in range(num_padding):
+                writer.write(padding)
     return count
 
 
@@ -237,7 +247,7 @@ def name_to_features(max_seq_length):
 
     Returns:
       dict name -> FixedLenFeature: input_ids, input_mask, segment_ids, label_ids [S] int64;
-      label_weights [S] float32; window_index [] int64.
+      label_weights [S] float32; window_index [] int64 (-1 on padding records).
     """
     return {
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),

@@ -9,7 +9,7 @@ the prediction O. The gold and predicted tags are then its last two columns, so
 scores it; `write_predictions` returns those same counts.
 """
 from ner import conlleval
-from ner.tags import OUTSIDE
+from ner.tags import OUTSIDE, to_iob1
 from runner.results import write_text_atomic
 
 
@@ -35,12 +35,14 @@ def sentence_tags(windows, predicted_ids, sentences, label_list):
     return tags
 
 
-def prediction_lines(documents, predicted_tags):
+def prediction_lines(documents, predicted_tags, scheme="IOB2"):
     """Yields the predictions file's lines (with "\\n").
 
     Args:
       documents: list of `ner.conll.Document`.
-      predicted_tags: list per sentence (in file order) of predicted tags.
+      predicted_tags: list per sentence (in file order) of predicted IOB2 tags.
+      scheme: "IOB1" writes them in IOB1 (`ner.tags.to_iob1`), like an IOB1 input file, so that
+        conlleval's token accuracy compares like with like; the chunks are the same.
     """
     sentence_index = 0
     for document in documents:
@@ -48,14 +50,18 @@ def prediction_lines(documents, predicted_tags):
             yield " ".join(document.docstart_columns + [OUTSIDE]) + "\n"
             yield "\n"
         for sentence in document.sentences:
-            for columns, tag in zip(sentence.columns, predicted_tags[sentence_index]):
+            predicted = predicted_tags[sentence_index]
+            if scheme == "IOB1":
+                predicted = to_iob1(predicted)
+            for columns, tag in zip(sentence.columns, predicted):
                 yield " ".join(columns + [tag]) + "\n"
             yield "\n"
             sentence_index += 1
 
 
-def write_predictions(path, documents, predicted_tags):
-    """Writes the predictions file (atomically) and returns its `ner.conlleval.ChunkCounts`."""
-    lines = list(prediction_lines(documents, predicted_tags))
+def write_predictions(path, documents, predicted_tags, scheme="IOB2"):
+    """Writes the predictions file (atomically, see `prediction_lines`) and returns its
+    `ner.conlleval.ChunkCounts`."""
+    lines = list(prediction_lines(documents, predicted_tags, scheme))
     write_text_atomic(path, "".join(lines))
     return conlleval.count_lines(lines, source=path)

@@ -3,9 +3,10 @@
 CoNLL-2003 as distributed is IOB1: a chunk starts with `I-` and `B-` only separates two adjacent
 chunks of one type. Many copies are IOB2: every chunk starts with `B-`. Both read the same under
 conlleval (`ner.conlleval`); the model is trained on IOB2, where the tag says whether a word
-starts a chunk:
+starts a chunk, and its predictions are written back in the input file's scheme:
 
     to_iob2(["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]) == ["B-PER", "I-PER", "O", "B-LOC", "B-LOC"]
+    to_iob1(["B-PER", "I-PER", "O", "B-LOC", "B-LOC"]) == ["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]
     label_list(["LOC", "PER"]) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 """
 
@@ -39,6 +40,25 @@ def to_iob2(tags):
     return out
 
 
+def to_iob1(tags):
+    """The IOB1 form of one sentence's tags (the inverse of `to_iob2`, same conlleval chunks): a
+    `B-X` stays only where the previous tag is of type X, i.e. between two adjacent chunks."""
+    out = []
+    prev_type = ""
+    for tag in tags:
+        prefix, chunk_type = parse_tag(tag)
+        if prefix == "B" and chunk_type != prev_type:
+            tag = "I-" + chunk_type
+        out.append(tag)
+        prev_type = chunk_type
+    return out
+
+
+def scheme_of(tag_lists):
+    """"IOB1" if some chunk of the (valid) tag lists starts with I-, else "IOB2"."""
+    return "IOB1" if any(to_iob2(tags) != list(tags) for tags in tag_lists) else "IOB2"
+
+
 def label_list(entity_types):
     """The model's labels: O (id 0), then B-T, I-T for each type T in the given order."""
     labels = [OUTSIDE]
@@ -54,3 +74,33 @@ def entity_types_of(tag_lists):
         types.update(parse_tag(tag)[1] for tag in tags)
     types.discard("")
     return sorted(types)
+
+
+def resolve_label_list(entity_types, train_tag_lists, recorded=None, recorded_source=None):
+    """The label list: of the given entity types, else of the training tags, else `recorded`.
+
+    Args:
+      entity_types: list of str (the `--entity_types` flag) or None/empty.
+      train_tag_lists: iterable of the training file's tag lists, or None without one.
+      recorded: the label list a previous run in the output directory recorded, or None.
+      recorded_source: where `recorded` comes from, for messages.
+    Raises:
+      ValueError: the list differs from `recorded` (the model was trained with other labels), or
+        there is nothing to take it from.
+    """
+    labels = None
+    if entity_types:
+        labels = label_list(entity_types)
+    elif train_tag_lists is not None:
+        types = entity_types_of(train_tag_lists)
+        if not types:
+            raise ValueError("the training file has no entity (every tag is O); give "
+                             "--entity_types")
+        labels = label_list(types)
+    if labels is not None and recorded is not None and labels != recorded:
+        raise ValueError("the label list %s differs from the one of the run in %s: %s"
+                         % (", ".join(labels), recorded_source, ", ".join(recorded)))
+    labels = labels or recorded
+    if labels is None:
+        raise ValueError("no label list: give --entity_types, or a data_dir with a training file")
+    return labels

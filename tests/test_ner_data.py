@@ -83,7 +83,7 @@ def test_reader_file_errors(tmp_path):
         conll.read_conll_file(str(tmp_path / "missing.txt"))
 
 
-def test_to_iob2_keeps_conllevals_chunks():
+def test_iob1_and_iob2_conversions_keep_conllevals_chunks():
     rng = random.Random(0)
     all_tags = ["O"] + ["%s-%s" % (p, t) for p in "BI" for t in ("PER", "LOC")]
     for _ in range(300):
@@ -92,14 +92,37 @@ def test_to_iob2_keeps_conllevals_chunks():
         assert tags.to_iob2(iob2) == iob2
         assert all(t == "O" or t.startswith("B-") or p.split("-")[-1] == t[2:]
                    for p, t in zip(["O"] + iob2, iob2))
-        counts = conlleval.count_sequences([sentence], [iob2])
-        assert counts.correct_chunks == counts.found_correct == counts.found_guessed
+        for same_chunks in (iob2, tags.to_iob1(iob2)):
+            counts = conlleval.count_sequences([sentence], [same_chunks])
+            assert counts.correct_chunks == counts.found_correct == counts.found_guessed
 
 
 def test_label_list_and_types():
     assert tags.entity_types_of([["B-PER", "O"], ["I-LOC"]]) == ["LOC", "PER"]
     assert tags.label_list(["LOC", "PER"]) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     assert tags.parse_tag("B-ORG") == ("B", "ORG") and tags.parse_tag("E-ORG") is None
+
+
+def test_resolve_label_list():
+    train = [["B-PER", "O"], ["B-LOC"]]
+    assert tags.resolve_label_list(None, train) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert tags.resolve_label_list(["PER", "LOC"], train)[1] == "B-PER"  # the flag's order
+    recorded = tags.label_list(["LOC", "PER"])
+    assert tags.resolve_label_list(None, None, recorded, "out/label_list.txt") == recorded
+    with pytest.raises(ValueError, match="differs from the one of the run in out/label_list.txt"):
+        tags.resolve_label_list(["PER"], None, recorded, "out/label_list.txt")
+    with pytest.raises(ValueError, match="no label list: give --entity_types"):
+        tags.resolve_label_list(None, None)
+    with pytest.raises(ValueError, match="has no entity"):
+        tags.resolve_label_list(None, [["O"]])
+
+
+def test_to_iob1_and_scheme_of():
+    iob2 = ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "B-PER"]
+    iob1 = tags.to_iob1(iob2)
+    assert iob1 == ["I-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-LOC", "I-PER"]
+    assert tags.to_iob2(iob1) == iob2
+    assert tags.scheme_of([iob1]) == "IOB1" and tags.scheme_of([iob2, ["O"]]) == "IOB2"
 
 
 def _scored(window):

@@ -1,0 +1,40 @@
+"""`BertTokenClassifier`: the encoder with a per-token classification layer (BERT paper section
+5.3, named-entity recognition; run_ner.py).
+
+The layer is run_classifier's (dropout 0.1, `output_weights [num_labels, H]`, `output_bias
+[num_labels]`, stddev 0.02) applied to every position of the last layer instead of the pooled
+output; the paper classifies each word's first sub-token with it, without a CRF. The original
+release has no NER script: in TF1 checkpoints the layer is stored at the top level as
+run_classifier stores it, which is also where the TF1 BERT-NER ports derived from run_classifier
+keep it.
+"""
+import keras
+
+from modeling.checkpoint_names import output_layer_names
+from modeling.heads import ClassificationHead
+from modeling.task_models import BertTaskModel, _encoder_inputs
+
+
+class BertTokenClassifier(BertTaskModel):
+    """Encoder + token classification layer.
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`.
+    Returns: `logits` float32 `[B, S, num_labels]`.
+    """
+
+    def __init__(self, config, num_labels, name="bert_token_classifier", **kwargs):
+        super().__init__(config, name, **kwargs)
+        self.num_labels = num_labels
+        self.classifier = ClassificationHead(
+            num_labels, self.config.hidden_size, dtype=self.dtype_policy, name="classifier")
+        self.classifier.build()
+
+    def call(self, features, training=False):
+        sequence = self.bert(_encoder_inputs(features), training=training)["sequence_output"]
+        return {"logits": keras.ops.cast(self.classifier(sequence, training=training), "float32")}
+
+    def get_config(self):
+        return {**self._config_dict(), "num_labels": self.num_labels}
+
+    def tf1_head_variables(self):
+        return output_layer_names("", self.classifier)

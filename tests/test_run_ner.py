@@ -1,0 +1,105 @@
+"""run_ner.py end to end, through the command line: fine-tuning from the tiny original
+checkpoint on learnable IOB1 CoNLL data the test writes, both checkpoint layouts, the CoNLL
+predictions files scored as conlleval does, predicting from the written TF1 checkpoint, and
+bad input named before any work."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from ner import conlleval
+from ner_helpers import TINY, write_conll_dir
+
+MODEL_FLAGS = ["--bert_config_file=%s" % (TINY / "bert_config.json"),
+               "--vocab_file=%s" % (TINY / "vocab.txt"), "--max_seq_length=32"]
+
+
+def run_ner(*args):
+    """Runs the script; returns the CompletedProcess (stdout and stderr together in .stdout)."""
+    command = [sys.executable, str(ROOT / "run_ner.py"), *MODEL_FLAGS, *args]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+def read_eval_results(path):
+    return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Fine-tunes from the tiny original checkpoint, evaluates dev and predicts test."""
+    tmp = tmp_path_factory.mktemp("ner")
+    data_dir = write_conll_dir(tmp / "data", train_documents=40)
+    output_dir = tmp / "out"
+    proc = run_ner(
+        "--data_dir=%s" % data_dir, "--init_checkpoint=%s" % (TINY / "bert_model.ckpt"),
+        "--do_train=True", "--do_eval=True", "--do_predict=True", "--train_batch_size=16",
+        "--learning_rate=1e-3", "--num_train_epochs=12", "--save_tf1_checkpoint=True",
+        "--output_dir=%s" % output_dir)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    return data_dir, output_dir, proc.stdout
+
+
+def test_fine_tunes_and_scores_well_above_chance(trained):
+    _, output_dir, log = trained
+    # 40 documents x 4 sentences, each in one window: int(160 / 16 * 12) steps.
+    assert "Num steps = 120" in log and "*INIT_FROM_CKPT*" in log
+    assert "newly initialised: output_weights, output_bias" in log
+    assert "Labels: O B-LOC I-LOC B-PER I-PER" in log
+    results = read_eval_results(output_dir / "eval_results.txt")
+    assert float(results["eval_f1"]) >= 80.0, results
+    assert "eval_f1 = %s (baseline: every word O 0.00)" % results["eval_f1"] in log
+    assert {"eval_precision", "eval_recall", "eval_accuracy", "eval_loss", "global_step",
+            "eval_f1_LOC", "eval_f1_PER", "eval_recall_PER", "eval_precision_LOC"} < set(results)
+    assert results["global_step"] == "120"
+    assert (output_dir / "ckpt-120.index").exists()
+    assert (output_dir / "bert_model.ckpt.index").exists()
+    assert (output_dir / "label_list.txt").read_text().split() == [
+        "O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+
+@pytest.mark.parametrize("prefix", ["eval", "test"])
+def test_predictions_files_are_conll_with_a_predicted_column(trained, prefix):
+    data_dir, output_dir, _ = trained
+    source = "dev.txt" if prefix == "eval" else "test.txt"
+    inputs = (ROOT / data_dir / source).read_text().splitlines()
+    lines = (output_dir / (prefix + "_predictions.txt")).read_text().splitlines()
+    assert len(lines) == len(inputs)
+    for given, written in zip(inputs, lines):
+        assert written.rsplit(" ", 1)[0] == given if given else written == ""
+    # The input is IOB1, and so are the predictions: a chunk's first word is I- (not B-).
+    predicted = [line.split()[-1] for line in lines if line]
+    assert any(t.startswith("I-") for t in predicted)
+    counts = conlleval.count_lines(lines)
+    assert (output_dir / (prefix + "_conlleval.txt")).read_text() == conlleval.report(counts)
+    if prefix == "eval":
+        results = read_eval_results(output_dir / "eval_results.txt")
+        assert float(results["eval_f1"]) == pytest.approx(
+            conlleval.metrics(counts)["overall"]["f1"], abs=1e-4)
+
+
+def test_predicts_from_the_written_tf1_checkpoint(trained, tmp_path):
+    data_dir, output_dir, _ = trained
+    proc = run_ner("--data_dir=%s" % data_dir, "--do_predict=True",
+                   "--init_checkpoint=%s" % (output_dir / "bert_model.ckpt"),
+                   "--output_dir=%s" % (tmp_path / "out"))
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert ((tmp_path / "out" / "test_predictions.txt").read_text()
+            == (output_dir / "test_predictions.txt").read_text())
+
+
+def test_bad_input_is_named_before_any_work(tmp_path):
+    data_dir = write_conll_dir(tmp_path / "data", 2, 1, 1)
+    dev = tmp_path / "data" / "dev.txt"
+    lines = dev.read_text().splitlines()
+    lines[3] += " extra"
+    dev.write_text("\n".join(lines) + "\n")
+    args = ["--data_dir=%s" % data_dir, "--init_checkpoint=%s" % (TINY / "bert_model.ckpt"),
+            "--do_train=True", "--do_eval=True", "--output_dir=%s" % (tmp_path / "out")]
+    proc = run_ner(*args)
+    assert proc.returncode == 1
+    assert "%s:4: 5 columns, but line 1 has 4" % dev in proc.stdout
+    assert not (tmp_path / "out").exists()
