@@ -229,3 +229,20 @@ def test_tfrecords_and_predictions_file(tmp_path, tokenizer):
     assert lines[:3] == ["-DOCSTART- -X- -X- O O", "", "EU NNP B-NP I-ORG B-ORG"]
     assert conlleval.count_lines(lines) == counts
     assert counts.tokens == 15  # 13 words and the two -DOCSTART- lines, as conlleval.pl counts
+
+
+def test_gazetteer_labels_text():
+    from ner.gazetteer import Gazetteer, tokenize
+
+    gazetteer = Gazetteer({"PER": ["Elizabeth", "Bennet", "Frank"],
+                           "LOC": ["Box Hill", "Bath", "Hill Street"]})
+    words = tokenize("Elizabeth Bennet's walk to Box Hill, not Bath; frank Frank.")
+    assert words == ["Elizabeth", "Bennet", "'s", "walk", "to", "Box", "Hill", ",", "not", "Bath",
+                     ";", "frank", "Frank", "."]
+    assert gazetteer.tag(words) == ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC", "O", "O",
+                                    "B-LOC", "O", "O", "B-PER", "O"]
+    # The longest name wins; adjacent names of one type are one entity.
+    assert gazetteer.tag(["Hill", "Street", "Bath"]) == ["B-LOC", "I-LOC", "I-LOC"]
+    assert gazetteer.tag(["Bath", "Frank"]) == ["B-LOC", "B-PER"]
+    with pytest.raises(ValueError, match="'Bath' is listed as LOC and as PER"):
+        Gazetteer({"LOC": ["Bath"], "PER": ["Bath"]})
