@@ -52,6 +52,7 @@ def test_fine_tunes_and_scores_well_above_chance(trained):
     results = read_eval_results(output_dir / "eval_results.txt")
     assert float(results["eval_f1"]) >= 80.0, results
     assert "eval_f1 = %s (baseline: every word O 0.00)" % results["eval_f1"] in log
+    assert "test F1 " in log and "(the paper's BERT-Base on CoNLL-2003: 92.4)" in log
     assert {"eval_precision", "eval_recall", "eval_accuracy", "eval_loss", "global_step",
             "eval_f1_LOC", "eval_f1_PER", "eval_recall_PER", "eval_precision_LOC"} < set(results)
     assert results["global_step"] == "120"
