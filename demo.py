@@ -9,7 +9,8 @@ progress, and prints its metrics and where its outputs are:
 
 1. data: the novels become the one-sentence-per-line corpus (`pretraining_data.corpus`); a small
    BERT config (L=2, H=128, A=2, I=512, the bundled uncased vocabulary) and a sentence task,
-   "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, are written.
+   "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, and the next-sentence choice
+   task in SWAG CSV layout are written.
 2. `create_pretraining_data.py`: masked-LM / next-sentence TFRecords from the corpus.
 3. `run_pretraining.py`: pre-trains the small BERT from scratch, writes an original-layout
    checkpoint (`--save_tf1_checkpoint`), evaluates masked-LM and next-sentence accuracy.
@@ -17,14 +18,18 @@ progress, and prints its metrics and where its outputs are:
    test accuracy from the GLUE submission file against the labels the demo kept.
 5. `run_squad.py`: fine-tunes it on the bundled "who" questions (`data/austen_squad/`), predicts
    the held-out ones and prints the official EM/F1.
-6. `extract_features.py`: the last two layers' vectors for a few sentences.
+6. `run_swag.py`: fine-tunes it on a SWAG-style task made from the novels (which of four endings
+   continues the sentence?); dev and test accuracy beside the 25% chance.
+7. `extract_features.py`: the last two layers' vectors for a few sentences.
 
 TensorFlow is not imported here, only in the stages' processes.
 `python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
 the novels (the test suite checks that they are identical).
 """
 import collections
+import csv
 import dataclasses
+import io
 import json
 import os
 import random
@@ -87,6 +92,10 @@ class Scale:
     squad_query_length: int
     squad_batch: int
     squad_epochs: float
+    swag_examples: tuple           # (train, dev, test) examples of the next-sentence choice task
+    swag_seq_length: int
+    swag_batch: int
+    swag_epochs: float
     eval_steps: int
 
 
@@ -96,13 +105,16 @@ FULL = Scale(
     pretraining_steps=200,
     sentences_per_label=(800, 200, 100), classifier_seq_length=64, classifier_batch=32,
     classifier_epochs=3.0, squad_questions=(None, None), squad_seq_length=128,
-    squad_doc_stride=64, squad_query_length=48, squad_batch=16, squad_epochs=3.0, eval_steps=20)
+    squad_doc_stride=64, squad_query_length=48, squad_batch=16, squad_epochs=3.0,
+    swag_examples=(800, 200, 200), swag_seq_length=64, swag_batch=16, swag_epochs=2.0,
+    eval_steps=20)
 QUICK = Scale(
     pretraining_novels=("persuasion",), pretraining_chapters=3, dupe_factor=1,
     pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=8, pretraining_steps=4,
     sentences_per_label=(16, 8, 8), classifier_seq_length=32, classifier_batch=8,
     classifier_epochs=1.0, squad_questions=(16, 8), squad_seq_length=64, squad_doc_stride=32,
-    squad_query_length=24, squad_batch=8, squad_epochs=1.0, eval_steps=2)
+    squad_query_length=24, squad_batch=8, squad_epochs=1.0, swag_examples=(16, 8, 8),
+    swag_seq_length=32, swag_batch=8, swag_epochs=1.0, eval_steps=2)
 
 # BERT-Base's settings but 2 layers of width 128: trains on CPU in minutes. The vocabulary is the
 # release's own (vocab_size from the file), so tokenization is exactly BERT-Base's uncased one.
@@ -269,6 +281,60 @@ def novel_task_tsvs(per_label, seed=12345):
     return files, [label for _, label in rows["test"]]
 
 
+# The next-sentence choice task: SWAG's CSV columns, sentences of 6 to 40 words, and how many
+# first words of the true next sentence are given as SWAG's `sent2`.
+SWAG_HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+               "ending0", "ending1", "ending2", "ending3", "label"]
+_SWAG_WORDS = (6, 40)
+_SWAG_SENT2_WORDS = 2
+
+
+def csv_text(rows):
+    """Rows (lists of str) as CSV text, quoted where needed."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+def next_sentence_choice_csvs(per_split, seed=12345):
+    """"Which ending continues the sentence?" in the SWAG CSV layout: {"train.csv": text,
+    "val.csv": ..., "test.csv": ...} and the test labels (ints 0..3, which test.csv does not hold,
+    as SWAG's test file does not).
+
+    Each example is two consecutive sentences of one chapter of the task novels: `sent1` is the
+    first, `sent2` the first two words of the second, and the true ending its other words; the
+    three other endings are the same part of sentences drawn from anywhere in the novels, at a
+    random position. `per_split` = (train, dev, test) examples, drawn at random (seeded).
+    """
+    pairs, sentences = [], []
+    for novel in TASK_NOVELS:
+        for chapter in gutenberg_to_corpus(read_novel(novel)).split("\n\n"):
+            lines = [s if _SWAG_WORDS[0] <= len(s.split()) <= _SWAG_WORDS[1] else None
+                     for s in chapter.split("\n")]
+            sentences += filter(None, lines)
+            pairs += [(a, b) for a, b in zip(lines, lines[1:]) if a and b]
+    rng = random.Random(seed)
+    rng.shuffle(pairs)
+    files, start = {}, 0
+    for name, count in zip(("train.csv", "val.csv", "test.csv"), per_split):
+        rows = []
+        for i, (first, second) in enumerate(pairs[start:start + count]):
+            words = second.split()
+            sent2 = " ".join(words[:_SWAG_SENT2_WORDS])
+            endings = [" ".join(s.split()[_SWAG_SENT2_WORDS:])
+                       for s in rng.sample(sentences, 4) if s != second][:3]
+            label = rng.randrange(4)
+            endings.insert(label, " ".join(words[_SWAG_SENT2_WORDS:]))
+            rows.append([f"austen-{start + i}", str(i), f"{first} {sent2}", first, sent2, "gold",
+                         *endings, label])
+        start += count
+        files[name] = rows
+    test_labels = [row[-1] for row in files["test.csv"]]
+    texts = {name: csv_text([SWAG_HEADER] + rows) for name, rows in files.items()}
+    texts["test.csv"] = csv_text([SWAG_HEADER[:-1]] + [row[:-1] for row in files["test.csv"]])
+    return texts, test_labels
+
+
 # --- Running the stages. ---
 
 # Log lines worth showing while a stage runs: progress, training steps, what was written.
@@ -381,6 +447,10 @@ def stage_data(pipe, scale):
     files, test_labels = novel_task_tsvs(scale.sentences_per_label)
     for name, text in files.items():
         write_text(pipe.path("novels", name), text)
+    os.makedirs(pipe.path("next_sentence"))
+    files, swag_labels = next_sentence_choice_csvs(scale.swag_examples)
+    for name, text in files.items():
+        write_text(pipe.path("next_sentence", name), text)
     squad = {}
     for split, limit in zip(("train", "dev"), scale.squad_questions):
         bundled = os.path.join(SQUAD_DATA, f"{split}-v1.1.json")
@@ -397,8 +467,8 @@ def stage_data(pipe, scale):
                 f"{len(corpus) / 1e6:.2f} MB from {len(scale.pretraining_novels)} novel(s); "
                 f"vocab_size {vocab_size}",
                 f"{shown(pipe.path('corpus.txt'))}, {shown(pipe.path('bert_config.json'))}, "
-                f"{shown(pipe.path('novels'))}/")
-    return test_labels, squad
+                f"{shown(pipe.path('novels'))}/, {shown(pipe.path('next_sentence'))}/")
+    return test_labels, squad, swag_labels
 
 
 def stage_pretraining_data(pipe, scale):
@@ -499,6 +569,37 @@ def stage_squad(pipe, scale, squad):
                 f"eval_results.json)")
 
 
+def stage_swag(pipe, scale, test_labels):
+    pipe.header("run_swag.py: which ending continues the sentence? (SWAG layout, 4 choices)")
+    output_dir = pipe.path("swag")
+    times = pipe.run(
+        "run_swag", "run_swag.py",
+        do_train=True, do_eval=True, do_predict=True,
+        data_dir=shown(pipe.path("next_sentence")), vocab_file=shown(FLAGS.vocab_file),
+        bert_config_file=shown(pipe.path("bert_config.json")),
+        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
+        max_seq_length=scale.swag_seq_length, train_batch_size=scale.swag_batch,
+        eval_batch_size=32, predict_batch_size=32, learning_rate=1e-4,
+        num_train_epochs=scale.swag_epochs,
+        iterations_per_loop=steps_per_log(scale.swag_examples[0], scale.swag_batch,
+                                          scale.swag_epochs),
+        output_dir=shown(output_dir))
+    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    with open(os.path.join(output_dir, "test_results.tsv"), encoding="utf-8") as f:
+        probabilities = [[float(p) for p in line.split("\t")] for line in f]
+    predicted = [row.index(max(row)) for row in probabilities]
+    with open(pipe.path("next_sentence", "test.csv"), encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row, choice, label in list(zip(rows, predicted, test_labels))[:2]:
+        print(f"    {row['sent1']} / {row['sent2']} ...  predicted: {row[f'ending{choice}']!r} "
+              f"({'right' if choice == label else 'wrong; true: ' + repr(row[f'ending{label}'])})")
+    test_accuracy = sum(p == l for p, l in zip(predicted, test_labels)) / len(test_labels)
+    pipe.report("run_swag", times,
+                f"dev accuracy {results['eval_accuracy']:.3f}, test accuracy {test_accuracy:.3f} "
+                f"({len(test_labels)} examples; chance 0.250)",
+                f"{shown(output_dir)}/ (eval_results.txt, test_results.tsv)")
+
+
 def stage_features(pipe):
     pipe.header("extract_features.py: contextual vectors of a few sentences")
     output = pipe.path("features.jsonl")
@@ -533,14 +634,15 @@ def main(argv):
     scale = QUICK if FLAGS.quick else FULL
     work_dir = os.path.abspath(FLAGS.output_dir)
     prepare_work_dir(work_dir)
-    pipe = Pipeline(work_dir, num_stages=6)
+    pipe = Pipeline(work_dir, num_stages=7)
     print(f"BERT demo{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
           f"project's scripts in {shown(work_dir)}; logs in {shown(pipe.path('logs'))}/")
-    test_labels, squad = stage_data(pipe, scale)
+    test_labels, squad, swag_labels = stage_data(pipe, scale)
     stage_pretraining_data(pipe, scale)
     stage_pretraining(pipe, scale)
     stage_classifier(pipe, scale, test_labels)
     stage_squad(pipe, scale, squad)
+    stage_swag(pipe, scale, swag_labels)
     stage_features(pipe)
     pipe.summary()
 

@@ -35,8 +35,8 @@ FLAGS.set_default("learning_rate", 2e-5)
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 
-# Training examples are shuffled once with this seed before they are written (the input pipeline
-# only shuffles within 100 records, and the SWAG files are grouped by source video).
+# Training examples are shuffled once with this seed before they are written: the input pipeline
+# shuffles only within 100 records, so a file ordered by source would train in runs of one source.
 TRAIN_SHUFFLE_SEED = 12345
 
 

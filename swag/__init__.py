@@ -6,8 +6,13 @@ Modules:
 * `swag.features`: four `[CLS] sent1 [SEP] sent2 ending_i [SEP]` sequences per example
   (`convert_example`), written to TFRecord by `write_features`; `name_to_features` decodes them
   to [4, max_seq_length] per example.
+* `swag.task`: `SwagTask`, the `runner.task.Task` (model `modeling.BertMultipleChoice`, loss,
+  eval_results.txt values and baselines, test_results.tsv).
+
+What run_swag.py does with them:
 
     examples = read_swag_examples(os.path.join(data_dir, "val.csv"), "dev", require_label=True)
-    write_features(examples, max_seq_length, tokenizer, "eval.tf_record")
-    spec = name_to_features(max_seq_length)   # for runner.inputs.tfrecord_dataset
+    write_features(examples, max_seq_length, tokenizer, "dev.tf_record")
+    task = SwagTask(max_seq_length)
+    runner.driver.run_task(task, run, config, eval_split=Split(["dev.tf_record"], len(examples), 8))
 """

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 STAGE_SCRIPTS = ["create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
-                 "run_squad.py", "extract_features.py"]
+                 "run_squad.py", "run_swag.py", "extract_features.py"]
 
 
 def run_demo(*args, env=None):
@@ -35,7 +35,7 @@ def test_quick_demo_runs_every_stage(tmp_path):
         assert f"$ python {script} --" in log, script
         assert (out / "logs" / script.replace(".py", ".log")).exists()
     assert "step 4/4" in log  # training progress is shown
-    assert "All 6 stages done" in log
+    assert "All 7 stages done" in log
     # Each stage's outputs, as the summary says.
     assert "masked_lm_accuracy" in (out / "pretraining" / "eval_results.txt").read_text()
     assert (out / "pretraining" / "bert_model.ckpt.index").exists()
@@ -45,6 +45,10 @@ def test_quick_demo_runs_every_stage(tmp_path):
     scores = json.loads((out / "squad" / "eval_results.json").read_text())
     assert set(scores) == {"exact_match", "f1"}
     assert len(json.loads((out / "squad" / "predictions.json").read_text())) == 8
+    assert "eval_accuracy" in (out / "swag" / "eval_results.txt").read_text()
+    swag_test = (out / "swag" / "test_results.tsv").read_text().splitlines()
+    assert len(swag_test) == 8 and all(len(line.split("\t")) == 4 for line in swag_test)
+    assert "(8 examples; chance 0.250)" in log
     features = [json.loads(line) for line in (out / "features.jsonl").read_text().splitlines()]
     assert [f["linex_index"] for f in features] == [0, 1, 2]
     assert features[0]["features"][0]["token"] == "[CLS]"
