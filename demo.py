@@ -433,6 +433,16 @@ def read_key_values(path):
         return {k: float(v) for k, v in (line.split(" = ") for line in f if line.strip())}
 
 
+_BASELINE = re.compile(r"\]\s+(\w+) = \S+ \(baseline: (.*)\)$")
+
+
+def read_baselines(log_path):
+    """{metric: baseline text} from a stage's log: the lines the shared driver writes beside
+    each evaluated metric (`  masked_lm_accuracy = 0.31 (baseline: most frequent ... 0.06)`)."""
+    with open(log_path, encoding="utf-8") as f:
+        return {m.group(1): m.group(2) for m in map(_BASELINE.search, f) if m}
+
+
 def stage_data(pipe, scale):
     pipe.header("Data: corpus, model config, the novel task")
     start, cpu_start = time.monotonic(), time.process_time()
@@ -503,9 +513,14 @@ def stage_pretraining(pipe, scale):
         iterations_per_loop=max(1, scale.pretraining_steps // 5),
         max_eval_steps=scale.eval_steps, save_tf1_checkpoint=True)
     results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    # Computed by the task from the evaluated records: the most frequent masked token, the
+    # majority next-sentence label.
+    baselines = read_baselines(pipe.path("logs", "run_pretraining.log"))
     pipe.report("run_pretraining", times,
-                f"masked LM accuracy {results['masked_lm_accuracy']:.3f}, next sentence accuracy "
-                f"{results['next_sentence_accuracy']:.3f}, loss {results['loss']:.3f} "
+                f"masked LM accuracy {results['masked_lm_accuracy']:.3f} (baseline: "
+                f"{baselines['masked_lm_accuracy']}), next sentence accuracy "
+                f"{results['next_sentence_accuracy']:.3f} (baseline: "
+                f"{baselines['next_sentence_accuracy']}), loss {results['loss']:.3f} "
                 f"after {results['global_step']:.0f} steps",
                 f"{shown(output_dir)}/ (eval_results.txt, bert_model.ckpt)")
 
