@@ -83,12 +83,19 @@ class WordCounter(object):
         for token, count in tokens.items():
             split = memo.get(token)
             if split is None:
-                # On a cleaned, whitespace-free token the original's cleaning and CJK spacing
-                # change nothing, so this is exactly its per-token work.
-                split = memo[token] = tuple(self._basic.tokenize(token))
+                split = memo[token] = self._token_words(token)
             for word in split:
                 words[word] += count
         return words
+
+
+    def _token_words(self, token):
+        """The words of one whitespace token: the body of the original `BasicTokenizer.tokenize`
+        loop over tokens, with its own methods (its steps before the loop leave a token as is)."""
+        basic = self._basic
+        if basic.do_lower_case:
+            token = basic._run_strip_accents(token.lower())
+        return tuple(tokenization.whitespace_tokenize(" ".join(basic._run_split_on_punc(token))))
 
 
 @functools.lru_cache(maxsize=2)
