@@ -219,7 +219,8 @@ class Trainer:
         iterator = iter(dataset)
         manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
         restored = restore_newest_readable(
-            manager, lambda path: manager.checkpoint.restore(path).assert_existing_objects_matched())
+            manager,
+            lambda path: manager.checkpoint.restore(path).assert_existing_objects_matched())
         if restored:
             logging.info("Resuming from %s (step %d)", restored, self.step)
         elif init_fn is not None:

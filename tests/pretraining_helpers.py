@@ -38,7 +38,8 @@ def write_records(path, num_records, seed=0, vocab_size=99, seq=SEQ, pred=PRED,
                 features["next_sentence_labels"] = [int(rng.rand() < 0.5)]
             feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=list(map(int, v))))
                        for k, v in features.items()}
-            feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * pred))
+            feature["masked_lm_weights"] = tf.train.Feature(
+                float_list=tf.train.FloatList(value=[1.0] * pred))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return path
 

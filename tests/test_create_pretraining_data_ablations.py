@@ -1,4 +1,4 @@
-"""The paper's ablations in the data: masking rates (Table 8) and no next sentence prediction (Table 5).
+"""The paper's ablations in the data: masking rates (Table 8), no next sentence prediction (Table 5).
 
 The defaults are the original's records byte for byte (test_create_pretraining_data.py); here the
 other settings, on real text.

@@ -1,4 +1,4 @@
-"""pretraining_data.validation.check_records: the first record of each file against flags and model."""
+"""pretraining_data.validation.check_records: each file's first record against flags and model."""
 import pytest
 import tensorflow as tf
 

@@ -54,7 +54,7 @@ def test_records_without_labels_train_the_masked_lm_alone(tmp_path):
 
 def test_an_input_without_records_is_refused_before_training(tmp_path):
     """It used to train forever at full CPU (the repeating input waits for a record). Other
-    mismatches (lengths, vocab) are refused the same way: tests/test_pretraining_data_validation.py."""
+    mismatches (lengths, vocab) are refused the same way (test_pretraining_data_validation.py)."""
     data = tmp_path / "empty.tfrecord"
     tf.io.TFRecordWriter(str(data)).close()
     result = subprocess.run(pretraining_command(data, tmp_path / "out", "--do_train"),
