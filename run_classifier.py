@@ -111,7 +111,7 @@ def main(_):
     tokenizer = startup.load_tokenizer(
         run.vocab_file, run.do_lower_case, run.init_checkpoint, config, run.bert_config_file)
     task = ClassifierTask(processor, FLAGS.task_name, FLAGS.max_seq_length)
-    driver.prepare(task, run, config)
+    strategy = driver.prepare(task, run, config)
     examples = _read_splits(processor)
     num_train_steps, num_warmup_steps = _training_steps(examples)
     splits = {}
@@ -119,7 +119,6 @@ def main(_):
         written, splits[name] = _write_split(processor, tokenizer, split_examples, name, batch_size)
         if name == "predict":
             task.predict_examples = written
-    strategy = driver.get_strategy(run)
 
     def run_seed(seed_run):
         return driver.run_task(

@@ -103,7 +103,7 @@ def main(_):
         data.check_labels(label_list)
     logging.info("Labels: %s", " ".join(label_list))
     task = NerTask(label_list, FLAGS.max_seq_length, run.output_dir)
-    driver.prepare(task, run, config)
+    strategy = driver.prepare(task, run, config)
     results.write_text_atomic(os.path.join(run.output_dir, LABEL_LIST_FILE),
                               "\n".join(label_list) + "\n")
 
@@ -122,7 +122,7 @@ def main(_):
         _training_steps(splits["train"].num_examples) if "train" in splits else (0, 0))
     result = driver.run_task(
         task, run, config, splits.get("train"), num_train_steps, num_warmup_steps,
-        eval_split=splits.get("eval"), predict_split=splits.get("predict"))
+        eval_split=splits.get("eval"), predict_split=splits.get("predict"), strategy=strategy)
     # The paper's BERT-Base figures on CoNLL-2003, for comparison (Table 3).
     if result.eval_results:
         logging.info("dev F1 %.2f (the paper's BERT-Base on CoNLL-2003: 96.4)",

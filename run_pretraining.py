@@ -67,13 +67,13 @@ def run():
                         "--next_sentence_prediction=false")
     logging.info("Next sentence prediction: %s", "on" if next_sentence else "off (masked LM only)")
     task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, next_sentence)
-    driver.prepare(task, run, config)
+    strategy = driver.prepare(task, run, config)
     # The records are read as a stream: their number is not counted.
     train = driver.Split(files, None, run.train_batch_size) if run.do_train else None
     evaluation = (driver.Split(files, None, run.eval_batch_size, repeat=True,
                                max_batches=FLAGS.max_eval_steps) if run.do_eval else None)
     return driver.run_task(task, run, config, train, FLAGS.num_train_steps,
-                           FLAGS.num_warmup_steps, eval_split=evaluation).trainer
+                           FLAGS.num_warmup_steps, eval_split=evaluation, strategy=strategy).trainer
 
 
 def main(_):

@@ -111,7 +111,7 @@ def main(_):
     task = sq_task.SquadTask(FLAGS.max_seq_length, sq_task.PostprocessOptions(
         FLAGS.n_best_size, FLAGS.max_answer_length, run.do_lower_case,
         FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging))
-    driver.prepare(task, run, config)
+    strategy = driver.prepare(task, run, config)
     window_args = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
                        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
 
@@ -137,7 +137,7 @@ def main(_):
         predict_split = driver.Split([summary.filename], summary.num_features,
                                      run.predict_batch_size)
     result = driver.run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
-                             predict_split=predict_split)
+                             predict_split=predict_split, strategy=strategy)
     if run.do_predict and scoring:
         metrics = evaluate.score_predictions(gold_data, result.predictions,
                                              FLAGS.version_2_with_negative, FLAGS.predict_file)

@@ -77,7 +77,7 @@ def main(_):
     tokenizer = startup.load_tokenizer(
         run.vocab_file, run.do_lower_case, run.init_checkpoint, config, run.bert_config_file)
     task = SwagTask(FLAGS.max_seq_length)
-    driver.prepare(task, run, config)
+    strategy = driver.prepare(task, run, config)
     examples = _read_splits(run)
 
     num_train_steps, num_warmup_steps = 0, 0
@@ -93,7 +93,8 @@ def main(_):
     splits = {split: _write_split(run, tokenizer, split, split_examples, batch_size)
               for split, (split_examples, batch_size) in examples.items()}
     driver.run_task(task, run, config, splits.get("train"), num_train_steps, num_warmup_steps,
-                    eval_split=splits.get("dev"), predict_split=splits.get("test"))
+                    eval_split=splits.get("dev"), predict_split=splits.get("test"),
+                    strategy=strategy)
 
 
 if __name__ == "__main__":

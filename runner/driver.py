@@ -2,10 +2,10 @@
 
     run = RunConfig.from_flags()
     config = startup.load_config(run.bert_config_file, max_seq_length)
-    prepare(task, run, config)                     # before any feature is written
+    strategy = prepare(task, run, config)          # before any feature is written
     ... the script writes its TFRecords: Split(files, num_examples, batch_size) ...
-    result = run_task(task, run, config, train=split, num_train_steps=n, num_warmup_steps=w,
-                      eval=dev_split, predict=test_split)
+    result = run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
+                      eval_split=dev_split, predict_split=test_split, strategy=strategy)
 
 `run_task` builds the model and the original optimizer under the `tf.distribute` strategy,
 trains (resuming from the newest checkpoint in output_dir, else starting from
@@ -77,48 +77,44 @@ def _task_record(task, run):
 
 
 def prepare(task, run, config):
-    """Checks done before any work: output_dir, `--init_checkpoint` against the model.
+    """Checks done before any work, and the `tf.distribute` strategy; returns the strategy.
 
-    Creates output_dir; refuses it (OutputDirError) when its run.json names another task; checks
-    that `--init_checkpoint` is readable and fits the task's model for `config` (names the file and
-    every mismatched variable). Records the task in run.json when the directory has none.
+    Creates the strategy first (a multi-worker strategy must exist before any TensorFlow op
+    runs), then output_dir; refuses it (OutputDirError) when its run.json names another task;
+    checks that `--init_checkpoint` is readable and fits the task's model for `config` (names the
+    file and every mismatched variable). Records the task in run.json when the directory has none.
     """
+    strategy = get_strategy(run)
     tf.io.gfile.makedirs(run.output_dir)
-    path = os.path.join(run.output_dir, RUN_RECORD)
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            recorded = json.load(f)
-        if recorded.get("task") != task.name:
-            raise OutputDirError(
-                f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
-                f"({path}); this is task {task.name!r}. Use another --output_dir: nothing in it "
-                "was changed.")
+    recorded = _recorded_run(run)
+    if recorded is not None and recorded.get("task") != task.name:
+        raise OutputDirError(
+            f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
+            f"({os.path.join(run.output_dir, RUN_RECORD)}); this is task {task.name!r}. Use "
+            "another --output_dir: nothing in it was changed.")
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint)
         keras.backend.clear_session()
-    if not tf.io.gfile.exists(path):
-        results.write_text_atomic(path, json.dumps(_task_record(task, run), indent=2) + "\n")
+    if recorded is None:
+        results.write_text_atomic(os.path.join(run.output_dir, RUN_RECORD),
+                                  json.dumps(_task_record(task, run), indent=2) + "\n")
+    return strategy
 
 
-def _report_resume(task, run, step, num_train_steps):
-    """Says what resuming from `step` means when the run had finished, or ran with other values."""
+def _recorded_run(run):
+    """The run.json of `run.output_dir` as a dict, or None."""
     path = os.path.join(run.output_dir, RUN_RECORD)
-    changed = []
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            recorded = json.load(f)
-        current = _task_record(task, run)
-        changed = [f"{name} {recorded[name]!r} -> {current[name]!r}"
-                   for name in _RECORDED if name in recorded and recorded[name] != current[name]]
-    if step >= num_train_steps:
-        logging.warning(
-            "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "
-            "trained again%s. Use a new --output_dir to train again.", run.output_dir, step,
-            num_train_steps, "; its hyper-parameters differ from this command's: " +
-            ", ".join(changed) if changed else "")
-    elif changed:
-        logging.warning("Resuming the run in %s at step %d with hyper-parameters that differ "
-                        "from the ones it started with: %s", run.output_dir, step, ", ".join(changed))
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def _changed_hyperparameters(task, run):
+    """`["name old -> new", ...]` for the recorded hyper-parameters this command changes."""
+    recorded, current = _recorded_run(run) or {}, _task_record(task, run)
+    return [f"{name} {recorded[name]!r} -> {current[name]!r}"
+            for name in _RECORDED if name in recorded and recorded[name] != current[name]]
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
@@ -185,17 +181,27 @@ def _batches(trainer, task, split, run):
 
 def train(trainer, task, run, config, split, num_train_steps):
     """Trains to `num_train_steps` (resuming, else from `--init_checkpoint`); then the
-    original-layout checkpoint with `--save_tf1_checkpoint`."""
+    original-layout checkpoint with `--save_tf1_checkpoint`.
+
+    Resuming a run whose hyper-parameters differ from this command's is reported; so is a run
+    that had already finished (it is restored, not trained again).
+    """
     _log_split("training", split)
     logging.info("  Num steps = %d", num_train_steps)
-    latest = tf.train.latest_checkpoint(run.output_dir)
-    if latest:
-        _report_resume(task, run, int(latest.rsplit("-", 1)[1]), num_train_steps)
+    changed = _changed_hyperparameters(task, run)
+    if changed and tf.train.latest_checkpoint(run.output_dir):
+        logging.warning("%s holds a run started with other hyper-parameters than this command's: "
+                        "%s", run.output_dir, ", ".join(changed))
     init = None
     if run.init_checkpoint:
         init = lambda: checkpoints.initialize_from_checkpoint(trainer.model, run.init_checkpoint)
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps, init_fn=init,
                   checkpoint_iterator=run.checkpoint_iterator)
+    if not trainer.history:
+        logging.warning(
+            "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "
+            "trained again. Use a new --output_dir to train again.", run.output_dir, trainer.step,
+            num_train_steps)
     if run.save_tf1_checkpoint and trainer.chief:
         prefix = tf1_checkpoint.save_tf1_checkpoint(
             trainer.model, os.path.join(run.output_dir, "bert_model.ckpt"),

@@ -125,8 +125,10 @@ np.savez({out!r}, *[np.asarray(w) for w in trainer.model.get_weights()])
 
 def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path):
     data = write_records(tmp_path / "train.tfrecord", 64)
+    # --init_checkpoint too: its start-up check must not run TensorFlow before the strategy exists.
     args = ["--do_train", "--train_batch_size=8", "--num_train_steps=4", "--num_warmup_steps=1",
-            "--learning_rate=1e-3", "--iterations_per_loop=2", "--save_checkpoints_steps=4"]
+            "--learning_rate=1e-3", "--iterations_per_loop=2", "--save_checkpoints_steps=4",
+            f"--init_checkpoint={TINY / 'bert_model.ckpt'}"]
     cluster = {"worker": [f"localhost:{free_port()}", f"localhost:{free_port()}"]}
     processes = []
     for index in range(2):
