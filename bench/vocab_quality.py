@@ -153,6 +153,7 @@ def main(argv):
         raise SystemExit("--input=%s must match several files, --held_out=%s among them"
                          % (FLAGS.input, FLAGS.held_out))
     bert = tokenization.read_vocab_lines(vocab.bundled_vocab_file())
+    import tensorflow  # noqa: F401  Both contenders use it: imported before either is timed.
     with tempfile.TemporaryDirectory() as workdir:
         _setting("in-sample", files, files, bert, workdir)
         _setting("held-out", [f for f in files if f not in held_out], held_out, bert, workdir)

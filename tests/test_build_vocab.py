@@ -176,6 +176,22 @@ def test_bounded_table_and_line_limit(corpus, tmp_path, caplog):
     assert len(tokenization.read_vocab_lines(str(output))) == 400
 
 
+def test_too_little_text_gives_a_shorter_vocab_and_a_warning(corpus, tmp_path, caplog):
+    output = tmp_path / "vocab.txt"
+    stats = building.run(_options(corpus, output, max_input_lines=500, vocab_size=100000))
+    lines = tokenization.read_vocab_lines(str(output))
+    assert stats.learn.short_by > 0 and len(lines) == 100000 - stats.learn.short_by > 999
+    assert stats.learn.calls == 1 and stats.learn.threshold == 3  # the lowest threshold
+    assert any("not --vocab_size=100000" in m for m in caplog.messages)
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"fine\nbad \xff byte\n")
+    with pytest.raises(InputError, match=r"bad\.txt line 2: invalid UTF-8 byte 0xff"):
+        building.run(_options(tmp_path, tmp_path / "vocab.txt"))
+    assert not (tmp_path / "vocab.txt").exists()
+
+
 @pytest.mark.parametrize("overrides,message", [
     ({"input_file": "/nonexistent/*.txt"}, "'/nonexistent/\\*.txt' matches no file"),
     ({"output_file": "/nonexistent/dir/vocab.txt"}, "directory /nonexistent/dir does not exist"),

@@ -114,11 +114,27 @@ def run(opts):
     input_files = expand_input_files(opts.input_file)
     check_output_file(opts.output_file)
     reserved = layout.reserved_tokens(opts.num_unused, opts.extra_reserved())
+    stats = BuildStats(num_reserved=len(reserved))
+    table = _count_words(opts, input_files, stats)
+    stats.learn = _learn(opts, input_files, table, reserved)
+
+    tokens = reserved + stats.learn.tokens
+    stats.vocab_size = len(tokens)
+    from runner.results import write_text_atomic  # imports TensorFlow, which workers skip
+    write_text_atomic(opts.output_file, "".join(t + "\n" for t in tokens))
+    stats.seconds = time.monotonic() - start
+    logging.info("Wrote %s: %d tokens (%d reserved, %d learned, among them %d characters alone "
+                 "and after ##; count threshold %d, %d learner calls) in %.1fs", opts.output_file,
+                 stats.vocab_size, len(reserved), len(stats.learn.tokens), stats.learn.num_chars,
+                 stats.learn.threshold, stats.learn.calls, stats.seconds)
+    return stats
+
+
+def _count_words(opts, input_files, stats):
+    """The WordTable of the input; sets the counts in `stats`."""
     logging.info("*** Counting words (%s) in %d input files: %s ***",
                  "uncased" if opts.do_lower_case else "cased", len(input_files),
                  describe_files(input_files))
-
-    stats = BuildStats(num_reserved=len(reserved))
     table = WordTable(2 * opts.max_input_words)
     for counts, lines in _counted_blocks(opts, input_files):
         table.add(counts)
@@ -133,14 +149,17 @@ def run(opts):
                  "" if not table.max_dropped_count else
                  "; the table was cut %d times, counts up to %d may be low by that much"
                  % (table.num_pruned, table.max_dropped_count))
+    return table
 
-    logging.info("*** Learning %d tokens (tensorflow-text's learner) ***",
-                 opts.vocab_size - len(reserved))
+
+def _learn(opts, input_files, table, reserved):
+    """The learner's LearnResult for the slots after `reserved`; errors name the input."""
+    size = opts.vocab_size - len(reserved)
+    logging.info("*** Learning %d tokens (tensorflow-text's learner) ***", size)
     try:
-        stats.learn = learner.learn_vocab(
-            table.counts.items(), opts.vocab_size - len(reserved), exclude=reserved,
-            min_count=opts.min_count, max_input_words=opts.max_input_words,
-            max_unique_chars=opts.max_unique_chars)
+        result = learner.learn_vocab(
+            table.counts.items(), size, exclude=reserved, min_count=opts.min_count,
+            max_input_words=opts.max_input_words, max_unique_chars=opts.max_unique_chars)
     except learner.TooManyCharacters as e:
         raise InputError(
             "input file(s) %s: --vocab_size=%d cannot hold the %d reserved tokens and the %d "
@@ -150,23 +169,13 @@ def run(opts):
                e.num_chars, len(reserved) + e.needed)) from e
     except learner.LearnerError as e:
         raise InputError("input file(s) %s: %s" % (describe_files(input_files), e)) from e
-    if stats.learn.short_by:
+    if result.short_by:
         logging.warning(
-            "the text has only %d tokens seen at least --min_count=%d times: %s has %d lines, "
-            "not --vocab_size=%d (more text or a lower --min_count gives more)",
-            len(stats.learn.tokens), opts.min_count, opts.output_file,
-            opts.vocab_size - stats.learn.short_by, opts.vocab_size)
-
-    tokens = reserved + stats.learn.tokens
-    stats.vocab_size = len(tokens)
-    from runner.results import write_text_atomic  # imports TensorFlow, which workers skip
-    write_text_atomic(opts.output_file, "".join(t + "\n" for t in tokens))
-    stats.seconds = time.monotonic() - start
-    logging.info("Wrote %s: %d tokens (%d reserved, %d learned, among them %d characters alone "
-                 "and after ##; count threshold %d, %d learner calls) in %.1fs", opts.output_file,
-                 stats.vocab_size, len(reserved), len(stats.learn.tokens), stats.learn.num_chars,
-                 stats.learn.threshold, stats.learn.calls, stats.seconds)
-    return stats
+            "the text gives only %d tokens at --min_count=%d: %s has %d lines, not "
+            "--vocab_size=%d (more text or a lower --min_count gives more)",
+            len(result.tokens), opts.min_count, opts.output_file,
+            opts.vocab_size - result.short_by, opts.vocab_size)
+    return result
 
 
 def _text_blocks(opts, input_files):

@@ -1,21 +1,23 @@
 """WordPiece learning with tensorflow-text's learner, to an exact number of tokens.
 
-tensorflow-text's learner (`tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib`,
-what `bert_vocab_from_dataset` calls) learns a vocab for a count threshold t with
-`learn_with_thresh`: it counts every substring of every word (first round) or the pieces the
-current vocab splits words into (three more rounds), and keeps the pieces seen at least t times,
-plus every character alone and with `##`. Its `learn` finds the t that gives the requested size
-by bisection of [lower_thresh, largest word count], one `learn_with_thresh` call per step:
-about log2(largest count) calls, 15-20 for a real corpus.
+tensorflow-text's learner (`tensorflow_text.tools.wordpiece_vocab`, module
+`wordpiece_tokenizer_learner_lib`, what `bert_vocab_from_dataset` calls) learns a vocab for a
+count threshold t with `learn_with_thresh`: it counts every substring of every word (first
+round) or the pieces the current vocab splits words into (three more rounds), and keeps the
+pieces seen at least t times, plus every character alone and with `##`. Its `learn` finds the t
+that gives the requested size by bisection of [lower_thresh, largest word count], one
+`learn_with_thresh` call per step: about log2(largest count / t) calls, 12-13 for the Austen
+novels at 2,000-4,000 tokens.
 
 `learn_vocab` uses the same input filtering (`get_input_words`, `get_allowed_chars`,
 `filter_input_words`) and the same `learn_with_thresh`, so the vocab at a given threshold is the
 library's; only the search differs. The size falls with t about as a power law, so the search
 interpolates in log-log space between the thresholds tried, starting at the count of the
-`size`-th most frequent word: 3-5 calls (`bench/vocab_quality.py --compare_search` compares the two
-searches). It accepts a vocab of `size` to `size * (1 + SLACK)` tokens and then drops the
-learned pieces with the lowest counts (the learner lists them by count) down to exactly `size`,
-never a character or a `##` character: every word the learner saw can still be spelled.
+`size`-th most frequent word: 2 calls for the novels at 1,000-5,000 tokens
+(`bench/vocab_quality.py --peer` times both). It accepts a vocab of `size` to
+`size * (1 + SLACK)` tokens and then drops the learned pieces with the lowest counts (the
+learner lists them by count) down to exactly `size`, never a character or a `##` character:
+every word the learner saw can still be spelled.
 """
 import dataclasses
 import math
@@ -29,7 +31,7 @@ NUM_ITERATIONS = 4
 MAX_TOKEN_LENGTH = 50
 SLACK = 0.05
 # Slope of log(size) over log(threshold) assumed until two thresholds have been tried (measured
-# -0.5 to -0.7 on the Austen novels).
+# -0.5 to -0.6 on the Austen novels).
 _INITIAL_SLOPE = -0.6
 
 
