@@ -9,6 +9,7 @@ Modules:
 * `ner.predictions`: predicted tags back onto words, the predictions file in CoNLL format.
 * `ner.conlleval`: CoNLL's conlleval scorer (also `python -m ner.conlleval predictions.txt`).
 * `ner.sets`: one file read, its windows and TFRecords together (`NerSet`).
+* `ner.gazetteer`: CoNLL-style words and tags from lists of names (the demo's labels).
 * `ner.task`: `NerTask`, run_ner.py's `runner.task.Task` (fine-tuning, paper section 5.3).
 * The feature-based approach (paper Table 7, run_ner_feature_based.py): `ner.activations`
   (frozen BERT's activations of every word, computed once and cached), `ner.lstm_tagger` (the

@@ -12,12 +12,13 @@ not "frank" the adjective.
 """
 import re
 
-# Words, a possessive "'s" on its own, other characters one by one: CoNLL-2003's tokens.
-_WORDS = re.compile(r"'s\b|\w+|[^\w\s]")
+# Titles with their full stop, words, a possessive "'s" on its own, other characters one by one:
+# CoNLL-2003's tokens.
+_WORDS = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St)\.|'s\b|\w+|[^\w\s]")
 
 
 def tokenize(text):
-    """CoNLL-style words of `text`: "Darcy's." -> ["Darcy", "'s", "."]."""
+    """CoNLL-style words of `text`: "Mr. Darcy's." -> ["Mr.", "Darcy", "'s", "."]."""
     return _WORDS.findall(text)
 
 

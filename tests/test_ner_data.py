@@ -236,11 +236,11 @@ def test_gazetteer_labels_text():
 
     gazetteer = Gazetteer({"PER": ["Elizabeth", "Bennet", "Frank"],
                            "LOC": ["Box Hill", "Bath", "Hill Street"]})
-    words = tokenize("Elizabeth Bennet's walk to Box Hill, not Bath; frank Frank.")
+    words = tokenize("Elizabeth Bennet's walk to Box Hill, not Bath; frank Mr. Frank.")
     assert words == ["Elizabeth", "Bennet", "'s", "walk", "to", "Box", "Hill", ",", "not", "Bath",
-                     ";", "frank", "Frank", "."]
+                     ";", "frank", "Mr.", "Frank", "."]
     assert gazetteer.tag(words) == ["B-PER", "I-PER", "O", "O", "O", "B-LOC", "I-LOC", "O", "O",
-                                    "B-LOC", "O", "O", "B-PER", "O"]
+                                    "B-LOC", "O", "O", "O", "B-PER", "O"]
     # The longest name wins; adjacent names of one type are one entity.
     assert gazetteer.tag(["Hill", "Street", "Bath"]) == ["B-LOC", "I-LOC", "I-LOC"]
     assert gazetteer.tag(["Bath", "Frank"]) == ["B-LOC", "B-PER"]
