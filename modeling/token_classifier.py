@@ -10,31 +10,20 @@ keep it.
 """
 import keras
 
-from modeling.checkpoint_names import output_layer_names
-from modeling.heads import ClassificationHead
-from modeling.task_models import BertTaskModel, _encoder_inputs
+from modeling.task_models import BertClassifier, _encoder_inputs
 
 
-class BertTokenClassifier(BertTaskModel):
-    """Encoder + token classification layer.
+class BertTokenClassifier(BertClassifier):
+    """Encoder + token classification layer: `BertClassifier`'s layer (and variable names) on
+    every position of the sequence output.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`.
     Returns: `logits` float32 `[B, S, num_labels]`.
     """
 
     def __init__(self, config, num_labels, name="bert_token_classifier", **kwargs):
-        super().__init__(config, name, **kwargs)
-        self.num_labels = num_labels
-        self.classifier = ClassificationHead(
-            num_labels, self.config.hidden_size, dtype=self.dtype_policy, name="classifier")
-        self.classifier.build()
+        super().__init__(config, num_labels, name=name, **kwargs)
 
     def call(self, features, training=False):
         sequence = self.bert(_encoder_inputs(features), training=training)["sequence_output"]
         return {"logits": keras.ops.cast(self.classifier(sequence, training=training), "float32")}
-
-    def get_config(self):
-        return {**self._config_dict(), "num_labels": self.num_labels}
-
-    def tf1_head_variables(self):
-        return output_layer_names("", self.classifier)
