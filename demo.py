@@ -1,6 +1,6 @@
 """The whole pipeline in one command, on the bundled Jane Austen novels, on CPU, in minutes.
 
-    python demo.py                      # about 3 to 6 minutes on 2 CPU cores
+    python demo.py                      # about 4 to 8 minutes on 2 CPU cores
     python demo.py --quick              # tiny steps: every stage runs (DEMO_QUICK=1 too)
 
 Each stage runs one of the project's command-line scripts as a subprocess (so the demo also
@@ -9,8 +9,8 @@ progress, and prints its metrics and where its outputs are:
 
 1. data: the novels become the one-sentence-per-line corpus (`pretraining_data.corpus`); a small
    BERT config (L=2, H=128, A=2, I=512, the bundled uncased vocabulary) and a sentence task,
-   "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, and the next-sentence choice
-   task in SWAG CSV layout are written.
+   "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, the next-sentence choice
+   task in SWAG CSV layout and the names-and-places task in CoNLL-2003 layout are written.
 2. `create_pretraining_data.py`: masked-LM / next-sentence TFRecords from the corpus.
 3. `run_pretraining.py`: pre-trains the small BERT from scratch, writes an original-layout
    checkpoint (`--save_tf1_checkpoint`), evaluates masked-LM and next-sentence accuracy.
@@ -20,7 +20,10 @@ progress, and prints its metrics and where its outputs are:
    the held-out ones and prints the official EM/F1.
 6. `run_swag.py`: fine-tunes it on a SWAG-style task made from the novels (which of four endings
    continues the sentence?); dev and test accuracy beside the 25% chance.
-7. `extract_features.py`: the last two layers' vectors for a few sentences.
+7. `run_ner.py`: fine-tunes it to tag the characters' names and the places in the novels (labelled
+   by a list of them, `ner.gazetteer`), trained on early chapters and scored on later ones with
+   conlleval; entity F1 beside the every-word-O and capitalised-word baselines.
+8. `extract_features.py`: the last two layers' vectors for a few sentences.
 
 TensorFlow is not imported here, only in the stages' processes.
 `python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
@@ -96,6 +99,10 @@ class Scale:
     swag_seq_length: int
     swag_batch: int
     swag_epochs: float
+    ner_chapters: tuple            # (train, dev) chapters of each task novel, after the title
+    ner_seq_length: int
+    ner_batch: int
+    ner_epochs: float
     eval_steps: int
 
 
@@ -107,14 +114,15 @@ FULL = Scale(
     classifier_epochs=3.0, squad_questions=(None, None), squad_seq_length=128,
     squad_doc_stride=64, squad_query_length=48, squad_batch=16, squad_epochs=3.0,
     swag_examples=(800, 200, 200), swag_seq_length=64, swag_batch=16, swag_epochs=2.0,
-    eval_steps=20)
+    ner_chapters=(8, 2), ner_seq_length=64, ner_batch=32, ner_epochs=6.0, eval_steps=20)
 QUICK = Scale(
     pretraining_novels=("persuasion",), pretraining_chapters=3, dupe_factor=1,
     pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=8, pretraining_steps=4,
     sentences_per_label=(16, 8, 8), classifier_seq_length=32, classifier_batch=8,
     classifier_epochs=1.0, squad_questions=(16, 8), squad_seq_length=64, squad_doc_stride=32,
     squad_query_length=24, squad_batch=8, squad_epochs=1.0, swag_examples=(16, 8, 8),
-    swag_seq_length=32, swag_batch=8, swag_epochs=1.0, eval_steps=2)
+    swag_seq_length=32, swag_batch=8, swag_epochs=1.0, ner_chapters=(1, 1), ner_seq_length=32,
+    ner_batch=16, ner_epochs=1.0, eval_steps=2)
 
 # BERT-Base's settings but 2 layers of width 128: trains on CPU in minutes. The vocabulary is the
 # release's own (vocab_size from the file), so tokenization is exactly BERT-Base's uncased one.
@@ -335,6 +343,63 @@ def next_sentence_choice_csvs(per_split, seed=12345):
     return texts, test_labels
 
 
+# The names-and-places task: the gazetteer that labels the novels (the SQuAD names and more).
+NER_GAZETTEER = {
+    "PER": _NAMES + ("Mary Denny Forster Philips Fitzwilliam Hurst Goddard Taylor Dixon Campbell "
+                     "Cole Isabella John Henry Robert").split(),
+    "LOC": ["Longbourn", "Netherfield", "Meryton", "Pemberley", "Rosings", "Hunsford", "Lambton",
+            "Derbyshire", "Hertfordshire", "Kent", "London", "Brighton", "Bath", "Scotland",
+            "Gracechurch Street", "Newcastle", "Highbury", "Hartfield", "Randalls", "Donwell",
+            "Donwell Abbey", "Enscombe", "Maple Grove", "Box Hill", "Richmond", "Weymouth",
+            "Ireland", "Yorkshire", "Surrey", "Kingston", "Bristol", "Abbey-Mill Farm", "Windsor",
+            "Cromer", "England", "Europe", "Oxford", "Cambridge", "Ramsgate", "Hyde Park"],
+}
+
+
+def names_and_places_conll(chapters):
+    """The names-and-places task in CoNLL-2003 layout: {"train.txt": text, "dev.txt": text} and
+    {"train.txt": sentences, "dev.txt": sentences}, each sentence (words, IOB2 tags).
+
+    Each chapter is a document (`-DOCSTART-`), each corpus line a sentence of CoNLL-style words
+    (`ner.gazetteer.tokenize`), tagged PER / LOC where the gazetteer lists them. `chapters` =
+    (train, dev) chapters of each task novel: the first ones after the title page, then the next.
+    """
+    from ner.gazetteer import Gazetteer, tokenize
+
+    gazetteer = Gazetteer(NER_GAZETTEER)
+    splits = {"train.txt": [], "dev.txt": []}
+    for novel in TASK_NOVELS:
+        novel_chapters = gutenberg_to_corpus(read_novel(novel)).split("\n\n")[1:]
+        start = 0
+        for name, count in zip(splits, chapters):
+            for chapter in novel_chapters[start:start + count]:
+                splits[name].append([(words, gazetteer.tag(words)) for words in
+                                     map(tokenize, chapter.split("\n")) if words])
+            start += count
+    texts = {}
+    for name, documents in splits.items():
+        lines = []
+        for document in documents:
+            lines += ["-DOCSTART- O", ""]
+            for words, tags in document:
+                lines += [f"{word} {tag}" for word, tag in zip(words, tags)] + [""]
+        texts[name] = "\n".join(lines)
+    return texts, {name: [sentence for document in documents for sentence in document]
+                   for name, documents in splits.items()}
+
+
+def capitalised_word_tags(words):
+    """The capitalised-word baseline: runs of capitalised words (not the sentence's first word,
+    not "I") are PER entities."""
+    tags = []
+    for i, word in enumerate(words):
+        if i and word[:1].isupper() and word[1:].islower() and word != "I":
+            tags.append("I-PER" if tags and tags[-1] != "O" else "B-PER")
+        else:
+            tags.append("O")
+    return tags
+
+
 # --- Running the stages. ---
 
 # Log lines worth showing while a stage runs: progress, training steps, what was written.
@@ -461,6 +526,10 @@ def stage_data(pipe, scale):
     files, swag_labels = next_sentence_choice_csvs(scale.swag_examples)
     for name, text in files.items():
         write_text(pipe.path("next_sentence", name), text)
+    os.makedirs(pipe.path("names_and_places"))
+    files, ner_sentences = names_and_places_conll(scale.ner_chapters)
+    for name, text in files.items():
+        write_text(pipe.path("names_and_places", name), text)
     squad = {}
     for split, limit in zip(("train", "dev"), scale.squad_questions):
         bundled = os.path.join(SQUAD_DATA, f"{split}-v1.1.json")
@@ -477,8 +546,9 @@ def stage_data(pipe, scale):
                 f"{len(corpus) / 1e6:.2f} MB from {len(scale.pretraining_novels)} novel(s); "
                 f"vocab_size {vocab_size}",
                 f"{shown(pipe.path('corpus.txt'))}, {shown(pipe.path('bert_config.json'))}, "
-                f"{shown(pipe.path('novels'))}/, {shown(pipe.path('next_sentence'))}/")
-    return test_labels, squad, swag_labels
+                f"{shown(pipe.path('novels'))}/, {shown(pipe.path('next_sentence'))}/, "
+                f"{shown(pipe.path('names_and_places'))}/")
+    return test_labels, squad, swag_labels, ner_sentences
 
 
 def stage_pretraining_data(pipe, scale):
@@ -615,6 +685,47 @@ def stage_swag(pipe, scale, test_labels):
                 f"{shown(output_dir)}/ (eval_results.txt, test_results.tsv)")
 
 
+def stage_ner(pipe, scale, sentences):
+    from ner import conlleval
+
+    pipe.header("run_ner.py: characters' names and places in the novels (CoNLL-2003 layout)")
+    output_dir = pipe.path("names_and_places_ner")
+    times = pipe.run(
+        "run_ner", "run_ner.py",
+        do_train=True, do_eval=True, data_dir=shown(pipe.path("names_and_places")),
+        vocab_file=shown(FLAGS.vocab_file), bert_config_file=shown(pipe.path("bert_config.json")),
+        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
+        max_seq_length=scale.ner_seq_length, train_batch_size=scale.ner_batch,
+        eval_batch_size=32, learning_rate=3e-4, num_train_epochs=scale.ner_epochs,
+        # About one window per sentence (longer ones take several).
+        iterations_per_loop=steps_per_log(len(sentences["train.txt"]), scale.ner_batch,
+                                          scale.ner_epochs),
+        output_dir=shown(output_dir))
+    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    dev_sentences = sentences["dev.txt"]
+    gold = [tags for _, tags in dev_sentences]
+    baselines = {name: conlleval.metrics(conlleval.count_sequences(gold, predicted))["overall"]
+                 for name, predicted in (
+                     ("every word O", [["O"] * len(tags) for tags in gold]),
+                     ("capitalised words as PER", [capitalised_word_tags(w)
+                                                    for w, _ in dev_sentences]))}
+    # Two dev sentences with names or places (columns: word, gold, predicted), the predicted
+    # entities in brackets.
+    with open(os.path.join(output_dir, "eval_predictions.txt"), encoding="utf-8") as f:
+        blocks = [[line.split() for line in block.splitlines()] for block in f.read().split("\n\n")]
+    with_entities = [b for b in blocks if b and b[0][0] != "-DOCSTART-"
+                     and any(gold != "O" for _, gold, _ in b)]
+    for block in with_entities[:2]:
+        print("    " + " ".join(w if p == "O" else f"[{w}]{p[2:]}" for w, _, p in block[:30]))
+    per_type = ", ".join(f"{t} {results[f'eval_f1_{t}']:.1f}" for t in ("PER", "LOC")
+                         if f"eval_f1_{t}" in results)
+    pipe.report("run_ner", times,
+                f"dev entity F1 {results['eval_f1']:.1f} ({per_type}; baselines: " + ", ".join(
+                    f"{name} {scores['f1']:.1f}" for name, scores in baselines.items()) + ")",
+                f"{shown(output_dir)}/ (eval_results.txt, eval_predictions.txt, "
+                f"eval_conlleval.txt)")
+
+
 def stage_features(pipe):
     pipe.header("extract_features.py: contextual vectors of a few sentences")
     output = pipe.path("features.jsonl")
@@ -649,15 +760,16 @@ def main(argv):
     scale = QUICK if FLAGS.quick else FULL
     work_dir = os.path.abspath(FLAGS.output_dir)
     prepare_work_dir(work_dir)
-    pipe = Pipeline(work_dir, num_stages=7)
+    pipe = Pipeline(work_dir, num_stages=8)
     print(f"BERT demo{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
           f"project's scripts in {shown(work_dir)}; logs in {shown(pipe.path('logs'))}/")
-    test_labels, squad, swag_labels = stage_data(pipe, scale)
+    test_labels, squad, swag_labels, ner_sentences = stage_data(pipe, scale)
     stage_pretraining_data(pipe, scale)
     stage_pretraining(pipe, scale)
     stage_classifier(pipe, scale, test_labels)
     stage_squad(pipe, scale, squad)
     stage_swag(pipe, scale, swag_labels)
+    stage_ner(pipe, scale, ner_sentences)
     stage_features(pipe)
     pipe.summary()
 

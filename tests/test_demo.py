@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 STAGE_SCRIPTS = ["create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
-                 "run_squad.py", "run_swag.py", "extract_features.py"]
+                 "run_squad.py", "run_swag.py", "run_ner.py", "extract_features.py"]
 
 
 def run_demo(*args, env=None):
@@ -35,7 +35,7 @@ def test_quick_demo_runs_every_stage(tmp_path):
         assert f"$ python {script} --" in log, script
         assert (out / "logs" / script.replace(".py", ".log")).exists()
     assert "step 4/4" in log  # training progress is shown
-    assert "All 7 stages done" in log
+    assert "All 8 stages done" in log
     # Each stage's outputs, as the summary says.
     assert "masked_lm_accuracy" in (out / "pretraining" / "eval_results.txt").read_text()
     assert (out / "pretraining" / "bert_model.ckpt.index").exists()
@@ -49,6 +49,10 @@ def test_quick_demo_runs_every_stage(tmp_path):
     swag_test = (out / "swag" / "test_results.tsv").read_text().splitlines()
     assert len(swag_test) == 8 and all(len(line.split("\t")) == 4 for line in swag_test)
     assert "(8 examples; chance 0.250)" in log
+    ner = out / "names_and_places_ner"
+    assert "eval_f1_PER" in (ner / "eval_results.txt").read_text()
+    assert (ner / "eval_predictions.txt").read_text().startswith("-DOCSTART- O O\n")
+    assert "baselines: every word O 0.0, capitalised words as PER " in log
     features = [json.loads(line) for line in (out / "features.jsonl").read_text().splitlines()]
     assert [f["linex_index"] for f in features] == [0, 1, 2]
     assert features[0]["features"][0]["token"] == "[CLS]"
