@@ -19,13 +19,7 @@ flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
     "this will be truncated, and sequences shorter than this will be padded.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_bool(
-    "do_predict", False, "Whether to run the model in inference mode on the test set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+run_flags.define_split_flags()
 run_flags.define_finetuning_flags()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
@@ -84,19 +78,6 @@ def _read_splits(processor):
             for needed, name, read, batch_size in wanted if needed}
 
 
-def _training_steps(examples):
-    """(num_train_steps, num_warmup_steps), computed as the original; (0, 0) without training."""
-    if "train" not in examples:
-        return 0, 0
-    num_examples = len(examples["train"][0])
-    num_train_steps = int(num_examples / FLAGS.train_batch_size * FLAGS.num_train_epochs)
-    if num_train_steps <= 0:
-        raise ValueError(
-            f"{num_examples} training examples at --train_batch_size={FLAGS.train_batch_size} "
-            f"for --num_train_epochs={FLAGS.num_train_epochs} make 0 training steps")
-    return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
-
-
 def main(_):
     from glue import processors
     from glue.task import ClassifierTask
@@ -113,7 +94,8 @@ def main(_):
     task = ClassifierTask(processor, FLAGS.task_name, FLAGS.max_seq_length)
     strategy = driver.prepare(task, run, config)
     examples = _read_splits(processor)
-    num_train_steps, num_warmup_steps = _training_steps(examples)
+    num_train_steps, num_warmup_steps = (
+        run.training_steps(len(examples["train"][0])) if run.do_train else (0, 0))
     splits = {}
     for name, (split_examples, batch_size) in examples.items():
         written, splits[name] = _write_split(processor, tokenizer, split_examples, name, batch_size)

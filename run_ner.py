@@ -24,12 +24,7 @@ flags.DEFINE_integer(
     "max_seq_length", 128,
     "Word-pieces per window: [CLS], the scored sentence with its document context, [SEP]. "
     "Longer sentences are split over several windows.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict (and score) the test set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+run_flags.define_split_flags(test="the test set (predicted and scored)")
 flags.DEFINE_list(
     "entity_types", None,
     "Entity types in label order, e.g. PER,ORG,LOC,MISC; the labels are O, B-<type>, I-<type>. "
@@ -68,16 +63,6 @@ def _label_list(run, sets):
     return tags.resolve_label_list(
         FLAGS.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
         recorded_path)
-
-
-def _training_steps(num_windows):
-    """(num_train_steps, num_warmup_steps) as the original scripts, counting windows."""
-    num_train_steps = int(num_windows / FLAGS.train_batch_size * FLAGS.num_train_epochs)
-    if num_train_steps <= 0:
-        raise ValueError(
-            f"{num_windows} training windows at --train_batch_size={FLAGS.train_batch_size} "
-            f"for --num_train_epochs={FLAGS.num_train_epochs} make 0 training steps")
-    return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
 
 
 def main(_):
@@ -119,7 +104,8 @@ def main(_):
     task.eval_set = sets.get("eval")
     task.predict_set = sets.get("predict")
     num_train_steps, num_warmup_steps = (
-        _training_steps(splits["train"].num_examples) if "train" in splits else (0, 0))
+        run.training_steps(splits["train"].num_examples, "training windows")
+        if "train" in splits else (0, 0))
     result = driver.run_task(
         task, run, config, splits.get("train"), num_train_steps, num_warmup_steps,
         eval_split=splits.get("eval"), predict_split=splits.get("predict"), strategy=strategy)

@@ -118,9 +118,7 @@ def main(_):
     train_split, predict_split = None, None
     num_train_steps, num_warmup_steps = 0, 0
     if run.do_train:
-        num_train_steps, num_warmup_steps = sq_task.training_steps(
-            len(train_examples), run.train_batch_size, run.num_train_epochs,
-            run.warmup_proportion)
+        num_train_steps, num_warmup_steps = run.training_steps(len(train_examples), "questions")
         sq_examples.shuffle_examples(train_examples)
         summary = sq_features.write_features(
             train_examples, filename=os.path.join(run.output_dir, "train.tf_record"),

@@ -21,17 +21,11 @@ flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization, per choice. Sequences "
     "longer than this will be truncated, and sequences shorter than this will be padded.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set (val.csv).")
-flags.DEFINE_bool(
-    "do_predict", False, "Whether to run the model in inference mode on the test set (test.csv).")
-flags.DEFINE_integer("train_batch_size", 16, "Total batch size for training (examples of four "
-                     "sequences each).")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-run_flags.define_finetuning_flags()
-# The paper's SWAG learning rate (section 4.4).
-FLAGS.set_default("learning_rate", 2e-5)
+# The paper's SWAG batch size and learning rate (section 4.4); a batch holds examples of four
+# sequences each.
+run_flags.define_split_flags(
+    train_batch_size=16, dev="the dev set (val.csv)", test="the test set (test.csv)")
+run_flags.define_finetuning_flags(learning_rate=2e-5)
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 
@@ -82,13 +76,7 @@ def main(_):
 
     num_train_steps, num_warmup_steps = 0, 0
     if run.do_train:
-        num_examples = len(examples["train"][0])
-        num_train_steps = int(num_examples / run.train_batch_size * run.num_train_epochs)
-        if num_train_steps <= 0:
-            raise ValueError(
-                f"{num_examples} training examples at --train_batch_size={run.train_batch_size} "
-                f"for --num_train_epochs={run.num_train_epochs} make 0 training steps")
-        num_warmup_steps = int(num_train_steps * run.warmup_proportion)
+        num_train_steps, num_warmup_steps = run.training_steps(len(examples["train"][0]))
         random.Random(TRAIN_SHUFFLE_SEED).shuffle(examples["train"][0])
     splits = {split: _write_split(run, tokenizer, split, split_examples, batch_size)
               for split, (split_examples, batch_size) in examples.items()}

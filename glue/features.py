@@ -10,6 +10,7 @@ from typing import Optional, Union
 from absl import logging
 import tensorflow as tf
 
+from runner.records import float_feature, int_feature
 from runner.results import atomic_output
 from vocab import packing
 
@@ -120,26 +121,18 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
             for i, example in enumerate(examples)]
 
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def _float_feature(values):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
-
-
 def features_to_tf_example(feature):
     """tf.train.Example of one InputFeatures, with the original's feature names and dtypes.
 
     `label_ids` is int64, or float32 when `label_id` is a float (regression).
     """
-    label_feature = _float_feature if isinstance(feature.label_id, float) else _int_feature
+    label_feature = float_feature if isinstance(feature.label_id, float) else int_feature
     return tf.train.Example(features=tf.train.Features(feature=collections.OrderedDict([
-        ("input_ids", _int_feature(feature.input_ids)),
-        ("input_mask", _int_feature(feature.input_mask)),
-        ("segment_ids", _int_feature(feature.segment_ids)),
+        ("input_ids", int_feature(feature.input_ids)),
+        ("input_mask", int_feature(feature.input_mask)),
+        ("segment_ids", int_feature(feature.segment_ids)),
         ("label_ids", label_feature([feature.label_id])),
-        ("is_real_example", _int_feature([int(feature.is_real_example)])),
+        ("is_real_example", int_feature([int(feature.is_real_example)])),
     ])))
 
 

@@ -30,6 +30,7 @@ from typing import List
 import tensorflow as tf
 from absl import logging
 
+from runner.records import float_feature, int_feature
 from runner.results import atomic_output
 
 
@@ -182,23 +183,15 @@ def window_features(window, sentence, label_map, tokenizer, max_seq_length):
         segment_ids=[0] * max_seq_length, label_ids=label_ids, label_weights=label_weights)
 
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def _float_feature(values):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
-
-
 def _record(f, window_index):
     """The serialized tf.train.Example of WindowFeatures `f`."""
     return tf.train.Example(features=tf.train.Features(feature={
-        "input_ids": _int_feature(f.input_ids),
-        "input_mask": _int_feature(f.input_mask),
-        "segment_ids": _int_feature(f.segment_ids),
-        "label_ids": _int_feature(f.label_ids),
-        "label_weights": _float_feature(f.label_weights),
-        "window_index": _int_feature([window_index]),
+        "input_ids": int_feature(f.input_ids),
+        "input_mask": int_feature(f.input_mask),
+        "segment_ids": int_feature(f.segment_ids),
+        "label_ids": int_feature(f.label_ids),
+        "label_weights": float_feature(f.label_weights),
+        "window_index": int_feature([window_index]),
     })).SerializeToString()
 
 

@@ -24,9 +24,23 @@ def define_bert_flags(*names):
             flags.DEFINE_string(name, None, _BERT_FLAG_HELP[name])
 
 
-def define_finetuning_flags():
-    """The original fine-tuning schedule flags, shared by run_classifier.py and run_squad.py."""
-    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+def define_split_flags(train_batch_size=32, dev="the dev set", test="the test set"):
+    """run_classifier's do_train / do_eval / do_predict and batch-size flags (same names, help and
+    defaults), for the fine-tuning scripts with a train, dev and test split; `dev` and `test` name
+    the sets in the help."""
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, f"Whether to run eval on {dev}.")
+    flags.DEFINE_bool(
+        "do_predict", False, f"Whether to run the model in inference mode on {test}.")
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+
+
+def define_finetuning_flags(learning_rate=5e-5):
+    """The original fine-tuning schedule flags, shared by the fine-tuning scripts; a task may
+    take another default learning rate (SWAG: the paper's 2e-5)."""
+    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
     flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
     flags.DEFINE_float(
         "warmup_proportion", 0.1,

@@ -60,6 +60,20 @@ class RunConfig:
         """This config for one run of a seed sweep: another seed and output directory."""
         return dataclasses.replace(self, random_seed=seed, output_dir=output_dir)
 
+    def training_steps(self, num_examples, unit="training examples"):
+        """(num_train_steps, num_warmup_steps) as the original scripts compute them:
+        `int(num_examples / train_batch_size * num_train_epochs)`, warm-up its
+        `warmup_proportion`. Raises ValueError (naming the flags) when that makes no step.
+
+        `unit` names what is counted in the message (SQuAD counts questions, NER windows).
+        """
+        num_train_steps = int(num_examples / self.train_batch_size * self.num_train_epochs)
+        if num_train_steps <= 0:
+            raise ValueError(
+                f"{num_examples} {unit} at --train_batch_size={self.train_batch_size} for "
+                f"--num_train_epochs={self.num_train_epochs} make 0 training steps")
+        return num_train_steps, int(num_train_steps * self.warmup_proportion)
+
     @property
     def checkpoint_iterator(self):
         """Whether checkpoints hold the input position (not every multi-worker setup supports it)."""

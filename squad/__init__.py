@@ -6,7 +6,7 @@ Modules:
   JSON-path errors), `shuffle_examples` (the original's random.Random(12345) pre-shuffle).
 * `squad.features`: windows and features (`iter_windows`, `convert_examples_to_features`),
   streamed to TFRecord by `write_features` / `FeatureWriter`; `name_to_features`.
-* `squad.task`: the model side (`build_model`, `span_loss_fn`, `predict_step`, `training_steps`,
+* `squad.task`: the model side (`SquadTask`: `build_model`, `span_loss_fn`, `predict_step`,
   `raw_results`).
 * `squad.postprocess`: `RawResult`, `write_predictions` (predictions.json, nbest_predictions.json,
   null_odds.json), `get_final_text`.

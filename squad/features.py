@@ -19,6 +19,7 @@ from typing import List, Optional
 import tensorflow as tf
 from absl import logging
 
+from runner.records import int_feature
 from runner.results import atomic_output
 
 FIRST_UNIQUE_ID = 1000000000
@@ -282,10 +283,6 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                                    max_seq_length, is_training)
 
 
-def _int64_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
 def feature_to_example(feature, is_training):
     """InputFeatures -> tf.train.Example with the original FeatureWriter's int64 fields."""
     values = {
@@ -299,7 +296,7 @@ def feature_to_example(feature, is_training):
         values["end_positions"] = [feature.end_position]
         values["is_impossible"] = [int(feature.is_impossible)]
     return tf.train.Example(features=tf.train.Features(
-        feature={name: _int64_feature(v) for name, v in values.items()}))
+        feature={name: int_feature(v) for name, v in values.items()}))
 
 
 class FeatureWriter:

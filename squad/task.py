@@ -1,7 +1,9 @@
 """run_squad as a `runner.task.Task`: the original `model_fn` (span loss, prediction outputs),
-the training-step arithmetic of its `main()` and prediction results with throughput logs.
+and prediction results with throughput logs. The training steps count questions, not features
+(`RunConfig.training_steps`): a question whose context needs several windows yields several
+features, so an "epoch" covers fewer than all the features, as in the original. Kept.
 
-    steps, warmup = training_steps(len(train_examples), 32, 3.0, 0.1)
+    steps, warmup = run.training_steps(len(train_examples), "questions")  # a RunConfig
     task = SquadTask(max_seq_length, PostprocessOptions(...))
     task.prediction_set = (eval_examples, summary.windows)   # once eval.tf_record is written
     result = runner.driver.run_task(task, run, config, ..., predict_split=split)
@@ -114,20 +116,6 @@ def predict_step(model, features):
     return {"unique_ids": features["unique_ids"],
             "start_logits": outputs["start_logits"],
             "end_logits": outputs["end_logits"]}
-
-
-def training_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
-    """(num_train_steps, num_warmup_steps) as the original's main().
-
-    The steps count *examples* (questions), not features: a question whose context needs several
-    windows yields several features, so an "epoch" covers fewer than all the features. Kept.
-    """
-    num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
-    if num_train_steps < 1:
-        raise ValueError(
-            "%d training examples / train_batch_size %d * num_train_epochs %g gives no training "
-            "step" % (num_examples, train_batch_size, num_train_epochs))
-    return num_train_steps, int(num_train_steps * warmup_proportion)
 
 
 def raw_results(batches, num_features, log_every=1000):

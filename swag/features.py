@@ -23,6 +23,7 @@ from typing import List
 import tensorflow as tf
 from absl import logging
 
+from runner.records import int_feature
 from runner.results import atomic_output
 from swag.examples import NUM_CHOICES
 from vocab.packing import pack_pair, pad_inputs
@@ -85,10 +86,6 @@ def convert_example(ex_index, example, max_seq_length, tokenizer):
     return MultipleChoiceFeatures(input_ids, input_mask, segment_ids, label_id)
 
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
 def _flat(rows):
     return [value for row in rows for value in row]
 
@@ -96,11 +93,11 @@ def _flat(rows):
 def features_to_tf_example(feature):
     """tf.train.Example of one MultipleChoiceFeatures, the sequences flattened choice-major."""
     return tf.train.Example(features=tf.train.Features(feature=collections.OrderedDict([
-        ("input_ids", _int_feature(_flat(feature.input_ids))),
-        ("input_mask", _int_feature(_flat(feature.input_mask))),
-        ("segment_ids", _int_feature(_flat(feature.segment_ids))),
-        ("label_ids", _int_feature([feature.label_id])),
-        ("is_real_example", _int_feature([int(feature.is_real_example)])),
+        ("input_ids", int_feature(_flat(feature.input_ids))),
+        ("input_mask", int_feature(_flat(feature.input_mask))),
+        ("segment_ids", int_feature(_flat(feature.segment_ids))),
+        ("label_ids", int_feature([feature.label_id])),
+        ("is_real_example", int_feature([int(feature.is_real_example)])),
     ])))
 
 

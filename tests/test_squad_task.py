@@ -7,11 +7,15 @@ from modeling_helpers import tiny_config
 from squad import evaluate, postprocess, task
 
 
-def test_training_steps_count_questions_not_windows():
+def test_training_steps_are_the_originals():
+    from runner.run_config import RunConfig
+
     # The original README's SQuAD v1.1 run: 87,599 questions, batch 12, 2 epochs.
-    assert task.training_steps(87599, 12, 2.0, 0.1) == (14599, 1459)
-    with pytest.raises(ValueError, match="gives no training step"):
-        task.training_steps(5, 32, 3.0, 0.1)
+    run = RunConfig("out", train_batch_size=12, num_train_epochs=2.0, warmup_proportion=0.1)
+    assert run.training_steps(87599, "questions") == (14599, 1459)
+    with pytest.raises(ValueError, match="5 questions at --train_batch_size=32 for "
+                                         "--num_train_epochs=3.0 make 0 training steps"):
+        RunConfig("out", train_batch_size=32).training_steps(5, "questions")
 
 
 def test_span_model_trains_everything_but_the_pooler():
