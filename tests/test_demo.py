@@ -22,12 +22,9 @@ def run_demo(*args, env=None):
 
 
 @pytest.mark.slow
-def test_quick_demo_runs_every_stage(tmp_path):
-    out = tmp_path / "demo"
-    out.mkdir()
-    (out / ".bert_demo").write_text("")  # an earlier run's folder: cleared
-    (out / "stale.txt").write_text("from an earlier run")
-    result = run_demo("--quick", f"--output_dir={out}")
+def test_quick_demo_runs_every_stage(quick_demo):
+    # The README's command (conftest.quick_demo), run over an earlier demo's folder: cleared.
+    result, out = quick_demo
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     log = result.stdout
     assert not (out / "stale.txt").exists()

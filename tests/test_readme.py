@@ -5,15 +5,14 @@ Short settings: `DEMO_QUICK=1` (demo.py runs its `--quick` stages). `pip install
 skipped (CI installed the requirements already) and `python -m pytest ...` only collects the
 tests (`--collect-only`), so the suite does not run itself. The commands run in a temporary
 folder that mirrors the repository's top level through symlinks, so that what they write
-(`./demo_output`) stays out of the checkout.
+(`./demo_output`) stays out of the checkout. The demo command runs once per session
+(`conftest.quick_demo`); tests/test_demo.py checks its outputs.
 """
-import os
 import re
-import subprocess
 
 import pytest
 
-from conftest import ROOT
+from conftest import README_DEMO_COMMAND, ROOT, run_quickstart_command
 
 README = ROOT / "README.md"
 BEGIN, END = "<!-- quickstart:begin -->", "<!-- quickstart:end -->"
@@ -75,27 +74,18 @@ def test_quickstart_commands_parsing():
         quickstart_commands("no markers")
 
 
-@pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    """A folder whose entries are symlinks to the repository's top-level files and folders."""
-    folder = tmp_path_factory.mktemp("readme")
-    for entry in ROOT.iterdir():
-        if entry.name not in (".git", "demo_output"):
-            (folder / entry.name).symlink_to(entry)
-    return folder
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("command", _readme_commands())
-def test_quickstart_command_runs(command, mirror):
+def test_quickstart_command_runs(command, request):
     if isinstance(command, MissingQuickstart):
         pytest.fail(command)
     command = short_form(command)
     if command is None:
         pytest.skip("pip install: the requirements are installed already")
-    env = {**os.environ, "DEMO_QUICK": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=mirror, env=env,
-                            capture_output=True, text=True, timeout=600)
+    if command == README_DEMO_COMMAND:
+        result, _ = request.getfixturevalue("quick_demo")  # shared with test_demo.py
+    else:
+        result = run_quickstart_command(command, request.getfixturevalue("readme_mirror"))
     assert result.returncode == 0, (
         f"README quick start command failed: {command}\n{result.stdout[-3000:]}\n"
         f"{result.stderr[-3000:]}")
