@@ -4,20 +4,8 @@ import math
 import keras
 from keras import ops
 
+from modeling import fused
 from modeling.initializers import truncated_normal
-
-# The original adds (1 - mask) * -10000 to the scores, not -inf: fully padded rows still
-# produce a (uniform) softmax rather than NaN.
-MASK_ADDER = -10000.0
-
-
-def attention_mask_adder(input_mask):
-    """Turns an int `[B, S]` key mask into the float32 additive bias `[B, 1, 1, S]`.
-
-    Only keys are masked: padded query rows are computed normally, as in the original.
-    """
-    mask = ops.cast(input_mask, "float32")
-    return (1.0 - mask[:, None, None, :]) * MASK_ADDER
 
 
 class BertSelfAttention(keras.layers.Layer):
@@ -27,6 +15,7 @@ class BertSelfAttention(keras.layers.Layer):
         x: float `[B, S, H]`.
         input_mask: int `[B, S]`, 1 for real tokens. It stays an integer tensor so Keras'
             mixed-precision input casting cannot round the float32 mask (−10000 → −9984 in bf16).
+        seed: the attention-probability dropout's seed (`dropout_seed()`), None for no dropout.
     Returns:
         float `[B, S, H]`: the concatenated heads' context (before the output dense).
     """
@@ -57,16 +46,21 @@ class BertSelfAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))  # [B, N, S, D]
 
-    def call(self, x, input_mask, training=False):
+    def dropout_seed(self, training):
+        """Draws the seed of this call's dropout mask (advancing the layer's generator, as a
+        `keras.layers.Dropout` call does); None when there is no dropout."""
+        if not training or not self.dropout_rate:
+            return None
+        return self.dropout.seed_generator.next()
+
+    def call(self, x, input_mask, seed=None):
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-        # Softmax and the mask stay in float32 under mixed precision.
-        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
-        scores = scores + attention_mask_adder(input_mask)
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = self.dropout(probs, training=training)
+        # Softmax and the mask in float32 under mixed precision, scale, mask and dropout fused.
+        probs = fused.attention_probs(
+            scores, input_mask, 1.0 / math.sqrt(self.head_size), self.dropout_rate, seed)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
         batch, seq = ops.shape(context)[0], ops.shape(context)[1]
         return ops.reshape(context, (batch, seq, self.num_heads * self.head_size))

@@ -1,6 +1,7 @@
 """One post-LayerNorm encoder block (scope `bert/encoder/layer_{i}`)."""
 import keras
 
+from modeling import activations, fused
 from modeling.activations import get_activation
 from modeling.attention import BertSelfAttention
 from modeling.embeddings import LAYER_NORM_EPSILON
@@ -54,7 +55,7 @@ class TransformerLayer(keras.layers.Layer):
         )
         self.intermediate = keras.layers.Dense(
             intermediate_size,
-            activation=get_activation(hidden_act),
+            activation=_activation(hidden_act),
             kernel_initializer=init,
             dtype=policy,
             name="intermediate_dense",
@@ -77,14 +78,25 @@ class TransformerLayer(keras.layers.Layer):
         self.output_layer_norm.build(hidden_shape)
         self.built = True
 
+    def _dropout_seed(self, dropout, training):
+        if not training or not dropout.rate:
+            return None
+        return dropout.seed_generator.next()
+
     def call(self, x, input_mask, training=False):
-        attended = self.attention(x, input_mask, training=training)
-        attended = self.attention_dropout(self.attention_output(attended), training=training)
-        a = self.attention_layer_norm(attended + x)
-        a = keras.ops.cast(a, self.compute_dtype)
-        h = self.output_dropout(self.output_dense(self.intermediate(a)), training=training)
-        y = self.output_layer_norm(h + a)
-        return keras.ops.cast(y, self.compute_dtype)
+        attention_seed = self.attention.dropout_seed(training)
+        attended = self.attention_output(self.attention(x, input_mask, seed=attention_seed))
+        a = self._residual_layer_norm(
+            self.attention_layer_norm, attended, x, self.attention_dropout, training)
+        h = self.output_dense(self.intermediate(a))
+        return self._residual_layer_norm(self.output_layer_norm, h, a, self.output_dropout, training)
+
+    def _residual_layer_norm(self, layer_norm, h, residual, dropout, training):
+        """`layer_norm(dropout(h) + residual)`, one fused kernel; the LayerNorm layer holds the
+        variables (float32) and the Dropout layer the seed generator."""
+        return fused.dropout_add_layer_norm(
+            h, residual, layer_norm.gamma, layer_norm.beta, layer_norm.epsilon,
+            dropout.rate, self._dropout_seed(dropout, training))
 
     def get_config(self):
         config = super().get_config()
@@ -98,3 +110,13 @@ class TransformerLayer(keras.layers.Layer):
             initializer_range=self.initializer_range,
         )
         return config
+
+
+def _activation(hidden_act):
+    """The config's activation; the GELUs as fused kernels (`modeling.fused.gelu`)."""
+    function = get_activation(hidden_act)
+    if function is activations.gelu:
+        return lambda x: fused.gelu(x, approximate=True)
+    if function is activations.gelu_exact:
+        return lambda x: fused.gelu(x, approximate=False)
+    return function

@@ -1,0 +1,166 @@
+"""The encoder's elementwise chains between its matmuls, with explicit dropout seeds; the GELU as
+one fused kernel on the TensorFlow backend.
+
+Dropout takes an explicit `seed` (an int `[2]` tensor drawn from the layer's Keras
+`SeedGenerator`, as `keras.layers.Dropout` draws it): with the same seed a recomputed forward
+pass (activation recomputation) draws the same mask. `seed=None` means no dropout.
+The uniform numbers are drawn in float32 whatever the compute dtype (TensorFlow draws bfloat16
+ones more slowly); in float32 the masks are those `keras.layers.Dropout` draws.
+
+The GELU is one chain of ~10 elementwise ops in its forward and backward passes; run op by op
+by TensorFlow, each is one more pass over the `[B, S, intermediate]` tensor, and in bfloat16
+each converts every element to float32 and back. On the TensorFlow backend it is therefore an
+XLA-compiled forward and an XLA-compiled backward joined by `tf.custom_gradient`, computed in
+float32 whatever the input dtype (one pass each; 3-4x faster on a CPU, fp32 and bf16). The
+matmuls stay outside XLA, with TensorFlow's oneDNN kernels: XLA:CPU's dot does not use the
+CPU's bfloat16 matrix units, and its reductions (softmax, LayerNorm) were slower than
+TensorFlow's own kernels here, so those chains stay TensorFlow ops. Other backends, and
+`fused_kernels(False)`, use the `keras.ops` reference (float32 results agree to rounding).
+"""
+import contextlib
+import functools
+import math
+
+import keras
+from keras import ops
+
+from modeling import activations
+
+# The original adds (1 - mask) * -10000 to the attention scores, not -inf: fully padded rows
+# still produce a (uniform) softmax rather than NaN.
+MASK_ADDER = -10000.0
+
+_state = {"enabled": True}
+
+
+@contextlib.contextmanager
+def fused_kernels(enabled):
+    """Within the block, use (True) or bypass (False) the fused TensorFlow kernels; for tests
+    and benchmarks. Takes effect when a function is traced (or, eagerly, called)."""
+    previous = _state["enabled"]
+    _state["enabled"] = enabled
+    try:
+        yield
+    finally:
+        _state["enabled"] = previous
+
+
+def _use_tf_kernels():
+    return _state["enabled"] and keras.backend.backend() == "tensorflow"
+
+
+class DrawnSeed(keras.random.SeedGenerator):
+    """A seed already drawn from a `SeedGenerator`, handed to `keras.random` functions: its
+    `next()` returns that seed every time and advances nothing, so the same mask can be drawn
+    again. No state variable is created (the generator it came from holds the state)."""
+
+    def __init__(self, seed):  # noqa: super().__init__ would create a state variable
+        self._seed = seed
+
+    def next(self, ordered=True):
+        del ordered
+        return self._seed
+
+
+def dropout(x, rate, seed):
+    """`x * keep / (1 - rate)` with `keep = uniform(seed) >= rate`; identity if `seed` is None."""
+    if seed is None or not rate:
+        return x
+    uniform = keras.random.uniform(ops.shape(x), seed=DrawnSeed(seed), dtype="float32")
+    return ops.where(uniform >= rate, x * ops.cast(1.0 / (1.0 - rate), x.dtype), ops.zeros_like(x))
+
+
+def attention_mask_adder(input_mask):
+    """Turns an int `[B, S]` key mask into the float32 additive bias `[B, 1, 1, S]`.
+
+    Only keys are masked: padded query rows are computed normally, as in the original.
+    """
+    mask = ops.cast(input_mask, "float32")
+    return (1.0 - mask[:, None, None, :]) * MASK_ADDER
+
+
+def attention_probs(scores, input_mask, scale, rate=0.0, seed=None):
+    """Dropout(softmax(scores * scale + mask bias)), the softmax in float32.
+
+    Args:
+        scores: `[B, N, S, S]` query-key dot products, in the compute dtype.
+        input_mask: int `[B, S]`, 1 for real tokens (keys at 0 get -10000 added).
+        scale: Python float, 1 / sqrt(head size).
+        rate, seed: dropout (see the module docstring).
+    Returns:
+        `[B, N, S, S]` probabilities in the dtype of `scores`.
+    """
+    logits = ops.cast(scores, "float32") * scale + attention_mask_adder(input_mask)
+    return dropout(ops.cast(ops.softmax(logits, axis=-1), scores.dtype), rate, seed)
+
+
+def dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate=0.0, seed=None):
+    """LayerNorm(dropout(h) + residual) over the last axis, statistics in float32 (Keras'
+    formula, the original's: `z * inv + (beta - mean * inv)`, `inv = gamma / sqrt(var + eps)`).
+
+    Args:
+        h: `[..., H]` a sub-layer's output; residual: `[..., H]` its input (same dtype as h).
+        gamma, beta: float32 `[H]`.
+        rate, seed: dropout on `h` (see the module docstring).
+    Returns:
+        `[..., H]` in the dtype of `h`.
+    """
+    z = ops.cast(dropout(h, rate, seed) + residual, "float32")
+    return ops.cast(ops.layer_normalization(z, gamma, beta, epsilon=epsilon), h.dtype)
+
+
+def gelu(x, approximate):
+    """The GELU, the original's tanh approximation (`approximate=True`) or the exact erf form;
+    fused on TensorFlow (computed in float32, returned in the dtype of `x`)."""
+    if _use_tf_kernels():
+        return _tf_gelu(x, approximate=bool(approximate))
+    return (activations.gelu if approximate else activations.gelu_exact)(x)
+
+
+# ---- TensorFlow kernels ------------------------------------------------------------------------
+# Built lazily (this module must import without TensorFlow) and cached per static argument.
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
+
+
+@functools.lru_cache(maxsize=None)
+def _gelu_kernels(approximate):
+    tf = _tf()
+
+    def cdf_and_derivative(x):
+        """Φ(x) and Φ'(x) of the chosen GELU, y = x Φ(x)."""
+        if approximate:
+            c = math.sqrt(2.0 / math.pi)
+            t = tf.tanh(c * (x + 0.044715 * (x * tf.square(x))))
+            return 0.5 * (1.0 + t), 0.5 * (1.0 - tf.square(t)) * c * (1.0 + 3 * 0.044715 * tf.square(x))
+        cdf = 0.5 * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+        return cdf, tf.exp(-0.5 * tf.square(x)) * (1.0 / math.sqrt(2.0 * math.pi))
+
+    reference = activations.gelu if approximate else activations.gelu_exact
+
+    @tf.function(jit_compile=True, autograph=False)
+    def forward(x):
+        return tf.cast(reference(tf.cast(x, tf.float32)), x.dtype)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def backward(x, upstream):
+        xf = tf.cast(x, tf.float32)
+        cdf, d_cdf = cdf_and_derivative(xf)
+        return tf.cast(tf.cast(upstream, tf.float32) * (cdf + xf * d_cdf), x.dtype)
+
+    return forward, backward
+
+
+def _tf_gelu(x, approximate):
+    tf = _tf()
+    forward, backward = _gelu_kernels(approximate)
+
+    @tf.custom_gradient
+    def fn(x):
+        return forward(x), lambda dy: backward(x, dy)
+
+    return fn(x)
