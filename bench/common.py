@@ -21,7 +21,8 @@ def set_threads(num_threads):
 
 
 def describe_machine(num_threads, packages=("tensorflow", "keras", "torch", "transformers")):
-    """CPU model and its AVX-512/bf16 features, cores, load, threads, package versions."""
+    """CPU model and its AVX-512/bf16 features, cores, load, threads (None: left to the
+    frameworks' defaults), package versions."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -32,9 +33,10 @@ def describe_machine(num_threads, packages=("tensorflow", "keras", "torch", "tra
     except (OSError, StopIteration):
         pass
     versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in packages)
+    threads = ("default" if num_threads is None else
+               f"{num_threads} intra-op, 1 inter-op (both frameworks)")
     return (
         f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-        f"threads: {num_threads} intra-op, 1 inter-op (both frameworks), "
-        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
+        f"threads: {threads}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
         f"versions: python {platform.python_version()}, {versions}"
     )

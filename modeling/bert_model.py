@@ -13,6 +13,14 @@ from modeling.transformer_layer import TransformerLayer
 class BertModel(keras.Model):
     """BERT encoder: embeddings, `num_hidden_layers` post-LN transformer blocks, tanh pooler.
 
+    Args:
+        config: `BertConfig` (or its dict).
+        use_one_hot_embeddings: the original's TPU embedding lookup (a one-hot matmul).
+        recompute: activation recomputation: in training, each encoder layer keeps only its
+            input for the backward pass and computes its activations again there (the same
+            losses and gradients; less memory for about a third more compute, measured by
+            `bench/recompute.py`).
+
     Call args:
         inputs: dict with `input_ids` int `[B, S]` and optionally `input_mask` (default all
             ones) and `token_type_ids` (default all zeros), int `[B, S]`.
@@ -25,7 +33,8 @@ class BertModel(keras.Model):
           `embedding_output`    float `[B, S, H]`.
     """
 
-    def __init__(self, config, use_one_hot_embeddings=False, name="bert", **kwargs):
+    def __init__(self, config, use_one_hot_embeddings=False, recompute=False, name="bert",
+                 **kwargs):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
@@ -54,6 +63,7 @@ class BertModel(keras.Model):
                 hidden_dropout_rate=c.hidden_dropout_prob,
                 attention_dropout_rate=c.attention_probs_dropout_prob,
                 initializer_range=c.initializer_range,
+                recompute=recompute,
                 dtype=policy,
                 name=f"layer_{i}",
             )
@@ -75,6 +85,18 @@ class BertModel(keras.Model):
             layer.build(hidden_shape)
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
+
+    @property
+    def recompute(self):
+        """Whether training recomputes the encoder layers' activations in the backward pass.
+        Settable after construction (before the first traced call), e.g. on a task model's
+        `.bert`: `model.bert.recompute = True`."""
+        return all(layer.recompute for layer in self.encoder_layers)
+
+    @recompute.setter
+    def recompute(self, value):
+        for layer in self.encoder_layers:
+            layer.recompute = bool(value)
 
     @property
     def embedding_table(self):
@@ -109,6 +131,7 @@ class BertModel(keras.Model):
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
+            "recompute": self.recompute,
         }
 
     @classmethod
