@@ -103,10 +103,11 @@ class Trainer:
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
         # its two slots: XLA fuses them into one, whatever `jit_compile` says for the model
         # (5 to 10% of a CPU fine-tuning step). Not with several replicas (the optimizer's
-        # cross-replica merge cannot run inside a compiled function) nor with loss scaling.
-        self._update = tf.function(
-            self._clip_and_apply, autograph=False,
-            jit_compile=strategy.num_replicas_in_sync == 1 and not self._loss_scaled)
+        # cross-replica merge cannot run inside a nested or compiled function) nor with loss
+        # scaling.
+        self._update = self._clip_and_apply
+        if strategy.num_replicas_in_sync == 1 and not self._loss_scaled:
+            self._update = tf.function(self._clip_and_apply, autograph=False, jit_compile=True)
         self.chief = is_chief(strategy)
         # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
         self.history = []
