@@ -125,6 +125,7 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
     """
     with strategy.scope():
         model = task.build_model(config)
+        model.bert.recompute = run.recompute_activations
         optimizer = create_optimizer(
             run.optimizer, run.learning_rate, max(num_train_steps, 1), num_warmup_steps)
         if run.mixed_precision == "fp16":

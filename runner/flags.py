@@ -91,6 +91,11 @@ def define_run_flags():
         "same batch size in less memory.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
     flags.DEFINE_bool(
+        "recompute_activations", False,
+        "Keep only each encoder layer's input during the forward pass and recompute the rest in "
+        "the backward pass: the same losses and gradients in less memory (BERT-Large on small "
+        "GPUs), for about one more forward pass of compute.")
+    flags.DEFINE_bool(
         "save_tf1_checkpoint", False,
         "At the end of training also write the weights as an original-layout TF1 checkpoint "
         "(output_dir/bert_model.ckpt, with bert_config.json beside it).")

@@ -44,6 +44,7 @@ class RunConfig:
     jit_compile: bool = False
     optimizer: str = "adamw"
     gradient_accumulation_steps: int = 1
+    recompute_activations: bool = False
     random_seed: int = 12345
     deterministic: bool = False
     peak_tflops: Optional[float] = None
