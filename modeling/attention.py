@@ -42,13 +42,10 @@ class BertSelfAttention(keras.layers.Layer):
             dense.build(input_shape)
         self.built = True
 
-    def _heads(self, dense, x):
-        """`dense` applied to `[B, S, H]` rows as one 2-D matmul (TF fuses its bias add), split
-        into heads `[B, N, S, D]`."""
+    def _split_heads(self, x):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        y = dense(ops.reshape(x, (-1, ops.shape(x)[2])))
-        return ops.transpose(ops.reshape(y, (batch, seq, self.num_heads, self.head_size)),
-                             (0, 2, 1, 3))
+        x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))  # [B, N, S, D]
 
     def dropout_seed(self, training):
         """Draws the seed of this call's dropout mask (advancing the layer's generator, as a
@@ -58,12 +55,12 @@ class BertSelfAttention(keras.layers.Layer):
         return self.dropout.seed_generator.next()
 
     def call(self, x, input_mask, seed=None, query_groups=None):
-        k_t = ops.transpose(self._heads(self.key, x), (0, 1, 3, 2))  # [B, N, D, S]
-        v = self._heads(self.value, x)
+        k_t = ops.transpose(self._split_heads(self.key(x)), (0, 1, 3, 2))  # [B, N, D, S]
+        v = self._split_heads(self.value(x))
         groups = [x] if query_groups is None else query_groups
         contexts = []
         for i, rows in enumerate(groups):
-            context = fused.attention(self._heads(self.query, rows), k_t, v, input_mask,
+            context = fused.attention(self._split_heads(self.query(rows)), k_t, v, input_mask,
                                       self.dropout_rate, fused.group_seed(seed, i))
             context = ops.transpose(context, (0, 2, 1, 3))  # [B, S_i, N, D]
             batch, seq = ops.shape(context)[0], ops.shape(context)[1]

@@ -1,6 +1,5 @@
 """One post-LayerNorm encoder block (scope `bert/encoder/layer_{i}`)."""
 import keras
-from keras import ops
 
 from modeling import activations, fused
 from modeling.activations import get_activation
@@ -113,16 +112,12 @@ class TransformerLayer(keras.layers.Layer):
         attended = self.attention(x, input_mask, seed=attention_seed, query_groups=groups)
         outputs = []
         for i, (rows, context) in enumerate(zip(groups or [x], attended if groups else [attended])):
-            # After the attention every row is independent: the dense layers run on 2-D
-            # `[B * S, H]` matmuls, whose bias add TF fuses into the matmul.
-            flat = lambda t: ops.reshape(t, (-1, self.hidden_size))  # noqa: E731
             a = self._residual_layer_norm(
-                self.attention_layer_norm, self.attention_output(flat(context)), flat(rows),
+                self.attention_layer_norm, self.attention_output(context), rows,
                 self.attention_dropout, fused.group_seed(attention_output_seed, i))
             h = self.output_dense(self.intermediate(a))
-            y = self._residual_layer_norm(
-                self.output_layer_norm, h, a, self.output_dropout, fused.group_seed(output_seed, i))
-            outputs.append(ops.reshape(y, ops.shape(rows)))
+            outputs.append(self._residual_layer_norm(
+                self.output_layer_norm, h, a, self.output_dropout, fused.group_seed(output_seed, i)))
         return tuple(outputs) if first_row_apart else outputs[0]
 
     @staticmethod
