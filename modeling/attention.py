@@ -1,4 +1,6 @@
 """Multi-head self-attention as the original `attention_layer` (scope `attention/self`)."""
+import math
+
 import keras
 from keras import ops
 
@@ -60,9 +62,11 @@ class BertSelfAttention(keras.layers.Layer):
         groups = [x] if query_groups is None else query_groups
         contexts = []
         for i, rows in enumerate(groups):
-            context = fused.attention(self._split_heads(self.query(rows)), k_t, v, input_mask,
-                                      self.dropout_rate, fused.group_seed(seed, i))
-            context = ops.transpose(context, (0, 2, 1, 3))  # [B, S_i, N, D]
+            scores = ops.matmul(self._split_heads(self.query(rows)), k_t)
+            # The softmax in float32 under mixed precision.
+            probs = fused.attention_probs(scores, input_mask, 1.0 / math.sqrt(self.head_size),
+                                          self.dropout_rate, fused.group_seed(seed, i))
+            context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S_i, N, D]
             batch, seq = ops.shape(context)[0], ops.shape(context)[1]
             contexts.append(ops.reshape(context, (batch, seq, self.num_heads * self.head_size)))
         return contexts[0] if query_groups is None else contexts
