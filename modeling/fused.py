@@ -62,14 +62,6 @@ class DrawnSeed(keras.random.SeedGenerator):
         return self._seed
 
 
-def group_seed(seed, index):
-    """The seed of row group `index` of a call that computes its rows in groups (group 0 keeps
-    `seed`), so the groups' dropout masks are drawn independently."""
-    if seed is None or not index:
-        return seed
-    return seed + ops.convert_to_tensor([index, 0], seed.dtype)
-
-
 def dropout(x, rate, seed):
     """`x * keep / (1 - rate)` with `keep = uniform(seed) >= rate`; identity if `seed` is None."""
     if seed is None or not rate:
