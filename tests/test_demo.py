@@ -45,7 +45,7 @@ def test_quick_demo_runs_every_stage(quick_demo):
     assert "eval_accuracy" in (out / "swag" / "eval_results.txt").read_text()
     swag_test = (out / "swag" / "test_results.tsv").read_text().splitlines()
     assert len(swag_test) == 8 and all(len(line.split("\t")) == 4 for line in swag_test)
-    assert "(8 examples; chance 0.250)" in log
+    assert "(8 examples; chance 0.250, word overlap " in log
     ner = out / "names_and_places_ner"
     assert "eval_f1_PER" in (ner / "eval_results.txt").read_text()
     assert (ner / "eval_predictions.txt").read_text().startswith("-DOCSTART- O O\n")
