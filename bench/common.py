@@ -40,3 +40,27 @@ def describe_machine(num_threads, packages=("tensorflow", "keras", "torch", "tra
         f"threads: {threads}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
         f"versions: python {platform.python_version()}, {versions}"
     )
+
+
+def cpu_peak_tflops(precision):
+    """Nominal peak TFLOP/s of this CPU (all cores, `cpu MHz` of /proc/cpuinfo) for "float32" or
+    "bfloat16", or None if its features are not known here. Assumes two 512-bit FMA units per
+    core (float32: 2 x 16 lanes x 2 FLOPs per cycle); bfloat16 on AMX tiles: 1,024 multiply-adds
+    per cycle per core (Intel's figure), else AVX512_BF16 dot products (2 x 32 x 2)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        flags = set(next(line for line in lines if line.startswith("flags")).split())
+        ghz = float(next(line for line in lines if line.startswith("cpu MHz")).split(":")[1]) / 1e3
+    except (OSError, StopIteration, ValueError):
+        return None
+    if "avx512f" not in flags:
+        return None
+    per_cycle = {"float32": 2 * 16 * 2}
+    if "amx_bf16" in flags:
+        per_cycle["bfloat16"] = 1024 * 2
+    elif "avx512_bf16" in flags:
+        per_cycle["bfloat16"] = 2 * 32 * 2
+    if precision not in per_cycle:
+        return None
+    return os.cpu_count() * per_cycle[precision] * ghz / 1e3

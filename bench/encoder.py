@@ -11,7 +11,9 @@ For each precision it times, round-robin so that background load hits every row 
   peer transformers     `BertModel` in eval mode under `torch.inference_mode()`
                         (and `torch.autocast("cpu", torch.bfloat16)` for bfloat16).
 bfloat16 for ours is the Keras `mixed_bfloat16` policy (float32 variables, bfloat16 compute,
-float32 softmax and LayerNorm statistics), which is what autocast does for the peer.
+float32 softmax and LayerNorm statistics), which is what autocast does for the peer; the row
+"ours bf16 weights" is the same model with its weights cast to bfloat16 once
+(`modeling.inference.with_bfloat16_weights`: the same outputs, no per-call weight casts).
 
 Both models hold the same random weights (the peer's are copied into ours) and both use the tanh
 GELU of the original release (the peer's `gelu_new`, or `gelu_pytorch_tanh`: the same function
@@ -26,6 +28,9 @@ import sys
 # Ours is measured on the TensorFlow backend; both settings must precede the first TF import.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The peer's OpenMP threads otherwise spin at every barrier, which on a loaded machine slows it
+# down severalfold (see bench/pretraining.py). Must be set before torch is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Run as a script (`python bench/encoder.py`), the repository root is not on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -65,6 +70,10 @@ flags.DEFINE_enum(
     "peer_hidden_act", "gelu_new", ["gelu_new", "gelu_pytorch_tanh"],
     "The peer's tanh GELU: composed of elementwise ops (gelu_new) or one fused kernel.",
 )
+flags.DEFINE_bool(
+    "bf16_weights", True,
+    "For bfloat16, also time `modeling.inference.with_bfloat16_weights` (weights stored in "
+    "bfloat16 once: the same outputs as mixed_bfloat16 without its per-call casts), tf.function.")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the inputs.")
 FLAGS = flags.FLAGS
 
@@ -227,6 +236,11 @@ def main(argv):
     for precision in FLAGS.precisions:
         ours = build_ours(c, precision, peer.state_dict())
         runners = our_runners(ours, inputs, FLAGS.modes)
+        if precision == "bfloat16" and FLAGS.bf16_weights:
+            from modeling.inference import with_bfloat16_weights
+
+            copy = our_runners(with_bfloat16_weights(ours), inputs, ["function"])
+            runners["ours bf16 weights"] = copy["ours tf.function"]
         runners[PEER] = peer_runner(peer, inputs, precision)
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
@@ -239,18 +253,23 @@ def main(argv):
         f"({gflops / FLAGS.batch_size:.1f} GFLOPs per sequence forward)"
     )
     print(f"{'precision':9s}  {'implementation':22s} {'first call s':>12s} {'ms/batch':>9s} "
-          f"{'seq/s':>7s} {'GFLOP/s':>8s} {'vs peer':>8s}")
+          f"{'seq/s':>7s} {'GFLOP/s':>8s} {'of peak':>8s} {'vs peer':>8s}")
     for precision in FLAGS.precisions:
         peer_median = statistics.median(times[precision, PEER])
+        peak = common.cpu_peak_tflops(precision)
         for (p, name), samples in times.items():
             if p != precision:
                 continue
             median = statistics.median(samples)
             ratio = f"{peer_median / median:7.2f}x" if name != PEER else ""
+            share = f"{gflops / median / (peak * 1e3):.1%}" if peak else "n/a"
             print(
                 f"{precision:9s}  {name:22s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
-                f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {ratio:>8s}"
+                f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {share:>8s} {ratio:>8s}"
             )
+    print("of peak: of this CPU's nominal peak (bench.common.cpu_peak_tflops: "
+          + ", ".join(f"{p} {common.cpu_peak_tflops(p) or float('nan'):.2f} TFLOP/s"
+                      for p in FLAGS.precisions) + ")")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,4 @@
 """Multi-head self-attention as the original `attention_layer` (scope `attention/self`)."""
-import math
-
 import keras
 from keras import ops
 
@@ -16,8 +14,11 @@ class BertSelfAttention(keras.layers.Layer):
         input_mask: int `[B, S]`, 1 for real tokens. It stays an integer tensor so Keras'
             mixed-precision input casting cannot round the float32 mask (−10000 → −9984 in bf16).
         seed: the attention-probability dropout's seed (`dropout_seed()`), None for no dropout.
+        query_groups: optional list of `[B, S_i, H]` slices of `x` whose rows are the queries
+            (keys and values are still every row of `x`), for computing some rows apart.
     Returns:
-        float `[B, S, H]`: the concatenated heads' context (before the output dense).
+        float `[B, S, H]`: the concatenated heads' context (before the output dense); with
+        `query_groups`, a list of `[B, S_i, H]`, one per group.
     """
 
     def __init__(
@@ -53,17 +54,18 @@ class BertSelfAttention(keras.layers.Layer):
             return None
         return self.dropout.seed_generator.next()
 
-    def call(self, x, input_mask, seed=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
+    def call(self, x, input_mask, seed=None, query_groups=None):
+        k_t = ops.transpose(self._split_heads(self.key(x)), (0, 1, 3, 2))  # [B, N, D, S]
         v = self._split_heads(self.value(x))
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-        # Softmax and the mask in float32 under mixed precision, scale, mask and dropout fused.
-        probs = fused.attention_probs(
-            scores, input_mask, 1.0 / math.sqrt(self.head_size), self.dropout_rate, seed)
-        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, S, N, D]
-        batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-        return ops.reshape(context, (batch, seq, self.num_heads * self.head_size))
+        groups = [x] if query_groups is None else query_groups
+        contexts = []
+        for i, rows in enumerate(groups):
+            context = fused.attention(self._split_heads(self.query(rows)), k_t, v, input_mask,
+                                      self.dropout_rate, fused.group_seed(seed, i))
+            context = ops.transpose(context, (0, 2, 1, 3))  # [B, S_i, N, D]
+            batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+            contexts.append(ops.reshape(context, (batch, seq, self.num_heads * self.head_size)))
+        return contexts[0] if query_groups is None else contexts
 
     def get_config(self):
         config = super().get_config()

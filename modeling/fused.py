@@ -62,12 +62,24 @@ class DrawnSeed(keras.random.SeedGenerator):
         return self._seed
 
 
-def dropout(x, rate, seed):
-    """`x * keep / (1 - rate)` with `keep = uniform(seed) >= rate`; identity if `seed` is None."""
+def group_seed(seed, index):
+    """The seed of row group `index` of a call that computes its rows in groups (group 0 keeps
+    `seed`), so the groups' dropout masks are drawn independently."""
+    if seed is None or not index:
+        return seed
+    return seed + ops.convert_to_tensor([index, 0], seed.dtype)
+
+
+def dropout(x, rate, seed, rescale=True):
+    """`x * keep / (1 - rate)` with `keep = uniform(seed) >= rate`; identity if `seed` is None.
+    `rescale=False` leaves out the `1 / (1 - rate)` (for a caller that applies it to a smaller
+    tensor further on)."""
     if seed is None or not rate:
         return x
     uniform = keras.random.uniform(ops.shape(x), seed=DrawnSeed(seed), dtype="float32")
-    return ops.where(uniform >= rate, x * ops.cast(1.0 / (1.0 - rate), x.dtype), ops.zeros_like(x))
+    if rescale:
+        x = x * ops.cast(1.0 / (1.0 - rate), x.dtype)
+    return ops.where(uniform >= rate, x, ops.zeros_like(x))
 
 
 def attention_mask_adder(input_mask):
@@ -79,19 +91,27 @@ def attention_mask_adder(input_mask):
     return (1.0 - mask[:, None, None, :]) * MASK_ADDER
 
 
-def attention_probs(scores, input_mask, scale, rate=0.0, seed=None):
-    """Dropout(softmax(scores * scale + mask bias)), the softmax in float32.
+def attention(q, k_t, v, input_mask, rate=0.0, seed=None):
+    """`dropout(softmax(q k^T / sqrt(D) + mask bias)) v`, the softmax in float32.
+
+    The scale is applied to `q` and dropout's `1 / (1 - rate)` to `v`, not to the 4x larger
+    `[B, N, Sq, S]` probabilities (the same products, rounded in other places).
 
     Args:
-        scores: `[B, N, S, S]` query-key dot products, in the compute dtype.
+        q: `[B, N, Sq, D]` queries; k_t: `[B, N, D, S]` keys, transposed; v: `[B, N, S, D]`;
+            all in the compute dtype.
         input_mask: int `[B, S]`, 1 for real tokens (keys at 0 get -10000 added).
-        scale: Python float, 1 / sqrt(head size).
-        rate, seed: dropout (see the module docstring).
+        rate, seed: dropout on the probabilities (see the module docstring).
     Returns:
-        `[B, N, S, S]` probabilities in the dtype of `scores`.
+        `[B, N, Sq, D]` context in the compute dtype.
     """
-    logits = ops.cast(scores, "float32") * scale + attention_mask_adder(input_mask)
-    return dropout(ops.cast(ops.softmax(logits, axis=-1), scores.dtype), rate, seed)
+    scale = ops.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
+    scores = ops.matmul(q * scale, k_t)
+    probs = ops.softmax(ops.cast(scores, "float32") + attention_mask_adder(input_mask), axis=-1)
+    probs = dropout(ops.cast(probs, q.dtype), rate, seed, rescale=False)
+    if seed is not None and rate:
+        v = v * ops.cast(1.0 / (1.0 - rate), v.dtype)
+    return ops.matmul(probs, v)
 
 
 def dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate=0.0, seed=None):

@@ -18,8 +18,12 @@ class TransformerLayer(keras.layers.Layer):
 
     Call args:
         x: float `[B, S, H]`; input_mask: int `[B, S]`.
+        first_row_apart: compute the output's first row (`[CLS]`) and the others as two groups
+            (each row's output depends on every row of `x`, but only on its own row after the
+            attention): a caller that uses only the first row lets graph pruning drop the
+            other rows' queries, attention, feed-forward and LayerNorms.
     Returns:
-        float `[B, S, H]`.
+        float `[B, S, H]`, or with `first_row_apart` the pair `[B, 1, H]`, `[B, S - 1, H]`.
     """
 
     def __init__(
@@ -93,21 +97,28 @@ class TransformerLayer(keras.layers.Layer):
             return None
         return dropout.seed_generator.next()
 
-    def call(self, x, input_mask, training=False):
+    def call(self, x, input_mask, training=False, first_row_apart=False):
         seeds = (self.attention.dropout_seed(training),
                  self._dropout_seed(self.attention_dropout, training),
                  self._dropout_seed(self.output_dropout, training))
+        forward = lambda x: self._forward(x, input_mask, seeds, first_row_apart)  # noqa: E731
         if self.recompute and training:
-            return keras.remat(lambda x: self._forward(x, input_mask, seeds))(x)
-        return self._forward(x, input_mask, seeds)
+            return keras.remat(forward)(x)
+        return forward(x)
 
-    def _forward(self, x, input_mask, seeds):
+    def _forward(self, x, input_mask, seeds, first_row_apart):
         attention_seed, attention_output_seed, output_seed = seeds
-        attended = self.attention_output(self.attention(x, input_mask, seed=attention_seed))
-        a = self._residual_layer_norm(
-            self.attention_layer_norm, attended, x, self.attention_dropout, attention_output_seed)
-        h = self.output_dense(self.intermediate(a))
-        return self._residual_layer_norm(self.output_layer_norm, h, a, self.output_dropout, output_seed)
+        groups = [x[:, :1], x[:, 1:]] if first_row_apart else None
+        attended = self.attention(x, input_mask, seed=attention_seed, query_groups=groups)
+        outputs = []
+        for i, (rows, context) in enumerate(zip(groups or [x], attended if groups else [attended])):
+            a = self._residual_layer_norm(
+                self.attention_layer_norm, self.attention_output(context), rows,
+                self.attention_dropout, fused.group_seed(attention_output_seed, i))
+            h = self.output_dense(self.intermediate(a))
+            outputs.append(self._residual_layer_norm(
+                self.output_layer_norm, h, a, self.output_dropout, fused.group_seed(output_seed, i)))
+        return tuple(outputs) if first_row_apart else outputs[0]
 
     @staticmethod
     def _residual_layer_norm(layer_norm, h, residual, dropout, seed):

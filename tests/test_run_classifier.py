@@ -71,8 +71,8 @@ def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
     result = run_classifier(
         "--task_name=MRPC", "--do_train=true", "--do_eval=true", "--do_predict=true",
         f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={TINY / 'bert_model.ckpt'}",
-        "--max_seq_length=24", "--train_batch_size=16", "--learning_rate=3e-3",
-        "--num_train_epochs=8", f"--output_dir={out}")
+        "--max_seq_length=24", "--train_batch_size=16", "--learning_rate=1e-3",
+        "--num_train_epochs=16", f"--output_dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     # The encoder comes from the checkpoint, the classifier layer is new; the log says which.
     assert "bert/embeddings/word_embeddings, shape = [99, 32], *INIT_FROM_CKPT*" in result.stderr
@@ -80,7 +80,9 @@ def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
 
     results = read_eval_results(out / "eval_results.txt")
     assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
-    assert results["global_step"] == "64"  # int(128 / 16 * 8)
+    # lr 1e-3 for 128 steps learns the task at every seed tried (12345, 1, 2, 3); lr 3e-3 for 64
+    # steps reached 1.0 at some seeds and stayed at the majority 0.61 at others.
+    assert results["global_step"] == "128"  # int(128 / 16 * 16)
     assert float(results["eval_accuracy"]) >= 0.9
     assert float(results["eval_f1"]) >= 0.9
     # 64 dev examples in full batches of 8: the batch mean equals the example mean.
@@ -95,7 +97,7 @@ def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
     predicted = [int(line.split("\t")[1]) for line in submission[1:]]
     assert predicted == list(np.argmax(probabilities, axis=1))
     assert np.mean(np.asarray(predicted) == test_labels) >= 0.9
-    for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "ckpt-64.index"):
+    for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "ckpt-128.index"):
         assert (out / name).exists(), name
     assert not list(out.glob("*.tmp-*"))
 
@@ -109,12 +111,12 @@ def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
     # The same command with another learning rate: the finished run is resumed, not retrained.
     rerun = run_classifier(
         "--task_name=MRPC", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
-        "--max_seq_length=24", "--train_batch_size=16", "--learning_rate=1e-3",
-        "--num_train_epochs=8", f"--output_dir={out}")
+        "--max_seq_length=24", "--train_batch_size=16", "--learning_rate=3e-3",
+        "--num_train_epochs=16", f"--output_dir={out}")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "already holds a finished run (checkpoint at step 64 of 64)" in rerun.stderr
-    assert "NOT trained again" in rerun.stderr and "learning_rate 0.003 -> 0.001" in rerun.stderr
-    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-64.index"]
+    assert "already holds a finished run (checkpoint at step 128 of 128)" in rerun.stderr
+    assert "NOT trained again" in rerun.stderr and "learning_rate 0.001 -> 0.003" in rerun.stderr
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-128.index"]
     records = (out / "train.tf_record").read_bytes()
 
     # Another task in the same output_dir is refused before anything there is touched.
