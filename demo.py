@@ -33,10 +33,8 @@ the novels (the test suite checks that they are identical).
 import collections
 import csv
 import dataclasses
-import io
 import json
 import os
-import random
 import re
 import resource
 import shlex
@@ -48,16 +46,17 @@ from typing import Optional
 
 from absl import app, flags
 
-from pretraining_data.corpus import (
-    gutenberg_to_corpus, split_sentences, strip_gutenberg_boilerplate)
+from austen_tasks import TASK_NOVELS, first_documents, read_novel
+from austen_tasks.names_and_places import capitalised_word_tags, names_and_places_conll
+from austen_tasks.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
+from austen_tasks.which_novel import novel_task_tsvs
+from austen_tasks.who_questions import (
+    count_questions, first_questions, make_squad_data, squad_json)
+from pretraining_data.corpus import gutenberg_to_corpus
 import vocab
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-AUSTEN = os.path.join(ROOT, "data", "austen")
 SQUAD_DATA = os.path.join(ROOT, "data", "austen_squad")
-# The sentence task's labels, in label order (SST-2 labels are "0" and "1").
-TASK_NOVELS = ("prideprejudice", "emma")
-TITLES = {"prideprejudice": "Pride and Prejudice", "emma": "Emma"}
 # Marks a folder as the demo's, so that a re-run may clear it (and no other folder).
 MARKER = ".bert_demo"
 
@@ -140,104 +139,6 @@ FEATURE_SENTENCES = (
 )
 
 
-# --- Bundled SQuAD data: "who" questions whose answer is a character's name. ---
-
-_NAMES = ("Elizabeth Jane Lydia Kitty Lizzy Darcy Bingley Wickham Collins Charlotte Bennet "
-          "Gardiner Catherine Georgiana Lucas William Emma Harriet Knightley Weston Elton "
-          "Woodhouse Churchill Frank Fairfax Bates Martin Smith Perry").split()
-_NAME = "(?:%s)" % "|".join(_NAMES)
-# A name, with an optional title and surname ("Mr. Darcy", "Jane Fairfax"); possessives
-# ("Darcy's") would make "who's", so they are not answers.
-_PERSON = re.compile(r"\b(?:(?:Mr|Mrs)\. |(?:Miss|Lady|Sir|Colonel|Captain) )?%s(?: %s)?\b(?!'s)"
-                     % (_NAME, _NAME))
-_SQUAD_PARAGRAPH_WORDS = (20, 70)
-_SQUAD_DEV_EVERY = 5            # every 5th paragraph with questions goes to dev
-_SQUAD_PARAGRAPHS_PER_NOVEL = 160
-
-
-def who_question(sentence, match):
-    """The sentence as a question, the name replaced by "who": "Who walked to Meryton?"."""
-    before, after = sentence[:match.start()], sentence[match.end():]
-    question = before + ("Who" if not before.strip(" \"'") else "who") + after
-    return question.rstrip(" .,;:!?\"'_") + "?"
-
-
-def paragraph_questions(sentences):
-    """Sentences (str) of one paragraph -> (context, [(question, answer, answer_start)]).
-
-    A sentence of 6 words or more with exactly one name gives one question.
-    """
-    context, qas = "", []
-    for sentence in sentences:
-        offset = len(context) + (1 if context else 0)
-        context = f"{context} {sentence}" if context else sentence
-        matches = list(_PERSON.finditer(sentence))
-        if len(matches) == 1 and len(sentence.split()) >= 6:
-            match = matches[0]
-            qas.append((who_question(sentence, match), match.group(0), offset + match.start()))
-    return context, qas
-
-
-def make_squad_data(austen_dir=AUSTEN):
-    """SQuAD v1.1 datasets from the task novels: {"train": dataset, "dev": dataset}.
-
-    Contexts are paragraphs of 20 to 70 words from the first chapters of each novel; each
-    question is one of its sentences with a name replaced by "who", the answer that name.
-    """
-    splits = {"train": [], "dev": []}
-    for novel in TASK_NOVELS:
-        with open(os.path.join(austen_dir, novel + ".txt"), encoding="utf-8") as f:
-            text = strip_gutenberg_boilerplate(f.read()).replace("\r", "")
-        paragraphs = {"train": [], "dev": []}
-        kept = 0
-        for raw in re.split(r"\n\s*\n", text):
-            sentences = split_sentences(raw)
-            words = sum(len(s.split()) for s in sentences)
-            if not _SQUAD_PARAGRAPH_WORDS[0] <= words <= _SQUAD_PARAGRAPH_WORDS[1]:
-                continue
-            context, qas = paragraph_questions(sentences)
-            if not qas:
-                continue
-            split = "dev" if kept % _SQUAD_DEV_EVERY == _SQUAD_DEV_EVERY - 1 else "train"
-            paragraphs[split].append({"context": context, "qas": [
-                {"id": f"{novel}-{kept:03d}-{i}", "question": q,
-                 "answers": [{"text": a, "answer_start": start}]}
-                for i, (q, a, start) in enumerate(qas)]})
-            kept += 1
-            if kept == _SQUAD_PARAGRAPHS_PER_NOVEL:
-                break
-        for split, items in paragraphs.items():
-            splits[split].append({"title": TITLES[novel], "paragraphs": items})
-    return {split: {"version": "1.1", "data": data} for split, data in splits.items()}
-
-
-def squad_json(dataset):
-    """Compact, stable text of a SQuAD dataset (what the bundled files hold)."""
-    return json.dumps(dataset, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-def first_questions(dataset, limit):
-    """The dataset cut to its first `limit` questions (all of them for None)."""
-    if limit is None:
-        return dataset
-    data = []
-    for article in dataset["data"]:
-        paragraphs = []
-        for paragraph in article["paragraphs"]:
-            if limit <= 0:
-                break
-            qas = paragraph["qas"][:limit]
-            limit -= len(qas)
-            paragraphs.append({**paragraph, "qas": qas})
-        data.append({**article, "paragraphs": paragraphs})
-    return {**dataset, "data": data}
-
-
-def count_questions(dataset):
-    """The number of questions in a SQuAD dataset (dict)."""
-    return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
-
-
 def steps_per_log(num_examples, batch_size, epochs):
     """`--iterations_per_loop` for about 5 progress lines over the run's training steps (the
     scripts log once per loop), computed as the scripts compute their step count."""
@@ -252,173 +153,6 @@ def write_text(path, text):
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
-
-
-def read_novel(novel):
-    with open(os.path.join(AUSTEN, novel + ".txt"), encoding="utf-8") as f:
-        return f.read()
-
-
-def first_documents(corpus, count):
-    """The first `count` documents (chapters) of a corpus text; all of them for None."""
-    if count is None:
-        return corpus
-    return "".join(doc + "\n\n" for doc in corpus.split("\n\n")[:count])
-
-
-def novel_task_tsvs(per_label, seed=12345):
-    """"Which novel?" in SST-2 layout: {"train.tsv": text, "dev.tsv": ..., "test.tsv": ...}
-    and the test labels (list of "0"/"1", which the test file does not hold).
-
-    Sentences of 8 to 40 words, `per_label` = (train, dev, test) of each novel, drawn at random.
-    """
-    rows = {"train": [], "dev": [], "test": []}
-    for label, novel in enumerate(TASK_NOVELS):
-        sentences = [s for s in gutenberg_to_corpus(read_novel(novel)).split("\n")
-                     if 8 <= len(s.split()) <= 40]
-        random.Random(seed + label).shuffle(sentences)
-        start = 0
-        for split, count in zip(rows, per_label):
-            rows[split] += [(s, str(label)) for s in sentences[start:start + count]]
-            start += count
-    for split_rows in rows.values():
-        random.Random(seed).shuffle(split_rows)
-    files = {f"{split}.tsv": "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in rows[split])
-             for split in ("train", "dev")}
-    files["test.tsv"] = "index\tsentence\n" + "".join(
-        f"{i}\t{s}\n" for i, (s, _) in enumerate(rows["test"]))
-    return files, [label for _, label in rows["test"]]
-
-
-# The next-sentence choice task: SWAG's CSV columns, sentences of 6 to 40 words, two of them as
-# the context. Chapters go to a split by their index (8 of every 10 to train, then one to val
-# and one to test): a model that remembers the sentences it was trained on gains nothing on dev.
-SWAG_HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
-               "ending0", "ending1", "ending2", "ending3", "label"]
-_SWAG_WORDS = (6, 40)
-_SWAG_CONTEXT_SENTENCES = 2
-_SWAG_CHAPTER_SPLITS = ("train",) * 8 + ("val", "test")
-
-
-def csv_text(rows):
-    """Rows (lists of str) as CSV text, quoted where needed."""
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    return out.getvalue()
-
-
-def next_sentence_choice_csvs(per_split, exclude=frozenset(), seed=12345):
-    """"Which sentence comes next?" in the SWAG CSV layout: {"train.csv": text, "val.csv": ...,
-    "test.csv": ...} and the test labels (ints 0..3, which test.csv does not hold, as SWAG's
-    test file does not).
-
-    Each example is three consecutive sentences of one chapter of a task novel: `sent1` is the
-    first two, the true ending the third. The three other endings are sentences of the other
-    novel from chapters of the same split, each used once before any is used again; a true
-    ending is also a distractor elsewhere, so an ending's identity tells nothing. The true one is
-    at a random position. `sent2` (the start that SWAG's endings share) is empty: every ending
-    is a whole sentence.
-    Sentences in `exclude` (those the classifier stage trains on) are not used. `per_split` =
-    (train, val, test) examples, drawn at random (seeded).
-    """
-    examples = {split: [] for split in ("train", "val", "test")}
-    sentences = {split: {novel: [] for novel in TASK_NOVELS} for split in examples}
-    for novel in TASK_NOVELS:
-        chapters = gutenberg_to_corpus(read_novel(novel)).split("\n\n")
-        for index, chapter in enumerate(chapters):
-            split = _SWAG_CHAPTER_SPLITS[index % len(_SWAG_CHAPTER_SPLITS)]
-            lines = [s if _SWAG_WORDS[0] <= len(s.split()) <= _SWAG_WORDS[1] and s not in exclude
-                     else None for s in chapter.split("\n")]
-            sentences[split][novel] += filter(None, lines)
-            n = _SWAG_CONTEXT_SENTENCES
-            examples[split] += [(novel, lines[i - n:i], lines[i]) for i in range(n, len(lines))
-                                if all(lines[i - n:i + 1])]
-    rng = random.Random(seed)
-    files = {}
-    for split, count in zip(examples, per_split):
-        if count > len(examples[split]):
-            raise ValueError(f"the novels have {len(examples[split])} next-sentence examples for "
-                             f"{split}, {count} asked for")
-        rng.shuffle(examples[split])
-        chosen = examples[split][:count]
-        distractors = {novel: [] for novel in TASK_NOVELS}
-        rows = []
-        for i, (novel, context, ending) in enumerate(chosen):
-            other = TASK_NOVELS[1 - TASK_NOVELS.index(novel)]
-            endings = []
-            while len(endings) < 3:
-                if not distractors[other]:
-                    distractors[other] = list(sentences[split][other])
-                    rng.shuffle(distractors[other])
-                candidate = distractors[other].pop()
-                if candidate not in endings:
-                    endings.append(candidate)
-            label = rng.randrange(4)
-            endings.insert(label, ending)
-            sent1 = " ".join(context)
-            rows.append([f"austen-{split}-{i}", str(i), sent1, sent1, "", "gold", *endings, label])
-        files[f"{split}.csv"] = rows
-    test_labels = [row[-1] for row in files["test.csv"]]
-    texts = {name: csv_text([SWAG_HEADER] + rows) for name, rows in files.items()}
-    texts["test.csv"] = csv_text([SWAG_HEADER[:-1]] + [row[:-1] for row in files["test.csv"]])
-    return texts, test_labels
-
-
-# The names-and-places task: the gazetteer that labels the novels (the SQuAD names and more).
-NER_GAZETTEER = {
-    "PER": _NAMES + ("Mary Denny Forster Philips Fitzwilliam Hurst Goddard Taylor Dixon Campbell "
-                     "Cole Isabella John Henry Robert").split(),
-    "LOC": ["Longbourn", "Netherfield", "Meryton", "Pemberley", "Rosings", "Hunsford", "Lambton",
-            "Derbyshire", "Hertfordshire", "Kent", "London", "Brighton", "Bath", "Scotland",
-            "Gracechurch Street", "Newcastle", "Highbury", "Hartfield", "Randalls", "Donwell",
-            "Donwell Abbey", "Enscombe", "Maple Grove", "Box Hill", "Richmond", "Weymouth",
-            "Ireland", "Yorkshire", "Surrey", "Kingston", "Bristol", "Abbey-Mill Farm", "Windsor",
-            "Cromer", "England", "Europe", "Oxford", "Cambridge", "Ramsgate", "Hyde Park"],
-}
-
-
-def names_and_places_conll(chapters):
-    """The names-and-places task in CoNLL-2003 layout: {"train.txt": text, "dev.txt": text} and
-    {"train.txt": sentences, "dev.txt": sentences}, each sentence (words, IOB2 tags).
-
-    Each chapter is a document (`-DOCSTART-`), each corpus line a sentence of CoNLL-style words
-    (`ner.gazetteer.tokenize`), tagged PER / LOC where the gazetteer lists them. `chapters` =
-    (train, dev) chapters of each task novel: the first ones after the title page, then the next.
-    """
-    from ner.gazetteer import Gazetteer, tokenize
-
-    gazetteer = Gazetteer(NER_GAZETTEER)
-    splits = {"train.txt": [], "dev.txt": []}
-    for novel in TASK_NOVELS:
-        novel_chapters = gutenberg_to_corpus(read_novel(novel)).split("\n\n")[1:]
-        start = 0
-        for name, count in zip(splits, chapters):
-            for chapter in novel_chapters[start:start + count]:
-                splits[name].append([(words, gazetteer.tag(words)) for words in
-                                     map(tokenize, chapter.split("\n")) if words])
-            start += count
-    texts = {}
-    for name, documents in splits.items():
-        lines = []
-        for document in documents:
-            lines += ["-DOCSTART- O", ""]
-            for words, tags in document:
-                lines += [f"{word} {tag}" for word, tag in zip(words, tags)] + [""]
-        texts[name] = "\n".join(lines)
-    return texts, {name: [sentence for document in documents for sentence in document]
-                   for name, documents in splits.items()}
-
-
-def capitalised_word_tags(words):
-    """The capitalised-word baseline: runs of capitalised words (not the sentence's first word,
-    not "I") are PER entities."""
-    tags = []
-    for i, word in enumerate(words):
-        if i and word[:1].isupper() and word[1:].islower() and word != "I":
-            tags.append("I-PER" if tags and tags[-1] != "O" else "B-PER")
-        else:
-            tags.append("O")
-    return tags
 
 
 # --- Running the stages. ---
@@ -683,20 +417,6 @@ def newest_checkpoint(directory):
     steps = [int(m.group(1)) for m in map(re.compile(r"ckpt-(\d+)\.index$").match,
                                           os.listdir(directory)) if m]
     return os.path.join(directory, f"ckpt-{max(steps)}")
-
-
-def word_overlap_accuracy(rows, labels):
-    """The accuracy of choosing the ending that shares the most words of 4 letters or more with
-    the context (ties shared out evenly): what the word-matching signal alone gives."""
-    def words(text):
-        return set(re.findall(r"[a-z]{4,}", text.lower()))
-
-    total = 0.0
-    for row, label in zip(rows, labels):
-        shared = [len(words(row["sent1"]) & words(row[f"ending{i}"])) for i in range(4)]
-        best = [i for i in range(4) if shared[i] == max(shared)]
-        total += (label in best) / len(best)
-    return total / len(labels)
 
 
 def stage_swag(pipe, scale, test_labels):

@@ -1,5 +1,5 @@
-"""demo.py's next-sentence choice task (SWAG layout): the true ending is the sentence that follows
-the context in the novel, at a random position; the distractors are sentences of the other novel;
+"""The demo's next-sentence choice task (`austen_tasks.next_sentence`, SWAG layout): the true
+ending is the sentence that follows the context in the novel, at a random position; the distractors are sentences of the other novel;
 the splits come from different chapters, so nothing a model remembers from training is on dev;
 sentences the classifier trains on are left out."""
 import csv
@@ -7,7 +7,8 @@ import io
 
 import pytest
 
-import demo
+from austen_tasks import TASK_NOVELS, read_novel
+from austen_tasks.next_sentence import SWAG_HEADER, next_sentence_choice_csvs
 from pretraining_data.corpus import gutenberg_to_corpus
 
 COUNTS = (60, 20, 20)
@@ -18,14 +19,14 @@ def _rows(text):
 
 
 def _chapters(novel):
-    return gutenberg_to_corpus(demo.read_novel(novel)).split("\n\n")
+    return gutenberg_to_corpus(read_novel(novel)).split("\n\n")
 
 
 @pytest.fixture(scope="module")
 def novels():
     """{novel: (corpus text, set of its sentences)}."""
     out = {}
-    for novel in demo.TASK_NOVELS:
+    for novel in TASK_NOVELS:
         text = "\n\n".join(_chapters(novel))
         out[novel] = (text, set(text.split("\n")))
     return out
@@ -35,9 +36,9 @@ def novels():
 def task():
     # Leave out the first sentences the full-size task would use, as the demo leaves out the
     # classifier's.
-    full, _ = demo.next_sentence_choice_csvs(COUNTS)
+    full, _ = next_sentence_choice_csvs(COUNTS)
     excluded = {row["ending0"] for row in _rows(full["train.csv"])[:10]}
-    texts, test_labels = demo.next_sentence_choice_csvs(COUNTS, excluded)
+    texts, test_labels = next_sentence_choice_csvs(COUNTS, excluded)
     return texts, test_labels, excluded
 
 
@@ -46,7 +47,7 @@ def test_layout_and_labels(task):
     assert sorted(texts) == ["test.csv", "train.csv", "val.csv"]
     for name, count in zip(("train.csv", "val.csv", "test.csv"), COUNTS):
         header = next(csv.reader(io.StringIO(texts[name])))
-        assert header == (demo.SWAG_HEADER[:-1] if name == "test.csv" else demo.SWAG_HEADER)
+        assert header == (SWAG_HEADER[:-1] if name == "test.csv" else SWAG_HEADER)
         rows = _rows(texts[name])
         assert len(rows) == count
         assert all(row["sent2"] == "" and row["startphrase"] == row["sent1"] for row in rows)
@@ -55,7 +56,7 @@ def test_layout_and_labels(task):
     assert set(labels) == {0, 1, 2, 3}
     assert len(test_labels) == COUNTS[2] and set(test_labels) <= {0, 1, 2, 3}
     # Same arguments, same files.
-    assert demo.next_sentence_choice_csvs(COUNTS, task[2]) == (texts, test_labels)
+    assert next_sentence_choice_csvs(COUNTS, task[2]) == (texts, test_labels)
 
 
 def test_true_ending_follows_its_context_and_distractors_are_the_other_novels(task, novels):
@@ -68,7 +69,7 @@ def test_true_ending_follows_its_context_and_distractors_are_the_other_novels(ta
             passage = f"{row['sent1']} {endings[label]}"
             home = [n for n, (text, _) in novels.items() if passage in text.replace("\n", " ")]
             assert len(home) == 1, passage
-            other = [n for n in demo.TASK_NOVELS if n != home[0]][0]
+            other = [n for n in TASK_NOVELS if n != home[0]][0]
             distractors = [e for i, e in enumerate(endings) if i != label]
             assert len(set(distractors)) == 3
             assert all(d in novels[other][1] and d not in novels[home[0]][1]
@@ -91,4 +92,4 @@ def test_splits_share_no_sentence_and_leave_out_the_excluded(task):
 
 def test_too_many_examples_asked_is_an_error():
     with pytest.raises(ValueError, match="next-sentence examples for val, 100000 asked for"):
-        demo.next_sentence_choice_csvs((10, 100000, 10))
+        next_sentence_choice_csvs((10, 100000, 10))
