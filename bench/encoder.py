@@ -8,6 +8,10 @@ For each precision it times, round-robin so that background load hits every row 
   ours eager            `model(inputs, training=False)`
   ours tf.function      the same call in `tf.function`
   ours XLA              the same call in `tf.function(jit_compile=True)`
+  ours real rows        `model(inputs, training=False, skip_padding=True)` in `tf.function`:
+                        the encoder layers on the real tokens only (`modeling.token_rows`);
+                        the same values at every real position and for the pooled output,
+                        what a classifier, a tagger or a feature extractor reads
   peer transformers     `BertModel` in eval mode under `torch.inference_mode()`
                         (and `torch.autocast("cpu", torch.bfloat16)` for bfloat16).
 bfloat16 for ours is the Keras `mixed_bfloat16` policy (float32 variables, bfloat16 compute,
@@ -50,7 +54,7 @@ def _shape(hidden, layers, heads, intermediate):
 CONFIGS = {"base": _shape(768, 12, 12, 3072), "small": _shape(512, 4, 8, 2048),
            "tiny": _shape(128, 2, 2, 512)}
 COMMON = dict(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2)
-OUR_MODES = ("eager", "function", "xla")
+OUR_MODES = ("eager", "function", "xla", "real_rows")
 PRECISIONS = ("float32", "bfloat16")
 PEER = "peer transformers"
 
@@ -141,16 +145,18 @@ def our_runners(model, inputs, modes):
 
     tensors = {k: tf.constant(v) for k, v in inputs.items()}
 
-    def forward(x):
-        out = model(x, training=False)
+    def forward(x, skip_padding=False):
+        out = model(x, training=False, skip_padding=skip_padding)
         return out["sequence_output"], out["pooled_output"]
 
     compiled = {
         "eager": forward,
         "function": tf.function(forward),
         "xla": tf.function(forward, jit_compile=True),
+        "real_rows": tf.function(lambda x: forward(x, skip_padding=True)),
     }
-    names = {"eager": "ours eager", "function": "ours tf.function", "xla": "ours tf.function XLA"}
+    names = {"eager": "ours eager", "function": "ours tf.function", "xla": "ours tf.function XLA",
+             "real_rows": "ours real rows"}
 
     def runner(fn):
         return lambda: tuple(t.numpy() for t in fn(tensors))
@@ -189,7 +195,7 @@ def first_calls(runners, inputs, precision):
         try:
             sequence, pooled = run()
         except Exception as e:  # noqa: BLE001 -- any failure of one row is a finding to print
-            print(f"  {precision:8s} {name:22s} FAILED: {type(e).__name__}:")
+            print(f"  {precision:8s} {name:28s} FAILED: {type(e).__name__}:")
             print("    " + str(e).strip().replace("\n", "\n    "))
             continue
         first_call[name] = time.perf_counter() - start
@@ -197,7 +203,7 @@ def first_calls(runners, inputs, precision):
             continue
         seq_diff = np.abs(sequence.astype(np.float32) - expected[0])[mask].max()
         pool_diff = np.abs(pooled.astype(np.float32) - expected[1]).max()
-        print(f"  {precision:8s} {name:22s} max|ours - peer|: "
+        print(f"  {precision:8s} {name:28s} max|ours - peer|: "
               f"sequence {seq_diff:.2e}, pooled {pool_diff:.2e}")
     return first_call
 
@@ -239,8 +245,10 @@ def main(argv):
         if precision == "bfloat16" and FLAGS.bf16_weights:
             from modeling.inference import with_bfloat16_weights
 
-            copy = our_runners(with_bfloat16_weights(ours), inputs, ["function"])
+            copy = our_runners(with_bfloat16_weights(ours), inputs, ["function", "real_rows"])
             runners["ours bf16 weights"] = copy["ours tf.function"]
+            if "real_rows" in FLAGS.modes:
+                runners["ours bf16 weights, real rows"] = copy["ours real rows"]
         runners[PEER] = peer_runner(peer, inputs, precision)
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
@@ -252,7 +260,7 @@ def main(argv):
         f"\nmedian of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up rounds "
         f"({gflops / FLAGS.batch_size:.1f} GFLOPs per sequence forward)"
     )
-    print(f"{'precision':9s}  {'implementation':22s} {'first call s':>12s} {'ms/batch':>9s} "
+    print(f"{'precision':9s}  {'implementation':28s} {'first call s':>12s} {'ms/batch':>9s} "
           f"{'seq/s':>7s} {'GFLOP/s':>8s} {'of peak':>8s} {'vs peer':>8s}")
     for precision in FLAGS.precisions:
         peer_median = statistics.median(times[precision, PEER])
@@ -264,7 +272,7 @@ def main(argv):
             ratio = f"{peer_median / median:7.2f}x" if name != PEER else ""
             share = f"{gflops / median / (peak * 1e3):.1%}" if peak else "n/a"
             print(
-                f"{precision:9s}  {name:22s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
+                f"{precision:9s}  {name:28s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
                 f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {share:>8s} {ratio:>8s}"
             )
     print("of peak: of this CPU's nominal peak (bench.common.cpu_peak_tflops: "

@@ -10,15 +10,17 @@ class BertSelfAttention(keras.layers.Layer):
     """Scaled dot-product attention with separate `query`, `key`, `value` dense layers.
 
     Call args:
-        x: float `[B, S, H]`.
-        input_mask: int `[B, S]`, 1 for real tokens. It stays an integer tensor so Keras'
-            mixed-precision input casting cannot round the float32 mask (−10000 → −9984 in bf16).
+        x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real rows.
+        layout: `modeling.token_rows.GridRows` or `RealRows`, built from the int `[B, S]`
+            input mask (1 for real tokens). The mask stays an integer tensor so Keras'
+            mixed-precision input casting cannot round it (−10000 → −9984 in bf16).
         seed: the attention-probability dropout's seed (`dropout_seed()`), None for no dropout.
-        query_groups: optional list of `[B, S_i, H]` slices of `x` whose rows are the queries
-            (keys and values are still every row of `x`), for computing some rows apart.
+        split: compute the queries of the layout's two row groups apart (each sequence's first
+            row, the others; keys and values are still every row), for a caller that may use
+            only the first.
     Returns:
-        float `[B, S, H]`: the concatenated heads' context (before the output dense); with
-        `query_groups`, a list of `[B, S_i, H]`, one per group.
+        The concatenated heads' context (before the output dense), as rows of `layout` like
+        `x`; with `split`, a pair: the groups' rows.
     """
 
     def __init__(
@@ -54,18 +56,21 @@ class BertSelfAttention(keras.layers.Layer):
             return None
         return self.dropout.seed_generator.next()
 
-    def call(self, x, input_mask, seed=None, query_groups=None):
-        k_t = ops.transpose(self._split_heads(self.key(x)), (0, 1, 3, 2))  # [B, N, D, S]
-        v = self._split_heads(self.value(x))
-        groups = [x] if query_groups is None else query_groups
+    def call(self, x, layout, seed=None, split=False):
+        k_t = ops.transpose(self._split_heads(layout.to_grid(self.key(x))), (0, 1, 3, 2))
+        v = self._split_heads(layout.to_grid(self.value(x)))  # [B, N, S, D]
+        groups = layout.split(x) if split else [x]
         contexts = []
         for i, rows in enumerate(groups):
-            context = fused.attention(self._split_heads(self.query(rows)), k_t, v, input_mask,
-                                      self.dropout_rate, fused.group_seed(seed, i))
-            context = ops.transpose(context, (0, 2, 1, 3))  # [B, S_i, N, D]
+            group = i if split else None
+            q = self._split_heads(layout.to_grid(self.query(rows), group))
+            context = fused.attention(q, k_t, v, layout.input_mask, self.dropout_rate,
+                                      fused.group_seed(seed, i))
+            context = ops.transpose(context, (0, 2, 1, 3))  # [B, S_q, N, D]
             batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-            contexts.append(ops.reshape(context, (batch, seq, self.num_heads * self.head_size)))
-        return contexts[0] if query_groups is None else contexts
+            context = ops.reshape(context, (batch, seq, self.num_heads * self.head_size))
+            contexts.append(layout.from_grid(context, group))
+        return tuple(contexts) if split else contexts[0]
 
     def get_config(self):
         config = super().get_config()

@@ -4,9 +4,11 @@ import copy
 import keras
 from keras import ops
 
+from modeling import token_rows
 from modeling.config import BertConfig
 from modeling.embeddings import BertEmbeddings
 from modeling.initializers import truncated_normal
+from modeling.token_rows import GridRows, RealRows
 from modeling.transformer_layer import TransformerLayer
 
 
@@ -25,6 +27,11 @@ class BertModel(keras.Model):
         inputs: dict with `input_ids` int `[B, S]` and optionally `input_mask` (default all
             ones) and `token_type_ids` (default all zeros), int `[B, S]`.
         training: enables dropout (the original forces dropout to 0 when not training).
+        skip_padding: compute the encoder layers on the real tokens' rows only
+            (`modeling.token_rows.RealRows`; on backends without data-dependent shapes, on
+            every row as usual). Real rows get the same values; padded rows of the outputs
+            hold other values than the original's (copies of a real row). For callers that read
+            only real positions and `pooled_output`: classifiers, masked LM, token tagging.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows are not zero),
@@ -103,7 +110,7 @@ class BertModel(keras.Model):
         """The word-embedding variable `[vocab_size, H]`, shared with tied output heads."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=False, skip_padding=False):
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         if input_mask is None:
@@ -112,20 +119,21 @@ class BertModel(keras.Model):
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(input_ids)
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        x = embedding_output
+        layout = (RealRows if skip_padding and token_rows.supported() else GridRows)(input_mask)
+        x = layout.rows(embedding_output)
         all_layers = []
         for layer in self.encoder_layers[:-1]:
-            x = layer(x, input_mask, training=training)
+            x = layer(x, layout=layout, training=training)
             all_layers.append(x)
-        # The last layer's [CLS] row apart: a caller using only `pooled_output` (classifiers)
+        # The last layer's [CLS] rows apart: a caller using only `pooled_output` (classifiers)
         # skips the other rows' work there once the graph is pruned (14% of a 6-layer encoder).
-        first, others = self.encoder_layers[-1](x, input_mask, training=training,
+        first, others = self.encoder_layers[-1](x, layout=layout, training=training,
                                                 first_row_apart=True)
-        x = ops.concatenate([first, others], axis=1)
-        all_layers.append(x)
-        pooled = self.pooler(first[:, 0])
+        all_layers.append(layout.join(first, others))
+        pooled = self.pooler(layout.first_vectors(first))
+        all_layers = [layout.to_grid(rows) for rows in all_layers]
         return {
-            "sequence_output": x,
+            "sequence_output": all_layers[-1],
             "pooled_output": pooled,
             "all_encoder_layers": all_layers,
             "embedding_output": embedding_output,

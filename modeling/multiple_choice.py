@@ -66,7 +66,7 @@ class BertMultipleChoice(BertTaskModel):
         # [B, C, S] -> [B * C, S]: every choice is an ordinary sequence for the encoder.
         flat = {name: None if value is None else ops.reshape(value, (-1, ops.shape(value)[-1]))
                 for name, value in _encoder_inputs(features).items()}
-        pooled = self.bert(flat, training=training)["pooled_output"]
+        pooled = self.bert(flat, training=training, skip_padding=True)["pooled_output"]
         scores = ops.reshape(self.scorer(pooled, training=training), (-1, self.num_choices))
         return {"logits": ops.cast(scores, "float32")}
 

@@ -75,7 +75,7 @@ class BertPretrainer(BertTaskModel):
         self.next_sentence.build()
 
     def call(self, features, training=False):
-        outputs = self.bert(_encoder_inputs(features), training=training)
+        outputs = self.bert(_encoder_inputs(features), training=training, skip_padding=True)
         mlm = self.masked_lm(
             outputs["sequence_output"], features["masked_lm_positions"], self.bert.embedding_table
         )
@@ -108,7 +108,8 @@ class BertClassifier(BertTaskModel):
         self.classifier.build()
 
     def call(self, features, training=False):
-        pooled = self.bert(_encoder_inputs(features), training=training)["pooled_output"]
+        pooled = self.bert(
+            _encoder_inputs(features), training=training, skip_padding=True)["pooled_output"]
         return {"logits": keras.ops.cast(self.classifier(pooled, training=training), "float32")}
 
     def get_config(self):

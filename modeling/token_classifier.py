@@ -18,12 +18,14 @@ class BertTokenClassifier(BertClassifier):
     every position of the sequence output.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`.
-    Returns: `logits` float32 `[B, S, num_labels]`.
+    Returns: `logits` float32 `[B, S, num_labels]`; the encoder skips padded rows
+    (`skip_padding`), so only real positions hold their tokens' logits.
     """
 
     def __init__(self, config, num_labels, name="bert_token_classifier", **kwargs):
         super().__init__(config, num_labels, name=name, **kwargs)
 
     def call(self, features, training=False):
-        sequence = self.bert(_encoder_inputs(features), training=training)["sequence_output"]
+        sequence = self.bert(
+            _encoder_inputs(features), training=training, skip_padding=True)["sequence_output"]
         return {"logits": keras.ops.cast(self.classifier(sequence, training=training), "float32")}

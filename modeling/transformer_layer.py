@@ -17,13 +17,15 @@ class TransformerLayer(keras.layers.Layer):
     pass draws the same masks and the gradients are those of the stored-activation layer.
 
     Call args:
-        x: float `[B, S, H]`; input_mask: int `[B, S]`.
-        first_row_apart: compute the output's first row (`[CLS]`) and the others as two groups
-            (each row's output depends on every row of `x`, but only on its own row after the
-            attention): a caller that uses only the first row lets graph pruning drop the
+        x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real
+            rows (`modeling.token_rows`).
+        layout: `GridRows` or `RealRows` of the batch's int `[B, S]` input mask.
+        first_row_apart: compute each sequence's first row (`[CLS]`) and the other rows as two
+            groups (each row's output depends on every row of `x`, but only on its own row after
+            the attention): a caller that uses only the first rows lets graph pruning drop the
             other rows' queries, attention, feed-forward and LayerNorms.
     Returns:
-        float `[B, S, H]`, or with `first_row_apart` the pair `[B, 1, H]`, `[B, S - 1, H]`.
+        The output rows, like `x`; with `first_row_apart` the pair `layout.split()` gives.
     """
 
     def __init__(
@@ -97,21 +99,21 @@ class TransformerLayer(keras.layers.Layer):
             return None
         return dropout.seed_generator.next()
 
-    def call(self, x, input_mask, training=False, first_row_apart=False):
+    def call(self, x, layout, training=False, first_row_apart=False):
         seeds = (self.attention.dropout_seed(training),
                  self._dropout_seed(self.attention_dropout, training),
                  self._dropout_seed(self.output_dropout, training))
-        forward = lambda x: self._forward(x, input_mask, seeds, first_row_apart)  # noqa: E731
+        forward = lambda x: self._forward(x, layout, seeds, first_row_apart)  # noqa: E731
         if self.recompute and training:
             return keras.remat(forward)(x)
         return forward(x)
 
-    def _forward(self, x, input_mask, seeds, first_row_apart):
+    def _forward(self, x, layout, seeds, first_row_apart):
         attention_seed, attention_output_seed, output_seed = seeds
-        groups = [x[:, :1], x[:, 1:]] if first_row_apart else None
-        attended = self.attention(x, input_mask, seed=attention_seed, query_groups=groups)
+        groups = layout.split(x) if first_row_apart else [x]
+        attended = self.attention(x, layout=layout, seed=attention_seed, split=first_row_apart)
         outputs = []
-        for i, (rows, context) in enumerate(zip(groups or [x], attended if groups else [attended])):
+        for i, (rows, context) in enumerate(zip(groups, attended if first_row_apart else [attended])):
             a = self._residual_layer_norm(
                 self.attention_layer_norm, self.attention_output(context), rows,
                 self.attention_dropout, fused.group_seed(attention_output_seed, i))

@@ -1,0 +1,99 @@
+"""The encoder on the real tokens' rows only (`skip_padding`, `modeling.token_rows`): the same
+values at every real position and for the pooled output, and the same gradients, as on the whole
+padded grid; the original checkpoint's golden outputs through the task models that use it."""
+import numpy as np
+import pytest
+
+from modeling_helpers import encoder_inputs, tiny_expected, tiny_pretrainer
+
+B, S = 6, 24
+# Sequence lengths: full, short, one real token, fully padded (not even [CLS] real).
+LENGTHS = np.array([24, 3, 17, 1, 0, 11])
+
+
+def _batch(vocab_size, seed=0):
+    rng = np.random.default_rng(seed)
+    mask = (np.arange(S)[None] < LENGTHS[:, None]).astype("int32")
+    return {"input_ids": rng.integers(0, vocab_size, (B, S)).astype("int32") * mask,
+            "input_mask": mask,
+            "token_type_ids": (rng.random((B, S)) < 0.5).astype("int32") * mask}
+
+
+@pytest.fixture(scope="module")
+def model():
+    from modeling import BertConfig, BertModel
+
+    return BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3,
+                                num_attention_heads=4, intermediate_size=48,
+                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+
+
+def test_layout_rows_first_rows_real_rows_then_filler():
+    from modeling import token_rows
+
+    mask = np.array([[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 0, 0]], "int32")
+    rows = token_rows.RealRows(mask)
+    index = np.asarray(rows.index)
+    # [CLS] rows of all three (the padded one too), then the other real positions, then filler.
+    assert list(index[:6]) == [0, 4, 8, 1, 2, 9]
+    assert len(index) == token_rows.ROW_BUCKET and not index[6:].any()
+    grid = np.arange(12 * 2, dtype="float32").reshape(3, 4, 2)
+    back = np.asarray(rows.to_grid(rows.rows(grid)))
+    real = mask.astype(bool)
+    real[:, 0] = True
+    np.testing.assert_array_equal(back[real], grid[real])
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
+def test_real_rows_give_the_grid_values_at_real_positions(model, compiled):
+    import tensorflow as tf
+
+    call = lambda x, skip: model(x, skip_padding=skip)  # noqa: E731
+    if compiled:
+        call = tf.function(call, reduce_retracing=True)
+    batch = _batch(50)
+    grid, real = call(batch, False), call(batch, True)
+    mask = batch["input_mask"].astype(bool)
+    for name in ("sequence_output", "embedding_output"):
+        np.testing.assert_allclose(np.asarray(real[name])[mask], np.asarray(grid[name])[mask],
+                                   rtol=0, atol=1e-6)
+    for a, b in zip(grid["all_encoder_layers"], real["all_encoder_layers"]):
+        np.testing.assert_allclose(np.asarray(b)[mask], np.asarray(a)[mask], rtol=0, atol=1e-6)
+    has_cls = mask[:, 0]
+    np.testing.assert_allclose(np.asarray(real["pooled_output"])[has_cls],
+                               np.asarray(grid["pooled_output"])[has_cls], rtol=0, atol=1e-6)
+
+
+def test_real_rows_give_the_grid_gradients(model):
+    import tensorflow as tf
+
+    batch = _batch(50, seed=1)
+    weights = tf.constant(batch["input_mask"], tf.float32)[..., None]
+
+    def gradients(skip):
+        with tf.GradientTape() as tape:
+            out = model(batch, training=True, skip_padding=skip)
+            loss = (tf.reduce_sum(tf.square(out["pooled_output"][:4]))
+                    + tf.reduce_sum(tf.sin(out["sequence_output"]) * weights))
+        return tape.gradient(loss, model.trainable_variables)
+
+    grid = [tf.convert_to_tensor(g).numpy() for g in gradients(False)]
+    real = [tf.convert_to_tensor(g).numpy() for g in gradients(True)]
+    # Rounding only (the rows are summed in another order); the key bias's gradient is 0 in
+    # exact arithmetic (a softmax does not see a constant added to every score).
+    atol = 1e-6 * max(np.abs(g).max() for g in grid)
+    for variable, a, b in zip(model.trainable_variables, grid, real):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=atol, err_msg=variable.path)
+
+
+def test_real_rows_match_the_original_at_real_positions():
+    # The pre-training heads on real rows are checked in test_modeling_golden (BertPretrainer
+    # skips padding); here the encoder's outputs, at the golden tests' tolerance.
+    expected = tiny_expected()
+    encoder = tiny_pretrainer().bert(encoder_inputs(expected), skip_padding=True)
+    mask = expected["input_mask"].astype(bool)
+    close = lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=0, atol=1e-5)  # noqa
+    close(np.asarray(encoder["sequence_output"])[mask], expected["sequence_output"][mask])
+    for layer, original in zip(encoder["all_encoder_layers"], expected["all_encoder_layers"]):
+        close(np.asarray(layer)[mask], original[mask])
+    close(encoder["pooled_output"], expected["pooled_output"])
