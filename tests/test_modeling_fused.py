@@ -92,3 +92,30 @@ def test_fused_attention_with_dropout_is_the_reference(dtype):
                                np.asarray(tf.cast(want, tf.float32)), **tolerance)
     np.testing.assert_allclose(np.asarray(tf.cast(got_grad, tf.float32)),
                                np.asarray(tf.cast(want_grad, tf.float32)), **tolerance)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.2])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_dropout_add_layer_norm_is_the_reference(dtype, rate):
+    rng = np.random.default_rng(1)
+    h, residual = (tf.cast(rng.normal(size=[3, 7, 16]), dtype) for _ in range(2))
+    gamma = tf.constant(rng.normal(size=[16]), tf.float32)
+    beta = tf.constant(rng.normal(size=[16]), tf.float32)
+    upstream = tf.constant(rng.normal(size=[3, 7, 16]), tf.float32)
+    seed = keras.random.SeedGenerator(5).next() if rate else None
+
+    def value_and_grads(fn):
+        with tf.GradientTape() as tape:
+            tape.watch([h, residual, gamma, beta])
+            y = fn(h, residual, gamma, beta)
+            total = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+        return [y] + tape.gradient(total, [h, residual, gamma, beta])
+
+    fn = lambda *a: fused.dropout_add_layer_norm(*a, epsilon=1e-12, rate=rate, seed=seed)  # noqa
+    got = value_and_grads(tf.function(fn))
+    with fused.fused_kernels(False):
+        want = value_and_grads(fn)
+    tolerance = dict(rtol=2e-2, atol=3e-2) if dtype == "bfloat16" else dict(rtol=1e-5, atol=2e-5)
+    for name, a, b in zip(("output", "h", "residual", "gamma", "beta"), got, want):
+        np.testing.assert_allclose(np.asarray(tf.cast(a, tf.float32)),
+                                   np.asarray(tf.cast(b, tf.float32)), err_msg=name, **tolerance)
