@@ -1,5 +1,6 @@
 """One post-LayerNorm encoder block (scope `bert/encoder/layer_{i}`)."""
 import keras
+from keras import ops
 
 from modeling import activations, fused
 from modeling.activations import get_activation
@@ -115,19 +116,33 @@ class TransformerLayer(keras.layers.Layer):
         outputs = []
         for i, (rows, context) in enumerate(zip(groups, attended if first_row_apart else [attended])):
             a = self._residual_layer_norm(
-                self.attention_layer_norm, self.attention_output(context), rows,
+                self.attention_output, context, rows, self.attention_layer_norm,
                 self.attention_dropout, fused.group_seed(attention_output_seed, i))
-            h = self.output_dense(self.intermediate(a))
             outputs.append(self._residual_layer_norm(
-                self.output_layer_norm, h, a, self.output_dropout, fused.group_seed(output_seed, i)))
+                self.output_dense, self._intermediate(a), a, self.output_layer_norm,
+                self.output_dropout, fused.group_seed(output_seed, i)))
         return tuple(outputs) if first_row_apart else outputs[0]
 
-    @staticmethod
-    def _residual_layer_norm(layer_norm, h, residual, dropout, seed):
-        """`layer_norm(dropout(h) + residual)`; the LayerNorm layer holds the variables (float32)
-        and the Dropout layer the rate."""
+    def _matmul(self, x, dense):
+        """`x` times a dense layer's kernel, without its bias."""
+        return ops.matmul(x, ops.cast(dense.kernel, self.compute_dtype))
+
+    def _intermediate(self, a):
+        """The intermediate dense layer and its activation; a GELU takes the bias into its
+        fused kernel (`modeling.fused.gelu`)."""
+        function = get_activation(self.hidden_act)
+        if function not in (activations.gelu, activations.gelu_exact):
+            return self.intermediate(a)
+        return fused.gelu(self._matmul(a, self.intermediate),
+                          approximate=function is activations.gelu, bias=self.intermediate.bias)
+
+    def _residual_layer_norm(self, dense, x, residual, layer_norm, dropout, seed):
+        """`layer_norm(dropout(dense(x)) + residual)`, the dense layer's bias added in the fused
+        kernel; the LayerNorm layer holds the variables (float32) and the Dropout layer the
+        rate."""
         return fused.dropout_add_layer_norm(
-            h, residual, layer_norm.gamma, layer_norm.beta, layer_norm.epsilon, dropout.rate, seed)
+            self._matmul(x, dense), residual, layer_norm.gamma, layer_norm.beta,
+            layer_norm.epsilon, dropout.rate, seed, bias=dense.bias)
 
     def get_config(self):
         config = super().get_config()

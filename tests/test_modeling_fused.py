@@ -32,6 +32,23 @@ def test_gelu_matches_the_reference(approximate):
     np.testing.assert_allclose(np.asarray(dx), np.asarray(want_dx), atol=2e-6)
 
 
+@pytest.mark.parametrize("approximate", [True, False])
+def test_gelu_with_a_bias_matches_the_reference(approximate):
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(size=(2, 5, 8)) * 3, tf.float32)
+    bias = tf.constant(rng.normal(size=(8,)), tf.float32)
+    upstream = tf.constant(rng.normal(size=(2, 5, 8)), tf.float32)
+    results = []
+    for enabled in (True, False):
+        with fused.fused_kernels(enabled), tf.GradientTape() as tape:
+            tape.watch([x, bias])
+            y = fused.gelu(x, approximate, bias=bias)
+            total = tf.reduce_sum(y * upstream)
+        results.append([y] + tape.gradient(total, [x, bias]))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+
+
 def test_gelu_in_bfloat16_is_the_float32_result_rounded_once():
     x = tf.cast(tf.random.stateless_normal([4, 64], seed=[1, 2]) * 3, tf.bfloat16)
     got = fused.gelu(x, approximate=True)
@@ -103,19 +120,23 @@ def test_fused_dropout_add_layer_norm_is_the_reference(dtype, rate):
     beta = tf.constant(rng.normal(size=[16]), tf.float32)
     upstream = tf.constant(rng.normal(size=[3, 7, 16]), tf.float32)
     seed = keras.random.SeedGenerator(5).next() if rate else None
+    bias = tf.cast(rng.normal(size=[16]), dtype)
 
     def value_and_grads(fn):
         with tf.GradientTape() as tape:
-            tape.watch([h, residual, gamma, beta])
+            tape.watch([h, residual, gamma, beta, bias])
             y = fn(h, residual, gamma, beta)
             total = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
-        return [y] + tape.gradient(total, [h, residual, gamma, beta])
+        return [y] + tape.gradient(total, [h, residual, gamma, beta, bias])
 
-    fn = lambda *a: fused.dropout_add_layer_norm(*a, epsilon=1e-12, rate=rate, seed=seed)  # noqa
+    def fn(h, residual, gamma, beta):
+        return fused.dropout_add_layer_norm(h, residual, gamma, beta, epsilon=1e-12, rate=rate,
+                                            seed=seed, bias=bias)
+
     got = value_and_grads(tf.function(fn))
     with fused.fused_kernels(False):
         want = value_and_grads(fn)
     tolerance = dict(rtol=2e-2, atol=3e-2) if dtype == "bfloat16" else dict(rtol=1e-5, atol=2e-5)
-    for name, a, b in zip(("output", "h", "residual", "gamma", "beta"), got, want):
+    for name, a, b in zip(("output", "h", "residual", "gamma", "beta", "bias"), got, want):
         np.testing.assert_allclose(np.asarray(tf.cast(a, tf.float32)),
                                    np.asarray(tf.cast(b, tf.float32)), err_msg=name, **tolerance)
