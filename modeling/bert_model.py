@@ -31,7 +31,7 @@ class BertModel(keras.Model):
             (`modeling.token_rows.RealRows`; on backends without data-dependent shapes, on
             every row as usual). Real rows get the same values; padded rows of the outputs
             hold other values than the original's (copies of a real row). For callers that read
-            only real positions and `pooled_output`: classifiers, masked LM, token tagging.
+            only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows are not zero),

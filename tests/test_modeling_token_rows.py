@@ -87,8 +87,7 @@ def test_real_rows_give_the_grid_gradients(model):
 
 
 def test_real_rows_match_the_original_at_real_positions():
-    # The pre-training heads on real rows are checked in test_modeling_golden (BertPretrainer
-    # skips padding); here the encoder's outputs, at the golden tests' tolerance.
+    # The encoder's outputs on real rows against the original's, at the golden tests' tolerance.
     expected = tiny_expected()
     encoder = tiny_pretrainer().bert(encoder_inputs(expected), skip_padding=True)
     mask = expected["input_mask"].astype(bool)
