@@ -53,8 +53,8 @@ def cases(dtype):
     gamma, beta = tensor([width], "float32"), tensor([width], "float32")
     return {
         "attention (softmax + dropout)": (
-            lambda q, k_t, v: fused.attention(q, k_t, v, mask, 0.1, seed),
-            [tensor([b, n, s, d]), tensor([b, n, d, s]), tensor([b, n, s, d])]),
+            lambda q, k, v: fused.attention(q, k, v, mask, 0.1, seed),
+            [tensor([b, n, s, d]), tensor([b, n, s, d]), tensor([b, n, s, d])]),
         "dropout + residual + LayerNorm": (
             lambda h, residual, bias: fused.dropout_add_layer_norm(
                 h, residual, gamma, beta, 1e-12, 0.1, seed, bias=bias),

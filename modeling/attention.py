@@ -44,11 +44,6 @@ class BertSelfAttention(keras.layers.Layer):
             dense.build(input_shape)
         self.built = True
 
-    def _split_heads(self, x):
-        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
-        return ops.transpose(x, (0, 2, 1, 3))  # [B, N, S, D]
-
     def dropout_seed(self, training):
         """Draws the seed of this call's dropout mask (advancing the layer's generator, as a
         `keras.layers.Dropout` call does); None when there is no dropout."""
@@ -57,19 +52,18 @@ class BertSelfAttention(keras.layers.Layer):
         return self.dropout.seed_generator.next()
 
     def call(self, x, layout, seed=None, split=False):
-        k_t = ops.transpose(self._split_heads(layout.to_grid(self.key(x))), (0, 1, 3, 2))
-        v = self._split_heads(layout.to_grid(self.value(x)))  # [B, N, S, D]
+        # The three projections stay apart: one matmul with their kernels side by side made a
+        # CPU training step 2.5% slower (its split and transposes cost more than it saved).
+        k = layout.to_heads(self.key(x), self.num_heads)  # [B, N, S, D]
+        v = layout.to_heads(self.value(x), self.num_heads)
         groups = layout.split(x) if split else [x]
         contexts = []
         for i, rows in enumerate(groups):
             group = i if split else None
-            q = self._split_heads(layout.to_grid(self.query(rows), group))
-            context = fused.attention(q, k_t, v, layout.input_mask, self.dropout_rate,
+            q = layout.to_heads(self.query(rows), self.num_heads, group)
+            context = fused.attention(q, k, v, layout.input_mask, self.dropout_rate,
                                       fused.group_seed(seed, i))
-            context = ops.transpose(context, (0, 2, 1, 3))  # [B, S_q, N, D]
-            batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-            context = ops.reshape(context, (batch, seq, self.num_heads * self.head_size))
-            contexts.append(layout.from_grid(context, group))
+            contexts.append(layout.from_heads(context, group))
         return tuple(contexts) if split else contexts[0]
 
     def get_config(self):

@@ -5,9 +5,10 @@ block except the attention works on each token's row alone (dense layers, GELU, 
 sums, LayerNorm), so it can run on the real rows as one `[R, H]` block instead of all `B * S`:
 the same values for those rows, and `(B * S - N) / (B * S)` less work (a quarter to a half of a
 fine-tuning run's arithmetic at `max_seq_length=128` on sentence-length text). The attention puts
-the rows back on the grid for its scores and context: there, padded positions read any real row;
-as keys they get the original's −10000 and a probability of exactly 0 (the exponential
-underflows), and no query on a padded position is ever read back.
+the rows back on the grid for its scores and context: there, padded positions hold zeros; as
+keys they get the original's −10000 and a probability of exactly 0 (the exponential
+underflows), and no query on a padded position is ever read back. `sequence_output` (and every
+layer's output) holds zeros at padded positions in this layout.
 
 `GridRows` is the original's layout (every position computed, padded rows included); `RealRows`
 the real-token one, which needs a backend with data-dependent shapes (TensorFlow; `supported()`).
@@ -16,6 +17,8 @@ so a block can compute the two groups apart.
 """
 import keras
 from keras import ops
+
+from modeling import fused
 
 # The real-row block is padded with filler rows to a multiple of this: a run meets a few distinct
 # shapes rather than one per batch (each new shape costs the XLA-compiled GELU a compilation and
@@ -59,11 +62,53 @@ class GridRows:
         del group
         return grid
 
+    def to_heads(self, rows, num_heads, group=None):
+        """Rows (all, or group 0/1 of `split`), `H` wide -> the attention's `[B, N, S_q, D]`."""
+        return _split_heads(self.to_grid(rows, group), num_heads)
+
+    def from_heads(self, heads, group=None):
+        """The attention's `[B, N, S_q, D]` -> rows (all, or group 0/1 of `split`)."""
+        return self.from_grid(_join_heads(heads), group)
+
+
+def _split_heads(grid, num_heads):
+    """`[B, S, H]` -> `[B, N, S, H / N]`."""
+    batch, seq = ops.shape(grid)[0], ops.shape(grid)[1]
+    grid = ops.reshape(grid, (batch, seq, num_heads, grid.shape[-1] // num_heads))
+    return ops.transpose(grid, (0, 2, 1, 3))
+
+
+def _join_heads(heads):
+    """`[B, N, S, D]` -> `[B, S, N * D]`."""
+    batch, seq = ops.shape(heads)[0], ops.shape(heads)[2]
+    return ops.reshape(ops.transpose(heads, (0, 2, 1, 3)), (batch, seq, heads.shape[1] * heads.shape[3]))
+
+
+def _moved(x, move, move_back):
+    """`move(x)`, a gather of rows (zeros where it reads nothing) whose transpose is
+    `move_back`: each row it reads lands in one place, and `move_back` reads it from there.
+    The gradient is then `move_back` of the upstream gradient, a gather like the forward pass,
+    instead of the scatter-add (a segment sum, 2 to 5x slower on a CPU) that differentiating a
+    gather gives in general."""
+    @ops.custom_gradient
+    def fn(x):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            return move_back(upstream)
+
+        return move(x), grad
+
+    return fn(x)
+
 
 class RealRows:
     """The real tokens' rows as one `[R, H]` block: the `B` first rows (`[CLS]`, kept even in a
-    fully padded sequence), then the other real rows in order, then filler rows (copies of row
-    0, never read back) up to a multiple of `ROW_BUCKET`.
+    fully padded sequence), then the other real rows in order, then zero filler rows up to a
+    multiple of `ROW_BUCKET`.
+
+    Moving rows onto the grid and back gives zeros at padded positions and in filler rows (no
+    row is read twice), so each move's gradient is the move back (`_moved`).
 
     Args:
         input_mask: int `[B, S]`, 1 for real tokens.
@@ -79,14 +124,20 @@ class RealRows:
                                    ops.logical_not(is_first))
         others = ops.cast(ops.where(is_other)[0], "int32")
         count = self.batch + ops.shape(others)[0]
-        # Grid position of each row.
+        filler = (-count) % ROW_BUCKET
+        # Grid position of each row (0 for filler rows), and which rows are real.
         self.index = ops.concatenate([
             ops.arange(self.batch, dtype="int32") * self.seq, others,
-            ops.zeros(((-count) % ROW_BUCKET,), "int32")])
-        # Row of each grid position (0 for padded ones: any real row will do).
+            ops.zeros((filler,), "int32")])
+        self.row_valid = ops.arange(count + filler, dtype="int32") < count
+        # Row of each grid position (0 for padded ones), and which positions are real.
         other_rank = ops.cumsum(ops.cast(is_other, "int32")) - 1
         self.inverse = ops.where(is_first, positions // self.seq,
                                  ops.where(is_other, self.batch + other_rank, 0))
+        self.grid_valid = ops.logical_or(is_first, is_other)
+        # The same for the rows after the first ones (group 1 of `split`).
+        self._other_moves = (self.index[self.batch:], self.row_valid[self.batch:],
+                             ops.maximum(self.inverse - self.batch, 0), is_other)
 
     def _flat(self, grid):
         return ops.reshape(grid, (self.batch * self.seq,) + tuple(grid.shape[2:]))
@@ -94,8 +145,13 @@ class RealRows:
     def _grid(self, flat):
         return ops.reshape(flat, (self.batch, self.seq) + tuple(flat.shape[1:]))
 
+    def _moves(self, group):
+        if group is None:
+            return self.index, self.row_valid, self.inverse, self.grid_valid
+        return self._other_moves
+
     def rows(self, grid):
-        return ops.take(self._flat(grid), self.index, axis=0)
+        return self.from_grid(grid)
 
     def split(self, rows):
         return rows[:self.batch], rows[self.batch:]
@@ -109,11 +165,30 @@ class RealRows:
     def to_grid(self, rows, group=None):
         if group == 0:
             return ops.expand_dims(rows, 1)
-        inverse = self.inverse if group is None else ops.maximum(self.inverse - self.batch, 0)
-        return self._grid(ops.take(rows, inverse, axis=0))
+        index, valid, inverse, grid_valid = self._moves(group)
+        return self._grid(_moved(rows, lambda x: fused.take_rows(x, inverse, grid_valid),
+                                 lambda d: fused.take_rows(d, index, valid)))
 
     def from_grid(self, grid, group=None):
         if group == 0:
             return grid[:, 0]
-        index = self.index if group is None else self.index[self.batch:]
-        return ops.take(self._flat(grid), index, axis=0)
+        index, valid, inverse, grid_valid = self._moves(group)
+        return _moved(self._flat(grid), lambda x: fused.take_rows(x, index, valid),
+                      lambda d: fused.take_rows(d, inverse, grid_valid))
+
+    def to_heads(self, rows, num_heads, group=None):
+        if group == 0:
+            return _split_heads(ops.expand_dims(rows, 1), num_heads)
+        index, valid, inverse, grid_valid = self._moves(group)
+        inverse, grid_valid = self._grid(inverse), self._grid(grid_valid)
+        return _moved(rows, lambda x: fused.rows_to_heads(x, inverse, grid_valid, num_heads),
+                      lambda d: fused.heads_to_rows(d, index, valid))
+
+    def from_heads(self, heads, group=None):
+        if group == 0:
+            return _join_heads(heads)[:, 0]
+        index, valid, inverse, grid_valid = self._moves(group)
+        inverse, grid_valid = self._grid(inverse), self._grid(grid_valid)
+        num_heads = heads.shape[1]
+        return _moved(heads, lambda x: fused.heads_to_rows(x, index, valid),
+                      lambda d: fused.rows_to_heads(d, inverse, grid_valid, num_heads))

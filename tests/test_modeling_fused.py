@@ -95,12 +95,11 @@ def test_fused_dropout_is_the_reference_values_and_gradients(dtype):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_fused_attention_with_dropout_is_the_reference(dtype):
     rng = np.random.default_rng(0)
-    q, k_t, v = (tf.cast(rng.normal(size=s), dtype) for s in
-                 ([2, 3, 5, 8], [2, 3, 8, 5], [2, 3, 5, 8]))
+    q, k, v = (tf.cast(rng.normal(size=[2, 3, 5, 8]), dtype) for _ in range(3))
     mask = tf.constant([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     upstream = tf.constant(rng.normal(size=[2, 3, 5, 8]), tf.float32)
     seed = keras.random.SeedGenerator(3).next()
-    fn = lambda q: fused.attention(q, k_t, v, mask, 0.3, seed)  # noqa: E731
+    fn = lambda q: fused.attention(q, k, v, mask, 0.3, seed)  # noqa: E731
     got, got_grad = _value_and_grad(tf.function(fn), q, upstream)
     with fused.fused_kernels(False):
         want, want_grad = _value_and_grad(fn, q, upstream)
