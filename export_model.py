@@ -25,6 +25,11 @@ flags.DEFINE_string(
     "The fine-tuned classifier: a run_classifier output_dir (its latest ckpt-N), a ckpt-N prefix, "
     "or an original-layout TF1 classifier checkpoint (model.ckpt-N with output_weights/"
     "output_bias).")
+flags.DEFINE_enum(
+    "mixed_precision", None, ["bf16"],
+    "bf16: serve in bfloat16 with the weights stored in bfloat16 (half the size; LayerNorm and "
+    "softmax in float32): about 2x faster on CPUs with bfloat16 units, probabilities within "
+    "bfloat16 rounding. Default: float32, the original's values.")
 flags.DEFINE_string(
     "export_dir", None,
     "The SavedModel directory to create (must not exist), e.g. <serving model dir>/<version>.")
@@ -39,6 +44,10 @@ def main(_):
     startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, config,
                            FLAGS.bert_config_file)
     model = export.load_classifier(config, processor.num_labels, FLAGS.checkpoint)
+    if FLAGS.mixed_precision == "bf16":
+        from modeling.inference import with_bfloat16_weights
+
+        model = with_bfloat16_weights(model)
     export.export_classifier(model, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
                              processor.get_labels(), FLAGS.export_dir)
 

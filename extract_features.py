@@ -29,6 +29,11 @@ flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
 flags.DEFINE_string("master", None, "If using a TPU, the address of the master.")
 flags.DEFINE_integer(
     "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+flags.DEFINE_enum(
+    "mixed_precision", None, ["bf16"],
+    "bf16: compute in bfloat16 with the weights stored in bfloat16 (LayerNorm and softmax in "
+    "float32); about 2x faster on CPUs with bfloat16 units, values within bfloat16 rounding "
+    "(~1e-2). Default: float32, the original's values.")
 flags.DEFINE_bool(
     "use_one_hot_embeddings", False,
     "If True, tf.one_hot will be used for embedding lookups, otherwise tf.nn.embedding_lookup "
@@ -86,8 +91,10 @@ def extract(model, tokenizer, input_file, output_file, layer_indexes, max_seq_le
 
     @tf.function
     def forward(ids, mask, types):
-        outputs = model({"input_ids": ids, "input_mask": mask, "token_type_ids": types})
-        return [outputs["all_encoder_layers"][i] for i in layer_indexes]
+        # Only real tokens are written, so the encoder skips the padding (same values there).
+        outputs = model({"input_ids": ids, "input_mask": mask, "token_type_ids": types},
+                        skip_padding=True)
+        return [tf.cast(outputs["all_encoder_layers"][i], tf.float32) for i in layer_indexes]
 
     tmp = f"{output_file}.tmp-{os.getpid()}"
     start, written = time.time(), 0
@@ -122,6 +129,10 @@ def main(_):
         FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, FLAGS.bert_config_file)
     model = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
     tf1_checkpoint.load_tf1_checkpoint(model, FLAGS.init_checkpoint, strict=False)
+    if FLAGS.mixed_precision == "bf16":
+        from modeling.inference import with_bfloat16_weights
+
+        model = with_bfloat16_weights(model)
     count = extract(model, tokenizer, FLAGS.input_file, FLAGS.output_file, layer_indexes,
                     FLAGS.max_seq_length, FLAGS.batch_size)
     logging.info("Wrote %d examples to %s", count, FLAGS.output_file)

@@ -166,6 +166,25 @@ def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
         export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
 
 
+def test_bfloat16_export_serves_within_its_rounding(classifier):
+    """`export_model.py --mixed_precision=bf16` exports this copy."""
+    import tensorflow as tf
+
+    from glue import processors
+    from modeling.inference import with_bfloat16_weights
+    from runner import export
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    labels = processors.get_processor(TASK).get_labels()
+    module = export.ClassifierExport(with_bfloat16_weights(classifier), FastBertTokenizer(VOCAB),
+                                     MAX_SEQ_LENGTH, labels)
+    got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS]))
+    expected = tf.nn.softmax(_python_logits(classifier, [], PAIRS, labels)).numpy()
+    assert got["probabilities"].dtype == tf.float32
+    assert not np.array_equal(got["probabilities"].numpy(), expected)
+    np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=0.03, rtol=0)
+
+
 def test_regression_signature_returns_scores():
     """num_labels=1 (STS-B): `predictions` [N] is the raw output, as the original writes it."""
     import tensorflow as tf
