@@ -17,7 +17,9 @@ For each precision it times, round-robin so that background load hits every row 
 bfloat16 for ours is the Keras `mixed_bfloat16` policy (float32 variables, bfloat16 compute,
 float32 softmax and LayerNorm statistics), which is what autocast does for the peer; the row
 "ours bf16 weights" is the same model with its weights cast to bfloat16 once
-(`modeling.inference.with_bfloat16_weights`: the same outputs, no per-call weight casts).
+(`modeling.inference.with_bfloat16_weights`: the same outputs, no per-call weight casts; what
+`extract_features.py` and `export_model.py` run with `--mixed_precision=bf16`, on the real rows),
+compared also with "peer bf16 weights", the peer after `model.to(torch.bfloat16)` (no autocast).
 
 Both models hold the same random weights (the peer's are copied into ours) and both use the tanh
 GELU of the original release (the peer's `gelu_new`, or `gelu_pytorch_tanh`: the same function
@@ -57,6 +59,9 @@ COMMON = dict(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2)
 OUR_MODES = ("eager", "function", "xla", "real_rows")
 PRECISIONS = ("float32", "bfloat16")
 PEER = "peer transformers"
+# The peer with its weights converted to bfloat16 (`model.to(torch.bfloat16)`, no autocast): the
+# counterpart of our bf16-weight rows.
+PEER_BF16 = "peer bf16 weights"
 
 flags.DEFINE_enum("config", "base", sorted(CONFIGS),
                   "Encoder shape; all have vocab 30522, 512 positions, 2 token types.")
@@ -77,7 +82,8 @@ flags.DEFINE_enum(
 flags.DEFINE_bool(
     "bf16_weights", True,
     "For bfloat16, also time `modeling.inference.with_bfloat16_weights` (weights stored in "
-    "bfloat16 once: the same outputs as mixed_bfloat16 without its per-call casts), tf.function.")
+    "bfloat16 once: the same outputs as mixed_bfloat16 without its per-call casts), tf.function, "
+    "and the peer with its weights in bfloat16.")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the inputs.")
 FLAGS = flags.FLAGS
 
@@ -164,7 +170,7 @@ def our_runners(model, inputs, modes):
     return {names[m]: runner(compiled[m]) for m in modes}
 
 
-def peer_runner(model, inputs, precision):
+def peer_runner(model, inputs, precision, autocast=True):
     import torch
 
     tensors = {
@@ -175,7 +181,7 @@ def peer_runner(model, inputs, precision):
 
     def run():
         with torch.inference_mode(), torch.autocast(
-            "cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"
+            "cpu", dtype=torch.bfloat16, enabled=autocast and precision == "bfloat16"
         ):
             out = model(**tensors)
         return out.last_hidden_state.float().numpy(), out.pooler_output.float().numpy()
@@ -199,7 +205,7 @@ def first_calls(runners, inputs, precision):
             print("    " + str(e).strip().replace("\n", "\n    "))
             continue
         first_call[name] = time.perf_counter() - start
-        if name == PEER:
+        if name.startswith("peer"):
             continue
         seq_diff = np.abs(sequence.astype(np.float32) - expected[0])[mask].max()
         pool_diff = np.abs(pooled.astype(np.float32) - expected[1]).max()
@@ -250,6 +256,13 @@ def main(argv):
             if "real_rows" in FLAGS.modes:
                 runners["ours bf16 weights, real rows"] = copy["ours real rows"]
         runners[PEER] = peer_runner(peer, inputs, precision)
+        if precision == "bfloat16" and FLAGS.bf16_weights:
+            import copy as copy_module
+
+            import torch
+
+            peer_bf16 = copy_module.deepcopy(peer).to(torch.bfloat16)
+            runners[PEER_BF16] = peer_runner(peer_bf16, inputs, precision, autocast=False)
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
             first_call[precision, name] = seconds
@@ -269,12 +282,18 @@ def main(argv):
             if p != precision:
                 continue
             median = statistics.median(samples)
-            ratio = f"{peer_median / median:7.2f}x" if name != PEER else ""
+            ratio = f"{peer_median / median:7.2f}x" if not name.startswith("peer") else ""
             share = f"{gflops / median / (peak * 1e3):.1%}" if peak else "n/a"
             print(
                 f"{precision:9s}  {name:28s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
                 f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {share:>8s} {ratio:>8s}"
             )
+    if ("bfloat16", PEER_BF16) in times:
+        peer_bf16 = statistics.median(times["bfloat16", PEER_BF16])
+        for (p, name), samples in times.items():
+            if p == "bfloat16" and name.startswith("ours bf16 weights"):
+                print(f"bfloat16   {name} vs {PEER_BF16}: "
+                      f"{peer_bf16 / statistics.median(samples):.2f}x")
     print("of peak: of this CPU's nominal peak (bench.common.cpu_peak_tflops: "
           + ", ".join(f"{p} {common.cpu_peak_tflops(p) or float('nan'):.2f} TFLOP/s"
                       for p in FLAGS.precisions) + ")")
