@@ -123,22 +123,25 @@ def take_rows(x, index, valid):
     return _reference_take_rows(x, index, valid)
 
 
-def rows_to_heads(rows, index, valid, num_heads):
-    """Rows `[M, H]` onto the attention's grid `[B, N, S, D]` (`N` heads of `D = H / N`):
-    position `(b, s)` holds row `index[b, s]`, or zeros where `valid[b, s]` is False. One XLA
-    kernel on TensorFlow (the gather, select and transpose in one pass)."""
+def rows_to_heads(rows, index, valid, num_heads, bias=None):
+    """Rows `[M, H]` plus `bias` (`[H]`, or None) onto the attention's grid `[B, N, S, D]` (`N`
+    heads of `D = H / N`): position `(b, s)` holds row `index[b, s]`, or zeros where
+    `valid[b, s]` is False. One XLA kernel on TensorFlow (the gather, bias, select and
+    transpose in one pass)."""
+    bias = _bias_or_zeros(bias, rows)
     if _use_tf_kernels():
-        return _move_kernels()[1](rows, index, valid, num_heads)
-    return _reference_rows_to_heads(rows, index, valid, num_heads)
+        return _move_kernels()[1](rows, index, valid, num_heads, bias)
+    return _reference_rows_to_heads(rows, index, valid, num_heads, bias)
 
 
-def heads_to_rows(heads, index, valid):
+def heads_to_rows(heads, index, valid, column_sum=False):
     """The attention's `[B, N, S, D]` back to rows `[M, N * D]`: row `i` is grid position
-    `index[i]` (flat, `b * S + s`), or zeros where `valid[i]` is False. One XLA kernel on
-    TensorFlow."""
+    `index[i]` (flat, `b * S + s`), or zeros where `valid[i]` is False. With `column_sum`, also
+    the float32 sum of the rows (`[N * D]`: a bias gradient). One XLA kernel on TensorFlow."""
     if _use_tf_kernels():
-        return _move_kernels()[2](heads, index, valid)
-    return _reference_heads_to_rows(heads, index, valid)
+        return _move_kernels()[2 + column_sum](heads, index, valid)
+    rows = _reference_heads_to_rows(heads, index, valid)
+    return (rows, _column_sum(rows)) if column_sum else rows
 
 
 def _reference_take_rows(x, index, valid):
@@ -146,11 +149,15 @@ def _reference_take_rows(x, index, valid):
     return ops.where(valid, ops.take(x, index, axis=0), ops.zeros((), x.dtype))
 
 
-def _reference_rows_to_heads(rows, index, valid, num_heads):
+def _reference_rows_to_heads(rows, index, valid, num_heads, bias):
     batch, seq = ops.shape(index)[0], ops.shape(index)[1]
-    grid = _reference_take_rows(rows, ops.reshape(index, (-1,)), ops.reshape(valid, (-1,)))
+    grid = _reference_take_rows(rows + bias, ops.reshape(index, (-1,)), ops.reshape(valid, (-1,)))
     grid = ops.reshape(grid, (batch, seq, num_heads, rows.shape[-1] // num_heads))
     return ops.transpose(grid, (0, 2, 1, 3))
+
+
+def _column_sum(rows):
+    return ops.sum(ops.cast(rows, "float32"), axis=0)
 
 
 def _reference_heads_to_rows(heads, index, valid):
@@ -294,8 +301,12 @@ def _gelu_kernels(approximate):
 @functools.lru_cache(maxsize=None)
 def _move_kernels():
     function = functools.partial(_tf().function, jit_compile=True, autograph=False)
+    def heads_to_rows_and_sum(heads, index, valid):
+        rows = _reference_heads_to_rows(heads, index, valid)
+        return rows, _column_sum(rows)
+
     return (function(_reference_take_rows), function(_reference_rows_to_heads),
-            function(_reference_heads_to_rows))
+            function(_reference_heads_to_rows), function(heads_to_rows_and_sum))
 
 
 def _bias_gradient(d_sum, bias):

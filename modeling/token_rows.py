@@ -62,13 +62,18 @@ class GridRows:
         del group
         return grid
 
-    def to_heads(self, rows, num_heads, group=None):
-        """Rows (all, or group 0/1 of `split`), `H` wide -> the attention's `[B, N, S_q, D]`."""
-        return _split_heads(self.to_grid(rows, group), num_heads)
+    def to_heads(self, rows, num_heads, group=None, bias=None):
+        """Rows (all, or group 0/1 of `split`), `H` wide, plus `bias` (`[H]` or None) -> the
+        attention's `[B, N, S_q, D]`."""
+        return _split_heads(self.to_grid(_plus(rows, bias), group), num_heads)
 
     def from_heads(self, heads, group=None):
         """The attention's `[B, N, S_q, D]` -> rows (all, or group 0/1 of `split`)."""
         return self.from_grid(_join_heads(heads), group)
+
+
+def _plus(rows, bias):
+    return rows if bias is None else ops.add(rows, ops.cast(bias, rows.dtype))
 
 
 def _split_heads(grid, num_heads):
@@ -176,13 +181,26 @@ class RealRows:
         return _moved(self._flat(grid), lambda x: fused.take_rows(x, index, valid),
                       lambda d: fused.take_rows(d, inverse, grid_valid))
 
-    def to_heads(self, rows, num_heads, group=None):
+    def to_heads(self, rows, num_heads, group=None, bias=None):
         if group == 0:
-            return _split_heads(ops.expand_dims(rows, 1), num_heads)
+            return _split_heads(ops.expand_dims(_plus(rows, bias), 1), num_heads)
         index, valid, inverse, grid_valid = self._moves(group)
         inverse, grid_valid = self._grid(inverse), self._grid(grid_valid)
-        return _moved(rows, lambda x: fused.rows_to_heads(x, inverse, grid_valid, num_heads),
-                      lambda d: fused.heads_to_rows(d, index, valid))
+        if bias is None:
+            return _moved(rows, lambda x: fused.rows_to_heads(x, inverse, grid_valid, num_heads),
+                          lambda d: fused.heads_to_rows(d, index, valid))
+
+        @ops.custom_gradient
+        def fn(rows, bias):
+            def grad(*args, upstream=None):
+                if upstream is None:
+                    (upstream,) = args
+                d_rows, d_bias = fused.heads_to_rows(upstream, index, valid, column_sum=True)
+                return d_rows, ops.cast(d_bias, bias.dtype)
+
+            return fused.rows_to_heads(rows, inverse, grid_valid, num_heads, bias), grad
+
+        return fn(rows, ops.cast(bias, rows.dtype))
 
     def from_heads(self, heads, group=None):
         if group == 0:
