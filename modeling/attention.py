@@ -52,9 +52,8 @@ class BertSelfAttention(keras.layers.Layer):
         return self.dropout.seed_generator.next()
 
     def _project(self, x, dense, layout, group=None):
-        """`dense(x)` as the attention's heads `[B, N, S_q, D]`: the matmul alone (the bias is
-        added in the kernel that moves the rows: with it, TensorFlow fuses matmul and bias into
-        an oneDNN kernel that does not use the CPU's bfloat16 matrix units, 4x slower)."""
+        """`dense(x)` as the attention's heads `[B, N, S_q, D]`: the matmul here, the bias in the
+        kernel that moves the rows to the heads (`token_rows._to_heads` says why)."""
         kernel = ops.cast(dense.kernel, self.compute_dtype)
         return layout.to_heads(ops.matmul(x, kernel), self.num_heads, group, bias=dense.bias)
 
