@@ -30,11 +30,12 @@ class BertModel(keras.Model):
         skip_padding: compute the encoder layers on the real tokens' rows only
             (`modeling.token_rows.RealRows`; on backends without data-dependent shapes, on
             every row as usual). Real rows get the same values; padded rows of the outputs
-            hold other values than the original's (copies of a real row). For callers that read
+            hold zeros, not the original's values. For callers that read
             only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
     Returns:
         dict with
-          `sequence_output`     float `[B, S, H]` (the last layer; padded rows are not zero),
+          `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
+                                original's values, or zeros with `skip_padding`),
           `pooled_output`       float `[B, H]` = tanh(dense(sequence_output[:, 0])),
           `all_encoder_layers`  list of `num_hidden_layers` float `[B, S, H]` (no embeddings),
           `embedding_output`    float `[B, S, H]`.

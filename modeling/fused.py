@@ -1,6 +1,7 @@
 """The encoder's elementwise chains between its matmuls, with explicit dropout seeds, each as one
 fused kernel forward and one backward on the TensorFlow backend: the GELU, the attention's
-softmax and probability dropout, dropout + residual sum + LayerNorm, and dropout alone.
+softmax and probability dropout, dropout + residual sum + LayerNorm, and the moves of the
+real-token rows (`modeling.token_rows`).
 
 Dropout takes an explicit `seed` (an int `[2]` tensor drawn from the layer's Keras
 `SeedGenerator`, as `keras.layers.Dropout` draws it): with the same seed a recomputed forward
@@ -100,18 +101,6 @@ def keep_mask(shape, rate, seed):
 def _reference_dropout(x, rate, seed, scale):
     return ops.where(keep_mask(ops.shape(x), rate, seed), x * ops.cast(scale, x.dtype),
                      ops.zeros_like(x))
-
-
-def dropout(x, rate, seed, rescale=True):
-    """`x * keep / (1 - rate)` with `keep = keep_mask(shape, rate, seed)`; identity if `seed` is
-    None. `rescale=False` leaves out the `1 / (1 - rate)` (for a caller that applies it to a
-    smaller tensor further on). One fused kernel each way on TensorFlow."""
-    if seed is None or not rate:
-        return x
-    scale = 1.0 / (1.0 - rate) if rescale else 1.0
-    if _use_tf_kernels():
-        return _tf_dropout(x, float(rate), seed, scale)
-    return _reference_dropout(x, rate, seed, scale)
 
 
 def take_rows(x, index, valid):
@@ -328,29 +317,6 @@ def _tf_gelu(x, approximate, bias):
         return forward(x, bias), grad
 
     return fn(x, bias)
-
-
-@functools.lru_cache(maxsize=None)
-def _dropout_kernels(rate, scale):
-    tf = _tf()
-
-    @tf.function(jit_compile=True, autograph=False)
-    def apply(x, seed):
-        return _reference_dropout(x, rate, seed, scale)
-
-    return apply
-
-
-def _tf_dropout(x, rate, seed, scale):
-    tf = _tf()
-    apply = _dropout_kernels(rate, scale)
-
-    @tf.custom_gradient
-    def fn(x):
-        # The same kernel is its own gradient: the mask is computed again, not kept.
-        return apply(x, seed), lambda dy: apply(dy, seed)
-
-    return fn(x)
 
 
 @functools.lru_cache(maxsize=None)

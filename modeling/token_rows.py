@@ -75,15 +75,13 @@ class GridRows:
 
 
 def _to_heads(rows, num_heads, bias, moves):
-    """Rows `[M, H]` plus `bias` onto the attention's heads by `fused.rows_to_heads` with
-    `moves = (grid index [B, S], grid valid, row index [M], row valid)`; the gradient is the move
-    back, with the bias gradient summed in the same kernel. The bias is added here rather than
-    by the dense layer: with it, TensorFlow fuses matmul and bias into an oneDNN kernel that does
-    not use the CPU's bfloat16 matrix units (2-4x slower than the matmul alone)."""
-    inverse, grid_valid, index, valid = moves
-    if bias is None:
-        return _moved(rows, lambda x: fused.rows_to_heads(x, inverse, grid_valid, num_heads),
-                      lambda d: fused.heads_to_rows(d, index, valid))
+    """Rows `[M, H]` plus `bias` (`[H]` or None) onto the attention's heads by
+    `fused.rows_to_heads`, with `moves = (row index [M], row valid, grid index [B, S], grid
+    valid)`; the gradient is the move back, with the bias gradient summed in the same kernel.
+    The bias is added here rather than by the dense layer: with it, TensorFlow fuses matmul and
+    bias into an oneDNN kernel that does not use the CPU's bfloat16 matrix units (2-4x slower
+    than the matmul alone)."""
+    index, valid, inverse, grid_valid = moves
 
     @ops.custom_gradient
     def fn(rows, bias):
@@ -95,6 +93,7 @@ def _to_heads(rows, num_heads, bias, moves):
 
         return fused.rows_to_heads(rows, inverse, grid_valid, num_heads, bias), grad
 
+    bias = ops.zeros((rows.shape[-1],), rows.dtype) if bias is None else bias
     return fn(rows, ops.cast(bias, rows.dtype))
 
 
@@ -177,9 +176,15 @@ class RealRows:
         return ops.reshape(flat, (self.batch, self.seq) + tuple(flat.shape[1:]))
 
     def _moves(self, group):
+        """(row index, row valid, grid index, grid valid), flat, of all rows or group 1."""
         if group is None:
             return self.index, self.row_valid, self.inverse, self.grid_valid
         return self._other_moves
+
+    def _head_moves(self, group):
+        """`_moves` with the grid's two as `[B, S]`, for the moves to and from the heads."""
+        index, valid, inverse, grid_valid = self._moves(group)
+        return index, valid, self._grid(inverse), self._grid(grid_valid)
 
     def rows(self, grid):
         return self.from_grid(grid)
@@ -210,15 +215,12 @@ class RealRows:
     def to_heads(self, rows, num_heads, group=None, bias=None):
         if group == 0:
             return _split_heads(ops.expand_dims(_plus(rows, bias), 1), num_heads)
-        index, valid, inverse, grid_valid = self._moves(group)
-        return _to_heads(rows, num_heads, bias,
-                         (self._grid(inverse), self._grid(grid_valid), index, valid))
+        return _to_heads(rows, num_heads, bias, self._head_moves(group))
 
     def from_heads(self, heads, group=None):
         if group == 0:
             return _join_heads(heads)[:, 0]
-        index, valid, inverse, grid_valid = self._moves(group)
-        inverse, grid_valid = self._grid(inverse), self._grid(grid_valid)
+        index, valid, inverse, grid_valid = self._head_moves(group)
         num_heads = heads.shape[1]
         return _moved(heads, lambda x: fused.heads_to_rows(x, index, valid),
                       lambda d: fused.rows_to_heads(d, inverse, grid_valid, num_heads))
