@@ -6,9 +6,10 @@ rows of width 384, 12 heads):
     python bench/fused_kernels.py                  # float32 and bfloat16, ~1 minute
     python bench/fused_kernels.py --rows=1024 --width=768 --heads=12 --batch_size=8   # BERT-Base
 
-Rows: the attention (its two batched matmuls, and the softmax + probability dropout on
-`[B, N, S, S]` that is fused), dropout + residual +
-LayerNorm with the dense bias (`[rows, width]`), and the GELU with its bias (`[rows, 4 x width]`).
+Rows: the attention (its two batched matmuls, the scale and mask that oneDNN adds inside the
+first, oneDNN's softmax and the XLA kernel of the probability dropout on `[B, N, S, S]`), dropout +
+residual + LayerNorm with the dense bias (`[rows, width]`), and the GELU with its bias
+(`[rows, 4 x width]`).
 `speed-up` is the reference's median time over the fused one's.
 """
 import os
