@@ -73,7 +73,7 @@ flags.DEFINE_list("precisions", list(PRECISIONS), f"Any of {', '.join(PRECISIONS
 flags.DEFINE_list("modes", list(OUR_MODES), f"Our execution modes, any of {', '.join(OUR_MODES)}.")
 flags.DEFINE_integer(
     "num_threads", os.cpu_count(),
-    "Threads for both frameworks: TF intra-op and torch.set_num_threads; inter-op is 1 in both.",
+    "Threads for both frameworks, intra-op and inter-op (bench.common.set_threads).",
 )
 flags.DEFINE_enum(
     "peer_hidden_act", "gelu_new", ["gelu_new", "gelu_pytorch_tanh"],

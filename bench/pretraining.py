@@ -83,7 +83,7 @@ flags.DEFINE_list("precisions", list(PRECISIONS), f"Any of {', '.join(PRECISIONS
 flags.DEFINE_list("modes", list(OUR_MODES), "Our jit_compile settings: function (off), xla (on).")
 flags.DEFINE_integer(
     "num_threads", os.cpu_count(),
-    "Threads for both frameworks: TF intra-op and torch.set_num_threads; inter-op is 1 in both.")
+    "Threads for both frameworks, intra-op and inter-op (bench.common.set_threads).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the batches.")
 flags.DEFINE_string(
     "workdir", "/dev/shm" if os.path.isdir("/dev/shm") else None,

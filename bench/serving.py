@@ -18,7 +18,7 @@ Input: sentences of the Austen novels in `data/austen/` (paragraphs split after 
 with --seed. Each timed round classifies the same --sentences sentences at every batch size, in
 turns (ours, peer) so that load from other processes hits both alike; the figures are medians of
 --repeats rounds after --warmup untimed rounds. Threads: --num_threads intra-op for TensorFlow and
-torch (and the peer's Rust tokenizer), one inter-op thread in both.
+torch (and the peer's Rust tokenizer), as many inter-op threads in both (`common.set_threads`).
 """
 import glob
 import os
@@ -59,8 +59,8 @@ flags.DEFINE_list("batch_sizes", ["1", "32"], "Sentences per call.")
 flags.DEFINE_integer("sentences", 64, "Sentences classified per round at each batch size.")
 flags.DEFINE_integer("repeats", 5, "Timed rounds; every row reports its median.")
 flags.DEFINE_integer("warmup", 1, "Untimed rounds before them.")
-flags.DEFINE_integer("num_threads", os.cpu_count(), "Intra-op threads of both (and of the peer's "
-                     "tokenizer); one inter-op thread.")
+flags.DEFINE_integer("num_threads", os.cpu_count(), "Intra-op and inter-op threads of both "
+                     "(and of the peer's tokenizer).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the sentence order.")
 FLAGS = flags.FLAGS
 
