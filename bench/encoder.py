@@ -248,21 +248,20 @@ def main(argv):
     for precision in FLAGS.precisions:
         ours = build_ours(c, precision, peer.state_dict())
         runners = our_runners(ours, inputs, FLAGS.modes)
-        if precision == "bfloat16" and FLAGS.bf16_weights:
-            from modeling.inference import with_bfloat16_weights
-
-            copy = our_runners(with_bfloat16_weights(ours), inputs, ["function", "real_rows"])
-            runners["ours bf16 weights"] = copy["ours tf.function"]
-            if "real_rows" in FLAGS.modes:
-                runners["ours bf16 weights, real rows"] = copy["ours real rows"]
         runners[PEER] = peer_runner(peer, inputs, precision)
         if precision == "bfloat16" and FLAGS.bf16_weights:
-            import copy as copy_module
+            import copy
 
             import torch
 
-            peer_bf16 = copy_module.deepcopy(peer).to(torch.bfloat16)
-            runners[PEER_BF16] = peer_runner(peer_bf16, inputs, precision, autocast=False)
+            from modeling.inference import with_bfloat16_weights
+
+            bf16 = our_runners(with_bfloat16_weights(ours), inputs, ["function", "real_rows"])
+            runners["ours bf16 weights"] = bf16["ours tf.function"]
+            if "real_rows" in FLAGS.modes:
+                runners["ours bf16 weights, real rows"] = bf16["ours real rows"]
+            runners[PEER_BF16] = peer_runner(copy.deepcopy(peer).to(torch.bfloat16), inputs,
+                                             precision, autocast=False)
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
             first_call[precision, name] = seconds
