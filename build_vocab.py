@@ -16,9 +16,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from pretraining_data.processing import WorkerError
-from pretraining_data.reading import InputError
-from vocab_building import building, layout
+from bert_tasks.pretraining.data.processing import WorkerError
+from bert_tasks.pretraining.data.reading import InputError
+from bert_tasks.pretraining.vocab_building import building, layout
 
 flags.DEFINE_string("input_file", None,
                     "Input text files: comma-separated files or glob patterns.")

@@ -5,7 +5,7 @@
       --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
       --random_seed=12345 --dupe_factor=5
 
-Input: one sentence per line, a blank line between documents. See `pretraining_data.pipeline` for
+Input: one sentence per line, a blank line between documents. See `bert_tasks.pretraining.data.pipeline` for
 the two orderings (the original's, and chunked/parallel with --chunk_size_mb and --num_workers).
 """
 import signal
@@ -15,9 +15,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from pretraining_data import pipeline
-from pretraining_data.processing import WorkerError
-from pretraining_data.reading import InputError
+from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data.processing import WorkerError
+from bert_tasks.pretraining.data.reading import InputError
 from vocab.tokenization import VocabError
 
 flags.DEFINE_string("input_file", None,

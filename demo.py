@@ -7,7 +7,7 @@ Each stage runs one of the project's command-line scripts as a subprocess (so th
 proves the CLIs) in `--output_dir`, prints its command so that it can be re-run, shows its
 progress, and prints its metrics and where its outputs are:
 
-1. data: the novels become the one-sentence-per-line corpus (`pretraining_data.corpus`); a small
+1. data: the novels become the one-sentence-per-line corpus (`bert_tasks.pretraining.data.corpus`); a small
    BERT config (L=2, H=128, A=2, I=512, the bundled uncased vocabulary) and a sentence task,
    "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, the next-sentence choice
    task in SWAG CSV layout and the names-and-places task in CoNLL-2003 layout are written.
@@ -22,7 +22,7 @@ progress, and prints its metrics and where its outputs are:
    (which of four sentences comes next?); dev and test accuracy beside the 25% chance and the
    accuracy of matching words.
 7. `run_ner.py`: fine-tunes it to tag the characters' names and the places in the novels (labelled
-   by a list of them, `ner.gazetteer`), trained on early chapters and scored on later ones with
+   by a list of them, `bert_tasks.ner.gazetteer`), trained on early chapters and scored on later ones with
    conlleval; entity F1 beside the every-word-O and capitalised-word baselines.
 8. `extract_features.py`: the last two layers' vectors for a few sentences.
 
@@ -46,13 +46,13 @@ from typing import Optional
 
 from absl import app, flags
 
-from austen_tasks import TASK_NOVELS, first_documents, read_novel
-from austen_tasks.names_and_places import capitalised_word_tags, names_and_places_conll
-from austen_tasks.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
-from austen_tasks.which_novel import novel_task_tsvs
-from austen_tasks.who_questions import (
+from bert_tasks.austen import TASK_NOVELS, first_documents, read_novel
+from bert_tasks.austen.names_and_places import capitalised_word_tags, names_and_places_conll
+from bert_tasks.austen.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
+from bert_tasks.austen.which_novel import novel_task_tsvs
+from bert_tasks.austen.who_questions import (
     count_questions, first_questions, make_squad_data, squad_json)
-from pretraining_data.corpus import gutenberg_to_corpus
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 import vocab
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -454,7 +454,7 @@ def stage_swag(pipe, scale, test_labels):
 
 
 def stage_ner(pipe, scale, sentences):
-    from ner import conlleval
+    from bert_tasks.ner import conlleval
 
     pipe.header("run_ner.py: characters' names and places in the novels (CoNLL-2003 layout)")
     output_dir = pipe.path("names_and_places_ner")

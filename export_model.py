@@ -4,11 +4,11 @@
       --vocab_file=$BERT_BASE_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 \
       --checkpoint=/tmp/mrpc_output/ --export_dir=/tmp/mrpc_serving/1
 
-Signatures and outputs: see `runner/export.py` (`serving_default(text_a)`, `pairs(text_a, text_b)`).
+Signatures and outputs: see `bert_runner/export.py` (`serving_default(text_a)`, `pairs(text_a, text_b)`).
 """
 from absl import app, flags
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -36,8 +36,8 @@ flags.DEFINE_string(
 
 
 def main(_):
-    from glue import processors
-    from runner import export, startup
+    from bert_tasks.classifier import processors
+    from bert_runner import export, startup
 
     processor = processors.get_processor(FLAGS.task_name)
     config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)

@@ -11,7 +11,7 @@ import time
 
 from absl import app, flags, logging
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -119,7 +119,7 @@ def extract(model, tokenizer, input_file, output_file, layer_indexes, max_seq_le
 
 def main(_):
     from modeling import BertModel, tf1_checkpoint
-    from runner import startup
+    from bert_runner import startup
 
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")

@@ -5,7 +5,7 @@ import os
 
 from absl import app, flags, logging
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -48,10 +48,10 @@ flags.register_validator("seeds", _check_seeds)
 def _write_split(processor, tokenizer, examples, name, batch_size):
     """Writes `output_dir/<name>.tf_record`, as the original; pads eval/predict sets on TPU.
 
-    Returns (the examples written, TPU padding included; their `runner.driver.Split`).
+    Returns (the examples written, TPU padding included; their `bert_runner.driver.Split`).
     """
-    from glue import features
-    from runner.driver import Split
+    from bert_tasks.classifier import features
+    from bert_runner.driver import Split
 
     num_actual = len(examples)
     if FLAGS.use_tpu and name != "train":
@@ -79,10 +79,10 @@ def _read_splits(processor):
 
 
 def main(_):
-    from glue import processors
-    from glue.task import ClassifierTask
-    from runner import distribution, driver, results, seeds, startup
-    from runner.run_config import RunConfig
+    from bert_tasks.classifier import processors
+    from bert_tasks.classifier.task import ClassifierTask
+    from bert_runner import distribution, driver, results, seeds, startup
+    from bert_runner.run_config import RunConfig
 
     run = RunConfig.from_flags()
     processor = processors.get_processor(FLAGS.task_name)

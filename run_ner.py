@@ -10,7 +10,7 @@ import os
 
 from absl import app, flags, logging
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -46,8 +46,8 @@ _SPLITS = {"train": ("train", "train", "train_batch_size"),
 
 def _label_list(run, sets):
     """--entity_types, else the training file's types; checked against output_dir's record."""
-    from ner import conll, tags
-    from ner.sets import NerSet
+    from bert_tasks.ner import conll, tags
+    from bert_tasks.ner.sets import NerSet
 
     train = sets.get("train")
     if train is None and not FLAGS.entity_types:
@@ -66,11 +66,11 @@ def _label_list(run, sets):
 
 
 def main(_):
-    from ner import conll, conlleval
-    from ner.sets import NerSet
-    from ner.task import NerTask
-    from runner import driver, results, startup
-    from runner.run_config import RunConfig
+    from bert_tasks.ner import conll, conlleval
+    from bert_tasks.ner.sets import NerSet
+    from bert_tasks.ner.task import NerTask
+    from bert_runner import driver, results, startup
+    from bert_runner.run_config import RunConfig
 
     run = RunConfig.from_flags()
     wanted = [name for name, on in (("train", run.do_train), ("eval", run.do_eval),

@@ -9,7 +9,7 @@ import os
 
 from absl import app, flags, logging
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -46,7 +46,7 @@ for _name in ("data_dir", "bert_config_file", "vocab_file", "init_checkpoint", "
 
 
 def _check_choices(values):
-    from ner.feature_based import CHOICES_BY_KEY
+    from bert_tasks.ner.feature_based import CHOICES_BY_KEY
 
     unknown = [v for v in values or () if v not in CHOICES_BY_KEY]
     if unknown:
@@ -60,9 +60,9 @@ flags.register_validator("choices", _check_choices)
 
 def main(_):
     from modeling import tf1_checkpoint
-    from ner import activations, conll, feature_based, tags
-    from ner.sets import NerSet
-    from runner import results, startup
+    from bert_tasks.ner import activations, conll, feature_based, tags
+    from bert_tasks.ner.sets import NerSet
+    from bert_runner import results, startup
 
     config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     tokenizer = startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,

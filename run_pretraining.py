@@ -2,14 +2,14 @@
 `run_pretraining.py`, on one device, many GPUs, many workers or a TPU, resumable.
 
 The first record of each input file is checked against the flags and bert_config.json before
-anything else (`pretraining_data.validation`); records without next_sentence_labels (made with
+anything else (`bert_tasks.pretraining.data.validation`); records without next_sentence_labels (made with
 `create_pretraining_data.py --next_sentence_prediction=false`) train the masked LM alone.
 """
 import sys
 
 from absl import app, flags, logging
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -44,11 +44,11 @@ run_flags.define_run_flags()
 
 def run():
     """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
-    from pretraining.task import PretrainingTask
-    from pretraining_data.reading import expand_input_files
-    from pretraining_data.validation import check_records
-    from runner import driver, startup
-    from runner.run_config import RunConfig
+    from bert_tasks.pretraining.task import PretrainingTask
+    from bert_tasks.pretraining.data.reading import expand_input_files
+    from bert_tasks.pretraining.data.validation import check_records
+    from bert_runner import driver, startup
+    from bert_runner.run_config import RunConfig
 
     run = RunConfig.from_flags()
     if not run.do_train and not run.do_eval:
@@ -77,7 +77,7 @@ def run():
 
 
 def main(_):
-    from pretraining_data.reading import InputError
+    from bert_tasks.pretraining.data.reading import InputError
 
     try:
         run()

@@ -10,7 +10,7 @@ import sys
 
 from absl import app, flags, logging
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -83,7 +83,7 @@ def _log_features(title, summary):
 
 
 def main(_):
-    from squad import evaluate, examples as sq_examples, io_utils
+    from bert_tasks.squad import evaluate, examples as sq_examples, io_utils
 
     check_flags()
     # The SQuAD files are read before TensorFlow is loaded, so bad input fails in a second.
@@ -98,9 +98,9 @@ def main(_):
             source=FLAGS.predict_file)
         scoring = evaluate.should_score(FLAGS.do_eval, gold_data, FLAGS.predict_file)
 
-    from runner import driver, startup
-    from runner.run_config import RunConfig
-    from squad import features as sq_features, task as sq_task
+    from bert_runner import driver, startup
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.squad import features as sq_features, task as sq_task
 
     run = RunConfig.from_flags()
     config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
@@ -147,7 +147,7 @@ def main(_):
 
 def run(argv):
     """`main`, with bad SQuAD input reported as one line naming the file and JSON path."""
-    from squad.io_utils import SquadFormatError
+    from bert_tasks.squad.io_utils import SquadFormatError
 
     try:
         main(argv)

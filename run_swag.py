@@ -7,7 +7,7 @@ import random
 
 from absl import app, flags
 
-from runner import flags as run_flags
+from bert_runner import flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -37,7 +37,7 @@ TRAIN_SHUFFLE_SEED = 12345
 def _read_splits(run):
     """{split: (examples, batch size)} for every split the do_* flags ask for, all read (and
     checked) before any is converted, so bad val.csv or test.csv input fails in seconds."""
-    from swag.examples import SPLIT_FILES, read_swag_examples
+    from bert_tasks.swag.examples import SPLIT_FILES, read_swag_examples
 
     wanted = [(run.do_train, "train", run.train_batch_size),
               (run.do_eval, "dev", run.eval_batch_size),
@@ -48,10 +48,10 @@ def _read_splits(run):
 
 
 def _write_split(run, tokenizer, split, examples, batch_size):
-    """`output_dir/<split>.tf_record` and its `runner.driver.Split`; on TPU, eval and predict
+    """`output_dir/<split>.tf_record` and its `bert_runner.driver.Split`; on TPU, eval and predict
     records are padded to full batches (`is_real_example=0`)."""
-    from runner.driver import Split
-    from swag import features
+    from bert_runner.driver import Split
+    from bert_tasks.swag import features
 
     num_padding = -len(examples) % batch_size if run.use_tpu and split != "train" else 0
     path = os.path.join(run.output_dir, f"{split}.tf_record")
@@ -60,9 +60,9 @@ def _write_split(run, tokenizer, split, examples, batch_size):
 
 
 def main(_):
-    from runner import driver, startup
-    from runner.run_config import RunConfig
-    from swag.task import SwagTask
+    from bert_runner import driver, startup
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.swag.task import SwagTask
 
     run = RunConfig.from_flags()
     if not run.do_train and not run.do_eval and not run.do_predict:

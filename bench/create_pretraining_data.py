@@ -14,7 +14,7 @@ warm-up and used by every 2-worker run). A 2-worker run that starts and stops it
 command line does, is timed once at the end to show that cost.
 
 Prints instances/s, seconds per MB of input and the ratios, and checks that the port and ours write
-the same records. The corpus is built with `pretraining_data.corpus.gutenberg_to_corpus`.
+the same records. The corpus is built with `bert_tasks.pretraining.data.corpus.gutenberg_to_corpus`.
 
     python bench/create_pretraining_data.py --dupe_factor=1 --repeats=3
     python bench/create_pretraining_data.py --memory     # peak memory of command-line runs
@@ -39,9 +39,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # No TensorFlow import at module level: worker processes are spawned, and spawning re-imports the
 # main module. The functions below import it.
-from pretraining_data import pipeline  # noqa: E402
-from pretraining_data import processing  # noqa: E402
-from pretraining_data.corpus import gutenberg_to_corpus  # noqa: E402
+from bert_tasks.pretraining.data import pipeline  # noqa: E402
+from bert_tasks.pretraining.data import processing  # noqa: E402
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 import vocab  # noqa: E402
 from vocab import tokenization  # noqa: E402
 
@@ -203,7 +203,7 @@ def _port_mask(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng
 def _parsed(path):
     """TFRecord file -> dict feature name -> numpy array [records, length]."""
     import tensorflow as tf
-    from pretraining_data.features import name_to_features
+    from bert_tasks.pretraining.data.features import name_to_features
     records = tf.data.TFRecordDataset(path).batch(1 << 20)
     return {k: v.numpy() for k, v in tf.io.parse_example(
         next(iter(records)), name_to_features(128, 20)).items()}

@@ -35,7 +35,7 @@ baseline. Threads: each framework's default (all cores), as a new user runs them
 
 `vs peer` is the peer's median time over ours (> 1: ours faster), for the training time and for
 the whole process (start-up, tokenization, training, evaluation). Model TFLOP/s counts the
-encoder's matmuls over all 128 positions (`runner.task.encoder_training_flops`); the share of
+encoder's matmuls over all 128 positions (`bert_runner.task.encoder_training_flops`); the share of
 the CPU's peak is given where `bench.common.cpu_peak_tflops` knows it.
 """
 import os
@@ -90,7 +90,7 @@ FLAGS = flags.FLAGS
 
 
 def _novel_sentences(novel):
-    from pretraining_data.corpus import gutenberg_to_corpus
+    from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
     with open(os.path.join(ROOT, "data", "austen", novel + ".txt"), encoding="utf-8") as f:
         return [s.replace("\t", " ") for s in gutenberg_to_corpus(f.read()).split("\n") if s]
@@ -313,7 +313,7 @@ def main(argv):
         peer_main(json.loads(FLAGS.peer_run))
         return
     from bench import common
-    from runner.task import encoder_training_flops
+    from bert_runner.task import encoder_training_flops
 
     unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.peer_padding) - {"max_length", "longest"}
     if unknown:

@@ -7,7 +7,7 @@ on PyTorch CPU, same shapes, same batches, same weights at the start, one proces
 Contenders, for each of --precisions (rows "ours" per --modes, then "peer"):
   ours   the real training step, built as `run_pretraining.py` builds it: `BertPretrainer`,
          `create_optimizer("adamw", ...)` (the original AdamWeightDecay and schedule),
-         `runner.trainer.Trainer` with `pretraining.task.pretraining_loss` (global-norm clipping
+         `bert_runner.trainer.Trainer` with `bert_tasks.pretraining.task.pretraining_loss` (global-norm clipping
          at 1.0), `steps_per_loop=--steps`; `jit_compile` off ("function") or on ("xla").
          bfloat16 is `--mixed_precision=bf16`, the Keras `mixed_bfloat16` policy.
   peer   `transformers.BertForPreTraining` in train mode (dropout 0.1 like ours), labels -100
@@ -31,7 +31,7 @@ each contender (tracing, XLA compilation) and --warmup rounds are untimed; the t
 median over --repeats rounds. `vs peer` is our examples/s over the peer's at the same precision,
 from the medians; `paired` is the median of the per-round ratios (each from one round's
 back-to-back calls), the steadier figure under background load. Model TFLOP/s counts the same
-useful work for both (`runner.task.encoder_training_flops`, 20 predicted positions):
+useful work for both (`bert_runner.task.encoder_training_flops`, 20 predicted positions):
 the peer's MLM head scores all positions, so it does more arithmetic than that (~1.9x ours at
 BERT-Small, ~1.2x at Base).
 """
@@ -233,7 +233,7 @@ def check_same_model(precision, mode, loss, expected):
 def our_eval_loss(model, batches):
     import tensorflow as tf
 
-    from pretraining.task import pretraining_loss
+    from bert_tasks.pretraining.task import pretraining_loss
 
     first = {k: tf.constant(v[0]) for k, v in batches.items()}
     return float(pretraining_loss(model, first, training=False)[0])
@@ -248,8 +248,8 @@ def our_trainer(model, batches, jit_compile, steps, output_dir):
     import tensorflow as tf
 
     from modeling.optimization import create_optimizer
-    from pretraining import task as pretraining
-    from runner.trainer import Trainer
+    from bert_tasks.pretraining import task as pretraining
+    from bert_runner.trainer import Trainer
 
     strategy = tf.distribute.get_strategy()
     with strategy.scope():
@@ -284,7 +284,7 @@ def add_row(runners, first_call, key, make_run):
     (tracing, compiling) call; a row that raises is reported and left out, not the run."""
     import keras
 
-    from runner import distribution
+    from bert_runner import distribution
 
     precision, name = key
     distribution.set_precision("bf16" if precision == "bfloat16" else None)
@@ -344,7 +344,7 @@ def main(argv):
     common.set_threads(FLAGS.num_threads)
     import keras
 
-    from runner.task import encoder_training_flops as training_flops_per_example
+    from bert_runner.task import encoder_training_flops as training_flops_per_example
 
     keras.utils.set_random_seed(FLAGS.seed)
     c = CONFIGS[FLAGS.config]

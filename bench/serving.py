@@ -5,7 +5,7 @@ pipeline (PyTorch), same model size, same weights, same sentences, one process.
     python bench/serving.py --config=tiny --repeats=2 --sentences=32   # smoke run
 
 Contenders (both: raw strings in, the two class probabilities out, truncation to --max_seq_length):
-  ours   `export_model.py`'s SavedModel (runner.export: tf.text tokenizer, packing, BertClassifier,
+  ours   `export_model.py`'s SavedModel (bert_runner.export: tf.text tokenizer, packing, BertClassifier,
          softmax in one graph), loaded with `tf.saved_model.load`, called through its
          `serving_default` signature with a string tensor of the batch.
   peer   `transformers.pipeline("text-classification")` with `BertForSequenceClassification`
@@ -146,7 +146,7 @@ def time_rounds(runners, sentences, batch_sizes, repeats, warmup):
 
 def main(argv):
     del argv
-    from runner import export
+    from bert_runner import export
 
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
     common.set_threads(FLAGS.num_threads)

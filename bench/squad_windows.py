@@ -10,7 +10,7 @@ with --questions_per_paragraph questions of 10 words drawn from it (no answers: 
 Time (median of --repeats, after one warm-up round, contenders interleaved):
   original  the context is word-piece tokenized again for every question, as the original
             `convert_examples_to_features` does;
-  ours      `squad.features.iter_windows`: one tokenization per paragraph, shared by its questions.
+  ours      `bert_tasks.squad.features.iter_windows`: one tokenization per paragraph, shared by its questions.
 Memory (tracemalloc, bytes still allocated once windowing is done):
   original  every padded `InputFeatures` (the original keeps them all in `eval_features`);
   ours      one `ExampleWindows` per question (`write_features` keeps these for prediction).
@@ -31,7 +31,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import vocab  # noqa: E402
-from squad import examples as sq_examples, features as sq_features  # noqa: E402
+from bert_tasks.squad import examples as sq_examples, features as sq_features  # noqa: E402
 from vocab import tokenization  # noqa: E402
 
 FLAGS = flags.FLAGS

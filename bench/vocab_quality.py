@@ -5,7 +5,7 @@ word-pieces, with fewer `[UNK]`, than a vocab of the same size that knows nothin
 The baseline is a random subset of bert-base-uncased's vocab of the same size that keeps the
 same reserved block ([PAD], [unused*], [UNK] [CLS] [SEP] [MASK]), the same single characters
 (those of bert-base-uncased that the learned vocab has, alone and after ##), and a uniform random
-sample of bert-base-uncased's other tokens (`vocab_building.quality.random_subset`); the full
+sample of bert-base-uncased's other tokens (`bert_tasks.pretraining.vocab_building.quality.random_subset`); the full
 bert-base-uncased vocab (30,522 tokens) is printed for reference.
 
   python bench/vocab_quality.py               # vocab size 5000, 5 subset seeds
@@ -34,9 +34,9 @@ from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
 import vocab  # noqa: E402
-from pretraining_data.reading import iter_line_blocks  # noqa: E402
+from bert_tasks.pretraining.data.reading import iter_line_blocks  # noqa: E402
 from vocab import tokenization  # noqa: E402
-from vocab_building import building, layout, learner, quality, words  # noqa: E402
+from bert_tasks.pretraining.vocab_building import building, layout, learner, quality, words  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob of the text files (the novels).")

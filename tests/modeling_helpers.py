@@ -44,7 +44,7 @@ def save_like_the_trainer(model, directory, step=1):
     import tensorflow as tf
 
     from modeling.optimization import create_optimizer
-    from runner.trainer import Trainer
+    from bert_runner.trainer import Trainer
 
     trainer = Trainer(tf.distribute.get_strategy(), model, create_optimizer("adamw", 1e-4, 10, 1),
                       loss_fn=None, output_dir=str(directory), global_batch_size=1)

@@ -8,12 +8,12 @@ import sys
 import pytest
 
 import vocab
-from pretraining_data import pipeline, reading
-from pretraining_data.reading import InputError
+from bert_tasks.pretraining.data import pipeline, reading
+from bert_tasks.pretraining.data.reading import InputError
 from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer
-from vocab_building import building, layout, learner, quality, words
-from vocab_building.word_table import WordTable
+from bert_tasks.pretraining.vocab_building import building, layout, learner, quality, words
+from bert_tasks.pretraining.vocab_building.word_table import WordTable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUSTEN = os.path.join(ROOT, "data", "austen")

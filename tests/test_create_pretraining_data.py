@@ -12,9 +12,9 @@ import time
 import pytest
 import tensorflow as tf
 
-from pretraining_data import pipeline
-from pretraining_data.features import FEATURE_NAMES, name_to_features
-from pretraining_data.reading import InputError
+from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data.features import FEATURE_NAMES, name_to_features
+from bert_tasks.pretraining.data.reading import InputError
 import vocab
 from vocab.tokenization import VocabError
 

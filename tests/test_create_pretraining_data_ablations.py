@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pretraining_data import pipeline
-from pretraining_data.corpus import gutenberg_to_corpus
-from pretraining_data.documents import LineTokenizer, build_documents
-from pretraining_data.features import name_to_features
-from pretraining_data.instances import MaskingRates
-from pretraining_data.reading import InputError, iter_line_blocks
+from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
+from bert_tasks.pretraining.data.documents import LineTokenizer, build_documents
+from bert_tasks.pretraining.data.features import name_to_features
+from bert_tasks.pretraining.data.instances import MaskingRates
+from bert_tasks.pretraining.data.reading import InputError, iter_line_blocks
 import vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pretraining_data import pipeline
-from pretraining_data import processing
-from pretraining_data.corpus import gutenberg_to_corpus
-from pretraining_data.features import name_to_features
+from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data import processing
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
+from bert_tasks.pretraining.data.features import name_to_features
 import vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,10 +1,10 @@
-"""runner.driver pieces not covered by the scripts' end-to-end tests."""
+"""bert_runner.driver pieces not covered by the scripts' end-to-end tests."""
 import tensorflow as tf
 
 from modeling_helpers import tiny_config
-from pretraining.task import PretrainingTask
-from runner import driver
-from runner.run_config import RunConfig
+from bert_tasks.pretraining.task import PretrainingTask
+from bert_runner import driver
+from bert_runner.run_config import RunConfig
 
 
 def test_recompute_activations_flag_reaches_every_encoder_layer(tmp_path):

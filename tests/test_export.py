@@ -1,4 +1,4 @@
-"""export_model.py, runner.export: the raw-text SavedModel gives the Python pipeline's results.
+"""export_model.py, bert_runner.export: the raw-text SavedModel gives the Python pipeline's results.
 
 The tiny fixture encoder with a fixed random head is written as an original-layout classifier
 checkpoint, exported by the CLI, then loaded in a fresh process that imports only tensorflow and
@@ -27,7 +27,7 @@ SINGLES = [
     "",
     # 20 word-pieces: cut to max_seq_length - 2
     "a big red car and a small blue car and a new house on the hill with a green tree",
-    # More rows than one model call takes (runner.export.ROWS_PER_CALL), of mixed lengths.
+    # More rows than one model call takes (bert_runner.export.ROWS_PER_CALL), of mixed lengths.
     "she can swim", "we eat and drink", "it was a bad day", "you read", "happy birds sing",
     "the moon and the stars", "snow", "I see the city from the hill.",
 ]
@@ -75,7 +75,7 @@ def _run(args, cwd, stdin=None):
 @pytest.fixture(scope="module")
 def classifier():
     """The tiny encoder (original checkpoint) with a fixed random 3-label head."""
-    from glue import processors
+    from bert_tasks.classifier import processors
     from modeling import BertClassifier, tf1_checkpoint
 
     model = BertClassifier(tiny_config(), processors.get_processor(TASK).num_labels)
@@ -89,7 +89,7 @@ def classifier():
 
 def _python_logits(model, singles, pairs, labels):
     """Logits [N, L] of the original prediction path (features padded to MAX_SEQ_LENGTH)."""
-    from glue import features
+    from bert_tasks.classifier import features
     from vocab import tokenization
 
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
@@ -104,7 +104,7 @@ def _python_logits(model, singles, pairs, labels):
 def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp_path):
     import tensorflow as tf
 
-    from glue import processors
+    from bert_tasks.classifier import processors
     from modeling import tf1_checkpoint
 
     checkpoint = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
@@ -135,7 +135,7 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
 def test_load_classifier_reads_trainer_checkpoints(classifier, tmp_path):
     from modeling import BertPretrainer
     from modeling_helpers import save_like_the_trainer
-    from runner import export
+    from bert_runner import export
 
     save_like_the_trainer(classifier, tmp_path / "run")
     loaded = export.load_classifier(tiny_config(), 3, str(tmp_path / "run"))  # output_dir/ckpt-1
@@ -150,14 +150,14 @@ def test_load_classifier_reads_trainer_checkpoints(classifier, tmp_path):
 
 
 def test_load_classifier_refuses_pretraining_checkpoint():
-    from runner import export
+    from bert_runner import export
 
     with pytest.raises(ValueError, match="missing from checkpoint: output_weights"):
         export.load_classifier(tiny_config(), 3, str(TINY / "bert_model.ckpt"))
 
 
 def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
-    from runner import export
+    from bert_runner import export
     from vocab.fast_tokenizer import FastBertTokenizer
 
     with pytest.raises(FileExistsError, match=str(tmp_path)):
@@ -170,9 +170,9 @@ def test_bfloat16_export_serves_within_its_rounding(classifier):
     """`export_model.py --mixed_precision=bf16` exports this copy."""
     import tensorflow as tf
 
-    from glue import processors
+    from bert_tasks.classifier import processors
     from modeling.inference import with_bfloat16_weights
-    from runner import export
+    from bert_runner import export
     from vocab.fast_tokenizer import FastBertTokenizer
 
     labels = processors.get_processor(TASK).get_labels()
@@ -190,7 +190,7 @@ def test_regression_signature_returns_scores():
     import tensorflow as tf
 
     from modeling import BertClassifier, tf1_checkpoint
-    from runner import export
+    from bert_runner import export
     from vocab.fast_tokenizer import FastBertTokenizer
 
     model = BertClassifier(tiny_config(), 1)

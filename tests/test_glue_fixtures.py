@@ -7,8 +7,8 @@ import json
 import pytest
 import tensorflow as tf
 
-from glue import features, processors
-from runner.inputs import decode_record
+from bert_tasks.classifier import features, processors
+from bert_runner.inputs import decode_record
 from vocab import tokenization
 
 TASK_DIRS = {"mrpc": "MRPC", "cola": "CoLA", "mnli": "MNLI", "xnli": "XNLI"}

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from glue import metrics
+from bert_tasks.classifier import metrics
 
 LABELS = [1, 0, 1, 1, 0]
 PREDICTIONS = [1, 1, 1, 0, 0]  # TP=2, TN=1, FP=1, FN=1

@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from glue import outputs, processors
-from runner import results as files
-from glue.features import InputExample, PaddingInputExample
+from bert_tasks.classifier import outputs, processors
+from bert_runner import results as files
+from bert_tasks.classifier.features import InputExample, PaddingInputExample
 
 
 def test_eval_results_format(tmp_path):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from glue import features, processors
-from runner.inputs import decode_record
-from glue.features import InputExample
+from bert_tasks.classifier import features, processors
+from bert_runner.inputs import decode_record
+from bert_tasks.classifier.features import InputExample
 
 
 def _write(directory, files):

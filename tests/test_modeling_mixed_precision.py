@@ -7,8 +7,8 @@ import tensorflow as tf
 from modeling import BertPretrainer, masked_lm_loss
 from modeling.optimization import create_optimizer
 from modeling_helpers import TINY, pretraining_features, tiny_config, tiny_expected
-from pretraining.task import pretraining_loss
-from runner.trainer import Trainer
+from bert_tasks.pretraining.task import pretraining_loss
+from bert_runner.trainer import Trainer
 
 
 def pretrainer(policy):

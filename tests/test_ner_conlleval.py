@@ -1,4 +1,4 @@
-"""ner.conlleval: conlleval.pl's chunk logic and report, and agreement with seqeval (test-only
+"""bert_tasks.ner.conlleval: conlleval.pl's chunk logic and report, and agreement with seqeval (test-only
 dependency, tests/requirements.txt) on many random IOB1 and IOB2 sequences."""
 import collections
 import random
@@ -8,7 +8,7 @@ import pytest
 from seqeval.metrics import accuracy_score, classification_report
 from seqeval.metrics.sequence_labeling import get_entities
 
-from ner import conlleval
+from bert_tasks.ner import conlleval
 
 TYPES = ["LOC", "MISC", "ORG", "PER"]
 

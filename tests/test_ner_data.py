@@ -1,4 +1,4 @@
-"""ner.conll, ner.tags, ner.features, ner.predictions: the CoNLL reader, IOB schemes, windows
+"""bert_tasks.ner.conll, bert_tasks.ner.tags, bert_tasks.ner.features, bert_tasks.ner.predictions: the CoNLL reader, IOB schemes, windows
 with document context, TFRecords and the predictions file."""
 import random
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ner import conll, conlleval, features, predictions, tags
-from runner.inputs import decode_record
+from bert_tasks.ner import conll, conlleval, features, predictions, tags
+from bert_runner.inputs import decode_record
 from vocab import bundled_vocab_file
 from vocab.tokenization import FullTokenizer
 
@@ -232,7 +232,7 @@ def test_tfrecords_and_predictions_file(tmp_path, tokenizer):
 
 
 def test_gazetteer_labels_text():
-    from ner.gazetteer import Gazetteer, tokenize
+    from bert_tasks.ner.gazetteer import Gazetteer, tokenize
 
     gazetteer = Gazetteer({"PER": ["Elizabeth", "Bennet", "Frank"],
                            "LOC": ["Box Hill", "Bath", "Hill Street"]})

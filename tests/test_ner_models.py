@@ -8,10 +8,10 @@ import tensorflow as tf
 from modeling import tf1_checkpoint
 from modeling import BertTokenClassifier
 from modeling_helpers import TINY, tiny_config, tiny_expected
-from ner import conll, feature_based, features as ner_features, tags
-from ner.activations import ActivationCache, load_frozen_encoder
-from ner.lstm_tagger import BiLstmTagger
-from ner.task import NerTask
+from bert_tasks.ner import conll, feature_based, features as ner_features, tags
+from bert_tasks.ner.activations import ActivationCache, load_frozen_encoder
+from bert_tasks.ner.lstm_tagger import BiLstmTagger
+from bert_tasks.ner.task import NerTask
 from ner_helpers import conll_text
 from vocab.tokenization import FullTokenizer
 

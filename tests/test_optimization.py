@@ -10,8 +10,8 @@ import tensorflow as tf
 from modeling import BertConfig, BertPretrainer, tf1_checkpoint
 from modeling.optimization import Lamb, WarmupPolynomialDecay, create_optimizer
 from modeling_helpers import TINY_TRAIN, pretraining_features, tiny_expected
-from pretraining.task import pretraining_loss
-from runner.trainer import Trainer
+from bert_tasks.pretraining.task import pretraining_loss
+from bert_runner.trainer import Trainer
 
 
 def fixed_batch_dataset(features, copies=1):

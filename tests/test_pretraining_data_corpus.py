@@ -1,7 +1,7 @@
-"""pretraining_data.corpus: book text -> one sentence per line, blank line between chapters."""
+"""bert_tasks.pretraining.data.corpus: book text -> one sentence per line, blank line between chapters."""
 import os
 
-from pretraining_data.corpus import gutenberg_to_corpus, split_sentences
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus, split_sentences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

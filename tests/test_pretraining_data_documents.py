@@ -4,7 +4,7 @@ import pickle
 import pytest
 
 import vocab
-from pretraining_data.documents import LineTokenizer, build_documents
+from bert_tasks.pretraining.data.documents import LineTokenizer, build_documents
 from vocab import tokenization
 
 VOCAB_FILE = vocab.bundled_vocab_file()

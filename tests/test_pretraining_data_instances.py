@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from pretraining_data import instances
-from pretraining_data.instances import InstanceBuilder, shuffle, truncate_seq_pair
+from bert_tasks.pretraining.data import instances
+from bert_tasks.pretraining.data.instances import InstanceBuilder, shuffle, truncate_seq_pair
 import vocab
 from vocab import tokenization
 
@@ -133,8 +133,8 @@ def test_create_instances_from_document_all_cases(cases, vocab, tracing):
 
 def test_create_training_instances_tiny_with_rng_trace(cases, fixtures_dir, tracing):
     """The whole reading + instance path on tiny_corpus.txt, with every rng call checked."""
-    from pretraining_data.documents import LineTokenizer, build_documents
-    from pretraining_data.reading import iter_line_blocks
+    from bert_tasks.pretraining.data.documents import LineTokenizer, build_documents
+    from bert_tasks.pretraining.data.reading import iter_line_blocks
 
     case = cases["create_training_instances_tiny"]
     tokenizer = LineTokenizer(VOCAB_FILE, True, "faithful")

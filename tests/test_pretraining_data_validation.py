@@ -1,10 +1,10 @@
-"""pretraining_data.validation.check_records: each file's first record against flags and model."""
+"""bert_tasks.pretraining.data.validation.check_records: each file's first record against flags and model."""
 import pytest
 import tensorflow as tf
 
-from pretraining_data import pipeline
-from pretraining_data.reading import InputError
-from pretraining_data.validation import check_records
+from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data.reading import InputError
+from bert_tasks.pretraining.data.validation import check_records
 import vocab
 
 

@@ -15,7 +15,7 @@ SMALL = {
 
 
 def make_records(text, path, seed):
-    from pretraining_data import pipeline
+    from bert_tasks.pretraining.data import pipeline
 
     corpus = path.with_suffix(".txt")
     corpus.write_text(text)
@@ -26,7 +26,7 @@ def make_records(text, path, seed):
 
 
 def test_masked_lm_accuracy_rises_on_held_out_austen(tmp_path):
-    from pretraining_data.corpus import gutenberg_to_corpus
+    from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
     documents = gutenberg_to_corpus((ROOT / "data" / "austen" / "persuasion.txt").read_text()).split("\n\n")
     train = make_records("\n\n".join(documents[:16]) + "\n\n", tmp_path / "train.tfrecord", 1)

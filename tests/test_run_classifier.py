@@ -1,5 +1,5 @@
 """run_classifier.py end to end (CLI) on a small learnable task, --seeds, start-up errors, and the
-metric/summary arithmetic of glue.task."""
+metric/summary arithmetic of bert_tasks.classifier.task."""
 import os
 import random
 import subprocess
@@ -184,14 +184,14 @@ def test_bad_seeds_are_refused_at_flag_parsing(tmp_path):
 
 
 def _task(task_name):
-    from glue import processors
-    from glue.task import ClassifierTask
+    from bert_tasks.classifier import processors
+    from bert_tasks.classifier.task import ClassifierTask
 
     return ClassifierTask(processors.get_processor(task_name), task_name, max_seq_length=8)
 
 
 def _outputs(per_example_loss, batch_sizes, labels, outputs, real):
-    from runner.task import collect
+    from bert_runner.task import collect
 
     batches, start = [], 0
     for size in batch_sizes:
@@ -238,7 +238,7 @@ def test_regression_eval_results_have_correlations_and_no_accuracy():
 
 
 def test_seed_summary_lines():
-    from runner.seeds import summarize_seeds
+    from bert_runner.seeds import summarize_seeds
 
     summary = summarize_seeds({
         1: {"eval_accuracy": np.float32(0.8), "global_step": np.int64(9)},
@@ -289,7 +289,7 @@ def test_initialises_from_a_run_pretraining_output_dir(tmp_path):
     """--init_checkpoint=<run_pretraining output_dir>: encoder loaded, classifier layer new."""
     from modeling import BertClassifier, BertPretrainer
     from modeling_helpers import save_like_the_trainer, tiny_config
-    from runner import checkpoints
+    from bert_runner import checkpoints
 
     pretrained = BertPretrainer(tiny_config())
     classifier = BertClassifier(tiny_config(), 3)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from ner import conlleval
+from bert_tasks.ner import conlleval
 from ner_helpers import TINY, write_conll_dir
 
 MODEL_FLAGS = ["--bert_config_file=%s" % (TINY / "bert_config.json"),

@@ -53,7 +53,7 @@ def test_train_eval_outputs_and_original_layout_export(tmp_path):
 
 def test_our_checkpoints_initialise_other_task_models(tmp_path):
     from modeling import BertClassifier
-    from runner.checkpoints import initialize_from_checkpoint
+    from bert_runner.checkpoints import initialize_from_checkpoint
 
     data = write_records(tmp_path / "train.tfrecord", 32)
     first = tmp_path / "first"

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from modeling_helpers import TINY_TRAIN
 from pretraining_helpers import pretraining_command, truncate_checkpoint, write_records
-from runner.checkpoints import restore_newest_readable
+from bert_runner.checkpoints import restore_newest_readable
 
 
 def _manager(directory):

@@ -10,7 +10,7 @@ import tensorflow as tf
 from modeling import BertClassifier
 from modeling_helpers import TINY_TRAIN, tiny_config
 from pretraining_helpers import pretraining_command, run_cli, write_records
-from runner.checkpoints import check_init_checkpoint, initialize_from_checkpoint
+from bert_runner.checkpoints import check_init_checkpoint, initialize_from_checkpoint
 from test_run_pretraining import read_eval_results
 
 UNTRAINED = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias",

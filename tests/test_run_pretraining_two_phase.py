@@ -20,7 +20,7 @@ WORD_EMBEDDINGS = "model/by_path/bert.Sembeddings.Sword_embeddings/.ATTRIBUTES/V
 
 
 def _make_data(corpus, output, max_seq_length, max_predictions_per_seq, seed):
-    from pretraining_data import pipeline
+    from bert_tasks.pretraining.data import pipeline
 
     pipeline.run(pipeline.Options(
         input_file=str(corpus), output_file=str(output), vocab_file=vocab.bundled_vocab_file(),
@@ -30,7 +30,7 @@ def _make_data(corpus, output, max_seq_length, max_predictions_per_seq, seed):
 
 
 def test_two_phases_short_then_long_sequences(tmp_path):
-    from pretraining_data.corpus import gutenberg_to_corpus
+    from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
     text = (ROOT / "data" / "austen" / "persuasion.txt").read_text(encoding="utf-8")
     corpus = tmp_path / "corpus.txt"

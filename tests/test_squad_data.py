@@ -5,10 +5,10 @@ import pytest
 import tensorflow as tf
 
 import vocab
-from runner.inputs import decode_record
-from squad import examples as sq_examples
-from squad import features as sq_features
-from squad.io_utils import SquadFormatError
+from bert_runner.inputs import decode_record
+from bert_tasks.squad import examples as sq_examples
+from bert_tasks.squad import features as sq_features
+from bert_tasks.squad.io_utils import SquadFormatError
 from vocab import tokenization
 
 VERSIONS = ["v1.1", "v2.0"]

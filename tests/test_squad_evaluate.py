@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from squad import evaluate as ev
-from squad.io_utils import SquadFormatError
+from bert_tasks.squad import evaluate as ev
+from bert_tasks.squad.io_utils import SquadFormatError
 
 
 def _data(*qas):

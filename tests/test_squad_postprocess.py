@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import vocab
-from squad import examples as sq_examples
-from squad import features as sq_features
-from squad import postprocess
+from bert_tasks.squad import examples as sq_examples
+from bert_tasks.squad import features as sq_features
+from bert_tasks.squad import postprocess
 from vocab import tokenization
 
 VERSIONS = ["v1.1", "v2.0"]

@@ -1,14 +1,14 @@
-"""run_squad's model side (squad.task) and its scoring decisions (squad.evaluate), in process."""
+"""run_squad's model side (bert_tasks.squad.task) and its scoring decisions (bert_tasks.squad.evaluate), in process."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from modeling_helpers import tiny_config
-from squad import evaluate, postprocess, task
+from bert_tasks.squad import evaluate, postprocess, task
 
 
 def test_training_steps_are_the_originals():
-    from runner.run_config import RunConfig
+    from bert_runner.run_config import RunConfig
 
     # The original README's SQuAD v1.1 run: 87,599 questions, batch 12, 2 epochs.
     run = RunConfig("out", train_batch_size=12, num_train_epochs=2.0, warmup_proportion=0.1)

@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES
-from runner.inputs import decode_record
-from swag import examples as swag_examples
-from swag import features as swag_features
-from swag.examples import SwagExample
+from bert_runner.inputs import decode_record
+from bert_tasks.swag import examples as swag_examples
+from bert_tasks.swag import features as swag_features
+from bert_tasks.swag.examples import SwagExample
 from vocab.tokenization import FullTokenizer
 
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",

@@ -1,0 +1,249 @@
+"""The one driver every script runs a `bert_runner.task.Task` with: what the original's Estimator did.
+
+    run = RunConfig.from_flags()
+    config = startup.load_config(run.bert_config_file, max_seq_length)
+    strategy = prepare(task, run, config)          # before any feature is written
+    ... the script writes its TFRecords: Split(files, num_examples, batch_size) ...
+    result = run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
+                      eval_split=dev_split, predict_split=test_split, strategy=strategy)
+
+`run_task` builds the model and the original optimizer under the `tf.distribute` strategy,
+trains (resuming from the newest checkpoint in output_dir, else starting from
+`--init_checkpoint`), writes the original-layout checkpoint with `--save_tf1_checkpoint`, or
+without training restores the newest checkpoint; then evaluates (eval_results.txt, with the
+task's baselines in the log) and predicts (the task's prediction files).
+
+An output_dir belongs to one task: `prepare` records the task and its hyper-parameters in
+`output_dir/run.json` and refuses a directory that holds another task's run, before anything in
+it is overwritten.
+"""
+import dataclasses
+import itertools
+import json
+import os
+from typing import Optional, Sequence
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from modeling import tf1_checkpoint
+from modeling.optimization import create_optimizer
+from bert_runner import checkpoints, distribution, results
+from bert_runner.task import collect
+from bert_runner.trainer import Trainer
+
+RUN_RECORD = "run.json"
+# Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
+_RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
+             "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps")
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """One split's TFRecords as the driver reads them.
+
+    files: the TFRecord paths. num_examples: real records (for logs and outputs), None when
+    unknown (pre-training's record files are read as a stream).
+    batch_size: the global batch size. num_padding: TPU padding records among them (eval and
+    predict sets on TPU: `is_real_example=0`). repeat/max_batches: read the files repeatedly and
+    stop after `max_batches` batches (pre-training evaluation's `max_eval_steps`).
+    """
+
+    files: Sequence[str]
+    num_examples: Optional[int]
+    batch_size: int
+    num_padding: int = 0
+    repeat: bool = False
+    max_batches: Optional[int] = None
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What `run_task` did: the trainer (its `.model` holds the weights), the eval_results
+    values, and what the task's `write_predictions` returned."""
+
+    trainer: Trainer
+    eval_results: Optional[dict] = None
+    predictions: object = None
+
+
+class OutputDirError(ValueError):
+    """An output_dir that holds another task's run."""
+
+
+def _task_record(task, run):
+    return {"task": task.name, **{name: getattr(run, name) for name in _RECORDED}}
+
+
+def prepare(task, run, config):
+    """Checks done before any work, and the `tf.distribute` strategy; returns the strategy.
+
+    Creates the strategy first (a multi-worker strategy must exist before any TensorFlow op
+    runs), then output_dir; refuses it (OutputDirError) when its run.json names another task;
+    checks that `--init_checkpoint` is readable and fits the task's model for `config` (names the
+    file and every mismatched variable). Records the task in run.json when the directory has none.
+    """
+    strategy = get_strategy(run)
+    tf.io.gfile.makedirs(run.output_dir)
+    recorded = _recorded_run(run)
+    if recorded is not None and recorded.get("task") != task.name:
+        raise OutputDirError(
+            f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
+            f"({os.path.join(run.output_dir, RUN_RECORD)}); this is task {task.name!r}. Use "
+            "another --output_dir: nothing in it was changed.")
+    if run.init_checkpoint:
+        checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint)
+        keras.backend.clear_session()
+    if recorded is None:
+        results.write_text_atomic(os.path.join(run.output_dir, RUN_RECORD),
+                                  json.dumps(_task_record(task, run), indent=2) + "\n")
+    return strategy
+
+
+def _recorded_run(run):
+    """The run.json of `run.output_dir` as a dict, or None."""
+    path = os.path.join(run.output_dir, RUN_RECORD)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def _changed_hyperparameters(task, run):
+    """`["name old -> new", ...]` for the recorded hyper-parameters this command changes."""
+    recorded, current = _recorded_run(run) or {}, _task_record(task, run)
+    return [f"{name} {recorded[name]!r} -> {current[name]!r}"
+            for name in _RECORDED if name in recorded and recorded[name] != current[name]]
+
+
+def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
+    """The task's model and the original optimizer under `strategy`, in a `Trainer`.
+
+    Without training the optimizer only holds the step counter for the checkpoint layout, so a
+    `num_train_steps` of 0 is accepted.
+    """
+    with strategy.scope():
+        model = task.build_model(config)
+        model.bert.recompute = run.recompute_activations
+        optimizer = create_optimizer(
+            run.optimizer, run.learning_rate, max(num_train_steps, 1), num_warmup_steps)
+        if run.mixed_precision == "fp16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return Trainer(
+        strategy, model, optimizer, task.loss, run.output_dir,
+        global_batch_size=run.train_batch_size,
+        save_checkpoints_steps=run.save_checkpoints_steps,
+        steps_per_loop=run.iterations_per_loop,
+        keep_checkpoint_max=run.keep_checkpoint_max,
+        gradient_accumulation_steps=run.gradient_accumulation_steps,
+        jit_compile=run.jit_compile,
+        flops_per_example=task.flops_per_example(config),
+        peak_tflops=run.peak_tflops)
+
+
+def get_strategy(run):
+    """The `tf.distribute` strategy of `--distribution_strategy` / `--use_tpu`."""
+    return distribution.get_strategy(
+        run.distribution_strategy, run.use_tpu, run.tpu_name, run.tpu_zone, run.gcp_project)
+
+
+def _dataset_fn(task, split, run, is_training):
+    from bert_runner import inputs
+
+    spec = task.feature_spec(is_training)
+
+    def dataset_fn(context):
+        # Evaluation and prediction read every record on every worker, unsharded, so the chief's
+        # local results cover the whole set, in file order.
+        return inputs.tfrecord_dataset(
+            list(split.files), spec, context.get_per_replica_batch_size(split.batch_size),
+            is_training=is_training, input_context=context if is_training else None,
+            seed=run.random_seed, drop_remainder=is_training or run.use_tpu,
+            repeat=is_training or split.repeat)
+
+    return dataset_fn
+
+
+def _log_split(title, split):
+    logging.info("***** Running %s *****", title)
+    if split.num_examples is not None:
+        logging.info("  Num examples = %d (%d actual, %d padding)",
+                     split.num_examples + split.num_padding, split.num_examples, split.num_padding)
+    logging.info("  Batch size = %d", split.batch_size)
+    if split.max_batches:
+        logging.info("  Num steps = %d", split.max_batches)
+
+
+def _batches(trainer, task, split, run):
+    batches = trainer.predict(_dataset_fn(task, split, run, False), task.predict_step)
+    return itertools.islice(batches, split.max_batches) if split.max_batches else batches
+
+
+def train(trainer, task, run, config, split, num_train_steps):
+    """Trains to `num_train_steps` (resuming, else from `--init_checkpoint`); then the
+    original-layout checkpoint with `--save_tf1_checkpoint`.
+
+    Resuming a run whose hyper-parameters differ from this command's is reported; so is a run
+    that had already finished (it is restored, not trained again).
+    """
+    _log_split("training", split)
+    logging.info("  Num steps = %d", num_train_steps)
+    changed = _changed_hyperparameters(task, run)
+    if changed and tf.train.latest_checkpoint(run.output_dir):
+        logging.warning("%s holds a run started with other hyper-parameters than this command's: "
+                        "%s", run.output_dir, ", ".join(changed))
+    init = None
+    if run.init_checkpoint:
+        init = lambda: checkpoints.initialize_from_checkpoint(trainer.model, run.init_checkpoint)
+    trainer.train(_dataset_fn(task, split, run, True), num_train_steps, init_fn=init,
+                  checkpoint_iterator=run.checkpoint_iterator)
+    if not trainer.history:
+        logging.warning(
+            "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "
+            "trained again. Use a new --output_dir to train again.", run.output_dir, trainer.step,
+            num_train_steps)
+    if run.save_tf1_checkpoint and trainer.chief:
+        prefix = tf1_checkpoint.save_tf1_checkpoint(
+            trainer.model, os.path.join(run.output_dir, "bert_model.ckpt"),
+            extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
+        config.to_json_file(os.path.join(run.output_dir, "bert_config.json"))
+        logging.info("Wrote original-layout checkpoint %s", prefix)
+
+
+def evaluate(trainer, task, run, split):
+    """eval_results.txt of `split`; logs each metric beside the task's baselines."""
+    _log_split("evaluation", split)
+    outputs = collect(_batches(trainer, task, split, run))
+    metrics = task.evaluate(outputs, trainer.step)
+    for name, text in task.baselines(outputs).items():
+        logging.info("  %s = %s (baseline: %s)", name, metrics.get(name), text)
+    if trainer.chief:
+        results.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), metrics)
+    return metrics
+
+
+def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_steps=0,
+             eval_split=None, predict_split=None, strategy=None):
+    """Trains, evaluates and predicts what the splits ask for; see the module docstring.
+
+    Sets the seeds (`run.random_seed`), determinism and dtype policy first, in a fresh Keras
+    state, so several runs in one process (a seed sweep) are each as a run of their own.
+    """
+    keras.backend.clear_session()
+    distribution.set_determinism(run.random_seed, run.deterministic)
+    distribution.set_precision(run.mixed_precision)
+    strategy = strategy or get_strategy(run)
+    trainer = build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps)
+    if train_split is not None:
+        train(trainer, task, run, config, train_split, num_train_steps)
+    else:
+        trainer.restore(run.init_checkpoint)
+    result = RunResult(trainer)
+    if eval_split is not None:
+        result.eval_results = evaluate(trainer, task, run, eval_split)
+    if predict_split is not None:
+        _log_split("prediction", predict_split)
+        result.predictions = task.write_predictions(
+            _batches(trainer, task, predict_split, run), predict_split, run.output_dir)
+    return result

@@ -1,0 +1,324 @@
+"""Training, evaluation and prediction loops shared by the scripts, for any `tf.distribute` strategy.
+
+One training step, per replica:
+  1. loss and gradients of the replica's batch (optionally as `gradient_accumulation_steps`
+     micro-batches whose gradients are averaged; optionally XLA-compiled; fp16 loss-scaled);
+  2. gradients summed over replicas (each replica's loss is divided by the replica count, so the
+     sum is the gradient of the global-batch mean), densified;
+  3. clipped by their global norm (1.0), as the original `create_optimizer` — after aggregation,
+     so the clip sees the gradient that is applied (Keras alone would clip each replica's part);
+  4. applied by the Keras optimizer, which sums over replicas once more: it is given the clipped
+     gradient divided by the replica count (exact for power-of-two counts). This costs a second
+     all-reduce; avoiding it needs a hook Keras does not expose publicly.
+`iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop.
+"""
+import collections
+import os
+import shutil
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_runner.checkpoints import ModelVariables, restore_newest_readable
+from bert_runner.distribution import is_chief
+
+
+class LoopRecord(collections.namedtuple("LoopRecord", ["step", "metrics", "seconds"])):
+    """One `iterations_per_loop` call: the step reached, its last step's metrics, and the wall
+    time of the call alone (no checkpoint save or restore)."""
+
+
+def _scalar_metadata():
+    from tensorflow.core.framework import summary_pb2
+
+    metadata = summary_pb2.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"
+    return metadata.SerializeToString()
+
+
+def write_scalar_summary(name, value):
+    """A TensorBoard scalar, written with core TF only (`tf.summary.scalar` needs the
+    `tensorboard` package, which TF 2.21 no longer installs)."""
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_scalar_metadata())
+
+
+class Trainer:
+    """Runs `loss_fn` on `model` with `optimizer`, checkpointing to `output_dir`.
+
+    Args:
+        strategy: the `tf.distribute` strategy the model and optimizer were built under.
+        model: a Keras model (built). optimizer: a Keras optimizer, or a
+            `keras.optimizers.LossScaleOptimizer` for fp16.
+        loss_fn: `(model, features, training) -> (loss, {name: scalar metric})`, per replica.
+        output_dir: checkpoints (`ckpt-<step>`), TensorBoard summaries (`train/`).
+        global_batch_size: examples per step over all replicas (for throughput logs).
+        flops_per_example: training model FLOPs per example, for the utilisation estimate.
+        peak_tflops: peak TFLOP/s of one device; with it, model-FLOPs utilisation is logged.
+    """
+
+    def __init__(
+        self,
+        strategy,
+        model,
+        optimizer,
+        loss_fn,
+        output_dir,
+        global_batch_size,
+        save_checkpoints_steps=1000,
+        steps_per_loop=1000,
+        keep_checkpoint_max=5,
+        gradient_accumulation_steps=1,
+        jit_compile=False,
+        clip_norm=1.0,
+        flops_per_example=None,
+        peak_tflops=None,
+    ):
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.output_dir = output_dir
+        self.global_batch_size = global_batch_size
+        self.save_checkpoints_steps = save_checkpoints_steps
+        self.steps_per_loop = max(1, steps_per_loop)
+        self.keep_checkpoint_max = keep_checkpoint_max
+        self.accumulation = gradient_accumulation_steps
+        self.clip_norm = clip_norm
+        self.flops_per_example = flops_per_example
+        self.peak_tflops = peak_tflops
+        replicas = strategy.num_replicas_in_sync
+        if global_batch_size % (replicas * gradient_accumulation_steps):
+            raise ValueError(
+                f"The global batch size {global_batch_size} must divide evenly into {replicas} "
+                f"replicas x {gradient_accumulation_steps} accumulation steps")
+        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        # Separate functions without autograph (they hold no tensor-dependent Python control
+        # flow): each is traced once, and callers (the accumulation loop, both call sites in
+        # `_train_loop`) add one call op instead of another copy of the model's graph.
+        self._grads = tf.function(self._loss_and_grads, jit_compile=jit_compile, autograph=False)
+        self._step = tf.function(self._replica_step, autograph=False)
+        # Clipping and the optimizer update are ~10 elementwise passes over every variable and
+        # its two slots: XLA fuses them into one, whatever `jit_compile` says for the model
+        # (5 to 10% of a CPU fine-tuning step). Not with several replicas (the optimizer's
+        # cross-replica merge cannot run inside a nested or compiled function) nor with loss
+        # scaling.
+        self._update = self._clip_and_apply
+        if strategy.num_replicas_in_sync == 1 and not self._loss_scaled:
+            self._update = tf.function(self._clip_and_apply, autograph=False, jit_compile=True)
+        self.chief = is_chief(strategy)
+        # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
+        self.history = []
+        with strategy.scope():
+            optimizer.build(model.trainable_variables)
+
+    # ---- one step -------------------------------------------------------------------------
+
+    def _loss_and_grads(self, features):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, metrics = self.loss_fn(self.model, features, training=True)
+            scaled = loss / self.strategy.num_replicas_in_sync
+            if self._loss_scaled:
+                scaled = self.optimizer.scale_loss(scaled)
+        grads = [None if g is None else tf.convert_to_tensor(g)
+                 for g in tape.gradient(scaled, variables)]
+        return loss, metrics, grads
+
+    def _accumulated_loss_and_grads(self, features):
+        """Mean loss and gradient over `accumulation` equal micro-batches of `features`."""
+        k = self.accumulation
+        if k == 1:
+            return self._grads(features)
+        size = tf.shape(next(iter(features.values())))[0] // k
+        loss, metrics, grads = self._grads({n: v[:size] for n, v in features.items()})
+        for i in range(1, k):
+            micro = {n: v[i * size:(i + 1) * size] for n, v in features.items()}
+            l, m, g = self._grads(micro)
+            loss += l
+            metrics = {name: metrics[name] + m[name] for name in metrics}
+            grads = [None if a is None else a + b for a, b in zip(grads, g)]
+        return loss / k, {n: v / k for n, v in metrics.items()}, [
+            None if g is None else g / k for g in grads]
+
+    def _replica_step(self, features):
+        loss, metrics, grads = self._accumulated_loss_and_grads(features)
+        if self.strategy.num_replicas_in_sync > 1:
+            reached = [g for g in grads if g is not None]
+            summed = iter(tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, reached))
+            grads = [None if g is None else next(summed) for g in grads]
+        return {**metrics, "loss": loss, "grad_norm": self._update(grads)}
+
+    def _clip_and_apply(self, grads):
+        """Clips the summed gradients (one per trainable variable, or None) by their global norm
+        and applies them; returns the norm."""
+        # Variables the loss does not reach (e.g. the pooler under a span head) are skipped, as
+        # the original optimizer skips them: no update, no weight decay, no slots touched.
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        # With loss scaling the gradients are scaled too; so is the clipping threshold.
+        scale = self.optimizer.dynamic_scale if self._loss_scaled else 1.0
+        clipped, norm = tf.clip_by_global_norm([g for g, _ in pairs], self.clip_norm * scale)
+        replicas = self.strategy.num_replicas_in_sync
+        if replicas > 1:
+            clipped = [g / replicas for g in clipped]
+        self.optimizer.apply(clipped, [v for _, v in pairs])
+        return norm / scale
+
+    @tf.function
+    def _train_loop(self, iterator, steps):
+        metrics = self.strategy.run(self._step, args=(next(iterator),))
+        for _ in tf.range(steps - 1):
+            metrics = self.strategy.run(self._step, args=(next(iterator),))
+        return {
+            name: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
+            for name, value in metrics.items()
+        }
+
+    # ---- checkpoints ----------------------------------------------------------------------
+
+    def _checkpoint_dir(self):
+        if self.chief:
+            return self.output_dir
+        # Every worker must take part in saving; only the chief's files are kept.
+        return os.path.join(self.output_dir, f".worker_tmp_{self.strategy.cluster_resolver.task_id}")
+
+    def checkpoint_manager(self, iterator=None):
+        """Manager of `ckpt-<step>` files holding model, optimizer (slots, step) and input position."""
+        # "model" first: a variable reachable twice is saved under the first path found.
+        objects = {"model": ModelVariables(self.model), "optimizer": self.optimizer}
+        if iterator is not None:
+            objects["iterator"] = iterator
+        return tf.train.CheckpointManager(
+            tf.train.Checkpoint(**objects),
+            directory=self._checkpoint_dir(),
+            max_to_keep=self.keep_checkpoint_max,
+            step_counter=self.optimizer.iterations,
+        )
+
+    def restore(self, init_checkpoint=None):
+        """For evaluation or prediction without training: the latest checkpoint in `output_dir`,
+        else `init_checkpoint` (as the original's Estimator), else nothing (with a warning)."""
+        from bert_runner.checkpoints import initialize_from_checkpoint
+
+        manager = self.checkpoint_manager()
+        restored = restore_newest_readable(
+            manager, lambda path: manager.checkpoint.restore(path).expect_partial())
+        if restored:
+            logging.info("Restored %s (step %d)", restored, self.step)
+        elif init_checkpoint:
+            initialize_from_checkpoint(self.model, init_checkpoint)
+        else:
+            logging.warning("No checkpoint in %s and no --init_checkpoint: the model is untrained",
+                            self.output_dir)
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    # ---- public loops ---------------------------------------------------------------------
+
+    def train(self, dataset_fn, num_train_steps, init_fn=None, checkpoint_iterator=True):
+        """Trains to `num_train_steps`, resuming from the latest checkpoint in `output_dir`.
+
+        dataset_fn: `tf.distribute.InputContext -> tf.data.Dataset` of per-replica batches.
+        init_fn: called when there is no checkpoint to resume from (e.g. `--init_checkpoint`).
+        checkpoint_iterator: save the input position too, so a resumed run sees exactly the
+            batches an uninterrupted one would (not supported by every multi-worker setup).
+        """
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        iterator = iter(dataset)
+        manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
+        restored = restore_newest_readable(
+            manager,
+            lambda path: manager.checkpoint.restore(path).assert_existing_objects_matched())
+        if restored:
+            logging.info("Resuming from %s (step %d)", restored, self.step)
+        elif init_fn is not None:
+            init_fn()
+        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.chief else None
+        start_step, start_time = self.step, time.time()
+        first_record = len(self.history)
+        metrics = {}
+        while self.step < num_train_steps:
+            steps = min(self.steps_per_loop, num_train_steps - self.step,
+                        self.save_checkpoints_steps - self.step % self.save_checkpoints_steps)
+            loop_start = time.time()
+            metrics = {k: float(v) for k, v in self._train_loop(iterator, tf.constant(steps)).items()}
+            self._log(metrics, steps, time.time() - loop_start, start_step, start_time, num_train_steps, writer)
+            if self.step % self.save_checkpoints_steps == 0 or self.step >= num_train_steps:
+                path = manager.save(checkpoint_number=self.step)
+                if self.chief:
+                    logging.info("Saved checkpoint %s", path)
+        if len(self.history) > first_record:
+            # The first loop call also traces (and compiles) the step. bench/finetuning.py reads this.
+            logging.info("Trained steps %d-%d in %.2f s, checkpoints included (first loop call "
+                         "%.2f s)", start_step, self.step, time.time() - start_time,
+                         self.history[first_record].seconds)
+        if not self.chief:
+            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+        return metrics
+
+    def _log(self, metrics, steps, seconds, start_step, start_time, num_train_steps, writer):
+        step = self.step
+        self.history.append(LoopRecord(step, metrics, seconds))
+        steps_per_s = steps / max(seconds, 1e-9)
+        examples_per_s = steps_per_s * self.global_batch_size
+        done = step - start_step
+        eta = (num_train_steps - step) * (time.time() - start_time) / max(done, 1)
+        lr = float(self.optimizer.learning_rate)
+        line = (f"step {step}/{num_train_steps} loss {metrics['loss']:.4f} lr {lr:.3g} "
+                f"{steps_per_s:.2f} steps/s {examples_per_s:.1f} examples/s ETA {eta:.0f} s")
+        if self.flops_per_example:
+            tflops = examples_per_s * self.flops_per_example / 1e12
+            line += f" {tflops:.3f} model TFLOP/s"
+            if self.peak_tflops:
+                mfu = tflops / (self.peak_tflops * self.strategy.num_replicas_in_sync)
+                line += f" MFU {100 * mfu:.1f}%"
+        logging.info(line)
+        if writer is not None:
+            with writer.as_default(step=step):
+                for name, value in {**metrics, "learning_rate": lr, "examples_per_second": examples_per_s}.items():
+                    write_scalar_summary(name, value)
+            writer.flush()
+
+    def evaluate(self, dataset_fn, eval_step, num_steps=None):
+        """Sums `eval_step(model, features) -> {name: per-replica sum}` over the data.
+
+        Returns `{name: float64 total}` over all replicas and batches, plus `num_batches`.
+        """
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+
+        @tf.function
+        def run(batch):
+            sums = self.strategy.run(lambda f: eval_step(self.model, f), args=(batch,))
+            return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                    for k, v in sums.items()}
+
+        totals, batches = {}, 0
+        for batch in dataset:
+            if num_steps is not None and batches >= num_steps:
+                break
+            for name, value in run(batch).items():
+                totals[name] = totals.get(name, 0.0) + float(value)
+            batches += 1
+        totals["num_batches"] = batches
+        return totals
+
+    def predict(self, dataset_fn, predict_step):
+        """Yields `{name: np.ndarray}` per global batch from `predict_step(model, features)`."""
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+
+        @tf.function
+        def run(batch):
+            return self.strategy.run(lambda f: predict_step(self.model, f), args=(batch,))
+
+        for batch in dataset:
+            outputs = run(batch)
+            yield {
+                name: np.concatenate(
+                    [np.asarray(t) for t in self.strategy.experimental_local_results(value)])
+                for name, value in outputs.items()
+            }

@@ -1,0 +1,16 @@
+"""GLUE / XNLI data side of run_classifier: processors, features, metrics and output files.
+
+Typical flow (what run_classifier.py does):
+
+    processor = processors.get_processor(FLAGS.task_name)
+    label_list = processor.get_labels()            # None for STS-B (regression)
+    examples = processor.get_train_examples(FLAGS.data_dir)
+    features.file_based_convert_examples_to_features(
+        examples, label_list, FLAGS.max_seq_length, tokenizer, train_file)
+    spec = features.name_to_features(FLAGS.max_seq_length, processor.is_regression)
+    ...
+    bert_runner.results.write_eval_results(path, {**model_results, **metrics.task_metrics(task, y, y_hat)})
+    outputs.write_test_results(path, probabilities, len(test_examples))
+    outputs.write_glue_submission(output_dir, processor, test_examples,
+                                  outputs.predicted_values(probabilities, processor.is_regression))
+"""

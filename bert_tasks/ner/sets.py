@@ -1,0 +1,65 @@
+"""One CoNLL file as run_ner.py uses it: its documents, windows and TFRecords, kept together so
+predictions can be turned back into tags on its words.
+
+    data = NerSet.read(conll.split_file(data_dir, "dev"))
+    data.check_labels(label_list)
+    num_windows, num_padding = data.write_records("eval.tf_record", label_list, tokenizer, 128)
+    data.windows      # what predicted label ids come back for, in record order
+"""
+import dataclasses
+from typing import List, Optional
+
+from absl import logging
+
+from bert_tasks.ner import conll, features, tags
+
+
+@dataclasses.dataclass
+class NerSet:
+    """A read CoNLL file.
+
+    Attributes:
+      path: str, the file.
+      documents: list of `bert_tasks.ner.conll.Document`.
+      scheme: "IOB1" or "IOB2", the file's tag scheme (`bert_tasks.ner.tags.scheme_of`); predictions are
+        written in it.
+      windows: list of `bert_tasks.ner.features.Window` once `write_records` has run.
+    """
+    path: str
+    documents: List[conll.Document]
+    scheme: str
+    windows: Optional[List[features.Window]] = None
+
+    @classmethod
+    def read(cls, path):
+        documents = conll.read_conll_file(path)
+        sentences = conll.sentences_of(documents)
+        scheme = tags.scheme_of([c[-1] for c in s.columns] for s in sentences)
+        logging.info("%s: %d documents, %d sentences, %d words, %s tags", path, len(documents),
+                     len(sentences), sum(len(s.words) for s in sentences), scheme)
+        return cls(path, documents, scheme)
+
+    @property
+    def sentences(self):
+        return conll.sentences_of(self.documents)
+
+    def check_labels(self, label_list):
+        """Raises ValueError naming file:line for a tag outside `label_list`."""
+        features.check_labels(self.sentences, label_list, self.path)
+
+    def write_records(self, output_file, label_list, tokenizer, max_seq_length,
+                      document_context=True, pad_to_multiple=1):
+        """Makes the windows and writes their TFRecords (see `bert_tasks.ner.features`), followed by padding
+        records up to a multiple of `pad_to_multiple` (TPU evaluation needs full batches).
+
+        Returns:
+          (number of windows, number of padding records).
+        """
+        self.windows = list(features.make_windows(self.documents, tokenizer, max_seq_length,
+                                                  document_context))
+        num_padding = -len(self.windows) % pad_to_multiple
+        logging.info("%s: %d windows of %d word-pieces (+%d padding)", self.path,
+                     len(self.windows), max_seq_length, num_padding)
+        features.write_windows(output_file, self.windows, self.sentences, label_list, tokenizer,
+                               max_seq_length, num_padding)
+        return len(self.windows), num_padding

@@ -1,0 +1,144 @@
+"""Round-robin TFRecord writing to several files, visible only once complete.
+
+Records go to the output files in turn (record k to file k % n), as the original's writer. Each
+file is written under a hidden temporary name in its own directory and renamed to its final name
+only after every file was closed successfully; on an exception the temporaries are removed. A run
+killed outright (SIGKILL, power loss) therefore leaves at most `.<name>.<pid>.incomplete` files,
+never a truncated `<name>` that training would read. The next run writing the same `<name>`
+removes them when process `<pid>` no longer runs (local paths only: a pid means nothing on
+another machine).
+"""
+import os
+import re
+
+from absl import logging
+
+from bert_tasks.pretraining.data.reading import InputError
+
+
+def _tf():
+    import tensorflow as tf  # Deferred so that importing this package stays light.
+    return tf
+
+
+def temporary_name(path):
+    """The hidden name `path` is written under until it is complete."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, ".%s.%d.incomplete" % (tail, os.getpid()))
+
+
+def _process_is_running(pid):
+    """Whether a process `pid` exists on this machine (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): it exists
+
+
+def remove_stale_temporaries(output_files):
+    """Removes `.<name>.<pid>.incomplete` files of these outputs left by killed runs.
+
+    Only files of the same names, and only when process `<pid>` is not running (a live one may
+    be another run writing the same output). Each removal is logged.
+
+    Returns:
+      list of the removed paths.
+    """
+    removed = []
+    for path in output_files:
+        if "://" in path:
+            continue
+        head, tail = os.path.split(path)
+        pattern = re.compile(r"\.%s\.(\d+)\.incomplete\Z" % re.escape(tail))
+        for name in sorted(os.listdir(head or ".")):
+            match = pattern.match(name)
+            if not match:
+                continue
+            pid = int(match.group(1))
+            if pid == os.getpid() or _process_is_running(pid):
+                logging.info("leaving %s: process %d, which writes it, is running", name, pid)
+                continue
+            stale = os.path.join(head, name)
+            os.remove(stale)
+            removed.append(stale)
+            logging.info("removed %s, left by an interrupted run (process %d, no longer running)",
+                         stale, pid)
+    return removed
+
+
+def check_output_files(output_files):
+    """Raises InputError before any work if the outputs cannot be written where asked."""
+    tf = _tf()
+    if len(set(output_files)) != len(output_files):
+        raise InputError("--output_file lists the same file twice: %s" % ",".join(output_files))
+    for path in output_files:
+        if not path:
+            raise InputError("--output_file has an empty entry: %r" % ",".join(output_files))
+        directory = os.path.dirname(path) or "."
+        if not tf.io.gfile.isdir(directory):
+            raise InputError("--output_file %s: directory %s does not exist" % (path, directory))
+        if tf.io.gfile.isdir(path):
+            raise InputError("--output_file %s is a directory" % path)
+
+
+class ShardedRecordWriter(object):
+    """Context manager: `write(records)` round-robin; files appear on a clean exit only.
+
+    Args:
+      output_files: list of final paths.
+    Attributes:
+      num_written: records written so far.
+    """
+
+    def __init__(self, output_files):
+        self.output_files = list(output_files)
+        self._temporary = [temporary_name(p) for p in self.output_files]
+        self._writers = []
+        self.num_written = 0
+
+    def __enter__(self):
+        remove_stale_temporaries(self.output_files)
+        try:
+            for path in self._temporary:
+                self._writers.append(_tf().io.TFRecordWriter(path))
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def write(self, records):
+        """Writes an iterable of serialized records (bytes), continuing the round-robin."""
+        writers, count = self._writers, self.num_written
+        for record in records:
+            writers[count % len(writers)].write(record)
+            count += 1
+        self.num_written = count
+
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is not None:
+            self._discard()
+            return False
+        try:
+            for writer in self._writers:
+                writer.close()
+            for temporary, final in zip(self._temporary, self.output_files):
+                _tf().io.gfile.rename(temporary, final, overwrite=True)
+        except BaseException:
+            self._discard()
+            raise
+        return False
+
+    def _discard(self):
+        for writer in self._writers:
+            writer.close()
+        gfile = _tf().io.gfile
+        for path in self._temporary:
+            if gfile.exists(path):
+                gfile.remove(path)

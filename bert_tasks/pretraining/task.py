@@ -1,0 +1,145 @@
+"""Pre-training as a `bert_runner.task.Task`: run_pretraining's `model_fn` (masked LM + next sentence
+losses) and `metric_fn` (eval_results.txt), or masked LM alone (the paper's "No NSP" ablation).
+
+Without next sentence prediction the model is the same `BertPretrainer` (so checkpoints load
+everywhere the usual ones do), but the loss leaves out its next-sentence head: that head and the
+encoder's pooler, which only it reads, get no gradient. The trainer skips variables without a
+gradient, as the original optimizer does (no update, no weight decay), so both keep their
+initial values (or those of `--init_checkpoint`): fine-tuning trains the pooler from there.
+"""
+import numpy as np
+import tensorflow as tf
+
+from modeling import BertPretrainer, classification_loss, masked_lm_loss
+from bert_tasks.pretraining.data.features import name_to_features
+from bert_runner.task import Task, encoder_training_flops, per_batch_mean
+
+
+def _heads(model, features, training, next_sentence=True):
+    """Both losses (`(loss, per_example, log_probs)` each; the next-sentence one None without
+    next sentence prediction) and the masked-LM weights `[B·P]`."""
+    outputs = model(features, training=training)
+    mlm = masked_lm_loss(
+        outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
+    nsp = None
+    if next_sentence:
+        nsp = classification_loss(outputs["next_sentence_logits"], features["next_sentence_labels"])
+    return mlm, nsp, tf.reshape(features["masked_lm_weights"], [-1])
+
+
+def _correct(log_probs, labels):
+    """1.0 where the argmax of `log_probs [N, C]` equals `labels` (any shape with N entries)."""
+    predicted = tf.argmax(log_probs, -1, output_type=tf.int32)
+    return tf.cast(tf.equal(predicted, tf.reshape(labels, [-1])), tf.float32)
+
+
+def pretraining_loss(model, features, training, next_sentence=True):
+    """total_loss = masked_lm_loss (+ next_sentence_loss); also reports the MLM accuracy."""
+    (mlm_loss, _, mlm_log_probs), nsp, weights = _heads(model, features, training, next_sentence)
+    correct = _correct(mlm_log_probs, features["masked_lm_ids"])
+    accuracy = tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    metrics = {"masked_lm_loss": mlm_loss, "masked_lm_accuracy": accuracy}
+    if nsp is None:
+        return mlm_loss, metrics
+    return mlm_loss + nsp[0], {**metrics, "next_sentence_loss": nsp[0]}
+
+
+class PretrainingTask(Task):
+    """Masked LM + next sentence prediction on create_pretraining_data's records.
+
+    Args:
+      max_seq_length, max_predictions_per_seq: the records' shapes (as the flags).
+      next_sentence: False for masked LM alone: no next_sentence_labels read, no next-sentence
+        loss or metrics.
+    """
+
+    name = "pretraining"
+
+    def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True):
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.next_sentence = next_sentence
+
+    def build_model(self, config):
+        return BertPretrainer(config)
+
+    def feature_spec(self, is_training):
+        return name_to_features(self.max_seq_length, self.max_predictions_per_seq,
+                                self.next_sentence)
+
+    def loss(self, model, features, training):
+        return pretraining_loss(model, features, training, self.next_sentence)
+
+    def predict_step(self, model, features):
+        """Per example `[B]`: the masked-LM loss and correct count summed over its weighted
+        positions and their weight, the next-sentence loss and correctness (with next sentence
+        prediction), so `evaluate` can form the original's weighted metrics and per-batch total
+        loss."""
+        (_, mlm_per_position, mlm_log_probs), nsp, weights = _heads(
+            model, features, False, self.next_sentence)
+        batch = tf.shape(features["masked_lm_ids"])[0]
+
+        def per_example(values):
+            return tf.reduce_sum(tf.reshape(values * weights, [batch, -1]), axis=1)
+
+        outputs = {
+            "mlm_loss": per_example(mlm_per_position),
+            "mlm_correct": per_example(_correct(mlm_log_probs, features["masked_lm_ids"])),
+            "mlm_weight": tf.reduce_sum(features["masked_lm_weights"], axis=1),
+            "masked_lm_ids": features["masked_lm_ids"],
+            "masked_lm_weights": features["masked_lm_weights"],
+        }
+        if nsp is not None:
+            _, nsp_per_example, nsp_log_probs = nsp
+            outputs.update({
+                "nsp_loss": nsp_per_example,
+                "nsp_correct": _correct(nsp_log_probs, features["next_sentence_labels"]),
+                "next_sentence_labels": features["next_sentence_labels"],
+            })
+        return outputs
+
+    def evaluate(self, outputs, global_step):
+        """The original's eval_results.txt values (without the next_sentence_* ones when the
+        task has no next sentence prediction).
+
+        `masked_lm_accuracy`/`masked_lm_loss` are weighted by masked_lm_weights (tf.metrics.accuracy /
+        mean with weights); `loss` is the Estimator's mean over batches of the batch total loss
+        (masked-LM loss with the original's +1e-5 in its denominator, plus next-sentence loss).
+        """
+        batch = outputs["batch_index"]
+        mlm_weight = np.sum(outputs["mlm_weight"], dtype=np.float64)
+        batch_loss = (np.bincount(batch, weights=outputs["mlm_loss"])
+                      / (np.bincount(batch, weights=outputs["mlm_weight"]) + 1e-5))
+        if self.next_sentence:
+            batch_loss = batch_loss + per_batch_mean(outputs["nsp_loss"], batch)
+        values = {
+            "loss": np.mean(batch_loss),
+            "masked_lm_accuracy": np.sum(outputs["mlm_correct"]) / max(mlm_weight, 1e-12),
+            "masked_lm_loss": np.sum(outputs["mlm_loss"], dtype=np.float64) / max(mlm_weight, 1e-12),
+        }
+        if self.next_sentence:
+            values["next_sentence_accuracy"] = np.mean(outputs["nsp_correct"], dtype=np.float64)
+            values["next_sentence_loss"] = np.mean(outputs["nsp_loss"], dtype=np.float64)
+        # numpy scalars, so eval_results.txt shows the original's float32 / int64 text.
+        return {"global_step": np.int64(global_step),
+                **{k: np.float32(v) for k, v in values.items()}}
+
+    def baselines(self, outputs):
+        """Majority next-sentence label, and always predicting the most frequent masked token."""
+        weights = outputs["masked_lm_weights"].reshape(-1) > 0
+        targets = outputs["masked_lm_ids"].reshape(-1)[weights]
+        lines = {}
+        if len(targets):
+            counts = np.bincount(targets)
+            lines["masked_lm_accuracy"] = "most frequent masked token (id %d) %.4f" % (
+                int(np.argmax(counts)), counts.max() / len(targets))
+        if not self.next_sentence:
+            return lines
+        labels = outputs["next_sentence_labels"].reshape(-1)
+        majority = np.bincount(labels, minlength=2)
+        lines["next_sentence_accuracy"] = "majority label %d %.4f" % (
+            int(np.argmax(majority)), majority.max() / max(len(labels), 1))
+        return lines
+
+    def flops_per_example(self, config):
+        return encoder_training_flops(config, self.max_seq_length, self.max_predictions_per_seq)

@@ -1,0 +1,142 @@
+"""run_squad as a `bert_runner.task.Task`: the original `model_fn` (span loss, prediction outputs),
+and prediction results with throughput logs. The training steps count questions, not features
+(`RunConfig.training_steps`): a question whose context needs several windows yields several
+features, so an "epoch" covers fewer than all the features, as in the original. Kept.
+
+    steps, warmup = run.training_steps(len(train_examples), "questions")  # a RunConfig
+    task = SquadTask(max_seq_length, PostprocessOptions(...))
+    task.prediction_set = (eval_examples, summary.windows)   # once eval.tf_record is written
+    result = bert_runner.driver.run_task(task, run, config, ..., predict_split=split)
+    metrics = evaluate.score_predictions(gold_data, result.predictions.predictions, ...)
+"""
+import dataclasses
+import os
+import time
+
+from absl import logging
+
+from modeling import BertSpanLabeler, span_loss
+from bert_runner.task import Task, encoder_training_flops
+from bert_tasks.squad import features as sq_features, postprocess
+from bert_tasks.squad.postprocess import RawResult
+
+
+@dataclasses.dataclass(frozen=True)
+class PostprocessOptions:
+    """The original's answer-selection flags (see `bert_tasks.squad.postprocess.write_predictions`)."""
+
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    do_lower_case: bool = True
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    verbose_logging: bool = False
+
+
+class SquadTask(Task):
+    """SQuAD v1.1 / v2.0 span prediction.
+
+    Args:
+      max_seq_length: the windows' length.
+      options: `PostprocessOptions` for the prediction files.
+    `prediction_set`: (examples, windows) of the prediction TFRecords, set by the script once it
+    has written them (`bert_tasks.squad.features.write_features`).
+    """
+
+    name = "squad"
+
+    def __init__(self, max_seq_length, options=PostprocessOptions()):
+        self.max_seq_length = max_seq_length
+        self.options = options
+        self.prediction_set = None
+
+    def build_model(self, config):
+        return build_model(config)
+
+    def feature_spec(self, is_training):
+        return sq_features.name_to_features(self.max_seq_length, is_training)
+
+    def loss(self, model, features, training):
+        return span_loss_fn(model, features, training)
+
+    def predict_step(self, model, features):
+        return predict_step(model, features)
+
+    def write_predictions(self, batches, split, output_dir):
+        """predictions.json, nbest_predictions.json and (v2.0) null_odds.json; returns the
+        `bert_tasks.squad.postprocess.Predictions`."""
+        examples, windows = self.prediction_set
+        o = self.options
+        return postprocess.write_predictions(
+            examples, windows, raw_results(batches, split.num_examples), o.n_best_size,
+            o.max_answer_length, o.do_lower_case,
+            os.path.join(output_dir, "predictions.json"),
+            os.path.join(output_dir, "nbest_predictions.json"),
+            os.path.join(output_dir, "null_odds.json"),
+            o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
+
+    def flops_per_example(self, config):
+        return encoder_training_flops(config, self.max_seq_length)
+
+
+def build_model(config):
+    """The original `create_model`: the encoder and the `cls/squad` span layer.
+
+    The pooler is frozen: the span loss does not reach it, so the original's optimizer got a None
+    gradient for it and skipped it (no update, no weight decay). Excluding it from the trainable
+    variables does the same and keeps `Trainer` from differentiating it.
+
+    Returns:
+      `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]).
+    """
+    model = BertSpanLabeler(config)
+    model.bert.pooler.trainable = False
+    return model
+
+
+def span_loss_fn(model, features, training):
+    """The original loss: mean over the batch of (start CE + end CE) / 2.
+
+    Args:
+      model: a `modeling.BertSpanLabeler`.
+      features: dict of int32 tensors: input_ids, input_mask, segment_ids [B, S];
+        start_positions, end_positions [B] (positions in the window; 0 = [CLS]).
+    Returns:
+      (scalar float32 loss, {} — no further metrics).
+    """
+    outputs = model(features, training=training)
+    loss = span_loss(outputs["start_logits"], outputs["end_logits"],
+                     features["start_positions"], features["end_positions"])
+    return loss, {}
+
+
+def predict_step(model, features):
+    """The original PREDICT outputs: unique_ids int32 [B], start_logits, end_logits float32 [B, S]."""
+    outputs = model(features, training=False)
+    return {"unique_ids": features["unique_ids"],
+            "start_logits": outputs["start_logits"],
+            "end_logits": outputs["end_logits"]}
+
+
+def raw_results(batches, num_features, log_every=1000):
+    """Yields one RawResult per feature from `Trainer.predict` batches of `predict_step`.
+
+    Logs progress every `log_every` features (the original's "Processing example: %d") and the
+    throughput at the end. Logits stay float32 numpy rows (about 3 KB per feature at length 384).
+
+    Args:
+      batches: iterable of {"unique_ids": [B], "start_logits": [B, S], "end_logits": [B, S]}.
+      num_features: int, the number of records predicted (for the progress log).
+    """
+    start = time.perf_counter()
+    count = 0
+    for batch in batches:
+        for unique_id, start_logits, end_logits in zip(
+                batch["unique_ids"], batch["start_logits"], batch["end_logits"]):
+            if count % log_every == 0:
+                logging.info("Processing example: %d of %d", count, num_features)
+            count += 1
+            yield RawResult(int(unique_id), start_logits, end_logits)
+    seconds = time.perf_counter() - start
+    logging.info("Predicted %d features in %.1f s: %.1f examples/s", count, seconds,
+                 count / max(seconds, 1e-9))

@@ -1,0 +1,93 @@
+"""SWAG as a `bert_runner.task.Task`: the multiple-choice model, its loss, eval_results and
+test_results.tsv.
+
+    task = SwagTask(max_seq_length=128)
+    driver.run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
+                    eval_split=dev_split, predict_split=test_split)
+
+The loss is the mean softmax cross-entropy over each example's four choice scores. Evaluation
+writes the classifier's keys (`eval_accuracy`, `eval_loss`, `loss`, `global_step`), with the
+25% chance and the majority answer position as baselines; prediction writes `test_results.tsv`,
+the four choice probabilities of each test example per line, as run_classifier's file.
+"""
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tasks.classifier.outputs import write_test_results
+from modeling import BertMultipleChoice, classification_loss
+from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
+from bert_tasks.swag import features
+from bert_tasks.swag.examples import NUM_CHOICES
+
+
+class SwagTask(Task):
+    """Four-way multiple choice on SWAG records (`bert_tasks.swag.features`).
+
+    Args:
+      max_seq_length: int, the records' sequence length S (each example holds 4 sequences).
+    """
+
+    name = "swag"
+
+    def __init__(self, max_seq_length):
+        self.max_seq_length = max_seq_length
+
+    def build_model(self, config):
+        return BertMultipleChoice(config, NUM_CHOICES)
+
+    def feature_spec(self, is_training):
+        return features.name_to_features(self.max_seq_length)
+
+    def _forward(self, model, batch, training):
+        """(mean loss, per-example loss [B], probabilities [B, 4])."""
+        logits = model(batch, training=training)["logits"]
+        loss, per_example, _ = classification_loss(logits, batch["label_ids"])
+        return loss, per_example, tf.nn.softmax(logits, axis=-1)
+
+    def loss(self, model, features, training):
+        loss, _, _ = self._forward(model, features, training)
+        return loss, {}
+
+    def predict_step(self, model, features):
+        """`probabilities` [B, 4], `per_example_loss` [B], `label_ids` [B], `is_real_example` [B]
+        (0 on TPU padding rows)."""
+        _, per_example, probabilities = self._forward(model, features, training=False)
+        return {
+            "probabilities": probabilities,
+            "per_example_loss": per_example,
+            "label_ids": features["label_ids"],
+            "is_real_example": features["is_real_example"],
+        }
+
+    def evaluate(self, outputs, global_step):
+        """eval_results.txt: `eval_accuracy` and `eval_loss` over the real examples, `loss` (mean
+        of the batch losses, padding included: the Estimator's), `global_step`."""
+        real = outputs["is_real_example"].astype(bool)
+        predictions = np.argmax(outputs["probabilities"][real], axis=-1)
+        values = {
+            "eval_accuracy": np.mean(predictions == outputs["label_ids"][real]),
+            "eval_loss": np.mean(outputs["per_example_loss"][real], dtype=np.float64),
+            "loss": np.mean(per_batch_mean(outputs["per_example_loss"], outputs["batch_index"])),
+        }
+        return {"global_step": np.int64(global_step),
+                **{k: np.float32(v) for k, v in values.items()}}
+
+    def baselines(self, outputs):
+        labels = outputs["label_ids"][outputs["is_real_example"].astype(bool)]
+        counts = np.bincount(labels, minlength=NUM_CHOICES)
+        majority = int(np.argmax(counts))
+        return {"eval_accuracy": "chance %.4f, always ending%d %.4f" % (
+            1.0 / NUM_CHOICES, majority, counts[majority] / max(len(labels), 1))}
+
+    def write_predictions(self, batches, split, output_dir):
+        """test_results.tsv: per test example, its four choice probabilities, tab-separated."""
+        outputs = collect(batches)
+        path = os.path.join(output_dir, "test_results.tsv")
+        write_test_results(path, outputs["probabilities"], split.num_examples)
+        return path
+
+    def flops_per_example(self, config):
+        # The encoder runs once per choice; the scoring vector is negligible.
+        return NUM_CHOICES * encoder_training_flops(config, self.max_seq_length)
