@@ -41,8 +41,9 @@ import sys
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The peer's OpenMP threads otherwise spin at every barrier; on a machine with more runnable
-# threads than cores, spinning while a sibling thread is descheduled made its steps 3x slower
-# (TensorFlow's thread pool does not use OpenMP). Must be set before torch is imported.
+# threads than cores, spinning while a sibling thread is descheduled slows its steps down
+# severalfold (TensorFlow's thread pool does not use OpenMP). Must be set before torch is
+# imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
