@@ -17,7 +17,7 @@ Records made without next sentence prediction (`--next_sentence_prediction=false
 `next_sentence_labels`; that absence is how `validation.check_records` recognises them.
 
 `ExampleEncoder` writes the protobuf wire format directly: building `tf.train.Example` messages
-costs about 40 us a record, several times more than creating the instance. The bytes parse to the
+costs several times more than creating the instance (`bench/create_pretraining_data.py`). The bytes parse to the
 same message (tests compare against `tf.train.Example` and against the original's records).
 Record bytes are not comparable across tools anyway: protobuf map order varies from run to run.
 """

@@ -142,7 +142,7 @@ def run(opts, pool=None):
     output_files = opts.output_file.split(",")
     check_output_files(output_files)
     if opts.num_workers > 1 and pool is None:
-        # The workers start (about 0.2 s each) while this process builds the tokenizer.
+        # The workers start while this process builds the tokenizer.
         with processing.WorkerPool(opts.num_workers) as own_pool:
             return _run(opts, input_files, output_files, own_pool)
     return _run(opts, input_files, output_files, pool)

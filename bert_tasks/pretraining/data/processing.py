@@ -112,7 +112,7 @@ class WorkerPool(object):
     """Processes that turn chunks into records; a context manager.
 
     One pool serves any number of `pipeline.run` calls, with any flags: a program that makes
-    several data sets starts the workers (about 0.2 s each, in parallel) once. Workers are
+    several data sets starts the workers (in parallel) once. Workers are
     `spawn`ed: the parent has imported TensorFlow, which is not fork-safe.
 
     Args:
