@@ -1,7 +1,7 @@
-r"""The encoder's fused elementwise kernels (`modeling.fused`) against the same functions run op by
-op (`fused_kernels(False)`, the `keras.ops` reference), forward and forward + backward, in one
-process, round-robin. Shapes are a MiniLM-L6 fine-tuning step's (batch 32 x 128, about 3,072 real
-rows of width 384, 12 heads):
+r"""The encoder's fast kernels (`modeling.kernels`, `modeling.attention`; `fast=True`) against the
+same functions run op by op (`fast=False`, the `keras.ops` reference), forward and forward +
+backward, in one process, round-robin. Shapes are a MiniLM-L6 fine-tuning step's (batch 32 x 128,
+about 3,072 real rows of width 384, 12 heads):
 
     python bench/fused_kernels.py                  # float32 and bfloat16, ~1 minute
     python bench/fused_kernels.py --rows=1024 --width=768 --heads=12 --batch_size=8   # BERT-Base
@@ -33,12 +33,14 @@ flags.DEFINE_integer("repeats", 15, "Timed rounds (after one untimed round).")
 FLAGS = flags.FLAGS
 
 
-def cases(dtype):
-    """`{name: (function of the inputs, inputs)}` for one compute dtype."""
+def cases(dtype, fast):
+    """`{name: (function of the inputs, inputs)}` for one compute dtype, the fast kernels or the
+    reference."""
     import numpy as np
     import tensorflow as tf
 
-    from modeling import fused
+    from modeling import kernels
+    from modeling.attention import attention
 
     rng = np.random.default_rng(0)
 
@@ -54,14 +56,15 @@ def cases(dtype):
     gamma, beta = tensor([width], "float32"), tensor([width], "float32")
     return {
         "attention (softmax + dropout)": (
-            lambda q, k, v: fused.attention(q, k, v, mask, 0.1, seed),
+            lambda q, k, v: attention(q, k, v, mask, 0.1, seed, fast=fast),
             [tensor([b, n, s, d]), tensor([b, n, s, d]), tensor([b, n, s, d])]),
         "dropout + residual + LayerNorm": (
-            lambda h, residual, bias: fused.dropout_add_layer_norm(
-                h, residual, gamma, beta, 1e-12, 0.1, seed, bias=bias),
+            lambda h, residual, bias: kernels.dropout_add_layer_norm(
+                h, residual, gamma, beta, epsilon=1e-12, rate=0.1, seed=seed, bias=bias,
+                fast=fast),
             [tensor([rows, width]), tensor([rows, width]), tensor([width])]),
         "GELU (erf) with bias": (
-            lambda x, bias: fused.gelu(x, approximate=False, bias=bias),
+            lambda x, bias: kernels.gelu(x, approximate=False, bias=bias, fast=fast),
             [tensor([rows, 4 * width]), tensor([4 * width])]),
     }
 
@@ -86,18 +89,18 @@ def timed(fn, inputs, backward):
 def main(argv):
     del argv
     from bench import common
-    from modeling import fused
 
     print(common.describe_machine(None, packages=("tensorflow", "keras")))
     runners = {}
     for dtype in FLAGS.precisions:
-        for name, (fn, inputs) in cases(dtype).items():
+        versions = {fast: cases(dtype, fast) for fast in (True, False)}
+        for name in versions[True]:
             for backward in (False, True):
-                for enabled in (True, False):
-                    with fused.fused_kernels(enabled):
-                        run = timed(fn, inputs, backward)
-                        run()  # traced here, under the chosen kernels
-                    runners[dtype, name, backward, enabled] = run
+                for fast in (True, False):
+                    fn, inputs = versions[fast][name]
+                    run = timed(fn, inputs, backward)
+                    run()  # traced and compiled here, untimed
+                    runners[dtype, name, backward, fast] = run
     times = {key: [] for key in runners}
     for round_index in range(FLAGS.repeats + 1):
         for key, run in runners.items():
@@ -109,8 +112,8 @@ def main(argv):
           f"[{FLAGS.batch_size}, {FLAGS.heads}, {FLAGS.seq_length}, {FLAGS.seq_length}]")
     print(f"{'dtype':9s} {'kernel':32s} {'pass':17s} {'fused ms':>9s} {'op by op ms':>12s} "
           f"{'speed-up':>9s}")
-    for (dtype, name, backward, enabled), samples in times.items():
-        if not enabled:
+    for (dtype, name, backward, fast), samples in times.items():
+        if not fast:
             continue
         ours = statistics.median(samples)
         reference = statistics.median(times[dtype, name, backward, False])

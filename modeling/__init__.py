@@ -1,8 +1,9 @@
 """The Keras 3 BERT model: config, encoder, heads, losses and task models.
 
-Only `keras.ops`/`keras.layers` are used here, so the model also runs under the JAX backend.
-Checkpoint interop lives in `modeling.tf1_checkpoint` (TensorFlow) and `modeling.hf_checkpoint`
-(NumPy), imported on demand.
+The model is written with `keras.ops`/`keras.layers`, so it also runs under the JAX backend; on
+TensorFlow the encoder blocks use fused kernels by default (`modeling.kernels`, `BertModel`'s
+`kernels` argument). Checkpoint interop lives in `modeling.tf1_checkpoint` (TensorFlow) and
+`modeling.hf_checkpoint` (NumPy), imported on demand.
 """
 from modeling.activations import gelu, gelu_exact, get_activation
 from modeling.bert_model import BertModel

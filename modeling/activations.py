@@ -10,7 +10,7 @@ def gelu(x):
     It differs from the exact erf form by up to ~1e-3 per activation, which is visible in the
     outputs of a trained model, so configs from the original release must use this one.
     The original's `tf.pow(x, 3)` is rewritten to `x * square(x)` by TF's graph optimizer; we
-    write it that way, which also avoids a general `pow` (3× slower) when running eagerly.
+    write it that way, which also avoids a general `pow`, slower when running eagerly.
     """
     cdf = 0.5 * (1.0 + ops.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * ops.square(x)))))
     return x * cdf

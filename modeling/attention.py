@@ -1,83 +1,109 @@
-"""Multi-head self-attention as the original `attention_layer` (scope `attention/self`)."""
-import keras
+"""Scaled dot-product attention over the heads: the original `attention_layer` after its query,
+key and value projections (which the encoder block makes, `modeling.transformer_layer`)."""
+import functools
+import math
+
 from keras import ops
 
-from modeling import fused
-from modeling.initializers import truncated_normal
+from modeling.kernels import xla
+from modeling.kernels.dropout import dropout
+
+# The original adds (1 - mask) * -10000 to the attention scores, not -inf: fully padded rows
+# still produce a (uniform) softmax rather than NaN.
+MASK_ADDER = -10000.0
 
 
-class BertSelfAttention(keras.layers.Layer):
-    """Scaled dot-product attention with separate `query`, `key`, `value` dense layers.
+def mask_bias(input_mask):
+    """Turns an int `[B, S]` key mask into the float32 additive bias `[B, 1, 1, S]`.
 
-    Call args:
-        x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real rows.
-        layout: `modeling.token_rows.GridRows` or `RealRows`, built from the int `[B, S]`
-            input mask (1 for real tokens). The mask stays an integer tensor so Keras'
-            mixed-precision input casting cannot round it (−10000 → −9984 in bf16).
-        seed: the attention-probability dropout's seed (`dropout_seed()`), None for no dropout.
-        split: compute the queries of the layout's two row groups apart (each sequence's first
-            row, the others; keys and values are still every row), for a caller that may use
-            only the first.
-    Returns:
-        The concatenated heads' context (before the output dense), as rows of `layout` like
-        `x`; with `split`, a pair: the groups' rows.
+    Only keys are masked: padded query rows are computed normally, as in the original.
     """
+    mask = ops.cast(input_mask, "float32")
+    return (1.0 - mask[:, None, None, :]) * MASK_ADDER
 
-    def __init__(
-        self, num_heads, head_size, initializer_range=0.02, dropout_rate=0.1, **kwargs
-    ):
-        super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.head_size = head_size
-        self.initializer_range = initializer_range
-        self.dropout_rate = dropout_rate
-        width = num_heads * head_size
-        init = truncated_normal(initializer_range)
-        policy = self.dtype_policy
-        self.query = keras.layers.Dense(width, kernel_initializer=init, dtype=policy, name="query")
-        self.key = keras.layers.Dense(width, kernel_initializer=init, dtype=policy, name="key")
-        self.value = keras.layers.Dense(width, kernel_initializer=init, dtype=policy, name="value")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
 
-    def build(self, input_shape):
-        for dense in (self.query, self.key, self.value):
-            dense.build(input_shape)
-        self.built = True
+def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast):
+    """`dropout(softmax(q k^T / sqrt(D) + mask bias)) v`, the softmax in float32.
 
-    def dropout_seed(self, training):
-        """Draws the seed of this call's dropout mask (advancing the layer's generator, as a
-        `keras.layers.Dropout` call does); None when there is no dropout."""
-        if not training or not self.dropout_rate:
-            return None
-        return self.dropout.seed_generator.next()
+    The scores are scaled as the original scales them, after the matmul.
 
-    def _project(self, x, dense, layout, group=None):
-        """`dense(x)` as the attention's heads `[B, N, S_q, D]`: the matmul here, the bias in the
-        kernel that moves the rows to the heads (`token_rows._to_heads` says why)."""
-        kernel = ops.cast(dense.kernel, self.compute_dtype)
-        return layout.to_heads(ops.matmul(x, kernel), self.num_heads, group, bias=dense.bias)
+    Args:
+        q: `[B, N, Sq, D]` queries; k, v: `[B, N, S, D]` keys and values; all in the compute
+            dtype.
+        input_mask: int `[B, S]`, 1 for real tokens (keys at 0 get -10000 added). An integer
+            tensor, so that Keras' mixed-precision input casting cannot round it.
+        dropout_rate, seed: dropout on the probabilities (`modeling.kernels.dropout`); seed None:
+            no dropout.
+        fast: `fast_attention` (`modeling.kernels.use_fast`); else `keras.ops` op by op.
+    Returns:
+        `[B, N, Sq, D]` context in the compute dtype.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    if seed is None:
+        dropout_rate = 0.0
+    if fast:
+        return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed)
+    scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+    probs = ops.softmax(ops.cast(scores, "float32") * scale + mask_bias(input_mask), axis=-1)
+    probs = dropout(probs, dropout_rate, seed)
+    return ops.matmul(ops.cast(probs, q.dtype), v)
 
-    def call(self, x, layout, seed=None, split=False):
-        # The three projections stay apart: one matmul with their kernels side by side made a
-        # CPU training step 2.5% slower (its split and transposes cost more than it saved).
-        k = self._project(x, self.key, layout)  # [B, N, S, D]
-        v = self._project(x, self.value, layout)
-        groups = layout.split(x) if split else [x]
-        contexts = []
-        for i, rows in enumerate(groups):
-            group = i if split else None
-            q = self._project(rows, self.query, layout, group)
-            context = fused.attention(q, k, v, layout.input_mask, self.dropout_rate,
-                                      fused.group_seed(seed, i))
-            contexts.append(layout.from_heads(context, group))
-        return tuple(contexts) if split else contexts[0]
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            head_size=self.head_size,
-            initializer_range=self.initializer_range,
-            dropout_rate=self.dropout_rate,
-        )
-        return config
+def fast_attention(q, k, v, input_mask, scale, rate, seed):
+    """`attention` on TensorFlow: oneDNN's matmul, scale, mask and softmax, the dropout one XLA
+    kernel, the gradient written out.
+
+    XLA:CPU cannot fuse a reduction with what reads its result, so a softmax compiled by XLA is
+    five passes over the scores (scale and mask, max, exp, sum, divide); oneDNN adds the scale
+    and the mask inside the scores' matmul (TensorFlow's graph rewriter fuses the multiply and
+    add that follow it) and runs the softmax in one pass over each row (docs/performance.md has
+    the measurements). The softmax takes the scores in the compute dtype and computes in
+    float32 inside; in bfloat16 the probabilities (and so the backward pass's copy) are rounded
+    to bfloat16, as the matmul that reads them needs them, and the mask's -10000 to -9984 (a
+    probability of 0 all the same).
+    The rewriter fuses only what it knows to be rank 4, which the output of an XLA kernel (the
+    heads come from one) is not until `ensure_shape` says so; and the mask bias is made inside
+    the function with the custom gradient: made outside, its float32 add was left out.
+    """
+    tf = xla.tf()
+    dropout_kernel, backward = _attention_kernels(scale, rate)
+    if seed is None:
+        seed = tf.zeros([2], tf.int64)
+
+    @tf.custom_gradient
+    def fn(q, k, v):
+        scores = (tf.linalg.matmul(tf.ensure_shape(q, q.shape), tf.ensure_shape(k, k.shape),
+                                   transpose_b=True) * tf.cast(scale, q.dtype)
+                  + tf.cast(mask_bias(input_mask), q.dtype))
+        probs = tf.nn.softmax(scores, axis=-1)
+        dropped = dropout_kernel(probs, seed) if rate else probs
+
+        def grad(d_context):
+            d_scores = backward(tf.linalg.matmul(d_context, v, transpose_b=True), probs, seed)
+            return (tf.linalg.matmul(d_scores, k),
+                    tf.linalg.matmul(d_scores, q, transpose_a=True),
+                    tf.linalg.matmul(dropped, d_context, transpose_a=True))
+
+        return tf.linalg.matmul(dropped, v), grad
+
+    return fn(q, k, v)
+
+
+@functools.lru_cache(maxsize=None)
+def _attention_kernels(scale, rate):
+    tf = xla.tf()
+
+    @xla.compiled
+    def dropout_kernel(probs, seed):
+        """In float32, so that bfloat16 probabilities get the exact `1 / (1 - rate)`."""
+        return tf.cast(dropout(tf.cast(probs, tf.float32), rate, seed), probs.dtype)
+
+    @xla.compiled
+    def backward(dy, probs, seed):
+        """The scores' gradient from the dropped probabilities' (`dy`)."""
+        dp = dropout(tf.cast(dy, tf.float32), rate, seed)
+        probs = tf.cast(probs, tf.float32)
+        ds = probs * (dp - tf.reduce_sum(dp * probs, axis=-1, keepdims=True)) * scale
+        return tf.cast(ds, dy.dtype)
+
+    return dropout_kernel, backward

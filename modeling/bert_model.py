@@ -8,6 +8,7 @@ from modeling import token_rows
 from modeling.config import BertConfig
 from modeling.embeddings import BertEmbeddings
 from modeling.initializers import truncated_normal
+from modeling.kernels import use_fast
 from modeling.token_rows import GridRows, RealRows
 from modeling.transformer_layer import TransformerLayer
 
@@ -22,6 +23,10 @@ class BertModel(keras.Model):
             input for the backward pass and computes its activations again there (the same
             losses and gradients; less memory for about a third more compute, measured by
             `bench/recompute.py`).
+        kernels: `"fast"` (the default): the encoder blocks' elementwise work and attention
+            softmax as fused TensorFlow kernels (`modeling.kernels`; on other backends the
+            reference); `"reference"`: `keras.ops` op by op on every backend. The same values
+            to float rounding, the same dropout masks.
 
     Call args:
         inputs: dict with `input_ids` int `[B, S]` and optionally `input_mask` (default all
@@ -41,13 +46,14 @@ class BertModel(keras.Model):
           `embedding_output`    float `[B, S, H]`.
     """
 
-    def __init__(self, config, use_one_hot_embeddings=False, recompute=False, name="bert",
-                 **kwargs):
+    def __init__(self, config, use_one_hot_embeddings=False, recompute=False, kernels="fast",
+                 name="bert", **kwargs):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         self.config = copy.deepcopy(config).validate()
         self.use_one_hot_embeddings = use_one_hot_embeddings
+        self.kernels = kernels
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
@@ -72,6 +78,7 @@ class BertModel(keras.Model):
                 attention_dropout_rate=c.attention_probs_dropout_prob,
                 initializer_range=c.initializer_range,
                 recompute=recompute,
+                kernels=kernels,
                 dtype=policy,
                 name=f"layer_{i}",
             )
@@ -120,14 +127,17 @@ class BertModel(keras.Model):
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(input_ids)
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        layout = (RealRows if skip_padding and token_rows.supported() else GridRows)(input_mask)
+        if skip_padding and token_rows.supported():
+            layout = RealRows(input_mask, fast=use_fast(self.kernels))
+        else:
+            layout = GridRows(input_mask)
         x = layout.rows(embedding_output)
         all_layers = []
         for layer in self.encoder_layers[:-1]:
             x = layer(x, layout=layout, training=training)
             all_layers.append(x)
         # The last layer's [CLS] rows apart: a caller using only `pooled_output` (classifiers)
-        # skips the other rows' work there once the graph is pruned (14% of a 6-layer encoder).
+        # skips the other rows' work there once the graph is pruned.
         first, others = self.encoder_layers[-1](x, layout=layout, training=training,
                                                 first_row_apart=True)
         all_layers.append(layout.join(first, others))
@@ -147,6 +157,7 @@ class BertModel(keras.Model):
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
             "recompute": self.recompute,
+            "kernels": self.kernels,
         }
 
     @classmethod

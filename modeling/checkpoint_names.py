@@ -36,14 +36,23 @@ def encoder_variable_map(bert, prefix="bert"):
     names += layer_norm_names(f"{prefix}/embeddings/LayerNorm", emb.layer_norm)
     for i, layer in enumerate(bert.encoder_layers):
         p = f"{prefix}/encoder/layer_{i}"
-        att = layer.attention
-        names += dense_names(f"{p}/attention/self/query", att.query)
-        names += dense_names(f"{p}/attention/self/key", att.key)
-        names += dense_names(f"{p}/attention/self/value", att.value)
-        names += dense_names(f"{p}/attention/output/dense", layer.attention_output)
-        names += layer_norm_names(f"{p}/attention/output/LayerNorm", layer.attention_layer_norm)
-        names += dense_names(f"{p}/intermediate/dense", layer.intermediate)
-        names += dense_names(f"{p}/output/dense", layer.output_dense)
-        names += layer_norm_names(f"{p}/output/LayerNorm", layer.output_layer_norm)
+        names += [
+            (f"{p}/attention/self/query/kernel", layer.query_kernel),
+            (f"{p}/attention/self/query/bias", layer.query_bias),
+            (f"{p}/attention/self/key/kernel", layer.key_kernel),
+            (f"{p}/attention/self/key/bias", layer.key_bias),
+            (f"{p}/attention/self/value/kernel", layer.value_kernel),
+            (f"{p}/attention/self/value/bias", layer.value_bias),
+            (f"{p}/attention/output/dense/kernel", layer.attention_output_kernel),
+            (f"{p}/attention/output/dense/bias", layer.attention_output_bias),
+            (f"{p}/attention/output/LayerNorm/beta", layer.attention_beta),
+            (f"{p}/attention/output/LayerNorm/gamma", layer.attention_gamma),
+            (f"{p}/intermediate/dense/kernel", layer.intermediate_kernel),
+            (f"{p}/intermediate/dense/bias", layer.intermediate_bias),
+            (f"{p}/output/dense/kernel", layer.output_kernel),
+            (f"{p}/output/dense/bias", layer.output_bias),
+            (f"{p}/output/LayerNorm/beta", layer.output_beta),
+            (f"{p}/output/LayerNorm/gamma", layer.output_gamma),
+        ]
     names += dense_names(f"{prefix}/pooler/dense", bert.pooler)
     return names

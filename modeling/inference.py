@@ -9,9 +9,8 @@ def with_bfloat16_weights(model):
     Under `mixed_bfloat16` every call casts each float32 weight to bfloat16 before using it;
     this copy (the pure `bfloat16` Keras policy; LayerNorm weights and statistics stay float32,
     as the layers ask) casts them once, here. Its outputs are those of `model` under
-    `mixed_bfloat16`, bit for bit, at half the weight memory and without the per-call casts
-    (14% of a BERT-Base forward pass on a CPU). Not for training: the updates would be rounded
-    to bfloat16.
+    `mixed_bfloat16`, bit for bit, at half the weight memory and without the per-call casts.
+    Not for training: the updates would be rounded to bfloat16.
     """
     config = {**model.get_config(), "dtype": "bfloat16"}
     copy = model.__class__.from_config(config)

@@ -18,7 +18,7 @@ so a block can compute the two groups apart.
 import keras
 from keras import ops
 
-from modeling import fused
+from modeling.kernels import heads_to_rows, rows_to_heads, take_rows
 
 # The real-row block is padded with filler rows to a multiple of this: a run meets a few distinct
 # shapes rather than one per batch (each new shape costs the XLA-compiled GELU a compilation and
@@ -65,8 +65,8 @@ class GridRows:
     def to_heads(self, rows, num_heads, group=None, bias=None):
         """Rows (all, or group 0/1 of `split`), `H` wide, plus `bias` (`[H]` or None) -> the
         attention's `[B, N, S_q, D]`."""
-        # The bias stays a separate add here: through `RealRows`' kernel with every position
-        # kept, a training step on the grid was 0.5% (float32) to 2% (bf16) slower.
+        # The bias stays a separate add here: on the grid, `RealRows`' kernel (every position
+        # kept) made a training step slower.
         return _split_heads(self.to_grid(_plus(rows, bias), group), num_heads)
 
     def from_heads(self, heads, group=None):
@@ -74,13 +74,12 @@ class GridRows:
         return self.from_grid(_join_heads(heads), group)
 
 
-def _to_heads(rows, num_heads, bias, moves):
+def _to_heads(rows, num_heads, bias, moves, fast):
     """Rows `[M, H]` plus `bias` (`[H]` or None) onto the attention's heads by
-    `fused.rows_to_heads`, with `moves = (row index [M], row valid, grid index [B, S], grid
+    `kernels.rows_to_heads`, with `moves = (row index [M], row valid, grid index [B, S], grid
     valid)`; the gradient is the move back, with the bias gradient summed in the same kernel.
     The bias is added here rather than by the dense layer: with it, TensorFlow fuses matmul and
-    bias into an oneDNN kernel that does not use the CPU's bfloat16 matrix units (2-4x slower
-    than the matmul alone)."""
+    bias into an oneDNN kernel that does not use the CPU's bfloat16 matrix units."""
     index, valid, inverse, grid_valid = moves
 
     @ops.custom_gradient
@@ -88,10 +87,10 @@ def _to_heads(rows, num_heads, bias, moves):
         def grad(*args, upstream=None):
             if upstream is None:
                 (upstream,) = args
-            d_rows, d_bias = fused.heads_to_rows(upstream, index, valid, column_sum=True)
+            d_rows, d_bias = heads_to_rows(upstream, index, valid, column_sum=True, fast=fast)
             return d_rows, ops.cast(d_bias, bias.dtype)
 
-        return fused.rows_to_heads(rows, inverse, grid_valid, num_heads, bias), grad
+        return rows_to_heads(rows, inverse, grid_valid, num_heads, bias, fast=fast), grad
 
     bias = ops.zeros((rows.shape[-1],), rows.dtype) if bias is None else bias
     return fn(rows, ops.cast(bias, rows.dtype))
@@ -118,7 +117,7 @@ def _moved(x, move, move_back):
     """`move(x)`, a gather of rows (zeros where it reads nothing) whose transpose is
     `move_back`: each row it reads lands in one place, and `move_back` reads it from there.
     The gradient is then `move_back` of the upstream gradient, a gather like the forward pass,
-    instead of the scatter-add (a segment sum, 2 to 5x slower on a CPU) that differentiating a
+    instead of the scatter-add (a segment sum, slower on a CPU) that differentiating a
     gather gives in general."""
     @ops.custom_gradient
     def fn(x):
@@ -142,10 +141,12 @@ class RealRows:
 
     Args:
         input_mask: int `[B, S]`, 1 for real tokens.
+        fast: the moves as TensorFlow kernels (`modeling.kernels.use_fast`), else `keras.ops`.
     """
 
-    def __init__(self, input_mask):
+    def __init__(self, input_mask, *, fast):
         self.input_mask = input_mask
+        self.fast = fast
         shape = ops.shape(input_mask)
         self.batch, self.seq = shape[0], shape[1]
         positions = ops.arange(self.batch * self.seq, dtype="int32")
@@ -202,25 +203,25 @@ class RealRows:
         if group == 0:
             return ops.expand_dims(rows, 1)
         index, valid, inverse, grid_valid = self._moves(group)
-        return self._grid(_moved(rows, lambda x: fused.take_rows(x, inverse, grid_valid),
-                                 lambda d: fused.take_rows(d, index, valid)))
+        return self._grid(_moved(rows, lambda x: take_rows(x, inverse, grid_valid, fast=self.fast),
+                                 lambda d: take_rows(d, index, valid, fast=self.fast)))
 
     def from_grid(self, grid, group=None):
         if group == 0:
             return grid[:, 0]
         index, valid, inverse, grid_valid = self._moves(group)
-        return _moved(self._flat(grid), lambda x: fused.take_rows(x, index, valid),
-                      lambda d: fused.take_rows(d, inverse, grid_valid))
+        return _moved(self._flat(grid), lambda x: take_rows(x, index, valid, fast=self.fast),
+                      lambda d: take_rows(d, inverse, grid_valid, fast=self.fast))
 
     def to_heads(self, rows, num_heads, group=None, bias=None):
         if group == 0:
             return _split_heads(ops.expand_dims(_plus(rows, bias), 1), num_heads)
-        return _to_heads(rows, num_heads, bias, self._head_moves(group))
+        return _to_heads(rows, num_heads, bias, self._head_moves(group), self.fast)
 
     def from_heads(self, heads, group=None):
         if group == 0:
             return _join_heads(heads)[:, 0]
         index, valid, inverse, grid_valid = self._head_moves(group)
         num_heads = heads.shape[1]
-        return _moved(heads, lambda x: fused.heads_to_rows(x, index, valid),
-                      lambda d: fused.rows_to_heads(d, inverse, grid_valid, num_heads))
+        return _moved(heads, lambda x: heads_to_rows(x, index, valid, fast=self.fast),
+                      lambda d: rows_to_heads(d, inverse, grid_valid, num_heads, fast=self.fast))

@@ -1,26 +1,42 @@
 """One post-LayerNorm encoder block (scope `bert/encoder/layer_{i}`)."""
+import functools
+
 import keras
 from keras import ops
 
-from modeling import activations, fused
-from modeling.activations import get_activation
-from modeling.attention import BertSelfAttention
+from modeling import activations
+from modeling.attention import attention
 from modeling.embeddings import LAYER_NORM_EPSILON
 from modeling.initializers import truncated_normal
+from modeling.kernels import dropout_add_layer_norm, gelu, group_seed, use_fast
 
 
 class TransformerLayer(keras.layers.Layer):
-    """`a = LN(x + drop(dense(attn(x))))`, `y = LN(a + drop(dense(act(dense(a)))))`.
+    """`a = LN(x + drop(dense(attn(x))))`, `y = LN(a + drop(dense(act(dense(a)))))`: the
+    original `transformer_model`'s loop body.
+
+    The elementwise steps are `modeling.kernels` functions (GELU, dropout + residual +
+    LayerNorm) and `modeling.attention.attention`; `kernels` chooses their fast TensorFlow
+    versions or the `keras.ops` reference. Each dense layer's bias is added by the function that
+    reads its matmul (a GELU or LayerNorm kernel, the move onto the attention heads), which is
+    where the fast kernels take it.
 
     With `recompute=True`, training keeps only the layer's input for the backward pass and
     computes the layer's activations again there (`keras.remat`): less memory for ~1/3 more
     compute. The dropout seeds are drawn before, outside the recomputed function, so the second
     pass draws the same masks and the gradients are those of the stored-activation layer.
 
+    Variables (paths under the layer's; the original's names in `modeling.checkpoint_names`):
+    `self/{query,key,value}/{kernel,bias}`, `attention_output_dense/{kernel,bias}`,
+    `attention_output_LayerNorm/{gamma,beta}`, `intermediate_dense/{kernel,bias}`,
+    `output_dense/{kernel,bias}`, `output_LayerNorm/{gamma,beta}`, created in this order (the
+    original's); LayerNorm variables are float32 under every dtype policy.
+
     Call args:
         x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real
             rows (`modeling.token_rows`).
         layout: `GridRows` or `RealRows` of the batch's int `[B, S]` input mask.
+        training: enables dropout.
         first_row_apart: compute each sequence's first row (`[CLS]`) and the other rows as two
             groups (each row's output depends on every row of `x`, but only on its own row after
             the attention): a caller that uses only the first rows lets graph pruning drop the
@@ -39,10 +55,10 @@ class TransformerLayer(keras.layers.Layer):
         attention_dropout_rate=0.1,
         initializer_range=0.02,
         recompute=False,
+        kernels="fast",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.recompute = recompute
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -50,99 +66,116 @@ class TransformerLayer(keras.layers.Layer):
         self.hidden_dropout_rate = hidden_dropout_rate
         self.attention_dropout_rate = attention_dropout_rate
         self.initializer_range = initializer_range
-        init = truncated_normal(initializer_range)
-        policy = self.dtype_policy
-        self.attention = BertSelfAttention(
-            num_heads,
-            hidden_size // num_heads,
-            initializer_range=initializer_range,
-            dropout_rate=attention_dropout_rate,
-            dtype=policy,
-            name="self",
-        )
-        self.attention_output = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=policy, name="attention_output_dense"
-        )
-        self.attention_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=policy)
-        self.attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_output_LayerNorm"
-        )
-        self.intermediate = keras.layers.Dense(
-            intermediate_size,
-            activation=_activation(hidden_act),
-            kernel_initializer=init,
-            dtype=policy,
-            name="intermediate_dense",
-        )
-        self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=policy, name="output_dense"
-        )
-        self.output_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=policy)
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_LayerNorm"
-        )
+        self.recompute = recompute
+        self.kernels = kernels
+        self._fast = use_fast(kernels)
+        self.activation = activations.get_activation(hidden_act)
+        # Each initializer and dropout generator draws its seed from Python's random state here,
+        # in this order: with `keras.utils.set_random_seed`, a model starts from the weights (and
+        # dropout streams) that the same seed gave before. One initializer draws one seed, so the
+        # query, key and value kernels (same shape, same initializer) start equal.
+        self._initializer = truncated_normal(initializer_range)
+        self._attention_initializer = truncated_normal(initializer_range)
+        self.attention_dropout = _seed_generator(attention_dropout_rate)
+        self.attention_output_dropout = _seed_generator(hidden_dropout_rate)
+        self.output_dropout = _seed_generator(hidden_dropout_rate)
 
-    def build(self, input_shape):
-        hidden_shape = (None, None, self.hidden_size)
-        self.attention.build(hidden_shape)
-        self.attention_output.build(hidden_shape)
-        self.attention_layer_norm.build(hidden_shape)
-        self.intermediate.build(hidden_shape)
-        self.output_dense.build((None, None, self.intermediate_size))
-        self.output_layer_norm.build(hidden_shape)
+    def build(self, input_shape=None):
+        h, i = self.hidden_size, self.intermediate_size
+        with keras.name_scope("self"):
+            self.query_kernel, self.query_bias = self._dense("query", h, h, self._attention_initializer)
+            self.key_kernel, self.key_bias = self._dense("key", h, h, self._attention_initializer)
+            self.value_kernel, self.value_bias = self._dense("value", h, h, self._attention_initializer)
+        self.attention_output_kernel, self.attention_output_bias = self._dense(
+            "attention_output_dense", h, h, self._initializer)
+        self.attention_gamma, self.attention_beta = self._layer_norm("attention_output_LayerNorm")
+        self.intermediate_kernel, self.intermediate_bias = self._dense(
+            "intermediate_dense", h, i, self._initializer)
+        self.output_kernel, self.output_bias = self._dense("output_dense", i, h, self._initializer)
+        self.output_gamma, self.output_beta = self._layer_norm("output_LayerNorm")
         self.built = True
 
-    @staticmethod
-    def _dropout_seed(dropout, training):
-        """Draws the seed of a `keras.layers.Dropout`'s mask (advancing its generator as its own
-        call would); None when there is no dropout."""
-        if not training or not dropout.rate:
-            return None
-        return dropout.seed_generator.next()
+    def _dense(self, scope, inputs, units, initializer):
+        """A dense layer's `kernel [inputs, units]` and `bias [units]`, under `scope`."""
+        return (self._variable(scope, "kernel", (inputs, units), initializer),
+                self._variable(scope, "bias", (units,), "zeros"))
+
+    def _layer_norm(self, scope):
+        """A LayerNorm's `gamma` and `beta` `[H]`, under `scope`: float32, and read as float32
+        in a bfloat16 computation too (not autocast), as `keras.layers.LayerNormalization`'s."""
+        return tuple(self._variable(scope, name, (self.hidden_size,), initializer, "float32",
+                                    autocast=False)
+                     for name, initializer in (("gamma", "ones"), ("beta", "zeros")))
+
+    def _variable(self, scope, name, shape, initializer, dtype=None, autocast=True):
+        """A variable at path `<this layer's path>/<open scopes>/<scope>/<name>`, tracked when
+        assigned to an attribute. Not `add_weight`, which would drop the scopes: the paths are
+        those of the sub-layers this block once had, which this project's checkpoints store."""
+        with keras.name_scope(scope):
+            return keras.Variable(keras.initializers.get(initializer), shape=shape,
+                                  dtype=dtype or self.variable_dtype, autocast=autocast,
+                                  name=name)
 
     def call(self, x, layout, training=False, first_row_apart=False):
-        seeds = (self.attention.dropout_seed(training),
-                 self._dropout_seed(self.attention_dropout, training),
-                 self._dropout_seed(self.output_dropout, training))
-        forward = lambda x: self._forward(x, layout, seeds, first_row_apart)  # noqa: E731
+        seeds = [generator.next() if training and generator else None for generator in
+                 (self.attention_dropout, self.attention_output_dropout, self.output_dropout)]
+        forward = functools.partial(self._forward, layout=layout, seeds=seeds,
+                                    first_row_apart=first_row_apart)
         if self.recompute and training:
             return keras.remat(forward)(x)
         return forward(x)
 
     def _forward(self, x, layout, seeds, first_row_apart):
+        """The block's rows: `_block` on all rows, or on each group of `layout.split(x)` (their
+        queries and everything after; keys and values from every row), with its own masks."""
+        keys = self._heads(x, self.key_kernel, self.key_bias, layout)
+        values = self._heads(x, self.value_kernel, self.value_bias, layout)
+        if not first_row_apart:
+            return self._block(x, keys, values, layout, None, seeds)
+        return tuple(self._block(rows, keys, values, layout, group,
+                                 [group_seed(seed, group) for seed in seeds])
+                     for group, rows in enumerate(layout.split(x)))
+
+    def _block(self, x, keys, values, layout, group, seeds):
+        """The block on rows `x` (all of `layout`'s, or group `group` of `layout.split`), the
+        keys and values `[B, N, S, D]` given."""
         attention_seed, attention_output_seed, output_seed = seeds
-        groups = layout.split(x) if first_row_apart else [x]
-        attended = self.attention(x, layout=layout, seed=attention_seed, split=first_row_apart)
-        outputs = []
-        for i, (rows, context) in enumerate(zip(groups, attended if first_row_apart else [attended])):
-            a = self._residual_layer_norm(
-                self.attention_output, context, rows, self.attention_layer_norm,
-                self.attention_dropout, fused.group_seed(attention_output_seed, i))
-            outputs.append(self._residual_layer_norm(
-                self.output_dense, self._intermediate(a), a, self.output_layer_norm,
-                self.output_dropout, fused.group_seed(output_seed, i)))
-        return tuple(outputs) if first_row_apart else outputs[0]
+        fast = self._fast
+        # Self-attention: the rows' queries against every row's keys and values.
+        queries = self._heads(x, self.query_kernel, self.query_bias, layout, group)
+        context = attention(queries, keys, values, layout.input_mask, self.attention_dropout_rate,
+                            attention_seed, fast=fast)
+        context = layout.from_heads(context, group)
+        # Attention output: dense, dropout, residual, LayerNorm.
+        a = dropout_add_layer_norm(
+            self._matmul(context, self.attention_output_kernel), x, self.attention_gamma,
+            self.attention_beta, epsilon=LAYER_NORM_EPSILON, rate=self.hidden_dropout_rate,
+            seed=attention_output_seed, bias=self.attention_output_bias, fast=fast)
+        # Feed-forward: intermediate dense and activation, output dense, dropout, residual,
+        # LayerNorm.
+        h = self._intermediate_activation(self._matmul(a, self.intermediate_kernel))
+        return dropout_add_layer_norm(
+            self._matmul(h, self.output_kernel), a, self.output_gamma, self.output_beta,
+            epsilon=LAYER_NORM_EPSILON, rate=self.hidden_dropout_rate, seed=output_seed,
+            bias=self.output_bias, fast=fast)
 
-    def _matmul(self, x, dense):
-        """`x` times a dense layer's kernel, without its bias."""
-        return ops.matmul(x, ops.cast(dense.kernel, self.compute_dtype))
+    def _matmul(self, x, kernel):
+        """`x @ kernel` in the compute dtype. The cast matters in the backward pass of
+        `recompute`, which runs outside the layer's autocast scope."""
+        return ops.matmul(x, ops.cast(kernel, self.compute_dtype))
 
-    def _intermediate(self, a):
-        """The intermediate dense layer and its activation; a GELU takes the bias into its
-        fused kernel (`modeling.fused.gelu`)."""
-        function = get_activation(self.hidden_act)
-        if function not in (activations.gelu, activations.gelu_exact):
-            return self.intermediate(a)
-        return fused.gelu(self._matmul(a, self.intermediate),
-                          approximate=function is activations.gelu, bias=self.intermediate.bias)
+    def _heads(self, x, kernel, bias, layout, group=None):
+        """The projection `x @ kernel + bias` as the attention's heads `[B, N, S_q, D]`: the bias
+        added by the move onto the heads (`layout.to_heads`)."""
+        return layout.to_heads(self._matmul(x, kernel), self.num_heads, group, bias=bias)
 
-    def _residual_layer_norm(self, dense, x, residual, layer_norm, dropout, seed):
-        """`layer_norm(dropout(dense(x)) + residual)`, the dense layer's bias added in the fused
-        kernel; the LayerNorm layer holds the variables (float32) and the Dropout layer the
-        rate."""
-        return fused.dropout_add_layer_norm(
-            self._matmul(x, dense), residual, layer_norm.gamma, layer_norm.beta,
-            layer_norm.epsilon, dropout.rate, seed, bias=dense.bias)
+    def _intermediate_activation(self, x):
+        """`act(x + bias)` with the intermediate dense layer's bias; a GELU is one kernel with
+        the bias (`modeling.kernels.gelu`)."""
+        if self.activation in (activations.gelu, activations.gelu_exact):
+            return gelu(x, approximate=self.activation is activations.gelu,
+                        bias=self.intermediate_bias, fast=self._fast)
+        return self.activation(x + ops.cast(self.intermediate_bias, x.dtype))
 
     def get_config(self):
         config = super().get_config()
@@ -155,15 +188,11 @@ class TransformerLayer(keras.layers.Layer):
             attention_dropout_rate=self.attention_dropout_rate,
             initializer_range=self.initializer_range,
             recompute=self.recompute,
+            kernels=self.kernels,
         )
         return config
 
 
-def _activation(hidden_act):
-    """The config's activation; the GELUs as fused kernels (`modeling.fused.gelu`)."""
-    function = get_activation(hidden_act)
-    if function is activations.gelu:
-        return lambda x: fused.gelu(x, approximate=True)
-    if function is activations.gelu_exact:
-        return lambda x: fused.gelu(x, approximate=False)
-    return function
+def _seed_generator(rate):
+    """The generator of a dropout's seeds, None for rate 0 (as `keras.layers.Dropout` has)."""
+    return keras.random.SeedGenerator() if rate else None

@@ -62,7 +62,7 @@ def test_every_tensor_lands_where_its_name_says(tmp_path):
     # The exact erf GELU (Hugging Face's "gelu"), not the original's tanh approximation: at
     # these points the two differ by up to 5e-4.
     x = tf.constant([-3.0, -1.5, -0.5, 0.5, 1.5, 3.0])
-    activation = model.bert.encoder_layers[0].intermediate.activation
+    activation = model.bert.encoder_layers[0].activation
     np.testing.assert_allclose(np.asarray(activation(x)), np.asarray(gelu_exact(x)), atol=1e-6)
 
 
@@ -71,7 +71,7 @@ def test_encoder_only_checkpoint_without_prefix_loads(tmp_path):
     model = BertModel(config_from_hf(tmp_path / "config.json"))
     load_hf_checkpoint(model, tmp_path / "model.safetensors", strict=False)
     np.testing.assert_array_equal(
-        np.asarray(model.encoder_layers[1].attention.query.kernel),
+        np.asarray(model.encoder_layers[1].query_kernel),
         reader.get_tensor("bert/encoder/layer_1/attention/self/query/kernel"))
 
 

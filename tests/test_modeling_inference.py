@@ -15,7 +15,7 @@ def test_bfloat16_weights_give_the_mixed_precision_outputs():
         keras.config.set_dtype_policy("float32")
     copy = with_bfloat16_weights(mixed)
     assert copy.embedding_table.dtype == "bfloat16"
-    assert copy.encoder_layers[0].output_layer_norm.gamma.dtype == "float32"
+    assert copy.encoder_layers[0].output_gamma.dtype == "float32"
     inputs = encoder_inputs(tiny_expected())
     want, got = mixed(inputs), copy(inputs)
     for name in ("sequence_output", "pooled_output"):

@@ -24,9 +24,9 @@ def test_forward_under_mixed_precision(policy, atol):
     expected = tiny_expected()
     model = pretrainer(policy)
     layer = model.bert.encoder_layers[0]
-    assert layer.intermediate.compute_dtype == policy.split("_")[1]  # the policy reaches sub-layers
-    assert layer.attention_layer_norm.compute_dtype == "float32"
-    assert layer.intermediate.kernel.dtype == "float32"  # variables stay float32
+    assert layer.compute_dtype == policy.split("_")[1]  # the policy reaches the encoder layers
+    assert layer.intermediate_kernel.dtype == "float32"  # variables stay float32
+    assert layer.attention_gamma.dtype == "float32"  # LayerNorm variables too
     outputs = model(pretraining_features(expected))
     assert outputs["masked_lm_logits"].dtype == "float32"
     loss, _, _ = masked_lm_loss(outputs["masked_lm_logits"], expected["masked_lm_ids"],

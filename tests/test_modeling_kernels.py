@@ -1,12 +1,14 @@
-"""`modeling.fused`: the fused kernels against their `keras.ops` reference (values and gradients,
-float32 and bfloat16): GELU, the attention's softmax and dropout, dropout + residual + LayerNorm;
-dropout masks from a hash of the seed (the same on both paths)."""
+"""`modeling.kernels` and `modeling.attention`: the fast kernels against their `keras.ops`
+reference (values and gradients, float32 and bfloat16): GELU, the attention's softmax and
+dropout, dropout + residual + LayerNorm; dropout masks from a hash of the seed (the same on both
+paths); a model with `kernels="fast"` against one with `kernels="reference"`."""
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import fused
+from modeling import kernels
+from modeling.attention import attention
 
 
 def _value_and_grad(fn, x, upstream):
@@ -24,9 +26,9 @@ def test_gelu_matches_the_reference(approximate):
     x = rng.normal(size=(2, 5, 8)).astype("float32") * 3
     upstream = rng.normal(size=x.shape).astype("float32")
     results = []
-    for enabled in (True, False):
-        with fused.fused_kernels(enabled):
-            results.append(_value_and_grad(lambda x: fused.gelu(x, approximate), x, upstream))
+    for fast in (True, False):
+        results.append(_value_and_grad(
+            lambda x: kernels.gelu(x, approximate=approximate, fast=fast), x, upstream))
     (y, dx), (want_y, want_dx) = results
     np.testing.assert_allclose(np.asarray(y), np.asarray(want_y), atol=2e-6)
     np.testing.assert_allclose(np.asarray(dx), np.asarray(want_dx), atol=2e-6)
@@ -39,10 +41,10 @@ def test_gelu_with_a_bias_matches_the_reference(approximate):
     bias = tf.constant(rng.normal(size=(8,)), tf.float32)
     upstream = tf.constant(rng.normal(size=(2, 5, 8)), tf.float32)
     results = []
-    for enabled in (True, False):
-        with fused.fused_kernels(enabled), tf.GradientTape() as tape:
+    for fast in (True, False):
+        with tf.GradientTape() as tape:
             tape.watch([x, bias])
-            y = fused.gelu(x, approximate, bias=bias)
+            y = kernels.gelu(x, approximate=approximate, bias=bias, fast=fast)
             total = tf.reduce_sum(y * upstream)
         results.append([y] + tape.gradient(total, [x, bias]))
     for got, want in zip(*results):
@@ -51,35 +53,35 @@ def test_gelu_with_a_bias_matches_the_reference(approximate):
 
 def test_gelu_in_bfloat16_is_the_float32_result_rounded_once():
     x = tf.cast(tf.random.stateless_normal([4, 64], seed=[1, 2]) * 3, tf.bfloat16)
-    got = fused.gelu(x, approximate=True)
+    got = kernels.gelu(x, approximate=True, fast=True)
     assert got.dtype == tf.bfloat16
-    want = tf.cast(fused.gelu(tf.cast(x, tf.float32), approximate=True), tf.bfloat16)
+    want = tf.cast(kernels.gelu(tf.cast(x, tf.float32), approximate=True, fast=True), tf.bfloat16)
     np.testing.assert_array_equal(np.asarray(tf.cast(got, tf.float32)),
                                   np.asarray(tf.cast(want, tf.float32)))
 
 
 def test_dropout_mask_is_a_function_of_the_seed_at_the_rate():
     seed = keras.random.SeedGenerator(7).next()
-    mask = np.asarray(fused.keep_mask((256, 1024), 0.25, seed))
+    mask = np.asarray(kernels.keep_mask((256, 1024), 0.25, seed))
     assert abs(mask.mean() - 0.75) < 0.005
-    np.testing.assert_array_equal(np.asarray(fused.keep_mask((256, 1024), 0.25, seed)), mask)
+    np.testing.assert_array_equal(np.asarray(kernels.keep_mask((256, 1024), 0.25, seed)), mask)
     # Other seeds (the next draw, another row group) give unrelated masks: they agree where two
     # independent draws would (0.75^2 + 0.25^2), and neighbouring elements are independent too.
-    for other in (keras.random.SeedGenerator(7).next() + [0, 1], fused.group_seed(seed, 1)):
-        agree = (np.asarray(fused.keep_mask((256, 1024), 0.25, other)) == mask).mean()
+    for other in (keras.random.SeedGenerator(7).next() + [0, 1], kernels.group_seed(seed, 1)):
+        agree = (np.asarray(kernels.keep_mask((256, 1024), 0.25, other)) == mask).mean()
         assert abs(agree - 0.625) < 0.005
     assert abs((mask[:, 1:] == mask[:, :-1]).mean() - 0.625) < 0.005
-    assert np.asarray(fused.keep_mask((4096,), 0.0, seed)).all()
+    assert np.asarray(kernels.keep_mask((4096,), 0.0, seed)).all()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_dropout_keeps_the_masked_elements_scaled(dtype):
-    """The dropout every fused kernel applies (inside XLA) and the reference path runs."""
+    """The dropout every fast kernel applies (inside XLA) and the reference path runs."""
     x = tf.cast(tf.random.stateless_normal([16, 48], seed=[3, 4]), dtype)
     seed = keras.random.SeedGenerator(11).next()
-    got = fused._reference_dropout(x, 0.25, seed, 1.0 / 0.75)
+    got = kernels.dropout(x, 0.25, seed)
     assert got.dtype == x.dtype
-    kept = np.asarray(fused.keep_mask((16, 48), 0.25, seed))
+    kept = np.asarray(kernels.keep_mask((16, 48), 0.25, seed))
     np.testing.assert_allclose(np.asarray(tf.cast(got, tf.float32)),
                                np.where(kept, np.asarray(tf.cast(x, tf.float32)) / 0.75, 0),
                                rtol=1e-2 if dtype == "bfloat16" else 1e-6)
@@ -87,7 +89,7 @@ def test_dropout_keeps_the_masked_elements_scaled(dtype):
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fused_attention_is_the_reference(dtype, rate):
+def test_fast_attention_is_the_reference(dtype, rate):
     """oneDNN's matmul with the scale and mask as post-ops and its softmax, the XLA dropout, and
     the gradient written out: values and the gradients of the queries, keys and values."""
     rng = np.random.default_rng(0)
@@ -103,12 +105,11 @@ def test_fused_attention_is_the_reference(dtype, rate):
             total = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
         return [y] + tape.gradient(total, [q, k, v])
 
-    def fn(q, k, v):
-        return fused.attention(q, k, v, mask, rate, seed)
+    def fn(q, k, v, fast=True):
+        return attention(q, k, v, mask, rate, seed, fast=fast)
 
     got = value_and_grads(tf.function(fn))
-    with fused.fused_kernels(False):
-        want = value_and_grads(fn)
+    want = value_and_grads(lambda q, k, v: fn(q, k, v, fast=False))
     tolerance = dict(rtol=2e-2, atol=2e-2) if dtype == "bfloat16" else dict(rtol=1e-5, atol=1e-6)
     for name, a, b in zip(("output", "q", "k", "v"), got, want):
         np.testing.assert_allclose(np.asarray(tf.cast(a, tf.float32)),
@@ -117,7 +118,7 @@ def test_fused_attention_is_the_reference(dtype, rate):
 
 @pytest.mark.parametrize("rate", [0.0, 0.2])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fused_dropout_add_layer_norm_is_the_reference(dtype, rate):
+def test_fast_dropout_add_layer_norm_is_the_reference(dtype, rate):
     rng = np.random.default_rng(1)
     h, residual = (tf.cast(rng.normal(size=[3, 7, 16]), dtype) for _ in range(2))
     gamma = tf.constant(rng.normal(size=[16]), tf.float32)
@@ -133,14 +134,58 @@ def test_fused_dropout_add_layer_norm_is_the_reference(dtype, rate):
             total = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
         return [y] + tape.gradient(total, [h, residual, gamma, beta, bias])
 
-    def fn(h, residual, gamma, beta):
-        return fused.dropout_add_layer_norm(h, residual, gamma, beta, epsilon=1e-12, rate=rate,
-                                            seed=seed, bias=bias)
+    def fn(h, residual, gamma, beta, fast=True):
+        return kernels.dropout_add_layer_norm(h, residual, gamma, beta, epsilon=1e-12, rate=rate,
+                                              seed=seed, bias=bias, fast=fast)
 
     got = value_and_grads(tf.function(fn))
-    with fused.fused_kernels(False):
-        want = value_and_grads(fn)
+    want = value_and_grads(lambda *args: fn(*args, fast=False))
     tolerance = dict(rtol=2e-2, atol=3e-2) if dtype == "bfloat16" else dict(rtol=1e-5, atol=2e-5)
     for name, a, b in zip(("output", "h", "residual", "gamma", "beta", "bias"), got, want):
         np.testing.assert_allclose(np.asarray(tf.cast(a, tf.float32)),
                                    np.asarray(tf.cast(b, tf.float32)), err_msg=name, **tolerance)
+
+
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["grid", "real rows"])
+def test_a_reference_model_computes_what_the_fast_one_does(skip_padding):
+    """The same model (weights and dropout seeds) built with each `kernels`: in training, with
+    dropout on, the same outputs and gradients to float rounding (the same dropout masks)."""
+    from modeling import BertModel
+    from modeling_helpers import encoder_inputs, tiny_config, tiny_expected
+
+    config = tiny_config()
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
+    batch = {k: tf.constant(v) for k, v in encoder_inputs(tiny_expected()).items()}
+    weights = tf.cast(batch["input_mask"], tf.float32)[..., None]
+    results = []
+    for name in ("fast", "reference"):
+        keras.utils.set_random_seed(3)  # the same initial weights and dropout seeds
+        model = BertModel(config, kernels=name)
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                out = model(batch, training=True, skip_padding=skip_padding)
+                loss = (tf.reduce_sum(tf.square(out["pooled_output"]))
+                        + tf.reduce_sum(tf.square(out["sequence_output"]) * weights))
+            return [loss, out["sequence_output"]] + tape.gradient(loss, model.trainable_variables)
+
+        results.append([np.asarray(tf.convert_to_tensor(t)) for t in step()])
+    (fast_loss, *fast), (reference_loss, *reference) = results
+    assert fast_loss == pytest.approx(reference_loss, rel=1e-5)
+    # Rounding only, carried through three layers of backward pass (a different mask would
+    # differ by the size of the values); the key bias's gradient is 0 in exact arithmetic.
+    scale = max(np.abs(want).max() for want in reference)
+    for got, want in zip(fast, reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6 * scale)
+
+
+def test_the_kernels_choice_is_part_of_the_config():
+    from modeling import BertModel
+    from modeling_helpers import tiny_config
+
+    model = BertModel(tiny_config(), kernels="reference")
+    assert model.get_config()["kernels"] == "reference"
+    assert BertModel.from_config(model.get_config()).encoder_layers[0].kernels == "reference"
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        BertModel(tiny_config(), kernels="fused")
