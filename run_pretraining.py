@@ -45,35 +45,13 @@ run_flags.define_run_flags()
 def run():
     """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
     from bert_tasks.pretraining.task import PretrainingTask
-    from bert_tasks.pretraining.data.reading import expand_input_files
-    from bert_tasks.pretraining.data.validation import check_records
-    from bert_runner import driver, startup
+    from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
-    run = RunConfig.from_flags()
-    if not run.do_train and not run.do_eval:
-        raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-    config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
-    files = expand_input_files(FLAGS.input_file)
-    logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
-    records = check_records(files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-                            config.vocab_size, config.type_vocab_size,
-                            next_sentence=FLAGS.next_sentence_prediction)
-    next_sentence = records.next_sentence and FLAGS.next_sentence_prediction is not False
-    if records.next_sentence and not next_sentence:
-        logging.warning("--next_sentence_prediction=false on records with next_sentence_labels: "
-                        "the labels are ignored, but half the pairs still have a random B. The "
-                        "paper's 'No NSP' data: create_pretraining_data.py "
-                        "--next_sentence_prediction=false")
-    logging.info("Next sentence prediction: %s", "on" if next_sentence else "off (masked LM only)")
-    task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, next_sentence)
-    strategy = driver.prepare(task, run, config)
-    # The records are read as a stream: their number is not counted.
-    train = driver.Split(files, None, run.train_batch_size) if run.do_train else None
-    evaluation = (driver.Split(files, None, run.eval_batch_size, repeat=True,
-                               max_batches=FLAGS.max_eval_steps) if run.do_eval else None)
-    return driver.run_task(task, run, config, train, FLAGS.num_train_steps,
-                           FLAGS.num_warmup_steps, eval_split=evaluation, strategy=strategy).trainer
+    task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                           FLAGS.next_sentence_prediction, FLAGS.input_file, FLAGS.num_train_steps,
+                           FLAGS.num_warmup_steps, FLAGS.max_eval_steps)
+    return driver.run(task, RunConfig.from_flags()).trainer
 
 
 def main(_):

@@ -5,10 +5,9 @@ Outputs in output_dir: train.tf_record and checkpoints (training); eval.tf_recor
 predictions.json, nbest_predictions.json, null_odds.json (v2.0) and eval_results.json (scores)
 for prediction.
 """
-import os
 import sys
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from bert_runner import flags as run_flags
 
@@ -62,87 +61,21 @@ run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 
 
-def check_flags():
-    """The original `validate_flags_or_throw`'s checks of the flags alone (no file is read)."""
-    if not FLAGS.do_train and not FLAGS.do_predict:
-        raise ValueError("At least one of `do_train` or `do_predict` must be True.")
-    if FLAGS.do_train and not FLAGS.train_file:
-        raise ValueError("If `do_train` is True, then `train_file` must be specified.")
-    if FLAGS.do_predict and not FLAGS.predict_file:
-        raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
+def main(_):
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.squad.task import PostprocessOptions, SquadTask
+
     if FLAGS.do_predict and FLAGS.distribution_strategy == "multi_worker_mirrored":
         # Each worker would only see its own share of the predictions.
         raise ValueError("--do_predict runs on one worker: run it without "
                          "--distribution_strategy=multi_worker_mirrored")
-
-
-def _log_features(title, summary):
-    logging.info("***** Features for %s *****", title)
-    logging.info("  Num orig examples = %d", summary.num_examples)
-    logging.info("  Num split examples = %d", summary.num_features)
-
-
-def main(_):
-    from bert_tasks.squad import evaluate, examples as sq_examples, io_utils
-
-    check_flags()
-    # The SQuAD files are read before TensorFlow is loaded, so bad input fails in a second.
-    if FLAGS.do_train:
-        train_examples = sq_examples.read_squad_examples(
-            FLAGS.train_file, is_training=True,
-            version_2_with_negative=FLAGS.version_2_with_negative)
-    if FLAGS.do_predict:
-        gold_data = io_utils.read_json(FLAGS.predict_file)
-        eval_examples = sq_examples.examples_from_data(
-            gold_data, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative,
-            source=FLAGS.predict_file)
-        scoring = evaluate.should_score(FLAGS.do_eval, gold_data, FLAGS.predict_file)
-
-    from bert_runner import driver, startup
-    from bert_runner.run_config import RunConfig
-    from bert_tasks.squad import features as sq_features, task as sq_task
-
-    run = RunConfig.from_flags()
-    config = startup.load_config(run.bert_config_file, FLAGS.max_seq_length)
-    sq_features.check_window_settings(FLAGS.max_seq_length, FLAGS.doc_stride,
-                                      FLAGS.max_query_length)
-    tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,
-                                       config, run.bert_config_file)
-    task = sq_task.SquadTask(FLAGS.max_seq_length, sq_task.PostprocessOptions(
-        FLAGS.n_best_size, FLAGS.max_answer_length, run.do_lower_case,
-        FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging))
-    strategy = driver.prepare(task, run, config)
-    window_args = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
-                       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
-
-    train_split, predict_split = None, None
-    num_train_steps, num_warmup_steps = 0, 0
-    if run.do_train:
-        num_train_steps, num_warmup_steps = run.training_steps(len(train_examples), "questions")
-        sq_examples.shuffle_examples(train_examples)
-        summary = sq_features.write_features(
-            train_examples, filename=os.path.join(run.output_dir, "train.tf_record"),
-            is_training=True, **window_args)
-        _log_features("training", summary)
-        del train_examples
-        train_split = driver.Split([summary.filename], summary.num_features, run.train_batch_size)
-    if run.do_predict:
-        summary = sq_features.write_features(
-            eval_examples, filename=os.path.join(run.output_dir, "eval.tf_record"),
-            is_training=False, **window_args)
-        _log_features("predictions", summary)
-        task.prediction_set = (eval_examples, summary.windows)
-        predict_split = driver.Split([summary.filename], summary.num_features,
-                                     run.predict_batch_size)
-    result = driver.run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
-                             predict_split=predict_split, strategy=strategy)
-    if run.do_predict and scoring:
-        metrics = evaluate.score_predictions(gold_data, result.predictions,
-                                             FLAGS.version_2_with_negative, FLAGS.predict_file)
-        logging.info("***** SQuAD scores (official evaluation) *****")
-        for key, value in metrics.items():
-            logging.info("  %s = %s", key, value)
-        evaluate.write_metrics(os.path.join(run.output_dir, "eval_results.json"), metrics)
+    options = PostprocessOptions(
+        FLAGS.n_best_size, FLAGS.max_answer_length, FLAGS.do_lower_case,
+        FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
+    task = SquadTask(FLAGS.max_seq_length, options, FLAGS.train_file, FLAGS.predict_file,
+                     FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.do_eval)
+    driver.run(task, RunConfig.from_flags())
 
 
 def run(argv):

@@ -1,11 +1,13 @@
-"""The one driver every script runs a `bert_runner.task.Task` with: what the original's Estimator did.
+"""The one driver every script runs a `bert_runner.task.Task` with: what the original's Estimator
+and the scripts' main() did, the same way for every task.
 
-    run = RunConfig.from_flags()
-    config = startup.load_config(run.bert_config_file, max_seq_length)
-    strategy = prepare(task, run, config)          # before any feature is written
-    ... the script writes its TFRecords: Split(files, num_examples, batch_size) ...
-    result = run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
-                      eval_split=dev_split, predict_split=test_split, strategy=strategy)
+    run(task, RunConfig.from_flags())               # a script's whole main()
+
+`run` refuses a run with nothing to do, loads the config and the tokenizer, reads every split
+the do_* flags ask for (all before any is converted), checks output_dir and `--init_checkpoint`
+(`prepare`), writes each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU
+padding for evaluation and prediction), counts the training steps, then `run_task` (once per seed with
+`seeds`) and the task's `finish`.
 
 `run_task` builds the model and the original optimizer under the `tf.distribute` strategy,
 trains (resuming from the newest checkpoint in output_dir, else starting from
@@ -21,7 +23,7 @@ import dataclasses
 import itertools
 import json
 import os
-from typing import Optional, Sequence
+from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -29,7 +31,8 @@ from absl import logging
 
 from modeling import tf1_checkpoint
 from modeling.optimization import create_optimizer
-from bert_runner import checkpoints, distribution, results
+from bert_runner import checkpoints, distribution, results, seeds as seed_sweeps, startup
+from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
 
@@ -37,25 +40,6 @@ RUN_RECORD = "run.json"
 # Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
 _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
              "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps")
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-    """One split's TFRecords as the driver reads them.
-
-    files: the TFRecord paths. num_examples: real records (for logs and outputs), None when
-    unknown (pre-training's record files are read as a stream).
-    batch_size: the global batch size. num_padding: TPU padding records among them (eval and
-    predict sets on TPU: `is_real_example=0`). repeat/max_batches: read the files repeatedly and
-    stop after `max_batches` batches (pre-training evaluation's `max_eval_steps`).
-    """
-
-    files: Sequence[str]
-    num_examples: Optional[int]
-    batch_size: int
-    num_padding: int = 0
-    repeat: bool = False
-    max_batches: Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -247,3 +231,50 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
         result.predictions = task.write_predictions(
             _batches(trainer, task, predict_split, run), predict_split, run.output_dir)
     return result
+
+
+def run(task, run, seeds=None):
+    """Does everything `task`'s script is asked for by `run` (a `RunConfig`); see the module
+    docstring. With `seeds` (ints), `run_task` runs once per seed in `output_dir/seed_<seed>`
+    on the same records, and eval_results_seeds.txt summarises them.
+
+    Returns:
+      the `RunResult`, or with `seeds` `{seed: RunResult}`.
+    """
+    wanted = wanted_splits(task, run)
+    config = startup.load_config(run.bert_config_file, task.max_seq_length)
+    tokenizer = None
+    if run.vocab_file:
+        tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,
+                                           config, run.bert_config_file)
+    existing = {split: task.existing_records(split, config) for split in wanted}
+    examples = {split: task.read_examples(split) for split in wanted if existing[split] is None}
+    task.check_examples(examples)
+    strategy = prepare(task, run, config)
+    task.write_run_files(run.output_dir)
+    splits = {split: write_split(task, examples[split], split, tokenizer, run)
+              if existing[split] is None else existing_split(task, split, existing[split], run)
+              for split in wanted}
+    steps = (0, 0)
+    if "train" in splits:
+        steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
+
+    def run_once(seed_run):
+        result = run_task(task, seed_run, config, splits.get("train"), *steps,
+                          eval_split=splits.get("eval"), predict_split=splits.get("predict"),
+                          strategy=strategy)
+        task.finish(result, seed_run.output_dir)
+        return result
+
+    if not seeds:
+        return run_once(run)
+    by_seed = {}
+    for seed in seeds:
+        logging.info("***** Seed %d *****", seed)
+        by_seed[seed] = run_once(run.with_seed(seed, seed_sweeps.seed_dir(run.output_dir, seed)))
+    if "eval" in splits and distribution.is_chief(strategy):
+        summary = seed_sweeps.summarize_seeds({s: r.eval_results for s, r in by_seed.items()})
+        logging.info("***** Eval results over seeds %s *****\n%s", ",".join(map(str, seeds)),
+                     summary)
+        results.write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"), summary)
+    return by_seed

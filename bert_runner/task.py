@@ -1,15 +1,33 @@
-"""The Task contract: what a task (GLUE, SQuAD, SWAG, NER, pre-training) tells the shared driver.
+"""The Task contract: everything a task (GLUE, SQuAD, SWAG, NER, pre-training) tells the driver.
 
-A task is one package holding one `Task` subclass (`bert_tasks/classifier/task.py`, `bert_tasks/squad/task.py`, ...). Its
-script reads the task's data, writes the TFRecords (`bert_runner.driver.Split`), builds the task from
-its flags and hands both to `bert_runner.driver.run_task`, which owns everything that is the same for
-every task: strategy, optimizer, training with resume and `--init_checkpoint`, both checkpoint
-layouts, evaluation and prediction loops, `eval_results.txt`.
+A task is one package under `bert_tasks/` holding one `Task` subclass built from its script's
+flags. `bert_runner.driver.run(task, run)` does the rest, the same way for every task: refuses a
+run with nothing to do, reads every split the do_* flags ask for (all before any is converted),
+writes their TFRecords (atomically, padded for TPU), counts the training steps, then trains,
+evaluates and predicts (`run_task`) and hands the results back to the task (`finish`).
 
-What a task provides (`features` below are the decoded TFRecord batch: a dict of int32 / float32
-tensors `[B, ...]`, one replica's share):
+The data side (`examples` are whatever the task's reader returns, usually a list):
+
+    splits                                  {split: record name}: the splits the script offers
+                                            ("train", "eval", "predict"), in order; the driver
+                                            writes `<output_dir>/<record name>.tf_record`
+    read_examples(split)                    the split's input, read and checked (bad input names
+                                            its file and line)
+    check_examples(examples)                checks across the read splits ({split: examples})
+    write_run_files(output_dir)             the task's own files beside run.json (NER's labels)
+    records(examples, split, tokenizer)     yields the split's `tf.train.Example`s; keeps what
+                                            `evaluate` / `write_predictions` will need
+    padding_record()                        a record with is_real_example=0 (TPU padding)
+    existing_records(split, config)         TFRecord paths when the split's records exist
+                                            (pre-training's --input_file), else None
+    training_steps(run, examples, num_records)   (num_train_steps, num_warmup_steps)
+    eval_batches                            None, or batches to evaluate on repeated records
+
+The model side (`features` are the decoded TFRecord batch: a dict of int32 / float32 tensors
+`[B, ...]`, one replica's share):
 
     name                                    str: identifies the task's runs in an output_dir
+    max_seq_length                          int: the records' sequence length
     build_model(config)                     a `modeling.BertTaskModel` (names its TF1 head)
     feature_spec(is_training)               {name: tf.io.FixedLenFeature} of the TFRecords
     loss(model, features, training)         (scalar float32 loss, {name: scalar metric})
@@ -17,6 +35,7 @@ tensors `[B, ...]`, one replica's share):
     evaluate(outputs, global_step)          {name: numpy scalar}: the eval_results.txt values
     baselines(outputs)                      {name: text}: chance / majority figures beside them
     write_predictions(batches, split, output_dir)   the task's prediction files
+    finish(result, output_dir)              after a run: scores of the predictions, summaries
     flops_per_example(config)               training model FLOPs of one example (for logs)
 
 `outputs` is `collect(batches)`: the `predict_step` values of the whole split, concatenated in
@@ -25,11 +44,63 @@ Estimator's `loss`). `write_predictions` gets the batches themselves, so a task 
 """
 import numpy as np
 
+# The splits a fine-tuning script usually offers, each written to <name>.tf_record.
+STANDARD_SPLITS = {"train": "train", "eval": "eval", "predict": "predict"}
+
 
 class Task:
     """Base class of the tasks; see the module docstring for the contract."""
 
     name = None
+    max_seq_length = None
+    splits = STANDARD_SPLITS
+    eval_batches = None
+
+    # The data side.
+
+    def read_examples(self, split):
+        """The input of `split` ("train", "eval" or "predict"), read and checked.
+
+        The driver reads every split the run needs before it converts any, so bad dev or test
+        input fails in seconds, before the training set's conversion or the fine-tuning.
+        """
+        raise NotImplementedError
+
+    def check_examples(self, examples):
+        """Checks across splits once all are read (`{split: examples}`), before the model is
+        built: a task whose model depends on its data (NER's label list) settles it here."""
+
+    def write_run_files(self, output_dir):
+        """Writes the task's own files in `output_dir` once the driver has accepted it (it holds
+        no other task's run), before any record is written."""
+
+    def records(self, examples, split, tokenizer):
+        """Yields the `tf.train.Example`s of `split`, in file order.
+
+        The task keeps here what its `evaluate` / `write_predictions` need to turn the results
+        back into its outputs (the examples, SQuAD's windows, NER's windows).
+        """
+        raise NotImplementedError
+
+    def padding_record(self):
+        """The `tf.train.Example` appended on TPU to fill the last evaluation and prediction
+        batch: all zeros, `is_real_example=0` (or what the task's metrics skip)."""
+        raise NotImplementedError(f"{type(self).__name__} has no padding record")
+
+    def existing_records(self, split, config):
+        """The TFRecord paths of `split` when its records already exist (checked against the
+        model `config`), read as a stream and not counted; None: the driver writes them."""
+        return None
+
+    def training_steps(self, run, examples, num_records):
+        """(num_train_steps, num_warmup_steps) of `run` (a `RunConfig`) for the training split.
+
+        The original scripts count the training examples (`RunConfig.training_steps`); a task
+        counts what its original counted instead (SQuAD questions, NER windows = `num_records`).
+        """
+        return run.training_steps(len(examples))
+
+    # The model side.
 
     def build_model(self, config):
         """The task model for `config` (a `modeling.BertConfig`), built, under the caller's scope."""
@@ -62,6 +133,10 @@ class Task:
     def write_predictions(self, batches, split, output_dir):
         """Writes the prediction files of `split` from the iterator of `predict_step` batches."""
         raise NotImplementedError(f"{type(self).__name__} has no prediction output")
+
+    def finish(self, result, output_dir):
+        """Runs after evaluation and prediction, with the `bert_runner.driver.RunResult`
+        (`eval_results`, and `predictions`: what `write_predictions` returned)."""
 
     def flops_per_example(self, config):
         """Training model FLOPs of one example; None to leave throughput logs without them."""

@@ -1,10 +1,229 @@
-"""bert_runner.driver pieces not covered by the scripts' end-to-end tests."""
+"""bert_runner.driver in process, on a small fake task (the tiny model, a few records): what the
+driver owns for every script — the do_* refusal, every split read before any is converted,
+atomic record files, TPU padding, training steps, output_dir ownership, resume and restore."""
+import logging
+import os
+import random
+
+import numpy as np
+import pytest
 import tensorflow as tf
 
-from modeling_helpers import tiny_config
-from bert_tasks.pretraining.task import PretrainingTask
-from bert_runner import driver
+from modeling_helpers import TINY, tiny_config
+from bert_runner import driver, splits
+from bert_runner.inputs import decode_record
 from bert_runner.run_config import RunConfig
+from bert_runner.task import Task, collect
+from bert_tasks.classifier import features
+from bert_tasks.pretraining.task import PretrainingTask
+from modeling import BertClassifier, classification_loss
+from vocab.tokenization import FullTokenizer
+
+WORDS = "the a dog cat bird tree house car road river city hill sun moon star rain".split()
+SEQ = 8
+
+
+class KeywordTask(Task):
+    """Label 1 iff a line's text holds "good". Files `<record name>.txt` in data_dir, lines
+    `<label> <text>`; records as run_classifier's, predictions.txt one label per line."""
+
+    name = "keyword"
+    max_seq_length = SEQ
+    splits = {"train": "train", "eval": "dev", "predict": "test"}
+
+    def __init__(self, data_dir, name="keyword"):
+        self.data_dir = data_dir
+        self.name = name
+        self.finished = []
+
+    def read_examples(self, split):
+        path = os.path.join(self.data_dir, self.splits[split] + ".txt")
+        examples = []
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                label, text = line.split(" ", 1)
+                if label not in ("0", "1"):
+                    raise ValueError(f"{path}:{number}: label {label!r} is not 0 or 1")
+                examples.append(features.InputExample(f"{split}-{number}", text.strip(), None, label))
+        return examples
+
+    def records(self, examples, split, tokenizer):
+        return features.tf_examples(examples, ["0", "1"], SEQ, tokenizer)
+
+    def padding_record(self):
+        return features.features_to_tf_example(features.convert_single_example(
+            0, features.PaddingInputExample(), ["0", "1"], SEQ, None))
+
+    def build_model(self, config):
+        return BertClassifier(config, 2)
+
+    def feature_spec(self, is_training):
+        return features.name_to_features(SEQ)
+
+    def loss(self, model, batch, training):
+        return classification_loss(model(batch, training=training)["logits"],
+                                   batch["label_ids"])[0], {}
+
+    def predict_step(self, model, batch):
+        return {"predicted": tf.argmax(model(batch)["logits"], -1), "label_ids": batch["label_ids"]}
+
+    def evaluate(self, outputs, global_step):
+        accuracy = np.mean(outputs["predicted"] == outputs["label_ids"])
+        return {"eval_accuracy": np.float32(accuracy), "global_step": np.int64(global_step)}
+
+    def write_predictions(self, batches, split, output_dir):
+        predicted = collect(batches)["predicted"][:split.num_examples]
+        with open(os.path.join(output_dir, "predictions.txt"), "w") as f:
+            f.write("".join(f"{p}\n" for p in predicted))
+        return predicted
+
+    def finish(self, result, output_dir):
+        self.finished.append((result, output_dir))
+
+
+def write_data(data_dir, sizes=(("train", 64), ("dev", 16), ("test", 12))):
+    rng = random.Random(0)
+    data_dir.mkdir(exist_ok=True)
+    for name, size in sizes:
+        lines = []
+        for _ in range(size):
+            label = rng.randrange(2)
+            words = [rng.choice(WORDS) for _ in range(3)]
+            words.insert(rng.randrange(4), "good" if label else "bad")
+            lines.append(f"{label} {' '.join(words)}\n")
+        (data_dir / f"{name}.txt").write_text("".join(lines))
+    return data_dir
+
+
+def config(output_dir, **flags):
+    values = dict(bert_config_file=str(TINY / "bert_config.json"),
+                  vocab_file=str(TINY / "vocab.txt"), train_batch_size=8, eval_batch_size=8,
+                  predict_batch_size=8, learning_rate=1e-3, num_train_epochs=4.0)
+    return RunConfig(str(output_dir), **{**values, **flags})
+
+
+def decoded(path):
+    return [decode_record(r, features.name_to_features(SEQ)) for r in tf.data.TFRecordDataset(path)]
+
+
+@pytest.mark.parametrize("offered, message", [
+    (KeywordTask.splits, "At least one of `do_train`, `do_eval` or `do_predict' must be True."),
+    ({"train": "train", "predict": "eval"}, "At least one of `do_train` or `do_predict` must be True."),
+    ({"train": "train", "eval": "eval"}, "At least one of `do_train` or `do_eval` must be True."),
+    ({"eval": "dev"}, "At least one of `do_eval` must be True."),
+])
+def test_a_run_with_nothing_to_do_is_refused_with_the_scripts_message(tmp_path, offered, message):
+    task = KeywordTask(str(tmp_path))
+    task.splits = offered
+    # do_eval alone does not count for a task without an eval split (SQuAD's --do_eval scores).
+    flags = {"do_eval": True} if "eval" not in offered else {}
+    with pytest.raises(splits.NothingToDoError) as error:
+        driver.run(task, config(tmp_path / "out", **flags))
+    assert str(error.value) == message
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_split_is_read_before_any_is_converted(tmp_path):
+    data = write_data(tmp_path / "data")
+    (data / "test.txt").write_text("1 a good dog\nx a bad cat\n")
+    with pytest.raises(ValueError, match=f"{data / 'test.txt'}:2: label 'x' is not 0 or 1"):
+        driver.run(KeywordTask(str(data)),
+                   config(tmp_path / "out", do_train=True, do_eval=True, do_predict=True))
+    assert not (tmp_path / "out").exists()  # before output_dir, run.json or any record
+
+
+def test_tpu_pads_eval_and_predict_records_to_full_batches(tmp_path):
+    task = KeywordTask(str(write_data(tmp_path / "data")))
+    tokenizer = FullTokenizer(str(TINY / "vocab.txt"))
+    examples = task.read_examples("eval")[:5]
+    tpu = config(tmp_path, use_tpu=True, train_batch_size=4, eval_batch_size=4)
+    split = splits.write_split(task, examples, "eval", tokenizer, tpu)
+    assert split == splits.Split([str(tmp_path / "dev.tf_record")], 5, 4, num_padding=3)
+    rows = decoded(split.files[0])
+    assert [int(r["is_real_example"]) for r in rows] == [1] * 5 + [0] * 3
+    assert not any(np.any(r["input_ids"]) for r in rows[5:])
+    # Training records are never padded; nor are any without a TPU.
+    assert splits.write_split(task, examples, "train", tokenizer, tpu).num_padding == 0
+    assert len(decoded(str(tmp_path / "train.tf_record"))) == 5
+    assert splits.write_split(task, examples, "eval", tokenizer, config(tmp_path)).num_padding == 0
+    assert len(decoded(split.files[0])) == 5
+
+
+def test_a_failed_conversion_leaves_the_previous_records(tmp_path):
+    task = KeywordTask(str(write_data(tmp_path / "data")))
+    tokenizer = FullTokenizer(str(TINY / "vocab.txt"))
+    examples = task.read_examples("eval")
+    splits.write_split(task, examples, "eval", tokenizer, config(tmp_path))
+    before = (tmp_path / "dev.tf_record").read_bytes()
+    bad = examples[:3] + [features.InputExample("dev-x", "a dog", None, "7")]
+    with pytest.raises(ValueError, match="unknown label '7'"):
+        splits.write_split(task, bad, "eval", tokenizer, config(tmp_path))
+    assert (tmp_path / "dev.tf_record").read_bytes() == before
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_training_steps_count_the_tasks_unit(tmp_path):
+    from bert_tasks.ner.task import NerTask
+    from bert_tasks.squad.task import SquadTask
+
+    run = config(tmp_path, train_batch_size=4, num_train_epochs=2.0, warmup_proportion=0.25)
+    assert KeywordTask(None).training_steps(run, [None] * 10, 12) == (5, 1)  # examples
+    assert NerTask(None, 8, None).training_steps(run, [None] * 10, 12) == (6, 1)  # windows
+    assert SquadTask(32, doc_stride=8, max_query_length=8).training_steps(
+        run, [None] * 10, 40) == (5, 1)  # questions
+    assert PretrainingTask(16, 4, num_train_steps=9, num_warmup_steps=2).training_steps(
+        run, None, None) == (9, 2)  # its flags
+    with pytest.raises(ValueError, match="3 training windows at --train_batch_size=4 for "
+                                         "--num_train_epochs=1.0 make 0 training steps"):
+        NerTask(None, 8, None).training_steps(config(tmp_path, train_batch_size=4,
+                                                     num_train_epochs=1.0), [None] * 9, 3)
+
+
+def test_zero_training_steps_are_refused_before_training(tmp_path):
+    data = write_data(tmp_path / "data", (("train", 5),))
+    with pytest.raises(ValueError, match="5 training examples at --train_batch_size=8 for "
+                                         "--num_train_epochs=1.0 make 0 training steps"):
+        driver.run(KeywordTask(str(data)),
+                   config(tmp_path / "out", do_train=True, num_train_epochs=1.0))
+    assert not list((tmp_path / "out").glob("ckpt-*"))
+
+
+def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, caplog):
+    data = write_data(tmp_path / "data")
+    out = tmp_path / "out"
+    task = KeywordTask(str(data))
+    run = config(out, do_train=True, do_eval=True, do_predict=True,
+                 init_checkpoint=str(TINY / "bert_model.ckpt"))
+    result = driver.run(task, run)
+    assert task.finished == [(result, str(out))]
+    assert result.eval_results["global_step"] == 32  # int(64 / 8 * 4)
+    assert result.eval_results["eval_accuracy"] >= 0.75
+    assert (out / "eval_results.txt").read_text().startswith("eval_accuracy = ")
+    assert len((out / "predictions.txt").read_text().splitlines()) == 12
+    assert sorted(p.name for p in out.glob("*.tf_record")) == [
+        "dev.tf_record", "test.tf_record", "train.tf_record"]
+    assert '"task": "keyword"' in (out / "run.json").read_text()
+    assert not list(out.glob("*.tmp-*"))
+
+    # Evaluation alone restores the run's last checkpoint, as the Estimator did.
+    first = (out / "eval_results.txt").read_text()
+    driver.run(KeywordTask(str(data)), config(out, do_eval=True))
+    assert (out / "eval_results.txt").read_text() == first
+
+    # The same command with another learning rate: the finished run is resumed, not retrained.
+    caplog.set_level(logging.INFO)
+    driver.run(KeywordTask(str(data)), config(out, do_train=True, learning_rate=3e-3,
+                                              init_checkpoint=str(TINY / "bert_model.ckpt")))
+    assert "already holds a finished run (checkpoint at step 32 of 32)" in caplog.text
+    assert "NOT trained again" in caplog.text and "learning_rate 0.001 -> 0.003" in caplog.text
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-32.index"]
+
+    # Another task in the same output_dir is refused before anything there is touched.
+    records = (out / "train.tf_record").read_bytes()
+    with pytest.raises(driver.OutputDirError, match="holds a run of task 'keyword'.*this is task "
+                                                    "'other'"):
+        driver.run(KeywordTask(str(data), name="other"), config(out, do_train=True))
+    assert (out / "train.tf_record").read_bytes() == records
 
 
 def test_recompute_activations_flag_reaches_every_encoder_layer(tmp_path):

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from bert_tasks.classifier import features, processors
 from bert_runner.inputs import decode_record
+from bert_runner.records import write_records
 from vocab import tokenization
 
 TASK_DIRS = {"mrpc": "MRPC", "cola": "CoLA", "mnli": "MNLI", "xnli": "XNLI"}
@@ -69,9 +70,9 @@ def test_examples_and_features_match_original(fixtures_dir, tokenizer, task, spl
 @pytest.mark.parametrize("task,split", GOLDEN_CASES)
 def test_tfrecord_matches_original(fixtures_dir, tokenizer, tmp_path, task, split):
     output_file = tmp_path / "out.tf_record"
-    features.file_based_convert_examples_to_features(
+    write_records(str(output_file), features.tf_examples(
         _examples(fixtures_dir, task, split), processors.get_processor(task).get_labels(),
-        MAX_SEQ_LENGTH, tokenizer, str(output_file))
+        MAX_SEQ_LENGTH, tokenizer))
     original = fixtures_dir / "classifier" / "tfrecord" / ("%s_%s.tf_record" % (task, split))
     assert _parsed_records(output_file) == _parsed_records(original)
     assert [p.name for p in tmp_path.iterdir()] == ["out.tf_record"]  # no temporary left behind
@@ -91,13 +92,19 @@ def test_padding_example_matches_original(fixtures_dir, tokenizer, tmp_path):
         want["input_ids"], want["input_mask"], want["segment_ids"], want["label_id"],
         want["is_real_example"])
 
+    # The driver's TPU padding of run_classifier's eval set (batch 2) gives the original's file.
+    from bert_runner.splits import write_split
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.classifier.task import ClassifierTask
+
     original = fixtures_dir / "classifier" / "tfrecord" / "padding_example.tf_record"
     max_seq_length = len(_parsed_records(original)[0]["input_ids"][1])
-    examples = features.pad_to_batch_multiple(
-        [features.InputExample("dev-1", "Hello world.", None, "1")], batch_size=2)
-    output_file = tmp_path / "padded.tf_record"
-    features.file_based_convert_examples_to_features(examples, ["0", "1"], max_seq_length,
-                                                     tokenizer, str(output_file))
+    run = RunConfig(str(tmp_path), use_tpu=True, eval_batch_size=2)
+    split = write_split(ClassifierTask("mrpc", max_seq_length),
+                        [features.InputExample("dev-1", "Hello world.", None, "1")], "eval",
+                        tokenizer, run)
+    output_file = tmp_path / "eval.tf_record"
+    assert (split.files, split.num_examples, split.num_padding) == ([str(output_file)], 1, 1)
     assert _parsed_records(output_file) == _parsed_records(original)
 
     # Read back the way the training input does: int64 features arrive as int32.

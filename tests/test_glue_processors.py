@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bert_tasks.classifier import features, processors
 from bert_runner.inputs import decode_record
+from bert_runner.records import write_records
 from bert_tasks.classifier.features import InputExample
 
 
@@ -164,8 +165,7 @@ def test_regression_features_carry_float_score(tmp_path):
             return [len(t) for t in tokens]
 
     output_file = str(tmp_path / "stsb.tf_record")
-    features.file_based_convert_examples_to_features(examples, None, 16, CharTokenizer(),
-                                                     output_file)
+    write_records(output_file, features.tf_examples(examples, None, 16, CharTokenizer()))
     spec = features.name_to_features(16, is_regression=True)
     records = [decode_record(r, spec) for r in tf.data.TFRecordDataset(output_file)]
     assert records[0]["label_ids"].dtype == tf.float32

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bert_tasks.ner import conll, conlleval, features, predictions, tags
 from bert_runner.inputs import decode_record
+from bert_runner.records import write_records
 from vocab import bundled_vocab_file
 from vocab.tokenization import FullTokenizer
 
@@ -206,7 +207,8 @@ def test_tfrecords_and_predictions_file(tmp_path, tokenizer):
     label_list = tags.label_list(tags.entity_types_of(s.tags for s in sentences))
     windows = list(features.make_windows(documents, tokenizer, 8))
     path = str(tmp_path / "eval.tf_record")
-    assert features.write_windows(path, windows, sentences, label_list, tokenizer, 8) == 4
+    records = features.tf_examples(windows, sentences, label_list, tokenizer, 8)
+    assert write_records(path, records, features.padding_example(8), multiple=3) == (4, 2)
     spec = features.name_to_features(8)
     records = [decode_record(r, spec) for r in tf.data.TFRecordDataset(path)]
     second = records[1]
@@ -217,6 +219,9 @@ def test_tfrecords_and_predictions_file(tmp_path, tokenizer):
                                   [label_list.index("B-MISC"), 0, 0])
     np.testing.assert_array_equal(second["segment_ids"].numpy(), np.zeros(8))
     np.testing.assert_array_equal(records[3]["input_mask"].numpy(), [1] * 8)
+    for padding in records[4:]:  # TPU padding: nothing scored, no window
+        assert padding["window_index"].numpy() == -1 and not padding["label_weights"].numpy().any()
+    records = records[:4]
 
     # Predicting the gold labels everywhere reproduces the gold tags and scores 100.
     predicted_ids = [r["label_ids"].numpy() for r in records]

@@ -1,7 +1,10 @@
-"""run_classifier.py end to end (CLI) on a small learnable task, --seeds, start-up errors, and the
-metric/summary arithmetic of bert_tasks.classifier.task."""
+"""run_classifier.py end to end (CLI) on a small learnable task; in process through
+bert_runner.driver: --seeds, start-up errors; the metric/summary arithmetic of
+bert_tasks.classifier.task. What the driver does for every task (resume, restore, output_dir
+ownership, padding): tests/test_driver.py."""
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -100,45 +103,30 @@ def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
     for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "ckpt-128.index"):
         assert (out / name).exists(), name
     assert not list(out.glob("*.tmp-*"))
-
-    # Evaluation alone restores the run's last checkpoint, as the Estimator did.
-    first = (out / "eval_results.txt").read_text()
-    again = run_classifier("--task_name=MRPC", "--do_eval=true", f"--data_dir={tmp_path / 'data'}",
-                           "--max_seq_length=24", f"--output_dir={out}")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert (out / "eval_results.txt").read_text() == first
-
-    # The same command with another learning rate: the finished run is resumed, not retrained.
-    rerun = run_classifier(
-        "--task_name=MRPC", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
-        "--max_seq_length=24", "--train_batch_size=16", "--learning_rate=3e-3",
-        "--num_train_epochs=16", f"--output_dir={out}")
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "already holds a finished run (checkpoint at step 128 of 128)" in rerun.stderr
-    assert "NOT trained again" in rerun.stderr and "learning_rate 0.001 -> 0.003" in rerun.stderr
-    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-128.index"]
-    records = (out / "train.tf_record").read_bytes()
-
-    # Another task in the same output_dir is refused before anything there is touched.
-    other = run_classifier("--task_name=CoLA", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
-                           "--max_seq_length=24", f"--output_dir={out}")
-    assert other.returncode != 0
-    assert "holds a run of task 'classifier/mrpc'" in other.stderr
-    assert "this is task 'classifier/cola'" in other.stderr
-    assert (out / "train.tf_record").read_bytes() == records
+    assert '"task": "classifier/mrpc"' in (out / "run.json").read_text()
 
 
-@pytest.mark.slow
+def run_in_process(data_dir, output_dir, task_name="mrpc", seeds=None, **flags):
+    """`run_classifier.py` with these flags, through the driver in this process."""
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.classifier.task import ClassifierTask
+
+    run = RunConfig(str(output_dir), **{
+        "bert_config_file": str(TINY / "bert_config.json"), "vocab_file": str(TINY / "vocab.txt"),
+        **flags})
+    return driver.run(ClassifierTask(task_name, 24, str(data_dir)), run, seeds=seeds)
+
+
 def test_seeds_run_apart_and_start_from_the_checkpoint_encoder_exactly(tmp_path):
     write_keyword_mrpc(tmp_path / "data", num_train=64, num_dev=16, num_test=4)
     out = tmp_path / "out"
     # learning_rate=0: one step that changes nothing, so the saved encoder is the initial one.
-    result = run_classifier(
-        "--task_name=mrpc", "--do_train=true", "--do_eval=true", "--seeds=3,7",
-        f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={TINY / 'bert_model.ckpt'}",
-        "--max_seq_length=24", "--train_batch_size=32", "--num_train_epochs=0.5",
-        "--learning_rate=0", "--save_tf1_checkpoint=true", f"--output_dir={out}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    by_seed = run_in_process(
+        tmp_path / "data", out, seeds=[3, 7], do_train=True, do_eval=True,
+        init_checkpoint=str(TINY / "bert_model.ckpt"), train_batch_size=32,
+        num_train_epochs=0.5, learning_rate=0.0, save_tf1_checkpoint=True)
+    assert list(by_seed) == [3, 7]
 
     original = checkpoint_values(TINY / "bert_model.ckpt")
     heads = []
@@ -168,12 +156,15 @@ def test_seeds_run_apart_and_start_from_the_checkpoint_encoder_exactly(tmp_path)
     assert (out / "train.tf_record").exists() and not (out / "seed_3" / "train.tf_record").exists()
 
 
-def test_unknown_task_fails_naming_the_known_tasks(tmp_path):
-    result = run_classifier("--task_name=squad", "--do_train=true", f"--data_dir={tmp_path}",
-                            f"--output_dir={tmp_path / 'out'}")
-    assert result.returncode != 0
-    assert ("ValueError: Task not found: squad (known tasks: ax, cola, mnli, mnli-mm, mrpc, qnli, "
-            "qqp, rte, sst-2, sts-b, wnli, xnli)") in result.stderr
+def test_unknown_task_fails_naming_the_known_tasks():
+    from bert_tasks.classifier.task import ClassifierTask
+
+    with pytest.raises(ValueError, match=re.escape(
+            "Task not found: squad (known tasks: ax, cola, mnli, mnli-mm, mrpc, qnli, qqp, rte, "
+            "sst-2, sts-b, wnli, xnli)")):
+        ClassifierTask("squad", 24)
+    # What run.json records, so that MNLI is refused where MRPC ran (tests/test_driver.py).
+    assert ClassifierTask("CoLA", 24).name == "classifier/cola"
 
 
 def test_bad_seeds_are_refused_at_flag_parsing(tmp_path):
@@ -184,10 +175,9 @@ def test_bad_seeds_are_refused_at_flag_parsing(tmp_path):
 
 
 def _task(task_name):
-    from bert_tasks.classifier import processors
     from bert_tasks.classifier.task import ClassifierTask
 
-    return ClassifierTask(processors.get_processor(task_name), task_name, max_seq_length=8)
+    return ClassifierTask(task_name, max_seq_length=8)
 
 
 def _outputs(per_example_loss, batch_sizes, labels, outputs, real):
@@ -322,10 +312,7 @@ def test_a_bad_init_checkpoint_is_named_before_any_feature_is_written(tmp_path, 
         expected = "shape mismatch bert/embeddings/word_embeddings: model [120, 32], checkpoint [99, 32]"
     (tmp_path / "bert_config.json").write_text(json.dumps(config))
     out = tmp_path / "out"
-    result = run_classifier(
-        "--task_name=MRPC", "--do_train=true", f"--data_dir={tmp_path / 'data'}",
-        f"--init_checkpoint={checkpoint}", "--max_seq_length=24",
-        f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={out}")
-    assert result.returncode != 0
-    assert expected in result.stderr, result.stderr[-3000:]
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        run_in_process(tmp_path / "data", out, do_train=True, init_checkpoint=str(checkpoint),
+                       bert_config_file=str(tmp_path / "bert_config.json"))
     assert not (out / "train.tf_record").exists()

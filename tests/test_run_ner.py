@@ -1,7 +1,7 @@
 """run_ner.py end to end, through the command line: fine-tuning from the tiny original
 checkpoint on learnable IOB1 CoNLL data the test writes, both checkpoint layouts, the CoNLL
-predictions files scored as conlleval does, predicting from the written TF1 checkpoint, and
-bad input named before any work."""
+predictions files scored as conlleval does; in process through the driver: predicting from the
+written TF1 checkpoint, and bad input named before any work."""
 import os
 import subprocess
 import sys
@@ -82,12 +82,21 @@ def test_predictions_files_are_conll_with_a_predicted_column(trained, prefix):
             conlleval.metrics(counts)["overall"]["f1"], abs=1e-4)
 
 
+def run_in_process(data_dir, output_dir, **flags):
+    """`run_ner.py` with these flags, through the driver in this process."""
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.ner.task import NerTask
+
+    run = RunConfig(str(output_dir), bert_config_file=str(TINY / "bert_config.json"),
+                    vocab_file=str(TINY / "vocab.txt"), **flags)
+    return driver.run(NerTask(str(data_dir), 32, str(output_dir)), run)
+
+
 def test_predicts_from_the_written_tf1_checkpoint(trained, tmp_path):
     data_dir, output_dir, _ = trained
-    proc = run_ner("--data_dir=%s" % data_dir, "--do_predict=True",
-                   "--init_checkpoint=%s" % (output_dir / "bert_model.ckpt"),
-                   "--output_dir=%s" % (tmp_path / "out"))
-    assert proc.returncode == 0, proc.stdout[-5000:]
+    run_in_process(data_dir, tmp_path / "out", do_predict=True,
+                   init_checkpoint=str(output_dir / "bert_model.ckpt"))
     assert ((tmp_path / "out" / "test_predictions.txt").read_text()
             == (output_dir / "test_predictions.txt").read_text())
 
@@ -98,9 +107,7 @@ def test_bad_input_is_named_before_any_work(tmp_path):
     lines = dev.read_text().splitlines()
     lines[3] += " extra"
     dev.write_text("\n".join(lines) + "\n")
-    args = ["--data_dir=%s" % data_dir, "--init_checkpoint=%s" % (TINY / "bert_model.ckpt"),
-            "--do_train=True", "--do_eval=True", "--output_dir=%s" % (tmp_path / "out")]
-    proc = run_ner(*args)
-    assert proc.returncode == 1
-    assert "%s:4: 5 columns, but line 1 has 4" % dev in proc.stdout
+    with pytest.raises(ValueError, match="%s:4: 5 columns, but line 1 has 4" % dev):
+        run_in_process(data_dir, tmp_path / "out", do_train=True, do_eval=True,
+                       init_checkpoint=str(TINY / "bert_model.ckpt"))
     assert not (tmp_path / "out").exists()

@@ -1,5 +1,6 @@
 """run_squad.py end to end, through the command line: fine-tuning a small model on a learnable
-SQuAD-format set to F1 >= 0.9, v2.0 prediction with scores, bad input and flag checks."""
+SQuAD-format set to F1 >= 0.9, bad input named in one line; in process through the driver: v2.0
+prediction with scores, the original's flag checks."""
 import json
 import os
 import random
@@ -102,17 +103,36 @@ def test_fine_tunes_predicts_and_scores(trained):
                                                                      "train.tf_record"]
 
 
-def test_v2_predict_only_restores_and_scores(trained, tmp_path):
+def squad_task(**kwargs):
+    """run_squad.py's task with WINDOW_FLAGS."""
+    from bert_tasks.squad.task import PostprocessOptions, SquadTask
+
+    options = PostprocessOptions(
+        version_2_with_negative=kwargs.pop("version_2_with_negative", False))
+    return SquadTask(32, options, doc_stride=8, max_query_length=8, **kwargs)
+
+
+def run_in_process(task, output_dir, **flags):
+    """run_squad.py's driver call with these flags, in this process."""
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+
+    return driver.run(task, RunConfig(str(output_dir), bert_config_file=str(
+        TINY / "bert_config.json"), vocab_file=str(TINY / "vocab.txt"), **flags))
+
+
+def test_v2_predict_only_restores_and_scores(trained, tmp_path, caplog):
     """--do_predict alone predicts with output_dir's checkpoint; v2.0 adds null odds and the
     HasAns/NoAns and best-threshold scores (as evaluate-v2.0.py with --na-prob-file)."""
+    import logging
+
     output_dir, _, _ = trained
     dev, answers = squad_data(12, seed=3, impossible_every=3)
-    proc = run_squad(
-        "--bert_config_file=%s" % (TINY / "bert_config.json"), "--do_predict=True",
-        "--predict_file=%s" % write_json(tmp_path / "dev-v2.json", dev),
-        "--version_2_with_negative=True", "--output_dir=%s" % output_dir, *WINDOW_FLAGS)
-    assert proc.returncode == 0, proc.stdout[-5000:]
-    assert "Restored %s (step 192)" % (output_dir / "ckpt-192") in proc.stdout
+    caplog.set_level(logging.INFO)
+    task = squad_task(predict_file=write_json(tmp_path / "dev-v2.json", dev),
+                      version_2_with_negative=True)
+    run_in_process(task, output_dir, do_predict=True)
+    assert "Restored %s (step 192)" % (output_dir / "ckpt-192") in caplog.text
     null_odds = json.loads((output_dir / "null_odds.json").read_text())
     assert list(null_odds) == list(answers)
     scores = json.loads((output_dir / "eval_results.json").read_text())
@@ -135,7 +155,16 @@ def test_malformed_json_names_file_and_path(tmp_path):
 
 
 def test_original_flag_checks(tmp_path):
-    proc = run_squad("--bert_config_file=%s" % (TINY / "bert_config.json"),
-                     "--do_train=True", "--output_dir=%s" % tmp_path)
-    assert proc.returncode != 0
-    assert "If `do_train` is True, then `train_file` must be specified." in proc.stdout
+    from bert_runner.splits import NothingToDoError
+    from bert_tasks.squad.task import SquadTask
+
+    with pytest.raises(NothingToDoError, match="At least one of `do_train` or `do_predict` must "
+                                               "be True."):
+        run_in_process(squad_task(), tmp_path, do_eval=True)
+    for split in ("train", "predict"):
+        with pytest.raises(ValueError, match=f"If `do_{split}` is True, then `{split}_file` must "
+                                             "be specified."):
+            run_in_process(squad_task(), tmp_path, **{"do_" + split: True})
+    with pytest.raises(ValueError, match=r"max_seq_length \(32\) must be greater than "
+                                         r"max_query_length \(30\) \+ 3"):
+        SquadTask(32, max_query_length=30)

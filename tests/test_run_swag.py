@@ -1,6 +1,6 @@
 """run_swag.py end to end (CLI): fine-tunes the tiny original checkpoint on a small four-choice
-task it can learn, writes eval_results.txt, test_results.tsv and both checkpoint layouts; bad CSV
-input fails naming its file and line."""
+task it can learn, writes eval_results.txt, test_results.tsv and both checkpoint layouts; in
+process: bad CSV input fails naming its file and line, before any record is written."""
 import csv
 import os
 import random
@@ -110,17 +110,23 @@ def test_fine_tunes_the_tiny_original_checkpoint_above_chance(tmp_path):
     assert shapes["bert/embeddings/word_embeddings"] == [99, 32]
     assert int(reader.get_tensor("global_step")) == 32
     assert (out / "bert_config.json").exists()
+    assert sorted(p.name for p in out.glob("*.tf_record")) == [
+        "dev.tf_record", "test.tf_record", "train.tf_record"]
     assert not list(out.glob("*.tmp-*"))
 
 
 def test_bad_csv_names_file_and_line(tmp_path):
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.swag.task import SwagTask
+
     write_keyword_swag(tmp_path / "data", num_train=4, num_dev=3, num_test=1)
     val = tmp_path / "data" / "val.csv"
     lines = val.read_text(encoding="utf-8").splitlines()
     lines[3] = lines[3].rsplit(",", 1)[0] + ",7"
     val.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = run_swag("--do_train=true", "--do_eval=true", f"--data_dir={tmp_path / 'data'}",
-                      "--max_seq_length=16", f"--output_dir={tmp_path / 'out'}")
-    assert result.returncode != 0
-    assert f"{val}:4: label '7' is not one of 0..3" in result.stderr
+    run = RunConfig(str(tmp_path / "out"), bert_config_file=str(TINY / "bert_config.json"),
+                    vocab_file=str(TINY / "vocab.txt"), do_train=True, do_eval=True)
+    with pytest.raises(ValueError, match=f"{val}:4: label '7' is not one of 0..3"):
+        driver.run(SwagTask(16, str(tmp_path / "data")), run)
     assert not (tmp_path / "out" / "train.tf_record").exists()  # failed before any conversion

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import vocab
 from bert_runner.inputs import decode_record
+from bert_runner.records import write_records
 from bert_tasks.squad import examples as sq_examples
 from bert_tasks.squad import features as sq_features
 from bert_tasks.squad.io_utils import SquadFormatError
@@ -91,14 +92,14 @@ def test_tfrecord_matches_original(fixtures_dir, tokenizer, tmp_path, version, m
     if mode == "train":
         sq_examples.shuffle_examples(examples)
     path = tmp_path / ("%s.tf_record" % mode)
-    summary = sq_features.write_features(
-        examples, tokenizer, str(path), settings["max_seq_length"], settings["doc_stride"],
-        settings["max_query_length"], is_training=(mode == "train"))
+    windows = []
+    num_records, _ = write_records(str(path), sq_features.tf_examples(
+        examples, tokenizer, settings["max_seq_length"], settings["doc_stride"],
+        settings["max_query_length"], is_training=(mode == "train"), kept_windows=windows))
     want = _parse_records(fixtures_dir / "squad" / version / ("%s.tf_record" % mode))
     assert _parse_records(path) == want
-    assert summary.num_features == len(want)
-    assert summary.num_examples == len(examples)
-    assert (summary.windows is None) == (mode == "train")
+    assert num_records == len(want)
+    assert len(windows) == len(examples)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # No temporary file left.
 
 
@@ -150,7 +151,8 @@ def test_failed_write_leaves_no_file(tmp_path, tokenizer):
     path = tmp_path / "out.tf_record"
     path.write_text("previous")
     with pytest.raises(TypeError):  # Training needs answer positions; these are None.
-        sq_features.write_features(bad, tokenizer, str(path), 64, 16, 12, is_training=True)
+        write_records(str(path), sq_features.tf_examples(bad, tokenizer, 64, 16, 12,
+                                                         is_training=True))
     assert [p.name for p in tmp_path.iterdir()] == ["out.tf_record"]
     assert path.read_text() == "previous"
 

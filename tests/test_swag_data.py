@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from conftest import FIXTURES
 from bert_runner.inputs import decode_record
+from bert_runner.records import write_records
 from bert_tasks.swag import examples as swag_examples
 from bert_tasks.swag import features as swag_features
 from bert_tasks.swag.examples import SwagExample
@@ -153,7 +154,9 @@ def test_tfrecord_round_trip_as_choices(tmp_path, tokenizer):
     examples = [EXPECTED, SwagExample("dev-1", "a bird", "it", ("sings", "swims", "reads", "runs"),
                                       label=3, line=3)]
     path = str(tmp_path / "eval.tf_record")
-    assert swag_features.write_features(examples, 12, tokenizer, path, num_padding=2) == 4
+    padding = swag_features.features_to_tf_example(swag_features.padding_features(12))
+    assert write_records(path, swag_features.tf_examples(examples, 12, tokenizer), padding,
+                         multiple=4) == (2, 2)
     spec = swag_features.name_to_features(12)
     records = [decode_record(r, spec) for r in tf.data.TFRecordDataset(path)]
     assert len(records) == 4
@@ -172,4 +175,4 @@ def test_tfrecord_round_trip_as_choices(tmp_path, tokenizer):
 
 def test_max_seq_length_too_small(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="max_seq_length 2"):
-        swag_features.write_features([EXPECTED], 2, tokenizer, str(tmp_path / "x"))
+        next(swag_features.tf_examples([EXPECTED], 2, tokenizer))

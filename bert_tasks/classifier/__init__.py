@@ -5,8 +5,8 @@ Typical flow (what run_classifier.py does):
     processor = processors.get_processor(FLAGS.task_name)
     label_list = processor.get_labels()            # None for STS-B (regression)
     examples = processor.get_train_examples(FLAGS.data_dir)
-    features.file_based_convert_examples_to_features(
-        examples, label_list, FLAGS.max_seq_length, tokenizer, train_file)
+    bert_runner.records.write_records(train_file, features.tf_examples(
+        examples, label_list, FLAGS.max_seq_length, tokenizer))
     spec = features.name_to_features(FLAGS.max_seq_length, processor.is_regression)
     ...
     bert_runner.results.write_eval_results(path, {**model_results, **metrics.task_metrics(task, y, y_hat)})

@@ -11,7 +11,6 @@ from absl import logging
 import tensorflow as tf
 
 from bert_runner.records import float_feature, int_feature
-from bert_runner.results import atomic_output
 from vocab import packing
 
 
@@ -39,7 +38,8 @@ class PaddingInputExample:
     """Fake example that pads a set to a multiple of the batch size (all-zero features).
 
     The original appends these on TPU only, because TPUs need fixed batch shapes; the padded rows
-    carry `is_real_example=False` so metrics ignore them.
+    carry `is_real_example=False` so metrics ignore them. Here it makes the task's padding record,
+    which `bert_runner.splits.write_split` appends.
     """
 
 
@@ -57,11 +57,6 @@ class InputFeatures:
     segment_ids: list
     label_id: Union[int, float]
     is_real_example: bool = True
-
-
-def pad_to_batch_multiple(examples, batch_size):
-    """Returns `examples` followed by PaddingInputExamples up to a multiple of `batch_size`."""
-    return list(examples) + [PaddingInputExample()] * (-len(examples) % batch_size)
 
 
 def _label_id(example, label_list):
@@ -136,20 +131,16 @@ def features_to_tf_example(feature):
     ])))
 
 
-def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file):
-    """Converts `examples` and writes them to the TFRecord `output_file` (via a temporary name).
-
-    Same records as the original (compare parsed values: protobuf map order varies per process).
-    """
-    with atomic_output(output_file) as tmp_path:
-        with tf.io.TFRecordWriter(tmp_path) as writer:
-            for ex_index, example in enumerate(examples):
-                if ex_index % 10000 == 0:
-                    logging.info("Writing example %d of %d", ex_index, len(examples))
-                feature = convert_single_example(ex_index, example, label_list, max_seq_length,
-                                                 tokenizer)
-                writer.write(features_to_tf_example(feature).SerializeToString())
+def tf_examples(examples, label_list, max_seq_length, tokenizer):
+    """Yields the `tf.train.Example` of each example: the original
+    `file_based_convert_examples_to_features`'s records, in order, to write with
+    `bert_runner.records.write_records` (compare parsed values: protobuf map order varies per
+    process)."""
+    for ex_index, example in enumerate(examples):
+        if ex_index % 10000 == 0:
+            logging.info("Writing example %d of %d", ex_index, len(examples))
+        yield features_to_tf_example(
+            convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer))
 
 
 def name_to_features(max_seq_length, is_regression=False):

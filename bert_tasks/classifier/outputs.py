@@ -4,11 +4,9 @@ All are written to a temporary name and renamed, so a reader never sees half a f
 """
 import os
 
-from absl import logging
 import numpy as np
 
 from bert_runner import results
-from bert_tasks.classifier.features import PaddingInputExample
 
 
 def write_test_results(path, probabilities, num_actual_examples):
@@ -52,20 +50,20 @@ def write_glue_submission(output_dir, processor, examples, predictions):
     Args:
       output_dir: str.
       processor: the task's DataProcessor (gives the file name and label names).
-      examples: the test examples, as returned by `get_test_examples` (trailing
-        PaddingInputExamples are ignored).
-      predictions: from `predicted_values`: class ids, or scores for regression (STS-B).
+      examples: the test examples, as returned by `get_test_examples`.
+      predictions: from `predicted_values`: class ids, or scores for regression (STS-B); rows
+        past the examples (TPU padding) are ignored.
     Returns:
       str, the path written. Lines: header "index\\tprediction", then the test file's index and the
       predicted label name (or the score as `str(numpy.float32)`), in test file order.
     """
     if processor.submission_name is None:
         raise ValueError("%s has no GLUE submission file" % processor.name)
-    real = [e for e in examples if not isinstance(e, PaddingInputExample)]
-    if len(predictions) < len(real):
-        raise ValueError("%d test examples but only %d predictions" % (len(real), len(predictions)))
+    if len(predictions) < len(examples):
+        raise ValueError("%d test examples but only %d predictions"
+                         % (len(examples), len(predictions)))
     lines = ["index\tprediction\n"]
-    for example, prediction in zip(real, predictions):
+    for example, prediction in zip(examples, predictions):
         if processor.is_regression:
             value = str(np.float32(prediction))
         else:

@@ -1,4 +1,5 @@
-"""run_classifier as a `bert_runner.task.Task`: the original `model_fn` (classifier, loss) and outputs.
+"""run_classifier as a `bert_runner.task.Task`: the original's splits and TFRecords, `model_fn`
+(classifier, loss) and outputs.
 
 The original computed its metrics inside the graph with `tf.metrics`; here one step returns
 per-example values for evaluation and prediction alike, and the metrics are computed in NumPy
@@ -11,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tasks.classifier import features, metrics, outputs as glue_outputs
+from bert_tasks.classifier import features, metrics, outputs as glue_outputs, processors
 from bert_tasks.classifier.outputs import predicted_values
 from modeling import BertClassifier, classification_loss, regression_loss
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
@@ -21,22 +22,42 @@ class ClassifierTask(Task):
     """A GLUE / XNLI task of `bert_tasks.classifier.processors`, fine-tuned with one output layer.
 
     Args:
-      processor: a `bert_tasks.classifier.processors.DataProcessor` (labels, regression or not, submission file).
-      task_name: the `--task_name` (metrics and the run's name).
+      task_name: the `--task_name` (its processor, metrics and the run's name); an unknown name
+        raises ValueError listing the known ones.
       max_seq_length: the TFRecords' sequence length.
-      predict_examples: the test set's examples, for the GLUE submission file (or None).
+      data_dir: the task's TSV files (train.tsv, dev.tsv, test.tsv or the task's names).
+    Splits: train, eval (the dev set), predict (the test set), written to train.tf_record,
+    eval.tf_record and predict.tf_record as the original.
     """
 
-    def __init__(self, processor, task_name, max_seq_length, predict_examples=None):
-        self.processor = processor
+    def __init__(self, task_name, max_seq_length, data_dir=None):
+        self.processor = processors.get_processor(task_name)
         self.task_name = task_name
         self.max_seq_length = max_seq_length
-        self.predict_examples = predict_examples
+        self.data_dir = data_dir
+        self.predict_examples = None
         self.name = "classifier/" + task_name.lower()
 
     @property
     def is_regression(self):
         return self.processor.is_regression
+
+    def read_examples(self, split):
+        read = {"train": self.processor.get_train_examples,
+                "eval": self.processor.get_dev_examples,
+                "predict": self.processor.get_test_examples}[split]
+        return read(self.data_dir)
+
+    def records(self, examples, split, tokenizer):
+        if split == "predict":
+            self.predict_examples = examples  # the GLUE submission file's index column
+        return features.tf_examples(examples, self.processor.get_labels(), self.max_seq_length,
+                                    tokenizer)
+
+    def padding_record(self):
+        return features.features_to_tf_example(features.convert_single_example(
+            0, features.PaddingInputExample(), self.processor.get_labels(), self.max_seq_length,
+            tokenizer=None))
 
     def build_model(self, config):
         return BertClassifier(config, self.processor.num_labels)

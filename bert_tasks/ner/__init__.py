@@ -5,7 +5,7 @@ Modules:
   `-DOCSTART-` documents, errors naming file:line).
 * `bert_tasks.ner.tags`: IOB schemes, `to_iob2`, the label list (O, B-T, I-T per type).
 * `bert_tasks.ner.features`: windows with maximal document context, first-sub-token label positions,
-  TFRecords (`make_windows`, `write_windows`, `name_to_features`).
+  TFRecords (`make_windows`, `tf_examples`, `name_to_features`).
 * `bert_tasks.ner.predictions`: predicted tags back onto words, the predictions file in CoNLL format.
 * `bert_tasks.ner.conlleval`: CoNLL's conlleval scorer (also `python -m bert_tasks.ner.conlleval predictions.txt`).
 * `bert_tasks.ner.sets`: one file read, its windows and TFRecords together (`NerSet`).
@@ -21,8 +21,8 @@ The data side, as run_ner.py uses it:
     sentences = conll.sentences_of(documents)
     label_list = tags.label_list(tags.entity_types_of(s.tags for s in sentences))
     windows = list(features.make_windows(documents, tokenizer, max_seq_length))
-    features.write_windows("train.tf_record", windows, sentences, label_list, tokenizer,
-                           max_seq_length)
+    bert_runner.records.write_records("train.tf_record", features.tf_examples(
+        windows, sentences, label_list, tokenizer, max_seq_length))
     ...  # predicted label ids per window, [num_windows, max_seq_length]
     predicted = predictions.sentence_tags(windows, predicted_ids, sentences, label_list)
     counts = predictions.write_predictions("predictions.txt", documents, predicted)

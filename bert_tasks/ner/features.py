@@ -21,8 +21,8 @@ context provided by the data": a sentence is not fed alone but inside its docume
 * A word that tokenizes to nothing (e.g. only control characters) becomes [UNK], so that it has a
   position; a word of more than max_seq_length - 2 sub-tokens keeps its first ones.
 
-    windows = make_windows(documents, tokenizer, max_seq_length=128)
-    write_windows("train.tf_record", windows, sentences, label_list, tokenizer, 128)
+    windows = list(make_windows(documents, tokenizer, max_seq_length=128))
+    records = tf_examples(windows, sentences, label_list, tokenizer, 128)  # tf.train.Examples
 """
 import dataclasses
 from typing import List
@@ -31,7 +31,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner.records import float_feature, int_feature
-from bert_runner.results import atomic_output
 
 
 @dataclasses.dataclass
@@ -184,7 +183,7 @@ def window_features(window, sentence, label_map, tokenizer, max_seq_length):
 
 
 def _record(f, window_index):
-    """The serialized tf.train.Example of WindowFeatures `f`."""
+    """The tf.train.Example of WindowFeatures `f`."""
     return tf.train.Example(features=tf.train.Features(feature={
         "input_ids": int_feature(f.input_ids),
         "input_mask": int_feature(f.input_mask),
@@ -192,12 +191,11 @@ def _record(f, window_index):
         "label_ids": int_feature(f.label_ids),
         "label_weights": float_feature(f.label_weights),
         "window_index": int_feature([window_index]),
-    })).SerializeToString()
+    }))
 
 
-def write_windows(output_file, windows, sentences, label_list, tokenizer, max_seq_length,
-                  num_padding=0):
-    """Writes the windows' features to the TFRecord `output_file` (through a temporary name).
+def tf_examples(windows, sentences, label_list, tokenizer, max_seq_length):
+    """Yields the `tf.train.Example` of each window, in order.
 
     Each record also holds `window_index` (its position in the file), so predictions can be
     checked to come back in file order.
@@ -205,34 +203,28 @@ def write_windows(output_file, windows, sentences, label_list, tokenizer, max_se
     Args:
       windows: iterable of Window, over `sentences` (the list their sentence_index refers to).
       label_list: list of str, IOB2 labels (`bert_tasks.ner.tags.label_list`); run `check_labels` first.
-      num_padding: all-zero records appended (TPU batches must be full), `window_index` -1.
-    Returns:
-      int, the number of windows written (padding excluded).
     """
     label_map = {label: i for i, label in enumerate(label_list)}
-    count = 0
-    with atomic_output(output_file) as tmp_path:
-        with tf.io.TFRecordWriter(tmp_path) as writer:
-            for window in windows:
-                sentence = sentences[window.sentence_index]
-                f = window_features(window, sentence, label_map, tokenizer, max_seq_length)
-                if count < 5:
-                    logging.info("*** Example ***")
-                    logging.info("tokens: %s", " ".join(window.tokens))
-                    logging.info("input_ids: %s", " ".join(map(str, f.input_ids)))
-                    logging.info("labels: %s", " ".join(
-                        "%s=%s" % (window.tokens[p], sentence.tags[window.word_start + k])
-                        for k, p in enumerate(window.label_positions)))
-                if count % 10000 == 0:
-                    logging.info("Writing window %d (sentence %d of %d)",
-                                 count, window.sentence_index, len(sentences))
-                writer.write(_record(f, count))
-                count += 1
-            zeros = [0] * max_seq_length
-            padding = _record(WindowFeatures(zeros, zeros, zeros, zeros, zeros), -1)
-            for _ in range(num_padding):
-                writer.write(padding)
-    return count
+    for count, window in enumerate(windows):
+        sentence = sentences[window.sentence_index]
+        f = window_features(window, sentence, label_map, tokenizer, max_seq_length)
+        if count < 5:
+            logging.info("*** Example ***")
+            logging.info("tokens: %s", " ".join(window.tokens))
+            logging.info("input_ids: %s", " ".join(map(str, f.input_ids)))
+            logging.info("labels: %s", " ".join(
+                "%s=%s" % (window.tokens[p], sentence.tags[window.word_start + k])
+                for k, p in enumerate(window.label_positions)))
+        if count % 10000 == 0:
+            logging.info("Writing window %d (sentence %d of %d)",
+                         count, window.sentence_index, len(sentences))
+        yield _record(f, count)
+
+
+def padding_example(max_seq_length):
+    """The all-zero record that fills TPU batches: `window_index` -1, no scored position."""
+    zeros = [0] * max_seq_length
+    return _record(WindowFeatures(zeros, zeros, zeros, zeros, zeros), -1)
 
 
 def name_to_features(max_seq_length):

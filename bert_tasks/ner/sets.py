@@ -1,9 +1,9 @@
-"""One CoNLL file as run_ner.py uses it: its documents, windows and TFRecords, kept together so
+"""One CoNLL file as run_ner.py uses it: its documents and windows, kept together so
 predictions can be turned back into tags on its words.
 
     data = NerSet.read(conll.split_file(data_dir, "dev"))
     data.check_labels(label_list)
-    num_windows, num_padding = data.write_records("eval.tf_record", label_list, tokenizer, 128)
+    data.make_windows(tokenizer, 128)
     data.windows      # what predicted label ids come back for, in record order
 """
 import dataclasses
@@ -23,7 +23,7 @@ class NerSet:
       documents: list of `bert_tasks.ner.conll.Document`.
       scheme: "IOB1" or "IOB2", the file's tag scheme (`bert_tasks.ner.tags.scheme_of`); predictions are
         written in it.
-      windows: list of `bert_tasks.ner.features.Window` once `write_records` has run.
+      windows: list of `bert_tasks.ner.features.Window` once `make_windows` has run.
     """
     path: str
     documents: List[conll.Document]
@@ -47,19 +47,11 @@ class NerSet:
         """Raises ValueError naming file:line for a tag outside `label_list`."""
         features.check_labels(self.sentences, label_list, self.path)
 
-    def write_records(self, output_file, label_list, tokenizer, max_seq_length,
-                      document_context=True, pad_to_multiple=1):
-        """Makes the windows and writes their TFRecords (see `bert_tasks.ner.features`), followed by padding
-        records up to a multiple of `pad_to_multiple` (TPU evaluation needs full batches).
-
-        Returns:
-          (number of windows, number of padding records).
-        """
+    def make_windows(self, tokenizer, max_seq_length, document_context=True):
+        """Makes the windows the records are written from (`bert_tasks.ner.features`); returns
+        them."""
         self.windows = list(features.make_windows(self.documents, tokenizer, max_seq_length,
                                                   document_context))
-        num_padding = -len(self.windows) % pad_to_multiple
-        logging.info("%s: %d windows of %d word-pieces (+%d padding)", self.path,
-                     len(self.windows), max_seq_length, num_padding)
-        features.write_windows(output_file, self.windows, self.sentences, label_list, tokenizer,
-                               max_seq_length, num_padding)
-        return len(self.windows), num_padding
+        logging.info("%s: %d windows of %d word-pieces", self.path, len(self.windows),
+                     max_seq_length)
+        return self.windows

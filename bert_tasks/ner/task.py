@@ -1,4 +1,5 @@
-"""run_ner.py as a `bert_runner.task.Task`: BERT fine-tuned for CoNLL-2003 NER (paper section 5.3).
+"""run_ner.py as a `bert_runner.task.Task`: CoNLL-2003 files and their windows, BERT fine-tuned
+for NER (paper section 5.3).
 
 Each window's scored words are classified at their first sub-token (`bert_tasks.ner.features`): the loss is
 the softmax cross-entropy averaged over those positions (label_weights 1), every other position
@@ -6,9 +7,8 @@ weighs 0. Evaluation and prediction take the argmax label there, put the tags ba
 (`bert_tasks.ner.predictions`), write the file in CoNLL format with a predicted column and score it with
 conlleval (`bert_tasks.ner.conlleval`):
 
-    task = NerTask(label_list, max_seq_length, output_dir)
-    task.eval_set = NerSet.read(dev_path)       # its records written (NerSet.write_records)
-    driver.run_task(task, run, config, ..., eval_split=split)
+    task = NerTask(data_dir, max_seq_length, output_dir)   # the label list from train.txt
+    bert_runner.driver.run(task, run)
 
 Files: `eval_predictions.txt` / `eval_conlleval.txt` for the dev set (evaluation) and
 `test_predictions.txt` / `test_conlleval.txt` for the test set (prediction); eval_results.txt
@@ -23,9 +23,14 @@ from keras import ops
 
 from modeling import masked_lm_loss
 from modeling import BertTokenClassifier
-from bert_tasks.ner import conlleval, features as ner_features, predictions
+from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
+from bert_tasks.ner.sets import NerSet
 from bert_runner.results import write_text_atomic
 from bert_runner.task import Task, collect, encoder_training_flops
+
+LABEL_LIST_FILE = "label_list.txt"
+# The driver's splits -> CoNLL split of the file read.
+_CONLL_SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
 
 
 def _token_loss(logits, features):
@@ -37,24 +42,74 @@ def _token_loss(logits, features):
 
 
 class NerTask(Task):
-    """Token classification with the labels `label_list` (`bert_tasks.ner.tags.label_list`).
+    """Token classification of the CoNLL files in `data_dir`.
 
     Args:
-      label_list: list of str, IOB2 labels, "O" first.
+      data_dir: train.txt, dev.txt, test.txt (or the original eng.train, eng.testa, eng.testb).
       max_seq_length: the windows' length.
-      output_dir: where evaluation writes its predictions files.
-    `eval_set`, `predict_set`: the `bert_tasks.ner.sets.NerSet`s whose records the eval / predict splits
-    hold, set by the script once written.
+      output_dir: where the label list is recorded and evaluation writes its predictions files.
+      entity_types: list of str or None: the labels are O, B-<type>, I-<type> of these types, in
+        this order; None: the training file's types, sorted (or the list recorded in output_dir).
+      document_context: surround each sentence with its document's text (the paper).
+    Splits: train, eval (the dev file), predict (the test file, predicted and scored), written
+    to train.tf_record, eval.tf_record and predict.tf_record. `label_list` (IOB2, "O" first) is
+    that of `entity_types`, else settled once the files are read (`check_examples`).
     """
 
     name = "ner"
 
-    def __init__(self, label_list, max_seq_length, output_dir):
-        self.label_list = list(label_list)
+    def __init__(self, data_dir, max_seq_length, output_dir, entity_types=None,
+                 document_context=True):
+        self.data_dir = data_dir
         self.max_seq_length = max_seq_length
         self.output_dir = output_dir
-        self.eval_set = None
-        self.predict_set = None
+        self.entity_types = entity_types
+        self.document_context = document_context
+        self.label_list = tags.label_list(entity_types) if entity_types else None
+        self.sets = {}
+
+    def read_examples(self, split):
+        """The split's `bert_tasks.ner.sets.NerSet`."""
+        return NerSet.read(conll.split_file(self.data_dir, _CONLL_SPLITS[split]))
+
+    def check_examples(self, examples):
+        """Settles the label list (--entity_types, else the training file's types; checked
+        against output_dir's record) and checks every file's tags against it."""
+        train = examples.get("train")
+        if train is None and not self.entity_types:
+            try:
+                train = NerSet.read(conll.split_file(self.data_dir, "train"))
+            except FileNotFoundError:
+                pass
+        recorded_path = os.path.join(self.output_dir, LABEL_LIST_FILE)
+        recorded = None
+        if os.path.exists(recorded_path):
+            with open(recorded_path, encoding="utf-8") as f:
+                recorded = f.read().split()
+        self.label_list = tags.resolve_label_list(
+            self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
+            recorded_path)
+        for data in examples.values():
+            data.check_labels(self.label_list)
+        logging.info("Labels: %s", " ".join(self.label_list))
+
+    def write_run_files(self, output_dir):
+        write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
+                          "\n".join(self.label_list) + "\n")
+
+    def records(self, data, split, tokenizer):
+        """The windows' records; the set is kept to put the predicted tags back on its words."""
+        data.make_windows(tokenizer, self.max_seq_length, self.document_context)
+        self.sets[split] = data
+        return ner_features.tf_examples(data.windows, data.sentences, self.label_list, tokenizer,
+                                        self.max_seq_length)
+
+    def padding_record(self):
+        return ner_features.padding_example(self.max_seq_length)
+
+    def training_steps(self, run, examples, num_records):
+        """The training windows are counted (a long sentence makes several)."""
+        return run.training_steps(num_records, "training windows")
 
     def build_model(self, config):
         return BertTokenClassifier(config, len(self.label_list))
@@ -101,7 +156,7 @@ class NerTask(Task):
         """eval_results.txt: eval_f1 / eval_precision / eval_recall / eval_accuracy (conlleval,
         percent), the same per type (eval_f1_PER, ...), eval_loss (mean over scored words),
         global_step."""
-        counts = self._score(outputs, self.eval_set, "eval", self.output_dir)
+        counts = self._score(outputs, self.sets["eval"], "eval", self.output_dir)
         scores = conlleval.metrics(counts)
         real = outputs["window_index"] >= 0
         values = {"eval_loss": outputs["loss_sum"][real].sum(dtype=np.float64)
@@ -116,7 +171,7 @@ class NerTask(Task):
 
     def baselines(self, outputs):
         """conlleval of tagging every word O (the majority tag) on the eval set."""
-        data = self.eval_set
+        data = self.sets["eval"]
         all_o = [["O"] * len(s.words) for s in data.sentences]
         counts = conlleval.count_lines(predictions.prediction_lines(data.documents, all_o))
         scores = conlleval.metrics(counts)["overall"]
@@ -126,7 +181,16 @@ class NerTask(Task):
     def write_predictions(self, batches, split, output_dir):
         """test_predictions.txt (CoNLL format + predicted tag) and test_conlleval.txt; returns the
         conlleval ChunkCounts (against the file's tags)."""
-        return self._score(collect(batches), self.predict_set, "test", output_dir)
+        return self._score(collect(batches), self.sets["predict"], "test", output_dir)
+
+    def finish(self, result, output_dir):
+        """Logs the F1 scores beside the paper's BERT-Base figures on CoNLL-2003 (Table 3)."""
+        if result.eval_results:
+            logging.info("dev F1 %.2f (the paper's BERT-Base on CoNLL-2003: 96.4)",
+                         result.eval_results["eval_f1"])
+        if result.predictions:
+            logging.info("test F1 %.2f (the paper's BERT-Base on CoNLL-2003: 92.4)",
+                         conlleval.metrics(result.predictions)["overall"]["f1"])
 
     def flops_per_example(self, config):
         return encoder_training_flops(config, self.max_seq_length)

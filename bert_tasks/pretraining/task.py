@@ -9,9 +9,12 @@ initial values (or those of `--init_checkpoint`): fine-tuning trains the pooler 
 """
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from modeling import BertPretrainer, classification_loss, masked_lm_loss
 from bert_tasks.pretraining.data.features import name_to_features
+from bert_tasks.pretraining.data.reading import expand_input_files
+from bert_tasks.pretraining.data.validation import check_records
 from bert_runner.task import Task, encoder_training_flops, per_batch_mean
 
 
@@ -50,15 +53,49 @@ class PretrainingTask(Task):
     Args:
       max_seq_length, max_predictions_per_seq: the records' shapes (as the flags).
       next_sentence: False for masked LM alone: no next_sentence_labels read, no next-sentence
-        loss or metrics.
+        loss or metrics; None: as the records of `input_file` say.
+      input_file: the records (a glob or comma-separated), for `bert_runner.driver.run`.
+      num_train_steps, num_warmup_steps: the schedule (run_pretraining's flags).
+      max_eval_steps: batches evaluated, the records read again as often as needed.
+    Splits: train and eval, both reading `input_file` (the original's).
     """
 
     name = "pretraining"
+    splits = {"train": "train", "eval": "eval"}
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True):
+    def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True,
+                 input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self.next_sentence = next_sentence
+        self.input_file = input_file
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.eval_batches = max_eval_steps
+        self._files = None
+
+    def existing_records(self, split, config):
+        """The files of `input_file`, their first records checked against the flags and `config`
+        (once for both splits); decides next sentence prediction when the flag left it open."""
+        if self._files is None:
+            files = expand_input_files(self.input_file)
+            logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
+            records = check_records(files, self.max_seq_length, self.max_predictions_per_seq,
+                                    config.vocab_size, config.type_vocab_size,
+                                    next_sentence=self.next_sentence)
+            if records.next_sentence and self.next_sentence is False:
+                logging.warning(
+                    "--next_sentence_prediction=false on records with next_sentence_labels: the "
+                    "labels are ignored, but half the pairs still have a random B. The paper's "
+                    "'No NSP' data: create_pretraining_data.py --next_sentence_prediction=false")
+            self.next_sentence = records.next_sentence and self.next_sentence is not False
+            logging.info("Next sentence prediction: %s",
+                         "on" if self.next_sentence else "off (masked LM only)")
+            self._files = files
+        return self._files
+
+    def training_steps(self, run, examples, num_records):
+        return self.num_train_steps, self.num_warmup_steps
 
     def build_model(self, config):
         return BertPretrainer(config)

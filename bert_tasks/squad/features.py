@@ -5,9 +5,11 @@ word-pieces with the piece -> word map, the sliding windows (`doc_stride`) and, 
 the window in which it has maximum context. Features are then generated window by window, so
 nothing but the current example is in memory:
 
-    summary = write_features(examples, tokenizer, "eval.tf_record", max_seq_length=384,
-                             doc_stride=128, max_query_length=64, is_training=False)
-    summary.windows   # list of ExampleWindows, all that `postprocess.write_predictions` needs
+    windows = []      # filled with one ExampleWindows per example, as the records are made
+    records = tf_examples(examples, tokenizer, max_seq_length=384, doc_stride=128,
+                          max_query_length=64, is_training=False, kept_windows=windows)
+    bert_runner.records.write_records("eval.tf_record", records)
+    windows           # all that `postprocess.write_predictions` needs
 
 The TFRecord layout is the original FeatureWriter's; `name_to_features` is the original
 `input_fn` spec (records decode with `bert_runner.inputs.decode_record`).
@@ -17,10 +19,8 @@ import dataclasses
 from typing import List, Optional
 
 import tensorflow as tf
-from absl import logging
 
 from bert_runner.records import int_feature
-from bert_runner.results import atomic_output
 
 FIRST_UNIQUE_ID = 1000000000
 
@@ -299,84 +299,26 @@ def feature_to_example(feature, is_training):
         feature={name: int_feature(v) for name, v in values.items()}))
 
 
-class FeatureWriter:
-    """Writes InputFeatures to a TFRecord file, as the original FeatureWriter.
-
-    Use it as a context manager: records go to a temporary file that is renamed to `filename`
-    only when the block ends without an exception, so `filename` is never half-written.
-
-        with FeatureWriter(path, is_training=True) as writer:
-            for feature in features:
-                writer.process_feature(feature)
-    """
-
-    def __init__(self, filename, is_training):
-        self.filename = filename
-        self.is_training = is_training
-        self.num_features = 0
-        self._output = None
-        self._writer = None
-
-    def __enter__(self):
-        self._output = atomic_output(self.filename)
-        self._writer = tf.io.TFRecordWriter(self._output.__enter__())
-        return self
-
-    def process_feature(self, feature):
-        """Serializes one InputFeatures."""
-        self.num_features += 1
-        self._writer.write(feature_to_example(feature, self.is_training).SerializeToString())
-
-    def __exit__(self, exc_type, exc, tb):
-        self._writer.close()
-        return self._output.__exit__(exc_type, exc, tb)
-
-
-@dataclasses.dataclass
-class FeatureFileSummary:
-    """Result of `write_features`.
-
-    Attributes:
-      filename: str, the TFRecord file written.
-      num_examples, num_features: int.
-      windows: list of ExampleWindows (one per example, in order) when written for prediction,
-        None for training (where nothing needs to be kept).
-    """
-    filename: str
-    num_examples: int
-    num_features: int
-    windows: Optional[List[ExampleWindows]]
-
-
-def write_features(examples, tokenizer, filename, max_seq_length, doc_stride, max_query_length,
-                   is_training):
-    """Streams the features of `examples` to the TFRecord `filename` (atomically).
-
-    Only one example's features are in memory at a time. For prediction the returned summary keeps
-    each example's ExampleWindows (word-pieces and windows, no padded id lists), which is what
-    post-processing needs.
+def tf_examples(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
+                kept_windows=None):
+    """Yields the `tf.train.Example` of every feature of `examples`: the original FeatureWriter's
+    records, in its order, one example's features in memory at a time.
 
     Args:
       examples: list of SquadExample (for training, already shuffled with `shuffle_examples`).
       tokenizer: a `vocab.tokenization.FullTokenizer`.
-      filename: str, the TFRecord to write (local or gs://).
       max_seq_length, doc_stride, max_query_length: int, the original flags.
       is_training: bool; adds start_positions, end_positions and is_impossible.
-    Returns:
-      FeatureFileSummary.
+      kept_windows: a list, or None: receives each example's ExampleWindows (word-pieces and
+        windows, no padded id lists), which is what post-processing needs.
     """
-    kept = None if is_training else []
-    with FeatureWriter(filename, is_training) as writer:
-        for windows in iter_windows(examples, tokenizer, max_seq_length, doc_stride,
-                                    max_query_length, is_training):
-            for feature in window_features(windows, examples[windows.example_index], tokenizer,
-                                           max_seq_length, is_training):
-                writer.process_feature(feature)
-            if kept is not None:
-                kept.append(windows)
-    logging.info("%s: wrote %d features for %d examples", filename, writer.num_features,
-                 len(examples))
-    return FeatureFileSummary(filename, len(examples), writer.num_features, kept)
+    for windows in iter_windows(examples, tokenizer, max_seq_length, doc_stride,
+                                max_query_length, is_training):
+        for feature in window_features(windows, examples[windows.example_index], tokenizer,
+                                       max_seq_length, is_training):
+            yield feature_to_example(feature, is_training)
+        if kept_windows is not None:
+            kept_windows.append(windows)
 
 
 def name_to_features(seq_length, is_training):

@@ -1,13 +1,12 @@
-"""run_squad as a `bert_runner.task.Task`: the original `model_fn` (span loss, prediction outputs),
-and prediction results with throughput logs. The training steps count questions, not features
-(`RunConfig.training_steps`): a question whose context needs several windows yields several
-features, so an "epoch" covers fewer than all the features, as in the original. Kept.
+"""run_squad as a `bert_runner.task.Task`: the SQuAD files and their windows, the original
+`model_fn` (span loss, prediction outputs), prediction results with throughput logs, and the
+official scores of the predictions (eval_results.json).
 
-    steps, warmup = run.training_steps(len(train_examples), "questions")  # a RunConfig
-    task = SquadTask(max_seq_length, PostprocessOptions(...))
-    task.prediction_set = (eval_examples, summary.windows)   # once eval.tf_record is written
-    result = bert_runner.driver.run_task(task, run, config, ..., predict_split=split)
-    metrics = evaluate.score_predictions(gold_data, result.predictions.predictions, ...)
+The training steps count questions, not features: a question whose context needs several windows
+yields several features, so an "epoch" covers fewer than all the features, as in the original.
+
+    task = SquadTask(max_seq_length, PostprocessOptions(...), train_file=..., predict_file=...)
+    bert_runner.driver.run(task, run)
 """
 import dataclasses
 import os
@@ -17,7 +16,8 @@ from absl import logging
 
 from modeling import BertSpanLabeler, span_loss
 from bert_runner.task import Task, encoder_training_flops
-from bert_tasks.squad import features as sq_features, postprocess
+from bert_tasks.squad import evaluate, examples as sq_examples, features as sq_features, io_utils
+from bert_tasks.squad import postprocess
 from bert_tasks.squad.postprocess import RawResult
 
 
@@ -37,18 +37,67 @@ class SquadTask(Task):
     """SQuAD v1.1 / v2.0 span prediction.
 
     Args:
-      max_seq_length: the windows' length.
+      max_seq_length, doc_stride, max_query_length: the windows (checked at once: the original
+        loops forever on some settings).
       options: `PostprocessOptions` for the prediction files.
-    `prediction_set`: (examples, windows) of the prediction TFRecords, set by the script once it
-    has written them (`bert_tasks.squad.features.write_features`).
+      train_file, predict_file: the SQuAD JSON files (`--do_train` / `--do_predict` need them).
+      do_eval: the `--do_eval` flag: score the predictions (eval_results.json); None: when the
+        predict file has answers.
+    Splits: train (train.tf_record) and predict (eval.tf_record, as the original names it).
     """
 
     name = "squad"
+    splits = {"train": "train", "predict": "eval"}
 
-    def __init__(self, max_seq_length, options=PostprocessOptions()):
+    def __init__(self, max_seq_length, options=PostprocessOptions(), train_file=None,
+                 predict_file=None, doc_stride=128, max_query_length=64, do_eval=None):
+        sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
         self.max_seq_length = max_seq_length
         self.options = options
+        self.files = {"train": train_file, "predict": predict_file}
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
+        self.do_eval = do_eval
+        self.gold_data = None
+        self.scoring = False
         self.prediction_set = None
+
+    def read_examples(self, split):
+        """The split's SquadExamples (training ones shuffled as the original main() did); the
+        predict file's answers are kept for scoring."""
+        path = self.files[split]
+        if not path:
+            raise ValueError(f"If `do_{split}` is True, then `{split}_file` must be specified.")
+        data = io_utils.read_json(path)
+        examples = sq_examples.examples_from_data(
+            data, is_training=split == "train",
+            version_2_with_negative=self.options.version_2_with_negative, source=path)
+        if split == "train":
+            sq_examples.shuffle_examples(examples)
+        else:
+            self.gold_data = data
+            self.scoring = evaluate.should_score(self.do_eval, data, path)
+        return examples
+
+    def records(self, examples, split, tokenizer):
+        """The windows' records; for prediction the examples and their windows are kept."""
+        windows = None
+        if split == "predict":
+            windows = []
+            self.prediction_set = (examples, windows)
+        count = 0
+        for record in sq_features.tf_examples(
+                examples, tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
+                split == "train", windows):
+            count += 1
+            yield record
+        logging.info("***** Features for %s *****",
+                     "training" if split == "train" else "predictions")
+        logging.info("  Num orig examples = %d", len(examples))
+        logging.info("  Num split examples = %d", count)
+
+    def training_steps(self, run, examples, num_records):
+        return run.training_steps(len(examples), "questions")
 
     def build_model(self, config):
         return build_model(config)
@@ -74,6 +123,18 @@ class SquadTask(Task):
             os.path.join(output_dir, "nbest_predictions.json"),
             os.path.join(output_dir, "null_odds.json"),
             o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
+
+    def finish(self, result, output_dir):
+        """The official scores of the predictions, in the log and eval_results.json."""
+        if not self.scoring:
+            return
+        metrics = evaluate.score_predictions(
+            self.gold_data, result.predictions, self.options.version_2_with_negative,
+            self.files["predict"])
+        logging.info("***** SQuAD scores (official evaluation) *****")
+        for key, value in metrics.items():
+            logging.info("  %s = %s", key, value)
+        evaluate.write_metrics(os.path.join(output_dir, "eval_results.json"), metrics)
 
     def flops_per_example(self, config):
         return encoder_training_flops(config, self.max_seq_length)

@@ -24,7 +24,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner.records import int_feature
-from bert_runner.results import atomic_output
 from bert_tasks.swag.examples import NUM_CHOICES
 from vocab.packing import pack_pair, pad_inputs
 
@@ -101,29 +100,19 @@ def features_to_tf_example(feature):
     ])))
 
 
-def write_features(examples, max_seq_length, tokenizer, output_file, num_padding=0):
-    """Converts `examples` and writes them to the TFRecord `output_file` (via a temporary name).
+def tf_examples(examples, max_seq_length, tokenizer):
+    """Yields the `tf.train.Example` of each SwagExample of the list `examples`, in order.
 
-    Args:
-      examples: list of SwagExample.
-      num_padding: int, padding examples appended after them (TPU: to fill the last batch).
-    Returns:
-      int, the number of records written.
+    Raises:
+      ValueError: max_seq_length < 3 (no room for [CLS] A [SEP] B [SEP]).
     """
     if max_seq_length < 3:
         raise ValueError("max_seq_length %d leaves no room for [CLS] A [SEP] B [SEP]"
                          % max_seq_length)
-    with atomic_output(output_file) as tmp_path:
-        with tf.io.TFRecordWriter(tmp_path) as writer:
-            for ex_index, example in enumerate(examples):
-                if ex_index % 10000 == 0:
-                    logging.info("Writing example %d of %d", ex_index, len(examples))
-                feature = convert_example(ex_index, example, max_seq_length, tokenizer)
-                writer.write(features_to_tf_example(feature).SerializeToString())
-            padding = features_to_tf_example(padding_features(max_seq_length)).SerializeToString()
-            for _ in range(num_padding):
-                writer.write(padding)
-    return len(examples) + num_padding
+    for ex_index, example in enumerate(examples):
+        if ex_index % 10000 == 0:
+            logging.info("Writing example %d of %d", ex_index, len(examples))
+        yield features_to_tf_example(convert_example(ex_index, example, max_seq_length, tokenizer))
 
 
 def name_to_features(max_seq_length):

@@ -1,9 +1,7 @@
-"""SWAG as a `bert_runner.task.Task`: the multiple-choice model, its loss, eval_results and
-test_results.tsv.
+"""SWAG as a `bert_runner.task.Task`: its CSV splits and TFRecords, the multiple-choice model,
+its loss, eval_results and test_results.tsv.
 
-    task = SwagTask(max_seq_length=128)
-    driver.run_task(task, run, config, train_split, num_train_steps, num_warmup_steps,
-                    eval_split=dev_split, predict_split=test_split)
+    bert_runner.driver.run(SwagTask(max_seq_length=128, data_dir=swag_dir), run)
 
 The loss is the mean softmax cross-entropy over each example's four choice scores. Evaluation
 writes the classifier's keys (`eval_accuracy`, `eval_loss`, `loss`, `global_step`), with the
@@ -11,6 +9,7 @@ writes the classifier's keys (`eval_accuracy`, `eval_loss`, `loss`, `global_step
 the four choice probabilities of each test example per line, as run_classifier's file.
 """
 import os
+import random
 
 import numpy as np
 import tensorflow as tf
@@ -19,7 +18,11 @@ from bert_tasks.classifier.outputs import write_test_results
 from modeling import BertMultipleChoice, classification_loss
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 from bert_tasks.swag import features
-from bert_tasks.swag.examples import NUM_CHOICES
+from bert_tasks.swag.examples import NUM_CHOICES, SPLIT_FILES, read_swag_examples
+
+# Training examples are shuffled once with this seed before they are written: the input pipeline
+# shuffles only within 100 records, so a file ordered by source would train in runs of one source.
+TRAIN_SHUFFLE_SEED = 12345
 
 
 class SwagTask(Task):
@@ -27,12 +30,33 @@ class SwagTask(Task):
 
     Args:
       max_seq_length: int, the records' sequence length S (each example holds 4 sequences).
+      data_dir: str, the SWAG release's train.csv, val.csv and test.csv.
+    Splits: train (train.csv), eval (val.csv), predict (test.csv, unlabelled), written to
+    train.tf_record, dev.tf_record and test.tf_record.
     """
 
     name = "swag"
+    splits = {"train": "train", "eval": "dev", "predict": "test"}
 
-    def __init__(self, max_seq_length):
+    def __init__(self, max_seq_length, data_dir=None):
         self.max_seq_length = max_seq_length
+        self.data_dir = data_dir
+
+    def read_examples(self, split):
+        """The split's SwagExamples (guids "train-0", "dev-0", "test-0"); training examples in
+        the order they are written (shuffled with TRAIN_SHUFFLE_SEED)."""
+        name = self.splits[split]
+        examples = read_swag_examples(os.path.join(self.data_dir, SPLIT_FILES[name]), name,
+                                      require_label=split != "predict")
+        if split == "train":
+            random.Random(TRAIN_SHUFFLE_SEED).shuffle(examples)
+        return examples
+
+    def records(self, examples, split, tokenizer):
+        return features.tf_examples(examples, self.max_seq_length, tokenizer)
+
+    def padding_record(self):
+        return features.features_to_tf_example(features.padding_features(self.max_seq_length))
 
     def build_model(self, config):
         return BertMultipleChoice(config, NUM_CHOICES)

@@ -1,0 +1,71 @@
+"""The data side of `bert_runner.driver`: which splits a run asks for, and each split's TFRecords
+(written from the task's records, or the task's existing files) as a `Split`."""
+import dataclasses
+import os
+from typing import Optional, Sequence
+
+from bert_runner import records
+
+# The RunConfig fields of each split's flag and batch size.
+_DO_FLAG = {"train": "do_train", "eval": "do_eval", "predict": "do_predict"}
+_BATCH_SIZE = {"train": "train_batch_size", "eval": "eval_batch_size",
+               "predict": "predict_batch_size"}
+# The original scripts' messages, word for word (run_classifier's stray quote included).
+_NOTHING_TO_DO = {
+    ("train", "eval", "predict"):
+        "At least one of `do_train`, `do_eval` or `do_predict' must be True.",
+    ("train", "predict"): "At least one of `do_train` or `do_predict` must be True.",
+    ("train", "eval"): "At least one of `do_train` or `do_eval` must be True.",
+}
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """One split's TFRecords as the driver reads them.
+
+    files: the TFRecord paths. num_examples: real records (for logs and outputs), None when
+    unknown (pre-training's record files are read as a stream).
+    batch_size: the global batch size. num_padding: TPU padding records among them (eval and
+    predict sets on TPU: `is_real_example=0`). repeat/max_batches: read the files repeatedly and
+    stop after `max_batches` batches (pre-training evaluation's `max_eval_steps`).
+    """
+
+    files: Sequence[str]
+    num_examples: Optional[int]
+    batch_size: int
+    num_padding: int = 0
+    repeat: bool = False
+    max_batches: Optional[int] = None
+
+
+class NothingToDoError(ValueError):
+    """A run whose do_* flags ask for none of the task's splits."""
+
+
+def wanted_splits(task, run):
+    """The task's splits whose do_* flag `run` sets, in the task's order; raises
+    NothingToDoError (the original script's message) when there is none."""
+    wanted = [split for split in task.splits if getattr(run, _DO_FLAG[split])]
+    if not wanted:
+        offered = tuple(task.splits)
+        raise NothingToDoError(_NOTHING_TO_DO.get(offered) or "At least one of %s must be True."
+                               % ", ".join("`%s`" % _DO_FLAG[split] for split in offered))
+    return wanted
+
+
+def write_split(task, examples, split, tokenizer, run):
+    """Writes `<output_dir>/<record name>.tf_record` of `split` from `task.records`; on TPU the
+    evaluation and prediction records are followed by `task.padding_record()` up to a multiple of
+    the batch size. Returns the split's `Split`."""
+    batch_size = getattr(run, _BATCH_SIZE[split])
+    path = os.path.join(run.output_dir, task.splits[split] + ".tf_record")
+    padding = task.padding_record() if run.use_tpu and split != "train" else None
+    num_records, num_padding = records.write_records(
+        path, task.records(examples, split, tokenizer), padding, batch_size)
+    return Split([path], num_records, batch_size, num_padding=num_padding)
+
+
+def existing_split(task, split, files, run):
+    """The `Split` of records the task did not need written (read as a stream, not counted)."""
+    if split == "eval" and task.eval_batches:
+        return Split(files, None, run.eval_batch_size, repeat=True, max_batches=task.eval_batches)
+    return Split(files, None, getattr(run, _BATCH_SIZE[split]))
