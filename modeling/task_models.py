@@ -27,12 +27,14 @@ class BertTaskModel(keras.Model):
     Subclasses build their head in `__init__` (built there, so variables exist before the first
     call and checkpoints can be loaded at once), implement `call(features, training)` returning a
     dict of float32 tensors, `get_config()`, and `tf1_head_variables()`.
+
+    `kernels` is the encoder's (`BertModel`): `"fast"` or `"reference"`.
     """
 
-    def __init__(self, config, name, **kwargs):
+    def __init__(self, config, name, kernels="fast", **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
-        self.bert = BertModel(config, dtype=self.dtype_policy)
+        self.bert = BertModel(config, kernels=kernels, dtype=self.dtype_policy)
 
     @property
     def config(self):
@@ -43,6 +45,7 @@ class BertTaskModel(keras.Model):
             "name": self.name,
             "config": self.config.to_dict(),
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "kernels": self.bert.kernels,
         }
 
     @classmethod

@@ -83,9 +83,10 @@ class TransformerLayer(keras.layers.Layer):
     def build(self, input_shape=None):
         h, i = self.hidden_size, self.intermediate_size
         with keras.name_scope("self"):
-            self.query_kernel, self.query_bias = self._dense("query", h, h, self._attention_initializer)
-            self.key_kernel, self.key_bias = self._dense("key", h, h, self._attention_initializer)
-            self.value_kernel, self.value_bias = self._dense("value", h, h, self._attention_initializer)
+            init = self._attention_initializer
+            self.query_kernel, self.query_bias = self._dense("query", h, h, init)
+            self.key_kernel, self.key_bias = self._dense("key", h, h, init)
+            self.value_kernel, self.value_bias = self._dense("value", h, h, init)
         self.attention_output_kernel, self.attention_output_bias = self._dense(
             "attention_output_dense", h, h, self._initializer)
         self.attention_gamma, self.attention_beta = self._layer_norm("attention_output_LayerNorm")
@@ -128,6 +129,8 @@ class TransformerLayer(keras.layers.Layer):
     def _forward(self, x, layout, seeds, first_row_apart):
         """The block's rows: `_block` on all rows, or on each group of `layout.split(x)` (their
         queries and everything after; keys and values from every row), with its own masks."""
+        # The three projections stay apart: one matmul with their kernels side by side was
+        # slower on a CPU (its split and transposes cost more than it saved).
         keys = self._heads(x, self.key_kernel, self.key_bias, layout)
         values = self._heads(x, self.value_kernel, self.value_bias, layout)
         if not first_row_apart:

@@ -181,11 +181,15 @@ def test_a_reference_model_computes_what_the_fast_one_does(skip_padding):
 
 
 def test_the_kernels_choice_is_part_of_the_config():
-    from modeling import BertModel
+    from modeling import BertClassifier, BertModel
+    from modeling.inference import with_bfloat16_weights
     from modeling_helpers import tiny_config
 
     model = BertModel(tiny_config(), kernels="reference")
     assert model.get_config()["kernels"] == "reference"
     assert BertModel.from_config(model.get_config()).encoder_layers[0].kernels == "reference"
+    classifier = BertClassifier(tiny_config(), 3, kernels="reference")
+    copy = with_bfloat16_weights(classifier)  # built again from the config
+    assert copy.bert.encoder_layers[-1].kernels == "reference"
     with pytest.raises(ValueError, match="kernels must be one of"):
         BertModel(tiny_config(), kernels="fused")
