@@ -44,12 +44,40 @@ def write_records(path, num_records, seed=0, vocab_size=99, seq=SEQ, pred=PRED,
     return path
 
 
+def cli_flags(**values):
+    """`--name=value` command-line flags of `run_in_process`-style keyword arguments."""
+    return [f"--{name}={value}" for name, value in values.items()]
+
+
 def pretraining_command(input_file, output_dir, *extra, config=TINY_TRAIN / "bert_config.json"):
     return [
         sys.executable, str(ROOT / "run_pretraining.py"), f"--input_file={input_file}",
         f"--output_dir={output_dir}", f"--bert_config_file={config}",
         f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", *extra,
     ]
+
+
+def run_in_process(input_file, output_dir, config=TINY_TRAIN / "bert_config.json",
+                   max_seq_length=SEQ, max_predictions_per_seq=PRED, next_sentence_prediction=None,
+                   num_train_steps=100000, num_warmup_steps=10000, max_eval_steps=100, **run_flags):
+    """`run_pretraining.py` with these flags (its defaults otherwise), through the driver in this
+    process, as its `run()` does: returns the driver's `RunResult`. `run_flags`: the `RunConfig`
+    flags (do_train, train_batch_size, ...). Its log lines reach pytest's `caplog`."""
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.pretraining.task import PretrainingTask
+
+    from tensorflow.python.framework import config as tf_config
+
+    task = PretrainingTask(max_seq_length, max_predictions_per_seq, next_sentence_prediction,
+                           str(input_file), num_train_steps, num_warmup_steps, max_eval_steps)
+    deterministic = tf_config.is_op_determinism_enabled()
+    try:
+        return driver.run(task, RunConfig(str(output_dir), bert_config_file=str(config), **run_flags))
+    finally:
+        # --deterministic turns on op determinism for the whole process: not for later tests.
+        if not deterministic and tf_config.is_op_determinism_enabled():
+            tf_config.disable_op_determinism()
 
 
 def run_cli(cmd, **kwargs):

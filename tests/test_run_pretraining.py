@@ -15,7 +15,8 @@ from conftest import ROOT
 from modeling import BertPretrainer, tf1_checkpoint
 from modeling_helpers import TINY, tiny_config
 from pretraining_helpers import (
-    model_checkpoint_values, pretraining_command, run_cli, truncate_checkpoint, write_records)
+    cli_flags, model_checkpoint_values, pretraining_command, run_cli, run_in_process,
+    truncate_checkpoint, write_records)
 
 EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss"]
@@ -57,8 +58,8 @@ def test_our_checkpoints_initialise_other_task_models(tmp_path):
 
     data = write_records(tmp_path / "train.tfrecord", 32)
     first = tmp_path / "first"
-    run_cli(pretraining_command(data, first, "--do_train", "--train_batch_size=8",
-                                "--num_train_steps=2", "--num_warmup_steps=0"))
+    run_in_process(data, first, do_train=True, train_batch_size=8, num_train_steps=2,
+                   num_warmup_steps=0)
     classifier = BertClassifier(tiny_config(), num_labels=2)
     report = initialize_from_checkpoint(classifier, first)
     assert sorted(report.missing) == ["classifier/output_bias", "classifier/output_weights"]
@@ -69,21 +70,24 @@ def test_our_checkpoints_initialise_other_task_models(tmp_path):
     assert len(report.loaded) == len(tf1_checkpoint.encoder_variable_map(classifier.bert))
 
 
-def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_path):
+def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_path, caplog):
     """SIGKILL, then the newest checkpoint's data file cut short (as by a full disk): the run
-    resumes from the one before and ends with the uninterrupted run's weights."""
+    resumes from the one before and ends with the uninterrupted run's weights. The killed run is
+    the script's; the uninterrupted and the resumed ones run the driver in this process."""
     data = write_records(tmp_path / "train.tfrecord", 64)
-    args = ["--do_train", "--train_batch_size=8", "--num_train_steps=60", "--num_warmup_steps=5",
-            "--save_checkpoints_steps=10", "--iterations_per_loop=5", "--deterministic",
-            "--learning_rate=1e-3", "--keep_checkpoint_max=10"]
     # Dropout 0.1: the resumed run must also continue the dropout random streams.
-    config = TINY / "bert_config.json"
-    run_cli(pretraining_command(data, tmp_path / "straight", *args, config=config))
+    flags = dict(config=TINY / "bert_config.json", do_train=True, train_batch_size=8,
+                 num_train_steps=60, num_warmup_steps=5, save_checkpoints_steps=10,
+                 iterations_per_loop=5, deterministic=True, learning_rate=1e-3,
+                 keep_checkpoint_max=10)
+    run_in_process(data, tmp_path / "straight", **flags)
 
     interrupted = tmp_path / "interrupted"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen(pretraining_command(data, interrupted, *args, config=config), env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config = flags.pop("config")
+    process = subprocess.Popen(
+        pretraining_command(data, interrupted, *cli_flags(**flags), config=config), env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     # Until the `checkpoint` file lists ckpt-20, so that an older readable one remains.
     state = interrupted / "checkpoint"
@@ -95,9 +99,9 @@ def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_
     assert not (interrupted / "ckpt-60.index").exists(), "the run finished before it could be killed"
     newest = tf.train.latest_checkpoint(str(interrupted))
     truncate_checkpoint(interrupted / os.path.basename(newest))
-    result = run_cli(pretraining_command(data, interrupted, *args, config=config))
-    assert f"Checkpoint {newest} is unreadable" in result.stderr
-    assert f"instead of {newest}" in result.stderr
+    run_in_process(data, interrupted, config=config, **flags)
+    assert any(f"Checkpoint {newest} is unreadable" in m for m in caplog.messages)
+    assert any(f"instead of {newest}" in m for m in caplog.messages)
 
     straight = model_checkpoint_values(tmp_path / "straight" / "ckpt-60")
     resumed = model_checkpoint_values(interrupted / "ckpt-60")
@@ -126,9 +130,10 @@ np.savez({out!r}, *[np.asarray(w) for w in trainer.model.get_weights()])
 def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path):
     data = write_records(tmp_path / "train.tfrecord", 64)
     # --init_checkpoint too: its start-up check must not run TensorFlow before the strategy exists.
-    args = ["--do_train", "--train_batch_size=8", "--num_train_steps=4", "--num_warmup_steps=1",
-            "--learning_rate=1e-3", "--iterations_per_loop=2", "--save_checkpoints_steps=4",
-            f"--init_checkpoint={TINY / 'bert_model.ckpt'}"]
+    flags = dict(do_train=True, train_batch_size=8, num_train_steps=4, num_warmup_steps=1,
+                 learning_rate=1e-3, iterations_per_loop=2, save_checkpoints_steps=4,
+                 init_checkpoint=str(TINY / "bert_model.ckpt"))
+    args = cli_flags(**flags)
     cluster = {"worker": [f"localhost:{free_port()}", f"localhost:{free_port()}"]}
     processes = []
     for index in range(2):
@@ -141,13 +146,14 @@ def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path)
     for process in processes:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-3000:]
-    single_script = WORKER.format(root=str(ROOT), out=str(tmp_path / "single.npz"))
-    run_cli([sys.executable, "-c", single_script] + pretraining_command(data, tmp_path / "single", *args)[2:])
+    # The same flags in one process (this one), with the default strategy.
+    single = run_in_process(data, tmp_path / "single", **flags).trainer.model.get_weights()
 
     workers = [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
-    single = np.load(tmp_path / "single.npz")
-    for key in single.files:
+    assert len(workers[0].files) == len(single)
+    for index, weight in enumerate(single):
+        key = f"arr_{index}"
         np.testing.assert_array_equal(workers[0][key], workers[1][key])
-        np.testing.assert_allclose(workers[0][key], single[key], atol=1e-5)
+        np.testing.assert_allclose(workers[0][key], np.asarray(weight), atol=1e-5)
     assert (tmp_path / "multi" / "ckpt-4.index").exists()
     assert not list((tmp_path / "multi").glob(".worker_tmp_*"))

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from modeling import BertClassifier
 from modeling_helpers import TINY_TRAIN, tiny_config
-from pretraining_helpers import pretraining_command, run_cli, write_records
+from pretraining_helpers import pretraining_command, run_in_process, write_records
 from bert_runner.checkpoints import check_init_checkpoint, initialize_from_checkpoint
 from test_run_pretraining import read_eval_results
 
@@ -17,24 +17,26 @@ UNTRAINED = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias",
              "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"]
 
 
-def test_records_without_labels_train_the_masked_lm_alone(tmp_path):
+def test_records_without_labels_train_the_masked_lm_alone(tmp_path, caplog):
     """Auto-detected from the records: no next-sentence loss or metrics; the pooler and the
     next-sentence head get no gradient and keep their --init_checkpoint values; the checkpoint,
-    in both layouts, initialises a classifier."""
+    in both layouts, initialises a classifier. (The driver in this process; its log in caplog.)"""
     data = write_records(tmp_path / "no_nsp.tfrecord", 64, next_sentence=False)
     out = tmp_path / "out"
     init = TINY_TRAIN / "bert_model.ckpt"
-    result = run_cli(pretraining_command(
-        data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
-        "--num_train_steps=4", "--num_warmup_steps=1", "--learning_rate=1e-3",
-        "--iterations_per_loop=4", "--save_checkpoints_steps=4", "--max_eval_steps=2",
-        "--save_tf1_checkpoint", f"--init_checkpoint={init}"))
-    assert "Next sentence prediction: off (masked LM only)" in result.stderr
+    caplog.set_level("INFO")
+    run_in_process(
+        data, out, do_train=True, do_eval=True, train_batch_size=8, eval_batch_size=8,
+        num_train_steps=4, num_warmup_steps=1, learning_rate=1e-3, iterations_per_loop=4,
+        save_checkpoints_steps=4, max_eval_steps=2, save_tf1_checkpoint=True,
+        init_checkpoint=str(init))
+    log = "\n".join(caplog.messages)
+    assert "Next sentence prediction: off (masked LM only)" in log
     results = read_eval_results(out)
     assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
     assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-3)
-    assert "masked_lm_accuracy = " in result.stderr and "baseline: most frequent" in result.stderr
-    assert "next_sentence" not in result.stderr.split("Running evaluation")[1]
+    assert "masked_lm_accuracy = " in log and "baseline: most frequent" in log
+    assert "next_sentence" not in log.split("Running evaluation")[1]
 
     before = tf.train.load_checkpoint(str(init))
     after = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))

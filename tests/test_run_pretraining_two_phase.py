@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 from conftest import ROOT
-from pretraining_helpers import model_checkpoint_values, pretraining_command, run_cli
+from pretraining_helpers import model_checkpoint_values, run_in_process
 from test_run_pretraining import read_eval_results
 import vocab
 
@@ -29,7 +29,7 @@ def _make_data(corpus, output, max_seq_length, max_predictions_per_seq, seed):
     return output
 
 
-def test_two_phases_short_then_long_sequences(tmp_path):
+def test_two_phases_short_then_long_sequences(tmp_path, caplog):
     from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
     text = (ROOT / "data" / "austen" / "persuasion.txt").read_text(encoding="utf-8")
@@ -39,20 +39,20 @@ def test_two_phases_short_then_long_sequences(tmp_path):
     config.write_text(json.dumps(SMALL))
     short = _make_data(corpus, tmp_path / "seq32.tfrecord", 32, 5, 1)
     long = _make_data(corpus, tmp_path / "seq64.tfrecord", 64, 10, 2)
-    common = ["--do_train", "--train_batch_size=8", "--learning_rate=1e-3"]
+    common = dict(config=config, do_train=True, train_batch_size=8, learning_rate=1e-3)
 
+    # Both phases run the driver in this process (run_pretraining.py's run(), its log in caplog).
     phase1 = tmp_path / "phase1"
-    run_cli(pretraining_command(
-        short, phase1, *common, "--max_seq_length=32", "--max_predictions_per_seq=5",
-        "--num_train_steps=9", "--num_warmup_steps=1", "--save_checkpoints_steps=9",
-        "--iterations_per_loop=9", config=config))
+    run_in_process(short, phase1, **common, max_seq_length=32, max_predictions_per_seq=5,
+                   num_train_steps=9, num_warmup_steps=1, save_checkpoints_steps=9,
+                   iterations_per_loop=9)
     phase2 = tmp_path / "phase2"
-    result = run_cli(pretraining_command(
-        long, phase2, *common, "--do_eval", "--max_seq_length=64", "--max_predictions_per_seq=10",
-        "--num_train_steps=1", "--num_warmup_steps=0", "--max_eval_steps=2", "--learning_rate=1e-4",
-        f"--init_checkpoint={phase1}", config=config))
+    caplog.set_level("INFO")
+    run_in_process(long, phase2, **{**common, "learning_rate": 1e-4}, do_eval=True,
+                   max_seq_length=64, max_predictions_per_seq=10, num_train_steps=1,
+                   num_warmup_steps=0, max_eval_steps=2, init_checkpoint=str(phase1))
 
-    assert "*INIT_FROM_CKPT*" in result.stderr
+    assert any("*INIT_FROM_CKPT*" in m for m in caplog.messages)
     # A fresh optimizer: phase 2 counts its own steps from 0.
     assert read_eval_results(phase2)["global_step"] == 1
     assert (phase2 / "ckpt-1.index").exists()
