@@ -47,20 +47,21 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
-        init = truncated_normal(self.initializer_range)
-        # Creation order is the original's: word, token type, position, then LayerNorm.
+        # Creation order is the original's: word, token type, position, then LayerNorm. One
+        # initializer each: a shared Keras initializer gives every table the same leading rows.
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size),
+            initializer=truncated_normal(self.initializer_range),
         )
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings",
             shape=(self.type_vocab_size, self.hidden_size),
-            initializer=init,
+            initializer=truncated_normal(self.initializer_range),
         )
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
             shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=init,
+            initializer=truncated_normal(self.initializer_range),
         )
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True

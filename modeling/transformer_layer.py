@@ -70,12 +70,9 @@ class TransformerLayer(keras.layers.Layer):
         self.kernels = kernels
         self._fast = use_fast(kernels)
         self.activation = activations.get_activation(hidden_act)
-        # Each initializer and dropout generator draws its seed from Python's random state here,
-        # in this order: with `keras.utils.set_random_seed`, a model starts from the weights (and
-        # dropout streams) that the same seed gave before. One initializer draws one seed, so the
-        # query, key and value kernels (same shape, same initializer) start equal.
-        self._initializer = truncated_normal(initializer_range)
-        self._attention_initializer = truncated_normal(initializer_range)
+        # Each dropout generator (here) and kernel initializer (in `build`) draws its seed from
+        # Python's random state: with `keras.utils.set_random_seed`, the same seed gives the same
+        # weights and dropout streams.
         self.attention_dropout = _seed_generator(attention_dropout_rate)
         self.attention_output_dropout = _seed_generator(hidden_dropout_rate)
         self.output_dropout = _seed_generator(hidden_dropout_rate)
@@ -83,22 +80,24 @@ class TransformerLayer(keras.layers.Layer):
     def build(self, input_shape=None):
         h, i = self.hidden_size, self.intermediate_size
         with keras.name_scope("self"):
-            init = self._attention_initializer
-            self.query_kernel, self.query_bias = self._dense("query", h, h, init)
-            self.key_kernel, self.key_bias = self._dense("key", h, h, init)
-            self.value_kernel, self.value_bias = self._dense("value", h, h, init)
+            self.query_kernel, self.query_bias = self._dense("query", h, h)
+            self.key_kernel, self.key_bias = self._dense("key", h, h)
+            self.value_kernel, self.value_bias = self._dense("value", h, h)
         self.attention_output_kernel, self.attention_output_bias = self._dense(
-            "attention_output_dense", h, h, self._initializer)
+            "attention_output_dense", h, h)
         self.attention_gamma, self.attention_beta = self._layer_norm("attention_output_LayerNorm")
-        self.intermediate_kernel, self.intermediate_bias = self._dense(
-            "intermediate_dense", h, i, self._initializer)
-        self.output_kernel, self.output_bias = self._dense("output_dense", i, h, self._initializer)
+        self.intermediate_kernel, self.intermediate_bias = self._dense("intermediate_dense", h, i)
+        self.output_kernel, self.output_bias = self._dense("output_dense", i, h)
         self.output_gamma, self.output_beta = self._layer_norm("output_LayerNorm")
         self.built = True
 
-    def _dense(self, scope, inputs, units, initializer):
-        """A dense layer's `kernel [inputs, units]` and `bias [units]`, under `scope`."""
-        return (self._variable(scope, "kernel", (inputs, units), initializer),
+    def _dense(self, scope, inputs, units):
+        """A dense layer's `kernel [inputs, units]` and `bias [units]`, under `scope`. Each
+        kernel has an initializer of its own: a Keras initializer repeats its values on every
+        call, so a shared one would start the query, key and value kernels equal (the original
+        draws each variable independently)."""
+        return (self._variable(scope, "kernel", (inputs, units),
+                               truncated_normal(self.initializer_range)),
                 self._variable(scope, "bias", (units,), "zeros"))
 
     def _layer_norm(self, scope):

@@ -37,7 +37,7 @@ def trained(tmp_path_factory):
     proc = run_ner(
         "--data_dir=%s" % data_dir, "--init_checkpoint=%s" % (TINY / "bert_model.ckpt"),
         "--do_train=True", "--do_eval=True", "--do_predict=True", "--train_batch_size=16",
-        "--learning_rate=1e-3", "--num_train_epochs=12", "--save_tf1_checkpoint=True",
+        "--learning_rate=1e-3", "--num_train_epochs=20", "--save_tf1_checkpoint=True",
         "--output_dir=%s" % output_dir)
     assert proc.returncode == 0, proc.stdout[-5000:]
     return data_dir, output_dir, proc.stdout
@@ -45,8 +45,9 @@ def trained(tmp_path_factory):
 
 def test_fine_tunes_and_scores_well_above_chance(trained):
     _, output_dir, log = trained
-    # 40 documents x 4 sentences, each in one window: int(160 / 16 * 12) steps.
-    assert "Num steps = 120" in log and "*INIT_FROM_CKPT*" in log
+    # 40 documents x 4 sentences, each in one window: int(160 / 16 * 20) steps (at 120 steps the
+    # F1 below was reached for some seeds only).
+    assert "Num steps = 200" in log and "*INIT_FROM_CKPT*" in log
     assert "newly initialised: output_weights, output_bias" in log
     assert "Labels: O B-LOC I-LOC B-PER I-PER" in log
     results = read_eval_results(output_dir / "eval_results.txt")
@@ -55,8 +56,8 @@ def test_fine_tunes_and_scores_well_above_chance(trained):
     assert "test F1 " in log and "(the paper's BERT-Base on CoNLL-2003: 92.4)" in log
     assert {"eval_precision", "eval_recall", "eval_accuracy", "eval_loss", "global_step",
             "eval_f1_LOC", "eval_f1_PER", "eval_recall_PER", "eval_precision_LOC"} < set(results)
-    assert results["global_step"] == "120"
-    assert (output_dir / "ckpt-120.index").exists()
+    assert results["global_step"] == "200"
+    assert (output_dir / "ckpt-200.index").exists()
     assert (output_dir / "bert_model.ckpt.index").exists()
     assert (output_dir / "label_list.txt").read_text().split() == [
         "O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
