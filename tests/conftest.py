@@ -11,11 +11,19 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # One XLA compilation cache for the session, shared with the scripts the tests run (they inherit
 # the environment): the fused kernels are compiled once per shape, not once per process, which
-# takes minutes off the suite. Set before TensorFlow is imported.
-_XLA_CACHE = tempfile.mkdtemp(prefix="bert-tests-xla-cache-")
-atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
-os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [
-    os.environ.get("TF_XLA_FLAGS"), f"--tf_xla_persistent_cache_directory={_XLA_CACHE}"]))
+# takes minutes off the suite. Set before TensorFlow is imported. The process that makes it (the
+# pytest-xdist controller, or pytest alone) names it in _XLA_CACHE_VARIABLE and removes it at exit;
+# the xdist workers, started later with its environment, use the same folder.
+_XLA_CACHE_VARIABLE = "BERT_TESTS_XLA_CACHE"
+_XLA_CACHE = os.environ.get(_XLA_CACHE_VARIABLE)
+if not _XLA_CACHE or not os.path.isdir(_XLA_CACHE):
+    _XLA_CACHE = tempfile.mkdtemp(prefix="bert-tests-xla-cache-")
+    os.environ[_XLA_CACHE_VARIABLE] = _XLA_CACHE
+    atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
+_XLA_CACHE_FLAG = f"--tf_xla_persistent_cache_directory={_XLA_CACHE}"
+if _XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", "").split():
+    os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [
+        os.environ.get("TF_XLA_FLAGS"), _XLA_CACHE_FLAG]))
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -72,3 +80,32 @@ def quick_demo(readme_mirror):
     (out / ".bert_demo").write_text("")
     (out / "stale.txt").write_text("from an earlier run")
     return run_quickstart_command(README_DEMO_COMMAND, readme_mirror), out
+
+
+# pytest.ini runs the suite on 2 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
+# one of them, so its module-scoped fixtures are made once; tests that share a session fixture
+# across files say so with `@pytest.mark.xdist_group(name)` (the quick demo: test_demo.py and
+# test_readme.py) and run on one process too. xdist hands the groups out in collection order, each
+# to the first process free (pytest.ini turns off its reordering by number of tests), so the long
+# ones come first: the quick demo's, then the scripts' end-to-end files (test_run_*.py); the
+# short files after them even out the two processes' ends.
+QUICK_DEMO_GROUP = "quick_demo"
+
+
+def _group(item):
+    mark = item.get_closest_marker("xdist_group")
+    return mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+
+
+def _rank(item):
+    if _group(item) == QUICK_DEMO_GROUP:
+        return 0
+    return 1 if item.path.name.startswith("test_run_") else 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=_rank)  # stable: file order within each rank

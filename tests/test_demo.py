@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import QUICK_DEMO_GROUP, ROOT
 
 STAGE_SCRIPTS = ["create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
                  "run_squad.py", "run_swag.py", "run_ner.py", "extract_features.py"]
@@ -22,6 +22,7 @@ def run_demo(*args, env=None):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(QUICK_DEMO_GROUP)  # shares conftest.quick_demo
 def test_quick_demo_runs_every_stage(quick_demo):
     # The README's command (conftest.quick_demo), run over an earlier demo's folder: cleared.
     result, out = quick_demo

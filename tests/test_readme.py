@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from conftest import README_DEMO_COMMAND, ROOT, run_quickstart_command
+from conftest import QUICK_DEMO_GROUP, README_DEMO_COMMAND, ROOT, run_quickstart_command
 
 README = ROOT / "README.md"
 BEGIN, END = "<!-- quickstart:begin -->", "<!-- quickstart:end -->"
@@ -75,6 +75,7 @@ def test_quickstart_commands_parsing():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(QUICK_DEMO_GROUP)  # shares conftest.quick_demo
 @pytest.mark.parametrize("command", _readme_commands())
 def test_quickstart_command_runs(command, request):
     if isinstance(command, MissingQuickstart):
