@@ -7,6 +7,21 @@ import os
 # "gelu_exact" is the erf form that Hugging Face checkpoints were trained with.
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 
+# The keys of every released bert_config.json.
+REQUIRED_KEYS = (
+    "attention_probs_dropout_prob",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "hidden_size",
+    "initializer_range",
+    "intermediate_size",
+    "max_position_embeddings",
+    "num_attention_heads",
+    "num_hidden_layers",
+    "type_vocab_size",
+    "vocab_size",
+)
+
 _POSITIVE_INT_FIELDS = (
     "vocab_size",
     "hidden_size",
@@ -73,6 +88,12 @@ class BertConfig:
             raise ValueError(f"{json_file}: not valid JSON ({e})") from e
         if not isinstance(data, dict):
             raise ValueError(f"{json_file}: expected a JSON object, got {type(data).__name__}")
+        missing = [key for key in REQUIRED_KEYS if key not in data]
+        if missing:
+            # The original's from_dict falls back to BERT-Base values for a missing key (12
+            # layers for a 2-layer checkpoint), which then trains most of the model from random.
+            raise ValueError(f"{json_file}: missing key(s) {', '.join(missing)}; a "
+                             "bert_config.json holds all of " + ", ".join(REQUIRED_KEYS))
         config = cls.from_dict(data)
         config.validate(source=json_file)
         return config

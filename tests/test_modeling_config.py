@@ -49,6 +49,18 @@ def test_invalid_configs_fail_with_a_clear_message(tmp_path, change, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize("key", ["num_hidden_layers", "num_attention_heads", "hidden_act"])
+def test_a_missing_key_is_named_not_defaulted(tmp_path, key):
+    """The original would build 12 layers for a config without num_hidden_layers and load a
+    2-layer checkpoint into two of them."""
+    data = json.loads((TINY / "bert_config.json").read_text())
+    del data[key]
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"bert_config.json: missing key\(s\) {key};"):
+        BertConfig.from_json_file(path)
+
+
 def test_malformed_json_names_the_file(tmp_path):
     path = tmp_path / "bert_config.json"
     path.write_text("{not json")

@@ -251,3 +251,14 @@ def test_gazetteer_labels_text():
     assert gazetteer.tag(["Bath", "Frank"]) == ["B-LOC", "B-PER"]
     with pytest.raises(ValueError, match="'Bath' is listed as LOC and as PER"):
         Gazetteer({"LOC": ["Bath"], "PER": ["Bath"]})
+
+
+def test_a_byte_order_mark_is_not_a_word(tmp_path):
+    """A file saved with a UTF-8 BOM reads as the same documents (the BOM would otherwise turn
+    `-DOCSTART-` into a word, and be copied into the predictions file)."""
+    path = tmp_path / "eng.testa"
+    path.write_bytes(b"\xef\xbb\xbf" + CONLL_TEXT.encode("utf-8"))
+    with_bom, without = conll.read_conll_file(str(path)), _read(CONLL_TEXT)
+    assert [d.docstart_columns for d in with_bom] == [d.docstart_columns for d in without]
+    assert [s.columns for s in conll.sentences_of(with_bom)] == [
+        s.columns for s in conll.sentences_of(without)]

@@ -235,6 +235,14 @@ def test_unlocatable_answers_are_skipped_and_counted(tmp_path):
     assert len(sq_examples.read_squad_examples(str(path), True, True)) == 2
 
 
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    doc = {"version": "1.1", "data": [{"paragraphs": [{"context": "Hello world.", "qas": [
+        {"id": "q1", "question": "who?", "answers": [{"text": "world", "answer_start": 6}]}]}]}]}
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode("utf-8"))
+    assert [e.qas_id for e in sq_examples.read_squad_examples(str(path), True)] == ["q1"]
+
+
 def test_invalid_json_names_file_line_and_column(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"data": [\n  {"paragraphs": [}\n]}')

@@ -103,6 +103,9 @@ def read_conll_lines(lines, path):
     for line_number, line in enumerate(lines, 1):
         if isinstance(line, bytes):
             line = _decode(line, path, line_number)
+        if line_number == 1:
+            # A byte-order mark would make `-DOCSTART-` (or the first word) another word.
+            line = line.removeprefix("\ufeff")
         fields = line.split()
         if not fields:
             end_sentence()

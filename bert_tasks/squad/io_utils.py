@@ -74,7 +74,8 @@ def read_json(path):
     except (OSError, IOError) as e:  # tf.errors.NotFoundError is an OSError too.
         raise SquadFormatError("%s: cannot read: %s" % (path, e)) from None
     try:
-        return json.loads(data.decode("utf-8"))
+        # utf-8-sig: an editor's byte-order mark is not JSON, but is no reason to refuse the file.
+        return json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise SquadFormatError("%s: not valid UTF-8 (%s)" % (path, e)) from None
     except json.JSONDecodeError as e:
