@@ -9,15 +9,13 @@ Output: `vocab.txt` with [PAD]=0, [unused0..98], [UNK]=100, [CLS]=101, [SEP]=102
 read it. Words are split by the original BasicTokenizer, tokens learned by tensorflow-text's
 WordPiece learner; see docs/build_vocab.md and `vocab_building`.
 """
-import signal
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from bert_runner import cli
 from bert_tasks.pretraining.data.processing import WorkerError
-from bert_tasks.pretraining.data.reading import InputError
 from bert_tasks.pretraining.vocab_building import building, layout
 
 flags.DEFINE_string("input_file", None,
@@ -52,15 +50,10 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-    # A plain `kill` unwinds like an exception, so the temporary output is removed.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     opts = building.Options(**{name: FLAGS[name].value
                                for name in building.Options.__dataclass_fields__})
     try:
         building.run(opts)
-    except InputError as e:
-        logging.error("%s", e)
-        sys.exit(2)
     except WorkerError as e:
         logging.error("%s", e)
         sys.exit(1)
@@ -69,4 +62,4 @@ def main(_):
 if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("output_file")
-    app.run(main)
+    cli.run(main)

@@ -8,17 +8,14 @@
 Input: one sentence per line, a blank line between documents. See `bert_tasks.pretraining.data.pipeline` for
 the two orderings (the original's, and chunked/parallel with --chunk_size_mb and --num_workers).
 """
-import signal
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from bert_runner import cli
 from bert_tasks.pretraining.data import pipeline
 from bert_tasks.pretraining.data.processing import WorkerError
-from bert_tasks.pretraining.data.reading import InputError
-from vocab.tokenization import VocabError
 
 flags.DEFINE_string("input_file", None,
                     "Input raw text file (or comma-separated list of files).")
@@ -68,15 +65,10 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-    # A plain `kill` unwinds like an exception, so incomplete outputs are removed.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     opts = pipeline.Options(**{name: FLAGS[name].value
                                for name in pipeline.Options.__dataclass_fields__})
     try:
         pipeline.run(opts)
-    except (InputError, VocabError) as e:
-        logging.error("%s", e)
-        sys.exit(2)
     except WorkerError as e:
         logging.error("%s", e)
         sys.exit(1)
@@ -86,4 +78,4 @@ if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("output_file")
     flags.mark_flag_as_required("vocab_file")
-    app.run(main)
+    cli.run(main)

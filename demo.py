@@ -44,8 +44,9 @@ import sys
 import time
 from typing import Optional
 
-from absl import app, flags
+from absl import flags
 
+from bert_runner import cli
 from bert_tasks.austen import TASK_NOVELS, first_documents, read_novel
 from bert_tasks.austen.names_and_places import capitalised_word_tags, names_and_places_conll
 from bert_tasks.austen.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
@@ -543,4 +544,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

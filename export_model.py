@@ -6,9 +6,9 @@
 
 Signatures and outputs: see `bert_runner/export.py` (`serving_default(text_a)`, `pairs(text_a, text_b)`).
 """
-from absl import app, flags
+from absl import flags
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -55,4 +55,4 @@ def main(_):
 if __name__ == "__main__":
     for name in ("bert_config_file", "vocab_file", "task_name", "checkpoint", "export_dir"):
         flags.mark_flag_as_required(name)
-    app.run(main)
+    cli.run(main)

@@ -9,9 +9,9 @@ import os
 import re
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -144,4 +144,4 @@ if __name__ == "__main__":
     flags.mark_flag_as_required("bert_config_file")
     flags.mark_flag_as_required("init_checkpoint")
     flags.mark_flag_as_required("output_file")
-    app.run(main)
+    cli.run(main)

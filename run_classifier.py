@@ -1,9 +1,9 @@
 """Fine-tune BERT on a GLUE or XNLI sentence (pair) classification task: the original
 `run_classifier.py` (same flags, TFRecords and output files), on one device, many GPUs or a TPU,
 resumable, with `--seeds` to run several seeds and summarise their spread."""
-from absl import app, flags
+from absl import flags
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -56,4 +56,4 @@ def main(_):
 if __name__ == "__main__":
     for name in ("data_dir", "task_name", "vocab_file", "bert_config_file", "output_dir"):
         flags.mark_flag_as_required(name)
-    app.run(main)
+    cli.run(main)

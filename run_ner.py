@@ -6,9 +6,9 @@ sentence; the dev and test sets are scored with conlleval and written back in Co
 predicted column. The paper used a cased model for NER: pass a cased checkpoint and
 --do_lower_case=False (the default stays True, as in the original scripts).
 """
-from absl import app, flags
+from absl import flags
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -48,4 +48,4 @@ def main(_):
 if __name__ == "__main__":
     for _name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
         flags.mark_flag_as_required(_name)
-    app.run(main)
+    cli.run(main)

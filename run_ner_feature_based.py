@@ -7,9 +7,9 @@ the table beside the paper's BERT-Base figures and writes it to output_dir/table
 """
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -109,4 +109,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -5,11 +5,9 @@ The first record of each input file is checked against the flags and bert_config
 anything else (`bert_tasks.pretraining.data.validation`); records without next_sentence_labels (made with
 `create_pretraining_data.py --next_sentence_prediction=false`) train the masked LM alone.
 """
-import sys
+from absl import flags
 
-from absl import app, flags, logging
-
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -55,17 +53,11 @@ def run():
 
 
 def main(_):
-    from bert_tasks.pretraining.data.reading import InputError
-
-    try:
-        run()
-    except InputError as e:
-        logging.error("%s", e)
-        sys.exit(2)
+    run()
 
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("bert_config_file")
     flags.mark_flag_as_required("output_dir")
-    app.run(main)
+    cli.run(main)

@@ -5,11 +5,10 @@ Outputs in output_dir: train.tf_record and checkpoints (training); eval.tf_recor
 predictions.json, nbest_predictions.json, null_odds.json (v2.0) and eval_results.json (scores)
 for prediction.
 """
-import sys
 
-from absl import app, flags
+from absl import flags
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -78,18 +77,8 @@ def main(_):
     driver.run(task, RunConfig.from_flags())
 
 
-def run(argv):
-    """`main`, with bad SQuAD input reported as one line naming the file and JSON path."""
-    from bert_tasks.squad.io_utils import SquadFormatError
-
-    try:
-        main(argv)
-    except SquadFormatError as e:
-        sys.exit("Error: %s" % e)
-
-
 if __name__ == "__main__":
     flags.mark_flag_as_required("vocab_file")
     flags.mark_flag_as_required("bert_config_file")
     flags.mark_flag_as_required("output_dir")
-    app.run(run)
+    cli.run(main)

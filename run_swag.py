@@ -2,9 +2,9 @@
 ending_i [SEP]` sequences per example, one score vector on the pooled output, softmax over the
 four. The paper's settings are the defaults (learning rate 2e-5, batch 16, 3 epochs, 128 tokens);
 flags, output files and checkpoints in the style of the original run_classifier.py."""
-from absl import app, flags
+from absl import flags
 
-from bert_runner import flags as run_flags
+from bert_runner import cli, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -38,4 +38,4 @@ def main(_):
 if __name__ == "__main__":
     for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
         flags.mark_flag_as_required(name)
-    app.run(main)
+    cli.run(main)

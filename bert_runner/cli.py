@@ -1,0 +1,112 @@
+"""How every script starts and how it fails: `cli.run(main)` in place of `absl.app.run(main)`.
+
+A failure the user can fix (a flag out of range, a malformed input file, an unreadable
+checkpoint, an output_dir that is read-only or held by another run) is one line on stderr that
+names the flag or file, and exit code 2, without a Python traceback; anything else is a bug or the
+machine, and keeps its traceback (exit code 1). The project's convention: code that refuses
+something the user gave raises `ValueError` with a message naming it; file-system failures
+(`OSError`, TensorFlow's file errors) name their path themselves.
+
+`BERT_TRACEBACK=1` in the environment, or `--verbosity=1` (absl's flag), prints the traceback of a
+refused run as well, for bug reports.
+"""
+import os
+import signal
+import sys
+
+from absl import app, flags, logging
+
+EXIT_CODES = """
+Exit codes:
+  0  done.
+  1  an unexpected failure (a bug, or the machine: out of memory, a lost device); the traceback
+     is printed: please report it.
+  2  refused: a flag out of range, a malformed input file, an unreadable checkpoint, an
+     output_dir that is read-only or held by another run. One line names the flag or file and
+     what to do; nothing already written was damaged. BERT_TRACEBACK=1 (or --verbosity=1) also
+     prints the traceback.
+  130, 143  interrupted (Ctrl-C, kill): the same command resumes where a checkpoint was written.
+"""
+
+TRACEBACK_VARIABLE = "BERT_TRACEBACK"
+
+
+def _tensorflow_file_errors():
+    """TensorFlow's errors that are about a path (missing, unreadable, corrupt), or () when
+    TensorFlow was never imported (then none of its errors can have been raised)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return ()
+    return (tf.errors.NotFoundError, tf.errors.PermissionDeniedError, tf.errors.DataLossError,
+            tf.errors.AlreadyExistsError, tf.errors.FailedPreconditionError)
+
+
+def refusal(error):
+    """The one line a user sees for `error` when it is a refusal (see the module docstring), else
+    None (a bug: the traceback is kept)."""
+    if isinstance(error, OSError):
+        # str(OSError) is "[Errno 13] Permission denied: 'path'"; say it without the errno.
+        if error.strerror and error.filename:
+            target = f"{error.filename} -> {error.filename2}" if error.filename2 else error.filename
+            return f"{error.strerror}: {target}"
+        return str(error)
+    if isinstance(error, _tensorflow_file_errors()):
+        return error.message
+    if isinstance(error, ValueError):
+        return str(error)
+    return None
+
+
+def _show_traceback():
+    if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+        return True
+    return flags.FLAGS.is_parsed() and flags.FLAGS.verbosity >= 1
+
+
+def _exit_refused(message):
+    script = os.path.basename(sys.argv[0])
+    lines = message.strip().splitlines() or ["(no message)"]
+    sys.stderr.write(f"{script}: error: {lines[0]}\n")
+    for line in lines[1:]:
+        sys.stderr.write(f"  {line}\n")
+    sys.stderr.flush()
+    sys.exit(2)
+
+
+def _parse_flags(argv):
+    """absl's parser, with a flag error as a refusal (exit 2, absl says 1) and help asked for as a
+    success (absl's --help and --helpfull exit 1)."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        _exit_refused(f"{error}\nPass --helpfull to see every flag with its range.")
+    except SystemExit as exit_:
+        if exit_.code == 1 and any(a.lstrip("-").startswith("help") for a in argv[1:]):
+            sys.exit(0)
+        raise
+
+
+def _guarded(main):
+    def guarded_main(argv):
+        try:
+            return main(argv)
+        except Exception as error:  # noqa: BLE001 - sorted into refusals and bugs right here
+            message = refusal(error)
+            if message is None:
+                raise
+            if _show_traceback():
+                logging.exception("Refused:")
+            _exit_refused(message)
+
+    return guarded_main
+
+
+def run(main):
+    """`absl.app.run(main)` with the project's rules: flag errors and refusals exit 2 with one
+    line (see the module docstring), SIGTERM unwinds like Ctrl-C so `finally` blocks remove
+    incomplete outputs and release the output_dir, and the script's `--help` text ends with its
+    exit codes."""
+    module = sys.modules["__main__"]
+    module.__doc__ = (module.__doc__ or "").rstrip("\n") + "\n" + EXIT_CODES
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    app.run(_guarded(main), flags_parser=_parse_flags)
