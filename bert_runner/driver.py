@@ -4,7 +4,8 @@ and the scripts' main() did, the same way for every task.
     run(task, RunConfig.from_flags())               # a script's whole main()
 
 `run` refuses a run with nothing to do, loads the config and the tokenizer, reads every split
-the do_* flags ask for (all before any is converted), checks output_dir and `--init_checkpoint`
+the do_* flags ask for (all before any is converted), takes output_dir's lock
+(`bert_runner.output_lock`: one run at a time), checks output_dir and `--init_checkpoint`
 (`prepare`), writes each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU
 padding for evaluation and prediction), counts the training steps, then `run_task` (once per seed with
 `seeds`) and the task's `finish`.
@@ -15,9 +16,9 @@ trains (resuming from the newest checkpoint in output_dir, else starting from
 without training restores the newest checkpoint; then evaluates (eval_results.txt, with the
 task's baselines in the log) and predicts (the task's prediction files).
 
-An output_dir belongs to one task: `prepare` records the task and its hyper-parameters in
-`output_dir/run.json` and refuses a directory that holds another task's run, before anything in
-it is overwritten.
+An output_dir belongs to one task: `prepare` refuses a directory whose `output_dir/run.json`
+names another task, before anything in it is overwritten; the task and its hyper-parameters are
+recorded there once every check has passed.
 """
 import dataclasses
 import itertools
@@ -31,7 +32,8 @@ from absl import logging
 
 from modeling import tf1_checkpoint
 from modeling.optimization import create_optimizer
-from bert_runner import checkpoints, distribution, results, seeds as seed_sweeps, startup
+from bert_runner import (
+    checkpoints, distribution, output_lock, results, seeds as seed_sweeps, startup)
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
@@ -61,15 +63,10 @@ def _task_record(task, run):
 
 
 def prepare(task, run, config):
-    """Checks done before any work, and the `tf.distribute` strategy; returns the strategy.
-
-    Creates the strategy first (a multi-worker strategy must exist before any TensorFlow op
-    runs), then output_dir; refuses it (OutputDirError) when its run.json names another task;
-    checks that `--init_checkpoint` is readable and fits the task's model for `config` (names the
-    file and every mismatched variable). Records the task in run.json when the directory has none.
-    """
-    strategy = get_strategy(run)
-    tf.io.gfile.makedirs(run.output_dir)
+    """Checks of output_dir and `--init_checkpoint` before any work, made holding output_dir's
+    lock: refuses a directory whose run.json names another task (OutputDirError), and checks
+    that `--init_checkpoint` is readable and fits the task's model for `config` (names the file
+    and every mismatched variable)."""
     recorded = _recorded_run(run)
     if recorded is not None and recorded.get("task") != task.name:
         raise OutputDirError(
@@ -79,10 +76,13 @@ def prepare(task, run, config):
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint)
         keras.backend.clear_session()
-    if recorded is None:
+
+
+def _record_run(task, run):
+    """Writes run.json, once every check passed (a refused run leaves none to block the next)."""
+    if _recorded_run(run) is None:
         results.write_text_atomic(os.path.join(run.output_dir, RUN_RECORD),
                                   json.dumps(_task_record(task, run), indent=2) + "\n")
-    return strategy
 
 
 def _recorded_run(run):
@@ -182,7 +182,7 @@ def train(trainer, task, run, config, split, num_train_steps):
         init = lambda: checkpoints.initialize_from_checkpoint(trainer.model, run.init_checkpoint)
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps, init_fn=init,
                   checkpoint_iterator=run.checkpoint_iterator)
-    if not trainer.history:
+    if not trainer.history and trainer.step >= num_train_steps > 0:
         logging.warning(
             "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "
             "trained again. Use a new --output_dir to train again.", run.output_dir, trainer.step,
@@ -250,31 +250,38 @@ def run(task, run, seeds=None):
     existing = {split: task.existing_records(split, config) for split in wanted}
     examples = {split: task.read_examples(split) for split in wanted if existing[split] is None}
     task.check_examples(examples)
-    strategy = prepare(task, run, config)
-    task.write_run_files(run.output_dir)
-    splits = {split: write_split(task, examples[split], split, tokenizer, run)
-              if existing[split] is None else existing_split(task, split, existing[split], run)
-              for split in wanted}
-    steps = (0, 0)
-    if "train" in splits:
-        steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
+    # A multi-worker strategy must exist before any TensorFlow op runs.
+    strategy = get_strategy(run)
+    tf.io.gfile.makedirs(run.output_dir)
+    with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
+        prepare(task, run, config)
+        task.write_run_files(run.output_dir)
+        splits = {split: write_split(task, examples[split], split, tokenizer, run)
+                  if existing[split] is None else existing_split(task, split, existing[split], run)
+                  for split in wanted}
+        steps = (0, 0)
+        if "train" in splits:
+            steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
+        _record_run(task, run)
 
-    def run_once(seed_run):
-        result = run_task(task, seed_run, config, splits.get("train"), *steps,
-                          eval_split=splits.get("eval"), predict_split=splits.get("predict"),
-                          strategy=strategy)
-        task.finish(result, seed_run.output_dir)
-        return result
+        def run_once(seed_run):
+            result = run_task(task, seed_run, config, splits.get("train"), *steps,
+                              eval_split=splits.get("eval"), predict_split=splits.get("predict"),
+                              strategy=strategy)
+            task.finish(result, seed_run.output_dir)
+            return result
 
-    if not seeds:
-        return run_once(run)
-    by_seed = {}
-    for seed in seeds:
-        logging.info("***** Seed %d *****", seed)
-        by_seed[seed] = run_once(run.with_seed(seed, seed_sweeps.seed_dir(run.output_dir, seed)))
-    if "eval" in splits and distribution.is_chief(strategy):
-        summary = seed_sweeps.summarize_seeds({s: r.eval_results for s, r in by_seed.items()})
-        logging.info("***** Eval results over seeds %s *****\n%s", ",".join(map(str, seeds)),
-                     summary)
-        results.write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"), summary)
-    return by_seed
+        if not seeds:
+            return run_once(run)
+        by_seed = {}
+        for seed in seeds:
+            logging.info("***** Seed %d *****", seed)
+            by_seed[seed] = run_once(
+                run.with_seed(seed, seed_sweeps.seed_dir(run.output_dir, seed)))
+        if "eval" in splits and distribution.is_chief(strategy):
+            summary = seed_sweeps.summarize_seeds({s: r.eval_results for s, r in by_seed.items()})
+            logging.info("***** Eval results over seeds %s *****\n%s", ",".join(map(str, seeds)),
+                         summary)
+            results.write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"),
+                                      summary)
+        return by_seed

@@ -186,6 +186,9 @@ def test_zero_training_steps_are_refused_before_training(tmp_path):
         driver.run(KeywordTask(str(data)),
                    config(tmp_path / "out", do_train=True, num_train_epochs=1.0))
     assert not list((tmp_path / "out").glob("ckpt-*"))
+    # Nothing that would block the corrected command, or another task, is left behind.
+    assert not (tmp_path / "out" / "run.json").exists()
+    assert not (tmp_path / "out" / "run.lock").exists()
 
 
 def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, caplog):
@@ -203,7 +206,7 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     assert sorted(p.name for p in out.glob("*.tf_record")) == [
         "dev.tf_record", "test.tf_record", "train.tf_record"]
     assert '"task": "keyword"' in (out / "run.json").read_text()
-    assert not list(out.glob("*.tmp-*"))
+    assert not list(out.glob("*.tmp-*")) and not (out / "run.lock").exists()
 
     # Evaluation alone restores the run's last checkpoint, as the Estimator did.
     first = (out / "eval_results.txt").read_text()

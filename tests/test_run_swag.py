@@ -6,10 +6,12 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
+import refusals
 from conftest import ROOT
 from modeling_helpers import TINY
 
@@ -62,11 +64,18 @@ def write_keyword_swag(data_dir, num_train=64, num_dev=32, num_test=12):
     return [int(row[-1]) for row in test]
 
 
-def run_swag(*args):
+def start_swag(*args):
+    """run_swag.py with the tiny model's files, started (a Popen, text pipes)."""
     cmd = [sys.executable, str(ROOT / "run_swag.py"), f"--vocab_file={TINY / 'vocab.txt'}",
            f"--bert_config_file={TINY / 'bert_config.json'}", *args]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def run_swag(*args):
+    process = start_swag(*args)
+    stdout, stderr = process.communicate(timeout=600)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def read_eval_results(path):
@@ -79,12 +88,25 @@ def test_fine_tunes_the_tiny_original_checkpoint_above_chance(tmp_path):
 
     test_labels = write_keyword_swag(tmp_path / "data")
     out = tmp_path / "out"
-    result = run_swag(
-        "--do_train=true", "--do_eval=true", "--do_predict=true",
-        f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={TINY / 'bert_model.ckpt'}",
-        "--max_seq_length=16", "--train_batch_size=8", "--learning_rate=3e-3",
-        "--num_train_epochs=4", "--save_tf1_checkpoint=true", f"--output_dir={out}")
+    run_flags = ("--do_train=true", "--do_eval=true", "--do_predict=true",
+                 f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={TINY / 'bert_model.ckpt'}",
+                 "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=4",
+                 "--save_tf1_checkpoint=true", f"--output_dir={out}")
+    first = start_swag("--learning_rate=3e-3", *run_flags)
+    # A second run into the same output_dir, once the first holds it, is refused and changes
+    # nothing there (before the lock, both trained, and run.json described the other run).
+    deadline = time.monotonic() + 300
+    while not (out / "run.lock").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-3000:]
+        time.sleep(0.1)
+    second = run_swag("--learning_rate=1e-3", *run_flags)
+    refusals.assert_refused(second, "output-dir-busy")
+    assert f"pid {first.pid} on" in second.stderr and "--learning_rate=3e-3" in second.stderr
+    stdout, stderr = first.communicate(timeout=600)
+    result = subprocess.CompletedProcess(first.args, first.returncode, stdout, stderr)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert '"learning_rate": 0.003' in (out / "run.json").read_text()
+    assert not (out / "run.lock").exists()
     # The encoder comes from the checkpoint; the scoring vector is the only new variable.
     assert "bert/embeddings/word_embeddings, shape = [99, 32], *INIT_FROM_CKPT*" in result.stderr
     assert "newly initialised: cls/swag/output_weights" in result.stderr
