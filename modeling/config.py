@@ -80,6 +80,9 @@ class BertConfig:
         try:
             with open(json_file, "r", encoding="utf-8") as reader:
                 text = reader.read()
+        except IsADirectoryError:
+            raise IsADirectoryError(
+                f"BERT config file {json_file}: is a directory, expected a file") from None
         except OSError as e:
             raise FileNotFoundError(f"Cannot read BERT config file {json_file}: {e}") from e
         try:

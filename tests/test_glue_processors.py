@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_runner import cli
 from bert_tasks.classifier import features, processors
 from bert_runner.inputs import decode_record
 from bert_runner.records import write_records
 from bert_tasks.classifier.features import InputExample
+from refusals import message as refusal_message
 
 
 def _write(directory, files):
@@ -197,6 +199,7 @@ def test_wrong_column_count_names_file_and_line(tmp_path):
                                                      ["0", "a", "b", "entailment"],
                                                      ["1", "a", "b", "extra", "entailment"]]})
     assert message == "%s:3: expected 4 tab-separated columns, got 5" % (tmp_path / "train.tsv")
+    assert refusal_message("tsv-columns") in message
     # Header-less CoLA train uses its fixed 4 columns; a blank line is a row with no columns.
     message = _error(tmp_path, "cola", {"train.tsv": [["s", "1", "", "ok"], []]})
     assert message.endswith("train.tsv:2: expected 4 tab-separated columns, got 0")
@@ -229,8 +232,9 @@ def test_missing_split_names_expected_file(tmp_path):
 
 def test_invalid_utf8_and_empty_file(tmp_path):
     (tmp_path / "dev.tsv").write_bytes(b"sentence\tlabel\n\xff\xfe\t1\n")
-    assert _error(tmp_path, "sst-2", {}, split="dev").startswith(
-        "%s:2: not valid UTF-8" % (tmp_path / "dev.tsv"))
+    message = _error(tmp_path, "sst-2", {}, split="dev")
+    assert message.startswith("%s:2: not valid UTF-8" % (tmp_path / "dev.tsv"))
+    assert refusal_message("input-not-utf8") in message
     assert _error(tmp_path, "sst-2", {"dev.tsv": []}, split="dev") == (
         "%s: empty file, expected the SST-2 dev set" % (tmp_path / "dev.tsv"))
 
@@ -240,3 +244,21 @@ def test_unknown_task_lists_known_tasks():
         processors.get_processor("squad")
     assert str(info.value) == ("Task not found: squad (known tasks: ax, cola, mnli, mnli-mm, mrpc, "
                                "qnli, qqp, rte, sst-2, sts-b, wnli, xnli)")
+
+
+def test_a_field_of_800_kb_is_read(tmp_path):
+    """csv's default field limit (131072 characters) made a valid long passage "bad CSV"."""
+    passage = "word " * 160_000
+    data_dir = _write(tmp_path, {"dev.tsv": [["sentence", "label"], [passage, "1"]]})
+    examples = processors.get_processor("sst-2").get_dev_examples(data_dir)
+    assert [len(e.text_a) for e in examples] == [800_000]
+
+
+def test_a_directory_where_the_tsv_is_expected(tmp_path):
+    (tmp_path / "train.tsv").mkdir()
+    with pytest.raises(IsADirectoryError,
+                       match=re.escape(refusal_message("input-is-a-directory"))) as info:
+        processors.get_processor("mrpc").get_train_examples(str(tmp_path))
+    # bert_runner.cli's one line names the path.
+    assert cli.refusal(info.value) == "%s: %s" % (tmp_path / "train.tsv",
+                                                  refusal_message("input-is-a-directory"))

@@ -57,8 +57,17 @@ def test_a_missing_key_is_named_not_defaulted(tmp_path, key):
     del data[key]
     path = tmp_path / "bert_config.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=rf"bert_config.json: missing key\(s\) {key};"):
+    with pytest.raises(ValueError, match=rf"bert_config.json: missing key\(s\) {key};") as error:
         BertConfig.from_json_file(path)
+    # Not validated with a default in its place: once "hidden_size (128) is not a multiple of
+    # num_attention_heads (12)" for a config without num_attention_heads.
+    assert "multiple" not in str(error.value) and "Invalid BERT config" not in str(error.value)
+
+
+def test_a_directory_is_named(tmp_path):
+    with pytest.raises(IsADirectoryError,
+                       match=f"BERT config file {tmp_path}: is a directory, expected a file"):
+        BertConfig.from_json_file(str(tmp_path))
 
 
 def test_malformed_json_names_the_file(tmp_path):

@@ -1,16 +1,19 @@
 """bert_tasks.ner.conll, bert_tasks.ner.tags, bert_tasks.ner.features, bert_tasks.ner.predictions: the CoNLL reader, IOB schemes, windows
 with document context, TFRecords and the predictions file."""
 import random
+import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_runner import cli
 from bert_tasks.ner import conll, conlleval, features, predictions, tags
 from bert_runner.inputs import decode_record
 from bert_runner.records import write_records
 from vocab import bundled_vocab_file
 from vocab.tokenization import FullTokenizer
+from refusals import message as refusal_message
 
 CONLL_TEXT = """-DOCSTART- -X- -X- O
 
@@ -78,10 +81,24 @@ def test_reader_errors_name_file_and_line(text, message):
 def test_reader_file_errors(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"ok O\n\xff O\n")
-    with pytest.raises(conll.ConllFormatError, match="bad.txt:2: not UTF-8"):
+    with pytest.raises(conll.ConllFormatError,
+                       match="bad.txt:2: " + re.escape(refusal_message("input-not-utf8"))):
         conll.read_conll_file(str(path))
     with pytest.raises(conll.ConllFormatError, match="missing.txt: no such file"):
         conll.read_conll_file(str(tmp_path / "missing.txt"))
+    with pytest.raises(conll.ConllFormatError, match="f.txt:2: 2 " + re.escape(
+            refusal_message("conll-columns")) + " 1 has 3"):
+        conll.read_conll_lines(["a NN O\n", "b O\n"], "f.txt")
+
+
+def test_a_directory_where_a_conll_file_is_expected(tmp_path):
+    """TensorFlow's reader raised FailedPreconditionError "<path>; Is a directory" from inside."""
+    (tmp_path / "train.txt").mkdir()
+    path = conll.split_file(str(tmp_path), "train")
+    with pytest.raises(IsADirectoryError) as info:
+        conll.read_conll_file(path)
+    assert cli.refusal(info.value) == "%s: %s" % (tmp_path / "train.txt",
+                                                  refusal_message("input-is-a-directory"))
 
 
 def test_iob1_and_iob2_conversions_keep_conllevals_chunks():

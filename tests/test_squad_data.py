@@ -1,5 +1,6 @@
 """SQuAD examples, windows and features against the original's outputs, and bad input."""
 import json
+import re
 
 import pytest
 import tensorflow as tf
@@ -11,6 +12,7 @@ from bert_tasks.squad import examples as sq_examples
 from bert_tasks.squad import features as sq_features
 from bert_tasks.squad.io_utils import SquadFormatError
 from vocab import tokenization
+from refusals import message
 
 VERSIONS = ["v1.1", "v2.0"]
 MODES = ["train", "eval"]
@@ -229,10 +231,49 @@ def test_unlocatable_answers_are_skipped_and_counted(tmp_path):
         ("negative", "data[0].paragraphs[0].qas[3]"), ("empty", "data[0].paragraphs[0].qas[4]")]
     assert result.skipped[0].message == "Could not find answer: 'Hello' vs. 'world'"
     assert "does not fit in the context" in result.skipped[1].message
-    # The file reader returns the kept examples (and logs each skip plus a summary).
+    # The file reader returns the kept examples (and logs one warning for the skipped ones).
     path = tmp_path / "d.json"
     path.write_text(json.dumps(doc))
     assert len(sq_examples.read_squad_examples(str(path), True, True)) == 2
+
+
+def test_skipped_questions_are_one_warning_with_count_and_ids(tmp_path, caplog):
+    """The original logs "Could not find answer" once per question; one warning counts them and
+    names the file and the first ids, each reason at INFO."""
+    context = "Hello world, again."
+    qas = [{"id": "q%d" % i, "question": "q", "answers": [
+        {"text": "world", "answer_start": 6 if i % 3 == 0 else 0}]} for i in range(9)]
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps({"data": [{"paragraphs": [{"context": context, "qas": qas}]}]}))
+    caplog.set_level("INFO")
+    examples = sq_examples.read_squad_examples(str(path), True)
+    assert [e.qas_id for e in examples] == ["q0", "q3", "q6"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert message("squad-answer-not-found") in warnings[0]
+    assert warnings[0].startswith("%s: skipped 6 of 9 training questions" % path)
+    assert ": q1, q2, q4, q5, q7 and 1 more." in warnings[0]
+    reasons = [r.getMessage() for r in caplog.records
+               if r.levelname == "INFO" and "Could not find answer" in r.getMessage()]
+    assert len(reasons) == 6 and "(q8) skipped" in reasons[-1]
+
+
+def test_a_directory_or_bad_utf8_where_the_json_is_expected(tmp_path):
+    from bert_tasks.squad.task import SquadTask
+
+    (tmp_path / "train.json").mkdir()
+    fragment = re.escape(message("input-is-a-directory"))
+    with pytest.raises(IsADirectoryError, match=r"train\.json: " + fragment):
+        sq_examples.read_squad_examples(str(tmp_path / "train.json"), True)
+    task = SquadTask(64, train_file=str(tmp_path / "train.json"), doc_stride=16,
+                     max_query_length=8)
+    with pytest.raises(IsADirectoryError, match=r"train\.json \(--train_file\): " + fragment):
+        task.read_examples("train")
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"data": ["\xff"]}')
+    with pytest.raises(SquadFormatError,
+                       match=r"bad\.json: " + re.escape(message("input-not-utf8"))):
+        sq_examples.read_squad_examples(str(bad), False)
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path):

@@ -1,12 +1,14 @@
 """SWAG CSV reading (both header layouts, errors naming file and line) and multiple-choice
 features."""
 import csv
+import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES
+from refusals import message
 from bert_runner.inputs import decode_record
 from bert_runner.records import write_records
 from bert_tasks.swag import examples as swag_examples
@@ -89,10 +91,31 @@ def test_bad_csv_names_file_and_line(tmp_path, rows, message):
         _read(path)
 
 
+def test_fields_unlike_the_header_are_the_table_case(tmp_path):
+    path = _write_csv(tmp_path / "x.csv", [HEADER, ROW + ["extra"]])
+    with pytest.raises(ValueError, match=re.escape(message("csv-fields"))):
+        _read(path)
+
+
+def test_a_field_of_800_kb_is_read(tmp_path):
+    """csv's default field limit (131072 characters) made a valid long row "bad CSV"."""
+    context = "The dog runs, far. " * 42_000
+    path = _write_csv(tmp_path / "long.csv", [HEADER, ROW[:3] + [context] + ROW[4:]])
+    assert len(context) > 790_000
+    assert _read(path)[0].context == context
+
+
+def test_a_directory_where_the_csv_is_expected(tmp_path):
+    (tmp_path / "train.csv").mkdir()
+    with pytest.raises(IsADirectoryError, match=re.escape(
+            "%s: %s" % (tmp_path / "train.csv", message("input-is-a-directory")))):
+        _read(str(tmp_path / "train.csv"))
+
+
 def test_invalid_utf8_and_empty_file(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_bytes(",".join(HEADER).encode() + b"\n" + b"a,\xff\n")
-    with pytest.raises(ValueError, match=r"bad\.csv:2: not valid UTF-8"):
+    with pytest.raises(ValueError, match=r"bad\.csv:2: " + re.escape(message("input-not-utf8"))):
         _read(str(bad))
     empty = tmp_path / "empty.csv"
     empty.write_bytes(b"")

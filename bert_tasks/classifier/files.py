@@ -6,6 +6,8 @@ import csv
 
 import tensorflow as tf
 
+from bert_tasks.input_files import check_is_file  # also lifts csv's 128 KB field limit
+
 
 def read_tsv_lines(path):
     """Reads a tab-separated file exactly as the original `_read_tsv` sees it.
@@ -18,10 +20,13 @@ def read_tsv_lines(path):
       path: str, the file.
     Returns:
       list of (line_number, row): line_number is 1-based, row is a list of str fields. An empty
-      line gives an empty row.
+      line gives an empty row. Fields may be of any length (csv's default limit of 131072
+      characters is lifted).
     Raises:
       ValueError: a line is not valid UTF-8 (the message names the file and line).
+      IsADirectoryError: `path` is a directory.
     """
+    check_is_file(path)
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read().replace(b"\r", b"")
     try:

@@ -21,6 +21,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
+from bert_tasks.input_files import check_is_file
 from bert_tasks.ner import tags as tag_schemes
 
 DOCSTART = "-DOCSTART-"
@@ -70,7 +71,7 @@ def _decode(raw, path, line_number):
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConllFormatError("%s:%d: not UTF-8 (%s)" % (path, line_number, e)) from None
+        raise ConllFormatError("%s:%d: not valid UTF-8 (%s)" % (path, line_number, e)) from None
 
 
 def _check_tag(tag, path, line_number):
@@ -137,9 +138,12 @@ def read_conll_lines(lines, path):
 
 
 def read_conll_file(path):
-    """list of Document of a CoNLL file (local or `gs://`). See read_conll_lines."""
+    """list of Document of a CoNLL file (local or `gs://`). See read_conll_lines.
+
+    Raises IsADirectoryError when `path` is a directory."""
     if not tf.io.gfile.exists(path):
         raise ConllFormatError("%s: no such file" % path)
+    check_is_file(path)
     with tf.io.gfile.GFile(path, "rb") as f:
         return read_conll_lines(f, path)
 

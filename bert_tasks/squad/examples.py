@@ -12,7 +12,8 @@ Differences from the original, all on bad input:
 * A training answer whose `answer_start`..`answer_start+len(text)` lies outside the context, or
   whose text is empty, is skipped with a warning (the original raised IndexError, or silently used
   a wrong span through Python's negative indexing).
-* Every skipped question is recorded in `ReadResult.skipped` and counted in a logged summary.
+* Every skipped question is recorded in `ReadResult.skipped`; one warning counts them and names
+  the file and the first few question ids (the original logged one warning per question).
 """
 import dataclasses
 import random
@@ -185,21 +186,36 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
 
 
 def examples_from_data(input_data, is_training, version_2_with_negative=False, source="<json>"):
-    """`parse_squad_examples` with logging: each skipped training question is logged as a warning
-    (as the original does), followed by a one-line summary when any were skipped.
+    """`parse_squad_examples` with logging: the skipped training questions are counted in one
+    warning that names the file and the first few question ids (`skipped_warning`); each one's
+    reason (the original's per-question "Could not find answer" warning) is logged at INFO.
 
     Returns:
       list of SquadExample.
     """
     result = parse_squad_examples(input_data, is_training, version_2_with_negative, source)
     for skip in result.skipped:
-        logging.warning("%s: %s (%s): %s", source, skip.path, skip.qas_id, skip.message)
+        logging.info("%s: %s (%s) skipped: %s", source, skip.path, skip.qas_id, skip.message)
     if result.skipped:
-        logging.warning("%s: skipped %d of %d training questions whose answer could not be "
-                        "located in the context", source, len(result.skipped),
-                        len(result.skipped) + len(result.examples))
+        logging.warning("%s", skipped_warning(source, result))
     logging.info("%s: read %d examples", source, len(result.examples))
     return result.examples
+
+
+SHOWN_SKIPPED_IDS = 5
+
+
+def skipped_warning(source, result, shown=SHOWN_SKIPPED_IDS):
+    """The one warning for `result.skipped` (a ReadResult of `source` with skipped questions)."""
+    skipped = result.skipped
+    ids = ", ".join(skip.qas_id for skip in skipped[:shown])
+    if len(skipped) > shown:
+        ids += " and %d more" % (len(skipped) - shown)
+    total = len(skipped) + len(result.examples)
+    return ("%s: skipped %d of %d training questions whose answer text is not at their "
+            "answer_start (the original's \"Could not find answer\"): %s. answer_start is the "
+            "answer's character offset in its context; each question's reason is logged at INFO"
+            % (source, len(skipped), total, ids))
 
 
 def shuffle_examples(examples, seed=TRAIN_SHUFFLE_SEED):

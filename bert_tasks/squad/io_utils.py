@@ -9,6 +9,8 @@ written with `bert_runner.results` (atomic, through `tf.io.gfile`).
 """
 import json
 
+from bert_tasks.input_files import check_is_file
+
 
 class SquadFormatError(ValueError):
     """Bad SQuAD-style input; the message names the file and the JSON path or line."""
@@ -63,7 +65,9 @@ def read_json(path):
 
     Raises:
       SquadFormatError: the file cannot be read or is not valid JSON (message: file, line, column).
+      IsADirectoryError: `path` is a directory.
     """
+    check_is_file(path)
     try:
         if _is_remote(path):
             with _gfile().GFile(path, "rb") as f:

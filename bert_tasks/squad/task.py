@@ -16,6 +16,7 @@ from absl import logging
 
 from modeling import BertSpanLabeler, span_loss
 from bert_runner.task import Task, encoder_training_flops
+from bert_tasks.input_files import check_is_file
 from bert_tasks.squad import evaluate, examples as sq_examples, features as sq_features, io_utils
 from bert_tasks.squad import postprocess
 from bert_tasks.squad.postprocess import RawResult
@@ -68,6 +69,7 @@ class SquadTask(Task):
         path = self.files[split]
         if not path:
             raise ValueError(f"If `do_{split}` is True, then `{split}_file` must be specified.")
+        check_is_file(path, f"--{split}_file")
         data = io_utils.read_json(path)
         examples = sq_examples.examples_from_data(
             data, is_training=split == "train",

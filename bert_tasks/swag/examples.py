@@ -9,6 +9,7 @@ Some releases start with an unnamed pandas index column, some do not; `test.csv`
 column. Only `sent1`, `sent2`, `ending0`..`ending3` (and `label` for labelled splits) are read;
 the other columns may be missing or in any order. Fields are standard CSV (quoted when they hold a
 comma), read with the `csv` module through `tf.io.gfile`, so `data_dir` may be a `gs://` path.
+A field may be of any length (csv's default limit of 131072 characters is lifted).
 """
 import csv
 import dataclasses
@@ -16,6 +17,8 @@ import io
 from typing import List, Optional, Tuple
 
 import tensorflow as tf
+
+from bert_tasks.input_files import check_is_file  # also lifts csv's 128 KB field limit
 
 NUM_CHOICES = 4
 ENDING_COLUMNS = tuple("ending%d" % i for i in range(NUM_CHOICES))
@@ -138,7 +141,9 @@ def parse_swag_csv(path, text, split, require_label):
 
 
 def read_swag_examples(path, split, require_label) -> List[SwagExample]:
-    """SwagExamples of the SWAG CSV file `path` (see `parse_swag_csv`)."""
+    """SwagExamples of the SWAG CSV file `path` (see `parse_swag_csv`); IsADirectoryError when it
+    is a directory."""
+    check_is_file(path)
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
     return parse_swag_csv(path, _decode(path, data), split, require_label)
