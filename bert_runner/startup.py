@@ -1,11 +1,25 @@
 """Checks every script runs before doing any work, so bad combinations fail in seconds with a
-message that names the file, instead of hours later (or silently, as in the original)."""
-from modeling.config import BertConfig
+message that names the file, instead of hours later (or silently, as in the original).
+
+Light to import (no Keras): create_pretraining_data's pipeline uses `warn_if_case_mismatch` too.
+"""
+from absl import logging
+
 from vocab import tokenization
+
+# A vocabulary is taken as uncased when at most this share of its word-pieces with a cased letter
+# have an upper-case one (the released uncased and Chinese vocabularies: 0 and 2 of 3,885, "<S>"
+# and "<T>"), and as cased from this share up (a cased vocabulary keeps its capitalised words).
+UNCASED_MAX_SHARE = 0.002
+CASED_MIN_SHARE = 0.05
+# Fewer word-pieces with letters than this say nothing about the case.
+_MIN_CASED_ENTRIES = 20
 
 
 def load_config(bert_config_file, max_seq_length=None):
     """Reads and validates `bert_config.json`; checks `max_seq_length` fits its positions."""
+    from modeling.config import BertConfig  # Keras comes with the package: imported when needed.
+
     config = BertConfig.from_json_file(bert_config_file)
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise ValueError(
@@ -27,9 +41,57 @@ def check_vocab_matches_config(vocab, vocab_file, config, bert_config_file):
         )
 
 
+def vocab_case(vocab):
+    """(word-pieces holding a letter that has case, those of them with an upper-case letter);
+    the bracketed special tokens ([UNK], [unused0], ...) are left out."""
+    cased = upper = 0
+    for token in vocab:
+        if token.startswith("[") and token.endswith("]"):
+            continue
+        if any(c.lower() != c.upper() for c in token):
+            cased += 1
+            upper += any(c.isupper() for c in token)
+    return cased, upper
+
+
+def case_mismatch(vocab, vocab_file, do_lower_case):
+    """The warning when `--do_lower_case` contradicts the case of the vocabulary, else None.
+
+    The original's check knows the released checkpoints' names only; this one reads the
+    vocabulary. `--do_lower_case=False` with an uncased vocabulary makes every word with a capital
+    letter [UNK]; `--do_lower_case=True` with a cased one never uses its capitalised word-pieces.
+    """
+    cased, upper = vocab_case(vocab)
+    if cased < _MIN_CASED_ENTRIES:
+        return None
+    share = upper / cased
+    if not do_lower_case and share <= UNCASED_MAX_SHARE:
+        return (f"{vocab_file} looks uncased ({upper} of its {cased} word-pieces with letters have "
+                f"a capital: {share:.1%}) but --do_lower_case=False: every word with a capital "
+                "letter becomes [UNK]. Pass --do_lower_case=True for an uncased model, or the "
+                "vocab.txt of a cased one.")
+    if do_lower_case and share >= CASED_MIN_SHARE:
+        return (f"{vocab_file} looks cased ({upper} of its {cased} word-pieces with letters have "
+                f"a capital: {share:.1%}) but --do_lower_case=True: the input is lower-cased and "
+                "those word-pieces are never used. Pass --do_lower_case=False for a cased model, "
+                "or the vocab.txt of an uncased one.")
+    return None
+
+
+def warn_if_case_mismatch(vocab, vocab_file, do_lower_case):
+    """Logs `case_mismatch`'s warning, if any (the run goes on, as the original's would);
+    returns it."""
+    warning = case_mismatch(vocab, vocab_file, do_lower_case)
+    if warning:
+        logging.warning("%s", warning)
+    return warning
+
+
 def load_tokenizer(vocab_file, do_lower_case, init_checkpoint, config, bert_config_file):
-    """Builds the faithful tokenizer after the original's case check and our vocab-size check."""
+    """Builds the faithful tokenizer after the original's case check and our vocab-size check;
+    warns when `do_lower_case` does not fit the vocabulary's case (`case_mismatch`)."""
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     check_vocab_matches_config(tokenizer.vocab, vocab_file, config, bert_config_file)
+    warn_if_case_mismatch(tokenizer.vocab, vocab_file, do_lower_case)
     return tokenizer

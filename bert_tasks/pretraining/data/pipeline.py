@@ -25,6 +25,7 @@ import time
 
 from absl import logging
 
+from bert_runner import startup
 from bert_tasks.pretraining.data import processing
 from bert_tasks.pretraining.data.documents import TOKENIZERS, LineTokenizer, build_documents
 from bert_tasks.pretraining.data.reading import (
@@ -154,6 +155,7 @@ def _run(opts, input_files, output_files, pool):
     missing = [t for t in _SPECIAL_TOKENS if t not in line_tokenizer.vocab]
     if missing:
         raise InputError("vocab file %s lacks %s" % (opts.vocab_file, ", ".join(missing)))
+    startup.warn_if_case_mismatch(line_tokenizer.vocab, opts.vocab_file, opts.do_lower_case)
     logging.info("*** Reading from %d input files (%s tokenizer) ***",
                  len(input_files), line_tokenizer.kind)
     for path in input_files:
