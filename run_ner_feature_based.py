@@ -4,10 +4,14 @@ BERT is frozen. Its activations at every word's first sub-token (with document c
 run_ner.py) are computed once per data file and cached; then for each of the paper's six layer
 choices a two-layer BiLSTM tagger is trained on them and scored on dev with conlleval. Prints
 the table beside the paper's BERT-Base figures and writes it to output_dir/table7.txt.
+
+Every input (config, vocabulary, data files, layer choices, checkpoint, output and cache
+directories) is checked before any activation is computed (`bert_tasks.ner.feature_based_run`);
+the temporary files a killed run left in the cache are removed when it is next built.
 """
 import os
 
-from absl import flags, logging
+from absl import flags
 
 from bert_runner import cli, flags as run_flags
 
@@ -59,52 +63,28 @@ flags.register_validator("choices", _check_choices)
 
 
 def main(_):
-    from modeling import tf1_checkpoint
-    from bert_tasks.ner import activations, conll, feature_based, tags
-    from bert_tasks.ner.sets import NerSet
-    from bert_runner import results, startup
+    from bert_tasks.ner import feature_based, feature_based_run
+    from bert_runner import output_lock, results
 
-    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    tokenizer = startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
-                                       FLAGS.init_checkpoint, config, FLAGS.bert_config_file)
-    choices = [feature_based.CHOICES_BY_KEY[k] for k in FLAGS.choices] if FLAGS.choices else list(
-        feature_based.FEATURE_CHOICES)
-    for choice in choices:
-        choice.layers(config.num_hidden_layers)  # a model too shallow fails now
-    sets = {split: NerSet.read(conll.split_file(FLAGS.data_dir, split))
-            for split in ("train", "dev")}
-    label_list = tags.resolve_label_list(FLAGS.entity_types,
-                                         [s.tags for s in sets["train"].sentences])
-    for data in sets.values():
-        data.check_labels(label_list)
-    logging.info("Labels: %s", " ".join(label_list))
-
-    bert = activations.load_frozen_encoder(config, FLAGS.init_checkpoint)
-    checkpoint = tf1_checkpoint.resolve_checkpoint_prefix(FLAGS.init_checkpoint)
-    cache_dir = FLAGS.cache_dir or os.path.join(FLAGS.output_dir, "activations")
-    caches = {}
-    for split, data in sets.items():
-        # What the activations depend on: a cache made from anything else is computed again.
-        settings = {
-            "data_file": activations.file_fingerprint(data.path),
-            "init_checkpoint": activations.file_fingerprint(checkpoint + ".index"),
-            "vocab_file": activations.file_fingerprint(FLAGS.vocab_file),
-            "do_lower_case": FLAGS.do_lower_case, "max_seq_length": FLAGS.max_seq_length,
-            "document_context": FLAGS.document_context, "label_list": label_list,
-        }
-        caches[split] = activations.ActivationCache.build(
-            os.path.join(cache_dir, split), settings, bert, data.documents, tokenizer,
-            label_list, FLAGS.max_seq_length, FLAGS.predict_batch_size, FLAGS.document_context)
-
-    tagger_settings = feature_based.TaggerSettings(
-        FLAGS.lstm_units, FLAGS.num_train_epochs, FLAGS.train_batch_size, FLAGS.learning_rate,
-        FLAGS.random_seed)
-    dev_gold = [s.tags for s in sets["dev"].sentences]
-    rows = [feature_based.train_and_score(choice, caches["train"], caches["dev"], dev_gold,
-                                          label_list, tagger_settings) for choice in choices]
-    baseline = feature_based.majority_baseline_f1(dev_gold)
-    table = feature_based.format_table(rows, baseline)
-    results.write_text_atomic(os.path.join(FLAGS.output_dir, "table7.txt"), table)
+    # Everything the user gave is checked before the activations are computed (the long part).
+    run = feature_based_run.prepare(feature_based_run.Table7Flags(
+        data_dir=FLAGS.data_dir, bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint,
+        output_dir=FLAGS.output_dir, do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length, document_context=FLAGS.document_context,
+        entity_types=FLAGS.entity_types, choices=FLAGS.choices, cache_dir=FLAGS.cache_dir))
+    with output_lock.hold(FLAGS.output_dir):
+        caches = run.build_caches(FLAGS.predict_batch_size)
+        tagger_settings = feature_based.TaggerSettings(
+            FLAGS.lstm_units, FLAGS.num_train_epochs, FLAGS.train_batch_size,
+            FLAGS.learning_rate, FLAGS.random_seed)
+        dev_gold = [s.tags for s in run.sets["dev"].sentences]
+        rows = [feature_based.train_and_score(choice, caches["train"], caches["dev"], dev_gold,
+                                              run.label_list, tagger_settings)
+                for choice in run.choices]
+        baseline = feature_based.majority_baseline_f1(dev_gold)
+        table = feature_based.format_table(rows, baseline)
+        results.write_text_atomic(os.path.join(FLAGS.output_dir, "table7.txt"), table)
     print(table, end="")
 
 

@@ -14,7 +14,10 @@ Cache directory layout (one per data file):
     settings.json                   what the activations were computed from; written last
 
 A directory whose settings.json equals the current settings is reused; otherwise it is computed
-again. Every file is written to a temporary name and renamed. float16 halves the disk and memory
+again. Every file is written to a temporary name, `<name>.tmp-<pid>-<random>`, and renamed when
+complete. A run killed while computing (kill -9, out of memory) leaves those behind, gigabytes of
+them; the next build of the cache removes the ones whose writer is gone
+(`remove_stale_temporaries`, `bert_tasks.stale_files`). float16 halves the disk and memory
 (BERT's hidden states are LayerNorm outputs, well inside its range); BERT-Base on CoNLL-2003
 train takes 13 x 204k x 768 x 2 bytes = 4.1 GB.
 
@@ -25,17 +28,82 @@ train takes 13 x 204k x 768 x 2 bytes = 4.1 GB.
 import contextlib
 import json
 import os
+import re
 import time
+import uuid
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 from keras import ops
 
+from bert_tasks import stale_files
 from bert_tasks.ner import conll, features
-from bert_runner.results import atomic_output, write_text_atomic
 
 SETTINGS_FILE = "settings.json"
+# `<name>.tmp-<pid>-<8 hex>` as written here; `<name>.tmp-<32 hex>`, without the writer's pid, as
+# written by earlier versions (through bert_runner.results.atomic_output).
+_TEMPORARY = re.compile(r".\.tmp-(?:(\d+)-[0-9a-f]{8}|[0-9a-f]{32})\Z")
+
+
+@contextlib.contextmanager
+def _atomic_output(path):
+    """Yields `path`'s temporary name (with this process's pid); renames it to `path` if the
+    block succeeds, removes it otherwise."""
+    tmp_path = "%s.tmp-%d-%s" % (path, os.getpid(), uuid.uuid4().hex[:8])
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if os.path.exists(tmp_path):
+            os.remove(tmp_path)
+
+
+def _write_text(path, text):
+    with _atomic_output(path) as tmp_path:
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def remove_stale_temporaries(directory, started=None):
+    """Removes the temporary files in the cache `directory` that a killed run left.
+
+    Only files whose writer is gone: named with a pid that no longer runs
+    (`bert_tasks.stale_files.writer_is_gone`), or, for names without a pid, older than `started`
+    (this run's start, seconds since the epoch; default now) and open in no process. Each removal
+    is logged.
+
+    Returns:
+      list of the removed paths.
+    """
+    started = time.time() if started is None else started
+    removed = []
+    if not os.path.isdir(directory):
+        return removed
+    for name in sorted(os.listdir(directory)):
+        match = _TEMPORARY.search(name)
+        if not match:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if match.group(1) is not None:
+                pid = int(match.group(1))
+                if not stale_files.writer_is_gone(path, pid):
+                    logging.info("Leaving %s: process %d, which writes it, is running", path, pid)
+                    continue
+                why = "process %d, its writer, is gone" % pid
+            else:
+                if os.stat(path).st_mtime >= started or stale_files.held_open(path):
+                    logging.info("Leaving %s: it is new or open in a running process", path)
+                    continue
+                why = "older than this run and open in no process"
+            size = os.stat(path).st_size
+            os.remove(path)
+        except FileNotFoundError:
+            continue  # its writer renamed or removed it meanwhile
+        removed.append(path)
+        logging.info("Removed %s (%.1f MB), left by an interrupted run: %s", path, size / 1e6, why)
+    return removed
 
 
 def _layer_file(directory, index):
@@ -66,31 +134,67 @@ class ActivationCache:
         """Memory-mapped float16 `[num_words, H]` arrays of the given layers (0 = embeddings)."""
         return [np.load(_layer_file(self.directory, i), mmap_mode="r") for i in indexes]
 
+    @staticmethod
+    def reusable(directory, settings, num_hidden_layers):
+        """Whether `directory` holds a complete cache made with `settings` for a model of
+        `num_hidden_layers` layers."""
+        settings_path = os.path.join(directory, SETTINGS_FILE)
+        if not os.path.exists(settings_path):
+            return False
+        try:
+            with open(settings_path, encoding="utf-8") as f:
+                return json.load(f) == dict(settings, num_hidden_layers=num_hidden_layers)
+        except ValueError:  # not JSON (edited by hand): computed again
+            return False
+
     @classmethod
     def build(cls, directory, settings, bert, documents, tokenizer, label_list, max_seq_length,
-              batch_size, document_context=True):
+              batch_size, document_context=True, windows=None, started=None):
         """The cache of `documents` in `directory`: reused if its settings.json equals `settings`
         (a JSON-able dict naming the checkpoint, data file and windowing), else computed now.
+        First removes the temporary files killed runs left in it (`remove_stale_temporaries`).
 
         Args:
           bert: a `modeling.BertModel` holding the frozen weights.
           label_list: list of str; every tag must be in it (`bert_tasks.ner.features.check_labels`).
+          windows: the documents' windows (`bert_tasks.ner.features.make_windows` with these
+            settings) when already made; made here otherwise.
+          started: when this run started (seconds since the epoch), for
+            `remove_stale_temporaries`.
         """
-        if "://" in directory:
-            raise ValueError("%s: the activation cache must be on a local disk (it is "
-                             "memory-mapped)" % directory)
-        settings = dict(settings, num_hidden_layers=bert.config.num_hidden_layers)
+        check_cache_dir(directory)
+        remove_stale_temporaries(directory, started)
         settings_path = os.path.join(directory, SETTINGS_FILE)
+        if cls.reusable(directory, settings, bert.config.num_hidden_layers):
+            logging.info("Reusing the activations in %s", directory)
+            return cls(directory)
+        settings = dict(settings, num_hidden_layers=bert.config.num_hidden_layers)
         if os.path.exists(settings_path):
-            with open(settings_path, encoding="utf-8") as f:
-                if json.load(f) == settings:
-                    logging.info("Reusing the activations in %s", directory)
-                    return cls(directory)
             os.remove(settings_path)  # stale: mark incomplete before anything is overwritten
-        _compute(directory, bert, documents, tokenizer, label_list, max_seq_length, batch_size,
-                 document_context)
-        write_text_atomic(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        if windows is None:
+            windows = list(features.make_windows(documents, tokenizer, max_seq_length,
+                                                 document_context))
+        _compute(directory, bert, documents, windows, tokenizer, label_list, max_seq_length,
+                 batch_size)
+        _write_text(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
         return cls(directory)
+
+
+def check_cache_dir(directory):
+    """Raises ValueError unless `directory` can hold a cache: local (it is memory-mapped) and
+    writable (made if missing)."""
+    if "://" in directory:
+        raise ValueError("%s: the activation cache must be on a local disk (it is memory-mapped): "
+                         "pass a local --cache_dir" % directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = "%s/.write-test.tmp-%d-%s" % (directory, os.getpid(), uuid.uuid4().hex[:8])
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise ValueError("activation cache %s is not writable (%s): pass another --cache_dir or "
+                         "--output_dir" % (directory, e.strerror or e)) from None
 
 
 def file_fingerprint(path):
@@ -101,12 +205,14 @@ def file_fingerprint(path):
 
 def load_frozen_encoder(config, init_checkpoint):
     """A `modeling.BertModel` with every weight from `init_checkpoint` (original layout or ours),
-    not trainable. Raises ValueError naming the weights the checkpoint lacks."""
+    not trainable. Raises ValueError naming the checkpoint when it does not fit `config`, cannot
+    be read to the end (truncated, corrupt) or lacks some of the weights."""
     from modeling import BertModel
     from modeling.tf1_checkpoint import resolve_checkpoint_prefix
     from bert_runner import checkpoints
 
     bert = BertModel(config)
+    checkpoints.check_init_checkpoint(bert, init_checkpoint)
     report = checkpoints.initialize_from_checkpoint(bert, init_checkpoint)
     if report.missing:
         raise ValueError("%s (--init_checkpoint) lacks encoder weights: %s"
@@ -127,10 +233,9 @@ def _forward_fn(bert):
     return forward
 
 
-def _compute(directory, bert, documents, tokenizer, label_list, max_seq_length, batch_size,
-             document_context):
+def _compute(directory, bert, documents, windows, tokenizer, label_list, max_seq_length,
+             batch_size):
     sentences = conll.sentences_of(documents)
-    windows = list(features.make_windows(documents, tokenizer, max_seq_length, document_context))
     num_words = sum(len(s.words) for s in sentences)
     num_layers = bert.config.num_hidden_layers + 1
     hidden = bert.config.hidden_size
@@ -143,7 +248,7 @@ def _compute(directory, bert, documents, tokenizer, label_list, max_seq_length, 
     os.makedirs(directory, exist_ok=True)
     start_time = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        tmp_paths = [stack.enter_context(atomic_output(_layer_file(directory, i)))
+        tmp_paths = [stack.enter_context(_atomic_output(_layer_file(directory, i)))
                      for i in range(num_layers)]
         arrays = [np.lib.format.open_memmap(p, mode="w+", dtype=np.float16,
                                             shape=(num_words, hidden)) for p in tmp_paths]
@@ -168,7 +273,7 @@ def _compute(directory, bert, documents, tokenizer, label_list, max_seq_length, 
             array.flush()
         del arrays
         for name, value in (("sentence_starts", sentence_starts), ("label_ids", label_ids)):
-            with atomic_output(os.path.join(directory, name + ".npy")) as tmp_path:
+            with _atomic_output(os.path.join(directory, name + ".npy")) as tmp_path:
                 with open(tmp_path, "wb") as f:
                     np.save(f, value)
     logging.info("Activations computed in %.1f s", time.perf_counter() - start_time)

@@ -14,6 +14,7 @@ import re
 from absl import logging
 
 from bert_tasks.pretraining.data.reading import InputError
+from bert_tasks.stale_files import process_is_running
 
 
 def _tf():
@@ -25,21 +26,6 @@ def temporary_name(path):
     """The hidden name `path` is written under until it is complete."""
     head, tail = os.path.split(path)
     return os.path.join(head, ".%s.%d.incomplete" % (tail, os.getpid()))
-
-
-def _process_is_running(pid):
-    """Whether a process `pid` exists on this machine (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): it exists
 
 
 def remove_stale_temporaries(output_files):
@@ -62,7 +48,7 @@ def remove_stale_temporaries(output_files):
             if not match:
                 continue
             pid = int(match.group(1))
-            if pid == os.getpid() or _process_is_running(pid):
+            if pid == os.getpid() or process_is_running(pid):
                 logging.info("leaving %s: process %d, which writes it, is running", name, pid)
                 continue
             stale = os.path.join(head, name)
