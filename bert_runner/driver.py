@@ -252,7 +252,7 @@ def run(task, run, seeds=None):
     task.check_examples(examples)
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
-    tf.io.gfile.makedirs(run.output_dir)
+    results.check_writable_dir(run.output_dir, "output_dir")
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
         prepare(task, run, config)
         task.write_run_files(run.output_dir)

@@ -29,6 +29,26 @@ def atomic_output(path):
             tf.io.gfile.remove(tmp_path)
 
 
+def check_writable_dir(directory, flag):
+    """Creates `directory` if needed and writes (then removes) a file in it, so that an output
+    location that cannot be written is refused before any work, naming `--flag`.
+
+    Raises:
+      ValueError: the directory cannot be created or written (read-only, a file in the way, no
+        permission), with the file system's reason.
+    """
+    probe = os.path.join(directory, ".write-check-%s" % uuid.uuid4().hex)
+    try:
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("")
+        tf.io.gfile.remove(probe)
+    except (OSError, tf.errors.OpError) as e:
+        reason = e.strerror if isinstance(e, OSError) else e.message.rsplit("; ", 1)[-1]
+        raise ValueError(f"--{flag}={directory}: cannot write there ({reason}); choose a "
+                         "directory this user can write") from e
+
+
 def write_text_atomic(path, text):
     """Writes the str `text` (UTF-8) to `path` through a temporary name."""
     with atomic_output(path) as tmp_path:

@@ -1,0 +1,76 @@
+"""bert_runner.cli: how every script fails. A refusal (a ValueError, a file-system error) is one
+line naming the flag or file, exit code 2, no traceback unless asked for; anything else keeps its
+traceback (exit 1); `--helpfull` lists the exit codes and exits 0."""
+import errno
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from bert_runner import cli
+from conftest import ROOT
+from modeling_helpers import TINY
+from ner_helpers import write_conll_dir
+from refusals import assert_refused
+
+SCRIPTS = ("run_classifier", "run_squad", "run_swag", "run_ner", "run_ner_feature_based",
+           "run_pretraining", "create_pretraining_data", "build_vocab", "extract_features",
+           "export_model", "demo")
+
+
+def run_script(script, *args, **env):
+    return subprocess.run([sys.executable, str(ROOT / f"{script}.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env})
+
+
+def test_refusals_are_the_users_and_the_rest_are_bugs():
+    assert cli.refusal(ValueError("--x=1: bad")) == "--x=1: bad"
+    assert cli.refusal(PermissionError(errno.EACCES, "Permission denied", "/data/out")) == (
+        "Permission denied: /data/out")
+    assert cli.refusal(IsADirectoryError(errno.EISDIR, "Is a directory", "/data/train.csv")) == (
+        "Is a directory: /data/train.csv")
+    assert cli.refusal(tf.errors.NotFoundError(None, None, "/ckpt/model.index; No such file")) == (
+        "/ckpt/model.index; No such file")
+    for bug in (KeyError("x"), TypeError("x"), AssertionError("x"), RuntimeError("x"),
+                tf.errors.InvalidArgumentError(None, None, "shapes differ")):
+        assert cli.refusal(bug) is None
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_helpfull_lists_the_exit_codes_and_succeeds(script):
+    result = run_script(script, "--helpfull")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert cli.EXIT_CODES.strip() in result.stdout
+
+
+def test_a_missing_flag_is_refused_in_one_line():
+    result = run_script("run_swag")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("run_swag.py: error: flag --data_dir=None")
+
+
+def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    data = write_conll_dir(tmp_path / "data")
+    if os.geteuid() == 0:
+        out = "/sys/bert-tests-output"  # Not writable, even for root.
+    else:
+        out = tmp_path / "read-only"
+        out.mkdir(mode=0o555)
+    result = run_script("run_ner", "--do_train=true", "--max_seq_length=32", f"--data_dir={data}",
+                        f"--vocab_file={TINY / 'vocab.txt'}",
+                        f"--bert_config_file={TINY / 'bert_config.json'}", f"--output_dir={out}")
+    assert_refused(result, "output-dir-not-writable")
+    assert f"--output_dir={out}" in result.stderr
+
+
+def test_the_traceback_of_a_refusal_is_shown_when_asked_for(tmp_path):
+    args = (f"--input_file={tmp_path / 'missing.txt'}", f"--output_file={tmp_path / 'vocab.txt'}")
+    quiet = run_script("build_vocab", *args)
+    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
+    assert quiet.stderr.rstrip().endswith(
+        f"build_vocab.py: error: --input_file: '{tmp_path / 'missing.txt'}' matches no file")
+    loud = run_script("build_vocab", *args, BERT_TRACEBACK="1")
+    assert loud.returncode == 2 and "Traceback" in loud.stderr and "expand_input_files" in loud.stderr
