@@ -13,10 +13,8 @@ checkpoint fits the config and reads to its end. Only then does `Table7Run.build
 import dataclasses
 import os
 import time
-import uuid
 from typing import Dict, List, Optional
 
-import tensorflow as tf
 from absl import logging
 
 from bert_tasks.ner import activations, conll, feature_based, tags
@@ -93,21 +91,6 @@ def cache_settings(flags, data_file, checkpoint, label_list):
     }
 
 
-def check_output_dir(output_dir):
-    """Makes `output_dir` and checks a file can be written in it; ValueError naming it if not
-    (table7.txt is written after hours of work otherwise)."""
-    probe = os.path.join(output_dir, ".write-test-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8]))
-    try:
-        tf.io.gfile.makedirs(output_dir)
-        with tf.io.gfile.GFile(probe, "w") as f:
-            f.write("")
-        tf.io.gfile.remove(probe)
-    except (OSError, tf.errors.OpError) as e:
-        reason = e.strerror if isinstance(e, OSError) else e.message.rsplit("; ", 1)[-1]
-        raise ValueError("--output_dir=%s: cannot write there (%s); choose a directory this "
-                         "user can write" % (output_dir, reason or e)) from None
-
-
 def resolve_choices(keys, num_hidden_layers):
     """The FeatureChoices of `keys` (all six when None); ValueError for one the model is too
     shallow for."""
@@ -126,14 +109,14 @@ def prepare(flags):
       ValueError (file errors: OSError) naming the flag, file or line.
     """
     from modeling.tf1_checkpoint import resolve_checkpoint_prefix
-    from bert_runner import startup
+    from bert_runner import results, startup
 
     started = time.time()
     config = startup.load_config(flags.bert_config_file, flags.max_seq_length)
     tokenizer = startup.load_tokenizer(flags.vocab_file, flags.do_lower_case,
                                        flags.init_checkpoint, config, flags.bert_config_file)
     choices = resolve_choices(flags.choices, config.num_hidden_layers)
-    check_output_dir(flags.output_dir)
+    results.check_writable_dir(flags.output_dir, "output_dir")  # table7.txt comes hours later
     cache_dir = flags.cache_dir or os.path.join(flags.output_dir, "activations")
     for split in SPLITS:
         activations.check_cache_dir(os.path.join(cache_dir, split))
