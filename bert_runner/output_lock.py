@@ -23,6 +23,8 @@ import uuid
 
 from absl import logging
 
+from bert_runner import stale_files
+
 LOCK_FILE = "run.lock"
 
 
@@ -30,30 +32,14 @@ class OutputDirBusy(ValueError):
     """The output_dir is held by a run that is (or may be) still running."""
 
 
-def _process_start_ticks(pid):
-    """The start time of process `pid` in clock ticks since boot (Linux /proc), else None: with
-    the pid it names one process even when pids are reused."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            # The command name (field 2) is in parentheses and may hold spaces.
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _alive(holder):
-    """Whether the holder recorded in a lock on this host still runs."""
+    """Whether the holder recorded in a lock on this host still runs: its pid runs, and (where
+    /proc says) started when the holder did, so a reused pid is not taken for the holder."""
     pid = holder.get("pid")
-    if not isinstance(pid, int):
+    if not isinstance(pid, int) or not stale_files.process_is_running(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # Another user's process.
-        pass
-    recorded, now = holder.get("start_ticks"), _process_start_ticks(pid)
-    return recorded is None or now is None or recorded == now
+    recorded, now = holder.get("process_started"), stale_files.process_start_time(pid)
+    return recorded is None or now is None or abs(recorded - now) < 1.0
 
 
 def _describe(holder):
@@ -112,7 +98,8 @@ def acquire(output_dir):
         "pid": os.getpid(), "host": socket.gethostname(),
         "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        "start_ticks": _process_start_ticks(os.getpid()), "token": uuid.uuid4().hex,
+        "process_started": stale_files.process_start_time(os.getpid()),
+        "token": uuid.uuid4().hex,
     }
     for _ in range(3):
         if _create(path, holder):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bert_runner import output_lock
+from bert_runner import output_lock, stale_files
 from refusals import message
 
 
@@ -53,8 +53,8 @@ def test_a_killed_runs_lock_is_taken_over(tmp_path, caplog):
 
 def test_a_reused_pid_is_not_the_holder(tmp_path):
     # This process's pid, recorded with another start time: the holder was an earlier process.
-    _write_lock(tmp_path, pid=os.getpid(), host=socket.gethostname(), start_ticks=1)
-    if output_lock._process_start_ticks(os.getpid()) is None:
+    _write_lock(tmp_path, pid=os.getpid(), host=socket.gethostname(), process_started=1.0)
+    if stale_files.process_start_time(os.getpid()) is None:
         pytest.skip("no /proc: pid reuse cannot be told apart here")
     with output_lock.hold(str(tmp_path)):
         pass

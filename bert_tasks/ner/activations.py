@@ -17,7 +17,7 @@ A directory whose settings.json equals the current settings is reused; otherwise
 again. Every file is written to a temporary name, `<name>.tmp-<pid>-<random>`, and renamed when
 complete. A run killed while computing (kill -9, out of memory) leaves those behind, gigabytes of
 them; the next build of the cache removes the ones whose writer is gone
-(`remove_stale_temporaries`, `bert_tasks.stale_files`). float16 halves the disk and memory
+(`remove_stale_temporaries`, `bert_runner.stale_files`). float16 halves the disk and memory
 (BERT's hidden states are LayerNorm outputs, well inside its range); BERT-Base on CoNLL-2003
 train takes 13 x 204k x 768 x 2 bytes = 4.1 GB.
 
@@ -37,7 +37,7 @@ import tensorflow as tf
 from absl import logging
 from keras import ops
 
-from bert_tasks import stale_files
+from bert_runner import stale_files
 from bert_tasks.ner import conll, features
 
 SETTINGS_FILE = "settings.json"
@@ -69,7 +69,7 @@ def remove_stale_temporaries(directory, started=None):
     """Removes the temporary files in the cache `directory` that a killed run left.
 
     Only files whose writer is gone: named with a pid that no longer runs
-    (`bert_tasks.stale_files.writer_is_gone`), or, for names without a pid, older than `started`
+    (`bert_runner.stale_files.writer_is_gone`), or, for names without a pid, older than `started`
     (this run's start, seconds since the epoch; default now) and open in no process. Each removal
     is logged.
 

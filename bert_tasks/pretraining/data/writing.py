@@ -14,7 +14,7 @@ import re
 from absl import logging
 
 from bert_tasks.pretraining.data.reading import InputError
-from bert_tasks.stale_files import process_is_running
+from bert_runner.stale_files import process_is_running
 
 
 def _tf():
