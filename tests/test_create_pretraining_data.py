@@ -16,6 +16,7 @@ import tensorflow as tf
 from bert_tasks.pretraining.data import pipeline
 from bert_tasks.pretraining.data.features import FEATURE_NAMES, name_to_features
 from bert_tasks.pretraining.data.reading import InputError
+import refusals
 import vocab
 from vocab.tokenization import VocabError
 
@@ -144,6 +145,7 @@ def test_input_without_text_fails_naming_the_files(tmp_path, chunk_size_mb):
     ({"input_file": "/nonexistent/*.txt"}, "matches no file"),
     ({"vocab_file": "/nonexistent/vocab.txt"}, "vocab"),
     ({"output_file": "/nonexistent/dir/out.tfrecord"}, "does not exist"),
+    ({"output_file": "/sys/out.tfrecord"}, refusals.message("output-file-not-writable")),
     ({"max_predictions_per_seq": 126}, "max_predictions_per_seq"),
     ({"max_seq_length": 4}, "max_seq_length"),
     ({"masked_lm_prob": 1.5}, "masked_lm_prob"),

@@ -10,6 +10,7 @@ another machine).
 """
 import os
 import re
+import tempfile
 
 from absl import logging
 
@@ -60,7 +61,11 @@ def remove_stale_temporaries(output_files):
 
 
 def check_output_files(output_files):
-    """Raises InputError before any work if the outputs cannot be written where asked."""
+    """Raises InputError before any work if the outputs cannot be written where asked.
+
+    A local directory is tried by creating and removing an empty file in it: permissions alone
+    do not tell (root, read-only file systems).
+    """
     tf = _tf()
     if len(set(output_files)) != len(output_files):
         raise InputError("--output_file lists the same file twice: %s" % ",".join(output_files))
@@ -72,6 +77,15 @@ def check_output_files(output_files):
             raise InputError("--output_file %s: directory %s does not exist" % (path, directory))
         if tf.io.gfile.isdir(path):
             raise InputError("--output_file %s is a directory" % path)
+        if "://" not in path:
+            try:
+                handle, probe = tempfile.mkstemp(prefix="." + os.path.basename(path),
+                                                 dir=directory)
+                os.close(handle)
+                os.remove(probe)
+            except OSError as e:
+                raise InputError("--output_file %s: cannot write in directory %s: %s"
+                                 % (path, directory, e.strerror)) from e
 
 
 class ShardedRecordWriter(object):

@@ -12,7 +12,6 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import os
-import tempfile
 import time
 
 from absl import logging
@@ -82,25 +81,6 @@ def check_options(opts):
         raise InputError("; ".join(problems))
 
 
-def check_output_file(path):
-    """Raises InputError if `path` cannot be written (checked before the long work).
-
-    A local directory is tried by creating and removing an empty file in it: permissions alone
-    do not tell (root, read-only file systems).
-    """
-    check_output_files([path])
-    if "://" in path:
-        return
-    directory = os.path.dirname(path) or "."
-    try:
-        handle, probe = tempfile.mkstemp(prefix="." + os.path.basename(path), dir=directory)
-        os.close(handle)
-        os.remove(probe)
-    except OSError as e:
-        raise InputError("--output_file %s: cannot write in directory %s: %s"
-                         % (path, directory, e.strerror)) from e
-
-
 def run(opts):
     """Builds the vocab file; returns BuildStats.
 
@@ -112,7 +92,7 @@ def run(opts):
     start = time.monotonic()
     check_options(opts)
     input_files = expand_input_files(opts.input_file)
-    check_output_file(opts.output_file)
+    check_output_files([opts.output_file])
     reserved = layout.reserved_tokens(opts.num_unused, opts.extra_reserved())
     stats = BuildStats(num_reserved=len(reserved))
     table = _count_words(opts, input_files, stats)
