@@ -16,6 +16,8 @@ import sys
 
 from absl import app, flags, logging
 
+from bert_runner import flag_ranges
+
 EXIT_CODES = """
 Exit codes:
   0  done.
@@ -109,4 +111,5 @@ def run(main):
     module = sys.modules["__main__"]
     module.__doc__ = (module.__doc__ or "").rstrip("\n") + "\n" + EXIT_CODES
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    flag_ranges.register(flags.FLAGS)
     app.run(_guarded(main), flags_parser=_parse_flags)

@@ -1,0 +1,210 @@
+"""bert_runner.flag_ranges: every script refuses a flag out of its range when it parses its
+flags, before any work (exit code 2, one line naming the flag, its value and the range), and
+runs with its defaults. The scripts import no TensorFlow before their flags are parsed, so each
+command here takes a fraction of a second (run_ner_feature_based's own --choices validator
+imports TensorFlow: a few seconds); `--only_check_args` (absl's) stops after parsing."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from bert_runner import flag_ranges
+from conftest import ROOT
+from refusals import assert_refused
+
+# What each script requires (never read: every command here stops after parsing).
+REQUIRED = {
+    "run_classifier": ["--task_name=mrpc", "--data_dir=/data", "--vocab_file=/vocab.txt",
+                       "--bert_config_file=/config.json", "--output_dir=/out"],
+    "run_squad": ["--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                  "--output_dir=/out"],
+    "run_swag": ["--data_dir=/data", "--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                 "--output_dir=/out"],
+    "run_ner": ["--data_dir=/data", "--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                "--output_dir=/out"],
+    "run_ner_feature_based": ["--data_dir=/data", "--vocab_file=/vocab.txt",
+                              "--bert_config_file=/config.json", "--init_checkpoint=/ckpt",
+                              "--output_dir=/out"],
+    "run_pretraining": ["--input_file=/in.tfrecord", "--bert_config_file=/config.json",
+                        "--output_dir=/out"],
+    "create_pretraining_data": ["--input_file=/in.txt", "--output_file=/out.tfrecord",
+                                "--vocab_file=/vocab.txt"],
+    "build_vocab": ["--input_file=/in.txt", "--output_file=/vocab.txt"],
+    "extract_features": ["--input_file=/in.txt", "--output_file=/out.jsonl",
+                         "--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                         "--init_checkpoint=/ckpt"],
+    "export_model": ["--task_name=mrpc", "--vocab_file=/vocab.txt",
+                     "--bert_config_file=/config.json", "--checkpoint=/ckpt", "--export_dir=/out"],
+    "demo": [],
+}
+# The flags that turn on the rules that apply only with them (each script's that it defines).
+EVERYTHING_ON = {
+    "run_classifier": ["--do_train", "--do_eval", "--do_predict", "--use_tpu"],
+    "run_squad": ["--do_train", "--do_predict", "--use_tpu"],
+    "run_swag": ["--do_train", "--do_eval", "--do_predict", "--use_tpu"],
+    "run_ner": ["--do_train", "--do_eval", "--do_predict", "--use_tpu"],
+    "run_pretraining": ["--do_train", "--do_eval", "--use_tpu"],
+    "extract_features": ["--use_tpu"],
+}
+
+
+def parse(script, *args):
+    """Runs `script` with its required flags and `args` up to flag parsing."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / f"{script}.py"), *REQUIRED[script], *args,
+         "--only_check_args"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def _cross(*names):
+    return names
+
+
+# (script, bad flags, what is refused: a flag name (its own range) or a tuple of names (a rule
+# between flags), the docs/errors.md row the command makes or None). Together they break every
+# rule of flag_ranges once (test_every_rule_is_broken_by_a_case).
+CASES = [
+    ("run_classifier", ["--do_train", "--learning_rate=-2e-5"], ["learning_rate"],
+     "flag-learning-rate-negative"),
+    ("run_classifier",
+     ["--do_train", "--do_eval", "--do_predict", "--num_train_epochs=0", "--warmup_proportion=1.5",
+      "--save_checkpoints_steps=0", "--iterations_per_loop=0", "--keep_checkpoint_max=0",
+      "--gradient_accumulation_steps=0", "--peak_tflops=0", "--use_tpu", "--num_tpu_cores=0",
+      "--random_seed=-1", "--seeds=1,4294967296", "--eval_batch_size=0", "--predict_batch_size=0",
+      "--max_seq_length=2"],
+     ["num_train_epochs", "warmup_proportion", "save_checkpoints_steps", "iterations_per_loop",
+      "keep_checkpoint_max", "gradient_accumulation_steps", "peak_tflops", "num_tpu_cores",
+      "random_seed", "seeds", "eval_batch_size", "predict_batch_size", "max_seq_length"], None),
+    ("run_swag", ["--do_train", "--train_batch_size=30", "--gradient_accumulation_steps=4"],
+     [_cross("gradient_accumulation_steps", "train_batch_size")], "flag-accumulation-uneven"),
+    ("run_pretraining", ["--do_train", "--train_batch_size=0"], ["train_batch_size"],
+     "flag-batch-size-zero"),
+    ("run_pretraining",
+     ["--do_train", "--do_eval", "--num_train_steps=0", "--num_warmup_steps=-1",
+      "--max_eval_steps=0", "--max_seq_length=4", "--max_predictions_per_seq=0"],
+     ["num_train_steps", "num_warmup_steps", "max_eval_steps", "max_seq_length",
+      "max_predictions_per_seq"], None),
+    ("run_swag", ["--max_seq_length=2"], ["max_seq_length"], "flag-max-seq-length-too-small"),
+    ("run_squad", ["--max_seq_length=64", "--max_query_length=64"],
+     [_cross("max_seq_length", "max_query_length")], "flag-squad-no-room-for-question"),
+    ("run_squad",
+     ["--do_predict", "--doc_stride=0", "--max_query_length=0", "--n_best_size=0",
+      "--max_answer_length=0"],
+     ["doc_stride", "max_query_length", "n_best_size", "max_answer_length"], None),
+    ("run_ner", ["--max_seq_length=2"], ["max_seq_length"], None),
+    ("create_pretraining_data", ["--mask_token_prob=0.9", "--random_token_prob=0.2"],
+     [_cross("mask_token_prob", "random_token_prob")], "flag-masking-rates-above-one"),
+    ("create_pretraining_data",
+     ["--max_seq_length=4", "--masked_lm_prob=0", "--mask_token_prob=1.5",
+      "--random_token_prob=-0.1", "--dupe_factor=0", "--short_seq_prob=1.1", "--chunk_size_mb=-1",
+      "--num_workers=0"],
+     ["max_seq_length", "masked_lm_prob", "mask_token_prob", "random_token_prob", "dupe_factor",
+      "short_seq_prob", "chunk_size_mb", "num_workers"], None),
+    ("create_pretraining_data", ["--max_predictions_per_seq=126", "--num_workers=2"],
+     [_cross("max_predictions_per_seq", "max_seq_length"), _cross("num_workers", "chunk_size_mb")],
+     None),
+    ("run_ner_feature_based",
+     ["--lstm_units=0", "--num_train_epochs=0", "--train_batch_size=0", "--predict_batch_size=0",
+      "--learning_rate=0", "--max_seq_length=2", "--random_seed=4294967296"],
+     ["lstm_units", "num_train_epochs", "train_batch_size", "predict_batch_size",
+      "learning_rate", "max_seq_length", "random_seed"], "flag-lstm-units-zero"),
+    ("build_vocab",
+     ["--num_unused=-1", "--max_input_lines=-1", "--max_input_words=0", "--min_count=0",
+      "--max_unique_chars=0", "--num_workers=0"],
+     ["num_unused", "max_input_lines", "max_input_words", "min_count", "max_unique_chars",
+      "num_workers"], None),
+    ("extract_features", ["--layers=-1,,-2", "--batch_size=0", "--max_seq_length=2"],
+     ["layers", "batch_size", "max_seq_length"], None),
+    ("export_model", ["--max_seq_length=0"], ["max_seq_length"], None),
+]
+
+
+@pytest.mark.parametrize("script,args,refused,case", CASES,
+                         ids=[f"{c[0]}-{c[3] or i}" for i, c in enumerate(CASES)])
+def test_a_flag_out_of_range_is_refused_at_parsing(script, args, refused, case):
+    result = parse(script, *args)
+    assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    # What the script says (TensorFlow, when a validator imports it, logs before).
+    said = result.stderr[result.stderr.find(f"{script}.py: error: flag"):]
+    assert said.startswith(f"{script}.py: error: flag"), result.stderr[-3000:]
+    for what in refused:
+        if isinstance(what, str):
+            assert f"flag --{what}=" in said, (what, said)
+        else:
+            pattern = r"flags " + r", ".join(rf"{name}=[^,\n]*" for name in what) + ": "
+            assert re.search(pattern, said), (what, said)
+    # One line per refused rule, then the hint: nothing else was refused.
+    assert len(said.rstrip("\n").splitlines()) == len(refused) + 1, said
+    if case:
+        assert_refused(result, case)
+
+
+@pytest.mark.parametrize("script", sorted(REQUIRED))
+def test_the_defaults_pass(script):
+    result = parse(script, *EVERYTHING_ON.get(script, ()))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_a_rule_of_a_flag_the_run_does_not_use_is_not_applied():
+    # Evaluation alone: the schedule, training batch and checkpoint flags are never read.
+    result = parse("run_pretraining", "--do_eval", "--learning_rate=-1", "--num_train_steps=0",
+                   "--num_warmup_steps=-1", "--train_batch_size=0", "--save_checkpoints_steps=0",
+                   "--iterations_per_loop=0", "--keep_checkpoint_max=0", "--peak_tflops=-1",
+                   "--num_tpu_cores=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Training alone: the prediction flags are never read.
+    result = parse("run_squad", "--do_train", "--n_best_size=0", "--max_answer_length=0",
+                   "--predict_batch_size=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_every_rule_is_broken_by_a_case():
+    broken_rules, broken_cross = set(), set()
+    for script, _, refused, _ in CASES:
+        for what in refused:
+            if isinstance(what, str):
+                key = (f"{script}.py", what)
+                broken_rules.add(key if key in flag_ranges.RULES else what)
+            else:
+                broken_cross.add(what)
+    rules = {key for key, rule in flag_ranges.RULES.items() if rule is not None}
+    assert rules - broken_rules == set(), "rules no case breaks"
+    assert broken_rules <= rules
+    assert {rule.flag_names for rule in flag_ranges.CROSS_RULES} == broken_cross
+
+
+def _flag_values(**defaults):
+    """A fresh FlagValues with integer/float/string flags of these defaults."""
+    flag_values = flags.FlagValues()
+    for name, default in defaults.items():
+        define = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
+                  bool: flags.DEFINE_bool}.get(type(default), flags.DEFINE_string)
+        define(name, default, f"The {name}.", flag_values=flag_values)
+    return flag_values
+
+
+def test_the_range_is_in_the_help_once():
+    flag_values = _flag_values(max_seq_length=384, max_query_length=64, doc_stride=128,
+                               do_train=False, learning_rate=5e-5)
+    checked = flag_ranges.register(flag_values, script="run_squad.py")
+    assert sorted(checked) == ["doc_stride", "learning_rate", "max_query_length", "max_seq_length"]
+    assert flag_values["learning_rate"].help == "The learning_rate. (must be > 0)"
+    assert flag_values["doc_stride"].help == "The doc_stride. (must be at least 1)"
+    assert flag_values["max_seq_length"].help == (
+        "The max_seq_length. (must be greater than max_query_length + 3)")
+    assert flag_ranges.register(flag_values, script="run_squad.py") == []  # once
+    assert flag_values["learning_rate"].help == "The learning_rate. (must be > 0)"
+    flag_values(["prog", "--learning_rate=-1"])  # not training: not checked
+    with pytest.raises(flags.IllegalFlagValueError, match=r"flag --learning_rate=-1.0: must be > 0"):
+        flag_values(["prog", "--do_train", "--learning_rate=-1"])
+
+
+@pytest.mark.parametrize("layers,ok", [
+    ("-1,-2,-3,-4", True), ("0", True), ("-1, -2", True), ("", False), ("-1,", False),
+    ("last", False), ("1.5", False), ("--1", False)])
+def test_layers_must_be_comma_separated_integers(layers, ok):
+    assert flag_ranges.rule_for("extract_features.py", "layers").accepts(layers) == ok
