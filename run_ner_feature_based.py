@@ -50,9 +50,11 @@ for _name in ("data_dir", "bert_config_file", "vocab_file", "init_checkpoint", "
 
 
 def _check_choices(values):
+    if not values:  # The default, all six: no need to import the model code to parse flags.
+        return True
     from bert_tasks.ner.feature_based import CHOICES_BY_KEY
 
-    unknown = [v for v in values or () if v not in CHOICES_BY_KEY]
+    unknown = [v for v in values if v not in CHOICES_BY_KEY]
     if unknown:
         raise flags.ValidationError("unknown --choices %s; known: %s"
                                     % (", ".join(unknown), ", ".join(CHOICES_BY_KEY)))
