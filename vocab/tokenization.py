@@ -114,7 +114,8 @@ def read_vocab_lines(vocab_file):
     """
     try:
         with _open_binary(vocab_file) as f:
-            raw_lines = f.read().split(b"\n")
+            # A byte-order mark would become part of the first token.
+            raw_lines = f.read().removeprefix(b"\xef\xbb\xbf").split(b"\n")
     except (OSError, IOError) as e:  # tf.errors.NotFoundError is an OSError subclass too.
         raise VocabError("cannot read vocab file %s: %s" % (vocab_file, e)) from e
     if raw_lines and not raw_lines[-1]:

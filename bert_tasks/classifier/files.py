@@ -2,6 +2,7 @@
 
 Files are read through `tf.io.gfile`, so `data_dir` may be a `gs://` path, as in the original.
 """
+import codecs
 import csv
 
 import tensorflow as tf
@@ -28,7 +29,8 @@ def read_tsv_lines(path):
     """
     check_is_file(path)
     with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read().replace(b"\r", b"")
+        # A byte-order mark (spreadsheets write one) is not part of the first field.
+        data = f.read().replace(b"\r", b"").removeprefix(codecs.BOM_UTF8)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -11,6 +11,8 @@ Unlike the original, the matches of each glob pattern are sorted: `tf.gfile.Glob
 order, which differs between machines. Patterns keep their command-line order, and a pattern that
 matches nothing is an error (the original silently read nothing).
 """
+import codecs
+
 _BLOCK_BYTES = 1 << 20
 
 
@@ -67,7 +69,8 @@ def iter_line_blocks(files):
 
 
 def _file_line_blocks(path, reader):
-    pending = b""
+    # An editor's byte-order mark is not text (the tokenizer would drop it; counts would not).
+    pending = reader.read(len(codecs.BOM_UTF8)).removeprefix(codecs.BOM_UTF8).replace(b"\r", b"")
     line_number = 0  # lines before the current block
     while True:
         block = reader.read(_BLOCK_BYTES)
