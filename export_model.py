@@ -43,7 +43,8 @@ def main(_):
     config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
     startup.load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, config,
                            FLAGS.bert_config_file)
-    model = export.load_classifier(config, processor.num_labels, FLAGS.checkpoint)
+    model = export.load_classifier(config, processor.num_labels, FLAGS.checkpoint,
+                                   task_name=FLAGS.task_name, config_file=FLAGS.bert_config_file)
     if FLAGS.mixed_precision == "bf16":
         from modeling.inference import with_bfloat16_weights
 

@@ -5,7 +5,16 @@ Our checkpoints (`ckpt-<step>` in an output_dir) store the model as `{variable p
 models do not expose their sub-layers to TF's object-based checkpoints, and the paths give
 names that are the same in every task model, so a pre-training run's encoder loads into a
 classifier or span labeler by name.
+
+Every script loads `--init_checkpoint` here, in either layout, by one rule: the whole encoder of
+the model the config describes must be in the checkpoint (else nothing is loaded: a config with
+another num_hidden_layers, a checkpoint of another model), a head it lacks is newly initialised,
+what it holds beyond the model (optimizer slots, another task's head) is left. Missing,
+truncated and corrupt files are refused naming the file (`modeling.tf1_checkpoint`).
 """
+import dataclasses
+import re
+
 import tensorflow as tf
 from absl import logging
 
@@ -20,63 +29,119 @@ class ModelVariables(tf.Module):
         self.by_path = {v.path: v.value for v in model.variables}
 
 
-def _checkpoint_key(path):
-    # TF's object-graph escaping of names: "." → "..", "/" → ".S".
-    return "model/by_path/" + path.replace(".", "..").replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
+_KEY_PREFIX, _KEY_SUFFIX = "model/by_path/", "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def load_project_checkpoint(model, path, strict=False):
-    """Loads model weights from one of our checkpoints, by variable path (see module docstring)."""
-    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(path)
-    names = {v.path: v for v in model.variables if "seed_generator" not in v.path}
-    keys = {p: _checkpoint_key(p) for p in names}
-    available = {p: shapes[k] for p, k in keys.items() if k in shapes}
+def variable_path(key):
+    """The variable path of a checkpoint key of `ModelVariables`, or None for entries that are not
+    model weights (the optimizer's, the input position's).
+
+    Keys are `model/by_path/<path>/.ATTRIBUTES/VARIABLE_VALUE` with TF's object-graph escaping
+    of the path: "." → "..", "/" → ".S".
+    """
+    if not (key.startswith(_KEY_PREFIX) and key.endswith(_KEY_SUFFIX)):
+        return None
+    escaped = key[len(_KEY_PREFIX): -len(_KEY_SUFFIX)]
+    return re.sub(r"\.(S|\.)", lambda m: "/" if m.group(1) == "S" else ".", escaped)
+
+
+def _model_paths(model):
+    # Dropout's random-number state is not a weight (and differs between task models).
+    return {v.path: v for v in model.variables if "seed_generator" not in v.path}
+
+
+@dataclasses.dataclass
+class _Source:
+    """A checkpoint seen in the model's naming: original names (a TF1 checkpoint) or variable
+    paths (ours)."""
+
+    prefix: str
+    flag: str
+    reader: object
+    names: dict  # {name: model variable}
+    shapes: dict  # {name: shape} of the checkpoint's model weights (no optimizer slots)
+    keys: dict  # {name: checkpoint key}
+    encoder_names: list
+
+    def get_tensor(self, name):
+        return tf1_checkpoint.read_tensor(self.reader, self.prefix, self.keys[name], self.flag)
+
+
+def _source(model, path, flag):
+    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(path, flag)
+    encoder = tf1_checkpoint.encoder_of(model)
+    if tf1_checkpoint.is_tf1_layout(shapes):
+        keys = {n: n for n in shapes if not tf1_checkpoint.is_optimizer_entry(n)}
+        names = tf1_checkpoint.variable_map(model)
+        encoder_names = [n for n, _ in tf1_checkpoint.encoder_variable_map(encoder)]
+    else:
+        keys = {p: k for p, k in ((variable_path(k), k) for k in shapes)
+                if p is not None and "seed_generator" not in p}
+        names = _model_paths(model)
+        encoder_names = list(_model_paths(encoder))
+    return _Source(prefix, flag, reader, names, {n: shapes[k] for n, k in keys.items()}, keys,
+                   encoder_names)
+
+
+def load_checkpoint(model, path, strict, flag=None, config_file=None):
+    """Loads `path` into `model`: an original-layout checkpoint by original variable name, one of
+    ours by variable path (see the module docstring).
+
+    strict=True: every variable on both sides, with its shape (e.g. a fine-tuned classifier to
+    export); strict=False: see `initialize_from_checkpoint`. `flag` (the flag that named the
+    checkpoint) and `config_file` (the model's bert_config.json) are named in the messages.
+    Returns the `tf1_checkpoint.LoadReport`.
+    """
+    source = _source(model, path, flag)
+    encoder = tf1_checkpoint.Encoder.of(model, source.encoder_names, config_file)
     return tf1_checkpoint.assign_checked(
-        names, available, lambda p: reader.get_tensor(keys[p]), prefix, strict)
+        source.names, source.shapes, source.get_tensor,
+        tf1_checkpoint.describe_source(source.prefix, flag), strict, encoder=encoder)
 
 
-def initialize_from_checkpoint(model, init_checkpoint):
-    """Loads what matches from `init_checkpoint` into `model`; heads it lacks stay newly initialised.
+def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
+                               config_file=None):
+    """Loads `init_checkpoint` into `model`: the whole encoder, and the heads it has.
 
     Original-layout checkpoints (`bert_model.ckpt`) are matched by original variable name, ours by
-    variable path; both log every variable as the original does (`*INIT_FROM_CKPT*`).
+    variable path; both log every variable as the original does (`*INIT_FROM_CKPT*`). A head the
+    checkpoint lacks stays newly initialised (logged: "newly initialised: output_weights,
+    output_bias"); checkpoint variables the model lacks (optimizer slots, another task's head)
+    are left. Raises ValueError (see `check_init_checkpoint`) for a checkpoint that lacks an
+    encoder variable or holds encoder layers the model lacks: a config that does not match the
+    checkpoint (`config_file`, named in the message; default: --bert_config_file), or a
+    checkpoint of another model. `flag` is the flag that named the checkpoint.
     """
-    if tf1_checkpoint.is_tf1_checkpoint(init_checkpoint):
-        return tf1_checkpoint.load_tf1_checkpoint(model, init_checkpoint, strict=False)
-    return load_project_checkpoint(model, init_checkpoint, strict=False)
+    return load_checkpoint(model, init_checkpoint, False, flag, config_file)
 
 
-def check_init_checkpoint(model, init_checkpoint):
+def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None):
     """Checks, before any work, that `init_checkpoint` is readable and fits `model`.
 
     Reads every tensor the model would take (so a truncated or corrupt `.data` file is found now,
-    named, not after the features are written) and compares shapes; assigns nothing.
-    Raises ValueError naming the file (and each mismatched variable), FileNotFoundError if absent.
+    named, not after the features are written) and compares names and shapes as
+    `initialize_from_checkpoint` does; assigns nothing. Raises ValueError naming the checkpoint
+    (the config file, each mismatched variable, the missing encoder variables), and
+    FileNotFoundError saying what is there when it is absent.
     """
-    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(init_checkpoint)
-    if tf1_checkpoint.is_tf1_checkpoint(init_checkpoint):
-        names = tf1_checkpoint.variable_map(model)
-        keys = {name: name for name in names if name in shapes}
-    else:
-        names = {v.path: v for v in model.variables if "seed_generator" not in v.path}
-        keys = {p: _checkpoint_key(p) for p in names if _checkpoint_key(p) in shapes}
-    mismatched = [f"  shape mismatch {name}: model {list(names[name].shape)}, checkpoint "
-                  f"{list(shapes[key])}" for name, key in keys.items()
-                  if tuple(shapes[key]) != tuple(names[name].shape)]
+    source = _source(model, init_checkpoint, flag)
+    named = tf1_checkpoint.describe_source(source.prefix, flag)
+    mismatched = [f"  shape mismatch {name}: model {list(var.shape)}, checkpoint "
+                  f"{list(source.shapes[name])}" for name, var in source.names.items()
+                  if name in source.shapes and tuple(source.shapes[name]) != tuple(var.shape)]
     if mismatched:
         raise ValueError("\n".join(
-            [f"Checkpoint {prefix} (--init_checkpoint) does not fit the model of "
-             "--bert_config_file:"] + mismatched))
-    if not keys:
-        raise ValueError(f"Checkpoint {prefix} (--init_checkpoint) holds none of the model's "
-                         "variables: is it a BERT checkpoint?")
-    for name, key in keys.items():
-        try:
-            reader.get_tensor(key)
-        except Exception as e:  # truncated files raise IndexError, OpError or DataLossError
-            raise ValueError(
-                f"Checkpoint {prefix} (--init_checkpoint) is unreadable at {key} (truncated or "
-                f"corrupt data file {prefix}.data-*?): {type(e).__name__}: {e}") from e
+            [f"Checkpoint {named} does not fit the model of {config_file or '--bert_config_file'}:"]
+            + mismatched))
+    report = tf1_checkpoint.LoadReport(
+        named, [n for n in source.names if n in source.shapes],
+        [n for n in source.names if n not in source.shapes],
+        sorted(n for n in source.shapes if n not in source.names), [])
+    tf1_checkpoint.check_encoder(
+        report, tf1_checkpoint.Encoder.of(model, source.encoder_names, config_file),
+        source.shapes)
+    for name in report.loaded:
+        source.get_tensor(name)
 
 
 def restore_newest_readable(manager, restore):

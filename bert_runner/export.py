@@ -21,7 +21,9 @@ similar length, each padded to its own longest row. Padded keys add exactly zero
 float32 (exp(-10000) underflows) and rows never mix, so the probabilities are those of the fully
 padded features up to float rounding, at the cost of the real tokens only.
 """
+import json
 import os
+import re
 import uuid
 
 import tensorflow as tf
@@ -151,21 +153,43 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_na
     module = ClassifierExport(model, FastBertTokenizer(vocab_file, do_lower_case),
                               max_seq_length, label_names)
     parent = os.path.dirname(export_dir)
-    if parent:
-        tf.io.gfile.makedirs(parent)
     tmp_dir = "%s.tmp-%s" % (export_dir, uuid.uuid4().hex)
     try:
+        if parent:
+            tf.io.gfile.makedirs(parent)
         tf.saved_model.save(module, tmp_dir, signatures=module.signatures())
         tf.io.gfile.rename(tmp_dir, export_dir)
+    except (OSError, *_FILE_ERRORS) as e:
+        # Said of --export_dir: the failing path is often the temporary one.
+        reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
+        # TensorFlow says "<path>; <what>": the path is the temporary one.
+        reason = (reason.strip().splitlines() or [""])[0].rsplit("; ", 1)[-1]
+        raise ValueError("Cannot write --export_dir=%s (%s): nothing was exported; choose a "
+                         "writable location" % (export_dir, reason)) from e
     finally:
-        if tf.io.gfile.exists(tmp_dir):
-            tf.io.gfile.rmtree(tmp_dir)
+        _remove_quietly(tmp_dir)
     logging.info("Exported the raw-text classifier to %s (signatures: serving_default, pairs)",
                  export_dir)
     return export_dir
 
 
-def load_classifier(config, num_labels, checkpoint):
+# TensorFlow's errors about a path (gfile and SavedModel writing raise these, not OSError).
+_FILE_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
+                tf.errors.FailedPreconditionError, tf.errors.AlreadyExistsError,
+                tf.errors.UnknownError)
+
+
+def _remove_quietly(directory):
+    """Removes the half-written `directory`, if any; a failure to is logged, not raised (the
+    error that stopped the export is the one to report)."""
+    try:
+        if tf.io.gfile.exists(directory):
+            tf.io.gfile.rmtree(directory)
+    except (OSError, *_FILE_ERRORS) as e:
+        logging.warning("Could not remove the incomplete export %s: %s", directory, e)
+
+
+def load_classifier(config, num_labels, checkpoint, task_name=None, config_file=None):
     """A `BertClassifier` with every weight (encoder and head) from `checkpoint`.
 
     Args:
@@ -174,15 +198,84 @@ def load_classifier(config, num_labels, checkpoint):
       checkpoint: an original-layout classifier checkpoint (`model.ckpt-N` written by the
         original run_classifier, holding `output_weights`/`output_bias`), or this project's own
         (`ckpt-N`, or an output_dir holding one, as `bert_runner.trainer.Trainer` writes it).
+      task_name: the `--task_name` to export as, for the checks below and their messages.
+      config_file: the `--bert_config_file`, for the messages.
     Raises:
-      ValueError naming the checkpoint and every missing or mis-shaped variable, e.g. for a
-      pre-training checkpoint, which has no classifier head.
+      ValueError naming the checkpoint: the run that wrote it (its output_dir's run.json) was
+      fine-tuned on another task than `task_name`; it has no classifier head (a pre-training
+      checkpoint) or one of another number of labels than the task's; a variable is missing or
+      mis-shaped (another config); its files are missing, truncated or corrupt.
     """
+    prefix = tf1_checkpoint.resolve_checkpoint_prefix(checkpoint, _FLAG)
+    if task_name:
+        _check_fine_tuned_task(prefix, task_name)
+    _check_head(prefix, num_labels, task_name)
     model = BertClassifier(config, num_labels)
-    if tf1_checkpoint.is_tf1_checkpoint(checkpoint):
-        tf1_checkpoint.load_tf1_checkpoint(model, checkpoint, strict=True)
-    else:
-        checkpoints.load_project_checkpoint(model, checkpoint, strict=True)
+    checkpoints.load_checkpoint(model, prefix, strict=True, flag=_FLAG, config_file=config_file)
     return model
 
 
+_FLAG = "--checkpoint"
+# The classifier head's weights [num_labels, hidden]: original name, our variable path.
+_HEAD_WEIGHTS = ("output_weights", "classifier/output_weights")
+
+
+def _check_head(prefix, num_labels, task_name):
+    """Refuses a checkpoint without a classifier head (a pre-training one), or with a head of
+    another number of labels than the task's (MNLI's 3 as MRPC's 2)."""
+    _, _, shapes = tf1_checkpoint.read_checkpoint(prefix, _FLAG)
+    paths = {checkpoints.variable_path(k) or k: shape for k, shape in shapes.items()}
+    heads = [(name, paths[name]) for name in _HEAD_WEIGHTS if name in paths]
+    if not heads:
+        raise ValueError(
+            f"Checkpoint {prefix} ({_FLAG}) has no classifier head ({' or '.join(_HEAD_WEIGHTS)}): "
+            "export a checkpoint of run_classifier.py (its output_dir), not a pre-training one")
+    for name, shape in heads:
+        if len(shape) == 2 and shape[0] != num_labels:
+            task = f"--task_name={task_name}" if task_name else "the task"
+            raise ValueError(
+                f"Checkpoint {prefix} ({_FLAG}) has a classifier head of {shape[0]} labels "
+                f"({name} {list(shape)}), {task} has {num_labels}: export it with the "
+                "--task_name it was fine-tuned on")
+
+
+# Tasks that share one fine-tuned model: MNLI's is evaluated on its mismatched set and on AX.
+_SHARED_MODELS = (frozenset({"mnli", "mnli-mm", "ax"}),)
+
+
+def _model_family(task):
+    return next((family for family in _SHARED_MODELS if task in family), task)
+
+
+def _check_fine_tuned_task(prefix, task_name):
+    """Refuses `task_name` when the run.json of the run that wrote `prefix` names another task
+    (an MRPC checkpoint exported as CoLA: both have 2 labels, only the record tells)."""
+    from bert_runner.driver import RUN_RECORD
+
+    directory = os.path.dirname(prefix) or "."
+    candidates = [directory]
+    if re.fullmatch(r"seed_\d+", os.path.basename(os.path.abspath(directory))):
+        candidates.append(os.path.dirname(os.path.abspath(directory)))  # --seeds: output_dir/seed_N
+    for candidate in candidates:
+        record_path = os.path.join(candidate, RUN_RECORD)
+        if not tf.io.gfile.exists(record_path):
+            continue
+        try:
+            with tf.io.gfile.GFile(record_path) as f:
+                recorded = json.load(f).get("task")
+        except (ValueError, AttributeError, tf.errors.OpError):
+            logging.warning("%s is unreadable: the task %s was fine-tuned on is not checked",
+                            record_path, prefix)
+            return
+        if isinstance(recorded, str) and recorded.startswith("classifier/"):
+            recorded_task = recorded[len("classifier/"):]
+            if _model_family(recorded_task) != _model_family(task_name.lower()):
+                raise ValueError(
+                    f"Checkpoint {prefix} ({_FLAG}) was fine-tuned on {recorded_task.upper()} "
+                    f"({record_path}), not on --task_name={task_name}: export it with "
+                    f"--task_name={recorded_task.upper()}")
+        elif isinstance(recorded, str):
+            raise ValueError(
+                f"Checkpoint {prefix} ({_FLAG}) was written by a {recorded} run "
+                f"({record_path}), not by run_classifier: export_model.py exports classifiers")
+        return

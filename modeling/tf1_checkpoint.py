@@ -6,9 +6,11 @@ step: `load_tf1_checkpoint(model, path)` reads the released files directly. `sav
 `.data-00000-of-00001`) that the original code, `tf.train.load_checkpoint` and other converters read.
 """
 import collections
+import collections.abc
 import dataclasses
 import glob
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -38,48 +40,150 @@ def variable_map(model):
     return collections.OrderedDict(encoder_variable_map(model.bert) + list(head_variables()))
 
 
-def resolve_checkpoint_prefix(path):
-    """Accepts a checkpoint prefix, its `.index`/`.data-*` file, or a directory holding one."""
-    path = os.fspath(path)
-    for suffix in (".index", ".data-00000-of-00001"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
+_SHARD_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
+# A directory listing is shown in a message up to this many entries.
+_LISTED_ENTRIES = 12
+# Encoder variables of a checkpoint: `bert/...` in both layouts (original names, our paths).
+ENCODER_PREFIX = "bert/"
+_LAYER = re.compile(r"^bert/(?:encoder/)?layer_(\d+)/")
+
+
+def _first_layer(match):
+    """`_LAYER.sub` replacement: the same name in layer 0."""
+    return match.group(0)[: match.start(1) - match.start(0)] + "0/"
+
+
+def describe_source(path, flag):
+    """`path`, followed by the flag it came from when known: "x.ckpt (--init_checkpoint)"."""
+    return f"{path} ({flag})" if flag else f"{path}"
+
+
+def _listing(paths, limit=5):
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def resolve_checkpoint_prefix(path, flag=None):
+    """Accepts a checkpoint prefix, its `.index`/`.data-*` file, or a directory holding one.
+
+    `flag` (e.g. "--init_checkpoint") is named in the messages. Raises FileNotFoundError saying
+    what is there instead: for a directory, its checkpoints or (when it holds none) its files and
+    the prefix to pass; for a prefix, whether its `.data` file is there without its `.index`, and
+    the checkpoints its directory does hold.
+    """
+    path = _SHARD_SUFFIX.sub("", os.fspath(path))
     if os.path.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest:
             return latest
         found = sorted(glob.glob(os.path.join(path, "*.index")))
-        if len(found) != 1:
-            raise FileNotFoundError(
-                f"{path}: expected one checkpoint (*.index) in this directory, found {len(found)}"
-            )
-        return found[0][: -len(".index")]
+        if len(found) == 1:
+            return found[0][: -len(".index")]
+        raise FileNotFoundError(_describe_directory(path, found, flag))
     if not os.path.exists(path + ".index"):
-        raise FileNotFoundError(
-            f"Checkpoint {path} not found: expected {path}.index and {path}.data-00000-of-00001"
-        )
+        raise FileNotFoundError(_describe_missing_index(path, flag))
     return path
 
 
-def read_checkpoint(path):
+def _describe_directory(path, found, flag):
+    if found:
+        prefixes = [f[: -len(".index")] for f in found]
+        return (f"{describe_source(path, flag)} holds {len(found)} checkpoints but no checkpoint "
+                f"file naming the newest: pass one prefix, e.g. {prefixes[-1]} (found "
+                f"{_listing([os.path.basename(p) for p in prefixes])})")
+    entries = sorted(e + ("/" if os.path.isdir(os.path.join(path, e)) else "")
+                     for e in os.listdir(path))
+    message = (f"{describe_source(path, flag)} is a directory with no checkpoint in it "
+               "(no *.index file)")
+    if not entries:
+        message += "; it is empty"
+    elif len(entries) <= _LISTED_ENTRIES:
+        message += "; it holds " + ", ".join(entries)
+    else:
+        message += f"; it holds {len(entries)} files and directories"
+    nested = sorted(glob.glob(os.path.join(path, "*", "*.index")))
+    if nested:
+        return message + (". Checkpoints one level down: "
+                          + _listing([n[: -len(".index")] for n in nested]))
+    return message + (f". Pass a checkpoint's prefix, e.g. {os.path.join(path, 'bert_model.ckpt')} "
+                      "for bert_model.ckpt.index with bert_model.ckpt.data-00000-of-00001")
+
+
+def _describe_missing_index(path, flag):
+    parent = os.path.dirname(path) or "."
+    message = f"Checkpoint {describe_source(path, flag)} not found: "
+    if not os.path.isdir(parent):
+        return message + f"the directory {parent} does not exist"
+    message += f"{path}.index does not exist"
+    data = sorted(glob.glob(glob.escape(path) + ".data-*"))
+    if data:
+        return message + (f"; {os.path.basename(data[0])} is there without it (a copy cut short? "
+                          "copy the .index with the .data file)")
+    if os.path.isfile(path):
+        return message + (f"; {path} is a file, not a checkpoint: pass the prefix of "
+                          "PREFIX.index and PREFIX.data-00000-of-00001")
+    others = sorted(f[: -len(".index")] for f in glob.glob(os.path.join(glob.escape(parent),
+                                                                        "*.index")))
+    if others:
+        return message + f"; {parent} holds the checkpoint(s) {_listing(others)}"
+    return message + f"; {parent} holds no checkpoint (*.index)"
+
+
+def read_checkpoint(path, flag=None):
     """`{name: np.ndarray}` lazily: returns (prefix, reader, {name: shape})."""
-    prefix = resolve_checkpoint_prefix(path)
+    prefix = resolve_checkpoint_prefix(path, flag)
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
-        raise ValueError(f"Checkpoint {prefix} is unreadable (corrupt or partial?): {e}") from e
+        raise ValueError(f"Checkpoint {describe_source(prefix, flag)} is unreadable: its index "
+                         f"{prefix}.index is corrupt or truncated ({_first_line(e)}); copy the "
+                         "checkpoint again") from e
     return prefix, reader, reader.get_variable_to_shape_map()
 
 
-def is_tf1_checkpoint(path):
+def read_tensor(reader, prefix, key, flag=None):
+    """`reader.get_tensor(key)`; a missing, truncated or corrupt `.data` file raises ValueError
+    naming the checkpoint, the variable and the file (TensorFlow says IndexError, or an OpError
+    with a page of C++ context)."""
+    try:
+        return reader.get_tensor(key)
+    except (IndexError, OSError, tf.errors.OpError) as e:
+        data = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+        if not data:
+            raise ValueError(
+                f"Checkpoint {describe_source(prefix, flag)} is unreadable: its data file "
+                f"{prefix}.data-00000-of-00001 is missing (deleted, or not copied with "
+                f"{os.path.basename(prefix)}.index)") from e
+        raise ValueError(
+            f"Checkpoint {describe_source(prefix, flag)} is unreadable at {key}: its data file "
+            f"{_listing(data, 2)} is truncated or corrupt ({type(e).__name__}: {_first_line(e)}); "
+            "copy the checkpoint again") from e
+
+
+def _first_line(error):
+    text = getattr(error, "message", None) or str(error)
+    return (text.strip().splitlines() or [""])[0]
+
+
+def is_tf1_checkpoint(path, flag=None):
     """True for original-layout checkpoints, False for this project's object-based ones."""
-    _, _, shapes = read_checkpoint(path)
+    _, _, shapes = read_checkpoint(path, flag)
+    return is_tf1_layout(shapes)
+
+
+def is_tf1_layout(shapes):
+    """True when the `{name: shape}` of a checkpoint has original names, not our object paths."""
     return not any(name.endswith("/.ATTRIBUTES/VARIABLE_VALUE") for name in shapes)
+
+
+def encoder_of(model):
+    """The `BertModel` of `model` (a `BertModel` or a task model)."""
+    return model if isinstance(model, BertModel) else model.bert
 
 
 @dataclasses.dataclass
 class LoadReport:
-    """What `load_tf1_checkpoint` did; names are original variable names."""
+    """What a load did; names are original variable names, or our variable paths."""
 
     checkpoint: str
     loaded: list
@@ -88,30 +192,60 @@ class LoadReport:
     mismatched: list  # (name, model shape, checkpoint shape)
 
 
-def _is_optimizer_entry(name):
+@dataclasses.dataclass
+class Encoder:
+    """What `assign_checked` requires of the encoder, also when not strict.
+
+    names: the model's encoder variable names (as the checkpoint names them): each must be in
+      the checkpoint, and the checkpoint may hold no encoder layer beyond the model's (both mean
+      another model: a config with another num_hidden_layers, a checkpoint of another model).
+      A fine-tuning head the checkpoint lacks is only newly initialised.
+    num_hidden_layers: the config's, for the message.
+    config_file: the bert_config.json the model was built from, for the message (default: the
+      flag's name).
+    """
+
+    names: collections.abc.Collection
+    num_hidden_layers: int = None
+    config_file: str = None
+
+    @classmethod
+    def of(cls, model, names, config_file=None):
+        return cls(set(names), encoder_of(model).config.num_hidden_layers, config_file)
+
+
+def is_optimizer_entry(name):
     return name in _OPTIMIZER_NAMES or name.endswith(_OPTIMIZER_SUFFIXES)
 
 
-def load_tf1_checkpoint(model, path, strict=True):
+def load_tf1_checkpoint(model, path, strict=True, flag=None, config_file=None):
     """Loads an original-layout checkpoint into `model` (a `BertModel` or a task model).
 
     strict=True: every model variable must be present with its shape and every checkpoint
     weight must belong to the model; otherwise nothing is assigned and ValueError names every
     missing, unexpected and mis-shaped variable with both shapes.
-    strict=False (fine-tuning from a pre-training checkpoint): assigns what matches by name
-    and shape, and logs each variable as the original does (`*INIT_FROM_CKPT*`).
+    strict=False (fine-tuning from a pre-training checkpoint): the whole encoder must be there
+    (see `Encoder`); a head the checkpoint lacks is newly initialised, checkpoint variables the
+    model lacks (other heads, optimizer slots) are left; each variable is logged as the
+    original does (`*INIT_FROM_CKPT*`).
+    `flag` (e.g. "--init_checkpoint") and `config_file` are named in the messages.
     """
-    prefix, reader, shapes = read_checkpoint(path)
-    shapes = {n: s for n, s in shapes.items() if not _is_optimizer_entry(n)}
-    return assign_checked(variable_map(model), shapes, reader.get_tensor, prefix, strict)
+    prefix, reader, shapes = read_checkpoint(path, flag)
+    shapes = {n: s for n, s in shapes.items() if not is_optimizer_entry(n)}
+    names = variable_map(model)
+    encoder = Encoder.of(model, (n for n, _ in encoder_variable_map(encoder_of(model))),
+                         config_file)
+    return assign_checked(names, shapes, lambda n: read_tensor(reader, prefix, n, flag),
+                          describe_source(prefix, flag), strict, encoder=encoder)
 
 
-def assign_checked(names, source_shapes, get_tensor, source, strict):
+def assign_checked(names, source_shapes, get_tensor, source, strict, encoder=None):
     """Assigns `get_tensor(name)` to `names[name]` after checking names and shapes.
 
     Args:
         names: `{name: variable}` of the model. source_shapes: `{name: shape}` available.
         get_tensor: name -> np.ndarray. source: file name for messages. strict: see above.
+        encoder: an `Encoder`, or None (no requirement beyond `strict`).
     Returns a `LoadReport`; raises ValueError (assigning nothing) on any mismatch.
     """
     report = LoadReport(source, [], [], [], [])
@@ -125,11 +259,42 @@ def assign_checked(names, source_shapes, get_tensor, source, strict):
     report.unexpected = sorted(n for n in source_shapes if n not in names)
     if report.mismatched or (strict and (report.missing or report.unexpected)):
         raise ValueError(_describe_problems(report, names, strict))
+    if encoder is not None:
+        check_encoder(report, encoder, source_shapes)
     for name in report.loaded:
         names[name].assign(np.asarray(get_tensor(name)).astype(np.dtype(names[name].dtype)))
     if not strict:
         _log_init_from_checkpoint(report, names)
     return report
+
+
+def check_encoder(report, encoder, source_shapes):
+    """Refuses a checkpoint that lacks part of the model's encoder, or holds encoder variables
+    the model lacks (see `Encoder`)."""
+    missing = [n for n in report.missing if n in encoder.names]
+    # Layers beyond the model's: a variable of the model's layer 0 under another layer's name
+    # (optimizer slots and anything else the checkpoint holds are left alone).
+    extra = [n for n in report.unexpected
+             if _LAYER.match(n) and _LAYER.sub(_first_layer, n, count=1) in encoder.names]
+    if not missing and not extra:
+        return
+    config = encoder.config_file or "--bert_config_file"
+    message = f"Checkpoint {report.checkpoint} does not hold the encoder of the model of {config}: "
+    if missing:
+        message += (f"{len(missing)} of its {len(encoder.names)} encoder variables are missing "
+                    f"({_listing(missing, 3)})")
+    else:
+        message += (f"it holds {len(extra)} encoder variables the model lacks "
+                    f"({_listing(extra, 3)})")
+    layers = {int(m.group(1)) for m in map(_LAYER.match, source_shapes) if m}
+    if layers and encoder.num_hidden_layers is not None:
+        message += (f"; the config has num_hidden_layers={encoder.num_hidden_layers}, the "
+                    f"checkpoint {max(layers) + 1} encoder layers")
+    elif not any(n.startswith(ENCODER_PREFIX) for n in source_shapes):
+        message += ("; it holds no BERT encoder (is it a BERT checkpoint? it holds "
+                    f"{_listing(sorted(source_shapes), 3) or 'nothing'})")
+    raise ValueError(message + ". Use the bert_config.json that came with the checkpoint: "
+                     "nothing was loaded")
 
 
 def _describe_problems(report, names, strict):

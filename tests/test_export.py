@@ -6,6 +6,8 @@ tensorflow_text. Reference: FullTokenizer -> glue features -> BertClassifier -> 
 """
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -14,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from modeling_helpers import TINY, tiny_config
+from refusals import message
 
 TASK = "mnli"  # three labels: contradiction, entailment, neutral
 MAX_SEQ_LENGTH = 16
@@ -142,26 +145,107 @@ def test_load_classifier_reads_trainer_checkpoints(classifier, tmp_path):
     for ours, theirs in zip(loaded.trainable_weights, classifier.trainable_weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=theirs.path)
 
-    with pytest.raises(ValueError, match=r"classifier/output_weights: model \[2, 32\], checkpoint \[3, 32\]"):
-        export.load_classifier(tiny_config(), 2, str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=re.escape(
+            "has a classifier head of 3 labels (classifier/output_weights [3, 32]), "
+            "--task_name=MRPC has 2")):
+        export.load_classifier(tiny_config(), 2, str(tmp_path / "run"), task_name="MRPC")
     save_like_the_trainer(BertPretrainer(tiny_config()), tmp_path / "pretraining")
-    with pytest.raises(ValueError, match="missing from checkpoint: classifier/output_weights"):
+    with pytest.raises(ValueError, match=re.escape(message("export-no-head"))):
         export.load_classifier(tiny_config(), 3, str(tmp_path / "pretraining"))
 
 
 def test_load_classifier_refuses_pretraining_checkpoint():
     from bert_runner import export
 
-    with pytest.raises(ValueError, match="missing from checkpoint: output_weights"):
+    with pytest.raises(ValueError, match=re.escape(message("export-no-head"))):
         export.load_classifier(tiny_config(), 3, str(TINY / "bert_model.ckpt"))
+
+
+def test_a_checkpoint_of_another_task_is_not_exported(classifier, tmp_path):
+    """MNLI's 3-label head as MRPC's 2 labels, or an MRPC run as CoLA (both 2 labels: the run's
+    run.json tells); MNLI's model serves MNLI-mm and AX."""
+    from modeling import tf1_checkpoint
+    from bert_runner import export
+
+    prefix = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "tf1" / "model.ckpt-5")
+    with pytest.raises(ValueError, match="has a classifier head of 3 labels") as error:
+        export.load_classifier(tiny_config(), 2, prefix, task_name="MRPC")
+    assert f"{prefix} (--checkpoint)" in str(error.value)
+    assert "(output_weights [3, 32]), --task_name=MRPC has 2" in str(error.value)
+
+    run = tmp_path / "mrpc_output"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"task": "classifier/mrpc"}))
+    mrpc = tf1_checkpoint.save_tf1_checkpoint(_binary(classifier), run / "bert_model.ckpt")
+    with pytest.raises(ValueError, match=re.escape(message("export-other-task"))) as error:
+        export.load_classifier(tiny_config(), 2, mrpc, task_name="CoLA")
+    assert "--task_name=CoLA: export it with --task_name=MRPC" in str(error.value)
+    export.load_classifier(tiny_config(), 2, mrpc, task_name="mrpc")
+    (run / "run.json").write_text(json.dumps({"task": "classifier/mnli"}))
+    with pytest.raises(ValueError, match=re.escape(message("export-label-count"))):
+        export.load_classifier(tiny_config(), 3, mrpc, task_name="AX")
+
+
+def _binary(classifier):
+    from modeling import BertClassifier
+
+    model = BertClassifier(tiny_config(), 2)
+    for ours, theirs in zip(model.bert.weights, classifier.bert.weights, strict=True):
+        ours.assign(theirs)
+    return model
+
+
+def test_an_unwritable_export_dir_leaves_nothing(classifier, tmp_path, monkeypatch):
+    """Read-only (as root nothing is: the failure is made where SavedModel writes), or below a
+    file: one refusal naming --export_dir, and no temporary directory left."""
+    import tensorflow as tf
+
+    from bert_runner import export
+
+    def save_then_fail(module, directory, signatures=None):
+        tf.io.gfile.makedirs(directory + "/variables")
+        (pathlib.Path(directory) / "saved_model.pb").write_bytes(b"half")
+        raise tf.errors.PermissionDeniedError(None, None,
+                                              directory + "/variables; Permission denied")
+
+    monkeypatch.setattr(tf.saved_model, "save", save_then_fail)
+    target = tmp_path / "serving" / "1"
+    with pytest.raises(ValueError, match=re.escape(message("export-dir-not-writable"))) as error:
+        export.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"], target)
+    assert str(error.value).startswith(f"Cannot write --export_dir={target} (Permission denied)")
+    assert os.listdir(tmp_path / "serving") == []
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=re.escape(message("export-dir-not-writable"))):
+        export.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"],
+                                 tmp_path / "file" / "1")
+
+
+def test_cli_refuses_a_checkpoint_whose_data_file_was_deleted(classifier, tmp_path):
+    """One line, exit 2, no traceback (TensorFlow's read error is a page of C++ context)."""
+    from modeling import tf1_checkpoint
+    from refusals import assert_refused
+
+    prefix = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
+    os.remove(prefix + ".data-00000-of-00001")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run(
+        [sys.executable, "export_model.py", "--task_name=MNLI",
+         "--bert_config_file=%s" % (TINY / "bert_config.json"), "--vocab_file=%s" % VOCAB,
+         "--max_seq_length=%d" % MAX_SEQ_LENGTH, "--checkpoint=%s" % prefix,
+         "--export_dir=%s" % (tmp_path / "serving" / "1")],
+        cwd=ROOT, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True,
+        timeout=300)
+    assert_refused(process, "checkpoint-data-missing")
+    assert not (tmp_path / "serving").exists()
 
 
 def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
     from bert_runner import export
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    with pytest.raises(FileExistsError, match=str(tmp_path)):
+    with pytest.raises(FileExistsError, match=re.escape(message("export-dir-exists"))) as error:
         export.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"], tmp_path)
+    assert str(tmp_path) in str(error.value)
     with pytest.raises(ValueError, match="2 label names"):
         export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
 

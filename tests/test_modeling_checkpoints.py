@@ -1,6 +1,8 @@
 """Original TF1 checkpoints in and out; BERT-Base names and shapes; initialisation; heads."""
 import json
 import logging
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -8,8 +10,11 @@ import tensorflow as tf
 
 from conftest import FIXTURES
 from modeling import BertClassifier, BertConfig, BertModel, BertPretrainer, BertSpanLabeler
+from bert_runner import checkpoints
 from modeling import tf1_checkpoint
-from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected, tiny_pretrainer
+from modeling_helpers import (TINY, encoder_inputs, save_like_the_trainer, tiny_config,
+                              tiny_expected, tiny_pretrainer)
+from refusals import message
 
 
 def test_bert_base_has_exactly_the_original_names_and_shapes():
@@ -80,13 +85,147 @@ def test_save_then_load_is_lossless_and_readable_by_tf1_tools(tmp_path):
     assert not list((tmp_path / "out").glob("*tmp*"))
 
 
+def _copy_tiny(directory, name="bert_model.ckpt"):
+    directory.mkdir(parents=True, exist_ok=True)
+    for part in TINY.glob("bert_model.ckpt.*"):
+        shutil.copy(part, directory / part.name.replace("bert_model.ckpt", name))
+    return directory / name
+
+
+def _refused(case, function, *args, **kwargs):
+    """Calls `function`; it must raise ValueError (or FileNotFoundError) with `case`'s words."""
+    with pytest.raises((ValueError, FileNotFoundError), match=re.escape(message(case))) as error:
+        function(*args, **kwargs)
+    return str(error.value)
+
+
 def test_corrupt_or_missing_checkpoints_fail_clearly(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nowhere/bert_model.ckpt not found"):
-        tf1_checkpoint.load_tf1_checkpoint(BertModel(tiny_config()), tmp_path / "nowhere" / "bert_model.ckpt")
+    with pytest.raises(FileNotFoundError, match="nowhere/bert_model.ckpt .* not found: the "
+                                                "directory .*nowhere does not exist"):
+        tf1_checkpoint.load_tf1_checkpoint(BertModel(tiny_config()), tmp_path / "nowhere" /
+                                           "bert_model.ckpt", flag="--init_checkpoint")
     (tmp_path / "bad.ckpt.index").write_bytes(b"garbage")
     (tmp_path / "bad.ckpt.data-00000-of-00001").write_bytes(b"")
-    with pytest.raises(ValueError, match="unreadable"):
-        tf1_checkpoint.load_tf1_checkpoint(BertModel(tiny_config()), tmp_path / "bad.ckpt")
+    text = _refused("checkpoint-index-corrupt", tf1_checkpoint.load_tf1_checkpoint,
+                    BertModel(tiny_config()), tmp_path / "bad.ckpt")
+    assert f"{tmp_path / 'bad.ckpt'}.index" in text
+
+
+def test_checkpoint_files_missing_or_cut_short_are_named(tmp_path):
+    """Each way a copied checkpoint goes wrong, through the loader every script uses."""
+    model = BertClassifier(tiny_config(), 2)
+    prefix = _copy_tiny(tmp_path / "cut")
+    data = tmp_path / "cut" / "bert_model.ckpt.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    for load in (checkpoints.check_init_checkpoint, checkpoints.initialize_from_checkpoint):
+        text = _refused("checkpoint-truncated", load, model, str(prefix))
+        assert text.startswith(f"Checkpoint {prefix} (--init_checkpoint) is unreadable at bert/")
+
+    data.unlink()
+    text = _refused("checkpoint-data-missing", checkpoints.initialize_from_checkpoint, model,
+                    str(prefix))
+    assert str(data) in text
+
+    index_only = _copy_tiny(tmp_path / "no_index")
+    (tmp_path / "no_index" / "bert_model.ckpt.index").unlink()
+    text = _refused("checkpoint-index-missing", checkpoints.check_init_checkpoint, model,
+                    str(index_only))
+    assert "bert_model.ckpt.data-00000-of-00001 is there without it" in text
+    text = _refused("checkpoint-index-missing", checkpoints.check_init_checkpoint, model,
+                    str(TINY / "bert_model.ckp"))  # a typo: the directory's checkpoint is named
+    assert text.endswith(f"holds the checkpoint(s) {TINY / 'bert_model.ckpt'}")
+
+    # A directory: the release's files without the checkpoint, or two checkpoints.
+    release = tmp_path / "uncased_L-2_H-32"
+    release.mkdir()
+    for name in ("bert_config.json", "vocab.txt"):
+        shutil.copy(TINY / name, release / name)
+    text = _refused("checkpoint-directory-without-one", checkpoints.check_init_checkpoint, model,
+                    str(release))
+    assert "it holds bert_config.json, vocab.txt" in text
+    assert f"e.g. {release / 'bert_model.ckpt'}" in text
+    _copy_tiny(tmp_path / "two", "model.ckpt-1")
+    _copy_tiny(tmp_path / "two", "model.ckpt-2")
+    text = _refused("checkpoint-directory-several", checkpoints.check_init_checkpoint, model,
+                    str(tmp_path / "two"))
+    assert f"e.g. {tmp_path / 'two' / 'model.ckpt-2'}" in text
+
+
+def _with_layers(num_hidden_layers):
+    return BertConfig.from_dict({**tiny_config().to_dict(), "num_hidden_layers": num_hidden_layers})
+
+
+def test_a_config_that_does_not_describe_the_checkpoint_loads_nothing(tmp_path):
+    """12 layers for the 2-layer checkpoint (the original loads 39 of 199 variables and draws the
+    rest at random), 1 layer (its second would be dropped): refused in both layouts, naming the
+    checkpoint, the config file and both layer counts; the model keeps its initial values."""
+    save_like_the_trainer(BertClassifier(tiny_config(), 2), tmp_path / "run")
+    for source in (TINY / "bert_model.ckpt", tmp_path / "run"):
+        deep = BertModel(_with_layers(12))
+        before = [np.asarray(v).copy() for v in deep.weights]
+        for load in (checkpoints.check_init_checkpoint, checkpoints.initialize_from_checkpoint):
+            text = _refused("checkpoint-encoder-missing", load, deep, str(source),
+                            config_file="deep/bert_config.json")
+            assert "of the model of deep/bert_config.json: 160 of its 199 encoder" in text
+            assert "layer_2/" in text and "and 157 more" in text
+            assert "the config has num_hidden_layers=12, the checkpoint 2 encoder layers" in text
+        for a, b in zip(deep.weights, before):
+            np.testing.assert_array_equal(np.asarray(a), b)
+
+        shallow = BertSpanLabeler(_with_layers(1))
+        text = _refused("checkpoint-encoder-extra", checkpoints.initialize_from_checkpoint,
+                        shallow, str(source))
+        assert "the model of --bert_config_file: it holds 16 encoder variables" in text
+        assert "num_hidden_layers=1, the checkpoint 2 encoder layers" in text
+
+    # The original-layout loader refuses it too, also when not strict.
+    _refused("checkpoint-encoder-missing", tf1_checkpoint.load_tf1_checkpoint,
+             BertModel(_with_layers(3)), TINY / "bert_model.ckpt", strict=False)
+
+
+def test_a_checkpoint_of_another_model_is_refused(tmp_path):
+    prefix = str(tmp_path / "electra.ckpt")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=["electra/embeddings/word_embeddings"],
+                      shape_and_slices=[""], tensors=[tf.zeros([99, 32])])
+    text = _refused("checkpoint-encoder-missing", checkpoints.check_init_checkpoint,
+                    BertClassifier(tiny_config(), 2), prefix)
+    assert "39 of its 39 encoder variables are missing" in text
+    assert "it holds no BERT encoder (is it a BERT checkpoint? it holds electra/" in text
+
+
+def test_a_new_head_and_extra_checkpoint_variables_stay_allowed(caplog, tmp_path):
+    """The encoder complete: a head the checkpoint lacks is newly initialised (logged), the
+    checkpoint's other heads and optimizer slots are left."""
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    caplog.set_level(logging.INFO)
+    model = BertClassifier(tiny_config(), 2)
+    checkpoints.check_init_checkpoint(model, str(TINY / "bert_model.ckpt"))
+    report = checkpoints.initialize_from_checkpoint(model, str(TINY / "bert_model.ckpt"))
+    assert report.missing == ["output_weights", "output_bias"]
+    assert "newly initialised: output_weights, output_bias" in caplog.text
+    assert "cls/seq_relationship/output_weights" in report.unexpected
+    # Ours, with its optimizer slots: a pre-training run's checkpoint into a span labeler.
+    save_like_the_trainer(tiny_pretrainer(), tmp_path / "pretraining")
+    report = checkpoints.initialize_from_checkpoint(BertSpanLabeler(tiny_config()),
+                                                    str(tmp_path / "pretraining"))
+    assert sorted(report.missing) == ["squad/output_bias", "squad/output_weights"]
+
+
+def test_configs_and_vocabularies_of_another_model_are_refused(tmp_path):
+    from bert_runner import startup
+
+    config = json.loads((TINY / "bert_config.json").read_text())
+    del config["num_hidden_layers"]
+    (tmp_path / "bert_config.json").write_text(json.dumps(config))
+    text = _refused("config-missing-key", BertConfig.from_json_file, tmp_path / "bert_config.json")
+    assert "num_hidden_layers" in text
+    _refused("vocab-beyond-config", startup.check_vocab_matches_config, {"[PAD]": 0, "x": 120},
+             "vocab.txt", tiny_config(), "bert_config.json")
+    wide = BertConfig.from_dict({**tiny_config().to_dict(), "hidden_size": 64})
+    _refused("checkpoint-shape-mismatch", checkpoints.check_init_checkpoint, BertModel(wide),
+             str(TINY / "bert_model.ckpt"))
 
 
 def test_task_heads_have_the_original_names_and_shapes():
