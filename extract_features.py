@@ -43,13 +43,19 @@ _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
 def read_examples(input_file):
-    """Yields `(unique_id, text_a, text_b or None)`, unique_id = 0-based line index."""
-    from vocab import tokenization
+    """Yields `(unique_id, text_a, text_b or None)`, unique_id = 0-based line index.
 
+    A line that is not valid UTF-8 raises ValueError naming the file and line (the original's
+    `convert_to_unicode` dropped its bad bytes without a word).
+    """
     with open(input_file, "rb") as reader:
         for unique_id, raw in enumerate(reader):
-            # The original reads through GFile, which drops '\r' (spec/data.md §0).
-            line = tokenization.convert_to_unicode(raw.replace(b"\r", b"")).strip()
+            try:
+                # The original reads through GFile, which drops '\r' (spec/data.md §0).
+                line = raw.replace(b"\r", b"").decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise ValueError("%s:%d: not valid UTF-8 (%s)"
+                                 % (input_file, unique_id + 1, e)) from None
             match = _PAIR.match(line)
             if match:
                 yield unique_id, match.group(1), match.group(2)
@@ -79,15 +85,22 @@ def feature_record(unique_id, tokens, layer_outputs, layer_indexes):
     return {"linex_index": unique_id, "features": features}
 
 
-def extract(model, tokenizer, input_file, output_file, layer_indexes, max_seq_length, batch_size):
-    """Runs the encoder over `input_file` and writes JSON lines to `output_file` atomically."""
-    import numpy as np
-    import tensorflow as tf
-
-    num_layers = model.config.num_hidden_layers
+def check_layer_indexes(layer_indexes, config, bert_config_file):
+    """Each `--layers` index must name one of the config's layers (-1: the last)."""
+    num_layers = config.num_hidden_layers
     for index in layer_indexes:
         if not -num_layers <= index < num_layers:
-            raise ValueError(f"--layers index {index} is outside the model's {num_layers} layers")
+            raise ValueError(f"--layers index {index} is outside the {num_layers} layers of "
+                             f"{bert_config_file} (-{num_layers} to {num_layers - 1})")
+
+
+def extract(model, tokenizer, examples, output_file, layer_indexes, max_seq_length, batch_size,
+            input_file=None):
+    """Runs the encoder over `examples` (of `read_examples` of `input_file`) and writes JSON
+    lines to `output_file` atomically; returns their number. No example (an empty input file)
+    writes an empty output, as the original, with a warning."""
+    import numpy as np
+    import tensorflow as tf
 
     @tf.function
     def forward(ids, mask, types):
@@ -98,44 +111,57 @@ def extract(model, tokenizer, input_file, output_file, layer_indexes, max_seq_le
 
     tmp = f"{output_file}.tmp-{os.getpid()}"
     start, written = time.time(), 0
-    examples = list(read_examples(input_file))
-    with open(tmp, "w", encoding="utf-8") as writer:
-        for begin in range(0, len(examples), batch_size):
-            batch = examples[begin : begin + batch_size]
-            converted = [convert_example(a, b, tokenizer, max_seq_length) for _, a, b in batch]
-            arrays = [np.array([c[k] for c in converted], np.int32) for k in (1, 2, 3)]
-            outputs = [o.numpy() for o in forward(*arrays)]
-            for row, ((unique_id, _, _), conv) in enumerate(zip(batch, converted)):
-                record = feature_record(unique_id, conv[0], [o[row] for o in outputs], layer_indexes)
-                writer.write(json.dumps(record) + "\n")
-            written += len(batch)
-            elapsed = time.time() - start
-            logging.info(
-                "%d/%d examples, %.1f examples/s, ETA %.0f s", written, len(examples),
-                written / elapsed, (len(examples) - written) * elapsed / written)
-    os.replace(tmp, output_file)
+    try:
+        with open(tmp, "w", encoding="utf-8") as writer:
+            for begin in range(0, len(examples), batch_size):
+                batch = examples[begin : begin + batch_size]
+                converted = [convert_example(a, b, tokenizer, max_seq_length)
+                             for _, a, b in batch]
+                arrays = [np.array([c[k] for c in converted], np.int32) for k in (1, 2, 3)]
+                outputs = [o.numpy() for o in forward(*arrays)]
+                for row, ((unique_id, _, _), conv) in enumerate(zip(batch, converted)):
+                    record = feature_record(unique_id, conv[0], [o[row] for o in outputs],
+                                            layer_indexes)
+                    writer.write(json.dumps(record) + "\n")
+                written += len(batch)
+                elapsed = time.time() - start
+                logging.info(
+                    "%d/%d examples, %.1f examples/s, ETA %.0f s", written, len(examples),
+                    written / elapsed, (len(examples) - written) * elapsed / written)
+        os.replace(tmp, output_file)
+    finally:
+        if os.path.exists(tmp):  # interrupted or failed: no half-written output stays
+            os.remove(tmp)
+    if written:
+        logging.info("Wrote %d examples to %s", written, output_file)
+    else:
+        logging.warning("%s holds no lines: wrote an empty output file %s",
+                        input_file or "the input", output_file)
     return written
 
 
 def main(_):
-    from modeling import BertModel, tf1_checkpoint
-    from bert_runner import startup
+    from modeling import BertModel
+    from bert_runner import checkpoints, startup
 
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")
     layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
+    check_layer_indexes(layer_indexes, config, FLAGS.bert_config_file)
     tokenizer = startup.load_tokenizer(
         FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, FLAGS.bert_config_file)
+    examples = list(read_examples(FLAGS.input_file))  # a bad line is refused before any work
     model = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
-    tf1_checkpoint.load_tf1_checkpoint(model, FLAGS.init_checkpoint, strict=False)
+    # The whole encoder, or a refusal naming the checkpoint and the config.
+    checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint,
+                                           config_file=FLAGS.bert_config_file)
     if FLAGS.mixed_precision == "bf16":
         from modeling.inference import with_bfloat16_weights
 
         model = with_bfloat16_weights(model)
-    count = extract(model, tokenizer, FLAGS.input_file, FLAGS.output_file, layer_indexes,
-                    FLAGS.max_seq_length, FLAGS.batch_size)
-    logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
+    extract(model, tokenizer, examples, FLAGS.output_file, layer_indexes, FLAGS.max_seq_length,
+            FLAGS.batch_size, input_file=FLAGS.input_file)
 
 
 if __name__ == "__main__":

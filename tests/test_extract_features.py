@@ -1,12 +1,17 @@
 """extract_features.py against the original's output on the tiny fixture."""
 import json
+import logging
+import os
+import re
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
-from modeling_helpers import TINY
+from modeling_helpers import TINY, tiny_config
+from refusals import assert_refused, message
 
 
 def load(path):
@@ -69,3 +74,54 @@ def test_pairs_and_truncation_follow_the_original():
     assert len(ids) == len(mask) == len(types) == 10
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and len(tokens) == 10
     assert types == [0] * tokens.index("[SEP]") + [0] + [1] * (len(tokens) - tokens.index("[SEP]") - 1)
+
+
+def test_bad_utf8_is_refused_naming_file_and_line(tmp_path):
+    """The original's convert_to_unicode dropped the bytes without a word."""
+    import extract_features
+
+    path = tmp_path / "input.txt"
+    path.write_bytes("the dog ||| a cat\n\ufeffhappy bird\r\n".encode("utf-8") + b"caf\xe9 snow\n")
+    with pytest.raises(ValueError, match=re.escape(message("extract-features-not-utf8"))) as error:
+        list(extract_features.read_examples(str(path)))
+    assert str(error.value).startswith(f"{path}:3: not valid UTF-8")
+    path.write_bytes("the dog ||| a cat\nhappy bird\r\n".encode("utf-8"))
+    assert list(extract_features.read_examples(str(path))) == [
+        (0, "the dog", "a cat"), (1, "happy bird", None)]
+
+
+def test_an_empty_input_writes_an_empty_output_with_a_warning(tmp_path, caplog):
+    """As the original (an empty file), but said."""
+    from absl import logging as absl_logging
+
+    import extract_features
+    from modeling import BertModel
+    from vocab.tokenization import FullTokenizer
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    caplog.set_level(logging.INFO)
+    out = tmp_path / "features.jsonl"
+    written = extract_features.extract(
+        BertModel(tiny_config()), FullTokenizer(str(TINY / "vocab.txt")), [], str(out), [-1], 16,
+        8, input_file="empty.txt")
+    assert written == 0 and out.read_text() == "" and os.listdir(tmp_path) == [out.name]
+    assert message("extract-features-empty-input") in caplog.text
+    assert f"empty.txt holds no lines: wrote an empty output file {out}" in caplog.text
+
+
+def test_a_config_with_other_layers_than_the_checkpoint_is_refused(tmp_path):
+    """12 layers for the 2-layer checkpoint: the original loaded 39 of 199 variables, drew the
+    rest at random and wrote their features; refused here, nothing written."""
+    config = json.loads((TINY / "bert_config.json").read_text())
+    config["num_hidden_layers"] = 12
+    (tmp_path / "bert_config.json").write_text(json.dumps(config))
+    out = tmp_path / "features.jsonl"
+    process = subprocess.run([
+        sys.executable, str(ROOT / "extract_features.py"),
+        f"--input_file={TINY / 'extract_features' / 'input.txt'}", f"--output_file={out}",
+        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={tmp_path / 'bert_config.json'}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
+    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert_refused(process, "checkpoint-encoder-missing")
+    assert f"the model of {tmp_path / 'bert_config.json'}: 160 of its 199" in process.stderr
+    assert os.listdir(tmp_path) == ["bert_config.json"]
