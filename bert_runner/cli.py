@@ -27,7 +27,8 @@ Exit codes:
      output_dir that is read-only or held by another run. One line names the flag or file and
      what to do; nothing already written was damaged. BERT_TRACEBACK=1 (or --verbosity=1) also
      prints the traceback.
-  130, 143  interrupted (Ctrl-C, kill): the same command resumes where a checkpoint was written.
+  130, 143  interrupted (Ctrl-C, kill): incomplete outputs are removed; the same command resumes
+     a training run from its newest checkpoint.
 """
 
 TRACEBACK_VARIABLE = "BERT_TRACEBACK"
@@ -99,6 +100,12 @@ def _guarded(main):
             if _show_traceback():
                 logging.exception("Refused:")
             _exit_refused(message)
+        except KeyboardInterrupt:
+            # `finally` blocks have removed incomplete outputs and released output_dir.
+            sys.stderr.write(f"{os.path.basename(sys.argv[0])}: interrupted; incomplete outputs "
+                             "were removed (a training run resumes from its newest checkpoint "
+                             "when run again)\n")
+            sys.exit(128 + signal.SIGINT)
 
     return guarded_main
 

@@ -39,6 +39,22 @@ def test_refusals_are_the_users_and_the_rest_are_bugs():
         assert cli.refusal(bug) is None
 
 
+def test_refused_interrupted_and_failed_mains_exit_as_documented(capsys):
+    def main_raising(error):
+        def main(_):
+            raise error
+        return cli._guarded(main)
+
+    for error, code in ((ValueError("--x=0: must be > 0"), 2), (KeyboardInterrupt(), 130)):
+        with pytest.raises(SystemExit) as exit_:
+            main_raising(error)([])
+        assert exit_.value.code == code
+    stderr = capsys.readouterr().err
+    assert "error: --x=0: must be > 0\n" in stderr and "interrupted; incomplete outputs" in stderr
+    with pytest.raises(KeyError):  # A bug keeps its traceback: absl exits 1 with it.
+        main_raising(KeyError("x"))([])
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_helpfull_lists_the_exit_codes_and_succeeds(script):
     result = run_script(script, "--helpfull")
