@@ -74,7 +74,8 @@ def prepare(task, run, config):
             f"({os.path.join(run.output_dir, RUN_RECORD)}); this is task {task.name!r}. Use "
             "another --output_dir: nothing in it was changed.")
     if run.init_checkpoint:
-        checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint)
+        checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
+                                          config_file=run.bert_config_file)
         keras.backend.clear_session()
 
 
@@ -164,6 +165,14 @@ def _batches(trainer, task, split, run):
     return itertools.islice(batches, split.max_batches) if split.max_batches else batches
 
 
+def _init_from_checkpoint(trainer, run):
+    """What starts a run with nothing to resume: loading `--init_checkpoint`, or None."""
+    if not run.init_checkpoint:
+        return None
+    return lambda: checkpoints.initialize_from_checkpoint(
+        trainer.model, run.init_checkpoint, config_file=run.bert_config_file)
+
+
 def train(trainer, task, run, config, split, num_train_steps):
     """Trains to `num_train_steps` (resuming, else from `--init_checkpoint`); then the
     original-layout checkpoint with `--save_tf1_checkpoint`.
@@ -177,10 +186,8 @@ def train(trainer, task, run, config, split, num_train_steps):
     if changed and tf.train.latest_checkpoint(run.output_dir):
         logging.warning("%s holds a run started with other hyper-parameters than this command's: "
                         "%s", run.output_dir, ", ".join(changed))
-    init = None
-    if run.init_checkpoint:
-        init = lambda: checkpoints.initialize_from_checkpoint(trainer.model, run.init_checkpoint)
-    trainer.train(_dataset_fn(task, split, run, True), num_train_steps, init_fn=init,
+    trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
+                  init_fn=_init_from_checkpoint(trainer, run),
                   checkpoint_iterator=run.checkpoint_iterator)
     if not trainer.history and trainer.step >= num_train_steps > 0:
         logging.warning(
@@ -222,7 +229,7 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
     if train_split is not None:
         train(trainer, task, run, config, train_split, num_train_steps)
     else:
-        trainer.restore(run.init_checkpoint)
+        trainer.restore(_init_from_checkpoint(trainer, run))
     result = RunResult(trainer)
     if eval_split is not None:
         result.eval_results = evaluate(trainer, task, run, eval_split)

@@ -198,18 +198,17 @@ class Trainer:
             step_counter=self.optimizer.iterations,
         )
 
-    def restore(self, init_checkpoint=None):
+    def restore(self, init_fn=None):
         """For evaluation or prediction without training: the latest checkpoint in `output_dir`,
-        else `init_checkpoint` (as the original's Estimator), else nothing (with a warning)."""
-        from bert_runner.checkpoints import initialize_from_checkpoint
-
+        else `init_fn()` (loads `--init_checkpoint`, as the original's Estimator), else nothing
+        (with a warning)."""
         manager = self.checkpoint_manager()
         restored = restore_newest_readable(
             manager, lambda path: manager.checkpoint.restore(path).expect_partial())
         if restored:
             logging.info("Restored %s (step %d)", restored, self.step)
-        elif init_checkpoint:
-            initialize_from_checkpoint(self.model, init_checkpoint)
+        elif init_fn is not None:
+            init_fn()
         else:
             logging.warning("No checkpoint in %s and no --init_checkpoint: the model is untrained",
                             self.output_dir)

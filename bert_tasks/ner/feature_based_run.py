@@ -126,7 +126,7 @@ def prepare(flags):
     for data in sets.values():
         data.check_labels(label_list)
     logging.info("Labels: %s", " ".join(label_list))
-    checkpoint = resolve_checkpoint_prefix(flags.init_checkpoint)
+    checkpoint = resolve_checkpoint_prefix(flags.init_checkpoint, flag="--init_checkpoint")
     for split, data in sets.items():
         # Tokenized now, so that a bad window setting fails before any activation; a cache that
         # will be reused needs no windows.
