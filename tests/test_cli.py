@@ -82,11 +82,18 @@ def test_an_output_dir_that_cannot_be_written_is_refused_before_any_work(tmp_pat
     assert f"--output_dir={out}" in result.stderr
 
 
-def test_the_traceback_of_a_refusal_is_shown_when_asked_for(tmp_path):
-    args = (f"--input_file={tmp_path / 'missing.txt'}", f"--output_file={tmp_path / 'vocab.txt'}")
-    quiet = run_script("build_vocab", *args)
-    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
-    assert quiet.stderr.rstrip().endswith(
-        f"build_vocab.py: error: --input_file: '{tmp_path / 'missing.txt'}' matches no file")
-    loud = run_script("build_vocab", *args, BERT_TRACEBACK="1")
-    assert loud.returncode == 2 and "Traceback" in loud.stderr and "expand_input_files" in loud.stderr
+def test_the_traceback_of_a_refusal_is_shown_when_asked_for(monkeypatch, caplog, capsys):
+    def main(_):
+        raise ValueError("--input_file: 'x' matches no file")
+
+    for variable, shown in (("", False), ("1", True)):
+        monkeypatch.setenv(cli.TRACEBACK_VARIABLE, variable)
+        caplog.clear()
+        with pytest.raises(SystemExit) as exit_:
+            cli._guarded(main)([])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.endswith("error: --input_file: 'x' matches no file\n")
+        tracebacks = [r for r in caplog.records if r.exc_info]
+        assert bool(tracebacks) is shown
+        if shown:
+            assert "in main" in caplog.text and "Traceback" in caplog.text
