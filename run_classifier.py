@@ -1,6 +1,8 @@
 """Fine-tune BERT on a GLUE or XNLI sentence (pair) classification task: the original
 `run_classifier.py` (same flags, TFRecords and output files), on one device, many GPUs or a TPU,
-resumable, with `--seeds` to run several seeds and summarise their spread."""
+resumable, with `--seeds` to run several seeds and summarise their spread; new: documents longer
+than max_seq_length in windows (`--long_documents`) and several labels per example
+(`--task_name=multilabel`)."""
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
@@ -43,13 +45,39 @@ def _check_seeds(values):
 
 flags.register_validator("seeds", _check_seeds)
 
+flags.DEFINE_bool(
+    "long_documents", False,
+    "Write an example longer than max_seq_length as overlapping windows (--doc_stride) instead of "
+    "truncating it: training uses every window with the example's label; evaluation and "
+    "prediction aggregate the windows' logits per example (--window_aggregation). Examples that "
+    "fit give the same records as without it.")
+flags.DEFINE_integer(
+    "doc_stride", 64,
+    "With --long_documents: word-pieces between the starts of consecutive windows (run_squad's "
+    "meaning); less than the window length makes them overlap.")
+flags.DEFINE_enum(
+    "window_aggregation", "mean", ["mean", "max", "first"],
+    "With --long_documents: how the windows' logits make an example's: mean (every window votes; "
+    "the evidence is spread over the document), max (per class, the strongest window; one "
+    "passage decides), first (the first window's: truncation, as without windows).")
+flags.DEFINE_list(
+    "labels", None,
+    "--task_name=multilabel: the label set, comma-separated, in the order of test_results.tsv's "
+    "columns. Default: the sorted labels of train.tsv (a run without --do_train needs it: the "
+    "training run's label_list.txt).")
+flags.DEFINE_float(
+    "multi_label_threshold", 0.5,
+    "--task_name=multilabel: a label is predicted where its sigmoid probability is at least this.")
+
 
 def main(_):
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
-    from bert_tasks.classifier.task import ClassifierTask
+    from bert_tasks.classifier.task import make_task
 
-    task = ClassifierTask(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir)
+    task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
+                     threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
+                     doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation)
     driver.run(task, RunConfig.from_flags(), seeds=[int(seed) for seed in FLAGS.seeds or ()])
 
 

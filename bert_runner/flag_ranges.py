@@ -158,6 +158,8 @@ RULES = {
     "max_query_length": at_least(1),
     "n_best_size": at_least(1).when("do_predict"),
     "max_answer_length": at_least(1).when("do_predict"),
+    # run_classifier's multilabel task: 0 or 1 would predict every label or none.
+    "multi_label_threshold": within(0, 1, low_open=True, high_open=True),
     # The feature-based NER tagger (run_ner_feature_based.py).
     "lstm_units": at_least(1),
     # build_vocab.py (bert_tasks.pretraining.vocab_building.building checks them the same way).

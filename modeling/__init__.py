@@ -9,15 +9,18 @@ from modeling.activations import gelu, gelu_exact, get_activation
 from modeling.bert_model import BertModel
 from modeling.config import BertConfig
 from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
-from modeling.losses import classification_loss, masked_lm_loss, regression_loss, span_loss
+from modeling.losses import (
+    classification_loss, masked_lm_loss, multi_label_loss, regression_loss, span_loss)
 from modeling.multiple_choice import BertMultipleChoice
-from modeling.task_models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel
+from modeling.task_models import (
+    BertClassifier, BertMultiLabelClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel)
 from modeling.token_classifier import BertTokenClassifier
 
 __all__ = [
     "BertClassifier",
     "BertConfig",
     "BertModel",
+    "BertMultiLabelClassifier",
     "BertMultipleChoice",
     "BertPretrainer",
     "BertSpanLabeler",
@@ -32,6 +35,7 @@ __all__ = [
     "gelu_exact",
     "get_activation",
     "masked_lm_loss",
+    "multi_label_loss",
     "regression_loss",
     "span_loss",
 ]

@@ -51,6 +51,25 @@ def regression_loss(predictions, targets):
     return ops.mean(per_example), per_example, predictions
 
 
+def multi_label_loss(logits, labels):
+    """Binary cross-entropy of independent sigmoid outputs (multi-label classification).
+
+    Args:
+        logits: `[B, L]`; labels: 0/1 `[B, L]` (any numeric dtype).
+    Returns:
+        loss (mean over the batch), per-example loss `[B]` (mean over the L labels), and the
+        probabilities `sigmoid(logits)` `[B, L]`; float32. The cross-entropy is computed from the
+        logits, `max(x, 0) - x·z + log(1 + exp(-|x|))` (tf.nn.sigmoid_cross_entropy_with_logits),
+        which stays finite where log(sigmoid(x)) would overflow.
+    """
+    logits = ops.cast(logits, "float32")
+    labels = ops.cast(labels, "float32")
+    per_label = (ops.maximum(logits, 0.0) - logits * labels
+                 + ops.log1p(ops.exp(-ops.abs(logits))))
+    per_example = ops.mean(per_label, axis=-1)
+    return ops.mean(per_example), per_example, ops.sigmoid(logits)
+
+
 def span_loss(start_logits, end_logits, start_positions, end_positions):
     """run_squad's loss: mean over the batch of (start CE + end CE) / 2; logits `[B, S]`."""
     start, _, _ = classification_loss(start_logits, start_positions)

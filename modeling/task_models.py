@@ -105,11 +105,14 @@ class BertClassifier(BertTaskModel):
     Returns: `logits` float32 `[B, num_labels]`.
     """
 
+    # The head layer's name: our checkpoints store variables by path (`classifier/...`).
+    head_name = "classifier"
+
     def __init__(self, config, num_labels, name="bert_classifier", **kwargs):
         super().__init__(config, name, **kwargs)
         self.num_labels = num_labels
         self.classifier = ClassificationHead(
-            num_labels, self.config.hidden_size, dtype=self.dtype_policy, name="classifier")
+            num_labels, self.config.hidden_size, dtype=self.dtype_policy, name=self.head_name)
         self.classifier.build()
 
     def call(self, features, training=False):
@@ -123,6 +126,26 @@ class BertClassifier(BertTaskModel):
     def tf1_head_variables(self):
         # run_classifier creates these at the top level, outside any scope.
         return output_layer_names("", self.classifier)
+
+
+class BertMultiLabelClassifier(BertClassifier):
+    """Encoder + one logit per label, each label independent (sigmoid, binary cross-entropy):
+    run_classifier's `--task_name=multilabel`. The original release has none.
+
+    The layer is the classifier's (dropout 0.1, stddev 0.02) under its own names, so a
+    single-label classifier's `output_weights` of another shape is never loaded into it: TF1
+    `cls/multi_label/output_weights [L, H]`, `cls/multi_label/output_bias [L]` (beside
+    run_squad's `cls/squad/...`), and `multi_label/...` in our checkpoints.
+    Returns: `logits` float32 `[B, num_labels]`.
+    """
+
+    head_name = "multi_label"
+
+    def __init__(self, config, num_labels, name="bert_multi_label_classifier", **kwargs):
+        super().__init__(config, num_labels, name=name, **kwargs)
+
+    def tf1_head_variables(self):
+        return output_layer_names("cls/multi_label", self.classifier)
 
 
 class BertSpanLabeler(BertTaskModel):

@@ -63,6 +63,7 @@ class DataProcessor:
     labels = None           # tuple of label names; None for regression
     submission_name = None  # GLUE leaderboard file stem, e.g. "MNLI-m"; None: no submission file
     train = dev = test = None  # TsvSplit, or None when the task has no such split
+    is_multi_label = False  # several labels per example (MultiLabelProcessor)
 
     @property
     def is_regression(self):
@@ -264,6 +265,107 @@ class StsbProcessor(DataProcessor):
     test = _pair_split("test.tsv", "test", 7, 8, guid_column=0, index_column=0)
 
 
+# The multi-label layout's column names and the separator of the `labels` column.
+MULTI_LABEL_COLUMNS = ("text_a", "text_b", "labels", "index")
+LABEL_SEPARATOR = ","
+
+
+class MultiLabelProcessor(DataProcessor):
+    """Several labels per example (new): `train.tsv`, `dev.tsv`, `test.tsv` with a header row
+    naming the columns `text_a`, `text_b` (optional), `labels` (train and dev) and `index`
+    (optional; test) in any order. `labels` holds the example's labels joined by "," (empty: no
+    label applies).
+
+    The label set is `labels` (`--labels`) in that order, or else the sorted labels of the
+    training file, settled when it is read. Labels outside the set are refused with file and line.
+    """
+    name, submission_name, is_multi_label = "multilabel", None, True
+
+    def __init__(self, labels=None):
+        self.labels = tuple(labels) if labels else None
+        if self.labels and len(set(self.labels)) != len(self.labels):
+            raise ValueError("--labels has a repeated label: %s" % ",".join(self.labels))
+
+    @property
+    def is_regression(self):
+        return False
+
+    @property
+    def num_labels(self):
+        return len(self._label_set())
+
+    def _label_set(self):
+        """The labels; raises ValueError while they are not settled (no --labels, no training)."""
+        if self.labels is None:
+            raise ValueError("the multilabel task's label set is unknown: pass --labels (the "
+                             "training run's label_list.txt, comma-separated) when not training")
+        return self.labels
+
+    def get_train_examples(self, data_dir):
+        path, rows = self._rows(data_dir, "train.tsv", "train")
+        if self.labels is None:
+            self.labels = tuple(sorted({label for _, row, _ in rows for label in row[1]}))
+            if not self.labels:
+                raise ValueError("%s: no example has a label: the label set would be empty" % path)
+        return self._checked(rows, "train")
+
+    def get_dev_examples(self, data_dir):
+        self._label_set()
+        return self._checked(self._rows(data_dir, "dev.tsv", "dev")[1], "dev")
+
+    def get_test_examples(self, data_dir):
+        self._label_set()
+        return self._checked(self._rows(data_dir, "test.tsv", "test", need_labels=False)[1],
+                             "test")
+
+    def _rows(self, data_dir, filename, set_type, need_labels=True):
+        """(path, [(where, (text_a, labels tuple, text_b, index), position)])."""
+        path = os.path.join(data_dir, filename)
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError("multilabel %s set not found: expected %s" % (set_type, path))
+        lines = files.read_tsv_lines(path)
+        if not lines:
+            raise ValueError("%s: empty file, expected a header row naming the columns %s"
+                             % (path, ", ".join(MULTI_LABEL_COLUMNS)))
+        header = lines[0][1]
+        unknown = [name for name in header if name not in MULTI_LABEL_COLUMNS]
+        required = ["text_a"] + (["labels"] if need_labels else [])
+        missing = [name for name in required if name not in header]
+        if unknown or missing or len(set(header)) != len(header):
+            raise ValueError("%s:1: the header must name the columns text_a, labels (train and "
+                             "dev), text_b and index (optional), each once; got %s"
+                             % (path, ", ".join(map(repr, header))))
+        column = {name: header.index(name) for name in header}
+        rows = []
+        for position, (line_number, row) in enumerate(lines[1:], start=1):
+            where = "%s:%d" % (path, line_number)
+            if len(row) != len(header):
+                raise ValueError("%s: expected %d tab-separated columns, got %d"
+                                 % (where, len(header), len(row)))
+            labels = ()
+            if "labels" in column:
+                labels = tuple(label.strip() for label in row[column["labels"]].split(
+                    LABEL_SEPARATOR) if label.strip())
+                repeated = sorted({label for label in labels if labels.count(label) > 1})
+                if repeated:
+                    raise ValueError("%s: label %s given twice" % (where, ", ".join(repeated)))
+            get = lambda name: row[column[name]] if name in column else None
+            rows.append((where, (get("text_a"), labels, get("text_b"), get("index")), position))
+        return path, rows
+
+    def _checked(self, rows, set_type):
+        examples = []
+        for where, (text_a, labels, text_b, index), position in rows:
+            unknown = [label for label in labels if label not in self.labels]
+            if unknown:
+                raise ValueError("%s: unknown label(s) %s; the label set is %s"
+                                 % (where, ", ".join(map(repr, unknown)),
+                                    ", ".join(map(repr, self.labels))))
+            examples.append(InputExample(guid="%s-%d" % (set_type, position), text_a=text_a,
+                                         text_b=text_b, label=labels, index=index))
+        return examples
+
+
 # Keyed by the lower-cased --task_name, as the original's `processors` dict.
 PROCESSORS = {
     "cola": ColaProcessor,
@@ -278,13 +380,20 @@ PROCESSORS = {
     "rte": RteProcessor,
     "wnli": WnliProcessor,
     "sts-b": StsbProcessor,
+    "multilabel": MultiLabelProcessor,
 }
 
 
-def get_processor(task_name):
-    """The processor instance for `task_name` (case-insensitive)."""
+def get_processor(task_name, labels=None):
+    """The processor instance for `task_name` (case-insensitive); `labels` is the multilabel
+    task's label set (`--labels`), refused for the other tasks, whose labels are fixed."""
     key = task_name.lower()
     if key not in PROCESSORS:
         raise ValueError("Task not found: %s (known tasks: %s)"
                          % (task_name, ", ".join(sorted(PROCESSORS))))
+    if key == "multilabel":
+        return MultiLabelProcessor(labels)
+    if labels:
+        raise ValueError("--labels is for --task_name=multilabel; %s has its own labels: %s"
+                         % (task_name, ", ".join(PROCESSORS[key]().get_labels() or ["(a score)"])))
     return PROCESSORS[key]()

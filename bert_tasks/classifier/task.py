@@ -1,21 +1,48 @@
 """run_classifier as a `bert_runner.task.Task`: the original's splits and TFRecords, `model_fn`
-(classifier, loss) and outputs.
+(classifier, loss) and outputs; new: long documents in windows, and several labels per example.
 
 The original computed its metrics inside the graph with `tf.metrics`; here one step returns
 per-example values for evaluation and prediction alike, and the metrics are computed in NumPy
 afterwards, so the task's official metrics (F1, Matthews, Pearson, Spearman) come from the same
 pass as the original's accuracy and loss.
+
+With `long_documents`, an example longer than max_seq_length is written as overlapping windows
+(`bert_tasks.classifier.windows`); training sees every window with the example's label, and
+evaluation and prediction aggregate the windows' logits per example before the softmax (or
+sigmoid), so every per-example output and metric counts examples, not windows.
+
+    task = make_task("mrpc", 128, data_dir)                         # the original's
+    task = make_task("multilabel", 128, data_dir, long_documents=True, threshold=0.5)
 """
 import os
+import random
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tasks.classifier import features, metrics, outputs as glue_outputs, processors
+from bert_tasks.classifier import (
+    features, metrics, outputs as glue_outputs, processors, windows)
 from bert_tasks.classifier.outputs import predicted_values
-from modeling import BertClassifier, classification_loss, regression_loss
+from modeling import (
+    BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
+    regression_loss)
+from bert_runner import results
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
+
+# The multilabel task's label order, beside run.json: the columns of test_results.tsv.
+LABEL_LIST_FILE = "label_list.txt"
+# Windows of one example are adjacent in the records, and the input pipeline shuffles only within
+# 100 records: training windows are written in an order shuffled with this seed.
+_WINDOW_SHUFFLE_SEED = 12345
+
+
+def make_task(task_name, max_seq_length, data_dir=None, labels=None, threshold=0.5, **options):
+    """The task of `--task_name`: a `MultiLabelTask` for "multilabel" (`labels`, `threshold`),
+    else a `ClassifierTask`; `options` are the windows' (`ClassifierTask`)."""
+    if task_name.lower() == "multilabel":
+        return MultiLabelTask(max_seq_length, data_dir, labels, threshold, **options)
+    return ClassifierTask(task_name, max_seq_length, data_dir, labels=labels, **options)
 
 
 class ClassifierTask(Task):
@@ -26,15 +53,30 @@ class ClassifierTask(Task):
         raises ValueError listing the known ones.
       max_seq_length: the TFRecords' sequence length.
       data_dir: the task's TSV files (train.tsv, dev.tsv, test.tsv or the task's names).
+      long_documents: write an example longer than max_seq_length as overlapping windows,
+        `doc_stride` word-pieces apart; evaluation and prediction aggregate the windows' logits
+        per example with `window_aggregation` ("mean", "max" or "first",
+        `bert_tasks.classifier.windows.aggregate`). False: the original's truncation.
+      labels: the multilabel task's label set (`--labels`); refused for the other tasks.
     Splits: train, eval (the dev set), predict (the test set), written to train.tf_record,
     eval.tf_record and predict.tf_record as the original.
     """
 
-    def __init__(self, task_name, max_seq_length, data_dir=None):
-        self.processor = processors.get_processor(task_name)
+    def __init__(self, task_name, max_seq_length, data_dir=None, long_documents=False,
+                 doc_stride=64, window_aggregation="mean", labels=None):
+        self.processor = processors.get_processor(task_name, labels)
+        if long_documents and doc_stride < 1:
+            raise ValueError("--doc_stride must be at least 1, got %d" % doc_stride)
+        if window_aggregation not in windows.AGGREGATIONS:
+            raise ValueError("--window_aggregation must be one of %s, got %r"
+                             % (", ".join(windows.AGGREGATIONS), window_aggregation))
         self.task_name = task_name
         self.max_seq_length = max_seq_length
         self.data_dir = data_dir
+        self.doc_stride = doc_stride if long_documents else None
+        self.window_aggregation = window_aggregation
+        # {split: windows of each example}, filled as the split's records are written.
+        self.window_counts = {}
         self.predict_examples = None
         self.name = "classifier/" + task_name.lower()
 
@@ -51,8 +93,33 @@ class ClassifierTask(Task):
     def records(self, examples, split, tokenizer):
         if split == "predict":
             self.predict_examples = examples  # the GLUE submission file's index column
-        return features.tf_examples(examples, self.processor.get_labels(), self.max_seq_length,
-                                    tokenizer)
+        if self.doc_stride is None:
+            return features.tf_examples(examples, self.processor.get_labels(),
+                                        self.max_seq_length, tokenizer)
+        counts = self.window_counts[split] = []
+        records = features.tf_examples(examples, self.processor.get_labels(), self.max_seq_length,
+                                       tokenizer, self.doc_stride, counts)
+        if split == "train":
+            return self._shuffled_windows(list(records), counts)
+        return self._logged_windows(records, counts, split)
+
+    def _shuffled_windows(self, records, counts):
+        """The training windows, shuffled once where some example has several (in memory: the
+        records of the training set); as they are where every example is one window."""
+        logging.info("train: %d examples in %d windows", len(counts), len(records))
+        if len(records) > len(counts):
+            random.Random(_WINDOW_SHUFFLE_SEED).shuffle(records)
+        return records
+
+    @staticmethod
+    def _logged_windows(records, counts, split):
+        yield from records
+        logging.info("%s: %d examples in %d windows", split, len(counts), sum(counts))
+
+    def training_steps(self, run, examples, num_records):
+        """The original's count of training examples; with long documents, of windows, so that
+        an epoch is one pass over every window."""
+        return run.training_steps(num_records if self.doc_stride is not None else len(examples))
 
     def padding_record(self):
         return features.features_to_tf_example(features.convert_single_example(
@@ -65,52 +132,80 @@ class ClassifierTask(Task):
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length, self.is_regression)
 
-    def _forward(self, model, features, training):
-        """(mean loss, per-example loss [B], outputs): outputs are the softmax probabilities
-        [B, num_labels] (the original's `probabilities`, which test_results.tsv prints), or the
-        predicted score [B, 1] for regression."""
-        logits = model(features, training=training)["logits"]
+    def _head(self, logits, label_ids):
+        """(mean loss, per-example loss [B], outputs) of logits [B, num_labels]: outputs are the
+        softmax probabilities [B, num_labels] (the original's `probabilities`, which
+        test_results.tsv prints), or the predicted score [B, 1] for regression."""
         if self.is_regression:
-            loss, per_example, _ = regression_loss(logits, features["label_ids"])
+            loss, per_example, _ = regression_loss(logits, label_ids)
             return loss, per_example, logits
-        loss, per_example, _ = classification_loss(logits, features["label_ids"])
+        loss, per_example, _ = classification_loss(logits, label_ids)
         return loss, per_example, tf.nn.softmax(logits, axis=-1)
+
+    def _forward(self, model, features, training):
+        """(mean loss, per-example loss [B], outputs, logits [B, num_labels]); see `_head`."""
+        logits = model(features, training=training)["logits"]
+        return (*self._head(logits, features["label_ids"]), logits)
 
     def loss(self, model, features, training):
         """The original total_loss: mean softmax cross-entropy (mean squared error for STS-B)."""
-        loss, _, _ = self._forward(model, features, training)
+        loss, _, _, _ = self._forward(model, features, training)
         return loss, {}
 
     def predict_step(self, model, features):
-        """`outputs` (probabilities [B, C] or scores [B, 1]), `per_example_loss` [B],
-        `label_ids` [B] and `is_real_example` [B] (0 on TPU padding rows)."""
-        _, per_example, outputs = self._forward(model, features, training=False)
+        """`outputs` (probabilities [B, C] or scores [B, 1]), `logits` [B, C],
+        `per_example_loss` [B], `label_ids` [B] and `is_real_example` [B] (0 on TPU padding
+        rows). With long documents the rows are windows."""
+        _, per_example, outputs, logits = self._forward(model, features, training=False)
         return {
             "outputs": outputs,
+            "logits": logits,
             "per_example_loss": per_example,
             "label_ids": features["label_ids"],
             "is_real_example": features["is_real_example"],
         }
 
-    def evaluate(self, outputs, global_step):
-        """eval_results.txt: `eval_loss` (mean per-example loss over real examples), `loss` (mean
-        of the batch losses, padding rows included: the Estimator's), `global_step`,
-        `eval_accuracy` (classification) and the task's official metrics; all float32."""
-        real = outputs["is_real_example"].astype(bool)
-        labels = outputs["label_ids"][real]
-        predictions = predicted_values(outputs["outputs"][real], self.is_regression)
-        values = {
-            "eval_loss": np.mean(outputs["per_example_loss"][real], dtype=np.float64),
+    def _per_example(self, outputs, split):
+        """The real examples' `outputs`, `per_example_loss` and `label_ids` (numpy, [N, ...]).
+
+        Without long documents, the rows of `outputs` that are real. With them, each example's
+        windows' logits aggregated (`window_aggregation`), then the head's outputs and loss of
+        those, and the label of its first window.
+        """
+        if self.doc_stride is None:
+            real = outputs["is_real_example"].astype(bool)
+            return {name: outputs[name][real]
+                    for name in ("outputs", "per_example_loss", "label_ids")}
+        counts = self.window_counts[split]
+        logits = windows.aggregate(outputs["logits"], counts, self.window_aggregation)
+        labels = outputs["label_ids"][windows.window_starts(counts)]
+        _, per_example, example_outputs = self._head(logits, labels)
+        return {"outputs": np.asarray(example_outputs), "label_ids": labels,
+                "per_example_loss": np.asarray(per_example)}
+
+    def _losses(self, outputs, examples):
+        """`eval_loss` (mean per-example loss over real examples) and `loss` (the mean of the
+        batch losses, padding rows included: the Estimator's; with long documents the batches
+        are of windows, so it is the windows' loss)."""
+        return {
+            "eval_loss": np.mean(examples["per_example_loss"], dtype=np.float64),
             "loss": np.mean(per_batch_mean(outputs["per_example_loss"], outputs["batch_index"])),
-            **metrics.task_metrics(self.task_name, labels, predictions),
         }
+
+    def evaluate(self, outputs, global_step):
+        """eval_results.txt: `eval_loss`, `loss` (see `_losses`), `global_step`,
+        `eval_accuracy` (classification) and the task's official metrics; all float32."""
+        examples = self._per_example(outputs, "eval")
+        predictions = predicted_values(examples["outputs"], self.is_regression)
+        values = {**self._losses(outputs, examples),
+                  **metrics.task_metrics(self.task_name, examples["label_ids"], predictions)}
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
     def baselines(self, outputs):
         if self.is_regression:
             return {}
-        labels = outputs["label_ids"][outputs["is_real_example"].astype(bool)]
+        labels = self._per_example(outputs, "eval")["label_ids"]
         counts = np.bincount(labels, minlength=self.processor.num_labels)
         majority = int(np.argmax(counts))
         return {"eval_accuracy": "majority class %r %.4f, chance %.4f" % (
@@ -118,15 +213,79 @@ class ClassifierTask(Task):
             1.0 / self.processor.num_labels)}
 
     def write_predictions(self, batches, split, output_dir):
-        """test_results.tsv (the original's), and the GLUE submission file where there is one."""
-        outputs = collect(batches)
+        """test_results.tsv (the original's: one line per example, in input order), and the GLUE
+        submission file where there is one."""
+        examples = self._per_example(collect(batches), "predict")
         glue_outputs.write_test_results(
-            os.path.join(output_dir, "test_results.tsv"), outputs["outputs"], split.num_examples)
+            os.path.join(output_dir, "test_results.tsv"), examples["outputs"],
+            len(examples["outputs"]))
         if self.processor.submission_name and self.predict_examples is not None:
             path = glue_outputs.write_glue_submission(
                 output_dir, self.processor, self.predict_examples,
-                predicted_values(outputs["outputs"], self.is_regression))
+                predicted_values(examples["outputs"], self.is_regression))
             logging.info("Wrote GLUE submission file %s", path)
 
     def flops_per_example(self, config):
         return encoder_training_flops(config, self.max_seq_length)
+
+
+class MultiLabelTask(ClassifierTask):
+    """`--task_name=multilabel`: several labels per example (`processors.MultiLabelProcessor`'s
+    layout), one sigmoid output per label, binary cross-entropy, and a label predicted where its
+    probability is at least `threshold`.
+
+    Args:
+      max_seq_length, data_dir, and the windows' options: as `ClassifierTask`.
+      labels: the label set in order (`--labels`); None: the sorted labels of train.tsv.
+      threshold: the decision threshold on each label's probability, in (0, 1).
+    The model is `modeling.BertMultiLabelClassifier` (TF1 head `cls/multi_label/...`); the
+    labels' order is written to output_dir/label_list.txt.
+    """
+
+    def __init__(self, max_seq_length, data_dir=None, labels=None, threshold=0.5, **options):
+        super().__init__("multilabel", max_seq_length, data_dir, labels=labels, **options)
+        if not 0.0 < threshold < 1.0:
+            raise ValueError("--multi_label_threshold must be in (0, 1), got %r" % threshold)
+        self.threshold = threshold
+
+    @property
+    def label_names(self):
+        return self.processor.get_labels()
+
+    def write_run_files(self, output_dir):
+        results.write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
+                                  "\n".join(self.label_names) + "\n")
+        logging.info("Labels (the columns of test_results.tsv): %s", ", ".join(self.label_names))
+
+    def padding_record(self):
+        zeros = [0] * self.max_seq_length
+        return features.features_to_tf_example(features.InputFeatures(
+            zeros, zeros, zeros, [0] * self.processor.num_labels, is_real_example=False))
+
+    def build_model(self, config):
+        return BertMultiLabelClassifier(config, self.processor.num_labels)
+
+    def feature_spec(self, is_training):
+        return features.name_to_features(self.max_seq_length,
+                                         num_multi_labels=self.processor.num_labels)
+
+    def _head(self, logits, label_ids):
+        """(mean loss, per-example loss [B], probabilities [B, L]): `multi_label_loss`."""
+        return multi_label_loss(logits, label_ids)
+
+    def evaluate(self, outputs, global_step):
+        """eval_results.txt: `eval_loss`, `loss` (as the single-label task's), `global_step` and
+        `metrics.multi_label_metrics` of the thresholded probabilities; all float32."""
+        examples = self._per_example(outputs, "eval")
+        predictions = examples["outputs"] >= self.threshold
+        values = {**self._losses(outputs, examples),
+                  **metrics.multi_label_metrics(examples["label_ids"], predictions,
+                                                self.label_names)}
+        return {"global_step": np.int64(global_step),
+                **{k: np.float32(v) for k, v in values.items()}}
+
+    def baselines(self, outputs):
+        labels = self._per_example(outputs, "eval")["label_ids"]
+        return {name: "all-negative %.4f, label frequency %.4f" % values
+                for name, values in metrics.multi_label_baselines(
+                    labels, self.label_names).items()}
