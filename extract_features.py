@@ -1,8 +1,15 @@
-"""Extract pre-computed feature vectors from a BERT encoder (the original `extract_features.py`).
+"""Extract pre-computed feature vectors from a BERT encoder (the original `extract_features.py`),
+or one sentence vector per line (`--pooling`).
 
 Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON object per line,
 `{"linex_index": i, "features": [{"token": t, "layers": [{"index": j, "values": [...]}]}]}`,
 values rounded to 6 decimals, exactly as the original writes it (`linex_index` sic).
+
+With `--pooling=cls|mean|max` (and `--normalize`): one vector per line from the last layer
+(`modeling.pooling`), computed by the graph of the embedding SavedModel (`bert_runner.export.
+EmbeddingExport`: the fast tokenizer, rows sorted by length). `--output_format=jsonl` writes
+`{"linex_index": i, "text": line, "embedding": [...]}` per line; `npy` writes the float32 array
+[lines, hidden_size] to `--output_file` (`X.npy`) and the lines, in order, to `X.txt`.
 """
 import json
 import os
@@ -16,10 +23,15 @@ from bert_runner import cli, flags as run_flags
 FLAGS = flags.FLAGS
 
 run_flags.define_bert_flags("bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case")
+run_flags.define_embedding_flags()
 
 flags.DEFINE_string("input_file", None, "")
 flags.DEFINE_string("output_file", None, "")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "")
+flags.DEFINE_enum(
+    "output_format", "jsonl", ["jsonl", "npy"],
+    "With --pooling: jsonl (one JSON object per line) or npy (--output_file=X.npy holds the "
+    "float32 vectors, X.txt the lines).")
 flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
@@ -140,34 +152,125 @@ def extract(model, tokenizer, examples, output_file, layer_indexes, max_seq_leng
     return written
 
 
+# Lines per call of the embedding graph: its rows are sorted by length within a call, and the
+# vectors of a call ([lines, hidden_size]) are copied once per model call of it.
+_LINES_PER_CALL = 4096
+
+
+def lines_file(output_file):
+    """Where `--output_format=npy` writes the lines: X.npy -> X.txt."""
+    if not output_file.endswith(".npy"):
+        raise ValueError(f"--output_file={output_file}: --output_format=npy writes a .npy file "
+                         "(X.npy, with the lines in X.txt)")
+    return output_file[: -len(".npy")] + ".txt"
+
+
+def sentence_vectors(module, examples):
+    """float32 [len(examples), H]: `module` (an `EmbeddingExport`) over `examples` (of
+    `read_examples`), `_LINES_PER_CALL` lines at a time."""
+    import numpy as np
+    import tensorflow as tf
+
+    chunks = []
+    start = time.time()
+    for begin in range(0, len(examples), _LINES_PER_CALL):
+        batch = examples[begin : begin + _LINES_PER_CALL]
+        # An empty text_b is the single-sentence encoding (the original's `if tokens_b:`).
+        outputs = module.serve_pairs(tf.constant([a for _, a, _ in batch]),
+                                     tf.constant([b or "" for _, _, b in batch]))
+        chunks.append(outputs["embedding"].numpy())
+        done = begin + len(batch)
+        logging.info("%d/%d lines, %.1f lines/s", done, len(examples),
+                     done / (time.time() - start))
+    return np.concatenate(chunks) if chunks else np.zeros(
+        [0, module.width], np.float32)
+
+
+def write_sentence_vectors(vectors, examples, output_file, output_format, input_file=None):
+    """Writes `vectors` [N, H] of `examples` atomically: JSON lines, or X.npy with X.txt."""
+    import numpy as np
+
+    def line(a, b):
+        return a if b is None else f"{a} ||| {b}"
+
+    def write_lines(f):
+        for _, a, b in examples:
+            f.write((line(a, b) + "\n").encode("utf-8"))
+
+    def write_jsonl(f):
+        for (i, a, b), vector in zip(examples, vectors):
+            record = {"linex_index": i, "text": line(a, b),
+                      "embedding": [round(float(x), 6) for x in vector]}
+            f.write((json.dumps(record) + "\n").encode("utf-8"))
+
+    if output_format == "npy":
+        outputs = {output_file: lambda f: np.save(f, vectors), lines_file(output_file): write_lines}
+    else:
+        outputs = {output_file: write_jsonl}
+    if input_file and any(os.path.realpath(path) == os.path.realpath(input_file)
+                          for path in outputs):
+        raise ValueError(f"--input_file={input_file} would be overwritten by the output: choose "
+                         "another --output_file")
+    tmps = {path: f"{path}.tmp-{os.getpid()}" for path in outputs}
+    try:
+        for path, write in outputs.items():
+            with open(tmps[path], "wb") as f:
+                write(f)
+        for path, tmp in tmps.items():
+            os.replace(tmp, path)
+    finally:
+        for tmp in tmps.values():
+            if os.path.exists(tmp):  # failed: no half-written output stays
+                os.remove(tmp)
+    if examples:
+        logging.info("Wrote %d vectors of %d values to %s", *vectors.shape, " and ".join(outputs))
+    else:
+        logging.warning("%s holds no lines: wrote an empty output file %s",
+                        input_file or "the input", output_file)
+
+
 def main(_):
     from modeling import BertModel
     from bert_runner import checkpoints, startup
 
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")
+    files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
+                                FLAGS.max_seq_length)
+    config = files.config
     layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
-    config = startup.load_config(FLAGS.bert_config_file, FLAGS.max_seq_length)
-    check_layer_indexes(layer_indexes, config, FLAGS.bert_config_file)
+    if FLAGS.pooling is None:
+        check_layer_indexes(layer_indexes, config, files.config_file)
+    elif FLAGS.output_format == "npy":
+        lines_file(FLAGS.output_file)
     tokenizer = startup.load_tokenizer(
-        FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, FLAGS.bert_config_file)
+        files.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, files.config_file)
     examples = list(read_examples(FLAGS.input_file))  # a bad line is refused before any work
     model = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
     # The whole encoder, or a refusal naming the checkpoint and the config.
     checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint,
-                                           config_file=FLAGS.bert_config_file)
+                                           config_file=files.config_file)
     if FLAGS.mixed_precision == "bf16":
         from modeling.inference import with_bfloat16_weights
 
         model = with_bfloat16_weights(model)
-    extract(model, tokenizer, examples, FLAGS.output_file, layer_indexes, FLAGS.max_seq_length,
-            FLAGS.batch_size, input_file=FLAGS.input_file)
+    if FLAGS.pooling is None:
+        extract(model, tokenizer, examples, FLAGS.output_file, layer_indexes,
+                FLAGS.max_seq_length, FLAGS.batch_size, input_file=FLAGS.input_file)
+        return
+    from bert_runner.export import EmbeddingExport
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    module = EmbeddingExport(model, FastBertTokenizer(files.vocab_file, FLAGS.do_lower_case),
+                             FLAGS.max_seq_length, FLAGS.pooling, FLAGS.normalize,
+                             rows_per_call=FLAGS.batch_size)
+    write_sentence_vectors(sentence_vectors(module, examples), examples, FLAGS.output_file,
+                           FLAGS.output_format, input_file=FLAGS.input_file)
 
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("vocab_file")
-    flags.mark_flag_as_required("bert_config_file")
-    flags.mark_flag_as_required("init_checkpoint")
     flags.mark_flag_as_required("output_file")
+    flags.mark_flag_as_required("init_checkpoint")
+    run_flags.require_model_files("vocab_file", "bert_config_file")
     cli.run(main)

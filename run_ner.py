@@ -46,6 +46,7 @@ def main(_):
 
 
 if __name__ == "__main__":
-    for _name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
+    for _name in ("data_dir", "output_dir"):
         flags.mark_flag_as_required(_name)
+    run_flags.require_model_files("vocab_file", "bert_config_file")
     cli.run(main)

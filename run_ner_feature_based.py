@@ -45,8 +45,9 @@ flags.DEFINE_string(
     "with the same checkpoint, files and settings is reused.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the taggers' initialisation and shuffling.")
 
-for _name in ("data_dir", "bert_config_file", "vocab_file", "init_checkpoint", "output_dir"):
+for _name in ("data_dir", "init_checkpoint", "output_dir"):
     flags.mark_flag_as_required(_name)
+run_flags.require_model_files("bert_config_file", "vocab_file")
 
 
 def _check_choices(values):

@@ -58,6 +58,6 @@ def main(_):
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("bert_config_file")
+    run_flags.require_model_files("bert_config_file")
     flags.mark_flag_as_required("output_dir")
     cli.run(main)

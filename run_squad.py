@@ -78,7 +78,6 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("vocab_file")
-    flags.mark_flag_as_required("bert_config_file")
+    run_flags.require_model_files("vocab_file", "bert_config_file")
     flags.mark_flag_as_required("output_dir")
     cli.run(main)

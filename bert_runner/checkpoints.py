@@ -1,4 +1,6 @@
-"""This project's checkpoints, and `--init_checkpoint` from them or from original TF1 ones.
+"""This project's checkpoints, and `--init_checkpoint` from them, from original TF1 ones or from
+a Hugging Face model directory (read as the TF1 checkpoint its names map to:
+`modeling.hf_checkpoint.read_hf_as_tf1`).
 
 Our checkpoints (`ckpt-<step>` in an output_dir) store the model as `{variable path: variable}`
 (e.g. `bert/layer_0/self/query/kernel`), next to the optimizer and the input position. Keras 3
@@ -13,12 +15,14 @@ what it holds beyond the model (optimizer slots, another task's head) is left. M
 truncated and corrupt files are refused naming the file (`modeling.tf1_checkpoint`).
 """
 import dataclasses
+import os
 import re
 
 import tensorflow as tf
 from absl import logging
 
-from modeling import tf1_checkpoint
+from modeling import hf_checkpoint, tf1_checkpoint
+from bert_runner import startup
 
 
 class ModelVariables(tf.Module):
@@ -56,20 +60,21 @@ class _Source:
     paths (ours)."""
 
     prefix: str
-    flag: str
-    reader: object
     names: dict  # {name: model variable}
     shapes: dict  # {name: shape} of the checkpoint's model weights (no optimizer slots)
-    keys: dict  # {name: checkpoint key}
+    get_tensor: object  # name -> np.ndarray
     encoder_names: list
-
-    def get_tensor(self, name):
-        return tf1_checkpoint.read_tensor(self.reader, self.prefix, self.keys[name], self.flag)
 
 
 def _source(model, path, flag):
-    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(path, flag)
     encoder = tf1_checkpoint.encoder_of(model)
+    startup.check_partial_directory(path, flag)
+    if startup.is_hf_directory(path):
+        tensors = hf_checkpoint.read_hf_as_tf1(path)
+        return _Source(path, tf1_checkpoint.variable_map(model),
+                       {n: v.shape for n, v in tensors.items()}, tensors.__getitem__,
+                       [n for n, _ in tf1_checkpoint.encoder_variable_map(encoder)])
+    prefix, reader, shapes = tf1_checkpoint.read_checkpoint(path, flag)
     if tf1_checkpoint.is_tf1_layout(shapes):
         keys = {n: n for n in shapes if not tf1_checkpoint.is_optimizer_entry(n)}
         names = tf1_checkpoint.variable_map(model)
@@ -79,8 +84,19 @@ def _source(model, path, flag):
                 if p is not None and "seed_generator" not in p}
         names = _model_paths(model)
         encoder_names = list(_model_paths(encoder))
-    return _Source(prefix, flag, reader, names, {n: shapes[k] for n, k in keys.items()}, keys,
+    return _Source(prefix, names, {n: shapes[k] for n, k in keys.items()},
+                   lambda name: tf1_checkpoint.read_tensor(reader, prefix, keys[name], flag),
                    encoder_names)
+
+
+def identity_file(path, flag="--init_checkpoint"):
+    """The file whose size and time identify the checkpoint `path` (a cache made from another
+    one is not reused): a TF checkpoint's `.index`, a Hugging Face directory's weights file."""
+    startup.check_partial_directory(path, flag)
+    if startup.is_hf_directory(path):
+        return next(os.path.join(path, name) for name in startup.HF_WEIGHT_FILES
+                    if os.path.isfile(os.path.join(path, name)))
+    return tf1_checkpoint.resolve_checkpoint_prefix(path, flag) + ".index"
 
 
 def load_checkpoint(model, path, strict, flag=None, config_file=None):

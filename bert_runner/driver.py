@@ -3,7 +3,8 @@ and the scripts' main() did, the same way for every task.
 
     run(task, RunConfig.from_flags())               # a script's whole main()
 
-`run` refuses a run with nothing to do, loads the config and the tokenizer, reads every split
+`run` refuses a run with nothing to do, loads the config and the tokenizer (from the flags, or
+from a Hugging Face directory given as `--init_checkpoint`: `startup.model_files`), reads every split
 the do_* flags ask for (all before any is converted), takes output_dir's lock
 (`bert_runner.output_lock`: one run at a time), checks output_dir and `--init_checkpoint`
 (`prepare`), writes each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU
@@ -249,7 +250,12 @@ def run(task, run, seeds=None):
       the `RunResult`, or with `seeds` `{seed: RunResult}`.
     """
     wanted = wanted_splits(task, run)
-    config = startup.load_config(run.bert_config_file, task.max_seq_length)
+    # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
+    # below name the file the config was read from.
+    files = startup.model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
+                                task.max_seq_length)
+    run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
+    config = files.config
     tokenizer = None
     if run.vocab_file:
         tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,

@@ -1,4 +1,5 @@
-"""Raw-text SavedModel of a sentence(-pair) classifier: strings in, probabilities out.
+"""Raw-text SavedModels of a sentence(-pair) classifier (strings in, probabilities out) and of
+a sentence encoder (strings in, one vector per string out).
 
 The exported graph runs the whole original prediction path: `FastBertTokenizer` (tf.text,
 word-piece-identical to `FullTokenizer`), the original `[CLS] A [SEP] B [SEP]` packing and
@@ -15,6 +16,8 @@ Outputs of both (every output has N rows, so TF Serving's row format works):
   classification: probabilities float32 [N, L], label string [N] (the most probable label),
                   label_names string [N, L] (the label of each probabilities column)
   regression (STS-B, one output): predictions float32 [N] (the raw score, as the original writes)
+  embedding (`EmbeddingExport`): embedding float32 [N, H] (`modeling.pooling.pool` of the last
+                  layer: [CLS], mean or max over the real tokens, optionally L2-normalised)
 
 Rows are not padded to `max_seq_length`: the batch is sorted by length and run in groups of
 similar length, each padded to its own longest row. Padded keys add exactly zero to attention in
@@ -29,12 +32,13 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from modeling import BertClassifier, tf1_checkpoint
+from modeling import BertClassifier, BertModel, tf1_checkpoint
+from modeling.pooling import pool
 from bert_runner import checkpoints
 from vocab.fast_tokenizer import FastBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
-# Rows per model call (see ClassifierExport._logits): small enough that a group's rows have
+# Rows per model call (see TextExport._by_length): small enough that a group's rows have
 # similar lengths, large enough that its matrix products stay efficient.
 ROWS_PER_CALL = 8
 
@@ -47,7 +51,70 @@ class _Untracked:
         self.tokenizer = tokenizer
 
 
-class ClassifierExport(tf.Module):
+class TextExport(tf.Module):
+    """Raw text in, one row of values per text out: tokenizer, packing, and the model run in
+    groups of similar length. A subclass says what a group of rows gives (`_row_values`, float32
+    [n, width]) and what the signatures return of them (`_outputs`).
+
+    Args:
+      name: the module's name.
+      model: the Keras model, with its weights.
+      tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
+      max_seq_length: int, inputs are truncated and packed as by run_classifier with this length.
+      width: int, the values per row.
+      rows_per_call: int, rows per model call (`_by_length`).
+    """
+
+    def __init__(self, name, model, tokenizer, max_seq_length, width, rows_per_call=ROWS_PER_CALL):
+        super().__init__(name=name)
+        # The Keras model stays out of the SavedModel's object graph (saving it would trace
+        # Keras's default float-input signature, which cannot embed ids); its weights are
+        # tracked instead. They must be the tf.Variables the graph reads (`.value`), not their
+        # Keras wrappers: otherwise graph-mode loaders (TF Serving, saved_model_cli) find the
+        # variables uninitialised. The tokenizer holds constants only: tracking it would just
+        # save its own tf.functions beside the signatures.
+        self._parts = _Untracked(model=model, tokenizer=tokenizer)
+        self.model_weights = [weight.value for weight in model.weights]
+        self.max_seq_length = max_seq_length
+        self.width = width
+        self.rows_per_call = rows_per_call
+
+    @tf.function(input_signature=[_TEXT])
+    def serve(self, text_a):
+        """string [N] -> dict of outputs (see the module docstring)."""
+        return self._outputs(self._by_length(self._parts.tokenizer.pack(
+            self._parts.tokenizer.tokenize(text_a), None, self.max_seq_length)))
+
+    @tf.function(input_signature=[_TEXT, _TEXT])
+    def serve_pairs(self, text_a, text_b):
+        """string [N], string [N] -> dict of outputs (see the module docstring)."""
+        tf.debugging.assert_equal(tf.shape(text_a), tf.shape(text_b),
+                                  message="text_a and text_b must have the same length")
+        return self._outputs(self._by_length(self._parts.tokenizer.pack(
+            self._parts.tokenizer.tokenize(text_a), self._parts.tokenizer.tokenize(text_b),
+            self.max_seq_length)))
+
+    def signatures(self):
+        """`signatures=` for `tf.saved_model.save`: {signature name: tf.function}."""
+        return {"serving_default": self.serve, "pairs": self.serve_pairs}
+
+    def _by_length(self, features):
+        """float32 [N, width] of the int [N, S] features, computed in groups of similar length.
+
+        Rows are sorted by length and run `rows_per_call` at a time, each group padded only to
+        its own longest row: a batch of mixed lengths costs little more than its tokens.
+        """
+        order = tf.argsort(tf.reduce_sum(features["input_mask"], axis=1), stable=True)
+        n = tf.shape(order)[0]
+        values = tf.zeros([n, self.width], tf.float32)
+        for start in tf.range(0, n, self.rows_per_call):
+            rows = order[start:start + self.rows_per_call]
+            group = trim_to_longest({k: tf.gather(v, rows) for k, v in features.items()})
+            values = tf.tensor_scatter_nd_update(values, rows[:, None], self._row_values(group))
+        return values
+
+
+class ClassifierExport(TextExport):
     """The raw-text signatures of a `BertClassifier`: tokenizer, packing, model, softmax.
 
     Args:
@@ -58,45 +125,20 @@ class ClassifierExport(tf.Module):
     """
 
     def __init__(self, model, tokenizer, max_seq_length, label_names=None):
-        super().__init__(name="bert_text_classifier")
         if label_names is None and model.num_labels != 1:
             raise ValueError("label_names are required for a classifier with %d labels"
                              % model.num_labels)
         if label_names is not None and len(label_names) != model.num_labels:
             raise ValueError("%d label names %s for a classifier with %d outputs"
                              % (len(label_names), list(label_names), model.num_labels))
-        # The Keras model stays out of the SavedModel's object graph (saving it would trace
-        # Keras's default float-input signature, which cannot embed ids); its weights are
-        # tracked instead. They must be the tf.Variables the graph reads (`.value`), not their
-        # Keras wrappers: otherwise graph-mode loaders (TF Serving, saved_model_cli) find the
-        # variables uninitialised. The tokenizer holds constants only: tracking it would just
-        # save its own tf.functions beside the signatures.
-        self._parts = _Untracked(model=model, tokenizer=tokenizer)
-        self.model_weights = [weight.value for weight in model.weights]
-        self.max_seq_length = max_seq_length
+        super().__init__("bert_text_classifier", model, tokenizer, max_seq_length,
+                         model.num_labels)
         self.label_names = None if label_names is None else tf.constant(list(label_names))
 
-    @tf.function(input_signature=[_TEXT])
-    def serve(self, text_a):
-        """string [N] -> dict of outputs (see the module docstring)."""
-        return self._outputs(self._parts.tokenizer.pack(
-            self._parts.tokenizer.tokenize(text_a), None, self.max_seq_length))
+    def _row_values(self, group):
+        return self._parts.model(group, training=False)["logits"]
 
-    @tf.function(input_signature=[_TEXT, _TEXT])
-    def serve_pairs(self, text_a, text_b):
-        """string [N], string [N] -> dict of outputs (see the module docstring)."""
-        tf.debugging.assert_equal(tf.shape(text_a), tf.shape(text_b),
-                                  message="text_a and text_b must have the same length")
-        return self._outputs(self._parts.tokenizer.pack(
-            self._parts.tokenizer.tokenize(text_a), self._parts.tokenizer.tokenize(text_b),
-            self.max_seq_length))
-
-    def signatures(self):
-        """`signatures=` for `tf.saved_model.save`: {signature name: tf.function}."""
-        return {"serving_default": self.serve, "pairs": self.serve_pairs}
-
-    def _outputs(self, features):
-        logits = self._logits(features)
+    def _outputs(self, logits):
         if self.label_names is None:
             return {"predictions": logits[:, 0]}
         probabilities = tf.nn.softmax(logits, axis=-1)
@@ -107,22 +149,36 @@ class ClassifierExport(tf.Module):
             "label_names": tf.tile(self.label_names[None, :], [n, 1]),
         }
 
-    def _logits(self, features):
-        """float32 [N, num_labels] of the int [N, S] features, computed in groups of similar length.
 
-        Rows are sorted by length and run `ROWS_PER_CALL` at a time, each group padded only to
-        its own longest row: a batch of mixed lengths costs little more than its tokens.
-        """
-        model = self._parts.model
-        order = tf.argsort(tf.reduce_sum(features["input_mask"], axis=1), stable=True)
-        n = tf.shape(order)[0]
-        logits = tf.zeros([n, model.num_labels], tf.float32)
-        for start in tf.range(0, n, ROWS_PER_CALL):
-            rows = order[start:start + ROWS_PER_CALL]
-            group = trim_to_longest({k: tf.gather(v, rows) for k, v in features.items()})
-            logits = tf.tensor_scatter_nd_update(
-                logits, rows[:, None], model(group, training=False)["logits"])
-        return logits
+class EmbeddingExport(TextExport):
+    """The raw-text signatures of a sentence encoder: one vector per text (`modeling.pooling`).
+
+    Args:
+      model: `BertModel` with its weights.
+      tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
+      max_seq_length: int, texts are cut to this many word-pieces with [CLS] and [SEP].
+      pooling: "cls", "mean" or "max" (`modeling.pooling.pool`).
+      normalize: L2-normalise each vector.
+      rows_per_call: int, rows per model call.
+    """
+
+    def __init__(self, model, tokenizer, max_seq_length, pooling, normalize,
+                 rows_per_call=ROWS_PER_CALL):
+        super().__init__("bert_text_embedding", model, tokenizer, max_seq_length,
+                         model.config.hidden_size, rows_per_call)
+        self.pooling = pooling
+        self.normalize = normalize
+
+    def _row_values(self, group):
+        # Only the real tokens are pooled, so the encoder skips the padding's rows.
+        outputs = self._parts.model({"input_ids": group["input_ids"],
+                                     "input_mask": group["input_mask"],
+                                     "token_type_ids": group["segment_ids"]},
+                                    training=False, skip_padding=True)
+        return pool(outputs["sequence_output"], group["input_mask"], self.pooling, self.normalize)
+
+    def _outputs(self, vectors):
+        return {"embedding": vectors}
 
 
 def trim_to_longest(features):
@@ -132,10 +188,8 @@ def trim_to_longest(features):
 
 
 def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_names, export_dir):
-    """Writes the raw-text SavedModel of `model` to `export_dir` (which must not exist).
-
-    The SavedModel is written to a temporary directory beside `export_dir` and renamed, so a
-    serving system watching the parent never sees a half-written model.
+    """Writes the raw-text SavedModel of `model` to `export_dir` (which must not exist; see
+    `write_saved_model`).
 
     Args:
       model: `BertClassifier` holding the weights to export.
@@ -146,12 +200,33 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_na
     Returns:
       export_dir.
     """
+    module = ClassifierExport(model, FastBertTokenizer(vocab_file, do_lower_case),
+                              max_seq_length, label_names)
+    return write_saved_model(module, export_dir, "classifier")
+
+
+def export_embedding(model, vocab_file, do_lower_case, max_seq_length, pooling, normalize,
+                     export_dir):
+    """Writes the raw-text sentence-embedding SavedModel of `model` (a `BertModel`) to
+    `export_dir` (which must not exist; see `write_saved_model`); `pooling` and `normalize` as
+    for `EmbeddingExport`. Returns export_dir."""
+    module = EmbeddingExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
+                             pooling, normalize)
+    return write_saved_model(module, export_dir, "sentence encoder")
+
+
+def write_saved_model(module, export_dir, what):
+    """Saves the `TextExport` `module` with its signatures as the SavedModel `export_dir`.
+
+    The SavedModel is written to a temporary directory beside `export_dir` and renamed, so a
+    serving system watching the parent never sees a half-written model. `what` names the model
+    in the log. Raises FileExistsError when `export_dir` exists, ValueError when it cannot be
+    written (nothing is left).
+    """
     export_dir = os.fspath(export_dir).rstrip("/")
     if tf.io.gfile.exists(export_dir):
         raise FileExistsError("%s already exists: choose a new --export_dir (e.g. the next "
                               "version number under the model's serving directory)" % export_dir)
-    module = ClassifierExport(model, FastBertTokenizer(vocab_file, do_lower_case),
-                              max_seq_length, label_names)
     parent = os.path.dirname(export_dir)
     tmp_dir = "%s.tmp-%s" % (export_dir, uuid.uuid4().hex)
     try:
@@ -168,7 +243,7 @@ def export_classifier(model, vocab_file, do_lower_case, max_seq_length, label_na
                          "writable location" % (export_dir, reason)) from e
     finally:
         _remove_quietly(tmp_dir)
-    logging.info("Exported the raw-text classifier to %s (signatures: serving_default, pairs)",
+    logging.info("Exported the raw-text %s to %s (signatures: serving_default, pairs)", what,
                  export_dir)
     return export_dir
 
@@ -279,3 +354,12 @@ def _check_fine_tuned_task(prefix, task_name):
                 f"Checkpoint {prefix} ({_FLAG}) was written by a {recorded} run "
                 f"({record_path}), not by run_classifier: export_model.py exports classifiers")
         return
+
+
+def load_encoder(config, checkpoint, config_file=None):
+    """A `BertModel` with the whole encoder of `checkpoint` (original layout, ours, or a Hugging
+    Face directory), whatever heads it also holds; refused naming the checkpoint and
+    `config_file` when the encoder is not all there (`bert_runner.checkpoints`)."""
+    model = BertModel(config)
+    checkpoints.initialize_from_checkpoint(model, checkpoint, flag=_FLAG, config_file=config_file)
+    return model

@@ -1,4 +1,6 @@
 """Flags shared by the training scripts: the original TPU flags and this project's additions."""
+import os
+
 from absl import flags
 
 
@@ -106,3 +108,35 @@ def define_run_flags():
     flags.DEFINE_float(
         "peak_tflops", None,
         "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 in bf16).")
+
+
+def require_model_files(*names, checkpoint="init_checkpoint"):
+    """Marks the flags `names` (`bert_config_file`, `vocab_file`) required unless `--checkpoint`
+    is a Hugging Face model directory, which holds the config and the vocabulary
+    (`bert_runner.startup.model_files`); checked when the flags are parsed."""
+
+    def check(values):
+        missing = [name for name in names if not values[name]]
+        if not missing:
+            return True
+        from bert_runner.startup import HF_DIRECTORY, is_hf_directory
+
+        directory = values[checkpoint]
+        if is_hf_directory(directory) and (
+                "vocab_file" not in missing or os.path.isfile(os.path.join(directory, "vocab.txt"))):
+            return True
+        raise flags.ValidationError(
+            f"--{missing[0]} is required unless --{checkpoint} is {HF_DIRECTORY}")
+
+    flags.register_multi_flags_validator([*names, checkpoint], check)
+
+
+def define_embedding_flags():
+    """`--pooling` and `--normalize`: one vector per text (`modeling.pooling.pool`)."""
+    flags.DEFINE_enum(
+        "pooling", None, ["cls", "mean", "max"],
+        "One vector per input line from the last layer: cls (the [CLS] row), mean (the mean over "
+        "the real tokens, as sentence-transformers models), max (the element-wise maximum over "
+        "them).")
+    flags.DEFINE_bool("normalize", False,
+                      "With --pooling: divide each vector by its L2 norm (cosine = dot product).")

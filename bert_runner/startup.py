@@ -3,6 +3,10 @@ message that names the file, instead of hours later (or silently, as in the orig
 
 Light to import (no Keras): create_pretraining_data's pipeline uses `warn_if_case_mismatch` too.
 """
+import dataclasses
+import os
+from typing import Optional
+
 from absl import logging
 
 from vocab import tokenization
@@ -16,17 +20,105 @@ CASED_MIN_SHARE = 0.05
 _MIN_CASED_ENTRIES = 20
 
 
+# The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
+# directory must agree on these (dropout rates may differ: they only change training).
+_ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                      "hidden_act")
+# The weights of a Hugging Face directory (`modeling.hf_checkpoint.read_hf_weights` reads either).
+HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+HF_DIRECTORY = "a Hugging Face model directory (config.json, model.safetensors or " \
+               "pytorch_model.bin, vocab.txt)"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """The model a run starts from: its config, the file it was read from (named in messages),
+    and the vocabulary (None when none was given or found)."""
+
+    config: object  # modeling.BertConfig
+    config_file: str
+    vocab_file: Optional[str]
+
+
+def is_hf_directory(path):
+    """True when `path` is a directory holding `config.json` and one of `HF_WEIGHT_FILES`."""
+    return bool(path) and os.path.isfile(os.path.join(path, "config.json")) and any(
+        os.path.isfile(os.path.join(path, name)) for name in HF_WEIGHT_FILES)
+
+
+def check_partial_directory(path, flag=None):
+    """Refuses a directory that holds part of the Hugging Face layout and no TF checkpoint (a
+    `config.json` without weights, weights without `config.json`), saying what is missing."""
+    if not path or not os.path.isdir(path) or is_hf_directory(path):
+        return
+    has_config = os.path.isfile(os.path.join(path, "config.json"))
+    weights = [n for n in HF_WEIGHT_FILES if os.path.isfile(os.path.join(path, n))]
+    if not has_config and not weights:
+        return
+    if any(n.endswith(".index") or n == "checkpoint" for n in os.listdir(path)):
+        return
+    lacks = ("model.safetensors or pytorch_model.bin" if has_config else "config.json")
+    named = f"{path} ({flag})" if flag else path
+    raise ValueError(f"{named} is neither a TensorFlow checkpoint nor a Hugging Face model "
+                     f"directory: it holds {'config.json' if has_config else weights[0]} but no "
+                     f"{lacks} (and no *.index)")
+
+
+def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
+                flag="--init_checkpoint"):
+    """The config and vocabulary of a run, from the flags or from a Hugging Face directory.
+
+    When `init_checkpoint` (the checkpoint flag `flag`) is a Hugging Face model directory, its
+    `config.json` is the config (its `"gelu"` read as the exact erf GELU) and its `vocab.txt` the
+    vocabulary unless `vocab_file` is given; a `bert_config_file` given as well must describe the
+    same model (else ValueError naming both files) and is used (its dropout rates). Otherwise
+    `bert_config_file` is read (it is then required). `max_seq_length` is checked against the
+    config's positions.
+    """
+    from modeling import hf_checkpoint  # Keras comes with the package: imported when needed.
+
+    check_partial_directory(init_checkpoint, flag)
+    if not is_hf_directory(init_checkpoint):
+        if not bert_config_file:
+            raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
+        return ModelFiles(load_config(bert_config_file, max_seq_length), bert_config_file,
+                          vocab_file)
+    hf_file = os.path.join(init_checkpoint, "config.json")
+    config = hf_checkpoint.config_from_hf(hf_file)
+    config_file = hf_file
+    if bert_config_file:
+        given = load_config(bert_config_file)
+        differ = [f"{key} {getattr(given, key)!r} vs {getattr(config, key)!r}"
+                  for key in _ARCHITECTURE_KEYS if getattr(given, key) != getattr(config, key)]
+        if differ:
+            raise ValueError(
+                f"--bert_config_file={bert_config_file} does not describe the model of {flag}="
+                f"{init_checkpoint} ({hf_file}): {'; '.join(differ)}. Leave --bert_config_file "
+                "out to use the directory's config")
+        config, config_file = given, bert_config_file
+    check_max_seq_length(config, max_seq_length, config_file)
+    hf_vocab = os.path.join(init_checkpoint, "vocab.txt")
+    return ModelFiles(config, config_file,
+                      vocab_file or (hf_vocab if os.path.isfile(hf_vocab) else None))
+
+
 def load_config(bert_config_file, max_seq_length=None):
     """Reads and validates `bert_config.json`; checks `max_seq_length` fits its positions."""
     from modeling.config import BertConfig  # Keras comes with the package: imported when needed.
 
     config = BertConfig.from_json_file(bert_config_file)
+    check_max_seq_length(config, max_seq_length, bert_config_file)
+    return config
+
+
+def check_max_seq_length(config, max_seq_length, bert_config_file):
+    """Refuses a `max_seq_length` (None: not checked) beyond the config's positions."""
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise ValueError(
             f"Cannot use sequence length {max_seq_length} because the BERT model was only trained "
             f"up to sequence length {config.max_position_embeddings} ({bert_config_file})"
         )
-    return config
 
 
 def check_vocab_matches_config(vocab, vocab_file, config, bert_config_file):

@@ -1,15 +1,19 @@
-"""Import BERT checkpoints saved in Hugging Face naming (`config.json` + `model.safetensors`
-or `pytorch_model.bin`) into this project's models.
+"""BERT checkpoints in Hugging Face's layout, in and out: a directory holding `config.json`,
+`model.safetensors` (or `pytorch_model.bin`) and `vocab.txt`.
 
 Hugging Face's `"gelu"` is the exact erf form, so imported configs use `hidden_act="gelu_exact"`;
-their tanh variants (`gelu_new`, `gelu_pytorch_tanh`) map to the original's `"gelu"`.
-The Hugging Face names are derived from the original TF1 names by fixed rules (`hf_name`), so
-the two formats cannot drift apart.
+their tanh variants (`gelu_new`, `gelu_pytorch_tanh`) map to the original's `"gelu"`, and
+`save_hf_model` writes the inverse. The Hugging Face names are derived from the original TF1 names
+by fixed rules (`hf_name`, inverted by `tf1_name`), so the two formats cannot drift apart: a
+Hugging Face checkpoint is read as the TF1 checkpoint it names (`read_hf_as_tf1`), and every check
+of the TF1 loader applies to it.
 """
 import json
 import os
 import re
+import shutil
 import struct
+import uuid
 
 import numpy as np
 
@@ -46,6 +50,9 @@ _HEAD_NAMES = {
     "cls/squad/output_weights": "qa_outputs.weight",
     "cls/squad/output_bias": "qa_outputs.bias",
 }
+# The tanh GELU of the original release under its Hugging Face name (`save_hf_model`).
+_TO_HF_ACTIVATIONS = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
+                      "linear": "linear"}
 # Entries Hugging Face saves that duplicate tied or constant state.
 _IGNORED = re.compile(
     r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$"
@@ -59,6 +66,8 @@ def config_from_hf(path):
             hf = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if hf.get("model_type", "bert") != "bert":
+        raise ValueError(f"{path}: model_type {hf['model_type']!r} is not a BERT model")
     missing = [k for k in _CONFIG_KEYS if k not in hf]
     if missing:
         raise ValueError(f"{path}: missing BERT config keys {missing}")
@@ -72,6 +81,15 @@ def config_from_hf(path):
     config = BertConfig.from_dict({k: hf[k] for k in _CONFIG_KEYS})
     config.hidden_act = _HF_ACTIVATIONS[act]
     return config.validate(source=path)
+
+
+def config_to_hf(config):
+    """The Hugging Face `config.json` dict of a `BertConfig` (for `transformers.BertModel`)."""
+    hf = {key: getattr(config, key) for key in _CONFIG_KEYS}
+    act = (config.hidden_act or "linear").lower()
+    return {"architectures": ["BertModel"], "model_type": "bert",
+            "hidden_act": _TO_HF_ACTIVATIONS[act], "layer_norm_eps": 1e-12, "pad_token_id": 0,
+            "position_embedding_type": "absolute", **hf}
 
 
 def hf_name(tf1_name):
@@ -90,6 +108,46 @@ def hf_name(tf1_name):
     if re.search(r"embeddings\.\w+_embeddings$", name):
         name += ".weight"
     return name, transpose
+
+
+_HEAD_TF1_NAMES = {hf: tf1 for tf1, hf in _HEAD_NAMES.items()}
+
+
+def tf1_name(hf_name_):
+    """Hugging Face name → (original TF1 name, whether the array is transposed): `hf_name`
+    inverted."""
+    if hf_name_ in _HEAD_TF1_NAMES:
+        return _HEAD_TF1_NAMES[hf_name_], False
+    name = re.sub(r"\.layer\.(\d+)\.", r".layer_\1.", hf_name_)
+    name = re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", name)
+    name = re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", name)
+    name = re.sub(r"(embeddings\.\w+_embeddings)\.weight$", r"\1", name)
+    transpose = name.endswith(".weight")
+    name = re.sub(r"\.weight$", ".kernel", name)
+    return name.replace(".", "/"), transpose
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes `{name: np.ndarray}` as a `.safetensors` file (u64 header size, JSON header padded
+    to 8 bytes as the reference writer does, then the arrays' bytes in header order)."""
+    dtypes = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
+              np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, array in tensors.items():
+        array = np.ascontiguousarray(array)
+        data = array.tobytes()
+        header[name] = {"dtype": dtypes[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(encoded)) + encoded)
+        for blob in blobs:
+            f.write(blob)
 
 
 def read_safetensors(path):
@@ -165,24 +223,59 @@ def _normalise_names(tensors):
     return out
 
 
+def read_hf_as_tf1(path):
+    """`{original TF1 name: np.ndarray in TF1 orientation}` of a Hugging Face checkpoint (a
+    weights file or a directory holding one); the tied decoder and `position_ids` are left out."""
+    tensors = {}
+    for name, value in _normalise_names(read_hf_weights(path)).items():
+        name, transpose = tf1_name(name)
+        tensors[name] = value.T if transpose else value
+    return tensors
+
+
 def load_hf_checkpoint(model, weights_path, strict=True):
     """Loads Hugging Face BERT weights into a `BertModel` or task model.
 
-    Every tensor is matched by name (`hf_name`) and shape; strict/partial semantics and the
-    report are those of `tf1_checkpoint.load_tf1_checkpoint`.
+    Every tensor is matched by its TF1 name (`tf1_name`) and shape; strict/partial semantics and
+    the report (in TF1 names) are those of `tf1_checkpoint.load_tf1_checkpoint`.
     """
-    tf1_names = variable_map(model)
-    targets = {}
-    transposed = {}
-    for tf1, var in tf1_names.items():
-        name, transpose = hf_name(tf1)
-        targets[name] = var
-        transposed[name] = transpose
-    tensors = _normalise_names(read_hf_weights(weights_path))
+    tensors = read_hf_as_tf1(weights_path)
+    return assign_checked(variable_map(model), {n: v.shape for n, v in tensors.items()},
+                          tensors.__getitem__, os.fspath(weights_path), strict)
 
-    def get(name):
-        value = tensors[name]
-        return value.T if transposed.get(name) else value
 
-    shapes = {n: get(n).shape for n in tensors}
-    return assign_checked(targets, shapes, get, os.fspath(weights_path), strict)
+def save_hf_model(model, directory, vocab_file, do_lower_case):
+    """Writes the encoder of `model` (a `BertModel` or task model) as a Hugging Face BERT
+    directory that `transformers.BertModel.from_pretrained(directory)` loads: `config.json`,
+    `model.safetensors` (float32, names without the `bert.` prefix, as `BertModel` saves them),
+    `vocab.txt` and `tokenizer_config.json` (the casing). The directory must not exist; it is
+    written under a temporary name and renamed. Returns `directory`.
+    """
+    from modeling.checkpoint_names import encoder_variable_map
+    from modeling.tf1_checkpoint import encoder_of
+
+    directory = os.fspath(directory).rstrip("/")
+    if os.path.exists(directory):
+        raise FileExistsError(f"{directory} already exists: choose a new directory")
+    encoder = encoder_of(model)
+    tensors = {}
+    for name, var in encoder_variable_map(encoder):
+        hf, transpose = hf_name(name)
+        value = np.asarray(var, dtype=np.float32)
+        tensors[hf.removeprefix("bert.")] = value.T if transpose else value
+    tmp = f"{directory}.tmp-{uuid.uuid4().hex}"
+    os.makedirs(tmp)
+    try:
+        write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config_to_hf(encoder.config), f, indent=2, sort_keys=True)
+            f.write("\n")
+        with open(os.path.join(tmp, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer",
+                       "model_max_length": encoder.config.max_position_embeddings}, f, indent=2)
+            f.write("\n")
+        shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory

@@ -1,4 +1,5 @@
-"""Hugging Face naming in: a checkpoint the test writes from the tiny fixture's weights."""
+"""Hugging Face layout in and out: a checkpoint the test writes from the tiny fixture's weights,
+and `save_hf_model`'s directory read back (weights, outputs, the file format)."""
 import json
 import struct
 
@@ -7,20 +8,9 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertModel, BertPretrainer, gelu_exact, tf1_checkpoint
-from modeling.hf_checkpoint import config_from_hf, hf_name, load_hf_checkpoint
-from modeling_helpers import TINY, tiny_config
-
-
-def write_safetensors(path, tensors):
-    """Minimal safetensors writer (the format: u64 header length, JSON header, raw data)."""
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    encoded = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+from modeling.hf_checkpoint import (
+    config_from_hf, hf_name, load_hf_checkpoint, save_hf_model, tf1_name, write_safetensors)
+from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
 
 
 def hf_checkpoint_from_fixture(directory, bert_prefix=True):
@@ -41,6 +31,7 @@ def hf_checkpoint_from_fixture(directory, bert_prefix=True):
     config = {**tiny_config().to_dict(), "hidden_act": "gelu", "model_type": "bert", "layer_norm_eps": 1e-12}
     (directory / "config.json").write_text(json.dumps(config))
     write_safetensors(directory / "model.safetensors", tensors)
+    (directory / "vocab.txt").write_bytes((TINY / "vocab.txt").read_bytes())
     return reader
 
 
@@ -56,7 +47,7 @@ def test_every_tensor_lands_where_its_name_says(tmp_path):
     model = BertPretrainer(config_from_hf(tmp_path / "config.json"))
     report = load_hf_checkpoint(model, tmp_path)  # strict
     names = tf1_checkpoint.variable_map(model)
-    assert sorted(report.loaded) == sorted(hf_name(n)[0] for n in names)
+    assert sorted(report.loaded) == sorted(names)
     for name, var in names.items():
         np.testing.assert_array_equal(np.asarray(var), reader.get_tensor(name), err_msg=name)
     # The exact erf GELU (Hugging Face's "gelu"), not the original's tanh approximation: at
@@ -79,7 +70,7 @@ def test_wrong_config_is_reported_with_shapes(tmp_path):
     hf_checkpoint_from_fixture(tmp_path)
     config = config_from_hf(tmp_path / "config.json")
     config.intermediate_size = 38
-    with pytest.raises(ValueError, match=r"bert.encoder.layer.0.intermediate.dense.weight: model \[32, 38\], checkpoint \[32, 37\]"):
+    with pytest.raises(ValueError, match=r"bert/encoder/layer_0/intermediate/dense/kernel: model \[32, 38\], checkpoint \[32, 37\]"):
         load_hf_checkpoint(BertPretrainer(config), tmp_path)
 
 
@@ -87,3 +78,57 @@ def test_corrupt_safetensors_names_the_file(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 5) + b"{oops")
     with pytest.raises(ValueError, match="model.safetensors: corrupt safetensors header"):
         load_hf_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
+
+
+def test_tf1_name_inverts_hf_name():
+    for name in tf1_checkpoint.variable_map(BertPretrainer(tiny_config())):
+        assert tf1_name(hf_name(name)[0]) == (name, hf_name(name)[1])
+
+
+def _header(path):
+    data = path.read_bytes()
+    (size,) = struct.unpack("<Q", data[:8])
+    return size, json.loads(data[8:8 + size]), len(data) - 8 - size
+
+
+@pytest.mark.parametrize("hidden_act, hf_act", [("gelu", "gelu_new"), ("gelu_exact", "gelu")])
+def test_written_directory_reads_back_identical(tmp_path, hidden_act, hf_act):
+    """Our writer, then our reader: the same weights and outputs; the files in the layout
+    transformers.BertModel.from_pretrained reads (checked by hand with transformers: see
+    docs/modeling.md)."""
+    config = tiny_config()
+    config.hidden_act = hidden_act  # the GELU flavour goes out and comes back
+    model = BertModel(config)
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    out = save_hf_model(model, tmp_path / "hf", TINY / "vocab.txt", do_lower_case=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no temporary left
+    hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf["hidden_act"] == hf_act and hf["model_type"] == "bert"
+    assert hf["architectures"] == ["BertModel"] and hf["layer_norm_eps"] == 1e-12
+    assert {k: hf[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
+                               "num_attention_heads", "intermediate_size",
+                               "max_position_embeddings", "type_vocab_size")} == {
+        "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 37, "max_position_embeddings": 64, "type_vocab_size": 2}
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == (TINY / "vocab.txt").read_bytes()
+    size, header, body = _header(tmp_path / "hf" / "model.safetensors")
+    assert size % 8 == 0 and header.pop("__metadata__") == {"format": "pt"}
+    assert len(header) == 39 and "encoder.layer.1.attention.self.query.weight" in header
+    assert header["encoder.layer.0.intermediate.dense.weight"]["shape"] == [37, 32]  # [out, in]
+    ends = sorted(v["data_offsets"] for v in header.values())
+    assert ends[0][0] == 0 and ends[-1][1] == body
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:]))
+    assert {v["dtype"] for v in header.values()} == {"F32"}
+
+    config = config_from_hf(tmp_path / "hf" / "config.json")
+    assert config.hidden_act == hidden_act
+    back = BertModel(config)
+    load_hf_checkpoint(back, out)  # strict: every variable
+    for (name, a), (_, b) in zip(tf1_checkpoint.variable_map(model).items(),
+                                 tf1_checkpoint.variable_map(back).items()):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+    inputs = encoder_inputs(tiny_expected())
+    np.testing.assert_array_equal(np.asarray(back(inputs)["sequence_output"]),
+                                  np.asarray(model(inputs)["sequence_output"]))
+    with pytest.raises(FileExistsError, match="already exists"):
+        save_hf_model(model, out, TINY / "vocab.txt", do_lower_case=True)

@@ -27,8 +27,8 @@ SPLITS = ("train", "dev")
 class Table7Flags:
     """What the script's flags say (their names)."""
     data_dir: str
-    bert_config_file: str
-    vocab_file: str
+    bert_config_file: Optional[str]
+    vocab_file: Optional[str]
     init_checkpoint: str
     output_dir: str
     do_lower_case: bool = True
@@ -51,7 +51,7 @@ class Table7Run:
         will be reused).
       label_list: list of str.
       bert: the frozen `modeling.BertModel`.
-      checkpoint: the checkpoint prefix.
+      checkpoint: the file identifying the checkpoint (`checkpoints.identity_file`).
       cache_dir: the local directory of the caches (one sub-directory per split).
       started: when `prepare` started (seconds since the epoch).
     """
@@ -84,7 +84,7 @@ def cache_settings(flags, data_file, checkpoint, label_list):
     computed again."""
     return {
         "data_file": activations.file_fingerprint(data_file),
-        "init_checkpoint": activations.file_fingerprint(checkpoint + ".index"),
+        "init_checkpoint": activations.file_fingerprint(checkpoint),
         "vocab_file": activations.file_fingerprint(flags.vocab_file),
         "do_lower_case": flags.do_lower_case, "max_seq_length": flags.max_seq_length,
         "document_context": flags.document_context, "label_list": label_list,
@@ -108,11 +108,14 @@ def prepare(flags):
     Raises:
       ValueError (file errors: OSError) naming the flag, file or line.
     """
-    from modeling.tf1_checkpoint import resolve_checkpoint_prefix
-    from bert_runner import results, startup
+    from bert_runner import checkpoints, results, startup
 
     started = time.time()
-    config = startup.load_config(flags.bert_config_file, flags.max_seq_length)
+    files = startup.model_files(flags.bert_config_file, flags.vocab_file, flags.init_checkpoint,
+                                flags.max_seq_length)
+    flags = dataclasses.replace(flags, bert_config_file=files.config_file,
+                                vocab_file=files.vocab_file)
+    config = files.config
     tokenizer = startup.load_tokenizer(flags.vocab_file, flags.do_lower_case,
                                        flags.init_checkpoint, config, flags.bert_config_file)
     choices = resolve_choices(flags.choices, config.num_hidden_layers)
@@ -126,7 +129,7 @@ def prepare(flags):
     for data in sets.values():
         data.check_labels(label_list)
     logging.info("Labels: %s", " ".join(label_list))
-    checkpoint = resolve_checkpoint_prefix(flags.init_checkpoint, flag="--init_checkpoint")
+    checkpoint = checkpoints.identity_file(flags.init_checkpoint)
     for split, data in sets.items():
         # Tokenized now, so that a bad window setting fails before any activation; a cache that
         # will be reused needs no windows.
