@@ -1,0 +1,158 @@
+"""run_classifier --task_name=multilabel: the TSV layout, the metrics (against scikit-learn) and
+their baselines, the sigmoid head and its loss, and a run through the driver in process (long
+documents, the TF1 head names)."""
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from bert_tasks.classifier import metrics
+from modeling_helpers import TINY
+
+
+def _sklearn_metrics(labels, predictions, names):
+    from sklearn import metrics as sk
+
+    values = {"eval_exact_match": sk.accuracy_score(labels, predictions)}
+    for average in ("micro", "macro"):
+        precision, recall, f1, _ = sk.precision_recall_fscore_support(
+            labels, predictions, average=average, zero_division=0)
+        values.update({f"eval_{average}_precision": precision, f"eval_{average}_recall": recall,
+                       f"eval_{average}_f1": f1})
+    _, _, per_label, _ = sk.precision_recall_fscore_support(
+        labels, predictions, average=None, zero_division=0)
+    values.update({f"eval_f1_{name}": f1 for name, f1 in zip(names, per_label)})
+    return values
+
+
+def test_metrics_agree_with_scikit_learn_on_random_cases():
+    rng = np.random.default_rng(0)
+    for case in range(100):
+        # sklearn reads one column as a binary task (micro-average over both classes): 2 or more.
+        count, width = rng.integers(1, 40), rng.integers(2, 7)
+        density = rng.choice([0.0, 0.1, 0.5, 0.9, 1.0])
+        labels = rng.random((count, width)) < density
+        predictions = rng.random((count, width)) < rng.choice([0.0, 0.3, 0.7, 1.0])
+        names = [f"l{i}" for i in range(width)]
+        ours = metrics.multi_label_metrics(labels, predictions, names)
+        theirs = _sklearn_metrics(labels, predictions, names)
+        assert sorted(ours) == sorted(theirs), case
+        for name, value in theirs.items():
+            assert ours[name] == pytest.approx(value, abs=1e-12), (case, name)
+
+
+def test_baselines_all_negative_and_label_frequency():
+    rng = np.random.default_rng(1)
+    labels = rng.random((25, 3)) < [0.2, 0.5, 0.8]
+    names = ["a", "b", "c"]
+    baselines = metrics.multi_label_baselines(labels, names)
+    # All-negative: exactly the metrics of predicting nothing.
+    nothing = metrics.multi_label_metrics(labels, np.zeros_like(labels), names)
+    assert {name: values[0] for name, values in baselines.items()} == pytest.approx(nothing)
+    # Label frequency: expected counts of independent draws with each label's frequency.
+    frequency = labels.mean(0)
+    assert [baselines[f"eval_f1_{n}"][1] for n in names] == pytest.approx(frequency)
+    assert baselines["eval_macro_f1"][1] == pytest.approx(frequency.mean())
+    actual = labels.sum(0)
+    assert baselines["eval_micro_f1"][1] == pytest.approx(
+        np.sum(actual * frequency) / actual.sum())
+    # The expected exact match, over every prediction pattern with its probability.
+    expected = 0.0
+    for pattern in itertools.product([0, 1], repeat=3):
+        probability = np.prod(np.where(pattern, frequency, 1 - frequency))
+        expected += probability * np.mean(np.all(labels == np.array(pattern, bool), axis=1))
+    assert baselines["eval_exact_match"][1] == pytest.approx(expected)
+
+
+def _write(path, header, rows):
+    path.write_text("\n".join("\t".join(row) for row in [header] + rows) + "\n", encoding="utf-8")
+
+
+def test_the_layout_label_sets_and_bad_rows(tmp_path):
+    from bert_tasks.classifier import processors
+
+    _write(tmp_path / "train.tsv", ["labels", "text_a"],
+           [["sport,politics", "a b"], ["", "c"], ["weather", "d"]])
+    _write(tmp_path / "dev.tsv", ["text_a", "text_b", "labels"], [["x", "y", "weather"]])
+    _write(tmp_path / "test.tsv", ["index", "text_a"], [["7", "z"]])
+    processor = processors.get_processor("MultiLabel")
+    train = processor.get_train_examples(str(tmp_path))
+    assert processor.get_labels() == ["politics", "sport", "weather"]  # sorted
+    assert [e.label for e in train] == [("sport", "politics"), (), ("weather",)]
+    dev = processor.get_dev_examples(str(tmp_path))
+    assert (dev[0].text_a, dev[0].text_b, dev[0].guid) == ("x", "y", "dev-1")
+    test = processor.get_test_examples(str(tmp_path))
+    assert (test[0].index, test[0].label) == ("7", ())
+    # --labels: that order; a label outside it is named with file and line.
+    processor = processors.get_processor("multilabel", ["weather", "sport"])
+    with pytest.raises(ValueError, match=re.escape(
+            f"{tmp_path / 'train.tsv'}:2: unknown label(s) 'politics'; the label set is "
+            "'weather', 'sport'")):
+        processor.get_train_examples(str(tmp_path))
+    with pytest.raises(ValueError, match="pass --labels"):
+        processors.get_processor("multilabel").get_dev_examples(str(tmp_path))
+    with pytest.raises(ValueError, match="--labels is for --task_name=multilabel"):
+        processors.get_processor("mrpc", ["a"])
+    _write(tmp_path / "dev.tsv", ["text_a", "labels"], [["x", "sport,sport"]])
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'dev.tsv'}:2: label sport "
+                                                   "given twice")):
+        processor.get_dev_examples(str(tmp_path))
+    _write(tmp_path / "dev.tsv", ["sentence", "labels"], [["x", "sport"]])
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'dev.tsv'}:1: the header must")):
+        processor.get_dev_examples(str(tmp_path))
+
+
+def test_loss_is_binary_cross_entropy_and_the_head_has_its_own_names():
+    from modeling import BertMultiLabelClassifier, multi_label_loss
+    from modeling_helpers import tiny_config
+
+    logits = np.float32([[2.0, -1.0, 12.0], [-30.0, 0.0, 0.5]])
+    labels = np.int32([[1, 0, 0], [1, 1, 0]])
+    loss, per_example, probabilities = multi_label_loss(logits, labels)
+    p = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    bce = -(labels * np.log(p) + (1 - labels) * np.log1p(-p))
+    np.testing.assert_allclose(per_example, bce.mean(1), rtol=1e-5)
+    np.testing.assert_allclose(float(loss), bce.mean(), rtol=1e-5)
+    np.testing.assert_allclose(probabilities, p, rtol=1e-6)
+
+    model = BertMultiLabelClassifier(tiny_config(), 3)
+    assert [name for name, _ in model.tf1_head_variables()] == [
+        "cls/multi_label/output_weights", "cls/multi_label/output_bias"]
+    assert model.tf1_head_variables()[0][1].shape == (3, 32)
+    assert model.classifier.output_weights.path == "multi_label/output_weights"
+
+
+def test_a_run_through_the_driver_with_long_documents_from_the_original_checkpoint(tmp_path):
+    """One training step, evaluation and prediction: the label file, the eval_results keys, one
+    line of per-label probabilities per test example (not per window), the TF1 head's names."""
+    import tensorflow as tf
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.classifier.task import make_task
+
+    data = tmp_path / "data"
+    data.mkdir()
+    long_text = " ".join(["the big red dog"] * 8)
+    _write(data / "train.tsv", ["text_a", "labels"],
+           [["a good cat", "good"], [long_text, "bad,good"], ["the sun", ""]] * 4)
+    _write(data / "dev.tsv", ["text_a", "labels"], [[long_text, "bad"], ["a cat", "good"]])
+    _write(data / "test.tsv", ["text_a"], [[long_text], ["a cat"], ["the sun"]])
+    out = tmp_path / "out"
+    task = make_task("multilabel", 16, str(data), long_documents=True, doc_stride=8)
+    run = RunConfig(str(out), bert_config_file=str(TINY / "bert_config.json"),
+                    vocab_file=str(TINY / "vocab.txt"),
+                    init_checkpoint=str(TINY / "bert_model.ckpt"), do_train=True, do_eval=True,
+                    do_predict=True, train_batch_size=16, num_train_epochs=1,
+                    save_tf1_checkpoint=True)
+    results = driver.run(task, run).eval_results
+    assert (out / "label_list.txt").read_text() == "bad\ngood\n"
+    assert sorted(results) == sorted(
+        ["eval_loss", "loss", "global_step", "eval_exact_match", "eval_f1_bad", "eval_f1_good"]
+        + [f"eval_{a}_{m}" for a in ("micro", "macro") for m in ("precision", "recall", "f1")])
+    assert task.window_counts == {"train": [1, 4, 1] * 4, "eval": [4, 1], "predict": [4, 1, 1]}
+    assert results["global_step"] == 1  # int(24 windows / 16 * 1): windows are counted
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (3, 2) and np.all((probabilities > 0) & (probabilities < 1))
+    saved = tf.train.load_checkpoint(str(out / "bert_model.ckpt")).get_variable_to_shape_map()
+    assert saved["cls/multi_label/output_weights"] == [2, 32] and "output_weights" not in saved
