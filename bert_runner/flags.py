@@ -110,10 +110,10 @@ def define_run_flags():
         "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 in bf16).")
 
 
-def require_model_files(*names, checkpoint="init_checkpoint"):
+def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.FLAGS):
     """Marks the flags `names` (`bert_config_file`, `vocab_file`) required unless `--checkpoint`
     is a Hugging Face model directory, which holds the config and the vocabulary
-    (`bert_runner.startup.model_files`); checked when the flags are parsed."""
+    (`bert_runner.startup.model_files`); checked when `flag_values` are parsed."""
 
     def check(values):
         missing = [name for name in names if not values[name]]
@@ -128,7 +128,7 @@ def require_model_files(*names, checkpoint="init_checkpoint"):
         raise flags.ValidationError(
             f"--{missing[0]} is required unless --{checkpoint} is {HF_DIRECTORY}")
 
-    flags.register_multi_flags_validator([*names, checkpoint], check)
+    flags.register_multi_flags_validator([*names, checkpoint], check, flag_values=flag_values)
 
 
 def define_embedding_flags():
