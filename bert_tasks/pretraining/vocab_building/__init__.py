@@ -6,6 +6,8 @@
 * `layout`: `[PAD]`, `[unused*]`, `[UNK] [CLS] [SEP] [MASK]` at the original's ids.
 * `building`: the whole run (inputs checked, text streamed, vocab written atomically).
 * `quality`: `[UNK]` rate and word-pieces per word of a vocab on a text; the random-subset baseline.
+* `add_words`: your words into a checkpoint's vocabulary, its `[unused*]` slots first, then
+  appended rows (`add_vocab_words.py`).
 
 This package imports no TensorFlow at module level, so worker processes start quickly.
 """

@@ -1,0 +1,269 @@
+"""Your words in a checkpoint's vocabulary (`add_vocab_words.py`).
+
+Each new word becomes one word-piece of the vocabulary and one row of the model:
+
+* The `[unusedN]` slots are taken first, in the order of their ids: the word replaces the slot's
+  line of `vocab.txt`, so the vocabulary keeps its size and the checkpoint its shapes (the
+  original README's advice, done for you and checked).
+* The words left over are appended: `bert/embeddings/word_embeddings` and the masked-LM output
+  bias `cls/predictions/output_bias` grow by one row each, `vocab_size` grows with them.
+
+A new word's row (`new_word_init`):
+
+* `mean_of_pieces`: the mean of the rows of the word-pieces the old vocabulary split the word into,
+  its output bias the mean of theirs. The word starts where the model already put its pieces.
+* `random`: an appended row is drawn as the original draws word embeddings (truncated normal,
+  stddev `initializer_range`), its output bias 0 (the original's zeros); an `[unusedN]` slot keeps
+  its row and bias as they are, so a checkpoint whose words all went into slots is the input
+  checkpoint, tensor for tensor.
+
+The other tensors are copied bit for bit. Only the model's weights are written (what a released
+`bert_model.ckpt` holds): optimizer slots (`adam_m`, `adam_v`) and `global_step` are dropped,
+because no script here (nor the original) reads them from `--init_checkpoint`: a run from it starts
+its optimizer afresh.
+
+Refused, every word named with its line: a word that is already a whole word-piece of the
+vocabulary; one the BasicTokenizer would split (punctuation, spaces, CJK characters) or, with
+`do_lower_case`, would change (capitals, accents), which no text could ever reach; one too long for
+the WordPiece tokenizer; and a vocabulary whose number of lines is not the config's `vocab_size`
+(the rows of the appended words would not be theirs). A word given twice is added once.
+"""
+import codecs
+import copy
+import dataclasses
+import os
+import re
+import shutil
+import uuid
+
+import numpy as np
+from absl import logging
+
+from bert_runner import startup
+from vocab import tokenization
+
+INIT_CHOICES = ("mean_of_pieces", "random")
+WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
+OUTPUT_BIAS = "cls/predictions/output_bias"
+CHECKPOINT_NAME = "bert_model.ckpt"
+_UNUSED = re.compile(r"\[unused\d+\]")
+# Problems shown in a refusal; the count of the others follows.
+_SHOWN = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(object):
+    """The flags of `add_vocab_words.py` (see its definitions for their meaning)."""
+    vocab_file: str
+    bert_config_file: str
+    init_checkpoint: str
+    words_file: str
+    output_dir: str
+    do_lower_case: bool = True
+    new_word_init: str = "mean_of_pieces"
+    random_seed: int = 12345
+
+
+@dataclasses.dataclass(frozen=True)
+class NewWord(object):
+    """Where a word went: its id, the `[unusedN]` slot it took (None when appended), and the
+    word-pieces the old vocabulary split it into."""
+    word: str
+    id: int
+    slot: str
+    old_pieces: tuple
+
+
+@dataclasses.dataclass
+class Result(object):
+    """What `run` wrote."""
+    words: list  # NewWord, in the order of the words file
+    vocab_size: int  # of the written vocabulary and config
+    checkpoint: str  # the written checkpoint's prefix
+
+
+def read_words(words_file):
+    """The words of `words_file` (one a line; blank lines skipped; spaces around a word dropped)
+    as [(line number, word)], each word once (later repetitions are logged and skipped).
+
+    Read with plain Python, not TensorFlow's file API as a corpus is: a refused word is then
+    said before TensorFlow is even imported.
+    """
+    with open(words_file, "rb") as f:
+        data = f.read().removeprefix(codecs.BOM_UTF8)
+    words, first_line, repeated = [], {}, []
+    for line_number, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            word = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise ValueError("--words_file=%s line %d is not valid UTF-8 (byte %d of the line: "
+                             "%r)" % (words_file, line_number, e.start + 1,
+                                      raw[e.start:e.start + 1])) from e
+        if not word:
+            continue
+        if word in first_line:
+            repeated.append("%r (lines %d and %d)" % (word, first_line[word], line_number))
+            continue
+        first_line[word] = line_number
+        words.append((line_number, word))
+    if repeated:
+        logging.warning("--words_file=%s repeats %d words, each added once: %s",
+                        words_file, len(repeated), ", ".join(repeated[:_SHOWN]))
+    if not words:
+        raise ValueError("--words_file=%s holds no words (one word a line)" % words_file)
+    return words
+
+
+def word_problems(words, vocab, do_lower_case):
+    """Why words cannot be one word-piece of their own: a list of messages, one a word.
+
+    Args:
+      words: [(line number, word)].
+      vocab: {token: id} of the old vocabulary.
+      do_lower_case: the flag the model's text is tokenized with.
+    """
+    keep_case = tokenization.BasicTokenizer(do_lower_case=False)
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    problems = []
+    for line, word in words:
+        where = "line %d %r" % (line, word)
+        if keep_case.tokenize(word) != [word]:
+            problems.append("%s is split by the BasicTokenizer into %s: punctuation, spaces and "
+                            "CJK characters are always split off, so no text has it as one word"
+                            % (where, " ".join(map(repr, tokenizer.tokenize(word))) or "nothing"))
+        elif tokenizer.tokenize(word) != [word]:
+            [seen] = tokenizer.tokenize(word)
+            problems.append("%s changes under --do_lower_case=True (lower-cased, accents "
+                            "stripped) into %r, which is what the model sees%s"
+                            % (where, seen, (" (already in the vocabulary)" if seen in vocab
+                                             else ": add %r" % seen)))
+        elif word in vocab:
+            problems.append("%s is already in the vocabulary (id %d)" % (where, vocab[word]))
+        elif len(word) > tokenization.MAX_INPUT_CHARS_PER_WORD:
+            problems.append("%s is longer than %d characters: the WordPiece tokenizer makes "
+                            "such a word [UNK]" % (where, tokenization.MAX_INPUT_CHARS_PER_WORD))
+    return problems
+
+
+def place_words(words, vocab_lines, vocab):
+    """[NewWord]: the `[unusedN]` slots first (in the order of their ids), then appended ids."""
+    slots = iter([i for i, token in enumerate(vocab_lines) if _UNUSED.fullmatch(token)])
+    pieces = tokenization.WordpieceTokenizer(vocab=vocab)
+    placed, appended = [], 0
+    for _, word in words:
+        slot = next(slots, None)
+        if slot is None:
+            word_id, appended = len(vocab_lines) + appended, appended + 1
+        else:
+            word_id = slot
+        placed.append(NewWord(word, word_id, None if slot is None else vocab_lines[slot],
+                              tuple(pieces.tokenize(word))))
+    return placed
+
+
+def grown_rows(embeddings, bias, placed, vocab, opts, initializer_range):
+    """The word-embedding table and output bias with the new words' rows (new arrays)."""
+    num_appended = sum(word.slot is None for word in placed)
+    new_rows = np.zeros((num_appended, embeddings.shape[1]), dtype=embeddings.dtype)
+    if opts.new_word_init == "random":
+        import keras  # Keras' TruncatedNormal initializer draws with this function
+        new_rows[:] = keras.random.truncated_normal(
+            new_rows.shape, stddev=initializer_range, seed=opts.random_seed)
+    embeddings = np.concatenate([embeddings, new_rows])
+    bias = np.concatenate([bias, np.zeros(num_appended, dtype=bias.dtype)])
+    if opts.new_word_init == "mean_of_pieces":
+        for word in placed:
+            ids = [vocab[piece] for piece in word.old_pieces]
+            embeddings[word.id] = embeddings[ids].mean(axis=0)
+            bias[word.id] = bias[ids].mean()
+    return embeddings, bias
+
+
+def check_inputs(opts):
+    """Reads and checks the words, the vocabulary and the config before any model is built; the
+    words first, so that a refused word is said at once.
+
+    Returns (config, vocab lines, {token: id}, [(line, word)]); raises ValueError naming the
+    file (and the words with their lines).
+    """
+    if opts.new_word_init not in INIT_CHOICES:
+        raise ValueError("--new_word_init=%s: must be one of %s"
+                         % (opts.new_word_init, ", ".join(INIT_CHOICES)))
+    vocab_lines = tokenization.read_vocab_lines(opts.vocab_file)
+    vocab = tokenization.load_vocab(opts.vocab_file)
+    words = read_words(opts.words_file)
+    problems = word_problems(words, vocab, opts.do_lower_case)
+    if problems:
+        more = len(problems) - _SHOWN
+        raise ValueError("--words_file=%s: %d of its %d words cannot be added:\n%s%s"
+                         % (opts.words_file, len(problems), len(words),
+                            "\n".join(problems[:_SHOWN]),
+                            "\n... and %d more" % more if more > 0 else ""))
+    config = startup.load_config(opts.bert_config_file)
+    if len(vocab_lines) != config.vocab_size:
+        raise ValueError(
+            "%s has %d word-pieces but vocab_size in %s is %d: appended words would not get "
+            "their own rows of the checkpoint. Pass the vocab.txt and bert_config.json that came "
+            "with the checkpoint" % (opts.vocab_file, len(vocab_lines), opts.bert_config_file,
+                                     config.vocab_size))
+    tokenization.validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
+    startup.warn_if_case_mismatch(vocab, opts.vocab_file, opts.do_lower_case)
+    return config, vocab_lines, vocab, words
+
+
+def run(opts):
+    """Writes `vocab.txt`, `bert_config.json` and `bert_model.ckpt` with the words added into
+    `opts.output_dir`; returns a `Result`. Everything is checked before anything is written, and
+    the files are written in a temporary directory first, then moved in, so `output_dir` never
+    holds some of them new and others half-written."""
+    config, vocab_lines, vocab, words = check_inputs(opts)
+    from bert_runner import checkpoints
+    from bert_runner.results import check_writable_dir
+    from modeling import BertPretrainer, tf1_checkpoint
+
+    check_writable_dir(opts.output_dir, "output_dir")
+    placed = place_words(words, vocab_lines, vocab)
+    model = BertPretrainer(config)
+    checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=True,
+                                flag="--init_checkpoint", config_file=opts.bert_config_file)
+    weights = {name: var.numpy() for name, var in tf1_checkpoint.variable_map(model).items()}
+    weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS] = grown_rows(
+        weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS], placed, vocab, opts,
+        config.initializer_range)
+
+    new_lines = list(vocab_lines) + [None] * sum(w.slot is None for w in placed)
+    for word in placed:
+        new_lines[word.id] = word.word
+    new_config = copy.deepcopy(config)
+    new_config.vocab_size = len(new_lines)
+    new_model = BertPretrainer(new_config)
+    for name, var in tf1_checkpoint.variable_map(new_model).items():
+        var.assign(weights[name])
+
+    staging = os.path.join(opts.output_dir, ".add_vocab_words.tmp-%s" % uuid.uuid4().hex)
+    try:
+        os.makedirs(staging)
+        tf1_checkpoint.save_tf1_checkpoint(new_model, os.path.join(staging, CHECKPOINT_NAME))
+        new_config.to_json_file(os.path.join(staging, "bert_config.json"))
+        with open(os.path.join(staging, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in new_lines))
+        # The checkpoint first and the vocabulary last: a reader that finds the new vocab.txt
+        # finds the config and checkpoint it belongs to.
+        for name in (CHECKPOINT_NAME + ".data-00000-of-00001", CHECKPOINT_NAME + ".index",
+                     "bert_config.json", "vocab.txt"):
+            os.replace(os.path.join(staging, name), os.path.join(opts.output_dir, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _log(placed, opts, len(vocab_lines), len(new_lines))
+    return Result(placed, len(new_lines), os.path.join(opts.output_dir, CHECKPOINT_NAME))
+
+
+def _log(placed, opts, old_size, new_size):
+    in_slots = [w for w in placed if w.slot is not None]
+    for word in placed:
+        logging.info("  %s: id %d (%s), was %s", word.word, word.id,
+                     word.slot or "appended", " ".join(word.old_pieces))
+    logging.info("Added %d words to %s: %d into [unused*] slots, %d appended (vocab_size %d -> "
+                 "%d; new rows: %s). Wrote vocab.txt, bert_config.json and %s in %s",
+                 len(placed), opts.vocab_file, len(in_slots), len(placed) - len(in_slots),
+                 old_size, new_size, opts.new_word_init, CHECKPOINT_NAME, opts.output_dir)
