@@ -157,12 +157,16 @@ def extract(model, tokenizer, examples, output_file, layer_indexes, max_seq_leng
 _LINES_PER_CALL = 4096
 
 
-def lines_file(output_file):
-    """Where `--output_format=npy` writes the lines: X.npy -> X.txt."""
+def lines_file(output_file, input_file=None):
+    """Where `--output_format=npy` writes the lines: X.npy -> X.txt (not over `input_file`)."""
     if not output_file.endswith(".npy"):
         raise ValueError(f"--output_file={output_file}: --output_format=npy writes a .npy file "
                          "(X.npy, with the lines in X.txt)")
-    return output_file[: -len(".npy")] + ".txt"
+    path = output_file[: -len(".npy")] + ".txt"
+    if input_file and os.path.realpath(path) == os.path.realpath(input_file):
+        raise ValueError(f"--output_file={output_file} would write its lines over --input_file="
+                         f"{input_file}: choose another --output_file")
+    return path
 
 
 def sentence_vectors(module, examples):
@@ -204,13 +208,10 @@ def write_sentence_vectors(vectors, examples, output_file, output_format, input_
             f.write((json.dumps(record) + "\n").encode("utf-8"))
 
     if output_format == "npy":
-        outputs = {output_file: lambda f: np.save(f, vectors), lines_file(output_file): write_lines}
+        outputs = {output_file: lambda f: np.save(f, vectors),
+                   lines_file(output_file, input_file): write_lines}
     else:
         outputs = {output_file: write_jsonl}
-    if input_file and any(os.path.realpath(path) == os.path.realpath(input_file)
-                          for path in outputs):
-        raise ValueError(f"--input_file={input_file} would be overwritten by the output: choose "
-                         "another --output_file")
     tmps = {path: f"{path}.tmp-{os.getpid()}" for path in outputs}
     try:
         for path, write in outputs.items():
@@ -242,7 +243,7 @@ def main(_):
     if FLAGS.pooling is None:
         check_layer_indexes(layer_indexes, config, files.config_file)
     elif FLAGS.output_format == "npy":
-        lines_file(FLAGS.output_file)
+        lines_file(FLAGS.output_file, FLAGS.input_file)
     tokenizer = startup.load_tokenizer(
         files.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, files.config_file)
     examples = list(read_examples(FLAGS.input_file))  # a bad line is refused before any work
