@@ -123,36 +123,51 @@ def test_loss_is_binary_cross_entropy_and_the_head_has_its_own_names():
     assert model.classifier.output_weights.path == "multi_label/output_weights"
 
 
-def test_a_run_through_the_driver_with_long_documents_from_the_original_checkpoint(tmp_path):
-    """One training step, evaluation and prediction: the label file, the eval_results keys, one
-    line of per-label probabilities per test example (not per window), the TF1 head's names."""
+def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_checkpoint(
+        tmp_path):
+    """Through the driver, from the original tiny checkpoint (the encoder loaded, the head new):
+    the label file, the eval_results keys, one line of per-label probabilities per test example
+    (not per window); then the TF1 layout of the model, and the training loss on a batch."""
     import tensorflow as tf
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import make_task
+    from modeling import tf1_checkpoint
 
     data = tmp_path / "data"
     data.mkdir()
     long_text = " ".join(["the big red dog"] * 8)
-    _write(data / "train.tsv", ["text_a", "labels"],
-           [["a good cat", "good"], [long_text, "bad,good"], ["the sun", ""]] * 4)
     _write(data / "dev.tsv", ["text_a", "labels"], [[long_text, "bad"], ["a cat", "good"]])
     _write(data / "test.tsv", ["text_a"], [[long_text], ["a cat"], ["the sun"]])
     out = tmp_path / "out"
-    task = make_task("multilabel", 16, str(data), long_documents=True, doc_stride=8)
+    task = make_task("multilabel", 16, str(data), labels=["bad", "good"], long_documents=True,
+                     doc_stride=8)
     run = RunConfig(str(out), bert_config_file=str(TINY / "bert_config.json"),
                     vocab_file=str(TINY / "vocab.txt"),
-                    init_checkpoint=str(TINY / "bert_model.ckpt"), do_train=True, do_eval=True,
-                    do_predict=True, train_batch_size=16, num_train_epochs=1,
-                    save_tf1_checkpoint=True)
-    results = driver.run(task, run).eval_results
+                    init_checkpoint=str(TINY / "bert_model.ckpt"), do_eval=True, do_predict=True)
+    result = driver.run(task, run)
     assert (out / "label_list.txt").read_text() == "bad\ngood\n"
-    assert sorted(results) == sorted(
+    assert sorted(result.eval_results) == sorted(
         ["eval_loss", "loss", "global_step", "eval_exact_match", "eval_f1_bad", "eval_f1_good"]
         + [f"eval_{a}_{m}" for a in ("micro", "macro") for m in ("precision", "recall", "f1")])
-    assert task.window_counts == {"train": [1, 4, 1] * 4, "eval": [4, 1], "predict": [4, 1, 1]}
-    assert results["global_step"] == 1  # int(24 windows / 16 * 1): windows are counted
+    assert task.window_counts == {"eval": [4, 1], "predict": [4, 1, 1]}
     probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probabilities.shape == (3, 2) and np.all((probabilities > 0) & (probabilities < 1))
-    saved = tf.train.load_checkpoint(str(out / "bert_model.ckpt")).get_variable_to_shape_map()
+
+    # The TPU padding record parses with the task's spec: no label applies, not a real example.
+    padding = tf.io.parse_single_example(task.padding_record().SerializeToString(),
+                                         task.feature_spec(False))
+    assert padding["label_ids"].numpy().tolist() == [0, 0] and padding["is_real_example"] == 0
+
+    model = result.trainer.model
+    prefix = tf1_checkpoint.save_tf1_checkpoint(model, str(tmp_path / "tf1" / "bert_model.ckpt"))
+    saved = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     assert saved["cls/multi_label/output_weights"] == [2, 32] and "output_weights" not in saved
+    batch = {"input_ids": np.int32([[2, 19, 27, 3]]), "input_mask": np.int32([[1, 1, 1, 1]]),
+             "segment_ids": np.int32([[0, 0, 0, 0]]), "label_ids": np.int32([[1, 0]]),
+             "is_real_example": np.int32([1])}
+    loss, _ = task.loss(model, batch, training=False)
+    logits = model(batch)["logits"].numpy().astype(np.float64)
+    p = 1 / (1 + np.exp(-logits))
+    assert float(loss) == pytest.approx(-np.mean([np.log(p[0, 0]), np.log1p(-p[0, 1])]),
+                                        rel=1e-5)

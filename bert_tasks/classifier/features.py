@@ -104,16 +104,17 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
         return InputFeatures(input_ids=list(zeros), input_mask=list(zeros), segment_ids=list(zeros),
                              label_id=0 if label_list is not None else 0.0, is_real_example=False)
 
+    label_id = _label_id(example, label_list)
     tokens_a, tokens_b = _tokenize(example, tokenizer)
-    return _features(example, _label_id(example, label_list), tokens_a, tokens_b, max_seq_length,
-                     tokenizer, log=ex_index < 5)
+    return _features(example, label_id, tokens_a, tokens_b, max_seq_length, tokenizer,
+                     log=ex_index < 5)
 
 
 def convert_example_windows(ex_index, example, label_list, max_seq_length, tokenizer, doc_stride):
     """The InputFeatures of each window of one example (`windows.window_pairs`), all with the
     example's label; one window, equal to `convert_single_example`'s, when the example fits."""
-    tokens_a, tokens_b = _tokenize(example, tokenizer)
     label_id = _label_id(example, label_list)
+    tokens_a, tokens_b = _tokenize(example, tokenizer)
     # The first window of the first 5 examples is logged, as the original logs their features.
     return [_features(example, label_id, piece_a, piece_b, max_seq_length, tokenizer,
                       log=ex_index < 5 and i == 0)
