@@ -62,6 +62,28 @@ def test_a_fitting_example_gives_the_record_of_the_original_and_a_long_one_its_w
     assert counts == [1, 9] and len(records) == 10
 
 
+def test_training_windows_are_shuffled_once_and_counted_as_steps():
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.classifier.task import ClassifierTask
+
+    examples = [InputExample(f"train-{i}", " ".join(["the big red dog"] * (8 if i % 2 else 1)),
+                             None, str(i % 2)) for i in range(6)]
+    task = ClassifierTask("sst-2", 16, long_documents=True, doc_stride=7)
+    records = task.records(examples, "train", _tokenizer())
+    assert task.window_counts["train"] == [1, 4, 1, 4, 1, 4]
+    in_order = features.tf_examples(examples, ["0", "1"], 16, _tokenizer(), 7, [])
+    shuffled = [r.SerializeToString(deterministic=True) for r in records]
+    expected = [r.SerializeToString(deterministic=True) for r in in_order]
+    # Not example by example (the pipeline's shuffle buffer is 100 records), the same windows.
+    assert shuffled != expected and sorted(shuffled) == sorted(expected)
+    run = RunConfig("out", train_batch_size=5, num_train_epochs=2.0)
+    assert task.training_steps(run, examples, len(records)) == run.training_steps(15)
+    # Where every example fits, the records stay in the original's order.
+    fitting = ClassifierTask("sst-2", 16, long_documents=True).records(
+        examples[::2], "train", _tokenizer())
+    assert [r.features.feature["label_ids"].int64_list.value[0] for r in fitting] == [0, 0, 0]
+
+
 def test_aggregation_mean_max_first_against_loops_padding_rows_ignored():
     rng = np.random.default_rng(0)
     counts = rng.integers(1, 5, size=20)

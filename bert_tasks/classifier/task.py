@@ -113,6 +113,7 @@ class ClassifierTask(Task):
 
     @staticmethod
     def _logged_windows(records, counts, split):
+        """The records as they come (streamed), then the split's window count in the log."""
         yield from records
         logging.info("%s: %d examples in %d windows", split, len(counts), sum(counts))
 
