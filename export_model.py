@@ -64,6 +64,10 @@ def main(_):
 
         if not FLAGS.task_name:
             raise ValueError("--task_name is required with --format=classifier")
+        if FLAGS.task_name.lower() == "multilabel":
+            raise ValueError("--task_name=multilabel: this version exports single-label "
+                             "classifiers (softmax over the labels) only, not a multi-label "
+                             "model's sigmoid outputs")
         processor = processors.get_processor(FLAGS.task_name)
         model = export.load_classifier(config, processor.num_labels, FLAGS.checkpoint,
                                        task_name=FLAGS.task_name, config_file=files.config_file)

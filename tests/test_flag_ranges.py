@@ -38,6 +38,9 @@ REQUIRED = {
                          "--init_checkpoint=/ckpt"],
     "export_model": ["--task_name=mrpc", "--vocab_file=/vocab.txt",
                      "--bert_config_file=/config.json", "--checkpoint=/ckpt", "--export_dir=/out"],
+    "add_vocab_words": ["--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                        "--init_checkpoint=/ckpt", "--words_file=/words.txt",
+                        "--output_dir=/out"],
     "demo": [],
 }
 # The flags that turn on the rules that apply only with them (each script's that it defines).

@@ -11,7 +11,7 @@ word-pieces between window starts, the last window ending at the text's end).
 import numpy as np
 
 # run_squad's sliding windows, shared so that `--doc_stride` means the same in both scripts.
-from bert_tasks.squad.features import _doc_spans
+from bert_tasks.squad.features import window_spans
 
 AGGREGATIONS = ("mean", "max", "first")
 
@@ -35,7 +35,7 @@ def window_pairs(tokens_a, tokens_b, max_seq_length, doc_stride):
         if len(tokens_a) <= room:
             return [(tokens_a, None)]
         return [(tokens_a[s.start:s.start + s.length], None)
-                for s in _doc_spans(len(tokens_a), room, doc_stride)]
+                for s in window_spans(len(tokens_a), room, doc_stride)]
     room = max_seq_length - 3
     if len(tokens_a) + len(tokens_b) <= room:
         return [(tokens_a, tokens_b)]
@@ -43,7 +43,7 @@ def window_pairs(tokens_a, tokens_b, max_seq_length, doc_stride):
     long, short = (tokens_b, tokens_a) if window_b else (tokens_a, tokens_b)
     short = short[:room // 2]
     pieces = [long[s.start:s.start + s.length]
-              for s in _doc_spans(len(long), room - len(short), doc_stride)]
+              for s in window_spans(len(long), room - len(short), doc_stride)]
     return [(short, piece) if window_b else (piece, short) for piece in pieces]
 
 

@@ -110,7 +110,7 @@ def check_window_settings(max_seq_length, doc_stride, max_query_length):
         raise ValueError("doc_stride must be at least 1, got %d" % doc_stride)
 
 
-def _doc_spans(num_pieces, max_tokens_for_doc, doc_stride):
+def window_spans(num_pieces, max_tokens_for_doc, doc_stride):
     """Sliding windows: stop once a window reaches the end (an empty context has none)."""
     spans = []
     start = 0
@@ -207,7 +207,7 @@ def make_windows(example, example_index, first_unique_id, context, tokenizer, ma
                                                   example.orig_answer_text)
 
     max_tokens_for_doc = max_seq_length - len(query_tokens) - 3  # [CLS], [SEP], [SEP]
-    doc_spans = _doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
+    doc_spans = window_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
     return ExampleWindows(
         example_index=example_index, first_unique_id=first_unique_id,
         query_tokens=query_tokens, doc_pieces=doc_pieces, piece_to_word=context.piece_to_word,
