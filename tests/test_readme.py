@@ -3,7 +3,7 @@
 
 Short settings: `DEMO_QUICK=1` (demo.py runs its `--quick` stages). `pip install` lines are
 skipped (CI installed the requirements already) and `python -m pytest ...` only collects the
-tests (`--collect-only`), so the suite does not run itself. The commands run in a temporary
+tests (`--collect-only -n 0`), so the suite does not run itself. The commands run in a temporary
 folder that mirrors the repository's top level through symlinks, so that what they write
 (`./demo_output`) stays out of the checkout. The demo command runs once per session
 (`conftest.quick_demo`); tests/test_demo.py checks its outputs.
@@ -45,7 +45,8 @@ def short_form(command):
     """The command as the test runs it; None for commands it skips (pip install)."""
     if _PIP_INSTALL.search(command):
         return None
-    return _PYTEST.sub(r"\1 --collect-only", command)
+    # One collecting process, not pytest.ini's two xdist workers that would each import it all.
+    return _PYTEST.sub(r"\1 --collect-only -n 0", command)
 
 
 class MissingQuickstart(str):
@@ -69,7 +70,7 @@ def test_quickstart_commands_parsing():
     assert commands == ["python -m pip install -r requirements.txt", "python demo.py    --quick",
                         "python -m pytest -q tests"]
     assert [short_form(c) for c in commands] == [
-        None, "python demo.py    --quick", "python -m pytest --collect-only -q tests"]
+        None, "python demo.py    --quick", "python -m pytest --collect-only -n 0 -q tests"]
     with pytest.raises(ValueError, match="quickstart:begin"):
         quickstart_commands("no markers")
 

@@ -99,7 +99,11 @@ def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_
     assert not (interrupted / "ckpt-60.index").exists(), "the run finished before it could be killed"
     newest = tf.train.latest_checkpoint(str(interrupted))
     truncate_checkpoint(interrupted / os.path.basename(newest))
+    # kill -9 left the killed run's lock: the resumed run takes it over (its process is gone).
+    assert f'"pid": {process.pid}' in (interrupted / "run.lock").read_text()
     run_in_process(data, interrupted, config=config, **flags)
+    assert any("taking over the lock of a run that no longer runs" in m for m in caplog.messages)
+    assert not (interrupted / "run.lock").exists()
     assert any(f"Checkpoint {newest} is unreadable" in m for m in caplog.messages)
     assert any(f"instead of {newest}" in m for m in caplog.messages)
 
