@@ -82,13 +82,13 @@ def quick_demo(readme_mirror):
     return run_quickstart_command(README_DEMO_COMMAND, readme_mirror), out
 
 
-# pytest.ini runs the suite on 2 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
+# pytest.ini runs the suite on 3 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
 # one of them, so its module-scoped fixtures are made once; tests that share a session fixture
 # across files say so with `@pytest.mark.xdist_group(name)` (the quick demo: test_demo.py and
 # test_readme.py) and run on one process too. xdist hands the groups out in collection order, each
 # to the first process free (pytest.ini turns off its reordering by number of tests), so the long
 # ones come first: the quick demo's, then the scripts' end-to-end files (test_run_*.py); the
-# short files after them even out the two processes' ends.
+# short files after them even out the processes' ends.
 QUICK_DEMO_GROUP = "quick_demo"
 
 
