@@ -34,7 +34,7 @@ from absl import logging
 
 from modeling import BertClassifier, BertModel, tf1_checkpoint
 from modeling.pooling import pool
-from bert_runner import checkpoints
+from bert_runner import checkpoints, results
 from vocab.fast_tokenizer import FastBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -236,11 +236,8 @@ def write_saved_model(module, export_dir, what):
         tf.io.gfile.rename(tmp_dir, export_dir)
     except (OSError, *_FILE_ERRORS) as e:
         # Said of --export_dir: the failing path is often the temporary one.
-        reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
-        # TensorFlow says "<path>; <what>": the path is the temporary one.
-        reason = (reason.strip().splitlines() or [""])[0].rsplit("; ", 1)[-1]
         raise ValueError("Cannot write --export_dir=%s (%s): nothing was exported; choose a "
-                         "writable location" % (export_dir, reason)) from e
+                         "writable location" % (export_dir, results.file_error_reason(e))) from e
     finally:
         _remove_quietly(tmp_dir)
     logging.info("Exported the raw-text %s to %s (signatures: serving_default, pairs)", what,

@@ -29,6 +29,15 @@ def atomic_output(path):
             tf.io.gfile.remove(tmp_path)
 
 
+def file_error_reason(error):
+    """What went wrong in a file-system error, without its path (the caller names the flag's):
+    an OSError's strerror, or the end of TensorFlow's "<path>; <what>" message."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = getattr(error, "message", None) or str(error)
+    return (text.strip().splitlines() or [""])[0].rsplit("; ", 1)[-1]
+
+
 def check_writable_dir(directory, flag):
     """Creates `directory` if needed and writes (then removes) a file in it, so that an output
     location that cannot be written is refused before any work, naming `--flag`.
@@ -44,7 +53,7 @@ def check_writable_dir(directory, flag):
             f.write("")
         tf.io.gfile.remove(probe)
     except (OSError, tf.errors.OpError) as e:
-        reason = e.strerror if isinstance(e, OSError) else e.message.rsplit("; ", 1)[-1]
+        reason = file_error_reason(e)
         raise ValueError(f"--{flag}={directory}: cannot write there ({reason}); choose a "
                          "directory this user can write") from e
 
