@@ -15,6 +15,7 @@ from absl import flags
 from absl import logging
 
 from bert_runner import cli
+from bert_tasks.pretraining import beam_pipelines
 from bert_tasks.pretraining.data.processing import WorkerError
 from bert_tasks.pretraining.vocab_building import building, layout
 
@@ -45,6 +46,7 @@ flags.DEFINE_integer("max_unique_chars", 1000,
                      "Chinese); words with other characters are not learned from.")
 flags.DEFINE_integer("num_workers", 1,
                      "Processes that split the text into words (the reading process merges).")
+beam_pipelines.define_flags()
 
 FLAGS = flags.FLAGS
 
@@ -53,7 +55,10 @@ def main(_):
     opts = building.Options(**{name: FLAGS[name].value
                                for name in building.Options.__dataclass_fields__})
     try:
-        building.run(opts)
+        if FLAGS.runner:
+            beam_pipelines.build_vocab(opts, FLAGS.runner, FLAGS.beam_pipeline_options)
+        else:
+            building.run(opts)
     except WorkerError as e:
         logging.error("%s", e)
         sys.exit(1)

@@ -14,6 +14,7 @@ from absl import flags
 from absl import logging
 
 from bert_runner import cli
+from bert_tasks.pretraining import beam_pipelines
 from bert_tasks.pretraining.data import pipeline
 from bert_tasks.pretraining.data.processing import WorkerError
 
@@ -60,6 +61,14 @@ flags.DEFINE_bool("next_sentence_prediction", True,
                   "False: data for the paper's 'No NSP' ablation: B is always the actual "
                   "continuation of A in the same document (a one-sentence chunk is a single "
                   "segment), and records have no next_sentence_labels feature.")
+beam_pipelines.define_flags()
+
+flags.DEFINE_enum("pretraining_objective", "mlm", ["mlm", "ltr"],
+                  "mlm: the original's masked LM records (with next sentence labels unless "
+                  "--next_sentence_prediction=false). ltr: records of a left-to-right language "
+                  "model (the paper's 'LTR & No NSP', Table 5): [CLS] text [SEP] from one "
+                  "document, unmasked, one segment, no next_sentence_labels; the masking and "
+                  "next-sentence flags are not used.")
 
 FLAGS = flags.FLAGS
 
@@ -68,7 +77,11 @@ def main(_):
     opts = pipeline.Options(**{name: FLAGS[name].value
                                for name in pipeline.Options.__dataclass_fields__})
     try:
-        pipeline.run(opts)
+        if FLAGS.runner:
+            beam_pipelines.make_pretraining_data(
+                opts, FLAGS.runner, FLAGS.beam_pipeline_options)
+        else:
+            pipeline.run(opts)
     except WorkerError as e:
         logging.error("%s", e)
         sys.exit(1)

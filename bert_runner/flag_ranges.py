@@ -217,6 +217,23 @@ CROSS_RULES = (
                                 "from the whole corpus) is sequential"),
         "more than 1 needs --chunk_size_mb > 0",
         scripts=("create_pretraining_data.py",)),
+    # bert_tasks.pretraining.beam_pipelines: a Beam run's workers are the runner's.
+    CrossRule(
+        ("runner", "num_workers"),
+        lambda runner, workers: not runner or workers == 1,
+        lambda runner, workers: (f"--num_workers={workers} is for runs here; --runner={runner} "
+                                 "runs on the runner's workers: set them in "
+                                 "--beam_pipeline_options"),
+        "with --runner, set the runner's workers in --beam_pipeline_options",
+        scripts=("create_pretraining_data.py", "build_vocab.py")),
+    CrossRule(
+        ("runner", "max_input_lines"),
+        lambda runner, lines: not runner or lines == 0,
+        lambda runner, lines: (f"--max_input_lines={lines} reads a prefix of the input, which "
+                               f"--runner={runner} (one shard per file) cannot: cut the files "
+                               "first (head -n)"),
+        "0 with --runner",
+        scripts=("build_vocab.py",)),
     # bert_runner.trainer.Trainer splits each batch into equal micro-batches.
     CrossRule(
         ("gradient_accumulation_steps", "train_batch_size"),

@@ -93,9 +93,16 @@ def run(opts):
     check_options(opts)
     input_files = expand_input_files(opts.input_file)
     check_output_files([opts.output_file])
+    stats = BuildStats()
+    return learn_and_write(opts, input_files, _count_words(opts, input_files, stats), stats, start)
+
+
+def learn_and_write(opts, input_files, table, stats, start):
+    """The vocab learned from `table` (a `WordTable`), written to `opts.output_file`; returns
+    `stats` completed (`start`: the run's `time.monotonic()`). `run`'s second half, shared with
+    the Beam pipeline (`beam_pipelines`), which counts the words elsewhere."""
     reserved = layout.reserved_tokens(opts.num_unused, opts.extra_reserved())
-    stats = BuildStats(num_reserved=len(reserved))
-    table = _count_words(opts, input_files, stats)
+    stats.num_reserved = len(reserved)
     stats.learn = _learn(opts, input_files, table, reserved)
 
     tokens = reserved + stats.learn.tokens
