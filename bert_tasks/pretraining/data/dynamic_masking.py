@@ -1,0 +1,280 @@
+"""Dynamic masking: run_pretraining masks in `tf.data`, anew for every batch (so every epoch),
+from one-sentence-per-line text or from unmasked pair records; no dupe_factor copies on disk.
+
+    run_pretraining.py --input_format=text --input_file=corpus.txt \\
+      --vocab_file=vocab.txt --do_lower_case=True --do_whole_word_mask ...
+
+Two stages:
+
+* **Pairs** (`TextPairs`, `--input_format=text`): the text is read and tokenized once, as
+  create_pretraining_data reads it (`documents.build_documents`); every pass over it makes the
+  sentence pairs of the original algorithm (`InstanceBuilder`: target lengths, A/B split,
+  random next sentence, truncation; one pass = one dupe_factor copy) with its own
+  `random.Random(chunk_seed(random_seed, pass))`, without masking, shuffled as the original
+  shuffles its instances. `--input_format=unmasked_records` reads pairs from create_pretraining_data
+  records made with `--mask_token_prob=0 --random_token_prob=0` (their `input_ids` hold the
+  text; their masked_lm_* features are ignored), e.g. from the Beam pipeline on a corpus too
+  large for memory.
+* **Masks** (`Masker`, a `tf.data` map on each batch, stateless random ops seeded by the run's
+  seed and the batch number): the original `create_masked_lm_predictions`, vectorized. Every
+  token but [CLS] and [SEP] is a candidate; with whole-word masking a `##` piece joins the
+  candidate before it (also across the middle [SEP], as the original); candidates (or words)
+  are taken in random order while they fit in `min(max_predictions_per_seq, max(1,
+  round_half_even(length * masked_lm_prob)))` word-pieces (a word that does not fit is skipped,
+  a later shorter one may still fit); each chosen word-piece becomes [MASK] with
+  `mask_token_prob`, a random vocab entry with `random_token_prob`, else stays. The random
+  numbers are TensorFlow's, not CPython's: the masks follow the same distribution as
+  create_pretraining_data's, not the same draws (tests/test_dynamic_masking.py compares them).
+"""
+import dataclasses
+import random
+
+import numpy as np
+from absl import flags
+
+from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
+from bert_tasks.pretraining.data.processing import chunk_seed
+
+INPUT_FORMATS = ("records", "text", "unmasked_records")
+# Flags that only dynamic masking reads, and their defaults (create_pretraining_data's).
+MASKING_DEFAULTS = {"do_whole_word_mask": False, "masked_lm_prob": 0.15, "mask_token_prob": 0.8,
+                    "random_token_prob": 0.1, "short_seq_prob": 0.1}
+
+
+def define_flags():
+    """run_pretraining.py's flags for dynamic masking (create_pretraining_data's names)."""
+    flags.DEFINE_enum(
+        "input_format", "records", list(INPUT_FORMATS),
+        "records: create_pretraining_data's masked records (the original). text: "
+        "one-sentence-per-line text, a blank line between documents (create_pretraining_data's "
+        "input), paired and masked in tf.data anew each epoch. unmasked_records: records of "
+        "create_pretraining_data.py --mask_token_prob=0 --random_token_prob=0, masked anew each "
+        "epoch. text and unmasked_records need --vocab_file.")
+    flags.DEFINE_bool("do_whole_word_mask", False,
+                      "Dynamic masking: mask whole words (a ## piece joins the piece before it).")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Dynamic masking: fraction of tokens masked.")
+    flags.DEFINE_float("mask_token_prob", 0.8,
+                       "Dynamic masking: share of the chosen word-pieces that become [MASK].")
+    flags.DEFINE_float("random_token_prob", 0.1,
+                       "Dynamic masking: share that become a random vocab entry (the rest stay).")
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "--input_format=text: probability of a shorter target length.")
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingOptions(object):
+    """What dynamic masking needs besides the task's shapes (run_pretraining's flags)."""
+    input_format: str = "text"
+    vocab_file: str = None
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    masked_lm_prob: float = 0.15
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+    short_seq_prob: float = 0.1
+    random_seed: int = 12345
+
+    @classmethod
+    def from_flags(cls, flag_values):
+        """The options of `--input_format` text or unmasked_records; None for records. Raises
+        ValueError (a refusal) for a dynamic format without `--vocab_file`."""
+        if flag_values.input_format == "records":
+            return None
+        if not flag_values.vocab_file:
+            raise ValueError("--input_format=%s needs --vocab_file (and --do_lower_case): the "
+                             "masks are made from the vocabulary's ids" % flag_values.input_format)
+        return cls(**{f.name: flag_values[f.name].value for f in dataclasses.fields(cls)})
+
+
+class _PairBuilder(InstanceBuilder):
+    """`InstanceBuilder` that pairs and truncates but leaves the masking to `Masker`."""
+
+    def create_masked_lm_predictions(self, tokens, num_a_tokens, rng):
+        return [], []
+
+
+class TextPairs(object):
+    """Unmasked sentence pairs of a tokenized corpus, a new set (and order) every pass.
+
+    Args:
+      documents: from `build_documents` (empty documents are dropped).
+      vocab: token -> id (`FullTokenizer.vocab`).
+      max_seq_length, short_seq_prob, next_sentence: as create_pretraining_data.
+      seed: the run's seed; pass k uses `random.Random(chunk_seed(seed, k))`.
+    """
+
+    def __init__(self, documents, vocab, max_seq_length, short_seq_prob, next_sentence, seed):
+        self.documents = [d for d in documents if d]
+        self.builder = _PairBuilder(vocab, max_seq_length, short_seq_prob, 0.0, 1,
+                                    next_sentence=next_sentence)
+        self.max_seq_length, self.next_sentence, self.seed = max_seq_length, next_sentence, seed
+
+    def instances(self, epoch):
+        """The `TrainingInstance`s (unmasked) of pass `epoch`, shuffled."""
+        return self.builder.create_training_instances(
+            list(self.documents), 1, random.Random(chunk_seed(self.seed, epoch)))
+
+    def batches(self, batch_size, num_shards=1, shard=0):
+        """Yields dicts of numpy arrays [batch_size, ...] (input_ids, input_mask, segment_ids,
+        next_sentence_labels), passes one after the other, forever. With `num_shards`, every
+        shard makes the same stream and keeps its every num_shards-th pair."""
+        length = self.max_seq_length
+        epoch, taken = 0, 0
+        rows = []
+        while True:
+            for instance in self.instances(epoch):
+                taken += 1
+                if (taken - 1) % num_shards != shard:
+                    continue
+                rows.append(instance)
+                if len(rows) == batch_size:
+                    yield self._arrays(rows, length)
+                    rows = []
+            epoch += 1
+
+    def _arrays(self, rows, length):
+        ids = np.zeros((len(rows), length), np.int32)
+        mask = np.zeros((len(rows), length), np.int32)
+        segments = np.zeros((len(rows), length), np.int32)
+        labels = np.zeros((len(rows), 1), np.int32)
+        for i, instance in enumerate(rows):
+            n = len(instance.input_ids)
+            ids[i, :n] = instance.input_ids
+            mask[i, :n] = 1
+            segments[i, instance.num_a_tokens + 2:n] = 1
+            labels[i, 0] = instance.is_random_next
+        batch = {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+        if self.next_sentence:
+            batch["next_sentence_labels"] = labels
+        return batch
+
+
+class Masker(object):
+    """The original's masking of a batch of unmasked pairs, in TensorFlow (see the module doc).
+
+    Args:
+      vocab: token -> id in file order (random replacements are drawn from it, as the original
+        draws from `list(vocab)`).
+      max_predictions_per_seq, masked_lm_prob, do_whole_word_mask: as create_pretraining_data.
+      masking_rates: `MaskingRates`.
+    Call: `masker(features, seed)`: features `{input_ids, input_mask, segment_ids, ...}` int32
+      `[B, L]`, seed int `[2]` -> the same dict with input_ids masked and masked_lm_positions,
+      masked_lm_ids `[B, P]` int32, masked_lm_weights `[B, P]` float32 added.
+    """
+
+    def __init__(self, vocab, max_predictions_per_seq, masked_lm_prob, do_whole_word_mask=False,
+                 masking_rates=MaskingRates()):
+        import tensorflow as tf
+        self.cls_id, self.sep_id, self.mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+        self.replacement_ids = tf.constant([vocab[w] for w in vocab], tf.int32)
+        subword = np.zeros(max(vocab.values()) + 1, bool)
+        subword[[i for w, i in vocab.items() if w.startswith("##")]] = True
+        self.is_subword = tf.constant(subword)
+        self.max_predictions = max_predictions_per_seq
+        self.masked_lm_prob = masked_lm_prob
+        self.do_whole_word_mask = do_whole_word_mask
+        self.mask_prob = masking_rates.mask
+        self.keep_threshold = masking_rates.keep_threshold
+
+    def __call__(self, features, seed):
+        import tensorflow as tf
+        ids = features["input_ids"]
+        batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+        real = features["input_mask"] > 0
+        candidate = real & (ids != self.cls_id) & (ids != self.sep_id)
+        # round() half to even on float64, as Python's round(len(tokens) * masked_lm_prob).
+        num_tokens = tf.reduce_sum(tf.cast(real, tf.float64), axis=1)
+        num_to_predict = tf.minimum(
+            tf.cast(self.max_predictions, tf.int32),
+            tf.maximum(1, tf.cast(tf.round(num_tokens * self.masked_lm_prob), tf.int32)))
+        seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4)
+        # A group is a word (whole-word masking) or a word-piece: it starts at a candidate that
+        # is not ## or that has no candidate before it; `group` numbers them 0, 1, ...
+        if self.do_whole_word_mask:
+            earlier = tf.cumsum(tf.cast(candidate, tf.int32), axis=1, exclusive=True) > 0
+            start = candidate & ~(tf.gather(self.is_subword, ids) & earlier)
+        else:
+            start = candidate
+        group = tf.cumsum(tf.cast(start, tf.int32), axis=1) - 1
+        group = tf.where(candidate, group, length)  # non-candidates: an extra, unused group
+        one_hot = tf.one_hot(group, length + 1, dtype=tf.int32)  # [B, L, groups]
+        group_size = tf.reduce_sum(one_hot, axis=1)  # [B, groups]
+        # The groups in random order: their starts sorted by a uniform key (others last).
+        key = tf.random.stateless_uniform([batch, length], seeds[0])
+        order = tf.argsort(tf.where(start, key, 2.0), axis=1, stable=True)
+        in_order = tf.gather(start, order, batch_dims=1)
+        size = tf.where(in_order, tf.gather(group_size, tf.gather(group, order, batch_dims=1),
+                                            batch_dims=1), 0)
+        taken = self._take(size, num_to_predict)  # [B, L]: group at order[k] is taken
+        taken_at = tf.scatter_nd(
+            tf.stack([tf.repeat(tf.range(batch), length), tf.reshape(order, [-1])], axis=1),
+            tf.reshape(taken, [-1]), [batch, length])
+        taken_group = tf.reduce_sum(one_hot * tf.cast(taken_at & start, tf.int32)[:, :, None],
+                                    axis=1) > 0  # [B, groups]
+        chosen = candidate & tf.gather(taken_group, group, batch_dims=1)
+        # Each chosen word-piece: [MASK], else kept, else a random vocab entry.
+        draw = tf.random.stateless_uniform([2, batch, length], seeds[1])
+        replacement = tf.gather(self.replacement_ids, tf.random.stateless_uniform(
+            [batch, length], seeds[2], 0, tf.shape(self.replacement_ids)[0], tf.int32))
+        new_ids = tf.where(draw[0] < self.mask_prob, self.mask_id,
+                           tf.where(draw[1] < self.keep_threshold, ids, replacement))
+        positions = tf.argsort(tf.where(chosen, 0, 1), axis=1, stable=True)[:, :self.max_predictions]
+        count = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1)
+        weights = tf.range(self.max_predictions)[None, :] < count[:, None]
+        positions = self._pad(positions, weights)
+        out = dict(features)
+        out["input_ids"] = tf.where(chosen, new_ids, ids)
+        out["masked_lm_positions"] = positions
+        out["masked_lm_ids"] = tf.where(weights, tf.gather(ids, positions, batch_dims=1), 0)
+        out["masked_lm_weights"] = tf.cast(weights, tf.float32)
+        return out
+
+    def _pad(self, positions, weights):
+        """`positions [B, <=P]` -> `[B, P]`, 0 where not `weights` (a sequence shorter than P)."""
+        import tensorflow as tf
+        missing = self.max_predictions - tf.shape(positions)[1]
+        positions = tf.pad(positions, [[0, 0], [0, missing]])
+        return tf.where(weights, positions, 0)
+
+    def _take(self, size, num_to_predict):
+        """The original's greedy choice: groups in order, each taken if it still fits.
+
+        Args: size `[B, K]` of the groups in order (0: no group); num_to_predict `[B]`.
+        Returns: bool `[B, K]`.
+        """
+        import tensorflow as tf
+        if not self.do_whole_word_mask:  # every group one piece: the first num_to_predict
+            rank = tf.cumsum(tf.cast(size > 0, tf.int32), axis=1)
+            return (size > 0) & (rank <= num_to_predict[:, None])
+
+        def step(filled, size_k):
+            fits = (size_k > 0) & (filled + size_k <= num_to_predict)
+            return filled + tf.where(fits, size_k, 0)
+
+        filled = tf.scan(step, tf.transpose(size), initializer=tf.zeros_like(num_to_predict))
+        before = tf.concat([tf.zeros_like(num_to_predict)[None], filled[:-1]], axis=0)
+        return tf.transpose(filled > before)
+
+
+def masked_dataset(batches, masker, seed):
+    """`batches` (a dataset of unmasked pair batches) with masks drawn per batch: batch k uses
+    the stateless seed (seed, k), so every epoch gets new masks and a run is reproducible."""
+    import tensorflow as tf
+    return batches.enumerate().map(
+        lambda k, features: masker(features, tf.stack([tf.cast(seed, tf.int64), k])),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+
+def text_dataset(pairs, masker, batch_size, seed, input_context=None):
+    """The dataset of masked batches of `TextPairs` (one pipeline's share with `input_context`)."""
+    import tensorflow as tf
+    num_shards = input_context.num_input_pipelines if input_context else 1
+    shard = input_context.input_pipeline_id if input_context else 0
+    length = pairs.max_seq_length
+    signature = {name: tf.TensorSpec([batch_size, length], tf.int32)
+                 for name in ("input_ids", "input_mask", "segment_ids")}
+    if pairs.next_sentence:
+        signature["next_sentence_labels"] = tf.TensorSpec([batch_size, 1], tf.int32)
+    batches = tf.data.Dataset.from_generator(
+        lambda: pairs.batches(batch_size, num_shards, shard), output_signature=signature)
+    return masked_dataset(batches, masker, seed * 1000003 + shard)
