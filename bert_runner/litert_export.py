@@ -1,0 +1,354 @@
+"""LiteRT (TFLite) models that take raw text: the tokenizer, the original packing, the model and
+the softmax (or the pooling) in one `.tflite` file, in float32, float16, dynamic-range int8 or
+full int8.
+
+The graph is `bert_runner.export`'s raw-text graph with two changes LiteRT needs:
+
+* The tokenizer is tf.text's `FastBertTokenizer` (`FastBertNormalizer` + end-to-end
+  `FastWordpieceTokenizer`), whose ops have LiteRT kernels (`tensorflow_text.tflite_registrar`),
+  instead of the SavedModel's `vocab.fast_tokenizer` (regular-expression ops LiteRT lacks). On
+  printable ASCII both give the original's word-pieces; elsewhere tf.text's normalisation differs
+  from the original's BasicTokenizer on a few characters: `litert_tokenizer_differences` counts
+  them on the fixture texts, and docs/export.md lists them.
+* The model runs one text at a time (a while loop over the batch), each on `[1, T]` features,
+  T = its own length: LiteRT's converter cannot lower the attention mask's `mask[:, None, None,
+  :]` when both the batch and the length are dynamic, and one row at a time pads nothing.
+  The encoder runs with the reference kernels (`keras.ops`), not the XLA-fused ones.
+
+Signatures: those of the SavedModel (`serving_default(text_a)`, `pairs(text_a, text_b)`), with
+the same outputs (`probabilities`, `label`, `label_names`; `predictions` for regression;
+`embedding`). Running it needs tf.text's LiteRT ops registered:
+
+    from ai_edge_litert import interpreter  # or tf.lite
+    import tensorflow_text as tf_text
+    model = interpreter.InterpreterWithCustomOps(
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+        model_path="model.tflite")
+    out = model.get_signature_runner("pairs")(text_a=np.array(["..."]), text_b=np.array(["..."]))
+
+`interpreter(path)` does this.
+"""
+import json
+import os
+import shutil
+import tempfile
+import uuid
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+from absl import logging
+
+from bert_runner import export, results
+from modeling.pooling import pool
+from vocab import tokenization
+from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
+
+QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8")
+MODEL_FILE = "model.tflite"
+REQUIREMENTS = "requirements-litert.txt"
+# Calibration texts for full int8: enough for stable activation ranges, few enough to convert in
+# minutes at BERT-Base.
+CALIBRATION_TEXTS = 200
+
+
+class LiteRTTokenizer:
+    """tf.text's `FastBertTokenizer` (LiteRT kernels) on our vocabulary, with our packing.
+
+    Args:
+      vocab_file: `vocab.txt`, read and checked as `FullTokenizer` reads it.
+      do_lower_case: lower-case and strip accents (the original's flag).
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True):
+        self._packing = FastBertTokenizer(vocab_file, do_lower_case)
+        self.do_lower_case = do_lower_case
+        self._tokenizer = tf_text.FastBertTokenizer(
+            _tokens_by_id(tokenization.load_vocab(vocab_file)),
+            max_bytes_per_word=tokenization.MAX_INPUT_CHARS_PER_WORD, token_out_type=tf.int32,
+            unknown_token="[UNK]", lower_case_nfd_strip_accents=do_lower_case)
+
+    def tokenize(self, texts):
+        """string [N] -> int32 RaggedTensor [N, (pieces)]."""
+        return self._tokenizer.tokenize(texts)
+
+    def pack(self, ids_a, ids_b=None, max_seq_length=128):
+        """`vocab.fast_tokenizer.FastBertTokenizer.pack`."""
+        return self._packing.pack(ids_a, ids_b, max_seq_length)
+
+
+def _one_row(group):
+    """The features of a one-row group as `[1, T]` (a static batch of one: see the docstring)."""
+    return {"input_ids": tf.reshape(group["input_ids"], [1, -1]),
+            "input_mask": tf.reshape(group["input_mask"], [1, -1]),
+            "token_type_ids": tf.reshape(group["segment_ids"], [1, -1])}
+
+
+class LiteRTClassifierExport(export.ClassifierExport):
+    """`ClassifierExport` one text at a time, on the grid (no `skip_padding`: nothing to skip)."""
+
+    def __init__(self, model, tokenizer, max_seq_length, label_names=None):
+        super().__init__(model, tokenizer, max_seq_length, label_names)
+        self.rows_per_call = 1
+
+    def _row_values(self, group):
+        model = self._parts.model
+        return model.classifier(model.bert(_one_row(group), training=False)["pooled_output"])
+
+
+class LiteRTEmbeddingExport(export.EmbeddingExport):
+    """`EmbeddingExport` one text at a time."""
+
+    def __init__(self, model, tokenizer, max_seq_length, pooling, normalize):
+        super().__init__(model, tokenizer, max_seq_length, pooling, normalize, rows_per_call=1)
+
+    def _row_values(self, group):
+        features = _one_row(group)
+        sequence = self._parts.model(features, training=False)["sequence_output"]
+        return pool(sequence, features["input_mask"], self.pooling, self.normalize)
+
+
+def reference_copy(model):
+    """A copy of `model` (a `BertModel` or task model) on the reference kernels (`keras.ops` op
+    by op): the fast ones are XLA-compiled functions, which LiteRT and ONNX cannot convert."""
+    config = model.get_config()
+    if config.get("kernels") == "reference":
+        return model
+    copy = model.__class__.from_config({**config, "kernels": "reference"})
+    for target, source in zip(copy.weights, model.weights, strict=True):
+        target.assign(source)
+    return copy
+
+
+def convert(module, quantization, calibration_texts=None):
+    """The `.tflite` bytes of `module`'s signatures (a `LiteRT*Export`).
+
+    Args:
+      module: the `tf.Module` whose `signatures()` to convert.
+      quantization: one of QUANTIZATIONS. "float16": weights stored in float16 (computed in
+        float32); "dynamic_int8": weights in int8, activations quantised on the fly per call;
+        "int8": weights and activations in int8, ranges from `calibration_texts`.
+      calibration_texts: list of str (or (text_a, text_b) pairs, for the `pairs` signature),
+        required for "int8".
+    Raises:
+      ValueError: a quantization not in QUANTIZATIONS, int8 without texts, or a graph the
+        converter refuses (its reason, in one line).
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ValueError("--quantization must be one of %s, got %r"
+                         % (", ".join(QUANTIZATIONS), quantization))
+    with tempfile.TemporaryDirectory() as tmp:
+        # Under a root without a `serve` attribute: the converter takes a root's `serve` for
+        # Keras's `model.export` endpoint and then converts serving_default alone.
+        root = tf.Module()
+        root.export = module
+        tf.saved_model.save(root, tmp, signatures=module.signatures())
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp, list(module.signatures()))
+        # tf.text's tokenizer ops are LiteRT custom ops; everything else must be a builtin.
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        converter.allow_custom_ops = True
+        if quantization != "float32":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantization == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        if quantization == "int8":
+            if not calibration_texts:
+                raise ValueError("--quantization=int8 needs calibration texts "
+                                 "(--calibration_file)")
+            converter.representative_dataset = lambda: _calibration(calibration_texts)
+            # The calibrator runs the graph, tokenizer included.
+            converter.target_spec._experimental_custom_op_registerers = list(
+                tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+        try:
+            blob = converter.convert()
+            _check_runs(blob)
+        except Exception as e:  # ConverterError, RuntimeError (the interpreter), ValueError
+            raise ValueError("LiteRT conversion (--quantization=%s) failed: %s"
+                             % (quantization, first_line(e))) from e
+    return blob
+
+
+def _calibration(texts):
+    """The representative dataset: (signature, inputs) per text, a text at a time."""
+    for text in texts:
+        if isinstance(text, str):
+            yield "serving_default", {"text_a": np.array([text.encode("utf-8")])}
+        else:
+            yield "pairs", {"text_a": np.array([text[0].encode("utf-8")]),
+                            "text_b": np.array([text[1].encode("utf-8")])}
+
+
+def first_line(error):
+    """The line of a converter error that says what failed (its "error:" line), else its first."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line]
+    return (errors or lines or [type(error).__name__])[0]
+
+
+def write_litert(module, quantization, export_dir, calibration_texts=None):
+    """Converts `module` and writes `export_dir`/model.tflite and export.json (its metadata, the
+    quantization and the ops to register; `write_export_dir`).
+
+    Returns: the path of the `.tflite` file.
+    """
+    blob = convert(module, quantization, calibration_texts)
+    metadata = {**module.metadata(), "format": "litert/" + module.format,
+                "quantization": quantization,
+                "custom_ops": "tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS"}
+    write_export_dir(export_dir, {MODEL_FILE: blob}, metadata)
+    return os.path.join(export_dir, MODEL_FILE)
+
+
+METADATA_FILE = "export.json"
+
+
+def write_export_dir(export_dir, files, metadata):
+    """Writes `files` ({name: bytes}) and `metadata` (as METADATA_FILE) into the new directory
+    `export_dir`, through a temporary directory beside it renamed at the end: a reader never
+    sees half of it.
+
+    Raises:
+      FileExistsError: `export_dir` exists.
+      ValueError: it cannot be written (nothing is left), naming --export_dir and the reason.
+    """
+    export_dir = os.fspath(export_dir).rstrip("/")
+    if os.path.exists(export_dir):
+        raise FileExistsError("%s already exists: choose a new --export_dir" % export_dir)
+    tmp_dir = "%s.tmp-%s" % (export_dir, uuid.uuid4().hex)
+    try:
+        os.makedirs(tmp_dir)
+        for name, content in {**files, METADATA_FILE: (json.dumps(metadata, indent=2)
+                                                       + "\n").encode("utf-8")}.items():
+            with open(os.path.join(tmp_dir, name), "wb") as f:
+                f.write(content)
+        os.rename(tmp_dir, export_dir)
+    except OSError as e:
+        raise ValueError("Cannot write --export_dir=%s (%s): nothing was exported; choose a "
+                         "writable location" % (export_dir, results.file_error_reason(e))) from e
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    logging.info("Wrote %s to %s", ", ".join(files), export_dir)
+
+
+def interpreter(model_path=None, model_content=None, num_threads=None):
+    """A LiteRT interpreter of a `.tflite` written here, tf.text's ops registered:
+    ai-edge-litert's (requirements-litert.txt), else the one TensorFlow still ships.
+
+    Raises ValueError naming requirements-litert.txt when neither is there."""
+    try:
+        from ai_edge_litert.interpreter import InterpreterWithCustomOps
+    except ImportError:
+        try:
+            from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
+        except ImportError as e:
+            raise ValueError("Running a LiteRT model needs ai-edge-litert: pip install -r %s"
+                             % REQUIREMENTS) from e
+    return InterpreterWithCustomOps(
+        custom_op_registerers=list(tf_text.tflite_registrar.SELECT_TFTEXT_OPS),
+        model_path=model_path, model_content=model_content, num_threads=num_threads)
+
+
+def _check_runs(blob):
+    """Runs every signature of the converted model on one text: an op without a LiteRT kernel
+    (the converter lets unknown ops through as custom ops) fails here, not on the phone."""
+    model = interpreter(model_content=blob)
+    for key, signature in model.get_signature_list().items():
+        model.get_signature_runner(key)(
+            **{name: np.array([b"a b"]) for name in signature["inputs"]})
+
+
+def tokenizer_differences(vocab_file, do_lower_case, texts):
+    """[(text, ours, tf.text's)] of the texts whose word-piece ids differ between the
+    SavedModel's tokenizer (the original's) and the LiteRT one."""
+    ours = FastBertTokenizer(vocab_file, do_lower_case).tokenize_batch(texts)
+    vocab = tokenization.load_vocab(vocab_file)
+    theirs = LiteRTTokenizer(vocab_file, do_lower_case).tokenize(tf.constant(texts)).to_list()
+    return [(text, [vocab[p] for p in a], b) for text, a, b in zip(texts, ours, theirs)
+            if [vocab[p] for p in a] != b]
+
+
+_CONVERTS = "converts a classifier (--task_name) or an embedding model (--pooling)"
+
+
+def load_from_flags(flag_values, files):
+    """The model export_model.py --format=litert or onnx converts: the classifier of
+    --task_name, or with --pooling the encoder (an embedding model).
+
+    Returns: (model, label names (None for regression and embeddings), pooling or None).
+    Raises ValueError (one line, naming the flags) for what these formats do not export.
+    """
+    from bert_tasks.classifier import processors
+
+    fmt = "--format=%s" % flag_values.format
+    if flag_values.mixed_precision:
+        raise ValueError("%s: --mixed_precision is for SavedModels; a LiteRT model is made "
+                         "smaller with --quantization" % fmt)
+    if flag_values.long_documents:
+        raise ValueError("%s %s, not --long_documents (their windows are not in this graph): "
+                         "export a SavedModel" % (fmt, _CONVERTS))
+    if flag_values.pooling:
+        if flag_values.task_name:
+            raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
+        model = export.load_encoder(files.config, flag_values.checkpoint,
+                                    config_file=files.config_file)
+        return model, None, flag_values.pooling
+    if not flag_values.task_name:
+        raise ValueError("%s %s: give one; SQuAD, NER and SWAG models export as SavedModels "
+                         "only" % (fmt, _CONVERTS))
+    if flag_values.task_name.lower() == "multilabel":
+        raise ValueError("%s %s (single-label or regression), not --task_name=multilabel: "
+                         "export a SavedModel" % (fmt, _CONVERTS))
+    processor = processors.get_processor(flag_values.task_name)
+    model = export.load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
+                                   task_name=flag_values.task_name, config_file=files.config_file)
+    return model, processor.get_labels(), None
+
+
+def text_module(model, vocab_file, do_lower_case, max_seq_length, label_names=None,
+                pooling=None, normalize=False):
+    """The LiteRT raw-text module of a `BertClassifier` (label_names) or, with `pooling`, of a
+    `BertModel` (an embedding model), on the reference kernels."""
+    tokenizer = LiteRTTokenizer(vocab_file, do_lower_case)
+    model = reference_copy(model)
+    if pooling:
+        return LiteRTEmbeddingExport(model, tokenizer, max_seq_length, pooling, normalize)
+    return LiteRTClassifierExport(model, tokenizer, max_seq_length, label_names)
+
+
+def read_calibration_file(path):
+    """Calibration texts of a UTF-8 file: one per line, a tab between the texts of a pair;
+    blank lines skipped. Raises ValueError naming --calibration_file for a file without any."""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.OpError as e:
+        raise ValueError("--calibration_file=%s: %s" % (path, results.file_error_reason(e))) from e
+    texts = []
+    for number, line in enumerate(data.splitlines(), 1):
+        try:
+            line = line.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError("--calibration_file=%s line %d is not UTF-8" % (path, number)) from e
+        if line.strip():
+            parts = line.split("\t")
+            texts.append(parts[0] if len(parts) == 1 else tuple(parts[:2]))
+    if not texts:
+        raise ValueError("--calibration_file=%s has no text: give a few hundred of the "
+                         "training texts, one per line" % path)
+    return texts[:CALIBRATION_TEXTS]
+
+
+def export_from_flags(flag_values, files):
+    """export_model.py --format=litert."""
+    if flag_values.quantization == "int8" and not flag_values.calibration_file:
+        raise ValueError("--quantization=int8 needs --calibration_file (training texts, one per "
+                         "line; a tab between the texts of a pair)")
+    calibration = None
+    if flag_values.quantization == "int8":
+        calibration = read_calibration_file(flag_values.calibration_file)
+    model, labels, pooling = load_from_flags(flag_values, files)
+    module = text_module(model, files.vocab_file, flag_values.do_lower_case,
+                         flag_values.max_seq_length, labels, pooling, flag_values.normalize)
+    path = write_litert(module, flag_values.quantization, flag_values.export_dir, calibration)
+    logging.info("LiteRT model (%s): %s, %.1f MB", flag_values.quantization, path,
+                 os.path.getsize(path) / 1e6)

@@ -1,0 +1,182 @@
+"""bert_runner.litert_export (export_model.py --format=litert): the raw-text .tflite of the tiny
+classifier gives the SavedModel's probabilities in float32 and runs quantised; refusals.
+
+The SavedModel's graph (`bert_runner.export.ClassifierExport`) is the reference, run in process.
+Conversions are the cost here (a few seconds each): one per precision, in module fixtures.
+"""
+import json
+import re
+import types
+
+import numpy as np
+import pytest
+
+from modeling_helpers import TINY, tiny_config
+from refusals import message
+
+VOCAB = str(TINY / "vocab.txt")
+MAX_SEQ_LENGTH = 16
+LABELS = ["contradiction", "entailment", "neutral"]
+# Texts the LiteRT tokenizer splits as the original (printable ASCII, accents, CJK, empty; see
+# test_tokenizer_differences for where it does not), more rows than one model call, mixed
+# lengths, and one cut to max_seq_length.
+SINGLES = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", "", "she can swim",
+           "a big red car and a small blue car and a new house on the hill with a green tree",
+           "the moon and the stars", "snow", "I see the city from the hill.", "happy birds sing"]
+PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
+         ("the old dog walked to the river in the rain", "they see a big bird on the hill")]
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    """The tiny encoder with a fixed random 3-label head (large weights: every token counts)."""
+    from modeling import BertClassifier, tf1_checkpoint
+
+    model = BertClassifier(tiny_config(), len(LABELS))
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    rng = np.random.default_rng(7)
+    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
+    model.classifier.output_bias.assign(rng.normal(0.0, 0.1, (3,)).astype(np.float32))
+    return model
+
+
+@pytest.fixture(scope="module")
+def saved_model_outputs(classifier):
+    """The SavedModel graph's outputs on SINGLES and PAIRS."""
+    import tensorflow as tf
+
+    from bert_runner import export
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    module = export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, LABELS)
+    singles = module.serve(tf.constant(SINGLES))
+    pairs = module.serve_pairs(tf.constant([a for a, _ in PAIRS]),
+                               tf.constant([b for _, b in PAIRS]))
+    return {name: {k: v.numpy() for k, v in out.items()}
+            for name, out in (("singles", singles), ("pairs", pairs))}
+
+
+@pytest.fixture(scope="module")
+def module(classifier):
+    from bert_runner import litert_export
+
+    return litert_export.text_module(classifier, VOCAB, True, MAX_SEQ_LENGTH, LABELS)
+
+
+@pytest.fixture(scope="module")
+def float32_export(module, tmp_path_factory):
+    """export_dir written by `write_litert` in float32."""
+    from bert_runner import litert_export
+
+    export_dir = tmp_path_factory.mktemp("litert") / "float32"
+    litert_export.write_litert(module, "float32", export_dir)
+    return export_dir
+
+
+def _run(model, singles=SINGLES, pairs=PAIRS):
+    out = {"singles": model.get_signature_runner("serving_default")(text_a=np.array(singles))}
+    if pairs:
+        out["pairs"] = model.get_signature_runner("pairs")(
+            text_a=np.array([a for a, _ in pairs]), text_b=np.array([b for _, b in pairs]))
+    return out
+
+
+def test_float32_model_gives_the_saved_models_outputs(float32_export, saved_model_outputs):
+    from bert_runner import litert_export
+
+    assert sorted(p.name for p in float32_export.parent.iterdir()) == ["float32"]  # no temporary
+    metadata = json.loads((float32_export / "export.json").read_text())
+    assert metadata["format"] == "litert/classifier" and metadata["quantization"] == "float32"
+    assert metadata["labels"] == LABELS and metadata["max_seq_length"] == MAX_SEQ_LENGTH
+    model = litert_export.interpreter(model_path=str(float32_export / "model.tflite"))
+    got = _run(model)
+    for name in ("singles", "pairs"):
+        expected = saved_model_outputs[name]
+        np.testing.assert_allclose(got[name]["probabilities"], expected["probabilities"],
+                                   atol=1e-5, rtol=0)
+        assert got[name]["label"].tolist() == expected["label"].tolist()
+        assert got[name]["label_names"].tolist() == expected["label_names"].tolist()
+    # The inputs do give different outputs, so equality above means something.
+    assert np.ptp(saved_model_outputs["singles"]["probabilities"], axis=0).max() > 0.05
+    empty = model.get_signature_runner("serving_default")(text_a=np.array([], dtype=object))
+    assert empty["probabilities"].shape == (0, 3) and empty["label"].shape == (0,)
+
+
+@pytest.mark.parametrize("quantization, tolerance", [("float16", 0.01), ("int8", 0.5)])
+def test_quantized_models_convert_and_run(module, float32_export, saved_model_outputs,
+                                          quantization, tolerance):
+    """Smaller than float32, and near it (full int8 of a random head on 13 calibration texts
+    is only a smoke test: docs/export.md has the accuracy of real models)."""
+    from bert_runner import litert_export
+
+    blob = litert_export.convert(module, quantization,
+                                 calibration_texts=SINGLES + PAIRS)
+    assert len(blob) < (float32_export / "model.tflite").stat().st_size
+    got = _run(litert_export.interpreter(model_content=blob))
+    for name in ("singles", "pairs"):
+        probabilities = got[name]["probabilities"]
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=0.01)  # int8 steps: 1/256
+        np.testing.assert_allclose(probabilities, saved_model_outputs[name]["probabilities"],
+                                   atol=tolerance, rtol=0)
+
+
+def test_tokenizer_differences_are_named():
+    """tf.text's normaliser drops no control characters and folds full-width forms: the
+    LiteRT tokenizer differs from the original there, and `tokenizer_differences` says so."""
+    from bert_runner import litert_export
+
+    same = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", ""]
+    differ = ["dog\x00cat", "a ｂｉｇ dog"]  # NUL; full-width letters
+    found = litert_export.tokenizer_differences(VOCAB, True, same + differ)
+    assert [text for text, _, _ in found] == differ
+
+
+def test_a_graph_with_ops_litert_lacks_is_refused():
+    """The converter passes unknown ops through as custom ops; the model is run once before it
+    is written, so such a graph is refused at export."""
+    import tensorflow as tf
+
+    from bert_runner import litert_export
+
+    class Regex(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, text_a):
+            return {"out": tf.strings.regex_replace(text_a, "a", "b")}
+
+        def signatures(self):
+            return {"serving_default": self.serve}
+
+    with pytest.raises(ValueError, match=re.escape(message("litert-conversion-failed"))):
+        litert_export.convert(Regex(), "float32")
+
+
+def _flags(**values):
+    defaults = dict(format="litert", mixed_precision=None, long_documents=False, pooling=None,
+                    task_name="MNLI", quantization="float32", calibration_file=None,
+                    checkpoint=str(TINY / "bert_model.ckpt"))
+    return types.SimpleNamespace(**{**defaults, **values})
+
+
+@pytest.mark.parametrize("values", [
+    dict(task_name=None), dict(pooling="mean"), dict(task_name="multilabel"),
+    dict(long_documents=True)])
+def test_what_does_not_convert_is_refused_in_one_line(values):
+    from bert_runner import litert_export
+
+    with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))):
+        litert_export.load_from_flags(_flags(**values), files=None)
+
+
+def test_mixed_precision_and_int8_without_texts_are_refused(tmp_path):
+    from bert_runner import litert_export
+
+    with pytest.raises(ValueError, match=re.escape(message("litert-mixed-precision"))):
+        litert_export.load_from_flags(_flags(mixed_precision="bf16"), files=None)
+    with pytest.raises(ValueError, match=re.escape(message("litert-int8-calibration"))):
+        litert_export.export_from_flags(_flags(quantization="int8"), files=None)
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    with pytest.raises(ValueError, match=re.escape(message("litert-calibration-empty"))):
+        litert_export.read_calibration_file(str(tmp_path / "blank.txt"))
+    (tmp_path / "texts.txt").write_text("\ufeffa dog\n\nthe cat\ta bird\n")
+    assert litert_export.read_calibration_file(str(tmp_path / "texts.txt")) == [
+        "a dog", ("the cat", "a bird")]
