@@ -1,15 +1,20 @@
-"""Export a trained model: a SavedModel that takes raw text and returns a fine-tuned classifier's
-probabilities or a sentence vector, or the encoder in Hugging Face's layout.
+"""Export a trained model: a SavedModel that takes raw text and returns what the model's script
+predicts (a classifier's probabilities, a SQuAD answer's logits, NER entities, SWAG endings'
+probabilities) or a sentence vector; or the encoder in Hugging Face's layout.
 
     python export_model.py --task_name=MRPC --bert_config_file=$BERT_BASE_DIR/bert_config.json \
       --vocab_file=$BERT_BASE_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 \
       --checkpoint=/tmp/mrpc_output/ --export_dir=/tmp/mrpc_serving/1
 
+    python export_model.py --format=squad --max_seq_length=384 --checkpoint=/tmp/squad_base/ ...
+    python export_model.py --format=ner --checkpoint=/tmp/ner_output/ ...
+    python export_model.py --format=swag --checkpoint=/tmp/swag_output/ ...
     python export_model.py --format=embedding --pooling=mean --normalize ...
     python export_model.py --format=huggingface ... --export_dir=/tmp/my_bert_hf
 
-Signatures and outputs: see `bert_runner/export.py` (`serving_default(text_a)`, `pairs(text_a, text_b)`);
-the Hugging Face layout: `modeling.hf_checkpoint.save_hf_model`.
+Signatures and outputs: `bert_runner/export.py` (classifier, embedding) and
+`bert_runner/exports/` (squad, ner, swag); docs/export.md. `predict.py --model=EXPORT_DIR` answers
+from any of them. The Hugging Face layout: `modeling.hf_checkpoint.save_hf_model`.
 """
 from absl import flags, logging
 
@@ -21,24 +26,77 @@ run_flags.define_bert_flags("bert_config_file", "vocab_file", "do_lower_case")
 run_flags.define_embedding_flags()
 
 flags.DEFINE_enum(
-    "format", "classifier", ["classifier", "embedding", "huggingface"],
-    "classifier: raw text -> a fine-tuned classifier's probabilities (SavedModel). embedding: raw "
-    "text -> one vector per text, by --pooling and --normalize (SavedModel). huggingface: the "
-    "encoder as config.json, model.safetensors and vocab.txt, for transformers' "
-    "BertModel.from_pretrained.")
+    "format", "classifier",
+    ["classifier", "squad", "ner", "swag", "embedding", "huggingface", "litert", "onnx"],
+    "classifier: raw text -> a run_classifier model's probabilities (SavedModel). squad: question "
+    "and context -> run_squad's windows' logits, answered by predict.py. ner: text -> a run_ner "
+    "model's entities with character offsets. swag: context and endings -> a run_swag model's "
+    "probabilities. embedding: raw text -> one vector per text, by --pooling and --normalize "
+    "(SavedModel). huggingface: the encoder as config.json, model.safetensors and vocab.txt, for "
+    "transformers' BertModel.from_pretrained. litert: raw text -> a classifier's probabilities "
+    "(--task_name) or a vector (--pooling) in one .tflite, tokenizer inside (--quantization). "
+    "onnx: token ids -> the same, as model.onnx beside vocab.txt (requirements-onnx.txt).")
+flags.DEFINE_enum(
+    "quantization", "float32", ["float32", "float16", "dynamic_int8", "int8"],
+    "--format=litert: float32, float16 (weights), dynamic_int8 (weights in int8, activations "
+    "quantised per call) or int8 (weights and activations, calibrated on --calibration_file).")
+flags.DEFINE_string(
+    "calibration_file", None,
+    "--format=litert --quantization=int8: training texts, one per line (a tab between the texts "
+    "of a pair); the first 200 calibrate the activation ranges.")
 flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
     "this will be truncated. Use the value the model was fine-tuned with.")
 flags.DEFINE_string("task_name", None, "The name of the task the model was fine-tuned on "
                     "(gives the label names and their number); --format=classifier only.")
+# run_classifier's, for its models.
+flags.DEFINE_list(
+    "labels", None,
+    "--task_name=multilabel: the label set in the model's order. Default: the label_list.txt "
+    "run_classifier wrote beside the checkpoint.")
+flags.DEFINE_float(
+    "multi_label_threshold", 0.5,
+    "--task_name=multilabel: a label is predicted where its sigmoid probability is at least this.")
+flags.DEFINE_bool(
+    "long_documents", False,
+    "--format=classifier: a text longer than max_seq_length is cut into run_classifier's windows "
+    "(--doc_stride) and their logits aggregated (--window_aggregation), as run_classifier "
+    "--long_documents predicts. Default: truncation.")
+flags.DEFINE_enum(
+    "window_aggregation", "mean", ["mean", "max", "first"],
+    "With --long_documents: how the windows' logits make a text's (run_classifier's flag).")
+# run_squad's, for its models (--doc_stride also for --long_documents).
+flags.DEFINE_integer(
+    "doc_stride", None,
+    "Word-pieces between the starts of consecutive windows: --format=squad (default 128, "
+    "run_squad's) and --long_documents (default 64, run_classifier's).")
+flags.DEFINE_integer(
+    "max_query_length", 64,
+    "--format=squad: questions are cut to this many word-pieces (run_squad's flag).")
+flags.DEFINE_integer(
+    "n_best_size", 20, "--format=squad: the n-best size of the answers' post-processing.")
+flags.DEFINE_integer(
+    "max_answer_length", 30, "--format=squad: the longest answer, in word-pieces.")
+flags.DEFINE_bool(
+    "version_2_with_negative", False,
+    "--format=squad: the model was trained on SQuAD 2.0 (an answer may be no answer).")
+flags.DEFINE_float(
+    "null_score_diff_threshold", 0.0,
+    "--format=squad with --version_2_with_negative: no answer where null_score - best_non_null "
+    "is greater than this.")
+# run_ner's.
+flags.DEFINE_list(
+    "entity_types", None,
+    "--format=ner: the entity types in label order (run_ner's flag). Default: the label_list.txt "
+    "run_ner wrote beside the checkpoint.")
 flags.DEFINE_string(
     "checkpoint", None,
-    "The model: a run_classifier output_dir (its latest ckpt-N), a ckpt-N prefix, or an "
-    "original-layout TF1 checkpoint (a classifier's, with output_weights/output_bias, for "
-    "--format=classifier); for --format=embedding and huggingface any checkpoint holding the "
-    "encoder, or a Hugging Face model directory (then --bert_config_file and --vocab_file are "
-    "optional).")
+    "The model: the output_dir of the --format's script (run_classifier, run_squad, run_ner, "
+    "run_swag: its latest ckpt-N; its run.json must name that script), a ckpt-N prefix, or an "
+    "original-layout TF1 checkpoint holding that script's head; for --format=embedding and "
+    "huggingface any checkpoint holding the encoder, or a Hugging Face model directory (then "
+    "--bert_config_file and --vocab_file are optional).")
 flags.DEFINE_enum(
     "mixed_precision", None, ["bf16"],
     "bf16: serve in bfloat16 with the weights stored in bfloat16 (half the size; LayerNorm and "
@@ -56,41 +114,24 @@ def main(_):
     max_seq_length = None if FLAGS.format == "huggingface" else FLAGS.max_seq_length
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                 max_seq_length, flag="--checkpoint")
-    config = files.config
-    startup.load_tokenizer(files.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, config,
+    startup.load_tokenizer(files.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, files.config,
                            files.config_file)
-    if FLAGS.format == "classifier":
-        from bert_tasks.classifier import processors
-
-        if not FLAGS.task_name:
-            raise ValueError("--task_name is required with --format=classifier")
-        if FLAGS.task_name.lower() == "multilabel":
-            raise ValueError("--task_name=multilabel: this version exports single-label "
-                             "classifiers (softmax over the labels) only, not a multi-label "
-                             "model's sigmoid outputs")
-        processor = processors.get_processor(FLAGS.task_name)
-        model = export.load_classifier(config, processor.num_labels, FLAGS.checkpoint,
-                                       task_name=FLAGS.task_name, config_file=files.config_file)
-    else:
-        if FLAGS.format == "embedding" and not FLAGS.pooling:
-            raise ValueError("--format=embedding needs --pooling=cls, mean or max")
-        model = export.load_encoder(config, FLAGS.checkpoint, config_file=files.config_file)
     if FLAGS.format == "huggingface":
         from modeling.hf_checkpoint import save_hf_model
 
+        model = export.load_encoder(files.config, FLAGS.checkpoint, config_file=files.config_file)
         save_hf_model(model, FLAGS.export_dir, files.vocab_file, FLAGS.do_lower_case)
         logging.info("Wrote the encoder in Hugging Face's layout to %s", FLAGS.export_dir)
         return
-    if FLAGS.mixed_precision == "bf16":
-        from modeling.inference import with_bfloat16_weights
+    if FLAGS.format in ("litert", "onnx"):
+        import importlib
 
-        model = with_bfloat16_weights(model)
-    if FLAGS.format == "classifier":
-        export.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
-                                 FLAGS.max_seq_length, processor.get_labels(), FLAGS.export_dir)
-    else:
-        export.export_embedding(model, files.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                                FLAGS.pooling, FLAGS.normalize, FLAGS.export_dir)
+        importlib.import_module("bert_runner.%s_export" % FLAGS.format).export_from_flags(
+            FLAGS, files)
+        return
+    from bert_runner.exports.from_flags import EXPORTS
+
+    EXPORTS[FLAGS.format](FLAGS, files)
 
 
 if __name__ == "__main__":

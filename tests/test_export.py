@@ -286,3 +286,303 @@ def test_regression_signature_returns_scores():
     assert list(got) == ["predictions"]
     expected = _python_logits(model, [], PAIRS, None)[:, 0]
     np.testing.assert_allclose(got["predictions"].numpy(), expected, atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------- every task's raw-text export
+
+def _fixture_texts(*categories, per_category=2):
+    """Texts of tests/fixtures/tokenization, the first few of each category."""
+    from conftest import FIXTURES
+
+    chosen = {}
+    path = FIXTURES / "tokenization" / "tokenization_cases.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        if case["category"] in categories and len(chosen.get(case["category"], [])) < per_category:
+            chosen.setdefault(case["category"], []).append(case["text"])
+    return [text for category in categories for text in chosen[category]]
+
+
+def _tiny(model_class, *args, head=None, seed=11):
+    """`model_class(tiny_config(), *args)` with the fixture encoder and a large random head (so
+    that every input token moves the outputs)."""
+    from modeling import tf1_checkpoint
+
+    model = model_class(tiny_config(), *args)
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    rng = np.random.default_rng(seed)
+    for _, variable in model.tf1_head_variables():
+        variable.assign(rng.normal(0.0, 1.0, variable.shape).astype(np.float32))
+    return model
+
+
+def _saved(module, directory):
+    """`module` written by write_saved_model and loaded back, with its export.json."""
+    import tensorflow as tf
+
+    from bert_runner import export
+
+    export.write_saved_model(module, directory, "test model")
+    metadata = json.loads((directory / export.METADATA_FILE).read_text())
+    return tf.saved_model.load(str(directory)), metadata
+
+
+SQUAD = dict(max_seq_length=40, doc_stride=12, max_query_length=10)
+
+
+@pytest.fixture(scope="module")
+def squad_export(tmp_path_factory):
+    from bert_runner.exports.squad import SquadExport
+    from bert_tasks.squad.task import PostprocessOptions
+    from modeling import BertSpanLabeler
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    model = _tiny(BertSpanLabeler)
+    module = SquadExport(model, FastBertTokenizer(VOCAB, True), **SQUAD,
+                         options=PostprocessOptions(n_best_size=5, max_answer_length=6))
+    loaded, metadata = _saved(module, tmp_path_factory.mktemp("squad") / "1")
+    return model, loaded, metadata
+
+
+def _squad_cases():
+    """(questions, contexts): the SQuAD fixture's paragraphs (several windows each) and fixture
+    texts with accents, CJK, control characters and SQuAD's own whitespace (U+202F, newlines)."""
+    from conftest import FIXTURES
+
+    data = json.loads((FIXTURES / "squad" / "squad_v1.1_tiny.json").read_text())
+    paragraphs = [p for article in data["data"] for p in article["paragraphs"]]
+    questions = [p["qas"][0]["question"] for p in paragraphs]
+    contexts = [p["context"] for p in paragraphs]
+    others = _fixture_texts("accents", "cjk", "control", "whitespace", "hyphens", "mixed_case")
+    questions += ["Who is Smith's dog?", "what"]
+    contexts += [" ".join(others), "Steve\u202fSmith's  dog,\n(1895-1943), ran."]
+    return questions, contexts
+
+
+def _run_squad_predictions(model, questions, contexts, version_2):
+    """run_squad's path: FullTokenizer features, the model on them, `compute_predictions`."""
+    from bert_tasks.squad import examples as sq_examples, features as sq_features, postprocess
+    from vocab import tokenization
+
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    examples = [sq_examples.SquadExample(str(i), q, sq_examples.split_context(c)[0])
+                for i, (q, c) in enumerate(zip(questions, contexts))]
+    windows = list(sq_features.iter_windows(examples, tokenizer, SQUAD["max_seq_length"],
+                                            SQUAD["doc_stride"], SQUAD["max_query_length"], False))
+    features = [f for w in windows for f in sq_features.window_features(
+        w, examples[w.example_index], tokenizer, SQUAD["max_seq_length"], False)]
+    batch = {name: np.array([getattr(f, name) for f in features], np.int32)
+             for name in ("input_ids", "input_mask", "segment_ids")}
+    logits = model(batch, training=False)
+    results = [postprocess.RawResult(f.unique_id, logits["start_logits"][i].numpy(),
+                                     logits["end_logits"][i].numpy())
+               for i, f in enumerate(features)]
+    return windows, postprocess.compute_predictions(examples, windows, results, 5, 6, True,
+                                                    version_2)
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_squad_export_answers_as_run_squad(squad_export, version_2):
+    """The SavedModel's tokenization is FullTokenizer's, and its answers (text, n-best) are
+    run_squad's predictions for the same model and input; the offsets point at the answer."""
+    import tensorflow as tf
+
+    from bert_runner.exports import squad
+    from bert_tasks.squad import examples as sq_examples
+
+    model, loaded, metadata = squad_export
+    questions, contexts = _squad_cases()
+    out = {k: v.numpy() for k, v in loaded.signatures["serving_default"](
+        question=tf.constant(questions), context=tf.constant(contexts)).items()}
+    windows, expected = _run_squad_predictions(model, questions, contexts, version_2)
+    for i, w in enumerate(windows):
+        assert [p.decode() for p in out["context_pieces"][i][:len(w.doc_pieces)]] == w.doc_pieces
+        assert [p.decode() for p in out["question_pieces"][i] if p] == w.query_tokens
+    assert max(out["window_count"]) > 3
+
+    got = squad.answers(questions, contexts, out, {**metadata,
+                                                   "version_2_with_negative": version_2})
+    assert [a.text for a in got] == [expected.predictions[str(i)] for i in range(len(got))]
+    for i, answer in enumerate(got):
+        nbest = expected.nbest[str(i)]
+        assert [e["text"] for e in answer.nbest] == [e["text"] for e in nbest]
+        np.testing.assert_allclose([e["probability"] for e in answer.nbest],
+                                   [e["probability"] for e in nbest], atol=1e-5)
+        if answer.text:
+            words = sq_examples.split_context(contexts[i][answer.start:answer.end])[0]
+            assert " ".join(words) == answer.text, (answer, contexts[i])
+    assert len({a.text for a in got}) > 2  # the inputs do give different answers
+
+
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+NER_SEQ = 10  # long texts take several windows, with context on both sides
+
+
+@pytest.fixture(scope="module")
+def ner_export(tmp_path_factory):
+    from bert_runner.exports.ner import NerExport
+    from modeling import BertTokenClassifier
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    model = _tiny(BertTokenClassifier, len(NER_LABELS))
+    module = NerExport(model, FastBertTokenizer(VOCAB, True), NER_SEQ, NER_LABELS)
+    loaded, _ = _saved(module, tmp_path_factory.mktemp("ner") / "1")
+    return model, loaded
+
+
+def _run_ner_tags(model, word_lists):
+    """run_ner's path: each text one sentence of its own document, FullTokenizer windows, the
+    model, the argmax at each word's first piece."""
+    from bert_tasks.ner import conll, features as ner_features, predictions
+    from vocab import tokenization
+
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    sentences = [conll.Sentence(words, ["O"] * len(words), [[w] for w in words], 1)
+                 for words in word_lists]
+    documents = [conll.Document([sentence]) for sentence in sentences]
+    windows = list(ner_features.make_windows(documents, tokenizer, NER_SEQ))
+    label_map = {label: i for i, label in enumerate(NER_LABELS)}
+    features = [ner_features.window_features(w, sentences[w.sentence_index], label_map, tokenizer,
+                                             NER_SEQ) for w in windows]
+    batch = {name: np.array([getattr(f, name) for f in features], np.int32)
+             for name in ("input_ids", "input_mask", "segment_ids")}
+    ids = np.argmax(model(batch, training=False)["logits"].numpy(), axis=-1)
+    return predictions.sentence_tags(windows, ids, sentences, NER_LABELS)
+
+
+def _chunks(tags):
+    """conlleval's chunks of IOB2 tags: [(type, first word, last word)]."""
+    chunks = []
+    previous = ""
+    for i, tag in enumerate(tags):
+        prefix, _, kind = tag.partition("-")
+        if prefix == "B" or (prefix == "I" and kind != previous):
+            chunks.append([kind, i, i])
+        elif prefix == "I":
+            chunks[-1][2] = i
+        previous = kind
+    return [tuple(chunk) for chunk in chunks]
+
+
+def test_ner_export_tags_as_run_ner(ner_export):
+    """Words are BasicTokenizer's (cased) split with their character offsets, the tags run_ner's
+    for the same model, the entities their chunks."""
+    import tensorflow as tf
+
+    from vocab import tokenization
+
+    model, loaded = ner_export
+    texts = (_fixture_texts("english", "accents", "cjk", "control", "other_scripts", "symbols")
+             + ["", "Steve Smith's dog ran to New York, and " * 3])
+    out = {k: v.numpy() for k, v in loaded.signatures["serving_default"](
+        text=tf.constant(texts)).items()}
+    basic = tokenization.BasicTokenizer(do_lower_case=False)
+    word_lists, all_tags = [], []
+    for i, text in enumerate(texts):
+        count = int(np.sum(out["word_start"][i] >= 0))
+        words = [w.decode() for w in out["words"][i][:count]]
+        starts, ends = out["word_start"][i][:count], out["word_end"][i][:count]
+        assert [text[s:e] for s, e in zip(starts, ends)] == words
+        assert [p for w in words for p in basic.tokenize(w)] == basic.tokenize(text), text
+        word_lists.append(basic.tokenize(text))
+        all_tags.append([t.decode() for t in out["word_tags"][i][:count]])
+    expected = iter(_run_ner_tags(model, [words for words in word_lists if words]))
+    assert all_tags == [next(expected) if words else [] for words in word_lists]
+    assert len({tag for tags in all_tags for tag in tags}) > 2
+
+    for i, (text, tags) in enumerate(zip(texts, all_tags)):
+        expected = [(kind, int(out["word_start"][i][first]), int(out["word_end"][i][last]))
+                    for kind, first, last in _chunks(tags)]
+        count = out["entity_count"][i]
+        got = [(out["entity_label"][i][k].decode(), out["entity_start"][i][k],
+                out["entity_end"][i][k]) for k in range(count)]
+        assert got == expected
+        assert [t.decode() for t in out["entity_text"][i][:count]] == [
+            text[s:e] for _, s, e in expected]
+
+
+def test_swag_export_scores_as_run_swag():
+    """context + endings -> the probabilities of run_swag's features through the model."""
+    import tensorflow as tf
+
+    from bert_runner.exports.swag import SwagExport
+    from bert_tasks.swag import examples as swag_examples, features as swag_features
+    from modeling import BertMultipleChoice
+    from vocab import tokenization
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    model = _tiny(BertMultipleChoice)
+    contexts = ["The dog runs fast.", "Thé BIG cät SINGS?"]
+    endings = [["to the river", "the cat sleeps", "", "a big red car and a small blue car and a "
+                "new house on the hill"], ["she can swim", "we eat", "snow", "猫 and a dog"]]
+    module = SwagExport(model, FastBertTokenizer(VOCAB, True), MAX_SEQ_LENGTH)
+    got = module.serve_swag(tf.constant(contexts), tf.constant(endings))
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    features = [swag_features.convert_example(
+        i, swag_examples.SwagExample("t-%d" % i, c, "", tuple(e), None, 1), MAX_SEQ_LENGTH,
+        tokenizer) for i, (c, e) in enumerate(zip(contexts, endings))]
+    batch = {name: np.array([getattr(f, name) for f in features], np.int32)
+             for name in ("input_ids", "input_mask", "segment_ids")}
+    expected = tf.nn.softmax(model(batch, training=False)["logits"]).numpy()
+    np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=1e-5)
+    assert list(got["choice"].numpy()) == list(np.argmax(expected, axis=1))
+    assert np.ptp(expected) > 0.05
+
+
+def test_multi_label_long_document_export_as_run_classifier():
+    """--task_name=multilabel with --long_documents: run_classifier's windows, their logits
+    aggregated per text, a sigmoid per label and the threshold."""
+    import tensorflow as tf
+
+    from bert_runner import export
+    from bert_tasks.classifier import features, windows
+    from modeling import BertMultiLabelClassifier
+    from vocab import tokenization
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    model = _tiny(BertMultiLabelClassifier, 3)
+    names = ["austen", "bronte", "dickens"]
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    for how in ("mean", "max"):
+        module = export.ClassifierExport(model, FastBertTokenizer(VOCAB, True), MAX_SEQ_LENGTH,
+                                         names, multi_label_threshold=0.5, doc_stride=5,
+                                         window_aggregation=how)
+        for singles, pairs in ((SINGLES, []), ([], PAIRS)):
+            examples = [features.InputExample("t-%d" % i, a, b, label="x")
+                        for i, (a, b) in enumerate([(s, None) for s in singles] + pairs)]
+            rows = [features.convert_example_windows(i, e, ["x"], MAX_SEQ_LENGTH, tokenizer, 5)
+                    for i, e in enumerate(examples)]
+            batch = {name: np.array([getattr(f, name) for row in rows for f in row], np.int32)
+                     for name in ("input_ids", "input_mask", "segment_ids")}
+            logits = windows.aggregate(model(batch, training=False)["logits"].numpy(),
+                                       [len(row) for row in rows], how)
+            expected = 1.0 / (1.0 + np.exp(-logits))
+            if singles:
+                got = module.serve(tf.constant(singles))
+            else:
+                got = module.serve_pairs(tf.constant([a for a, _ in pairs]),
+                                         tf.constant([b for _, b in pairs]))
+            np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=1e-5)
+            assert (got["predicted"].numpy() == (expected >= 0.5)).all()
+            assert [x.decode() for x in got["labels"].numpy()] == [
+                ",".join(n for n, p in zip(names, row) if p >= 0.5) for row in expected]
+        assert max(len(row) for row in rows) > 1  # long texts did take several windows
+
+
+def test_a_checkpoint_of_another_script_is_refused(tmp_path):
+    """An NER output_dir exported as SQuAD (its run.json tells), a classifier's TF1 checkpoint as
+    SWAG (no head): one line naming the checkpoint and the --format to use."""
+    from bert_runner import export
+    from modeling import BertMultipleChoice, BertSpanLabeler, BertTokenClassifier, tf1_checkpoint
+
+    run = tmp_path / "ner_output"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"task": "ner"}))
+    prefix = tf1_checkpoint.save_tf1_checkpoint(_tiny(BertTokenClassifier, 5),
+                                                run / "model.ckpt-1")
+    with pytest.raises(ValueError, match=re.escape(message("export-other-format"))) as error:
+        export.load_fine_tuned(BertSpanLabeler(tiny_config()), prefix, "squad")
+    assert str(error.value).endswith("not by run_squad.py: export it with --format=ner")
+    (run / "run.json").unlink()
+    with pytest.raises(ValueError, match=re.escape(message("export-no-head"))):
+        export.load_fine_tuned(BertMultipleChoice(tiny_config()), prefix, "swag")

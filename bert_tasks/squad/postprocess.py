@@ -38,7 +38,11 @@ difference (v2.0 only, otherwise empty). All dicts are in example order."""
 
 _PrelimPrediction = collections.namedtuple(
     "PrelimPrediction", ["span_index", "start_index", "end_index", "start_logit", "end_logit"])
-_NbestPrediction = collections.namedtuple("NbestPrediction", ["text", "start_logit", "end_logit"])
+# span: (first word, last word, start, end) of a non-null text: the text is
+# " ".join(doc_tokens[first:last + 1])[start:end] (what raw-text serving reports as offsets).
+_NbestPrediction = collections.namedtuple("NbestPrediction",
+                                          ["text", "start_logit", "end_logit", "span"],
+                                          defaults=[None])
 
 # The original's initial `score_null` ("large and positive").
 _NO_NULL_SCORE = 1000000
@@ -87,12 +91,19 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     (pred_text not found in the basic-tokenized orig_text, or the tokenizer changed the number of
     non-space characters) the whole `orig_text` is returned.
     """
+    start, end = final_text_span(pred_text, orig_text, do_lower_case, verbose_logging)
+    return orig_text[start:end]
+
+
+def final_text_span(pred_text, orig_text, do_lower_case, verbose_logging=False):
+    """(start, end): `get_final_text` is `orig_text[start:end]`."""
+    whole = 0, len(orig_text)
     tok_text = " ".join(BasicTokenizer(do_lower_case=do_lower_case).tokenize(orig_text))
     start_position = tok_text.find(pred_text)  # The first occurrence, as the original.
     if start_position == -1:
         if verbose_logging:
             logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
-        return orig_text
+        return whole
     end_position = start_position + len(pred_text) - 1
 
     orig_ns_text, orig_ns_to_s_map = _strip_spaces(orig_text)
@@ -101,7 +112,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
         if verbose_logging:
             logging.info("Length not equal after stripping spaces: '%s' vs '%s'",
                          orig_ns_text, tok_ns_text)
-        return orig_text
+        return whole
 
     tok_s_to_ns_map = {s: ns for ns, s in tok_ns_to_s_map.items()}
     orig_start_position = orig_ns_to_s_map.get(tok_s_to_ns_map.get(start_position))
@@ -110,8 +121,8 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
         if verbose_logging:
             logging.info("Couldn't map %s position",
                          "start" if orig_start_position is None else "end")
-        return orig_text
-    return orig_text[orig_start_position:orig_end_position + 1]
+        return whole
+    return orig_start_position, orig_end_position + 1
 
 
 def _prelim_predictions(windows, span_index, start_logits, end_logits, n_best_size,
@@ -138,7 +149,8 @@ def _prelim_predictions(windows, span_index, start_logits, end_logits, n_best_si
 
 
 def _span_text(example, windows, pred, do_lower_case, verbose_logging):
-    """The answer text of a non-null prelim prediction, in the original's words."""
+    """(text, span) of a non-null prelim prediction: the answer in the original's words, and
+    where it lies in them (see `_NbestPrediction`)."""
     piece_start = windows.piece_index(pred.span_index, pred.start_index)
     piece_end = windows.piece_index(pred.span_index, pred.end_index)
     tok_text = " ".join(windows.doc_pieces[piece_start:piece_end + 1])
@@ -148,7 +160,8 @@ def _span_text(example, windows, pred, do_lower_case, verbose_logging):
     orig_start = windows.piece_to_word[piece_start]
     orig_end = windows.piece_to_word[piece_end]
     orig_text = " ".join(example.doc_tokens[orig_start:orig_end + 1])
-    return get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+    start, end = final_text_span(tok_text, orig_text, do_lower_case, verbose_logging)
+    return orig_text[start:end], (orig_start, orig_end, start, end)
 
 
 def _predict_example(example, windows, result_by_id, n_best_size, max_answer_length,
@@ -184,14 +197,15 @@ def _predict_example(example, windows, result_by_id, n_best_size, max_answer_len
     for pred in prelim:
         if len(nbest) >= n_best_size:
             break
+        span = None
         if pred.start_index > 0:
-            text = _span_text(example, windows, pred, do_lower_case, verbose_logging)
+            text, span = _span_text(example, windows, pred, do_lower_case, verbose_logging)
             if text in seen:
                 continue
         else:
             text = ""
         seen.add(text)
-        nbest.append(_NbestPrediction(text, pred.start_logit, pred.end_logit))
+        nbest.append(_NbestPrediction(text, pred.start_logit, pred.end_logit, span))
     # v2: the null answer is always offered, even as entry n_best_size + 1.
     if version_2_with_negative and "" not in seen:
         nbest.append(_NbestPrediction("", null_start_logit, null_end_logit))
@@ -202,7 +216,7 @@ def _predict_example(example, windows, result_by_id, n_best_size, max_answer_len
 
 def compute_predictions(examples, windows, results, n_best_size, max_answer_length,
                         do_lower_case, version_2_with_negative=False,
-                        null_score_diff_threshold=0.0, verbose_logging=False):
+                        null_score_diff_threshold=0.0, verbose_logging=False, spans=None):
     """Computes the original's predictions, n-best lists and null odds.
 
     Args:
@@ -215,6 +229,9 @@ def compute_predictions(examples, windows, results, n_best_size, max_answer_leng
       null_score_diff_threshold: float; v2.0 predicts "" if the null score minus the best
         non-null score exceeds it.
       verbose_logging: bool; log why `get_final_text` fell back to the whole words.
+      spans: None, or a dict that receives qas_id -> where the prediction lies in the example's
+        words, (first word, last word, start, end) with the prediction
+        `" ".join(doc_tokens[first:last + 1])[start:end]`, or None for "" and "empty".
     Returns:
       Predictions.
     """
@@ -232,16 +249,22 @@ def compute_predictions(examples, windows, results, n_best_size, max_answer_leng
              "end_logit": entry.end_logit} for entry, prob in zip(nbest, probs)]
         if not version_2_with_negative:
             predictions[example.qas_id] = nbest[0].text
+            if spans is not None:
+                spans[example.qas_id] = nbest[0].span
             continue
         best_non_null = next((entry for entry in nbest if entry.text), None)
         if best_non_null is None:  # The original crashes here; see the module docstring.
             null_odds[example.qas_id] = score_null - 0.0 - 0.0
             predictions[example.qas_id] = ""
+            if spans is not None:
+                spans[example.qas_id] = None
             continue
         score_diff = score_null - best_non_null.start_logit - best_non_null.end_logit
         null_odds[example.qas_id] = score_diff
-        predictions[example.qas_id] = (
-            "" if score_diff > null_score_diff_threshold else best_non_null.text)
+        is_null = score_diff > null_score_diff_threshold
+        predictions[example.qas_id] = "" if is_null else best_non_null.text
+        if spans is not None:
+            spans[example.qas_id] = None if is_null else best_non_null.span
     return Predictions(predictions, nbest_json, null_odds)
 
 

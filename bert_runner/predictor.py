@@ -1,0 +1,251 @@
+"""predict.py's logic: load an export_model.py SavedModel once, answer raw-text inputs.
+
+    predictor = Predictor("/tmp/mrpc_serving/1")            # any --format's SavedModel
+    results = predictor.predict(["He said so.\tSo he said."])  # list of dicts, one per input
+    print(predictor.describe(results[0]))                   # one readable line
+
+What the export is comes from its `assets.extra/export.json` (`bert_runner.export.METADATA_FILE`);
+an older classifier or embedding export without one is recognised by its signatures' outputs.
+Inputs are text lines; fields within a line are separated by tabs:
+
+  classifier  text, or text_a<TAB>text_b (the `pairs` signature)
+  embedding   text
+  squad       question<TAB>context
+  ner         text
+  swag        context<TAB>ending<TAB>ending...
+"""
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 (registers the tokenizer ops the SavedModels use)
+from absl import logging
+
+from bert_runner.export import METADATA_FILE
+
+# Input fields of each format: (the fewest, the most) tab-separated fields per line, their names.
+_FIELDS = {
+    "classifier": (1, 2, "text or text_a<TAB>text_b"),
+    "embedding": (1, 1, "text"),
+    "squad": (2, 2, "question<TAB>context"),
+    "ner": (1, 1, "text"),
+    "swag": (2, None, "context<TAB>ending<TAB>ending..."),
+}
+
+
+@dataclasses.dataclass
+class Input:
+    """One input line: `text` (str) and where it came from, e.g. "line 3 of stdin"."""
+    text: str
+    source: str
+
+
+def read_inputs(texts=(), input_file=None, stdin=None):
+    """The inputs of predict.py: the command line's texts, else `input_file`'s lines (`-` or
+    None with `stdin`: standard input's). Each line's trailing newline is dropped; blank lines
+    are skipped.
+
+    Raises:
+      ValueError naming the argument or line that is not UTF-8, or when there is no input.
+    """
+    if texts:
+        inputs = []
+        for i, text in enumerate(texts, 1):
+            source = "argument %d" % i
+            try:
+                text.encode("utf-8")  # sys.argv keeps undecodable bytes as lone surrogates
+            except UnicodeEncodeError as e:
+                raise ValueError("%s is not UTF-8 text (byte %d): pass UTF-8"
+                                 % (source, e.start)) from None
+            inputs.append(Input(text, source))
+        return inputs
+    if input_file and input_file != "-":
+        with open(input_file, "rb") as f:
+            data = f.read()
+        name = "--input_file=%s" % input_file
+    else:
+        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
+        name = "stdin"
+    inputs = []
+    for number, raw in enumerate(data.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError("line %d of %s is not UTF-8 (byte 0x%02x at column %d): convert it to "
+                             "UTF-8" % (number, name, raw[e.start], e.start + 1)) from None
+        if line.strip():
+            inputs.append(Input(line.lstrip("\ufeff") if number == 1 else line,
+                                "line %d of %s" % (number, name)))
+    if not inputs:
+        raise ValueError("%s has no text: give one input per line" % name)
+    return inputs
+
+
+class Predictor:
+    """An export_model.py SavedModel, loaded once (see the module docstring).
+
+    Args:
+      export_dir: the SavedModel directory (`--export_dir` of export_model.py).
+    Raises:
+      ValueError naming the directory: not a SavedModel, not one of export_model.py's, or lacking
+      a signature its format needs.
+    """
+
+    def __init__(self, export_dir):
+        self.export_dir = export_dir
+        if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
+            raise ValueError("--model=%s is not a SavedModel directory (no saved_model.pb): give "
+                             "an --export_dir of export_model.py" % export_dir)
+        started = time.perf_counter()
+        self.model = tf.saved_model.load(export_dir)
+        self.metadata = self._read_metadata()
+        self.format = self.metadata["format"]
+        needed = {"squad": ["serving_default"], "ner": ["serving_default"],
+                  "swag": ["serving_default"]}.get(self.format, self.metadata.get(
+                      "signatures", ["serving_default"]))
+        for name in needed:
+            if name not in self.model.signatures:
+                raise ValueError(
+                    "--model=%s has no signature %r (it has: %s): a %s export has it; export the "
+                    "model again with export_model.py --format=%s"
+                    % (export_dir, name, ", ".join(sorted(self.model.signatures)) or "none",
+                       self.format, self.format))
+        logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
+                     time.perf_counter() - started)
+
+    def _read_metadata(self):
+        path = os.path.join(self.export_dir, METADATA_FILE)
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                return json.load(f)
+        # An export from before export.json: a classifier or an embedding, by its outputs.
+        signature = self.model.signatures.get("serving_default")
+        outputs = set(signature.structured_outputs) if signature is not None else set()
+        if outputs & {"probabilities", "predictions"}:
+            return {"format": "classifier", "signatures": ["serving_default", "pairs"]}
+        if "embedding" in outputs:
+            return {"format": "embedding", "signatures": ["serving_default", "pairs"]}
+        raise ValueError(
+            "--model=%s is not an export of export_model.py (no %s, and its serving_default "
+            "outputs %s are none of a classifier's or an embedding's)"
+            % (self.export_dir, METADATA_FILE, sorted(outputs) or "nothing"))
+
+    def fields(self, inputs):
+        """The tab-separated fields of each input, checked against the format (ValueError naming
+        the input)."""
+        fewest, most, form = _FIELDS[self.format]
+        rows = []
+        for item in inputs:
+            parts = item.text.split("\t")
+            if len(parts) < fewest or (most is not None and len(parts) > most):
+                raise ValueError("%s has %d tab-separated field(s); a %s export takes %s"
+                                 % (item.source, len(parts), self.format, form))
+            if any(not part.strip() for part in parts):
+                raise ValueError("%s has an empty text: give text in each field (%s)"
+                                 % (item.source, form))
+            rows.append(parts)
+        if self.format == "swag" and len({len(parts) for parts in rows}) > 1:
+            raise ValueError("the inputs have different numbers of endings: give each context "
+                             "the same number (run them separately otherwise)")
+        return rows
+
+    def predict(self, inputs):
+        """list of `Input` (or str) -> list of result dicts, one per input (JSON-able)."""
+        inputs = [Input(item, "input %d" % i) if isinstance(item, str) else item
+                  for i, item in enumerate(inputs, 1)]
+        rows = self.fields(inputs)
+        return getattr(self, "_" + self.format)(rows)
+
+    def _call(self, name, **tensors):
+        outputs = self.model.signatures[name](**{k: tf.constant(v) for k, v in tensors.items()})
+        return {k: v.numpy() for k, v in outputs.items()}
+
+    def _classifier(self, rows):
+        if any(len(parts) == 2 for parts in rows):
+            out = self._call("pairs", text_a=[p[0] for p in rows],
+                             text_b=[p[1] if len(p) == 2 else "" for p in rows])
+        else:
+            out = self._call("serving_default", text_a=[p[0] for p in rows])
+        if "predictions" in out:
+            return [{"score": float(v)} for v in out["predictions"]]
+        results = []
+        for i in range(len(rows)):
+            names = [n.decode("utf-8") for n in out["label_names"][i]]
+            result = {"probabilities": dict(zip(names, out["probabilities"][i].tolist()))}
+            if "predicted" in out:
+                result["labels"] = [n for n, on in zip(names, out["predicted"][i]) if on]
+            else:
+                result["label"] = out["label"][i].decode("utf-8")
+            results.append(result)
+        return results
+
+    def _embedding(self, rows):
+        out = self._call("serving_default", text_a=[p[0] for p in rows])
+        return [{"embedding": vector.tolist()} for vector in out["embedding"]]
+
+    def _squad(self, rows):
+        from bert_runner.exports import squad
+
+        questions, contexts = [p[0] for p in rows], [p[1] for p in rows]
+        out = self._call("serving_default", question=questions, context=contexts)
+        return [{"answer": a.text, "start": a.start, "end": a.end,
+                 "probability": a.probability, "score": a.score}
+                for a in squad.answers(questions, contexts, out, self.metadata)]
+
+    def _ner(self, rows):
+        out = self._call("serving_default", text=[p[0] for p in rows])
+        results = []
+        for i in range(len(rows)):
+            count = int(out["entity_count"][i])
+            results.append({"entities": [
+                {"text": out["entity_text"][i, k].decode("utf-8"),
+                 "label": out["entity_label"][i, k].decode("utf-8"),
+                 "start": int(out["entity_start"][i, k]), "end": int(out["entity_end"][i, k])}
+                for k in range(count)]})
+        return results
+
+    def _swag(self, rows):
+        out = self._call("serving_default", context=[p[0] for p in rows],
+                         endings=np.array([p[1:] for p in rows], dtype=object))
+        return [{"choice": int(choice), "probabilities": probabilities.tolist()}
+                for choice, probabilities in zip(out["choice"], out["probabilities"])]
+
+    def describe(self, result):
+        """One readable line of a result of `predict`."""
+        if "label" in result or "labels" in result:
+            chosen = result.get("label") or ",".join(result["labels"]) or "(none)"
+            return "%s  %s" % (chosen, "  ".join(
+                "%s=%.4f" % item for item in result["probabilities"].items()))
+        if "score" in result and "answer" not in result:
+            return "%.4f" % result["score"]
+        if "embedding" in result:
+            vector = result["embedding"]
+            return "[%s ... ] (%d values)" % (" ".join("%.4f" % v for v in vector[:4]), len(vector))
+        if "answer" in result:
+            return "%r  characters %d-%d  probability %.4f" % (
+                result["answer"], result["start"], result["end"], result["probability"])
+        if "entities" in result:
+            return "  ".join("%s/%s [%d:%d]" % (e["text"], e["label"], e["start"], e["end"])
+                             for e in result["entities"]) or "(no entities)"
+        return "ending %d  %s" % (result["choice"], "  ".join(
+            "%.4f" % p for p in result["probabilities"]))
+
+
+def run(export_dir, texts=(), input_file=None, stdin=None, output_format="text", out=None):
+    """predict.py: loads `export_dir`, answers the inputs (`read_inputs`), writes one line per
+    input to `out`: readable, or one JSON object per line (`output_format="json"`, with the
+    input's text)."""
+    inputs = read_inputs(texts, input_file, stdin)
+    predictor = Predictor(export_dir)
+    started = time.perf_counter()
+    results = predictor.predict(inputs)
+    logging.info("Answered %d input(s) in %.1f ms", len(inputs),
+                 1000 * (time.perf_counter() - started))
+    for item, result in zip(inputs, results):
+        if output_format == "json":
+            out.write(json.dumps({"input": item.text, **result}, ensure_ascii=False) + "\n")
+        else:
+            out.write(predictor.describe(result) + "\n")

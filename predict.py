@@ -1,0 +1,39 @@
+"""Answer raw text with a model exported by export_model.py, without a server.
+
+    python predict.py --model=/tmp/mrpc_serving/1 $'He said so.\tSo he said.'
+    python predict.py --model=/tmp/squad_serving/1 $'Who wrote it?\tIt was written by Jane.'
+    python predict.py --model=/tmp/ner_serving/1 --output_format=json < sentences.txt
+    python predict.py --model=/tmp/ner_serving/1 --input_file=sentences.txt
+
+Fields within an input are tab-separated (a classifier's text_a<TAB>text_b, SQuAD's
+question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.predictor` and
+docs/export.md. Without texts or --input_file, the inputs are standard input's lines.
+"""
+import sys
+
+from absl import flags
+
+from bert_runner import cli
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("model", None, "The SavedModel directory written by export_model.py.")
+flags.DEFINE_string("input_file", None,
+                    "A UTF-8 text file, one input per line (`-`: standard input).")
+flags.DEFINE_enum("output_format", "text", ["text", "json"],
+                  "text: one readable line per input. json: one JSON object per line.")
+
+
+def main(argv):
+    from bert_runner import predictor
+
+    texts = argv[1:]
+    if texts and FLAGS.input_file:
+        raise ValueError("give the inputs as arguments or as --input_file, not both")
+    predictor.run(FLAGS.model, texts, FLAGS.input_file, sys.stdin, FLAGS.output_format,
+                  sys.stdout)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("model")
+    cli.run(main)
