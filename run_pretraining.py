@@ -8,10 +8,12 @@ anything else (`bert_tasks.pretraining.data.validation`); records without next_s
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_tasks.pretraining.data import dynamic_masking
 
 FLAGS = flags.FLAGS
 
-run_flags.define_bert_flags("bert_config_file", "output_dir", "init_checkpoint")
+run_flags.define_bert_flags(
+    "bert_config_file", "output_dir", "init_checkpoint", "vocab_file", "do_lower_case")
 
 flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
 flags.DEFINE_integer(
@@ -38,6 +40,7 @@ flags.DEFINE_bool(
     "data with create_pretraining_data.py --next_sentence_prediction=false).")
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
+dynamic_masking.define_flags()
 
 
 def run():
@@ -49,6 +52,10 @@ def run():
     task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                            FLAGS.next_sentence_prediction, FLAGS.input_file, FLAGS.num_train_steps,
                            FLAGS.num_warmup_steps, FLAGS.max_eval_steps)
+    masking = dynamic_masking.MaskingOptions.from_flags(FLAGS)
+    if masking is not None:  # --input_format=text|unmasked_records: masks made in tf.data
+        task.dynamic_input = dynamic_masking.DynamicInput(
+            masking, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     return driver.run(task, RunConfig.from_flags()).trainer
 
 

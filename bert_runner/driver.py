@@ -135,15 +135,11 @@ def get_strategy(run):
 
 
 def _dataset_fn(task, split, run, is_training):
-    from bert_runner import inputs
-
-    spec = task.feature_spec(is_training)
-
     def dataset_fn(context):
         # Evaluation and prediction read every record on every worker, unsharded, so the chief's
         # local results cover the whole set, in file order.
-        return inputs.tfrecord_dataset(
-            list(split.files), spec, context.get_per_replica_batch_size(split.batch_size),
+        return task.input_dataset(
+            list(split.files), context.get_per_replica_batch_size(split.batch_size),
             is_training=is_training, input_context=context if is_training else None,
             seed=run.random_seed, drop_remainder=is_training or run.use_tpu,
             repeat=is_training or split.repeat)

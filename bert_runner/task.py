@@ -20,6 +20,8 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     padding_record()                        a record with is_real_example=0 (TPU padding)
     existing_records(split, config)         TFRecord paths when the split's records exist
                                             (pre-training's --input_file), else None
+    input_dataset(files, batch_size, ...)   the split's batches (default: the TFRecords parsed
+                                            with feature_spec)
     training_steps(run, examples, num_records)   (num_train_steps, num_warmup_steps)
     eval_batches                            None, or batches to evaluate on repeated records
 
@@ -91,6 +93,14 @@ class Task:
         """The TFRecord paths of `split` when its records already exist (checked against the
         model `config`), read as a stream and not counted; None: the driver writes them."""
         return None
+
+    def input_dataset(self, files, batch_size, is_training, **kwargs):
+        """The `tf.data.Dataset` of feature batches of `files` (one replica's `batch_size`):
+        the TFRecords parsed with `feature_spec`; `kwargs` as `inputs.tfrecord_dataset`'s
+        (input_context, seed, drop_remainder, repeat). Pre-training from text overrides it."""
+        from bert_runner import inputs
+        return inputs.tfrecord_dataset(files, self.feature_spec(is_training), batch_size,
+                                       is_training=is_training, **kwargs)
 
     def training_steps(self, run, examples, num_records):
         """(num_train_steps, num_warmup_steps) of `run` (a `RunConfig`) for the training split.

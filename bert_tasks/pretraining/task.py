@@ -62,6 +62,9 @@ class PretrainingTask(Task):
 
     name = "pretraining"
     splits = {"train": "train", "eval": "eval"}
+    # `data.dynamic_masking.DynamicInput` for --input_format=text|unmasked_records (set by
+    # run_pretraining.py); None: the records carry their masks.
+    dynamic_input = None
 
     def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True,
                  input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None):
@@ -77,6 +80,10 @@ class PretrainingTask(Task):
     def existing_records(self, split, config):
         """The files of `input_file`, their first records checked against the flags and `config`
         (once for both splits); decides next sentence prediction when the flag left it open."""
+        if self._files is None and self.dynamic_input is not None and self.dynamic_input.reads_text:
+            files = expand_input_files(self.input_file)
+            self.next_sentence = self.dynamic_input.read_text(files, self.next_sentence)
+            self._files = files
         if self._files is None:
             files = expand_input_files(self.input_file)
             logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
@@ -99,6 +106,14 @@ class PretrainingTask(Task):
 
     def build_model(self, config):
         return BertPretrainer(config)
+
+    def input_dataset(self, files, batch_size, is_training, **kwargs):
+        """The records, or with `dynamic_input` (`--input_format=text|unmasked_records`) pairs
+        masked in tf.data anew for every batch (`data.dynamic_masking`)."""
+        if self.dynamic_input is None:
+            return super().input_dataset(files, batch_size, is_training, **kwargs)
+        return self.dynamic_input.dataset(files, batch_size, self.next_sentence,
+                                          is_training=is_training, **kwargs)
 
     def feature_spec(self, is_training):
         return name_to_features(self.max_seq_length, self.max_predictions_per_seq,
