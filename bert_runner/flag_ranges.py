@@ -160,6 +160,8 @@ RULES = {
     "max_answer_length": at_least(1).when("do_predict"),
     # run_classifier's multilabel task: 0 or 1 would predict every label or none.
     "multi_label_threshold": within(0, 1, low_open=True, high_open=True),
+    # run_checkpoint_sweep.py.
+    "checkpoint_every": at_least(1),
     # The feature-based NER tagger (run_ner_feature_based.py).
     "lstm_units": at_least(1),
     # build_vocab.py (bert_tasks.pretraining.vocab_building.building checks them the same way).
@@ -234,6 +236,17 @@ CROSS_RULES = (
                                "first (head -n)"),
         "0 with --runner",
         scripts=("build_vocab.py",)),
+    # run_pretraining.py: records carry their masks; these flags (at create_pretraining_data's
+    # defaults otherwise) are dynamic masking's (bert_tasks.pretraining.data.dynamic_masking).
+    CrossRule(
+        ("input_format", "do_whole_word_mask", "masked_lm_prob", "mask_token_prob",
+         "random_token_prob", "short_seq_prob"),
+        lambda fmt, *values: fmt != "records" or values == (False, 0.15, 0.8, 0.1, 0.1),
+        lambda fmt, *values: ("--input_format=records: the records carry their masks (make them "
+                              "with create_pretraining_data.py and these flags); the masking "
+                              "flags apply to --input_format=text or unmasked_records"),
+        "the masking flags need --input_format=text or unmasked_records",
+        scripts=("run_pretraining.py",)),
     # bert_runner.trainer.Trainer splits each batch into equal micro-batches.
     CrossRule(
         ("gradient_accumulation_steps", "train_batch_size"),

@@ -62,19 +62,16 @@ def _dynamic_path(documents, vocab, whole_word, rates, seed=1):
     """Pairs of `TextPairs`, masked by `Masker` in TensorFlow, as the same triples."""
     pairs = dynamic_masking.TextPairs(documents, vocab, SEQ, 0.1, True, seed)
     masker = dynamic_masking.Masker(vocab, PRED, PROB, whole_word, rates)
+    arrays = pairs.arrays(PASSES)
+    features = pairs.features({k: tf.constant(v) for k, v in arrays.items()})
+    masked = {k: v.numpy() for k, v in masker(features, tf.constant([seed, 0])).items()}
     out = []
-    for epoch in range(PASSES):
-        instances = pairs.instances(epoch)
-        batch = pairs._arrays(instances, SEQ)
-        masked = {k: v.numpy() for k, v in masker(
-            {k: tf.constant(v) for k, v in batch.items()}, tf.constant([seed, epoch])).items()}
-        for i, inst in enumerate(instances):
-            n = len(inst.input_ids)
-            weights = masked["masked_lm_weights"][i] > 0
-            positions = masked["masked_lm_positions"][i][weights].tolist()
-            assert masked["masked_lm_ids"][i][weights].tolist() == [
-                inst.input_ids[p] for p in positions]
-            out.append((inst.input_ids, masked["input_ids"][i][:n].tolist(), positions))
+    for i, (row, n) in enumerate(zip(arrays["input_ids"].tolist(), arrays["length"])):
+        original = row[:n]
+        weights = masked["masked_lm_weights"][i] > 0
+        positions = masked["masked_lm_positions"][i][weights].tolist()
+        assert masked["masked_lm_ids"][i][weights].tolist() == [original[p] for p in positions]
+        out.append((original, masked["input_ids"][i][:n].tolist(), positions))
     return out
 
 
@@ -177,8 +174,76 @@ def test_each_pass_pairs_and_masks_anew(corpus_documents):
     assert [i.input_ids for i in first] != [i.input_ids for i in second]
     assert pairs.instances(0) == first  # reproducible
     masker = dynamic_masking.Masker(vocab, PRED, PROB)
-    batch = {k: tf.constant(v) for k, v in pairs._arrays(first[:32], SEQ).items()}
+    batch = pairs.features({k: tf.constant(v[:32]) for k, v in pairs.arrays(1).items()})
     a, b = masker(batch, tf.constant([1, 0])), masker(batch, tf.constant([1, 1]))
     assert not np.array_equal(a["masked_lm_positions"], b["masked_lm_positions"])
     again = masker(batch, tf.constant([1, 0]))
     assert np.array_equal(a["input_ids"], again["input_ids"])
+
+
+def _tiny_text_model(folder):
+    """(text file, vocab file, config file): a one-sentence-per-line text whose words are each a
+    token of a small vocab (two pieces for the plural, so whole words span ##s), and the tiny
+    training config at that vocab size."""
+    import json
+    words = ["cat", "dog", "bird", "fish", "sees", "likes", "chases", "the", "a", "big", "small",
+             "red", "blue", "and", "then", "runs", "home"]
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, "##s", "."]
+    (folder / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    rng = random.Random(0)
+    lines = []
+    for _ in range(40):  # documents
+        for _ in range(rng.randint(2, 6)):
+            lines.append(" ".join(rng.choice(words) + rng.choice(["", "s"])
+                                  for _ in range(rng.randint(3, 8))) + " .")
+        lines.append("")
+    (folder / "text.txt").write_text("\n".join(lines) + "\n")
+    config = json.loads((ROOT / "tests" / "fixtures" / "modeling" / "tiny_train" /
+                         "bert_config.json").read_text())
+    config["vocab_size"] = len(tokens)
+    (folder / "bert_config.json").write_text(json.dumps(config))
+    return folder / "text.txt", folder / "vocab.txt", folder / "bert_config.json"
+
+
+def test_run_pretraining_trains_from_text(tmp_path):
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.pretraining.task import PretrainingTask
+
+    text, vocab, config = _tiny_text_model(tmp_path)
+    task = PretrainingTask(16, 4, None, str(text), num_train_steps=6, num_warmup_steps=0,
+                           max_eval_steps=2)
+    options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), do_whole_word_mask=True)
+    task.dynamic_input = dynamic_masking.DynamicInput(options, 16, 4)
+    out = tmp_path / "out"
+    result = driver.run(task, RunConfig(
+        str(out), bert_config_file=str(config), vocab_file=str(vocab), do_train=True,
+        do_eval=True, train_batch_size=8, eval_batch_size=8, learning_rate=1e-3,
+        save_checkpoints_steps=6, iterations_per_loop=3))
+    assert task.next_sentence  # text pairs have next-sentence labels
+    assert result.trainer.step == 6
+    assert np.isfinite(result.eval_results["masked_lm_loss"])
+    assert 0.0 <= result.eval_results["next_sentence_accuracy"] <= 1.0
+    assert (out / "eval_results.txt").is_file()
+    assert not list(out.glob("*.tf_record"))  # nothing written but the run's own files
+    assert len(task.dynamic_input.documents) == 40
+
+
+def test_a_dynamic_format_without_vocab_is_refused():
+    from absl import flags
+    from refusals import message
+    values = flags.FlagValues()
+    flags.DEFINE_string("vocab_file", None, "", flag_values=values)
+    flags.DEFINE_bool("do_lower_case", True, "", flag_values=values)
+    flags.DEFINE_integer("random_seed", 1, "", flag_values=values)
+    for name, default in (("input_format", "text"), ("do_whole_word_mask", False)):
+        (flags.DEFINE_string if isinstance(default, str) else flags.DEFINE_bool)(
+            name, default, "", flag_values=values)
+    for name in ("masked_lm_prob", "mask_token_prob", "random_token_prob", "short_seq_prob"):
+        flags.DEFINE_float(name, 0.1, "", flag_values=values)
+    values(["prog"])
+    with pytest.raises(ValueError, match="needs --vocab_file") as refused:
+        dynamic_masking.MaskingOptions.from_flags(values)
+    assert message("dynamic-masking-without-vocab") in str(refused.value)
+    values.input_format = "records"
+    assert dynamic_masking.MaskingOptions.from_flags(values) is None

@@ -7,14 +7,16 @@ from one-sentence-per-line text or from unmasked pair records; no dupe_factor co
 Two stages:
 
 * **Pairs** (`TextPairs`, `--input_format=text`): the text is read and tokenized once, as
-  create_pretraining_data reads it (`documents.build_documents`); every pass over it makes the
-  sentence pairs of the original algorithm (`InstanceBuilder`: target lengths, A/B split,
-  random next sentence, truncation; one pass = one dupe_factor copy) with its own
-  `random.Random(chunk_seed(random_seed, pass))`, without masking, shuffled as the original
-  shuffles its instances. `--input_format=unmasked_records` reads pairs from create_pretraining_data
-  records made with `--mask_token_prob=0 --random_token_prob=0` (their `input_ids` hold the
-  text; their masked_lm_* features are ignored), e.g. from the Beam pipeline on a corpus too
-  large for memory.
+  create_pretraining_data reads it (`documents.build_documents`); pass k makes the sentence
+  pairs of the original algorithm (`InstanceBuilder`: target lengths, A/B split, random next
+  sentence, truncation; one pass = one dupe_factor copy) with its own
+  `random.Random(chunk_seed(random_seed, k))`, without masking, shuffled as the original
+  shuffles its instances. `DynamicInput.PAIRING_PASSES` (10, the original's default
+  dupe_factor) passes are made in memory and read in turn (a dataset of tensors, so
+  checkpoints hold its position); the masks are new every batch. `--input_format=unmasked_records`
+  reads pairs from create_pretraining_data records made with `--mask_token_prob=0
+  --random_token_prob=0` (their `input_ids` hold the text; their masked_lm_* features are
+  ignored), e.g. written by the Beam pipeline from a corpus too large for memory.
 * **Masks** (`Masker`, a `tf.data` map on each batch, stateless random ops seeded by the run's
   seed and the batch number): the original `create_masked_lm_predictions`, vectorized. Every
   token but [CLS] and [SEP] is a candidate; with whole-word masking a `##` piece joins the
@@ -31,14 +33,12 @@ import random
 
 import numpy as np
 from absl import flags
+from absl import logging
 
 from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
 from bert_tasks.pretraining.data.processing import chunk_seed
 
 INPUT_FORMATS = ("records", "text", "unmasked_records")
-# Flags that only dynamic masking reads, and their defaults (create_pretraining_data's).
-MASKING_DEFAULTS = {"do_whole_word_mask": False, "masked_lm_prob": 0.15, "mask_token_prob": 0.8,
-                    "random_token_prob": 0.1, "short_seq_prob": 0.1}
 
 
 def define_flags():
@@ -114,39 +114,34 @@ class TextPairs(object):
         return self.builder.create_training_instances(
             list(self.documents), 1, random.Random(chunk_seed(self.seed, epoch)))
 
-    def batches(self, batch_size, num_shards=1, shard=0):
-        """Yields dicts of numpy arrays [batch_size, ...] (input_ids, input_mask, segment_ids,
-        next_sentence_labels), passes one after the other, forever. With `num_shards`, every
-        shard makes the same stream and keeps its every num_shards-th pair."""
-        length = self.max_seq_length
-        epoch, taken = 0, 0
-        rows = []
-        while True:
-            for instance in self.instances(epoch):
-                taken += 1
-                if (taken - 1) % num_shards != shard:
-                    continue
-                rows.append(instance)
-                if len(rows) == batch_size:
-                    yield self._arrays(rows, length)
-                    rows = []
-            epoch += 1
+    def arrays(self, num_passes):
+        """The pairs of passes 0 .. num_passes - 1, one after the other, as numpy arrays:
+        input_ids int32 [N, max_seq_length] (0-padded), length, num_a_tokens and
+        next_sentence_labels int32 [N]."""
+        instances = [i for epoch in range(num_passes) for i in self.instances(epoch)]
+        ids = np.zeros((len(instances), self.max_seq_length), np.int32)
+        for row, instance in enumerate(instances):
+            ids[row, :len(instance.input_ids)] = instance.input_ids
+        return {"input_ids": ids,
+                "length": np.fromiter((len(i.input_ids) for i in instances), np.int32),
+                "num_a_tokens": np.fromiter((i.num_a_tokens for i in instances), np.int32),
+                "next_sentence_labels": np.fromiter((i.is_random_next for i in instances),
+                                                    np.int32)}
 
-    def _arrays(self, rows, length):
-        ids = np.zeros((len(rows), length), np.int32)
-        mask = np.zeros((len(rows), length), np.int32)
-        segments = np.zeros((len(rows), length), np.int32)
-        labels = np.zeros((len(rows), 1), np.int32)
-        for i, instance in enumerate(rows):
-            n = len(instance.input_ids)
-            ids[i, :n] = instance.input_ids
-            mask[i, :n] = 1
-            segments[i, instance.num_a_tokens + 2:n] = 1
-            labels[i, 0] = instance.is_random_next
-        batch = {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+    def features(self, arrays):
+        """`arrays` (rows of `arrays()`, any leading shape) -> the model's unmasked features."""
+        import tensorflow as tf
+        positions = tf.range(self.max_seq_length)
+        length = arrays["length"][..., None]
+        features = {
+            "input_ids": arrays["input_ids"],
+            "input_mask": tf.cast(positions < length, tf.int32),
+            "segment_ids": tf.cast((positions >= arrays["num_a_tokens"][..., None] + 2)
+                                   & (positions < length), tf.int32),
+        }
         if self.next_sentence:
-            batch["next_sentence_labels"] = labels
-        return batch
+            features["next_sentence_labels"] = arrays["next_sentence_labels"][..., None]
+        return features
 
 
 class Masker(object):
@@ -265,16 +260,88 @@ def masked_dataset(batches, masker, seed):
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
-def text_dataset(pairs, masker, batch_size, seed, input_context=None):
-    """The dataset of masked batches of `TextPairs` (one pipeline's share with `input_context`)."""
+def text_dataset(pairs, masker, batch_size, seed, num_passes, repeat=True, input_context=None):
+    """The dataset of masked batches of `TextPairs` (one pipeline's share with `input_context`).
+
+    The pairs of `num_passes` passes are made here, in memory (the same variety of pairs as
+    create_pretraining_data's dupe_factor copies), and read in turn; the masks are new for every
+    batch. A dataset of tensors, so the trainer's checkpoints hold its position.
+    """
     import tensorflow as tf
-    num_shards = input_context.num_input_pipelines if input_context else 1
     shard = input_context.input_pipeline_id if input_context else 0
-    length = pairs.max_seq_length
-    signature = {name: tf.TensorSpec([batch_size, length], tf.int32)
-                 for name in ("input_ids", "input_mask", "segment_ids")}
-    if pairs.next_sentence:
-        signature["next_sentence_labels"] = tf.TensorSpec([batch_size, 1], tf.int32)
-    batches = tf.data.Dataset.from_generator(
-        lambda: pairs.batches(batch_size, num_shards, shard), output_signature=signature)
-    return masked_dataset(batches, masker, seed * 1000003 + shard)
+    d = tf.data.Dataset.from_tensor_slices(pairs.arrays(num_passes))
+    if input_context and input_context.num_input_pipelines > 1:
+        d = d.shard(input_context.num_input_pipelines, shard)
+    if repeat:
+        d = d.repeat()
+    d = d.batch(batch_size, drop_remainder=True).map(pairs.features)
+    return masked_dataset(d, masker, seed * 1000003 + shard)
+
+
+class DynamicInput(object):
+    """run_pretraining's input with dynamic masking: `PretrainingTask.dynamic_input`.
+
+    Args:
+      options: `MaskingOptions`.
+      max_seq_length, max_predictions_per_seq: the task's shapes.
+    """
+
+    # Passes of pairs made from the text (create_pretraining_data's default dupe_factor).
+    PAIRING_PASSES = 10
+
+    def __init__(self, options, max_seq_length, max_predictions_per_seq):
+        from vocab import tokenization
+        self.options = options
+        self.max_seq_length, self.max_predictions = max_seq_length, max_predictions_per_seq
+        self.vocab = tokenization.load_vocab(options.vocab_file)
+        self.documents = None
+
+    @property
+    def reads_text(self):
+        return self.options.input_format == "text"
+
+    def read_text(self, files, next_sentence):
+        """Reads and tokenizes the text `files` (once); returns next sentence prediction (on
+        unless the flag said false). Raises InputError for text without any sentence."""
+        from bert_tasks.pretraining.data.documents import LineTokenizer, build_documents
+        from bert_tasks.pretraining.data.reading import InputError, describe_files, iter_line_blocks
+        tokenizer = LineTokenizer(self.options.vocab_file, self.options.do_lower_case, "auto")
+        documents, num_lines = build_documents(iter_line_blocks(files), tokenizer)
+        self.documents = [d for d in documents if d]
+        if not self.documents:
+            raise InputError("--input_format=text: input file(s) %s: none of the %d lines has "
+                             "word-pieces" % (describe_files(files), num_lines))
+        o = self.options
+        logging.info("Dynamic masking from text: %d documents, %d sentences; %.0f%% of tokens "
+                     "chosen (%.0f%% [MASK], %.0f%% random, %.0f%% kept)%s; pairs and masks "
+                     "made anew each pass", len(self.documents),
+                     sum(map(len, self.documents)), 100 * o.masked_lm_prob,
+                     100 * o.mask_token_prob, 100 * o.random_token_prob,
+                     100 * (1 - o.mask_token_prob - o.random_token_prob),
+                     ", whole words" if o.do_whole_word_mask else "")
+        return next_sentence is not False
+
+    def masker(self):
+        o = self.options
+        return Masker(self.vocab, self.max_predictions, o.masked_lm_prob, o.do_whole_word_mask,
+                      MaskingRates(o.mask_token_prob, o.random_token_prob))
+
+    def dataset(self, files, batch_size, next_sentence, is_training=True, input_context=None,
+                seed=None, drop_remainder=True, repeat=None):
+        """Masked batches of the text (`read_text` first) or of unmasked records `files`."""
+        seed = self.options.random_seed if seed is None else seed
+        if self.reads_text:
+            pairs = TextPairs(self.documents, self.vocab, self.max_seq_length,
+                              self.options.short_seq_prob, next_sentence, seed)
+            return text_dataset(pairs, self.masker(), batch_size, seed, self.PAIRING_PASSES,
+                                repeat is not False, input_context)
+        from bert_runner import inputs
+        from bert_tasks.pretraining.data.features import name_to_features
+        spec = {name: feature for name, feature in name_to_features(
+            self.max_seq_length, self.max_predictions, next_sentence).items()
+            if not name.startswith("masked_lm")}
+        batches = inputs.tfrecord_dataset(
+            files, spec, batch_size, is_training=is_training, input_context=input_context,
+            seed=seed, drop_remainder=drop_remainder, repeat=repeat)
+        shard = input_context.input_pipeline_id if input_context else 0
+        return masked_dataset(batches, self.masker(), seed * 1000003 + shard)
