@@ -1,0 +1,90 @@
+"""bert_runner.onnx_export (export_model.py --format=onnx): the tiny classifier and a pooled
+encoder exported with tf2onnx, run by onnxruntime behind our tokenizer, give the SavedModel's
+outputs. Skipped when the optional packages (requirements-onnx.txt) are not installed.
+"""
+import json
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from modeling_helpers import TINY, tiny_config
+from refusals import message
+
+VOCAB = str(TINY / "vocab.txt")
+MAX_SEQ_LENGTH = 16
+LABELS = ["contradiction", "entailment", "neutral"]
+SINGLES = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", "", "dog\x00cat",
+           "a big red car and a small blue car and a new house on the hill with a green tree",
+           "she can swim", "snow", "I see the city from the hill.", "happy birds sing"]
+PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
+         ("the old dog walked to the river in the rain", "they see a big bird on the hill")]
+
+
+def _require_onnx():
+    for name in ("tf2onnx", "onnx", "onnxruntime"):
+        pytest.importorskip(name, reason=f"{name} is not installed (pip install -r "
+                                         "requirements-onnx.txt)")
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    from modeling import BertClassifier, tf1_checkpoint
+
+    model = BertClassifier(tiny_config(), len(LABELS))
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    rng = np.random.default_rng(7)
+    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
+    return model
+
+
+def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
+    _require_onnx()
+    import tensorflow as tf
+
+    from bert_runner import export, onnx_export
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    onnx_export.write_onnx(classifier, VOCAB, True, MAX_SEQ_LENGTH, tmp_path / "onnx", LABELS)
+    metadata = json.loads((tmp_path / "onnx" / "export.json").read_text())
+    assert metadata["labels"] == LABELS and metadata["format"] == "onnx/classifier"
+    model = onnx_export.OnnxTextModel(str(tmp_path / "onnx"), num_threads=1)
+
+    saved = export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, LABELS)
+    expected = saved.serve(tf.constant(SINGLES))["probabilities"].numpy()
+    np.testing.assert_allclose(model(SINGLES)["probabilities"], expected, atol=1e-5, rtol=0)
+    assert np.ptp(expected, axis=0).max() > 0.05  # the inputs do give different outputs
+    a, b = [list(texts) for texts in zip(*PAIRS)]
+    expected = saved.serve_pairs(tf.constant(a), tf.constant(b))["probabilities"].numpy()
+    np.testing.assert_allclose(model(a, b)["probabilities"], expected, atol=1e-5, rtol=0)
+    features = model.features(["the dog", "a big red car"])
+    assert features["input_ids"].shape == (2, 6)  # padded to the batch's longest row only
+
+
+def test_embedding_gives_the_saved_models_vectors(tmp_path):
+    _require_onnx()
+    import tensorflow as tf
+
+    from bert_runner import export, onnx_export
+    from modeling import BertModel, tf1_checkpoint
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    encoder = BertModel(tiny_config())
+    tf1_checkpoint.load_tf1_checkpoint(encoder, TINY / "bert_model.ckpt", strict=False)
+    onnx_export.write_onnx(encoder, VOCAB, True, MAX_SEQ_LENGTH, tmp_path / "onnx",
+                           pooling="mean", normalize=True)
+    got = onnx_export.OnnxTextModel(str(tmp_path / "onnx"))(SINGLES)["embedding"]
+    saved = export.EmbeddingExport(encoder, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, "mean",
+                                   True)
+    np.testing.assert_allclose(got, saved.serve(tf.constant(SINGLES))["embedding"].numpy(),
+                               atol=1e-5, rtol=0)
+
+
+def test_missing_package_names_the_requirements_file(monkeypatch):
+    from bert_runner import onnx_export
+
+    monkeypatch.setitem(sys.modules, "tf2onnx", None)  # import fails as if not installed
+    with pytest.raises(ValueError, match=re.escape(message("onnx-missing-package"))) as error:
+        onnx_export.require("tf2onnx")
+    assert str(error.value).startswith("ONNX export and inference need tf2onnx")
