@@ -38,6 +38,13 @@ flags.DEFINE_bool(
     "Train (and evaluate) the next sentence prediction head. Default: when the records have "
     "next_sentence_labels. False: the masked LM alone (the paper's 'No NSP' ablation; make its "
     "data with create_pretraining_data.py --next_sentence_prediction=false).")
+flags.DEFINE_enum(
+    "pretraining_objective", "mlm", ["mlm", "ltr"],
+    "mlm: the original's masked LM (with next sentence prediction as the records say). ltr: a "
+    "left-to-right language model (the paper's 'LTR & No NSP', Table 5; OpenAI GPT's "
+    "objective): causal self-attention, every next token predicted, on records of "
+    "create_pretraining_data.py --pretraining_objective=ltr. Recorded in "
+    "output_dir/bert_config.json, from which every script builds the same model.")
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 dynamic_masking.define_flags()
@@ -45,14 +52,24 @@ dynamic_masking.define_flags()
 
 def run():
     """Runs what the flags ask for and returns the `Trainer` (its `.model` holds the weights)."""
+    from bert_tasks.pretraining.ltr_task import LtrPretrainingTask
     from bert_tasks.pretraining.task import PretrainingTask
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
-    task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-                           FLAGS.next_sentence_prediction, FLAGS.input_file, FLAGS.num_train_steps,
-                           FLAGS.num_warmup_steps, FLAGS.max_eval_steps)
+    if FLAGS.pretraining_objective == "ltr":
+        task = LtrPretrainingTask(FLAGS.max_seq_length, FLAGS.input_file, FLAGS.num_train_steps,
+                                  FLAGS.num_warmup_steps, FLAGS.max_eval_steps)
+    else:
+        task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                               FLAGS.next_sentence_prediction, FLAGS.input_file,
+                               FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                               FLAGS.max_eval_steps)
     masking = dynamic_masking.MaskingOptions.from_flags(FLAGS)
+    if masking is not None and FLAGS.pretraining_objective == "ltr":
+        raise ValueError("--pretraining_objective=ltr masks nothing: it reads the records of "
+                         "create_pretraining_data.py --pretraining_objective=ltr, not "
+                         "--input_format=text or unmasked_records")
     if masking is not None:  # --input_format=text|unmasked_records: masks made in tf.data
         task.dynamic_input = dynamic_masking.DynamicInput(
             masking, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)

@@ -246,12 +246,13 @@ def run(task, run, seeds=None):
       the `RunResult`, or with `seeds` `{seed: RunResult}`.
     """
     wanted = wanted_splits(task, run)
+    task.bilstm_on_top = run.bilstm_on_top
     # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
     # below name the file the config was read from.
     files = startup.model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
                                 task.max_seq_length)
     run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
-    config = files.config
+    config = task.model_config(files.config)
     tokenizer = None
     if run.vocab_file:
         tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,

@@ -51,6 +51,12 @@ def define_finetuning_flags(learning_rate=5e-5):
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
     flags.DEFINE_integer(
         "iterations_per_loop", 1000, "How many steps to make in each estimator call.")
+    flags.DEFINE_bool(
+        "bilstm_on_top", False,
+        "The paper's '+ BiLSTM' (Table 5): a randomly initialised bidirectional LSTM between the "
+        "encoder and the output layer, trained with it; the layer reads its outputs (per token; "
+        "the two final states in place of the pooled output). Made for left-to-right "
+        "(--pretraining_objective=ltr) checkpoints, whose tokens see no right context.")
 
 
 def define_tpu_flags():

@@ -34,6 +34,7 @@ class RunConfig:
     iterations_per_loop: int = 1000
     keep_checkpoint_max: int = 5
     save_tf1_checkpoint: bool = False
+    bilstm_on_top: bool = False
     # Distribution and numerics.
     use_tpu: bool = False
     tpu_name: Optional[str] = None

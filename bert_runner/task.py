@@ -29,8 +29,11 @@ The model side (`features` are the decoded TFRecord batch: a dict of int32 / flo
 `[B, ...]`, one replica's share):
 
     name                                    str: identifies the task's runs in an output_dir
+    model_config(config)                    the config the model is built from (and written
+                                            with the checkpoint), from --bert_config_file's
     max_seq_length                          int: the records' sequence length
-    build_model(config)                     a `modeling.BertTaskModel` (names its TF1 head)
+    build_model(config)                     a `modeling.BertTaskModel` (names its TF1 head),
+                                            with `bilstm_on_top=self.bilstm_on_top`
     feature_spec(is_training)               {name: tf.io.FixedLenFeature} of the TFRecords
     loss(model, features, training)         (scalar float32 loss, {name: scalar metric})
     predict_step(model, features)           {name: tensor [B, ...]}, for evaluation and prediction
@@ -57,6 +60,8 @@ class Task:
     max_seq_length = None
     splits = STANDARD_SPLITS
     eval_batches = None
+    # --bilstm_on_top, set by the driver: `build_model` passes it to the task model.
+    bilstm_on_top = False
 
     # The data side.
 
@@ -111,6 +116,12 @@ class Task:
         return run.training_steps(len(examples))
 
     # The model side.
+
+    def model_config(self, config):
+        """The config of the model this task trains, from the one read: by default the same
+        (pre-training records its objective in it, `modeling.config.OBJECTIVE_KEY`). Raises
+        ValueError naming the flag for a config the task cannot train."""
+        return config
 
     def build_model(self, config):
         """The task model for `config` (a `modeling.BertConfig`), built, under the caller's scope."""

@@ -10,7 +10,8 @@ from modeling.bert_model import BertModel
 from modeling.config import BertConfig
 from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
 from modeling.losses import (
-    classification_loss, masked_lm_loss, multi_label_loss, regression_loss, span_loss)
+    classification_loss, masked_lm_loss, multi_label_loss, next_token_loss, regression_loss,
+    span_loss)
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.task_models import (
     BertClassifier, BertMultiLabelClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel)
@@ -36,6 +37,7 @@ __all__ = [
     "get_activation",
     "masked_lm_loss",
     "multi_label_loss",
+    "next_token_loss",
     "regression_loss",
     "span_loss",
 ]

@@ -16,6 +16,11 @@ from modeling.transformer_layer import TransformerLayer
 class BertModel(keras.Model):
     """BERT encoder: embeddings, `num_hidden_layers` post-LN transformer blocks, tanh pooler.
 
+    A config with `"pretraining_objective": "ltr"` (`BertConfig.causal`) gives the paper's
+    left-to-right model: causal self-attention, position i sees positions 0..i only. Its [CLS]
+    row then sees nothing but itself, so its pooler reads the last real token, the only row that
+    has seen the whole input (as OpenAI GPT classifies from its last token).
+
     Args:
         config: `BertConfig` (or its dict).
         use_one_hot_embeddings: the original's TPU embedding lookup (a one-hot matmul).
@@ -41,7 +46,9 @@ class BertModel(keras.Model):
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
                                 original's values, or zeros with `skip_padding`),
-          `pooled_output`       float `[B, H]` = tanh(dense(sequence_output[:, 0])),
+          `pooled_output`       float `[B, H]` = tanh(dense(sequence_output[:, 0])); for a
+                                left-to-right model (`config.causal`) of the last real
+                                token's row instead (`last_real_vectors`),
           `all_encoder_layers`  list of `num_hidden_layers` float `[B, S, H]` (no embeddings),
           `embedding_output`    float `[B, S, H]`.
     """
@@ -79,6 +86,7 @@ class BertModel(keras.Model):
                 initializer_range=c.initializer_range,
                 recompute=recompute,
                 kernels=kernels,
+                causal=c.causal,
                 dtype=policy,
                 name=f"layer_{i}",
             )
@@ -133,16 +141,20 @@ class BertModel(keras.Model):
             layout = GridRows(input_mask)
         x = layout.rows(embedding_output)
         all_layers = []
-        for layer in self.encoder_layers[:-1]:
+        causal = self.config.causal
+        for layer in self.encoder_layers if causal else self.encoder_layers[:-1]:
             x = layer(x, layout=layout, training=training)
             all_layers.append(x)
-        # The last layer's [CLS] rows apart: a caller using only `pooled_output` (classifiers)
-        # skips the other rows' work there once the graph is pruned.
-        first, others = self.encoder_layers[-1](x, layout=layout, training=training,
-                                                first_row_apart=True)
-        all_layers.append(layout.join(first, others))
-        pooled = self.pooler(layout.first_vectors(first))
+        if not causal:
+            # The last layer's [CLS] rows apart: a caller using only `pooled_output`
+            # (classifiers) skips the other rows' work there once the graph is pruned.
+            first, others = self.encoder_layers[-1](x, layout=layout, training=training,
+                                                    first_row_apart=True)
+            all_layers.append(layout.join(first, others))
+            pooled = self.pooler(layout.first_vectors(first))
         all_layers = [layout.to_grid(rows) for rows in all_layers]
+        if causal:
+            pooled = self.pooler(last_real_vectors(all_layers[-1], input_mask))
         return {
             "sequence_output": all_layers[-1],
             "pooled_output": pooled,
@@ -163,3 +175,10 @@ class BertModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def last_real_vectors(sequence, input_mask):
+    """`[B, S, H]`, int `[B, S]` -> `[B, H]`: each sequence's row at its last real position
+    (position 0 for a sequence without any real token: a TPU padding example)."""
+    last = ops.maximum(ops.sum(ops.cast(input_mask, "int32"), axis=1) - 1, 0)
+    return ops.take_along_axis(sequence, last[:, None, None], axis=1)[:, 0]

@@ -22,6 +22,14 @@ REQUIRED_KEYS = (
     "vocab_size",
 )
 
+# `"pretraining_objective"`, a key this project adds (absent from the original's files): how the
+# checkpoint was pre-trained, and so how its encoder attends. Absent or "mlm": bidirectional
+# self-attention (the original's masked LM, with or without next sentence prediction); "ltr": a
+# left-to-right language model (the paper's "LTR & No NSP" ablation, Table 5), whose position i
+# attends to positions 0..i only, in pre-training and in every script that loads it.
+PRETRAINING_OBJECTIVES = ("mlm", "ltr")
+OBJECTIVE_KEY = "pretraining_objective"
+
 _POSITIVE_INT_FIELDS = (
     "vocab_size",
     "hidden_size",
@@ -104,6 +112,25 @@ class BertConfig:
     def to_dict(self):
         return copy.deepcopy(self.__dict__)
 
+    @property
+    def pretraining_objective(self):
+        """`"mlm"` or `"ltr"` (`PRETRAINING_OBJECTIVES`); a config without the key is "mlm"."""
+        return self.__dict__.get(OBJECTIVE_KEY) or "mlm"
+
+    @property
+    def causal(self):
+        """Whether the encoder's self-attention is causal (position i sees 0..i): an LTR model."""
+        return self.pretraining_objective == "ltr"
+
+    def with_objective(self, objective):
+        """A copy pre-trained with `objective`: "ltr" records the key; "mlm" leaves the config
+        as the original writes it (the key removed)."""
+        config = copy.deepcopy(self)
+        config.__dict__.pop(OBJECTIVE_KEY, None)
+        if objective != "mlm":
+            config.__dict__[OBJECTIVE_KEY] = objective
+        return config.validate()
+
     def to_json_string(self):
         """The original on-disk format: keys sorted, 2-space indent, trailing newline."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -140,6 +167,10 @@ class BertConfig:
             problems.append(
                 f"hidden_act {act!r} is not supported; use one of {', '.join(SUPPORTED_ACTIVATIONS)}"
             )
+        objective = self.__dict__.get(OBJECTIVE_KEY)
+        if objective is not None and objective not in PRETRAINING_OBJECTIVES:
+            problems.append(f"{OBJECTIVE_KEY} {objective!r} is not one of "
+                            f"{', '.join(PRETRAINING_OBJECTIVES)}")
         if problems:
             raise ValueError(f"Invalid BERT config ({source}): " + "; ".join(problems))
         return self

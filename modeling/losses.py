@@ -30,6 +30,25 @@ def masked_lm_loss(logits, label_ids, label_weights):
     return loss, per_example, log_probs
 
 
+def next_token_loss(logits, input_ids, input_mask):
+    """The left-to-right language model's loss: position i predicts token i + 1, at every real
+    position that has a next one.
+
+    Args:
+        logits: `[B, S - 1, V]`, the predictions of positions 0..S-2; input_ids, input_mask: int
+            `[B, S]` (right-padded).
+    Returns:
+        loss scalar: the mean over the predicted tokens `Σ w·l / max(Σ w, 1)` (w =
+        input_mask[:, 1:]), per-position loss `[B·(S-1)]`, log-probs `[B·(S-1), V]`.
+    """
+    vocab_size = ops.shape(logits)[-1]
+    log_probs = ops.log_softmax(ops.reshape(ops.cast(logits, "float32"), (-1, vocab_size)), axis=-1)
+    per_position = _label_log_prob(log_probs, ops.reshape(input_ids[:, 1:], (-1,)))
+    weights = ops.reshape(ops.cast(input_mask[:, 1:], "float32"), (-1,))
+    loss = ops.sum(weights * per_position) / ops.maximum(ops.sum(weights), 1.0)
+    return loss, per_position, log_probs
+
+
 def classification_loss(logits, labels):
     """Mean softmax cross-entropy; `logits [B, C]`, int `labels [B]` or `[B, 1]`.
 

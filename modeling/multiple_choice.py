@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from modeling.initializers import truncated_normal
-from modeling.task_models import BertTaskModel, _encoder_inputs
+from modeling.task_models import BertTaskModel
 
 
 class ChoiceScoreHead(keras.layers.Layer):
@@ -64,9 +64,10 @@ class BertMultipleChoice(BertTaskModel):
 
     def call(self, features, training=False):
         # [B, C, S] -> [B * C, S]: every choice is an ordinary sequence for the encoder.
-        flat = {name: None if value is None else ops.reshape(value, (-1, ops.shape(value)[-1]))
-                for name, value in _encoder_inputs(features).items()}
-        pooled = self.bert(flat, training=training, skip_padding=True)["pooled_output"]
+        flat = {name: ops.reshape(value, (-1, ops.shape(value)[-1]))
+                for name, value in features.items()
+                if name in ("input_ids", "input_mask", "segment_ids", "token_type_ids")}
+        pooled = self.encode(flat, training=training, skip_padding=True)["pooled_output"]
         scores = ops.reshape(self.scorer(pooled, training=training), (-1, self.num_choices))
         return {"logits": ops.cast(scores, "float32")}
 

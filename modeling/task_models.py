@@ -8,6 +8,7 @@ losses are in `modeling.losses`. The encoder is always reachable as `.bert`. A n
 import keras
 
 from modeling.bert_model import BertModel
+from modeling.bilstm import BiLstmOnTop
 from modeling.checkpoint_names import dense_names, layer_norm_names, output_layer_names
 from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
 
@@ -28,13 +29,33 @@ class BertTaskModel(keras.Model):
     call and checkpoints can be loaded at once), implement `call(features, training)` returning a
     dict of float32 tensors, `get_config()`, and `tf1_head_variables()`.
 
-    `kernels` is the encoder's (`BertModel`): `"fast"` or `"reference"`.
+    `kernels` is the encoder's (`BertModel`): `"fast"` or `"reference"`. `bilstm_on_top`: the
+    paper's "+ BiLSTM" (`modeling.bilstm.BiLstmOnTop`, as `.bilstm`) between the encoder and the
+    head, which then reads its outputs (`encode`); the head's shapes stay the same.
     """
 
-    def __init__(self, config, name, kernels="fast", **kwargs):
+    def __init__(self, config, name, kernels="fast", bilstm_on_top=False, **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         self.bert = BertModel(config, kernels=kernels, dtype=self.dtype_policy)
+        self.bilstm = None
+        if bilstm_on_top:
+            self.bilstm = BiLstmOnTop(self.config.hidden_size, dtype=self.dtype_policy,
+                                      name="bilstm")
+            self.bilstm.build()
+
+    def encode(self, features, training, skip_padding=False):
+        """The encoder's outputs for a TFRecord feature dict; with the BiLSTM on top, its
+        per-token outputs as `sequence_output` and its final states as `pooled_output`."""
+        inputs = _encoder_inputs(features)
+        outputs = self.bert(inputs, training=training, skip_padding=skip_padding)
+        if self.bilstm is None:
+            return outputs
+        mask = inputs["input_mask"]
+        if mask is None:
+            mask = keras.ops.ones_like(inputs["input_ids"])
+        sequence, summary = self.bilstm(outputs["sequence_output"], mask, training=training)
+        return {**outputs, "sequence_output": sequence, "pooled_output": summary}
 
     @property
     def config(self):
@@ -46,6 +67,7 @@ class BertTaskModel(keras.Model):
             "config": self.config.to_dict(),
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "kernels": self.bert.kernels,
+            "bilstm_on_top": self.bilstm is not None,
         }
 
     @classmethod
@@ -116,8 +138,7 @@ class BertClassifier(BertTaskModel):
         self.classifier.build()
 
     def call(self, features, training=False):
-        pooled = self.bert(
-            _encoder_inputs(features), training=training, skip_padding=True)["pooled_output"]
+        pooled = self.encode(features, training=training, skip_padding=True)["pooled_output"]
         return {"logits": keras.ops.cast(self.classifier(pooled, training=training), "float32")}
 
     def get_config(self):
@@ -160,7 +181,7 @@ class BertSpanLabeler(BertTaskModel):
         self.span.build()
 
     def call(self, features, training=False):
-        sequence = self.bert(_encoder_inputs(features), training=training)["sequence_output"]
+        sequence = self.encode(features, training=training)["sequence_output"]
         start, end = self.span(sequence)
         return {
             "start_logits": keras.ops.cast(start, "float32"),

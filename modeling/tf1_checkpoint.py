@@ -37,7 +37,10 @@ def variable_map(model):
         raise TypeError(
             f"{type(model).__name__} has no tf1_head_variables(): a task model must declare the "
             "original-layout names of its head (see modeling.task_models.BertTaskModel)")
-    return collections.OrderedDict(encoder_variable_map(model.bert) + list(head_variables()))
+    bilstm = getattr(model, "bilstm", None)
+    on_top = bilstm.tf1_variables() if bilstm is not None else []
+    return collections.OrderedDict(encoder_variable_map(model.bert) + on_top
+                                   + list(head_variables()))
 
 
 _SHARD_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")

@@ -10,7 +10,7 @@ keep it.
 """
 import keras
 
-from modeling.task_models import BertClassifier, _encoder_inputs
+from modeling.task_models import BertClassifier
 
 
 class BertTokenClassifier(BertClassifier):
@@ -26,6 +26,5 @@ class BertTokenClassifier(BertClassifier):
         super().__init__(config, num_labels, name=name, **kwargs)
 
     def call(self, features, training=False):
-        sequence = self.bert(
-            _encoder_inputs(features), training=training, skip_padding=True)["sequence_output"]
+        sequence = self.encode(features, training=training, skip_padding=True)["sequence_output"]
         return {"logits": keras.ops.cast(self.classifier(sequence, training=training), "float32")}

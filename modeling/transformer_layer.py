@@ -32,6 +32,9 @@ class TransformerLayer(keras.layers.Layer):
     `output_dense/{kernel,bias}`, `output_LayerNorm/{gamma,beta}`, created in this order (the
     original's); LayerNorm variables are float32 under every dtype policy.
 
+    With `causal=True` (a left-to-right model, `BertConfig.causal`) each position attends to the
+    positions up to itself only (`modeling.attention.mask_bias`).
+
     Call args:
         x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real
             rows (`modeling.token_rows`).
@@ -40,7 +43,7 @@ class TransformerLayer(keras.layers.Layer):
         first_row_apart: compute each sequence's first row (`[CLS]`) and the other rows as two
             groups (each row's output depends on every row of `x`, but only on its own row after
             the attention): a caller that uses only the first rows lets graph pruning drop the
-            other rows' queries, attention, feed-forward and LayerNorms.
+            other rows' queries, attention, feed-forward and LayerNorms. Not with `causal`.
     Returns:
         The output rows, like `x`; with `first_row_apart` the pair `layout.split()` gives.
     """
@@ -56,6 +59,7 @@ class TransformerLayer(keras.layers.Layer):
         initializer_range=0.02,
         recompute=False,
         kernels="fast",
+        causal=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -68,6 +72,7 @@ class TransformerLayer(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.recompute = recompute
         self.kernels = kernels
+        self.causal = causal
         self._fast = use_fast(kernels)
         self.activation = activations.get_activation(hidden_act)
         # Each dropout generator (here) and kernel initializer (in `build`) draws its seed from
@@ -117,6 +122,9 @@ class TransformerLayer(keras.layers.Layer):
                                   name=name)
 
     def call(self, x, layout, training=False, first_row_apart=False):
+        if first_row_apart and self.causal:
+            raise ValueError("first_row_apart needs bidirectional attention: a causal layer's "
+                             "queries are the grid's positions in order")
         seeds = [generator.next() if training and generator else None for generator in
                  (self.attention_dropout, self.attention_output_dropout, self.output_dropout)]
         forward = functools.partial(self._forward, layout=layout, seeds=seeds,
@@ -146,7 +154,7 @@ class TransformerLayer(keras.layers.Layer):
         # Self-attention: the rows' queries against every row's keys and values.
         queries = self._heads(x, self.query_kernel, self.query_bias, layout, group)
         context = attention(queries, keys, values, layout.input_mask, self.attention_dropout_rate,
-                            attention_seed, fast=fast)
+                            attention_seed, fast=fast, causal=self.causal)
         context = layout.from_heads(context, group)
         # Attention output: dense, dropout, residual, LayerNorm.
         a = dropout_add_layer_norm(
@@ -191,6 +199,7 @@ class TransformerLayer(keras.layers.Layer):
             initializer_range=self.initializer_range,
             recompute=self.recompute,
             kernels=self.kernels,
+            causal=self.causal,
         )
         return config
 

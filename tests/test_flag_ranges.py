@@ -42,6 +42,8 @@ REQUIRED = {
                         "--init_checkpoint=/ckpt", "--words_file=/words.txt",
                         "--output_dir=/out"],
     "demo": [],
+    "run_checkpoint_sweep": ["--pretraining_dirs=/pt", "--task_name=mrpc", "--data_dir=/data",
+                             "--vocab_file=/vocab.txt", "--output_dir=/out"],
 }
 # The flags that turn on the rules that apply only with them (each script's that it defines).
 EVERYTHING_ON = {
@@ -130,6 +132,7 @@ CASES = [
     ("extract_features", ["--layers=-1,,-2", "--batch_size=0", "--max_seq_length=2"],
      ["layers", "batch_size", "max_seq_length"], None),
     ("export_model", ["--max_seq_length=0"], ["max_seq_length"], None),
+    ("run_checkpoint_sweep", ["--checkpoint_every=0"], ["checkpoint_every"], None),
 ]
 
 

@@ -128,7 +128,7 @@ class ClassifierTask(Task):
             tokenizer=None))
 
     def build_model(self, config):
-        return BertClassifier(config, self.processor.num_labels)
+        return BertClassifier(config, self.processor.num_labels, bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length, self.is_regression)
@@ -264,7 +264,8 @@ class MultiLabelTask(ClassifierTask):
             zeros, zeros, zeros, [0] * self.processor.num_labels, is_real_example=False))
 
     def build_model(self, config):
-        return BertMultiLabelClassifier(config, self.processor.num_labels)
+        return BertMultiLabelClassifier(config, self.processor.num_labels,
+                                        bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length,

@@ -112,7 +112,7 @@ class NerTask(Task):
         return run.training_steps(num_records, "training windows")
 
     def build_model(self, config):
-        return BertTokenClassifier(config, len(self.label_list))
+        return BertTokenClassifier(config, len(self.label_list), bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return ner_features.name_to_features(self.max_seq_length)

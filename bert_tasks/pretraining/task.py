@@ -7,14 +7,18 @@ encoder's pooler, which only it reads, get no gradient. The trainer skips variab
 gradient, as the original optimizer does (no update, no weight decay), so both keep their
 initial values (or those of `--init_checkpoint`): fine-tuning trains the pooler from there.
 """
+import os
+
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from modeling import BertPretrainer, classification_loss, masked_lm_loss
+from modeling.config import OBJECTIVE_KEY
 from bert_tasks.pretraining.data.features import name_to_features
 from bert_tasks.pretraining.data.reading import expand_input_files
 from bert_tasks.pretraining.data.validation import check_records
+from bert_runner import results
 from bert_runner.task import Task, encoder_training_flops, per_batch_mean
 
 
@@ -65,6 +69,8 @@ class PretrainingTask(Task):
     # `data.dynamic_masking.DynamicInput` for --input_format=text|unmasked_records (set by
     # run_pretraining.py); None: the records carry their masks.
     dynamic_input = None
+    # The `modeling.config.PRETRAINING_OBJECTIVES` entry this task trains (`ltr_task`: "ltr").
+    objective = "mlm"
 
     def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True,
                  input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None):
@@ -103,6 +109,26 @@ class PretrainingTask(Task):
 
     def training_steps(self, run, examples, num_records):
         return self.num_train_steps, self.num_warmup_steps
+
+    def model_config(self, config):
+        """`config` with this task's objective, which output_dir/bert_config.json records for
+        every script that loads the checkpoints. A config that records another objective (a
+        pre-training run's own bert_config.json) is refused: its checkpoints would be continued
+        as another model. A config without the key (the original's) starts either."""
+        recorded = config.to_dict().get(OBJECTIVE_KEY)
+        if recorded is not None and recorded != self.objective:
+            raise ValueError(
+                f"--bert_config_file records \"{OBJECTIVE_KEY}\": \"{recorded}\" but "
+                f"--pretraining_objective={self.objective}: pass --pretraining_objective="
+                f"{recorded} to go on pre-training that model, or a config without the key")
+        self._config = config.with_objective(self.objective)
+        return self._config
+
+    def write_run_files(self, output_dir):
+        """output_dir/bert_config.json: the model of the checkpoints, its objective recorded, so
+        `--bert_config_file=<output_dir>/bert_config.json` fine-tunes them as they were trained."""
+        results.write_text_atomic(os.path.join(output_dir, "bert_config.json"),
+                                  self._config.to_json_string())
 
     def build_model(self, config):
         return BertPretrainer(config)

@@ -102,7 +102,7 @@ class SquadTask(Task):
         return run.training_steps(len(examples), "questions")
 
     def build_model(self, config):
-        return build_model(config)
+        return build_model(config, self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return sq_features.name_to_features(self.max_seq_length, is_training)
@@ -142,7 +142,7 @@ class SquadTask(Task):
         return encoder_training_flops(config, self.max_seq_length)
 
 
-def build_model(config):
+def build_model(config, bilstm_on_top=False):
     """The original `create_model`: the encoder and the `cls/squad` span layer.
 
     The pooler is frozen: the span loss does not reach it, so the original's optimizer got a None
@@ -150,9 +150,10 @@ def build_model(config):
     variables does the same and keeps `Trainer` from differentiating it.
 
     Returns:
-      `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]).
+      `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]), with
+      `bilstm_on_top` the paper's "+ BiLSTM" under the span layer.
     """
-    model = BertSpanLabeler(config)
+    model = BertSpanLabeler(config, bilstm_on_top=bilstm_on_top)
     model.bert.pooler.trainable = False
     return model
 

@@ -59,7 +59,7 @@ class SwagTask(Task):
         return features.features_to_tf_example(features.padding_features(self.max_seq_length))
 
     def build_model(self, config):
-        return BertMultipleChoice(config, NUM_CHOICES)
+        return BertMultipleChoice(config, NUM_CHOICES, bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length)

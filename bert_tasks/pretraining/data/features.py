@@ -14,7 +14,9 @@ so files made by either side train on the other. One record is a `tf.train.Examp
 | next_sentence_labels | int64   | 1                       | 0 = actual next (IsNext), 1 = random next  |
 
 Records made without next sentence prediction (`--next_sentence_prediction=false`) have no
-`next_sentence_labels`; that absence is how `validation.check_records` recognises them.
+`next_sentence_labels`; that absence is how `validation.check_records` recognises them. Records
+of the left-to-right language model (`--pretraining_objective=ltr`, `pretraining.data.ltr`) have
+the first three features alone: unmasked ids, every real position a next-token target.
 
 `ExampleEncoder` writes the protobuf wire format directly: building `tf.train.Example` messages
 costs several times more than creating the instance (`bench/create_pretraining_data.py`). The bytes parse to the
@@ -28,11 +30,13 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions"
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-def name_to_features(max_seq_length, max_predictions_per_seq, next_sentence=True):
+def name_to_features(max_seq_length, max_predictions_per_seq, next_sentence=True,
+                     masked_lm=True):
     """`tf.io.FixedLenFeature`s for `tf.io.parse_example`, exactly as the original run_pretraining.
 
     Args:
       next_sentence: False for records made without next sentence prediction (no label).
+      masked_lm: False for the left-to-right model's records (no masked_lm_* features).
     Returns:
       dict feature name -> FixedLenFeature: ids/masks [max_seq_length] int64, masked_lm_*
       [max_predictions_per_seq] (int64; weights float32), next_sentence_labels [1] int64.
@@ -43,10 +47,11 @@ def name_to_features(max_seq_length, max_predictions_per_seq, next_sentence=True
         "input_ids": tf.io.FixedLenFeature(seq, tf.int64),
         "input_mask": tf.io.FixedLenFeature(seq, tf.int64),
         "segment_ids": tf.io.FixedLenFeature(seq, tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature(pred, tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature(pred, tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature(pred, tf.float32),
     }
+    if masked_lm:
+        spec["masked_lm_positions"] = tf.io.FixedLenFeature(pred, tf.int64)
+        spec["masked_lm_ids"] = tf.io.FixedLenFeature(pred, tf.int64)
+        spec["masked_lm_weights"] = tf.io.FixedLenFeature(pred, tf.float32)
     if next_sentence:
         spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
@@ -118,11 +123,14 @@ class ExampleEncoder(object):
       max_predictions_per_seq: length of the masked_lm_* features.
       max_id: the largest token id that can occur.
       next_sentence: False to leave out next_sentence_labels.
+      masked_lm: False to leave out the masked_lm_* features (the left-to-right model's records).
     """
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, max_id, next_sentence=True):
+    def __init__(self, max_seq_length, max_predictions_per_seq, max_id, next_sentence=True,
+                 masked_lm=True):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
+        self.masked_lm = masked_lm
         self._label_entry = _LABEL_ENTRY if next_sentence else {False: b""}
         self._varint_of = [_varint(i) for i in range(max(max_id, max_seq_length) + 1)].__getitem__
 
@@ -137,14 +145,19 @@ class ExampleEncoder(object):
         num_masked = len(instance.masked_lm_positions)
         if length > self.max_seq_length or num_masked > self.max_predictions_per_seq:
             raise ValueError("instance longer than max_seq_length / max_predictions_per_seq")
-        body = b"".join((
+        entries = [
             self._ids_entry("input_ids", instance.input_ids, self.max_seq_length),
             _input_mask_entry(length, self.max_seq_length),
             _segment_ids_entry(instance.num_a_tokens + 2, length, self.max_seq_length),
-            self._ids_entry("masked_lm_positions", instance.masked_lm_positions,
-                            self.max_predictions_per_seq),
-            self._ids_entry("masked_lm_ids", instance.masked_lm_ids, self.max_predictions_per_seq),
-            _weights_entry(num_masked, self.max_predictions_per_seq),
-            self._label_entry[instance.is_random_next],
-        ))
+        ]
+        if self.masked_lm:
+            entries += [
+                self._ids_entry("masked_lm_positions", instance.masked_lm_positions,
+                                self.max_predictions_per_seq),
+                self._ids_entry("masked_lm_ids", instance.masked_lm_ids,
+                                self.max_predictions_per_seq),
+                _weights_entry(num_masked, self.max_predictions_per_seq),
+            ]
+        entries.append(self._label_entry[instance.is_random_next])
+        body = b"".join(entries)
         return _F1 + _varint(len(body)) + body

@@ -58,6 +58,7 @@ class Options(object):
     mask_token_prob: float = 0.8
     random_token_prob: float = 0.1
     next_sentence_prediction: bool = True
+    pretraining_objective: str = "mlm"
 
 
 def check_options(opts):
@@ -85,6 +86,8 @@ def check_options(opts):
          "--mask_token_prob=%g: must be in [0, 1]" % o.mask_token_prob),
         (0.0 <= o.random_token_prob <= 1.0,
          "--random_token_prob=%g: must be in [0, 1]" % o.random_token_prob),
+        (o.pretraining_objective in ("mlm", "ltr"),
+         "--pretraining_objective=%s: must be mlm or ltr" % o.pretraining_objective),
         (o.mask_token_prob + o.random_token_prob <= 1.0 + 1e-9,
          "--mask_token_prob=%g plus --random_token_prob=%g is more than 1 (the rest, kept "
          "unchanged, cannot be negative)" % (o.mask_token_prob, o.random_token_prob)),
@@ -163,11 +166,16 @@ def _run(opts, input_files, output_files, pool):
     logging.info("*** Writing to output files ***")
     for path in output_files:
         logging.info("  %s", path)
-    logging.info("Chosen word-pieces: %.0f%% [MASK], %.0f%% random, %.0f%% kept; next sentence "
-                 "prediction %s", 100 * opts.mask_token_prob, 100 * opts.random_token_prob,
-                 100 * (1 - opts.mask_token_prob - opts.random_token_prob),
-                 "on" if opts.next_sentence_prediction else
-                 "off (B continues A; no next_sentence_labels)")
+    if opts.pretraining_objective == "ltr":
+        logging.info("Left-to-right language model records: unmasked, one segment, no "
+                     "next_sentence_labels")
+    else:
+        logging.info("Chosen word-pieces: %.0f%% [MASK], %.0f%% random, %.0f%% kept; next "
+                     "sentence prediction %s", 100 * opts.mask_token_prob,
+                     100 * opts.random_token_prob,
+                     100 * (1 - opts.mask_token_prob - opts.random_token_prob),
+                     "on" if opts.next_sentence_prediction else
+                     "off (B continues A; no next_sentence_labels)")
 
     start = time.monotonic()
     stats = processing.ChunkStats()

@@ -21,6 +21,7 @@ import numpy as np
 from bert_tasks.pretraining.data.documents import LineTokenizer, TokenizedLines
 from bert_tasks.pretraining.data.features import ExampleEncoder
 from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
+from bert_tasks.pretraining.data.ltr import LtrInstanceBuilder
 
 
 @dataclasses.dataclass
@@ -56,14 +57,16 @@ class ChunkProcessor(object):
 
     def __init__(self, opts, vocab):
         self.opts = opts
-        self.builder = InstanceBuilder(
+        # The left-to-right model's records: unmasked, one segment, no label (`data.ltr`).
+        ltr = opts.pretraining_objective == "ltr"
+        next_sentence = opts.next_sentence_prediction and not ltr
+        self.builder = (LtrInstanceBuilder if ltr else InstanceBuilder)(
             vocab, opts.max_seq_length, opts.short_seq_prob, opts.masked_lm_prob,
             opts.max_predictions_per_seq, opts.do_whole_word_mask,
-            MaskingRates(opts.mask_token_prob, opts.random_token_prob),
-            opts.next_sentence_prediction)
+            MaskingRates(opts.mask_token_prob, opts.random_token_prob), next_sentence)
         self.encoder = ExampleEncoder(
             opts.max_seq_length, opts.max_predictions_per_seq, max(vocab.values()),
-            opts.next_sentence_prediction)
+            next_sentence, masked_lm=not ltr)
 
     def __call__(self, chunk_index, documents, num_lines, report=None):
         """Returns (records: list[bytes], ChunkStats).

@@ -80,18 +80,28 @@ def _parse(path, record):
 
 
 def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab_size,
-                  type_vocab_size=None):
+                  type_vocab_size=None, masked_lm=True):
     """Raises InputError if one parsed record (`_parse`) does not fit the flags and model.
 
     The message names the file, what the record holds, and the flag or config field to change.
+    `masked_lm`: False for the left-to-right model, whose records have no masked_lm_* features
+    (`data.ltr`).
     """
     def fail(message, *args):
         raise InputError("input file %s: first record: " % path + message % args)
 
-    missing = [n for n in _SEQUENCE_FEATURES + _PREDICTION_FEATURES if n not in features]
+    predictions = _PREDICTION_FEATURES if masked_lm else ()
+    if not masked_lm and any(name in features for name in _PREDICTION_FEATURES):
+        fail("holds masked_lm_positions: masked-LM records, whose input_ids hold [MASK]; the "
+             "left-to-right model (--pretraining_objective=ltr) trains on records made with "
+             "create_pretraining_data.py --pretraining_objective=ltr")
+    missing = [n for n in _SEQUENCE_FEATURES + predictions if n not in features]
     if missing:
-        fail("lacks %s; pretraining records (create_pretraining_data.py) have %s",
-             ", ".join(missing), ", ".join(_SEQUENCE_FEATURES + _PREDICTION_FEATURES))
+        ltr = ("; records of a left-to-right model (create_pretraining_data.py "
+               "--pretraining_objective=ltr) have none: train them with run_pretraining.py "
+               "--pretraining_objective=ltr" if missing == list(_PREDICTION_FEATURES) else "")
+        fail("lacks %s; pretraining records (create_pretraining_data.py) have %s%s",
+             ", ".join(missing), ", ".join(_SEQUENCE_FEATURES + predictions), ltr)
     for name in _SEQUENCE_FEATURES + _PREDICTION_FEATURES + (_LABEL,):
         if name not in features:
             continue
@@ -99,7 +109,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
         if features[name][0] != want:
             fail("%s is a %s, expected a %s", name, features[name][0], want)
     for names, flag, value in [(_SEQUENCE_FEATURES, "max_seq_length", max_seq_length),
-                               (_PREDICTION_FEATURES, "max_predictions_per_seq",
+                               (predictions, "max_predictions_per_seq",
                                 max_predictions_per_seq)]:
         for name in names:
             have = len(features[name][1])
@@ -109,12 +119,12 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
                      name, have, flag, value, flag, have, flag, value)
     if _LABEL in features and len(features[_LABEL][1]) != 1:
         fail("%s has %d values, expected 1", _LABEL, len(features[_LABEL][1]))
-    for name in ("input_ids", "masked_lm_ids"):
+    for name in ("input_ids", "masked_lm_ids")[:2 if masked_lm else 1]:
         largest = max(features[name][1], default=0)
         if largest >= vocab_size:
             fail("%s holds token id %d but vocab_size in bert_config.json is %d: the data was "
                  "made with a larger vocab_file than the model's", name, largest, vocab_size)
-    largest = max(features["masked_lm_positions"][1], default=0)
+    largest = max(features["masked_lm_positions"][1], default=0) if masked_lm else 0
     if largest >= max_seq_length:
         fail("masked_lm_positions holds position %d, beyond --max_seq_length=%d",
              largest, max_seq_length)
@@ -125,7 +135,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
 
 
 def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
-                  type_vocab_size=None, next_sentence=None):
+                  type_vocab_size=None, next_sentence=None, masked_lm=True):
     """Checks the first record of each file; returns `RecordsInfo`.
 
     Args:
@@ -134,6 +144,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
       vocab_size, type_vocab_size: from the model's bert_config.json (type_vocab_size optional).
       next_sentence: True to require next_sentence_labels, None to accept either (see
         `RecordsInfo.next_sentence`).
+      masked_lm: False for the left-to-right model's records (`check_example`).
     Raises:
       InputError naming the file and the flag or config field, when no file holds a record, a
       first record does not fit, some files have next_sentence_labels and others not, or
@@ -149,7 +160,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
             continue
         features = _parse(path, record)
         check_example(path, features, max_seq_length, max_predictions_per_seq, vocab_size,
-                      type_vocab_size)
+                      type_vocab_size, masked_lm)
         (with_label if _LABEL in features else without_label).append(path)
     if not with_label and not without_label:
         raise InputError("%s no records (an input without text? create_pretraining_data.py "
