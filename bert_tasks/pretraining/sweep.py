@@ -1,0 +1,215 @@
+"""The paper's Figure 2 (Appendix C.1) as a command: fine-tune every chosen checkpoint of one or
+more pre-training runs on a task, and tabulate (CSV) and draw (PNG) the task's metric against the
+pre-training steps, one line per run (labelled with its objective). run_checkpoint_sweep.py is
+the script; this module is its logic.
+
+A pre-training run is an output_dir of run_pretraining.py: its `ckpt-<step>` checkpoints and the
+`bert_config.json` it writes (`"pretraining_objective": "ltr"` for the left-to-right model,
+absent for the masked LM), from which each fine-tuning builds the model the checkpoint was
+trained as. Each fine-tuning is a `bert_runner.driver.run` in this process, as run_classifier.py
+would run it with `--init_checkpoint=<dir>/ckpt-<step>`, in `<output_dir>/<run name>/step_<step>`
+(a finished one is evaluated again, not trained again). Step 0 means no checkpoint: the same
+model fine-tuned from random weights, the figure's starting point.
+"""
+import csv
+import dataclasses
+import io
+import os
+import re
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+from bert_runner import results
+
+PLOT_REQUIREMENTS = "requirements-plot.txt"
+_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
+CSV_COLUMNS = ("run", "objective", "pretraining_dir", "pretraining_step", "metric", "value",
+               "eval_loss")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingRun:
+    """One pre-training output_dir: its name (the figure's line), objective and checkpoints."""
+
+    directory: str
+    name: str
+    objective: str
+    config_file: str
+    checkpoints: dict  # {step: checkpoint prefix}
+
+    @property
+    def label(self):
+        return f"{self.name} ({self.objective.upper()})"
+
+
+def read_run(directory):
+    """The `PretrainingRun` of a run_pretraining output_dir; ValueError naming the directory when
+    it has no bert_config.json or no checkpoint."""
+    from modeling.config import BertConfig
+
+    config_file = os.path.join(directory, "bert_config.json")
+    if not tf.io.gfile.exists(config_file):
+        raise ValueError(f"--pretraining_dirs: {directory} has no bert_config.json (not an "
+                         "output_dir of run_pretraining.py, or of a version before it wrote one)")
+    checkpoints = {int(m.group(1)): os.path.join(directory, f"ckpt-{m.group(1)}")
+                   for m in map(_CHECKPOINT.match, tf.io.gfile.listdir(directory)) if m}
+    if not checkpoints:
+        raise ValueError(f"--pretraining_dirs: {directory} holds no ckpt-<step> checkpoint")
+    name = os.path.basename(os.path.normpath(directory))
+    objective = BertConfig.from_json_file(config_file).pretraining_objective
+    return PretrainingRun(directory, name, objective, config_file, checkpoints)
+
+
+def choose_steps(run, every=None, steps=None):
+    """The steps of `run` to fine-tune: `steps` (ints; each must be a checkpoint of the run, or
+    0), else every checkpoint whose step is a multiple of `every`, else every checkpoint."""
+    if steps:
+        missing = [s for s in steps if s and s not in run.checkpoints]
+        if missing:
+            raise ValueError(
+                f"--checkpoint_steps: {run.directory} has no checkpoint at step(s) "
+                f"{', '.join(map(str, missing))}; it has {', '.join(map(str, sorted(run.checkpoints)))}")
+        return sorted(set(steps))
+    chosen = [s for s in sorted(run.checkpoints) if not every or s % every == 0]
+    if not chosen:
+        raise ValueError(f"--checkpoint_every={every}: no checkpoint of {run.directory} is at a "
+                         f"multiple of it ({', '.join(map(str, sorted(run.checkpoints)))})")
+    return chosen
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One fine-tuning of the sweep: the CSV's row."""
+
+    run: str
+    objective: str
+    pretraining_dir: str
+    pretraining_step: int
+    metric: str
+    value: float
+    eval_loss: Optional[float]
+
+
+def sweep(runs, steps, fine_tune, output_dir, metric="eval_accuracy"):
+    """Fine-tunes each run's chosen checkpoints; returns the `Row`s in run, then step order.
+
+    Args:
+      runs: `PretrainingRun`s; steps: {run directory: [step, ...]} (`choose_steps`).
+      fine_tune: `(config_file, checkpoint or None, output_dir) -> eval_results dict`.
+      output_dir: each fine-tuning in `<output_dir>/<run name>/step_<step>`.
+      metric: the eval_results key tabulated and drawn.
+    """
+    rows = []
+    total = sum(len(steps[run.directory]) for run in runs)
+    for run in runs:
+        for step in steps[run.directory]:
+            logging.info("***** Sweep %d/%d: %s, step %d *****", len(rows) + 1, total,
+                         run.label, step)
+            metrics = fine_tune(run.config_file, run.checkpoints.get(step),
+                                os.path.join(output_dir, run.name, f"step_{step}"))
+            if metric not in metrics:
+                raise ValueError(f"--metric={metric}: the task's eval_results have "
+                                 f"{', '.join(sorted(metrics))}")
+            loss = metrics.get("eval_loss")
+            rows.append(Row(run.name, run.objective, run.directory, step,
+                            metric, float(metrics[metric]),
+                            None if loss is None else float(loss)))
+            logging.info("%s at pre-training step %d: %s = %.4f", run.label, step, metric,
+                         rows[-1].value)
+    return rows
+
+
+def csv_text(rows):
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        writer.writerow([row.run, row.objective, row.pretraining_dir, row.pretraining_step,
+                         row.metric, f"{row.value:.4f}",
+                         "" if row.eval_loss is None else f"{row.eval_loss:.4f}"])
+    return out.getvalue()
+
+
+def write_outputs(rows, csv_path, png_path, title, baseline=None):
+    """Writes the CSV, then the PNG if matplotlib is installed (else one warning naming
+    `PLOT_REQUIREMENTS`). Returns the PNG path, or None when it was not drawn."""
+    results.write_text_atomic(csv_path, csv_text(rows))
+    logging.info("Wrote %s", csv_path)
+    try:
+        import matplotlib
+    except ImportError:
+        logging.warning("matplotlib is not installed: no %s (pip install -r %s); the table is "
+                        "in %s", png_path, PLOT_REQUIREMENTS, csv_path)
+        return None
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(6, 4), dpi=120)
+    lines = {}
+    for row in rows:
+        lines.setdefault(f"{row.run} ({row.objective.upper()})", []).append(
+            (row.pretraining_step, row.value))
+    for label, points in lines.items():
+        points.sort()
+        axes.plot([s for s, _ in points], [v for _, v in points], marker="o", label=label)
+    if baseline is not None:
+        axes.axhline(baseline[1], color="gray", linestyle="--", linewidth=1, label=baseline[0])
+    axes.set_xlabel("pre-training steps")
+    axes.set_ylabel(rows[0].metric if rows else "")
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    with results.atomic_output(png_path) as tmp:
+        figure.savefig(tmp, format="png")
+    pyplot.close(figure)
+    logging.info("Wrote %s", png_path)
+    return png_path
+
+
+def parse_steps(values):
+    """--checkpoint_steps as ints (None for none given)."""
+    if not values:
+        return None
+    try:
+        steps = [int(v) for v in values]
+    except ValueError:
+        steps = [-1]
+    if min(steps) < 0:
+        raise ValueError(f"--checkpoint_steps expects comma-separated steps >= 0, got "
+                         f"{','.join(values)}")
+    return steps
+
+
+def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_template, every=None,
+              steps=None, metric="eval_accuracy"):
+    """run_checkpoint_sweep.py's work: fine-tunes the chosen checkpoints of each dir on the
+    run_classifier task (`make_task(task_name, max_seq_length, data_dir)`) with `run_template`
+    (a `RunConfig`: its output_dir holds the sweep, its schedule is each fine-tuning's), writes
+    `sweep.csv` and `sweep.png` there. Returns (rows, the PNG path or None)."""
+    from bert_runner import driver
+    from bert_tasks.classifier.task import make_task
+
+    runs = [read_run(d) for d in pretraining_dirs]
+    if len({run.name for run in runs}) < len(runs):
+        raise ValueError("--pretraining_dirs: two dirs have the same name (each names its line "
+                         "and its fine-tuning folder)")
+    chosen = {run.directory: choose_steps(run, every, steps) for run in runs}
+    for run in runs:
+        logging.info("%s: %s, steps %s", run.label, run.directory,
+                     ", ".join(map(str, chosen[run.directory])))
+    template = dataclasses.replace(run_template, do_train=True, do_eval=True, do_predict=False)
+
+    def fine_tune(config_file, checkpoint, output_dir):
+        run = dataclasses.replace(template, output_dir=output_dir, bert_config_file=config_file,
+                                  init_checkpoint=checkpoint)
+        return driver.run(make_task(task_name, max_seq_length, data_dir), run).eval_results
+
+    output_dir = run_template.output_dir
+    rows = sweep(runs, chosen, fine_tune, output_dir, metric)
+    png = write_outputs(rows, os.path.join(output_dir, "sweep.csv"),
+                        os.path.join(output_dir, "sweep.png"),
+                        f"{task_name} {metric} after fine-tuning each pre-training checkpoint")
+    return rows, png
