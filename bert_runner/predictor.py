@@ -113,6 +113,9 @@ class Predictor:
                     "model again with export_model.py --format=%s"
                     % (export_dir, name, ", ".join(sorted(self.model.signatures)) or "none",
                        self.format, self.format))
+        # The first call of a loaded signature builds and optimises its graph (seconds): made
+        # here, so that every answer after the load takes milliseconds.
+        self.predict([Input("\t".join(["warm up"] * _FIELDS[self.format][0]), "warm-up")])
         logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
                      time.perf_counter() - started)
 

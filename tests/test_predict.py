@@ -1,0 +1,126 @@
+"""predict.py, bert_runner.predictor: an export_model.py SavedModel answers raw text after one
+load; bad input (a directory that is not an export, a missing signature, empty or non-UTF-8
+text) is refused in one line.
+
+One tiny classifier export serves every test; the SQuAD, NER and SWAG outputs are checked
+against their scripts in tests/test_export.py.
+"""
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from modeling_helpers import TINY, tiny_config
+from refusals import assert_refused, message
+
+VOCAB = str(TINY / "vocab.txt")
+LABELS = ["contradiction", "entailment", "neutral"]
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    from bert_runner import export
+    from modeling import BertClassifier, tf1_checkpoint
+
+    model = BertClassifier(tiny_config(), 3)
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    model.classifier.output_weights.assign(
+        np.random.default_rng(5).normal(0.0, 1.0, (3, 32)).astype(np.float32))
+    directory = tmp_path_factory.mktemp("serving") / "1"
+    export.export_classifier(model, VOCAB, True, 16, LABELS, directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def loaded(export_dir):
+    from bert_runner import predictor
+
+    return predictor.Predictor(str(export_dir))
+
+
+def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded):
+    import tensorflow as tf
+
+    from bert_runner import predictor
+
+    model = loaded
+    assert model.format == "classifier"
+    texts = ["The dog runs fast.", "the cat sleeps\tthe old dog walked to the river"]
+    results = model.predict(texts)
+    pairs = model.model.signatures["pairs"](text_a=tf.constant(["The dog runs fast.",
+                                                                "the cat sleeps"]),
+                                            text_b=tf.constant(["", "the old dog walked to "
+                                                                "the river"]))
+    for result, probabilities, label in zip(results, pairs["probabilities"].numpy(),
+                                            pairs["label"].numpy()):
+        assert list(result["probabilities"]) == LABELS
+        np.testing.assert_allclose(list(result["probabilities"].values()), probabilities,
+                                   atol=1e-6)
+        assert result["label"] == label.decode()
+    out = io.StringIO()
+    predictor.run(str(export_dir), texts, output_format="json", out=out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["input"] for line in lines] == texts
+    assert [line["label"] for line in lines] == [r["label"] for r in results]
+    assert model.describe(results[0]).startswith(results[0]["label"] + "  contradiction=")
+
+
+def test_inputs_from_a_file_and_their_refusals(loaded, tmp_path):
+    from bert_runner import predictor
+
+    path = tmp_path / "inputs.txt"
+    path.write_bytes("\ufeffThe dog runs fast.\n\nthe cat\tsleeps\n".encode("utf-8"))
+    inputs = predictor.read_inputs(input_file=str(path))
+    assert [(i.text, i.source) for i in inputs] == [
+        ("The dog runs fast.", f"line 1 of --input_file={path}"),
+        ("the cat\tsleeps", f"line 3 of --input_file={path}")]
+    path.write_bytes(b"fine\n\xff\xfe bad\n")
+    with pytest.raises(ValueError, match=re.escape(message("predict-not-utf8"))) as error:
+        predictor.read_inputs(input_file=str(path))
+    assert str(error.value).startswith(f"line 2 of --input_file={path} is not UTF-8 (byte 0xff")
+    with pytest.raises(ValueError, match=re.escape(message("predict-not-utf8"))):
+        predictor.read_inputs(["ok", "caf\udce9"])  # how sys.argv holds a Latin-1 byte
+
+    with pytest.raises(ValueError, match=re.escape(message("predict-empty-text"))) as error:
+        loaded.predict(["fine", ""])
+    assert str(error.value).startswith("input 2 has an empty text")
+    with pytest.raises(ValueError, match="input 1 has 3 tab-separated field"):
+        loaded.predict(["a\tb\tc"])
+
+
+def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
+    import tensorflow as tf
+
+    from bert_runner import export, predictor
+
+    with pytest.raises(ValueError, match=re.escape(message("predict-not-a-saved-model"))):
+        predictor.Predictor(str(tmp_path))
+    # The classifier's SavedModel saved without its `pairs` signature.
+    partial = tmp_path / "partial"
+    loaded = tf.saved_model.load(str(export_dir))
+    tf.saved_model.save(loaded, str(partial),
+                        signatures={"serving_default": loaded.signatures["serving_default"]})
+    tf.io.gfile.makedirs(str(partial / "assets.extra"))
+    (partial / export.METADATA_FILE).write_text((export_dir / export.METADATA_FILE).read_text())
+    with pytest.raises(ValueError, match=re.escape(message("predict-missing-signature"))) as e:
+        predictor.Predictor(str(partial))
+    assert "has no signature 'pairs' (it has: serving_default)" in str(e.value)
+
+
+def test_cli_refuses_text_that_is_not_utf8(export_dir):
+    """The one script launch: stdin with a Latin-1 line, one line and exit code 2."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run(
+        [sys.executable, "predict.py", f"--model={export_dir}"], cwd=ROOT,
+        input="The dog runs fast.\ncaf\xe9\n".encode("latin-1"), capture_output=True,
+        env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=300)
+    process.stderr = process.stderr.decode("utf-8", "replace")
+    assert_refused(process, "predict-not-utf8")
+    assert "line 2 of stdin is not UTF-8 (byte 0xe9 at column 4)" in process.stderr
+    assert process.stdout == b""
