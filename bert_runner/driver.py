@@ -42,7 +42,8 @@ from bert_runner.trainer import Trainer
 RUN_RECORD = "run.json"
 # Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
 _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
-             "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps")
+             "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps",
+             "bilstm_on_top")
 
 
 @dataclasses.dataclass

@@ -84,7 +84,12 @@ def config_from_hf(path):
 
 
 def config_to_hf(config):
-    """The Hugging Face `config.json` dict of a `BertConfig` (for `transformers.BertModel`)."""
+    """The Hugging Face `config.json` dict of a `BertConfig` (for `transformers.BertModel`).
+    A left-to-right model (`config.causal`) is refused: `BertModel` would attend both ways."""
+    if config.causal:
+        raise ValueError("a left-to-right model (\"pretraining_objective\": \"ltr\") has no "
+                         "Hugging Face BertModel form: transformers' BertModel attends both ways "
+                         "and would compute other outputs; export it as a SavedModel")
     hf = {key: getattr(config, key) for key in _CONFIG_KEYS}
     act = (config.hidden_act or "linear").lower()
     return {"architectures": ["BertModel"], "model_type": "bert",

@@ -13,6 +13,7 @@ from modeling.config import OBJECTIVE_KEY
 from modeling_helpers import TINY, TINY_TRAIN, save_like_the_trainer
 from bert_runner.run_config import RunConfig
 from bert_tasks.pretraining import sweep
+from refusals import message
 
 
 def _pretraining_dir(path, objective, steps):
@@ -35,11 +36,12 @@ def test_checkpoints_are_chosen_by_step_or_every_n(tmp_path):
     assert sweep.choose_steps(run) == [2, 4, 6]
     assert sweep.choose_steps(run, every=4) == [4]
     assert sweep.choose_steps(run, steps=[0, 6]) == [0, 6]
-    with pytest.raises(ValueError, match=r"no checkpoint at step\(s\) 5; it has 2, 4, 6"):
+    assert message("sweep-step-without-checkpoint") == "has no checkpoint at step(s)"
+    with pytest.raises(ValueError, match=r"has no checkpoint at step\(s\) 5; it has 2, 4, 6"):
         sweep.choose_steps(run, steps=[5])
     with pytest.raises(ValueError, match=r"--checkpoint_every=5: no checkpoint"):
         sweep.choose_steps(run, every=5)
-    with pytest.raises(ValueError, match="has no bert_config.json"):
+    with pytest.raises(ValueError, match=message("sweep-dir-without-config")):
         sweep.read_run(str(tmp_path))
     with pytest.raises(ValueError, match="steps >= 0"):
         sweep.parse_steps(["1", "x"])

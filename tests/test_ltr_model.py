@@ -3,6 +3,7 @@ next-token loss, the LTR records, the objective recorded in bert_config.json, an
 checkpoint fine-tuned by run_classifier with and without --bilstm_on_top (in process)."""
 import json
 import random
+import re
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ import tensorflow as tf
 from modeling import BertClassifier, BertConfig, BertModel, BertSpanLabeler, next_token_loss
 from modeling.config import OBJECTIVE_KEY
 from modeling_helpers import TINY, TINY_TRAIN
+from refusals import message
 from bert_tasks.pretraining.data.features import ExampleEncoder, name_to_features
 from bert_tasks.pretraining.data.instances import InstanceBuilder
 from bert_tasks.pretraining.data.ltr import LtrInstanceBuilder
@@ -112,6 +114,14 @@ def test_the_objective_is_recorded_only_for_ltr(tmp_path):
         BertConfig.from_json_file(path)
 
 
+def test_an_ltr_model_has_no_hugging_face_form():
+    from modeling import hf_checkpoint
+
+    with pytest.raises(ValueError, match=message("hf-export-ltr")):
+        hf_checkpoint.config_to_hf(_config("ltr"))
+    assert hf_checkpoint.config_to_hf(_config())["model_type"] == "bert"
+
+
 def test_next_token_loss_equals_a_numpy_reference():
     rng = np.random.RandomState(0)
     logits = rng.randn(2, 4, 7).astype(np.float32)
@@ -173,9 +183,9 @@ def test_ltr_records_parse_and_each_objective_refuses_the_others(tmp_path):
     parsed = tf.io.parse_single_example(record, spec)
     assert sorted(parsed) == ["input_ids", "input_mask", "segment_ids"]
     assert check_records([str(ltr)], SEQ, 0, 99, 2, masked_lm=False).next_sentence is False
-    with pytest.raises(InputError, match=r"train them with run_pretraining.py --pretraining_objective=ltr"):
+    with pytest.raises(InputError, match=re.escape(message("ltr-records-for-masked-lm"))):
         check_records([str(ltr)], SEQ, 4, 99, 2)
-    with pytest.raises(InputError, match=r"masked-LM records, whose input_ids hold \[MASK\]"):
+    with pytest.raises(InputError, match=re.escape(message("masked-lm-records-for-ltr"))):
         check_records([str(mlm)], SEQ, 0, 99, 2, masked_lm=False)
 
 
@@ -214,8 +224,7 @@ def test_ltr_pretraining_records_its_objective_and_evaluates(ltr_run, caplog):
 def test_a_config_recording_ltr_is_refused_for_a_masked_lm(ltr_run, tmp_path):
     from bert_tasks.pretraining.task import PretrainingTask
 
-    with pytest.raises(ValueError, match=r'records "pretraining_objective": "ltr" but '
-                                         r"--pretraining_objective=mlm"):
+    with pytest.raises(ValueError, match=re.escape(message("config-objective-mismatch"))):
         PretrainingTask(SEQ, 4).model_config(BertConfig.from_json_file(
             ltr_run[0] / "bert_config.json"))
 
