@@ -543,29 +543,29 @@ def test_multi_label_long_document_export_as_run_classifier():
     model = _tiny(BertMultiLabelClassifier, 3)
     names = ["austen", "bronte", "dickens"]
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-    for how in ("mean", "max"):
+    # Single texts aggregated by the mean, pairs by the max: each path traced once.
+    for how, singles, pairs in (("mean", SINGLES, []), ("max", [], PAIRS)):
         module = export.ClassifierExport(model, FastBertTokenizer(VOCAB, True), MAX_SEQ_LENGTH,
                                          names, multi_label_threshold=0.5, doc_stride=5,
                                          window_aggregation=how)
-        for singles, pairs in ((SINGLES, []), ([], PAIRS)):
-            examples = [features.InputExample("t-%d" % i, a, b, label="x")
-                        for i, (a, b) in enumerate([(s, None) for s in singles] + pairs)]
-            rows = [features.convert_example_windows(i, e, ["x"], MAX_SEQ_LENGTH, tokenizer, 5)
-                    for i, e in enumerate(examples)]
-            batch = {name: np.array([getattr(f, name) for row in rows for f in row], np.int32)
-                     for name in ("input_ids", "input_mask", "segment_ids")}
-            logits = windows.aggregate(model(batch, training=False)["logits"].numpy(),
-                                       [len(row) for row in rows], how)
-            expected = 1.0 / (1.0 + np.exp(-logits))
-            if singles:
-                got = module.serve(tf.constant(singles))
-            else:
-                got = module.serve_pairs(tf.constant([a for a, _ in pairs]),
-                                         tf.constant([b for _, b in pairs]))
-            np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=1e-5)
-            assert (got["predicted"].numpy() == (expected >= 0.5)).all()
-            assert [x.decode() for x in got["labels"].numpy()] == [
-                ",".join(n for n, p in zip(names, row) if p >= 0.5) for row in expected]
+        examples = [features.InputExample("t-%d" % i, a, b, label="x")
+                    for i, (a, b) in enumerate([(s, None) for s in singles] + pairs)]
+        rows = [features.convert_example_windows(i, e, ["x"], MAX_SEQ_LENGTH, tokenizer, 5)
+                for i, e in enumerate(examples)]
+        batch = {name: np.array([getattr(f, name) for row in rows for f in row], np.int32)
+                 for name in ("input_ids", "input_mask", "segment_ids")}
+        logits = windows.aggregate(model(batch, training=False)["logits"].numpy(),
+                                   [len(row) for row in rows], how)
+        expected = 1.0 / (1.0 + np.exp(-logits))
+        if singles:
+            got = module.serve(tf.constant(singles))
+        else:
+            got = module.serve_pairs(tf.constant([a for a, _ in pairs]),
+                                     tf.constant([b for _, b in pairs]))
+        np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=1e-5)
+        assert (got["predicted"].numpy() == (expected >= 0.5)).all()
+        assert [x.decode() for x in got["labels"].numpy()] == [
+            ",".join(n for n, p in zip(names, row) if p >= 0.5) for row in expected]
         assert max(len(row) for row in rows) > 1  # long texts did take several windows
 
 
