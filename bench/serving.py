@@ -1,24 +1,42 @@
-r"""Serving throughput on CPU: our raw-text SavedModel against the Hugging Face text-classification
-pipeline (PyTorch), same model size, same weights, same sentences, one process.
+r"""Serving on CPU, raw text in, probabilities out: our SavedModel, our LiteRT model at each
+precision and ONNX Runtime on our ONNX export, against the Hugging Face text-classification
+pipeline (PyTorch) and KerasHub's `BertTextClassifier.predict`; same weights, same sentences, same
+threads, one process.
 
-    python bench/serving.py                          # BERT-Base, seq 128, 2 labels, batch 1 and 32
-    python bench/serving.py --config=tiny --repeats=2 --sentences=32   # smoke run
+    python bench/serving.py --num_threads=2       # BERT-Base, seq 128, 2 labels, batch 1 and 32
+    python bench/serving.py --config=tiny --sentences=16 --repeats=1 --warmup=1   # smoke run
 
-Contenders (both: raw strings in, the two class probabilities out, truncation to --max_seq_length):
-  ours   `export_model.py`'s SavedModel (bert_runner.export: tf.text tokenizer, packing, BertClassifier,
-         softmax in one graph), loaded with `tf.saved_model.load`, called through its
-         `serving_default` signature with a string tensor of the batch.
-  peer   `transformers.pipeline("text-classification")` with `BertForSequenceClassification`
-         (eval mode, default SDPA attention) and `BertTokenizerFast` on the same vocab, called
-         with the list of sentences and `batch_size`.
-Both hold the same random BERT weights (the peer's are copied into ours) and the tanh GELU of
-the original release (the peer's `gelu_new`); the probabilities are compared before timing.
+Contenders (each: a list of raw strings in, the two class probabilities out, truncation to
+--max_seq_length; tokenization is included wherever the user pays for it):
+  SavedModel     `export_model.py`'s SavedModel (bert_runner.export: tf.text tokenizer, packing,
+                 BertClassifier, softmax in one graph), `tf.saved_model.load`, its
+                 `serving_default` signature on a string tensor of the batch.
+  LiteRT <q>     `export_model.py --format=litert --quantization=<q>` (bert_runner.litert_export:
+                 tokenizer inside, one text at a time in the graph), ai-edge-litert's interpreter
+                 (XNNPACK) with tf.text's ops, `num_threads` threads. int8 is calibrated on
+                 --calibration_sentences Austen sentences outside the timed ones.
+  ONNX Runtime   `export_model.py --format=onnx` (tf2onnx, ids in) on onnxruntime's CPU provider,
+                 behind our tokenizer (`onnx_export.OnnxTextModel`: tf.text tokenizer and packing,
+                 padding to the batch's longest row).
+  HF pipeline    `transformers.pipeline("text-classification")`, `BertForSequenceClassification`
+                 (eval mode, SDPA attention), `BertTokenizerFast` on the same vocab, `batch_size`.
+  KerasHub       `keras_hub.models.BertTextClassifier` (its `BertBackbone` and
+                 `BertTextClassifierPreprocessor`, sequence_length --max_seq_length, softmax
+                 activation) with the same weights ported by KerasHub's own Hugging Face
+                 converter (`keras_hub.src.utils.transformers.convert_bert.convert_weights`),
+                 `.predict(texts, batch_size)`.
+All hold the same random BERT weights (the peer's, copied into ours) and the original's tanh
+GELU (the peer's `gelu_new`, KerasHub's `gelu_approximate`); the probabilities are compared to
+the SavedModel's before timing.
 
-Input: sentences of the Austen novels in `data/austen/` (paragraphs split after . ! ?), shuffled
-with --seed. Each timed round classifies the same --sentences sentences at every batch size, in
-turns (ours, peer) so that load from other processes hits both alike; the figures are medians of
---repeats rounds after --warmup untimed rounds. Threads: --num_threads intra-op for TensorFlow and
-torch (and the peer's Rust tokenizer), as many inter-op threads in both (`common.set_threads`).
+Input: sentences of the Austen novels in `data/austen/`, shuffled with --seed. Each round runs
+every contender in turn (so load from other processes hits all alike) on the same --sentences
+sentences: at batch 1, one call per sentence, each timed (latency p50 and p99 over all calls of
+all timed rounds); at batch 32, the sentences in calls of 32 (throughput: sentences/s, median of
+the rounds). --warmup untimed rounds first. Threads: --num_threads intra-op and inter-op for
+TensorFlow and torch (and the peer's Rust tokenizer; `common.set_threads`), intra-op for
+onnxruntime and LiteRT. Peers: bench/requirements.txt; a contender whose package is missing is
+left out with a line saying so.
 """
 import glob
 import os
@@ -28,6 +46,13 @@ import sys
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Hugging Face's BERT imports torch._dynamo, whose LLVM aborts the process ("Option ... registered
+# more than once") when TensorFlow's was loaded first; loaded before TensorFlow, both work.
+try:
+    import transformers.models.bert.modeling_bert  # noqa: E402, F401
+except ImportError:
+    pass
 
 import random  # noqa: E402
 import re  # noqa: E402
@@ -47,6 +72,7 @@ CONFIGS = {
                  intermediate_size=512),
 }
 LABELS = ["0", "1"]
+BASELINE = "HF pipeline"
 
 flags.DEFINE_enum("config", "base", sorted(CONFIGS),
                   "Encoder shape (512 positions, 2 token types).")
@@ -54,13 +80,16 @@ flags.DEFINE_string("input", "data/austen/*.txt", "Glob of UTF-8 text files, par
                     "by blank lines.")
 flags.DEFINE_string("vocab_file", "vocab/uncased_L-12_H-768_A-12/vocab.txt",
                     "Uncased WordPiece vocab.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length limit (truncation) of both.")
-flags.DEFINE_list("batch_sizes", ["1", "32"], "Sentences per call.")
-flags.DEFINE_integer("sentences", 64, "Sentences classified per round at each batch size.")
-flags.DEFINE_integer("repeats", 5, "Timed rounds; every row reports its median.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length limit (truncation) of all.")
+flags.DEFINE_integer("batch_size", 32, "Sentences per call for the throughput figures.")
+flags.DEFINE_integer("sentences", 64, "Sentences per round (batch-1 calls and throughput).")
+flags.DEFINE_integer("repeats", 3, "Timed rounds.")
 flags.DEFINE_integer("warmup", 1, "Untimed rounds before them.")
-flags.DEFINE_integer("num_threads", os.cpu_count(), "Intra-op and inter-op threads of both "
-                     "(and of the peer's tokenizer).")
+flags.DEFINE_list("litert", ["float32", "float16", "dynamic_int8", "int8"],
+                  "LiteRT precisions to time (empty: none).")
+flags.DEFINE_integer("calibration_sentences", 100, "Sentences calibrating LiteRT int8.")
+flags.DEFINE_list("peers", ["onnx", "hf", "keras_hub"], "Other contenders to time.")
+flags.DEFINE_integer("num_threads", os.cpu_count(), "Threads of every contender (see above).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the sentence order.")
 FLAGS = flags.FLAGS
 
@@ -106,16 +135,29 @@ def build_ours(sizes, peer_state):
     return model
 
 
-def our_runner(export_dir):
-    """Batch (list of str) -> probabilities [N, 2], through the loaded SavedModel's signature."""
+def saved_model_runner(export_dir):
     import tensorflow as tf
 
     serve = tf.saved_model.load(export_dir).signatures["serving_default"]
     return lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy()
 
 
-def peer_runner(peer, vocab_file, max_seq_length):
-    """Batch (list of str) -> probabilities [N, 2], through the Hugging Face pipeline."""
+def litert_runner(path, num_threads):
+    from bert_runner import litert_export
+
+    runner = litert_export.interpreter(model_path=path, num_threads=num_threads) \
+        .get_signature_runner("serving_default")
+    return lambda texts: runner(text_a=np.array(texts))["probabilities"]
+
+
+def onnx_runner(export_dir, num_threads):
+    from bert_runner import onnx_export
+
+    model = onnx_export.OnnxTextModel(export_dir, num_threads=num_threads)
+    return lambda texts: model(texts)["probabilities"]
+
+
+def hf_runner(peer, vocab_file, max_seq_length):
     import transformers
 
     tokenizer = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=True)
@@ -130,54 +172,160 @@ def peer_runner(peer, vocab_file, max_seq_length):
     return run
 
 
-def time_rounds(runners, sentences, batch_sizes, repeats, warmup):
-    """`{(batch size, name): [seconds per round]}`; each round classifies every sentence."""
-    times = {(b, name): [] for b in batch_sizes for name in runners}
+class _StateDictLoader:
+    """What KerasHub's converter reads weights through, on a torch state dict."""
+
+    def __init__(self, state):
+        self.state = {k[len("bert."):] if k.startswith("bert.") else k: v.numpy()
+                      for k, v in state.items()}
+
+    def get_tensor(self, key):
+        return self.state[key]
+
+    def port_weight(self, keras_variable, hf_weight_key, hook_fn=None):
+        value = self.state[hf_weight_key]
+        if hook_fn is not None:
+            value = hook_fn(value, list(keras_variable.shape))
+        keras_variable.assign(value)
+
+
+def keras_hub_runner(peer, sizes, vocab_file, max_seq_length):
+    import keras_hub
+    from keras_hub.src.utils.transformers import convert_bert
+
+    state = peer.state_dict()
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=30522, num_layers=sizes["num_hidden_layers"],
+        num_heads=sizes["num_attention_heads"], hidden_dim=sizes["hidden_size"],
+        intermediate_dim=sizes["intermediate_size"], max_sequence_length=512)
+    convert_bert.convert_weights(backbone, _StateDictLoader(state),
+                                 {"num_hidden_layers": sizes["num_hidden_layers"]})
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True),
+        sequence_length=max_seq_length)
+    model = keras_hub.models.BertTextClassifier(backbone, len(LABELS), preprocessor=preprocessor,
+                                                activation="softmax")
+    model.get_layer("logits").kernel.assign(state["classifier.weight"].numpy().T)
+    model.get_layer("logits").bias.assign(state["classifier.bias"].numpy())
+    return lambda texts: np.asarray(model.predict(texts, batch_size=len(texts), verbose=0))
+
+
+def time_rounds(runners, sentences, batch_size, repeats, warmup):
+    """({name: [seconds of each batch-1 call]}, {name: [seconds per round at batch_size]})."""
+    latencies = {name: [] for name in runners}
+    rounds = {name: [] for name in runners}
     for round_index in range(warmup + repeats):
-        for b in batch_sizes:
-            for name, run in runners.items():
+        timed = round_index >= warmup
+        for name, run in runners.items():
+            for sentence in sentences:
                 start = time.perf_counter()
-                for i in range(0, len(sentences), b):
-                    run(sentences[i:i + b])
-                if round_index >= warmup:
-                    times[b, name].append(time.perf_counter() - start)
-    return times
+                run([sentence])
+                if timed:
+                    latencies[name].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            for i in range(0, len(sentences), batch_size):
+                run(sentences[i:i + batch_size])
+            if timed:
+                rounds[name].append(time.perf_counter() - start)
+        print(f"round {round_index + 1}/{warmup + repeats} done", flush=True)
+    return latencies, rounds
+
+
+def build_runners(model, peer, sizes, calibration, tmp):
+    """{name: batch -> probabilities}; contenders whose packages are missing are left out."""
+    from bert_runner import export, litert_export, onnx_export
+
+    runners = {}
+    export_dir = export.export_classifier(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
+                                          LABELS, os.path.join(tmp, "saved_model"))
+    runners["SavedModel"] = saved_model_runner(export_dir)
+    sizes_mb = {"SavedModel": sum(os.path.getsize(os.path.join(d, f))
+                                  for d, _, fs in os.walk(export_dir) for f in fs) / 1e6}
+    if FLAGS.litert:
+        module = litert_export.text_module(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
+                                           LABELS)
+        for quantization in FLAGS.litert:
+            start = time.perf_counter()
+            path = litert_export.write_litert(module, quantization,
+                                              os.path.join(tmp, "litert_" + quantization),
+                                              calibration)
+            print(f"LiteRT {quantization}: converted in {time.perf_counter() - start:.0f} s",
+                  flush=True)
+            runners["LiteRT " + quantization] = litert_runner(path, FLAGS.num_threads)
+            sizes_mb["LiteRT " + quantization] = os.path.getsize(path) / 1e6
+    makers = {
+        "onnx": ("ONNX Runtime", lambda: onnx_runner(
+            os.path.dirname(onnx_export.write_onnx(model, FLAGS.vocab_file, True,
+                                                   FLAGS.max_seq_length,
+                                                   os.path.join(tmp, "onnx"), LABELS)),
+            FLAGS.num_threads)),
+        "hf": (BASELINE, lambda: hf_runner(peer, FLAGS.vocab_file, FLAGS.max_seq_length)),
+        "keras_hub": ("KerasHub", lambda: keras_hub_runner(peer, sizes, FLAGS.vocab_file,
+                                                           FLAGS.max_seq_length)),
+    }
+    for key in FLAGS.peers:
+        name, make = makers[key]
+        try:
+            runners[name] = make()
+        except (ImportError, ValueError) as e:
+            print(f"{name} left out: {e}")
+    return runners, sizes_mb
 
 
 def main(argv):
     del argv
-    from bert_runner import export
-
-    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
     common.set_threads(FLAGS.num_threads)
     sizes = CONFIGS[FLAGS.config]
-    sentences = read_sentences(FLAGS.input, FLAGS.sentences, FLAGS.seed)
+    sentences = read_sentences(FLAGS.input, FLAGS.sentences + FLAGS.calibration_sentences,
+                               FLAGS.seed)
+    sentences, calibration = sentences[:FLAGS.sentences], sentences[FLAGS.sentences:]
     peer = build_peer(sizes, len(LABELS), FLAGS.seed)
     model = build_ours(sizes, peer.state_dict())
     with tempfile.TemporaryDirectory() as tmp:
-        export_dir = export.export_classifier(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
-                                              LABELS, os.path.join(tmp, "1"))
-        runners = {"ours": our_runner(export_dir),
-                   "peer": peer_runner(peer, FLAGS.vocab_file, FLAGS.max_seq_length)}
-        print(common.describe_machine(FLAGS.num_threads, (
-            "tensorflow", "tensorflow-text", "keras", "tokenizers", "torch", "transformers")))
+        runners, sizes_mb = build_runners(model, peer, sizes, calibration, tmp)
+        packages = ["tensorflow", "tensorflow-text", "keras", "tokenizers", "torch",
+                    "transformers", "ai-edge-litert", "onnxruntime", "tf2onnx", "keras-hub"]
+        print(common.describe_machine(FLAGS.num_threads, [p for p in packages
+                                                          if _installed(p)]))
         lengths = [len(s.split()) for s in sentences]
         print(f"model: {FLAGS.config} {sizes}, {len(LABELS)} labels, max_seq_length "
               f"{FLAGS.max_seq_length}; {len(sentences)} Austen sentences per round "
               f"({statistics.median(lengths)} words median, {max(lengths)} max)")
         check = sentences[:32]
-        diff = np.abs(runners["ours"](check) - runners["peer"](check)).max()
-        print(f"max |ours - peer| probability on {len(check)} sentences: {diff:.2e}")
-        times = time_rounds(runners, sentences, batch_sizes, FLAGS.repeats, FLAGS.warmup)
+        reference = runners["SavedModel"](check)
+        for name, run in runners.items():
+            print(f"max |p - SavedModel's| on {len(check)} sentences, {name}: "
+                  f"{np.abs(run(check) - reference).max():.2e}")
+        latencies, rounds = time_rounds(runners, sentences, FLAGS.batch_size, FLAGS.repeats,
+                                        FLAGS.warmup)
+    report(latencies, rounds, sizes_mb, len(sentences))
 
-    print(f"\nmedian of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up round(s)")
-    print(f"{'batch':>5s}  {'contender':9s} {'s/round':>8s} {'sentences/s':>12s} {'vs peer':>8s}")
-    for b in batch_sizes:
-        peer_median = statistics.median(times[b, "peer"])
-        for name in runners:
-            median = statistics.median(times[b, name])
-            ratio = f"{peer_median / median:7.2f}x" if name != "peer" else ""
-            print(f"{b:5d}  {name:9s} {median:8.3f} {len(sentences) / median:12.1f} {ratio:>8s}")
+
+def _installed(package):
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version(package)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def report(latencies, rounds, sizes_mb, count):
+    """The table: batch-1 p50/p99 latency, batch throughput, ratios to the HF pipeline."""
+    p50 = {name: np.percentile(values, 50) * 1e3 for name, values in latencies.items()}
+    p99 = {name: np.percentile(values, 99) * 1e3 for name, values in latencies.items()}
+    throughput = {name: count / statistics.median(values) for name, values in rounds.items()}
+    print(f"\nbatch 1: {len(next(iter(latencies.values())))} calls each; batch "
+          f"{FLAGS.batch_size}: median of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up")
+    base = BASELINE if BASELINE in p50 else "SavedModel"
+    print(f"{'contender':20s} {'size MB':>8s} {'p50 ms':>8s} {'p99 ms':>8s} "
+          f"{'sent/s @' + str(FLAGS.batch_size):>11s}   {'p50 vs ' + base:>22s} "
+          f"{'sent/s vs ' + base:>22s}")
+    for name in latencies:
+        size = f"{sizes_mb[name]:8.1f}" if name in sizes_mb else f"{'':8s}"
+        print(f"{name:20s} {size} {p50[name]:8.1f} {p99[name]:8.1f} {throughput[name]:11.1f}   "
+              f"{p50[base] / p50[name]:21.2f}x {throughput[name] / throughput[base]:21.2f}x")
 
 
 if __name__ == "__main__":

@@ -68,11 +68,29 @@ def ids_function(model, pooling=None, normalize=False):
 
 
 def convert(function):
-    """The ONNX ModelProto bytes of `ids_function`'s result (tf2onnx)."""
+    """The ONNX ModelProto bytes of `ids_function`'s result (tf2onnx).
+
+    `tf2onnx.convert.from_function` with one of tf2onnx's graph optimizers left out:
+    `reshape_optimizer` (tf2onnx 1.17) rewrites the attention's `[B, S, H] -> [B, S, N, D]`
+    reshape with the sizes of the dense layer's flattened `[B * S, H]` input, which onnxruntime
+    then refuses. `from_function` takes no optimizer list, so its steps are spelled out here.
+    """
     (tf2onnx,) = require("tf2onnx")
+    from tf2onnx import optimizer, tf_loader
+
+    concrete = function.get_concrete_function()
+    inputs = [t.name for t in concrete.inputs if t.dtype != tf.dtypes.resource]
+    outputs = [t.name for t in concrete.outputs if t.dtype != tf.dtypes.resource]
+    optimizers = {name: make for name, make in optimizer._get_optimizers().items()
+                  if name != "reshape_optimizer"}
     try:
-        proto, _ = tf2onnx.convert.from_function(
-            function, input_signature=function.input_signature, opset=OPSET)
+        with tf.device("/cpu:0"):
+            frozen = tf_loader.from_function(concrete, inputs, outputs)
+            proto, _ = tf2onnx.convert._convert_common(
+                frozen, name=concrete.name, continue_on_error=True, opset=OPSET,
+                input_names=inputs, output_names=outputs, optimizers=optimizers,
+                tensors_to_rename=tf2onnx.convert.tensor_names_from_structed(
+                    concrete, inputs, outputs))
     except Exception as e:  # tf2onnx raises whatever its handlers raise
         raise ValueError("ONNX conversion failed: %s" % litert_export.first_line(e)) from e
     return proto.SerializeToString()

@@ -1,0 +1,205 @@
+r"""Accuracy after conversion, measured: a fine-tuned classifier's dev accuracy as a SavedModel
+(`export_model.py`), as LiteRT at each precision and on ONNX Runtime, on the same rows, with the
+size on disk of each. With --pooling, an encoder's sentence vectors instead: their cosine to the
+SavedModel's.
+
+    python bench/export_accuracy.py --task_name=sst-2 --data_dir=$DATA \
+      --bert_config_file=$MODEL/bert_config.json --vocab_file=$MODEL/vocab.txt \
+      --checkpoint=/tmp/novels_output --max_seq_length=64
+    python bench/export_accuracy.py --pooling=mean --normalize --data_dir=$DATA --task_name=sst-2 \
+      --checkpoint=$HF_MODEL_DIR --max_seq_length=128      # a sentence encoder's vectors
+
+Rows: the task's dev examples (--max_rows first ones). Full int8 is calibrated on the first
+`litert_export.CALIBRATION_TEXTS` training texts (train.tsv): the calibration set comes from the
+training data, never from the rows it is measured on. Every model is the file `export_model.py`
+writes (the same functions); each answers the rows in batches of --batch_size.
+
+Columns: accuracy (the majority baseline beside it), agreement (rows whose predicted label is the
+SavedModel's), max |p - p_SavedModel| over rows and labels; for --pooling, the mean and the
+lowest cosine between a text's vector and the SavedModel's.
+"""
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import collections  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from bert_runner import cli  # noqa: E402
+
+flags.DEFINE_string("task_name", "sst-2", "The classifier's task (its processor reads the data).")
+flags.DEFINE_string("data_dir", None, "The task's data: dev rows are measured, train rows "
+                    "calibrate full int8.")
+flags.DEFINE_string("bert_config_file", None, "The model's config (optional with a Hugging Face "
+                    "directory as --checkpoint).")
+flags.DEFINE_string("vocab_file", None, "The model's vocab.txt (optional, as above).")
+flags.DEFINE_bool("do_lower_case", True, "The model's casing.")
+flags.DEFINE_string("checkpoint", None, "The fine-tuned classifier (export_model.py's "
+                    "--checkpoint), or with --pooling any encoder checkpoint.")
+flags.DEFINE_integer("max_seq_length", 128, "As the model was fine-tuned.")
+flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], "Measure a sentence-embedding "
+                  "export of the encoder instead of a classifier.")
+flags.DEFINE_bool("normalize", False, "With --pooling: L2-normalise the vectors.")
+flags.DEFINE_list("quantizations", ["float32", "float16", "dynamic_int8", "int8"],
+                  "LiteRT precisions to measure.")
+flags.DEFINE_bool("onnx", True, "Measure the ONNX export too (when tf2onnx and onnxruntime are "
+                  "installed).")
+flags.DEFINE_integer("max_rows", None, "Measure the first N dev rows (default: all).")
+flags.DEFINE_integer("batch_size", 32, "Rows per call.")
+FLAGS = flags.FLAGS
+
+
+def dir_size(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def batches(rows, size):
+    for start in range(0, len(rows), size):
+        yield rows[start:start + size]
+
+
+def texts_of(examples):
+    """(text_a list, text_b list or None)."""
+    a = [e.text_a for e in examples]
+    pairs = any(e.text_b for e in examples)
+    return a, ([e.text_b or "" for e in examples] if pairs else None)
+
+
+def run_saved_model(export_dir, text_a, text_b, key):
+    import tensorflow as tf
+
+    model = tf.saved_model.load(export_dir)
+    out = []
+    for index in batches(list(range(len(text_a))), FLAGS.batch_size):
+        inputs = {"text_a": tf.constant([text_a[i] for i in index])}
+        if text_b is not None:
+            inputs["text_b"] = tf.constant([text_b[i] for i in index])
+        signature = model.signatures["pairs" if text_b is not None else "serving_default"]
+        out.append(signature(**inputs)[key].numpy())
+    return np.concatenate(out)
+
+
+def run_litert(path, text_a, text_b, key):
+    from bert_runner import litert_export
+
+    model = litert_export.interpreter(model_path=path)
+    runner = model.get_signature_runner("pairs" if text_b is not None else "serving_default")
+    out = []
+    for index in batches(list(range(len(text_a))), FLAGS.batch_size):
+        inputs = {"text_a": np.array([text_a[i] for i in index])}
+        if text_b is not None:
+            inputs["text_b"] = np.array([text_b[i] for i in index])
+        out.append(runner(**inputs)[key])
+    return np.concatenate(out)
+
+
+def run_onnx(export_dir, text_a, text_b, key):
+    from bert_runner import onnx_export
+
+    model = onnx_export.OnnxTextModel(export_dir)
+    out = []
+    for index in batches(list(range(len(text_a))), FLAGS.batch_size):
+        out.append(model([text_a[i] for i in index],
+                         None if text_b is None else [text_b[i] for i in index])[key])
+    return np.concatenate(out)
+
+
+def main(argv):
+    del argv
+    from bert_runner import export, litert_export, startup
+    from bert_tasks.classifier import processors
+
+    files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
+                                FLAGS.max_seq_length, flag="--checkpoint")
+    processor = processors.get_processor(FLAGS.task_name)
+    dev = processor.get_dev_examples(FLAGS.data_dir)[:FLAGS.max_rows]
+    train = processor.get_train_examples(FLAGS.data_dir)[:litert_export.CALIBRATION_TEXTS]
+    text_a, text_b = texts_of(dev)
+    calibration = [e.text_a if text_b is None else (e.text_a, e.text_b or "") for e in train]
+    labels = processor.get_labels()
+    if FLAGS.pooling:
+        model = export.load_encoder(files.config, FLAGS.checkpoint, config_file=files.config_file)
+        key, labels = "embedding", None
+    else:
+        if labels is None:
+            raise ValueError("--task_name=%s is a regression task: this measures classifiers' "
+                             "accuracy (or, with --pooling, vectors)" % FLAGS.task_name)
+        model = export.load_classifier(files.config, len(labels), FLAGS.checkpoint,
+                                       task_name=FLAGS.task_name, config_file=files.config_file)
+        key = "probabilities"
+    gold = None if FLAGS.pooling else np.array([labels.index(e.label) for e in dev])
+    print(f"{len(dev)} dev rows of {FLAGS.task_name} ({'pairs' if text_b else 'single texts'}), "
+          f"max_seq_length {FLAGS.max_seq_length}; int8 calibrated on {len(calibration)} "
+          f"training texts; model {FLAGS.checkpoint}")
+
+    results = collections.OrderedDict()
+    with tempfile.TemporaryDirectory() as tmp:
+        saved_dir = os.path.join(tmp, "saved_model")
+        if FLAGS.pooling:
+            export.export_embedding(model, files.vocab_file, FLAGS.do_lower_case,
+                                    FLAGS.max_seq_length, FLAGS.pooling, FLAGS.normalize,
+                                    saved_dir)
+        else:
+            export.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
+                                     FLAGS.max_seq_length, labels, saved_dir)
+        results["SavedModel float32"] = (run_saved_model(saved_dir, text_a, text_b, key),
+                                         dir_size(saved_dir))
+        module = litert_export.text_module(model, files.vocab_file, FLAGS.do_lower_case,
+                                           FLAGS.max_seq_length, labels, FLAGS.pooling,
+                                           FLAGS.normalize)
+        for quantization in FLAGS.quantizations:
+            start = time.perf_counter()
+            path = litert_export.write_litert(module, quantization,
+                                              os.path.join(tmp, "litert_" + quantization),
+                                              calibration)
+            print(f"  LiteRT {quantization}: converted in {time.perf_counter() - start:.0f} s",
+                  flush=True)
+            results["LiteRT " + quantization] = (run_litert(path, text_a, text_b, key),
+                                                 dir_size(path))
+        if FLAGS.onnx:
+            try:
+                from bert_runner import onnx_export
+
+                onnx_dir = os.path.join(tmp, "onnx")
+                onnx_export.write_onnx(model, files.vocab_file, FLAGS.do_lower_case,
+                                       FLAGS.max_seq_length, onnx_dir, labels, FLAGS.pooling,
+                                       FLAGS.normalize)
+                results["ONNX float32"] = (run_onnx(onnx_dir, text_a, text_b, key),
+                                           dir_size(os.path.join(onnx_dir, "model.onnx")))
+            except ValueError as e:  # not installed: say so and go on
+                print(f"  ONNX skipped: {e}")
+    report(results, gold)
+
+
+def report(results, gold):
+    reference = results["SavedModel float32"][0]
+    if gold is None:
+        print(f"\n{'model':22s} {'size MB':>8s} {'mean cos':>9s} {'min cos':>9s}")
+        ref = reference / np.linalg.norm(reference, axis=1, keepdims=True)
+        for name, (vectors, size) in results.items():
+            cos = np.sum(ref * vectors / np.linalg.norm(vectors, axis=1, keepdims=True), axis=1)
+            print(f"{name:22s} {size / 1e6:8.1f} {cos.mean():9.6f} {cos.min():9.6f}")
+        return
+    majority = np.bincount(gold).max() / len(gold)
+    print(f"\n{'model':22s} {'size MB':>8s} {'accuracy':>9s} {'agreement':>10s} {'max |dp|':>9s}"
+          f"   (majority baseline {majority:.4f})")
+    ref_label = reference.argmax(axis=1)
+    for name, (probabilities, size) in results.items():
+        predicted = probabilities.argmax(axis=1)
+        print(f"{name:22s} {size / 1e6:8.1f} {np.mean(predicted == gold):9.4f} "
+              f"{np.mean(predicted == ref_label):10.4f} "
+              f"{np.abs(probabilities - reference).max():9.2e}")
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["data_dir", "checkpoint"])
+    cli.run(main)
