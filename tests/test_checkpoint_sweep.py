@@ -73,7 +73,8 @@ def test_the_png_is_drawn(tmp_path):
 
 def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
     """The smallest real run: an LTR dir with 2 checkpoints (its config builds the causal
-    encoder), each fine-tuned 2 steps on the keyword task; one CSV row per checkpoint."""
+    encoder), each fine-tuned 2 steps on the keyword task without --bilstm_on_top (with it:
+    tests/test_ltr_model.py); one CSV row per checkpoint."""
     from test_run_classifier import write_keyword_mrpc
 
     directory = _pretraining_dir(tmp_path / "pt_ltr", "ltr", [1, 2])

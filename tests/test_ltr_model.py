@@ -229,10 +229,11 @@ def test_a_config_recording_ltr_is_refused_for_a_masked_lm(ltr_run, tmp_path):
             ltr_run[0] / "bert_config.json"))
 
 
-@pytest.mark.parametrize("bilstm_on_top", [False, True])
-def test_run_classifier_fine_tunes_the_ltr_checkpoint(ltr_run, tmp_path, bilstm_on_top):
-    """Through the driver in process: the output dir's config builds the causal encoder; with
-    --bilstm_on_top the BiLSTM is new and trained, the encoder comes from the checkpoint."""
+def test_run_classifier_fine_tunes_the_ltr_checkpoint_with_the_bilstm(ltr_run, tmp_path):
+    """Through the driver in process: the output dir's config builds the causal encoder, the
+    BiLSTM is new and trained, the encoder comes from the checkpoint. (Without --bilstm_on_top:
+    tests/test_checkpoint_sweep.py fine-tunes LTR checkpoints through the same driver.)"""
+    bilstm_on_top = True
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import ClassifierTask
@@ -242,14 +243,12 @@ def test_run_classifier_fine_tunes_the_ltr_checkpoint(ltr_run, tmp_path, bilstm_
     write_keyword_mrpc(tmp_path / "data", num_train=32, num_dev=16, num_test=4)
     run = RunConfig(str(tmp_path / "out"), bert_config_file=str(out / "bert_config.json"),
                     vocab_file=str(TINY / "vocab.txt"), init_checkpoint=str(out / "ckpt-4"),
-                    do_train=True, do_eval=bilstm_on_top, train_batch_size=16,
+                    do_train=True, do_eval=True, train_batch_size=16,
                     num_train_epochs=1.0, learning_rate=1e-3, bilstm_on_top=bilstm_on_top)
     result = driver.run(ClassifierTask("mrpc", SEQ, str(tmp_path / "data")), run)
     model = result.trainer.model
     assert model.bert.config.causal and (model.bilstm is not None) == bilstm_on_top
-    assert result.trainer.step == 2
-    if bilstm_on_top:
-        assert 0 <= result.eval_results["eval_accuracy"] <= 1
+    assert result.trainer.step == 2 and 0 <= result.eval_results["eval_accuracy"] <= 1
     pretrained = tf.train.load_checkpoint(str(out / "ckpt-4"))
     word_embeddings = [k for k in pretrained.get_variable_to_shape_map()
                        if "word_embeddings" in k and "OPTIMIZER" not in k][0]
@@ -257,20 +256,25 @@ def test_run_classifier_fine_tunes_the_ltr_checkpoint(ltr_run, tmp_path, bilstm_
                               pretrained.get_tensor(word_embeddings))  # fine-tuned from it
 
 
-def test_bilstm_on_top_keeps_the_heads_shapes_and_names_its_tf1_variables():
+def test_bilstm_on_top_keeps_the_heads_shapes_and_names_its_tf1_variables(tmp_path):
     from modeling import tf1_checkpoint
 
     keras.utils.set_random_seed(0)
     ids, mask = _batch()
     features = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
     classifier = BertClassifier(_config("ltr"), 3, bilstm_on_top=True)
-    assert classifier(features)["logits"].shape == (3, 3)
+    logits = np.asarray(classifier(features)["logits"])
+    assert logits.shape == (3, 3)
     spans = BertSpanLabeler(_config("ltr"), bilstm_on_top=True)
     assert spans(features)["start_logits"].shape == (3, 12)
     names = list(tf1_checkpoint.variable_map(classifier))
     assert "bilstm/forward/kernel" in names and "bilstm/backward/recurrent_kernel" in names
     # The BiLSTM's summary: a change after the last real token changes nothing.
     changed = dict(features, input_ids=np.where(mask, ids, 7))
-    np.testing.assert_allclose(np.asarray(classifier(features)["logits"]),
-                               np.asarray(classifier(changed)["logits"]), atol=1e-6)
-    assert BertClassifier.from_config(classifier.get_config()).bilstm is not None
+    np.testing.assert_allclose(logits, np.asarray(classifier(changed)["logits"]), atol=1e-6)
+    copy = BertClassifier.from_config(classifier.get_config())
+    assert copy.bilstm is not None
+    # The original layout round-trips the BiLSTM (strict: every variable on both sides).
+    tf1_checkpoint.save_tf1_checkpoint(classifier, str(tmp_path / "model.ckpt"))
+    tf1_checkpoint.load_tf1_checkpoint(copy, str(tmp_path / "model.ckpt"))
+    np.testing.assert_allclose(np.asarray(copy(features)["logits"]), logits, atol=1e-6)
