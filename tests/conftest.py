@@ -32,6 +32,10 @@ if str(ROOT) not in sys.path:
 
 import pytest  # noqa: E402
 
+import forked_scripts  # noqa: E402
+
+forked_scripts.install()
+
 
 @pytest.fixture(scope="session")
 def fixtures_dir():

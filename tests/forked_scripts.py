@@ -1,0 +1,147 @@
+"""The scripts the tests start run in a fork of a process that has imported TensorFlow.
+
+Every script of the project imports TensorFlow, tensorflow-text and Keras before it does anything:
+about 6 s of CPU on this project's 2-core CI machine, for each of the many scripts the suite
+starts. `install()` (called by tests/conftest.py) makes `subprocess.run([sys.executable, ...])`
+fork the script from `tests/script_server.py`, which has done those imports once (a server per
+pytest process, started at its first script). The test sees what subprocess.run gives: a
+CompletedProcess with the script's exit code and its stdout and stderr (text or bytes, or stderr
+in stdout), or TimeoutExpired after `timeout`, the script's process group killed.
+
+Everything else goes to the real subprocess.run: other programs, other arguments (pass_fds, ...),
+a help request (a script's --helpfull lists every flag defined, and importing TensorFlow before
+the script defines some), and an environment that changes what the imports decide (KERAS_BACKEND, TensorFlow's and XLA's
+variables, PYTHONPATH). `BERT_TESTS_FORK=0` turns forking off: every script starts afresh.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server.py")
+# Read when the server imports TensorFlow and Keras, or by the interpreter at its start: a script
+# that needs other values than the server's must start afresh.
+# (Devices, thread pools and TF_CONFIG are read later, when the script first runs TensorFlow.)
+_IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
+                "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
+_HANDLED = {"cwd", "env", "input", "capture_output", "stdout", "stderr", "text", "timeout", "check",
+            "universal_newlines", "encoding"}
+_real_run = subprocess.run
+
+
+class _Server:
+    """A script_server.py process, started at the first request; one request at a time."""
+
+    def __init__(self):
+        self._process = None
+        self._env = None
+        self._lock = threading.Lock()
+
+    def can_run(self, env):
+        return all(env.get(name) == os.environ.get(name) for name in _IMPORT_TIME)
+
+    def run(self, argv, cwd, env, stdin, stdout, stderr, timeout):
+        """Runs `argv` (after the interpreter) in a fork; returns its exit code."""
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._process = subprocess.Popen(
+                    [sys.executable, SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    text=True, env=dict(os.environ))
+            request = dict(argv=argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+                           stderr=stderr)
+            self._process.stdin.write(json.dumps(request) + "\n")
+            self._process.stdin.flush()
+            pid = json.loads(self._process.stdout.readline())["pid"]
+            timer = None
+            if timeout is not None:
+                timer = threading.Timer(timeout, _kill_group, [pid])
+                timer.start()
+            try:
+                answer = self._process.stdout.readline()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if not answer:
+                raise RuntimeError("tests/script_server.py ended; see the test's stderr")
+            returncode = json.loads(answer)["returncode"]
+            if timer is not None and timer.finished.is_set() and returncode == -signal.SIGKILL:
+                raise subprocess.TimeoutExpired(argv, timeout)
+            return returncode
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+_server = _Server()
+
+
+def _forkable(args, kwargs):
+    if os.environ.get("BERT_TESTS_FORK", "1") == "0" or set(kwargs) - _HANDLED:
+        return False
+    if not isinstance(args, (list, tuple)) or len(args) < 2 or args[0] != sys.executable:
+        return False
+    if not (str(args[1]).endswith(".py") or (args[1] in ("-c", "-m") and len(args) > 2)):
+        return False
+    if any(str(arg).startswith(("--help", "-?")) for arg in args):
+        return False  # the help lists every defined flag, and TensorFlow's import defines some
+    if kwargs.get("stdout") not in (None, subprocess.PIPE, subprocess.DEVNULL):
+        return False
+    if kwargs.get("stderr") not in (None, subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL):
+        return False
+    return _server.can_run(kwargs.get("env") or os.environ)
+
+
+def run(args, **kwargs):
+    """`subprocess.run`, forking the scripts that `_forkable` accepts (module docstring)."""
+    if not _forkable(args, kwargs):
+        return _real_run(args, **kwargs)
+    capture = kwargs.get("capture_output", False)
+    want_out = capture or kwargs.get("stdout") == subprocess.PIPE
+    want_err = capture or kwargs.get("stderr") == subprocess.PIPE
+    merged = kwargs.get("stderr") == subprocess.STDOUT
+    text = kwargs.get("text") or kwargs.get("universal_newlines") or kwargs.get("encoding")
+    with tempfile.TemporaryDirectory(prefix="forked-script-") as folder:
+        stdin = os.path.join(folder, "stdin")
+        data = kwargs.get("input")
+        with open(stdin, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else (data or b""))
+        out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        open(out, "wb").close()
+        open(err, "wb").close()
+        returncode = _server.run(
+            [str(arg) for arg in args[1:]], str(kwargs.get("cwd") or os.getcwd()),
+            dict(kwargs.get("env") or os.environ), stdin, out, out if merged else err,
+            kwargs.get("timeout"))
+        encoding = kwargs.get("encoding")
+        stdout = _output(out, want_out or merged, kwargs.get("stdout"), sys.stdout, text, encoding)
+        stderr = _output(err, want_err, kwargs.get("stderr"), sys.stderr, text, encoding)
+    result = subprocess.CompletedProcess(list(args), returncode, stdout, stderr)
+    if kwargs.get("check"):
+        result.check_returncode()
+    return result
+
+
+def _output(path, wanted, redirect, stream, text, encoding):
+    """What subprocess.run gives of one output: its contents when captured (text with universal
+    newlines, as subprocess's), else None after it went to the test's `stream` (not captured) or
+    nowhere (DEVNULL, or STDOUT: it is in the other file)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    decoded = data.decode(encoding or "utf-8", errors="replace")
+    if not wanted:
+        if redirect is None:
+            stream.write(decoded)
+        return None
+    return decoded.replace("\r\n", "\n").replace("\r", "\n") if text else data
+
+
+def install():
+    """Routes subprocess.run through `run` for this process (the pytest process)."""
+    subprocess.run = run
