@@ -1,14 +1,23 @@
-r"""Input throughput of run_pretraining's dynamic masking (--input_format=text) against the record
-path (create_pretraining_data's masked records), same text, same shapes, one process.
+r"""Throughput of run_pretraining's dynamic masking (--input_format=text) against the record path
+(create_pretraining_data's masked records), same text, same shapes, one process: the input
+pipelines alone, then training steps of a small model fed by each.
 
-    python bench/dynamic_masking.py                 # Persuasion, seq 128, batch 32
-    python bench/dynamic_masking.py --batches=50 --repeats=2     # smoke run
+    python bench/dynamic_masking.py                 # Persuasion, seq 128, batch 32, both tables
+    python bench/dynamic_masking.py --whole_word    # --do_whole_word_mask for both
+    python bench/dynamic_masking.py --batches=50 --repeats=2 --train_steps=2   # smoke run
 
 Both are the datasets `run_pretraining.py` trains on (`PretrainingTask.input_dataset`): the record
 path reads, shuffles and parses the TFRecords (`inputs.tfrecord_dataset`, records made once here
 with --dupe_factor=1, not timed); the text path masks pairs in tf.data (`dynamic_masking`, its
-pairs made before timing, as a run makes them at start-up). Each round pulls --batches batches
-from each, in turns; the table has the medians and the ratio text / records.
+pairs made before timing, as a run makes them at start-up; that start-up is printed).
+
+Input: each round pulls --batches batches from each dataset, in turns. Training: a
+`BertPretrainer` of --num_layers x --hidden_size (vocab 30522) under the run's `Trainer`
+(`driver.build_trainer`, the original optimizer), one per input, each with one iterator for the
+whole run; each round times --train_steps steps of each (the Trainer's loop function, ending
+with the loss read back), in turns. The first round (tracing) is not timed. The tables have the
+medians over --repeats rounds and the ratios text / records, from the medians and paired
+(median of the per-round ratios, the steadier figure under background load).
 """
 import os
 import statistics
@@ -28,6 +37,9 @@ flags.DEFINE_integer("batch_size", 32, "Sequences per batch.")
 flags.DEFINE_integer("batches", 200, "Batches per timed round.")
 flags.DEFINE_integer("repeats", 5, "Timed rounds (medians).")
 flags.DEFINE_bool("whole_word", False, "--do_whole_word_mask for both.")
+flags.DEFINE_integer("train_steps", 10, "Training steps per timed round (0: input only).")
+flags.DEFINE_integer("num_layers", 2, "Layers of the trained model.")
+flags.DEFINE_integer("hidden_size", 128, "Hidden size of the trained model (64 per head).")
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
@@ -42,10 +54,66 @@ def _rate(dataset, batches):
     return batches * FLAGS.batch_size / (time.perf_counter() - start)
 
 
+def _rounds(runs):
+    """{name: [examples/s per round]}: each of `runs` (name -> () -> examples/s) called in turns."""
+    rates = {name: [] for name in runs}
+    for _ in range(FLAGS.repeats):
+        for name, run in runs.items():
+            rates[name].append(run())
+    return rates
+
+
+def _table(title, rates):
+    print("\n| %s | examples/s (median of %d) |" % (title, FLAGS.repeats))
+    print("|---|---|")
+    for name, values in rates.items():
+        print("| %s | %.0f |" % (name, statistics.median(values)))
+    text, records = rates[TEXT], rates[RECORDS]
+    print("\ntext / records: %.2fx (paired: %.2fx)" % (
+        statistics.median(text) / statistics.median(records),
+        statistics.median([t / r for t, r in zip(text, records)])))
+
+
+def _trainers(tasks, folder):
+    """{name: run()} training a small BertPretrainer from each task's dataset."""
+    import tensorflow as tf
+
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from modeling import BertConfig
+
+    config = BertConfig(vocab_size=30522, hidden_size=FLAGS.hidden_size,
+                        num_hidden_layers=FLAGS.num_layers,
+                        num_attention_heads=max(1, FLAGS.hidden_size // 64),
+                        intermediate_size=4 * FLAGS.hidden_size)
+    runs = {}
+    for name, task in tasks.items():
+        run = RunConfig(os.path.join(folder, "train-%d" % len(runs)),
+                        train_batch_size=FLAGS.batch_size, learning_rate=1e-4)
+        trainer = driver.build_trainer(task, run, config, tf.distribute.get_strategy(), 10000, 100)
+        iterator = iter(task.input_dataset(task._files, FLAGS.batch_size, is_training=True, seed=1,
+                                           drop_remainder=True, repeat=True))
+        steps = tf.constant(FLAGS.train_steps)
+
+        def train(trainer=trainer, iterator=iterator):
+            start = time.perf_counter()
+            float(trainer._train_loop(iterator, steps)["loss"])
+            return FLAGS.train_steps * FLAGS.batch_size / (time.perf_counter() - start)
+
+        train()  # traces the step
+        runs[name] = train
+    return runs
+
+
+RECORDS, TEXT = "records", "text (dynamic masking)"
+
+
 def main(_):
+    from bench import common
     from bert_tasks.pretraining.data import corpus, dynamic_masking, pipeline
     from bert_tasks.pretraining.task import PretrainingTask
 
+    print(common.describe_machine(None, packages=("tensorflow", "keras")))
     folder = tempfile.mkdtemp(prefix="bench-dynamic-masking-")
     text = os.path.join(folder, "corpus.txt")
     with open(os.path.join(ROOT, "data", "austen", FLAGS.novel), encoding="utf-8") as f:
@@ -65,22 +133,21 @@ def main(_):
     text_task = PretrainingTask(seq, pred, None, text)
     text_task.dynamic_input = dynamic_masking.DynamicInput(dynamic_masking.MaskingOptions(
         vocab_file=VOCAB, do_whole_word_mask=FLAGS.whole_word), seq, pred)
+    start = time.perf_counter()
     text_task.existing_records("train", Config)
+    tasks = {RECORDS: record_task, TEXT: text_task}
     kwargs = dict(is_training=True, seed=1, drop_remainder=True, repeat=True)
-    datasets = {"records": record_task.input_dataset([records], FLAGS.batch_size, **kwargs),
-                "text (dynamic masking)": text_task.input_dataset([text], FLAGS.batch_size,
-                                                                  **kwargs)}
-    rates = {name: [] for name in datasets}
-    for _ in range(FLAGS.repeats):
-        for name, dataset in datasets.items():
-            rates[name].append(_rate(dataset, FLAGS.batches))
-    print("\n| input (seq %d, batch %d%s) | examples/s (median of %d) |" % (
-        seq, FLAGS.batch_size, ", whole words" if FLAGS.whole_word else "", FLAGS.repeats))
-    print("|---|---|")
-    for name, values in rates.items():
-        print("| %s | %.0f |" % (name, statistics.median(values)))
-    ratio = statistics.median(rates["text (dynamic masking)"]) / statistics.median(rates["records"])
-    print("\ntext / records: %.2fx" % ratio)
+    datasets = {name: task.input_dataset(task._files, FLAGS.batch_size, **kwargs)
+                for name, task in tasks.items()}
+    print("text start-up (read and tokenize %s, %d passes of pairs): %.1f s" % (
+        FLAGS.novel, dynamic_masking.DynamicInput.PAIRING_PASSES, time.perf_counter() - start))
+    shape = "seq %d, batch %d%s" % (seq, FLAGS.batch_size,
+                                   ", whole words" if FLAGS.whole_word else "")
+    _table("input (%s)" % shape, _rounds({
+        name: (lambda d=d: _rate(d, FLAGS.batches)) for name, d in datasets.items()}))
+    if FLAGS.train_steps:
+        _table("training %d x %d (%s)" % (FLAGS.num_layers, FLAGS.hidden_size, shape),
+               _rounds(_trainers(tasks, folder)))
 
 
 if __name__ == "__main__":

@@ -182,73 +182,104 @@ class Masker(object):
         num_to_predict = tf.minimum(
             tf.cast(self.max_predictions, tf.int32),
             tf.maximum(1, tf.cast(tf.round(num_tokens * self.masked_lm_prob), tf.int32)))
-        seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4)
-        # A group is a word (whole-word masking) or a word-piece: it starts at a candidate that
-        # is not ## or that has no candidate before it; `group` numbers them 0, 1, ...
-        if self.do_whole_word_mask:
-            earlier = tf.cumsum(tf.cast(candidate, tf.int32), axis=1, exclusive=True) > 0
-            start = candidate & ~(tf.gather(self.is_subword, ids) & earlier)
-        else:
-            start = candidate
-        group = tf.cumsum(tf.cast(start, tf.int32), axis=1) - 1
-        group = tf.where(candidate, group, length)  # non-candidates: an extra, unused group
-        one_hot = tf.one_hot(group, length + 1, dtype=tf.int32)  # [B, L, groups]
-        group_size = tf.reduce_sum(one_hot, axis=1)  # [B, groups]
-        # The groups in random order: their starts sorted by a uniform key (others last).
+        seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3)
+        # The original shuffles the candidates (or words): a uniform key each, taken in order.
         key = tf.random.stateless_uniform([batch, length], seeds[0])
-        order = tf.argsort(tf.where(start, key, 2.0), axis=1, stable=True)
-        in_order = tf.gather(start, order, batch_dims=1)
-        size = tf.where(in_order, tf.gather(group_size, tf.gather(group, order, batch_dims=1),
-                                            batch_dims=1), 0)
-        taken = self._take(size, num_to_predict)  # [B, L]: group at order[k] is taken
-        taken_at = tf.scatter_nd(
-            tf.stack([tf.repeat(tf.range(batch), length), tf.reshape(order, [-1])], axis=1),
-            tf.reshape(taken, [-1]), [batch, length])
-        taken_group = tf.reduce_sum(one_hot * tf.cast(taken_at & start, tf.int32)[:, :, None],
-                                    axis=1) > 0  # [B, groups]
-        chosen = candidate & tf.gather(taken_group, group, batch_dims=1)
+        if self.do_whole_word_mask:
+            positions = self._whole_words(ids, candidate, key, num_to_predict)
+        else:  # the num_to_predict candidates of smallest key, in ascending position
+            k = self._max_positions(ids)
+            first = tf.math.top_k(-tf.where(candidate, key, 2.0), k).indices
+            taken = (tf.range(k) < num_to_predict[:, None]) & tf.gather(
+                candidate, first, batch_dims=1)
+            positions = tf.sort(tf.where(taken, first, length), axis=1)
+        # positions [B, k <= P], ascending, `length` past the chosen ones.
+        weights = positions < length
+        positions = tf.where(weights, positions, 0)
+        labels = tf.gather(ids, positions, batch_dims=1)
         # Each chosen word-piece: [MASK], else kept, else a random vocab entry.
-        draw = tf.random.stateless_uniform([2, batch, length], seeds[1])
+        shape = tf.shape(positions)
+        draw = tf.random.stateless_uniform(tf.concat([[2], shape], 0), seeds[1])
         replacement = tf.gather(self.replacement_ids, tf.random.stateless_uniform(
-            [batch, length], seeds[2], 0, tf.shape(self.replacement_ids)[0], tf.int32))
+            shape, seeds[2], 0, tf.shape(self.replacement_ids)[0], tf.int32))
         new_ids = tf.where(draw[0] < self.mask_prob, self.mask_id,
-                           tf.where(draw[1] < self.keep_threshold, ids, replacement))
-        positions = tf.argsort(tf.where(chosen, 0, 1), axis=1, stable=True)[:, :self.max_predictions]
-        count = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1)
-        weights = tf.range(self.max_predictions)[None, :] < count[:, None]
-        positions = self._pad(positions, weights)
+                           tf.where(draw[1] < self.keep_threshold, labels, replacement))
+        rows = tf.broadcast_to(tf.range(batch)[:, None], shape)
+        # Unweighted entries write position 0's own id back ([CLS], never a candidate).
         out = dict(features)
-        out["input_ids"] = tf.where(chosen, new_ids, ids)
-        out["masked_lm_positions"] = positions
-        out["masked_lm_ids"] = tf.where(weights, tf.gather(ids, positions, batch_dims=1), 0)
-        out["masked_lm_weights"] = tf.cast(weights, tf.float32)
+        out["input_ids"] = tf.tensor_scatter_nd_update(
+            ids, tf.stack([rows, positions], axis=-1), tf.where(weights, new_ids, labels))
+        out["masked_lm_positions"] = self._pad(positions)
+        out["masked_lm_ids"] = self._pad(tf.where(weights, labels, 0))
+        out["masked_lm_weights"] = self._pad(tf.cast(weights, tf.float32))
         return out
 
-    def _pad(self, positions, weights):
-        """`positions [B, <=P]` -> `[B, P]`, 0 where not `weights` (a sequence shorter than P)."""
+    def _max_positions(self, ids):
+        """Positions a sequence can have masked: max_predictions_per_seq, or fewer when the
+        sequences are shorter (top_k needs k <= length)."""
+        length = ids.shape[1]
+        return self.max_predictions if length is None else min(self.max_predictions, length)
+
+    def _pad(self, values):
+        """`values [B, k]` -> `[B, max_predictions_per_seq]`, 0-padded."""
         import tensorflow as tf
-        missing = self.max_predictions - tf.shape(positions)[1]
-        positions = tf.pad(positions, [[0, 0], [0, missing]])
-        return tf.where(weights, positions, 0)
+        return tf.pad(values, [[0, 0], [0, self.max_predictions - tf.shape(values)[1]]])
 
-    def _take(self, size, num_to_predict):
-        """The original's greedy choice: groups in order, each taken if it still fits.
-
-        Args: size `[B, K]` of the groups in order (0: no group); num_to_predict `[B]`.
-        Returns: bool `[B, K]`.
-        """
+    def _whole_words(self, ids, candidate, key, num_to_predict):
+        """Whole-word masking: the words in random order (by `key` at their first piece), each
+        taken if it still fits (the original's greedy choice). Returns the positions of the
+        taken pieces `[B, k]`, ascending, `length` past them."""
         import tensorflow as tf
-        if not self.do_whole_word_mask:  # every group one piece: the first num_to_predict
-            rank = tf.cumsum(tf.cast(size > 0, tf.int32), axis=1)
-            return (size > 0) & (rank <= num_to_predict[:, None])
+        length = tf.shape(ids)[1]
+        # A word starts at a candidate that is not ## or has no candidate before it (a ## after
+        # the middle [SEP] joins the last word of A, as the original); `word` numbers them.
+        earlier = tf.cumsum(tf.cast(candidate, tf.int32), axis=1, exclusive=True) > 0
+        start = candidate & ~(tf.gather(self.is_subword, ids) & earlier)
+        word = tf.where(candidate, tf.cumsum(tf.cast(start, tf.int32), axis=1) - 1, length)
+        word_size = tf.math.bincount(word, minlength=length + 1, maxlength=length + 1, axis=-1)
+        # The words in random order: their starts by ascending key (the other positions last).
+        order = tf.math.top_k(-tf.where(start, key, 2.0), length).indices
+        word_in_order = tf.where(tf.gather(start, order, batch_dims=1),
+                                 tf.gather(word, order, batch_dims=1), length)
+        size = tf.gather(word_size, word_in_order, batch_dims=1) * tf.cast(
+            word_in_order < length, tf.int32)
+        taken = _greedy_fit(size, num_to_predict)
+        taken_word = tf.math.bincount(tf.where(taken, word_in_order, length), minlength=length + 1,
+                                      maxlength=length + 1, axis=-1) > 0
+        chosen = candidate & tf.gather(taken_word, word, batch_dims=1)
+        # The chosen positions, ascending: the largest of (length - position).
+        k = self._max_positions(ids)
+        flipped = tf.math.top_k(tf.where(chosen, length - tf.range(length), 0), k).values
+        return length - flipped
 
-        def step(filled, size_k):
-            fits = (size_k > 0) & (filled + size_k <= num_to_predict)
-            return filled + tf.where(fits, size_k, 0)
 
-        filled = tf.scan(step, tf.transpose(size), initializer=tf.zeros_like(num_to_predict))
-        before = tf.concat([tf.zeros_like(num_to_predict)[None], filled[:-1]], axis=0)
-        return tf.transpose(filled > before)
+def _greedy_fit(size, capacity):
+    """The original's greedy choice: items in order, each taken if it still fits.
+
+    Args: size int32 `[B, K]` of the items in order (0: no item); capacity int32 `[B]`.
+    Returns: bool `[B, K]`, the items taken.
+
+    An item that does not fit never fits later (what is left only shrinks), so each round
+    drops the items larger than what is left and takes the longest prefix of the rest that
+    fits; the first item past it does not fit, so what is left becomes smaller than that
+    item: a few rounds (fewer than the longest item), not one per item.
+    """
+    import tensorflow as tf
+
+    def round_(left, open_, taken):
+        open_ = open_ & (size <= left[:, None])
+        filled = tf.cumsum(tf.where(open_, size, 0), axis=1)
+        take = open_ & (filled <= left[:, None])
+        left = left - tf.reduce_sum(tf.where(take, size, 0), axis=1)
+        return left, open_ & ~take, taken | take
+
+    def more(left, open_, taken):
+        return tf.reduce_any(open_ & (size <= left[:, None]))
+
+    _, _, taken = tf.while_loop(
+        more, round_, (capacity, size > 0, tf.zeros_like(size, tf.bool)),
+        maximum_iterations=tf.shape(size)[1])
+    return taken
 
 
 def masked_dataset(batches, masker, seed):
@@ -274,8 +305,10 @@ def text_dataset(pairs, masker, batch_size, seed, num_passes, repeat=True, input
         d = d.shard(input_context.num_input_pipelines, shard)
     if repeat:
         d = d.repeat()
-    d = d.batch(batch_size, drop_remainder=True).map(pairs.features)
-    return masked_dataset(d, masker, seed * 1000003 + shard)
+    # One map makes the features and masks them (each map is a pass of tf.data's executor).
+    return masked_dataset(d.batch(batch_size, drop_remainder=True),
+                          lambda arrays, seed_k: masker(pairs.features(arrays), seed_k),
+                          seed * 1000003 + shard)
 
 
 class DynamicInput(object):
@@ -284,14 +317,16 @@ class DynamicInput(object):
     Args:
       options: `MaskingOptions`.
       max_seq_length, max_predictions_per_seq: the task's shapes.
+      tokenizer: `documents.LineTokenizer`'s kind for the text; "auto" (the fast one, whose
+        graph takes seconds to build) or "faithful" (quicker for a few lines).
     """
 
     # Passes of pairs made from the text (create_pretraining_data's default dupe_factor).
     PAIRING_PASSES = 10
 
-    def __init__(self, options, max_seq_length, max_predictions_per_seq):
+    def __init__(self, options, max_seq_length, max_predictions_per_seq, tokenizer="auto"):
         from vocab import tokenization
-        self.options = options
+        self.options, self.tokenizer = options, tokenizer
         self.max_seq_length, self.max_predictions = max_seq_length, max_predictions_per_seq
         self.vocab = tokenization.load_vocab(options.vocab_file)
         self.documents = None
@@ -305,13 +340,13 @@ class DynamicInput(object):
         unless the flag said false). Raises InputError for text without any sentence."""
         from bert_tasks.pretraining.data.documents import LineTokenizer, build_documents
         from bert_tasks.pretraining.data.reading import InputError, describe_files, iter_line_blocks
-        tokenizer = LineTokenizer(self.options.vocab_file, self.options.do_lower_case, "auto")
+        o = self.options
+        tokenizer = LineTokenizer(o.vocab_file, o.do_lower_case, self.tokenizer)
         documents, num_lines = build_documents(iter_line_blocks(files), tokenizer)
         self.documents = [d for d in documents if d]
         if not self.documents:
             raise InputError("--input_format=text: input file(s) %s: none of the %d lines has "
                              "word-pieces" % (describe_files(files), num_lines))
-        o = self.options
         logging.info("Dynamic masking from text: %d documents, %d sentences; %.0f%% of tokens "
                      "chosen (%.0f%% [MASK], %.0f%% random, %.0f%% kept)%s; pairs and masks "
                      "made anew each pass", len(self.documents),
