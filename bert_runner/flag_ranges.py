@@ -247,6 +247,16 @@ CROSS_RULES = (
                               "flags apply to --input_format=text or unmasked_records"),
         "the masking flags need --input_format=text or unmasked_records",
         scripts=("run_pretraining.py",)),
+    # Dynamic masking makes masked sentence pairs; the LTR model reads one unmasked segment.
+    CrossRule(
+        ("input_format", "pretraining_objective"),
+        lambda fmt, objective: fmt == "records" or objective != "ltr",
+        lambda fmt, objective: (f"--input_format={fmt} makes masked sentence pairs for the "
+                                "masked LM; --pretraining_objective=ltr reads the records of "
+                                "create_pretraining_data.py --pretraining_objective=ltr "
+                                "(--input_format=records)"),
+        "records with --pretraining_objective=ltr",
+        scripts=("run_pretraining.py",)),
     # bert_runner.trainer.Trainer splits each batch into equal micro-batches.
     CrossRule(
         ("gradient_accumulation_steps", "train_batch_size"),
