@@ -93,7 +93,7 @@ class LiteRTClassifierExport(export.ClassifierExport):
 
     def _row_values(self, group):
         model = self._parts.model
-        return model.classifier(model.bert(_one_row(group), training=False)["pooled_output"])
+        return model.classifier(model.encode(_one_row(group), training=False)["pooled_output"])
 
 
 class LiteRTEmbeddingExport(export.EmbeddingExport):

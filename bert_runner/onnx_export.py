@@ -59,7 +59,7 @@ def ids_function(model, pooling=None, normalize=False):
         if pooling is not None:
             sequence = model(features, training=False)["sequence_output"]
             return {"embedding": pool(sequence, input_mask, pooling, normalize)}
-        logits = model.classifier(model.bert(features, training=False)["pooled_output"])
+        logits = model.classifier(model.encode(features, training=False)["pooled_output"])
         if model.num_labels == 1:
             return {"predictions": logits[:, 0]}
         return {"probabilities": tf.nn.softmax(logits, axis=-1)}
