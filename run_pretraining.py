@@ -66,10 +66,6 @@ def run():
                                FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                                FLAGS.max_eval_steps)
     masking = dynamic_masking.MaskingOptions.from_flags(FLAGS)
-    if masking is not None and FLAGS.pretraining_objective == "ltr":
-        raise ValueError("--pretraining_objective=ltr masks nothing: it reads the records of "
-                         "create_pretraining_data.py --pretraining_objective=ltr, not "
-                         "--input_format=text or unmasked_records")
     if masking is not None:  # --input_format=text|unmasked_records: masks made in tf.data
         task.dynamic_input = dynamic_masking.DynamicInput(
             masking, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)

@@ -17,9 +17,10 @@ trains (resuming from the newest checkpoint in output_dir, else starting from
 without training restores the newest checkpoint; then evaluates (eval_results.txt, with the
 task's baselines in the log) and predicts (the task's prediction files).
 
-An output_dir belongs to one task: `prepare` refuses a directory whose `output_dir/run.json`
-names another task, before anything in it is overwritten; the task and its hyper-parameters are
-recorded there once every check has passed.
+An output_dir belongs to one task and one model: `prepare` refuses a directory whose
+`output_dir/run.json` names another task, `--bilstm_on_top` or pretraining objective, before
+anything in it is overwritten; the task, its hyper-parameters and the objective are recorded
+there once every check has passed.
 """
 import dataclasses
 import itertools
@@ -32,6 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import tf1_checkpoint
+from modeling.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer
 from bert_runner import (
     checkpoints, distribution, output_lock, results, seeds as seed_sweeps, startup)
@@ -39,7 +41,7 @@ from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
 
-RUN_RECORD = "run.json"
+RUN_RECORD = startup.RUN_RECORD
 # Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
 _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
              "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps",
@@ -66,26 +68,52 @@ def _task_record(task, run):
 
 def prepare(task, run, config):
     """Checks of output_dir and `--init_checkpoint` before any work, made holding output_dir's
-    lock: refuses a directory whose run.json names another task (OutputDirError), and checks
-    that `--init_checkpoint` is readable and fits the task's model for `config` (names the file
-    and every mismatched variable)."""
+    lock: refuses a directory whose run.json names another task, or another model than this
+    command's (`--bilstm_on_top`, the config's pretraining objective) (OutputDirError), and
+    checks that `--init_checkpoint` is readable and fits the task's model for `config` (names
+    the file and every mismatched variable)."""
     recorded = _recorded_run(run)
     if recorded is not None and recorded.get("task") != task.name:
         raise OutputDirError(
             f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
             f"({os.path.join(run.output_dir, RUN_RECORD)}); this is task {task.name!r}. Use "
             "another --output_dir: nothing in it was changed.")
+    if recorded is not None:
+        _check_recorded_model(recorded, run, config)
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
                                           config_file=run.bert_config_file)
         keras.backend.clear_session()
 
 
-def _record_run(task, run):
-    """Writes run.json, once every check passed (a refused run leaves none to block the next)."""
+def _check_recorded_model(recorded, run, config):
+    """Refuses a command that would build another model than the one whose checkpoints
+    output_dir holds (restoring them would drop the run's BiLSTM, add a random one, or change
+    the encoder's attention), as run.json records it; a record without a key is not checked
+    for it (--bilstm_on_top: written before the flag existed, so false)."""
+    path = os.path.join(run.output_dir, RUN_RECORD)
+    was = bool(recorded.get("bilstm_on_top", False))
+    if was != run.bilstm_on_top:
+        raise OutputDirError(
+            f"--bilstm_on_top={str(run.bilstm_on_top).lower()} but --output_dir={run.output_dir} "
+            f"holds a run with --bilstm_on_top={str(was).lower()} ({path}): pass "
+            f"--bilstm_on_top={str(was).lower()}, or use another --output_dir")
+    objective = recorded.get(OBJECTIVE_KEY)
+    if objective is not None and objective != config.pretraining_objective:
+        raise OutputDirError(
+            f"--output_dir={run.output_dir} holds a run of a {objective!r} model ({path}) but "
+            f"--bert_config_file={run.bert_config_file} makes a {config.pretraining_objective!r} "
+            "one: pass the config that run was started with, or use another --output_dir")
+
+
+def _record_run(task, run, config):
+    """Writes run.json, once every check passed (a refused run leaves none to block the next);
+    it also records the model's pretraining objective (`modeling.config.OBJECTIVE_KEY`), which
+    scripts loading the checkpoints check their config against (`startup.model_files`)."""
     if _recorded_run(run) is None:
+        record = {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective}
         results.write_text_atomic(os.path.join(run.output_dir, RUN_RECORD),
-                                  json.dumps(_task_record(task, run), indent=2) + "\n")
+                                  json.dumps(record, indent=2) + "\n")
 
 
 def _recorded_run(run):
@@ -273,7 +301,7 @@ def run(task, run, seeds=None):
         steps = (0, 0)
         if "train" in splits:
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
-        _record_run(task, run)
+        _record_run(task, run, config)
 
         def run_once(seed_run):
             result = run_task(task, seed_run, config, splits.get("train"), *steps,

@@ -38,15 +38,14 @@ signatures and settings, for `predict.py` and other clients; TF Serving ignores 
 """
 import json
 import os
-import re
 import uuid
 
 import tensorflow as tf
 from absl import logging
 
 from modeling import BertClassifier, BertModel, BertMultiLabelClassifier, tf1_checkpoint
-from modeling.pooling import pool
-from bert_runner import checkpoints, results
+from modeling.pooling import check_pooling, pool
+from bert_runner import checkpoints, results, startup
 from vocab.fast_tokenizer import FastBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -316,7 +315,8 @@ class EmbeddingExport(TextExport):
       model: `BertModel` with its weights.
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length: int, texts are cut to this many word-pieces with [CLS] and [SEP].
-      pooling: "cls", "mean" or "max" (`modeling.pooling.pool`).
+      pooling: "cls", "mean" or "max" (`modeling.pooling.pool`; "cls" is refused for a
+        left-to-right model, `modeling.pooling.check_pooling`).
       normalize: L2-normalise each vector.
       rows_per_call: int, rows per model call.
     """
@@ -325,6 +325,7 @@ class EmbeddingExport(TextExport):
 
     def __init__(self, model, tokenizer, max_seq_length, pooling, normalize,
                  rows_per_call=ROWS_PER_CALL):
+        check_pooling(pooling, model.config)
         super().__init__("bert_text_embedding", model, tokenizer, max_seq_length,
                          model.config.hidden_size, rows_per_call)
         self.pooling = pooling
@@ -454,7 +455,8 @@ def load_classifier(config, num_labels, checkpoint, task_name=None, config_file=
       mis-shaped (another config); its files are missing, truncated or corrupt.
     """
     multi_label = bool(task_name) and task_name.lower() == "multilabel"
-    model = (BertMultiLabelClassifier if multi_label else BertClassifier)(config, num_labels)
+    model = (BertMultiLabelClassifier if multi_label else BertClassifier)(
+        config, num_labels, bilstm_on_top=recorded_bilstm_on_top(checkpoint))
     labels = f"--task_name={task_name}" if task_name else "the task"
     return load_fine_tuned(model, checkpoint, "classifier", config_file, task_name=task_name,
                            label_source=labels)
@@ -534,40 +536,51 @@ def _check_fine_tuned_task(prefix, export_format, task_name):
     """Refuses to export `prefix` as `export_format` (and `task_name`) when the run.json of the run
     that wrote it names another script (an NER model as SQuAD) or another classifier task (an
     MRPC checkpoint exported as CoLA: both have 2 labels, only the record tells)."""
-    from bert_runner.driver import RUN_RECORD
+    record_path, record = run_record(prefix)
+    if record_path is not None and record is None:
+        logging.warning("%s is unreadable: the task %s was fine-tuned on is not checked",
+                        record_path, prefix)
+    recorded = (record or {}).get("task")
+    if not isinstance(recorded, str):
+        return
+    recorded_format, flags_to_pass = _format_of(recorded)
+    if recorded_format == export_format == "classifier" and task_name:
+        recorded_task = recorded[len("classifier/"):]
+        if _model_family(recorded_task) != _model_family(task_name.lower()):
+            raise ValueError(
+                f"Checkpoint {prefix} ({_FLAG}) was fine-tuned on {recorded_task.upper()} "
+                f"({record_path}), not on --task_name={task_name}: export it with "
+                f"--task_name={recorded_task.upper()}")
+    elif recorded_format != export_format:
+        advice = (f"export it with {flags_to_pass}" if flags_to_pass else
+                  f"export a checkpoint of {SCRIPTS[export_format]} (its output_dir)")
+        raise ValueError(
+            f"Checkpoint {prefix} ({_FLAG}) was written by a {recorded} run "
+            f"({record_path}), not by {SCRIPTS[export_format]}: {advice}")
 
-    directory = os.path.dirname(prefix) or "."
-    candidates = [directory]
-    if re.fullmatch(r"seed_\d+", os.path.basename(os.path.abspath(directory))):
-        candidates.append(os.path.dirname(os.path.abspath(directory)))  # --seeds: output_dir/seed_N
-    for candidate in candidates:
-        record_path = os.path.join(candidate, RUN_RECORD)
-        if not tf.io.gfile.exists(record_path):
+
+def run_record(checkpoint):
+    """(path, dict) of the run.json of the run that wrote `checkpoint` (a directory or prefix;
+    `startup.record_directories`), (path, None) when it is unreadable, (None, None) when there
+    is none (an original-layout checkpoint)."""
+    for directory in startup.record_directories(checkpoint):
+        path = os.path.join(directory, startup.RUN_RECORD)
+        if not tf.io.gfile.exists(path):
             continue
         try:
-            with tf.io.gfile.GFile(record_path) as f:
-                recorded = json.load(f).get("task")
-        except (ValueError, AttributeError, tf.errors.OpError):
-            logging.warning("%s is unreadable: the task %s was fine-tuned on is not checked",
-                            record_path, prefix)
-            return
-        if not isinstance(recorded, str):
-            return
-        recorded_format, flags_to_pass = _format_of(recorded)
-        if recorded_format == export_format == "classifier" and task_name:
-            recorded_task = recorded[len("classifier/"):]
-            if _model_family(recorded_task) != _model_family(task_name.lower()):
-                raise ValueError(
-                    f"Checkpoint {prefix} ({_FLAG}) was fine-tuned on {recorded_task.upper()} "
-                    f"({record_path}), not on --task_name={task_name}: export it with "
-                    f"--task_name={recorded_task.upper()}")
-        elif recorded_format != export_format:
-            advice = (f"export it with {flags_to_pass}" if flags_to_pass else
-                      f"export a checkpoint of {SCRIPTS[export_format]} (its output_dir)")
-            raise ValueError(
-                f"Checkpoint {prefix} ({_FLAG}) was written by a {recorded} run "
-                f"({record_path}), not by {SCRIPTS[export_format]}: {advice}")
-        return
+            with tf.io.gfile.GFile(path) as f:
+                record = json.load(f)
+        except (ValueError, tf.errors.OpError):
+            return path, None
+        return path, record if isinstance(record, dict) else None
+    return None, None
+
+
+def recorded_bilstm_on_top(checkpoint):
+    """Whether the run that wrote `checkpoint` was fine-tuned with `--bilstm_on_top` (its
+    run.json says; false without one): the export builds the model it trained."""
+    _, record = run_record(checkpoint)
+    return bool((record or {}).get("bilstm_on_top", False))
 
 
 def load_encoder(config, checkpoint, config_file=None):

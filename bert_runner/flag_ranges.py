@@ -236,6 +236,15 @@ CROSS_RULES = (
                                "first (head -n)"),
         "0 with --runner",
         scripts=("build_vocab.py",)),
+    # The left-to-right model has no next-sentence loss (bert_tasks.pretraining.ltr_task).
+    CrossRule(
+        ("pretraining_objective", "next_sentence_prediction"),
+        lambda objective, nsp: objective != "ltr" or not nsp,
+        lambda objective, nsp: ("--pretraining_objective=ltr trains no next sentence prediction "
+                                "(the paper's 'LTR & No NSP'): leave --next_sentence_prediction "
+                                "out"),
+        "not with --pretraining_objective=ltr",
+        scripts=("run_pretraining.py",)),
     # run_pretraining.py: records carry their masks; these flags (at create_pretraining_data's
     # defaults otherwise) are dynamic masking's (bert_tasks.pretraining.data.dynamic_masking).
     CrossRule(

@@ -40,7 +40,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from bert_runner import export, results
-from modeling.pooling import pool
+from modeling.pooling import check_pooling, pool
 from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
 
@@ -289,6 +289,7 @@ def load_from_flags(flag_values, files):
     if flag_values.pooling:
         if flag_values.task_name:
             raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
+        check_pooling(flag_values.pooling, files.config)
         model = export.load_encoder(files.config, flag_values.checkpoint,
                                     config_file=files.config_file)
         return model, None, flag_values.pooling

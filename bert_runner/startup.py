@@ -4,7 +4,9 @@ message that names the file, instead of hours later (or silently, as in the orig
 Light to import (no Keras): create_pretraining_data's pipeline uses `warn_if_case_mismatch` too.
 """
 import dataclasses
+import json
 import os
+import re
 from typing import Optional
 
 from absl import logging
@@ -29,6 +31,11 @@ _ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 HF_DIRECTORY = "a Hugging Face model directory (config.json, model.safetensors or " \
                "pytorch_model.bin, vocab.txt)"
+
+
+# What `bert_runner.driver` records of a run in its output_dir (task, hyper-parameters and the
+# model's pretraining objective); read here beside a checkpoint.
+RUN_RECORD = "run.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +89,9 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     if not is_hf_directory(init_checkpoint):
         if not bert_config_file:
             raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
-        return ModelFiles(load_config(bert_config_file, max_seq_length), bert_config_file,
-                          vocab_file)
+        config = load_config(bert_config_file, max_seq_length)
+        check_objective(config, bert_config_file, init_checkpoint, flag)
+        return ModelFiles(config, bert_config_file, vocab_file)
     hf_file = os.path.join(init_checkpoint, "config.json")
     config = hf_checkpoint.config_from_hf(hf_file)
     config_file = hf_file
@@ -101,6 +109,52 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     hf_vocab = os.path.join(init_checkpoint, "vocab.txt")
     return ModelFiles(config, config_file,
                       vocab_file or (hf_vocab if os.path.isfile(hf_vocab) else None))
+
+
+def record_directories(checkpoint):
+    """The directories whose files describe the run that wrote `checkpoint` (a directory or a
+    checkpoint prefix; None: none): its own, then for a --seeds `seed_<n>` directory the run's
+    output_dir (where run.json is)."""
+    if not checkpoint:
+        return []
+    directory = (checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)) or "."
+    directories = [directory]
+    if re.fullmatch(r"seed_\d+", os.path.basename(os.path.abspath(directory))):
+        directories.append(os.path.dirname(os.path.abspath(directory)))
+    return directories
+
+
+def recorded_objective(checkpoint):
+    """(pretraining objective, the file recording it) of the run that wrote `checkpoint` (a
+    directory or a checkpoint prefix), or (None, None): the "pretraining_objective" of the
+    run.json beside it (or of the run's output_dir, for a --seeds `seed_<n>` directory), else of
+    the bert_config.json beside it (run_pretraining writes one; a config without the key, as
+    the original's, is a masked LM)."""
+    for directory in record_directories(checkpoint):
+        for name, default in ((RUN_RECORD, None), ("bert_config.json", "mlm")):
+            path = os.path.join(directory, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    recorded = json.load(f)
+            except (OSError, ValueError):
+                continue
+            objective = recorded.get("pretraining_objective", default) if isinstance(
+                recorded, dict) else None
+            if objective:
+                return objective, path
+    return None, None
+
+
+def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoint"):
+    """Refuses a config whose pretraining objective is not the one recorded beside `checkpoint`
+    (`recorded_objective`): an LTR checkpoint with the original bert_config.json would silently
+    become a bidirectional encoder, and the reverse a causal one."""
+    recorded, path = recorded_objective(checkpoint)
+    if recorded is not None and recorded != config.pretraining_objective:
+        raise ValueError(
+            f"--bert_config_file={bert_config_file} describes a {config.pretraining_objective!r} "
+            f"model but {flag}={checkpoint} was trained as {recorded!r} ({path}): pass the config "
+            "that records its objective (the pre-training output_dir's bert_config.json)")
 
 
 def load_config(bert_config_file, max_seq_length=None):

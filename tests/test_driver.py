@@ -1,15 +1,18 @@
 """bert_runner.driver in process, on a small fake task (the tiny model, a few records): what the
 driver owns for every script — the do_* refusal, every split read before any is converted,
 atomic record files, TPU padding, training steps, output_dir ownership, resume and restore."""
+import json
 import logging
 import os
 import random
+import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from modeling_helpers import TINY, tiny_config
+from refusals import message
 from bert_runner import driver, splits
 from bert_runner.inputs import decode_record
 from bert_runner.run_config import RunConfig
@@ -227,6 +230,10 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
                                                     "'other'"):
         driver.run(KeywordTask(str(data), name="other"), config(out, do_train=True))
     assert (out / "train.tf_record").read_bytes() == records
+    # So is another model: its checkpoints hold no BiLSTM (run.json records the model).
+    assert json.loads((out / "run.json").read_text())["pretraining_objective"] == "mlm"
+    with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-other-model"))):
+        driver.run(KeywordTask(str(data)), config(out, do_eval=True, bilstm_on_top=True))
 
 
 def test_recompute_activations_flag_reaches_every_encoder_layer(tmp_path):

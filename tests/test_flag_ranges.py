@@ -120,6 +120,8 @@ CASES = [
     ("run_pretraining", ["--do_whole_word_mask", "--masked_lm_prob=0.2"],
      [_cross("input_format", "do_whole_word_mask", "masked_lm_prob", "mask_token_prob",
              "random_token_prob", "short_seq_prob")], "flag-masking-with-records"),
+    ("run_pretraining", ["--pretraining_objective=ltr", "--next_sentence_prediction"],
+     [_cross("pretraining_objective", "next_sentence_prediction")], None),
     ("run_ner_feature_based",
      ["--lstm_units=0", "--num_train_epochs=0", "--train_batch_size=0", "--predict_batch_size=0",
       "--learning_rate=0", "--max_seq_length=2", "--random_seed=4294967296"],

@@ -278,3 +278,26 @@ def test_bilstm_on_top_keeps_the_heads_shapes_and_names_its_tf1_variables(tmp_pa
     tf1_checkpoint.save_tf1_checkpoint(classifier, str(tmp_path / "model.ckpt"))
     tf1_checkpoint.load_tf1_checkpoint(copy, str(tmp_path / "model.ckpt"))
     np.testing.assert_allclose(np.asarray(copy(features)["logits"]), logits, atol=1e-6)
+
+
+def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
+    """The objective recorded beside a checkpoint (its output_dir's bert_config.json) must be the
+    config's: the original config with an LTR checkpoint would make a bidirectional encoder. A
+    causal model's [CLS] sees only itself: --pooling=cls is refused for it."""
+    from bert_runner import startup
+    from modeling.pooling import check_pooling
+
+    run_dir = tmp_path / "ltr_run"
+    run_dir.mkdir()
+    values = json.loads((TINY_TRAIN / "bert_config.json").read_text())
+    (run_dir / "bert_config.json").write_text(json.dumps({**values, OBJECTIVE_KEY: "ltr"}))
+    checkpoint = str(run_dir / "ckpt-2")
+    with pytest.raises(ValueError, match=re.escape(message("checkpoint-objective-mismatch"))):
+        startup.model_files(str(TINY_TRAIN / "bert_config.json"), None, checkpoint)
+    files = startup.model_files(str(run_dir / "bert_config.json"), None, checkpoint)
+    assert files.config.causal
+
+    with pytest.raises(ValueError, match=re.escape(message("pooling-cls-ltr"))):
+        check_pooling("cls", files.config)
+    check_pooling("mean", files.config)
+    check_pooling("cls", _config())

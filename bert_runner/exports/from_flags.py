@@ -1,5 +1,6 @@
 """export_model.py's SavedModel formats: each loads the model of `--checkpoint` for its --format
-(refusing another script's checkpoint) and writes the raw-text SavedModel.
+(refusing another script's checkpoint; with the BiLSTM when its run.json records
+`--bilstm_on_top`) and writes the raw-text SavedModel.
 
     EXPORTS[FLAGS.format](FLAGS, files)   # files: bert_runner.startup.model_files(...)
 """
@@ -56,8 +57,8 @@ def squad(flag_values, files):
     from bert_tasks.squad.task import PostprocessOptions
     from modeling import BertSpanLabeler
 
-    model = export.load_fine_tuned(BertSpanLabeler(files.config), flag_values.checkpoint,
-                                   "squad", files.config_file)
+    model = export.load_fine_tuned(BertSpanLabeler(files.config, **_recorded_model(flag_values)),
+                                   flag_values.checkpoint, "squad", files.config_file)
     options = PostprocessOptions(
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
         do_lower_case=flag_values.do_lower_case,
@@ -81,9 +82,9 @@ def ner(flag_values, files):
     else:
         label_list = _recorded_labels(flag_values.checkpoint, "--entity_types")
         source = "its label_list.txt"
-    model = export.load_fine_tuned(BertTokenClassifier(files.config, len(label_list)),
-                                   flag_values.checkpoint, "ner", files.config_file,
-                                   label_source=source)
+    model = export.load_fine_tuned(
+        BertTokenClassifier(files.config, len(label_list), **_recorded_model(flag_values)),
+        flag_values.checkpoint, "ner", files.config_file, label_source=source)
     export_ner(_bf16(flag_values, model), files.vocab_file, flag_values.do_lower_case,
                flag_values.max_seq_length, label_list, flag_values.export_dir)
 
@@ -93,14 +94,20 @@ def swag(flag_values, files):
     from bert_runner.exports.swag import export_swag
     from modeling import BertMultipleChoice
 
-    model = export.load_fine_tuned(BertMultipleChoice(files.config), flag_values.checkpoint,
-                                   "swag", files.config_file)
+    model = export.load_fine_tuned(BertMultipleChoice(files.config, **_recorded_model(flag_values)),
+                                   flag_values.checkpoint, "swag", files.config_file)
     export_swag(_bf16(flag_values, model), files.vocab_file, flag_values.do_lower_case,
                 flag_values.max_seq_length, flag_values.export_dir)
 
 
 EXPORTS = {"classifier": classifier, "embedding": embedding, "squad": squad, "ner": ner,
            "swag": swag}
+
+
+def _recorded_model(flag_values):
+    """The task model's options the run that wrote --checkpoint recorded (its run.json): the
+    model is built as it was fine-tuned (`export.load_classifier` does the same)."""
+    return {"bilstm_on_top": export.recorded_bilstm_on_top(flag_values.checkpoint)}
 
 
 def _recorded_labels(checkpoint, flag):

@@ -50,10 +50,9 @@ class SwagExport(ModelExport):
                 "choice": tf.cast(tf.argmax(logits, axis=-1), tf.int32)}
 
     def _row_values(self, group):
+        # BertMultipleChoice.call's encoder and choice layer, on rows of any number of endings.
         model = self._parts.model
-        pooled = model.bert({"input_ids": group["input_ids"], "input_mask": group["input_mask"],
-                             "token_type_ids": group["segment_ids"]},
-                            training=False, skip_padding=True)["pooled_output"]
+        pooled = model.encode(group, training=False, skip_padding=True)["pooled_output"]
         return tf.cast(model.scorer(pooled, training=False), tf.float32)[:, None]
 
 
