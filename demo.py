@@ -47,29 +47,38 @@ from typing import Optional
 from absl import flags
 
 from bert_runner import cli
-from bert_tasks.austen import TASK_NOVELS, first_documents, read_novel
+from bert_tasks.austen import NOVELS, first_documents, read_novel
 from bert_tasks.austen.names_and_places import capitalised_word_tags, names_and_places_conll
 from bert_tasks.austen.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
+from bert_tasks.austen.table5 import (
+    NOTE as TABLE5_NOTE, PRETRAININGS, ROWS, miniature_table, paper_table)
 from bert_tasks.austen.which_novel import novel_task_tsvs
 from bert_tasks.austen.who_questions import (
     count_questions, first_questions, make_squad_data, squad_json)
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
-import vocab
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SQUAD_DATA = os.path.join(ROOT, "data", "austen_squad")
 # Marks a folder as the demo's, so that a re-run may clear it (and no other folder).
 MARKER = ".bert_demo"
 
-flags.DEFINE_string("output_dir", "./demo_output",
+flags.DEFINE_string("output_dir", None,
                     "Work directory for every stage's data and outputs; cleared if it holds an "
-                    "earlier demo run, refused if it holds anything else.")
+                    "earlier demo run, refused if it holds anything else. Default: ./demo_output "
+                    "(./table5_output with --table5).")
+flags.DEFINE_bool("table5", False,
+                  "Instead of the demo: the paper's Table 5 in miniature. Pre-trains the model "
+                  "three ways on the same data for the same steps (masked LM + next sentence, "
+                  "masked LM alone, left-to-right LM), fine-tunes each (and the left-to-right "
+                  "one with a BiLSTM on top, and random weights) on the next-sentence, "
+                  "which-novel and who-question tasks, and prints the table beside the paper's.")
 flags.DEFINE_bool("quick", os.environ.get("DEMO_QUICK", "").lower() in ("1", "true", "yes"),
                   "Tiny data and a few steps per stage: checks the pipeline in about a minute, "
                   "without meaningful metrics. Default: true when the environment variable "
                   "DEMO_QUICK is 1.")
-flags.DEFINE_string("vocab_file", vocab.bundled_vocab_file(),
-                    "WordPiece vocabulary (uncased); its size is the model's vocab_size.")
+flags.DEFINE_string("vocab_file", None,
+                    "WordPiece vocabulary (uncased) to use instead of the one the demo learns from "
+                    "the novels with build_vocab.py; its size is the model's vocab_size.")
 flags.DEFINE_string("write_squad_data", None,
                     "Only write the bundled SQuAD files (train-v1.1.json, dev-v1.1.json) made from "
                     "the novels to this folder, then exit.")
@@ -81,11 +90,14 @@ class Scale:
     """How much data and how many steps each stage gets."""
     pretraining_novels: tuple
     pretraining_chapters: Optional[int]  # the first chapters of each novel; None: all
+    vocab_size: int                # build_vocab.py --vocab_size
+    vocab_min_count: int           # build_vocab.py --min_count
     dupe_factor: int
     pretraining_seq_length: int
     max_predictions_per_seq: int
     pretraining_batch: int
     pretraining_steps: int
+    pretraining_learning_rate: float
     sentences_per_label: tuple     # (train, dev, test) sentences per novel
     classifier_seq_length: int
     classifier_batch: int
@@ -108,17 +120,18 @@ class Scale:
 
 
 FULL = Scale(
-    pretraining_novels=TASK_NOVELS, pretraining_chapters=None, dupe_factor=2,
-    pretraining_seq_length=128, max_predictions_per_seq=20, pretraining_batch=32,
-    pretraining_steps=200,
+    pretraining_novels=NOVELS, pretraining_chapters=None, vocab_size=2000, vocab_min_count=10,
+    dupe_factor=1, pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=32,
+    pretraining_steps=1500, pretraining_learning_rate=5e-4,
     sentences_per_label=(800, 200, 100), classifier_seq_length=64, classifier_batch=32,
     classifier_epochs=3.0, squad_questions=(None, None), squad_seq_length=128,
     squad_doc_stride=64, squad_query_length=48, squad_batch=16, squad_epochs=3.0,
     swag_examples=(2800, 350, 350), swag_seq_length=64, swag_batch=16, swag_epochs=2.0,
-    ner_chapters=(8, 2), ner_seq_length=64, ner_batch=32, ner_epochs=6.0, eval_steps=20)
+    ner_chapters=(2, 2), ner_seq_length=64, ner_batch=32, ner_epochs=15.0, eval_steps=25)
 QUICK = Scale(
-    pretraining_novels=("persuasion",), pretraining_chapters=3, dupe_factor=1,
-    pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=8, pretraining_steps=4,
+    pretraining_novels=("persuasion",), pretraining_chapters=3, vocab_size=400, vocab_min_count=2,
+    dupe_factor=1, pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=8,
+    pretraining_steps=4, pretraining_learning_rate=3e-4,
     sentences_per_label=(16, 8, 8), classifier_seq_length=32, classifier_batch=8,
     classifier_epochs=1.0, squad_questions=(16, 8), squad_seq_length=64, squad_doc_stride=32,
     squad_query_length=24, squad_batch=8, squad_epochs=1.0, swag_examples=(16, 8, 8),
@@ -264,16 +277,59 @@ def read_baselines(log_path):
         return {m.group(1): m.group(2) for m in map(_BASELINE.search, f) if m}
 
 
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """Where a fine-tuning stage starts: the checkpoint of a pre-training run, or random weights.
+
+    folder: where the stages' outputs go ("" for the demo's own run; Table 5 has one folder per
+      row).
+    pretraining: the folder whose `pretraining/` run it starts from (its bert_model.ckpt and, when
+      the run wrote one, its bert_config.json); None: random weights (the demo's config, no
+      --init_checkpoint).
+    flags: more fine-tuning flags, (name, value) pairs (Table 5's `bilstm_on_top`).
+    """
+    label: str
+    folder: str = ""
+    pretraining: Optional[str] = ""
+    flags: tuple = ()
+
+    def output(self, pipe, name):
+        os.makedirs(pipe.path(self.folder), exist_ok=True)
+        return pipe.path(self.folder, name)
+
+    def log(self, name):
+        return f"{self.folder.replace(os.sep, '_')}_{name}" if self.folder else name
+
+    def model_flags(self, pipe, checkpoint=None):
+        """--bert_config_file (the pre-training run's own when it wrote one: it records an LTR
+        model's objective), --init_checkpoint (`checkpoint` if given) and `flags`."""
+        config = pipe.path("bert_config.json")
+        if self.pretraining is not None:
+            pretraining = pipe.path(self.pretraining, "pretraining")
+            if os.path.exists(os.path.join(pretraining, "bert_config.json")):
+                config = os.path.join(pretraining, "bert_config.json")
+            checkpoint = checkpoint or os.path.join(pretraining, "bert_model.ckpt")
+        values = {"bert_config_file": shown(config)}
+        if checkpoint:
+            values["init_checkpoint"] = shown(checkpoint)
+        return {**values, **dict(self.flags)}
+
+
+PRETRAINED = Start("the pre-trained checkpoint")
+RANDOM = Start("random weights, for comparison", folder="random_init", pretraining=None)
+
+
 def stage_data(pipe, scale):
     pipe.header("Data: corpus, model config, the novel task")
     start, cpu_start = time.monotonic(), time.process_time()
-    corpus = "".join(first_documents(gutenberg_to_corpus(read_novel(n)), scale.pretraining_chapters)
-                     for n in scale.pretraining_novels)
+    # One document per novel, as BooksCorpus's documents were books: next sentence prediction's
+    # random B then always comes from another novel (names and style tell it apart), which a
+    # model this small learns in a few minutes; with chapters as documents it did not.
+    corpus = "".join(
+        "".join(line + "\n" for line in first_documents(
+            gutenberg_to_corpus(read_novel(n)), scale.pretraining_chapters).splitlines() if line)
+        + "\n" for n in scale.pretraining_novels)
     write_text(pipe.path("corpus.txt"), corpus)
-    with open(FLAGS.vocab_file, encoding="utf-8") as f:
-        vocab_size = sum(1 for _ in f)
-    write_text(pipe.path("bert_config.json"),
-               json.dumps({"vocab_size": vocab_size, **MODEL}, indent=2) + "\n")
     os.makedirs(pipe.path("novels"))
     files, test_labels = novel_task_tsvs(scale.sentences_per_label)
     for name, text in files.items():
@@ -299,71 +355,102 @@ def stage_data(pipe, scale):
                 squad[split] = pipe.path(f"squad-{split}.json")
                 write_text(squad[split], squad_json(first_questions(json.load(f), limit)))
     write_text(pipe.path("sentences.txt"), "\n".join(FEATURE_SENTENCES) + "\n")
-    documents = corpus.count("\n\n")
+    documents = len(scale.pretraining_novels)
     pipe.report("data", (time.monotonic() - start, time.process_time() - cpu_start),
-                f"{documents} chapters, {len(corpus.splitlines()) - documents} sentences, "
-                f"{len(corpus) / 1e6:.2f} MB from {len(scale.pretraining_novels)} novel(s); "
-                f"vocab_size {vocab_size}",
-                f"{shown(pipe.path('corpus.txt'))}, {shown(pipe.path('bert_config.json'))}, "
-                f"{shown(pipe.path('novels'))}/, {shown(pipe.path('next_sentence'))}/, "
-                f"{shown(pipe.path('names_and_places'))}/")
+                f"{documents} novel(s) as documents, {len(corpus.splitlines()) - documents} "
+                f"sentences, {len(corpus) / 1e6:.2f} MB",
+                f"{shown(pipe.path('corpus.txt'))}, {shown(pipe.path('novels'))}/, "
+                f"{shown(pipe.path('next_sentence'))}/, {shown(pipe.path('names_and_places'))}/")
     return test_labels, squad, swag_labels, ner_sentences
 
 
-def stage_pretraining_data(pipe, scale):
-    pipe.header("create_pretraining_data.py: masked LM / next sentence examples")
-    output = pipe.path("pretraining_data.tfrecord")
+def stage_vocab(pipe, scale):
+    """Learns the WordPiece vocabulary from the corpus (or takes --vocab_file) and writes the
+    model's config with its size. A vocabulary of a few thousand pieces makes the masked LM's
+    softmax and the embedding table small: most of a step is then the encoder's."""
+    if FLAGS.vocab_file:
+        pipe.header(f"Vocabulary: --vocab_file={FLAGS.vocab_file}")
+        pipe.vocab_file, times = os.path.abspath(FLAGS.vocab_file), (0.0, 0.0)
+    else:
+        pipe.header("build_vocab.py: a WordPiece vocabulary learned from the corpus")
+        pipe.vocab_file = pipe.path("vocab.txt")
+        # No [unusedN] slots: ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK], every other id a piece.
+        times = pipe.run(
+            "build_vocab", "build_vocab.py", input_file=shown(pipe.path("corpus.txt")),
+            output_file=shown(pipe.vocab_file), vocab_size=scale.vocab_size, num_unused=0,
+            min_count=scale.vocab_min_count, do_lower_case=True)
+    with open(pipe.vocab_file, encoding="utf-8") as f:
+        tokens = f.read().splitlines()
+    write_text(pipe.path("bert_config.json"),
+               json.dumps({"vocab_size": len(tokens), **MODEL}, indent=2) + "\n")
+    pieces = [t for t in tokens if not t.startswith("[")]
+    # The file ends with the least frequent pieces learned (after the single characters).
+    rarest = [t for t in pieces if len(t.lstrip("#")) > 1][-8:]
+    pipe.report("vocabulary", times,
+                f"vocab_size {len(tokens)}; {sum(t.startswith('##') for t in pieces)} of the "
+                f"pieces continue a word (##); the last learned: {' '.join(rarest)}",
+                f"{shown(pipe.vocab_file)}, {shown(pipe.path('bert_config.json'))}")
+
+
+def stage_pretraining_data(pipe, scale, start=PRETRAINED, objective=None, **data_flags):
+    pipe.header(f"create_pretraining_data.py: {objective or 'masked LM / next sentence'} examples")
+    output = start.output(pipe, "pretraining_data.tfrecord")
     times = pipe.run(
-        "create_pretraining_data", "create_pretraining_data.py",
+        start.log("create_pretraining_data"), "create_pretraining_data.py", **data_flags,
         input_file=shown(pipe.path("corpus.txt")), output_file=shown(output),
-        vocab_file=shown(FLAGS.vocab_file), do_lower_case=True,
+        vocab_file=shown(pipe.vocab_file), do_lower_case=True,
         max_seq_length=scale.pretraining_seq_length,
         max_predictions_per_seq=scale.max_predictions_per_seq, masked_lm_prob=0.15,
         random_seed=12345, dupe_factor=scale.dupe_factor)
-    with open(pipe.path("logs", "create_pretraining_data.log"), encoding="utf-8") as f:
+    with open(pipe.path("logs", start.log("create_pretraining_data") + ".log"),
+              encoding="utf-8") as f:
         written = re.findall(r"Wrote (\d+) total instances", f.read())
-    pipe.report("create_pretraining_data", times, f"{written[-1]} instances", shown(output))
+    pipe.report(start.log("create_pretraining_data"), times, f"{written[-1]} instances", shown(output))
 
 
-def stage_pretraining(pipe, scale):
-    pipe.header("run_pretraining.py: pre-train the small BERT from scratch")
-    output_dir = pipe.path("pretraining")
+def stage_pretraining(pipe, scale, start=PRETRAINED, objective=None, **pretraining_flags):
+    """Returns the evaluation's accuracies, {metric: (value, baseline text)}."""
+    pipe.header(f"run_pretraining.py: pre-train the small BERT from scratch"
+                f"{' (' + objective + ')' if objective else ''}")
+    output_dir = start.output(pipe, "pretraining")
     times = pipe.run(
-        "run_pretraining", "run_pretraining.py",
-        input_file=shown(pipe.path("pretraining_data.tfrecord")), output_dir=shown(output_dir),
+        start.log("run_pretraining"), "run_pretraining.py", **pretraining_flags,
+        input_file=shown(start.output(pipe, "pretraining_data.tfrecord")),
+        output_dir=shown(output_dir),
         bert_config_file=shown(pipe.path("bert_config.json")), do_train=True, do_eval=True,
-        train_batch_size=scale.pretraining_batch, eval_batch_size=8,
+        train_batch_size=scale.pretraining_batch, eval_batch_size=scale.pretraining_batch,
         max_seq_length=scale.pretraining_seq_length,
         max_predictions_per_seq=scale.max_predictions_per_seq,
         num_train_steps=scale.pretraining_steps,
-        # At 1e-3 this short run collapses the encoder (every [CLS] vector alike, fine-tuning
-        # stuck at chance); 2e-4 leaves it a starting point as good as a random one.
-        num_warmup_steps=scale.pretraining_steps // 10, learning_rate=2e-4,
+        # The masked LM first learns the words' frequencies, then (after a few hundred steps)
+        # their contexts; at 1e-3 and 2e-3 it never left the first stage in 1,000 steps
+        # (docs/demo.md).
+        num_warmup_steps=scale.pretraining_steps // 20,
+        learning_rate=scale.pretraining_learning_rate,
         iterations_per_loop=max(1, scale.pretraining_steps // 5),
         max_eval_steps=scale.eval_steps, save_tf1_checkpoint=True)
     results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
     # Computed by the task from the evaluated records: the most frequent masked token, the
     # majority next-sentence label.
-    baselines = read_baselines(pipe.path("logs", "run_pretraining.log"))
-    pipe.report("run_pretraining", times,
-                f"masked LM accuracy {results['masked_lm_accuracy']:.3f} (baseline: "
-                f"{baselines['masked_lm_accuracy']}), next sentence accuracy "
-                f"{results['next_sentence_accuracy']:.3f} (baseline: "
-                f"{baselines['next_sentence_accuracy']}), loss {results['loss']:.3f} "
-                f"after {results['global_step']:.0f} steps",
+    baselines = read_baselines(pipe.path("logs", start.log("run_pretraining") + ".log"))
+    accuracies = {m: (v, baselines[m]) for m, v in results.items() if m.endswith("_accuracy")}
+    pipe.report(start.log("run_pretraining"), times, ", ".join(
+        f"{m.replace('_', ' ')} {v:.3f} (baseline: {b})" for m, (v, b) in accuracies.items())
+                + f", loss {results['loss']:.3f} after {results['global_step']:.0f} steps",
                 f"{shown(output_dir)}/ (eval_results.txt, bert_model.ckpt)")
+    return accuracies
 
 
-def stage_classifier(pipe, scale, test_labels):
-    pipe.header("run_classifier.py: Pride and Prejudice (0) or Emma (1)? (SST-2 layout)")
-    output_dir = pipe.path("classifier")
+def stage_classifier(pipe, scale, test_labels, start=PRETRAINED):
+    """Fine-tunes the novel classifier from `start`. Returns (dev accuracy, test accuracy)."""
+    pipe.header(f"run_classifier.py: Pride and Prejudice (0) or Emma (1)? (SST-2 layout), "
+                f"from {start.label}")
+    output_dir = start.output(pipe, "classifier")
     times = pipe.run(
-        "run_classifier", "run_classifier.py",
+        start.log("run_classifier"), "run_classifier.py",
         task_name="sst-2", do_train=True, do_eval=True, do_predict=True,
-        data_dir=shown(pipe.path("novels")), vocab_file=shown(FLAGS.vocab_file),
-        bert_config_file=shown(pipe.path("bert_config.json")),
-        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
-        max_seq_length=scale.classifier_seq_length, train_batch_size=scale.classifier_batch,
+        data_dir=shown(pipe.path("novels")), vocab_file=shown(pipe.vocab_file),
+        **start.model_flags(pipe), max_seq_length=scale.classifier_seq_length, train_batch_size=scale.classifier_batch,
         eval_batch_size=32, predict_batch_size=32, learning_rate=3e-4,
         num_train_epochs=scale.classifier_epochs,
         iterations_per_loop=steps_per_log(2 * scale.sentences_per_label[0],
@@ -373,22 +460,33 @@ def stage_classifier(pipe, scale, test_labels):
     with open(os.path.join(output_dir, "SST-2.tsv"), encoding="utf-8") as f:
         predicted = [line.split("\t")[1].strip() for line in f.readlines()[1:]]
     test_accuracy = sum(p == l for p, l in zip(predicted, test_labels)) / len(test_labels)
-    pipe.report("run_classifier", times,
-                f"dev accuracy {results['eval_accuracy']:.3f} ({len(test_labels)} test "
-                f"sentences: {test_accuracy:.3f})",
+    pipe.report(start.log("run_classifier"), times,
+                f"dev accuracy {results['eval_accuracy']:.3f}, test accuracy {test_accuracy:.3f} "
+                f"({len(test_labels)} sentences; chance 0.500)",
                 f"{shown(output_dir)}/ (eval_results.txt, test_results.tsv, SST-2.tsv)")
+    return results["eval_accuracy"], test_accuracy
 
 
-def stage_squad(pipe, scale, squad):
-    pipe.header("run_squad.py: who-questions on the novels (SQuAD v1.1 format)")
-    output_dir = pipe.path("squad")
+def print_comparison(pretrained, random):
+    """The tagger's dev F1 (overall, PER, LOC) from pre-trained and from random weights."""
+    print("\n  names and places, fine-tuned from   dev F1    PER    LOC")
+    for label, scores in (("the pre-trained checkpoint", pretrained),
+                          ("random weights", random)):
+        print(f"  {label:<34}" + "".join(f"{v:7.1f}" for v in scores))
+    print(f"  {'pre-training adds':<34}" + "".join(
+        f"{p - r:+7.1f}" for p, r in zip(pretrained, random)), flush=True)
+
+
+def stage_squad(pipe, scale, squad, start=PRETRAINED):
+    """Returns the official (exact match, F1)."""
+    pipe.header(f"run_squad.py: who-questions on the novels (SQuAD v1.1 format), "
+                f"from {start.label}")
+    output_dir = start.output(pipe, "squad")
     with open(squad["train"], encoding="utf-8") as f:
         num_train = count_questions(json.load(f))
     times = pipe.run(
-        "run_squad", "run_squad.py",
-        vocab_file=shown(FLAGS.vocab_file), bert_config_file=shown(pipe.path("bert_config.json")),
-        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
-        do_train=True, train_file=shown(squad["train"]),
+        start.log("run_squad"), "run_squad.py",
+        vocab_file=shown(pipe.vocab_file), **start.model_flags(pipe), do_train=True, train_file=shown(squad["train"]),
         do_predict=True, predict_file=shown(squad["dev"]),
         train_batch_size=scale.squad_batch, predict_batch_size=32, learning_rate=3e-4,
         num_train_epochs=scale.squad_epochs,
@@ -406,11 +504,12 @@ def stage_squad(pipe, scale, squad):
                 for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]][:3]
     for question, gold, predicted in examples:
         print(f"    {question}  gold: {gold!r}  predicted: {predicted!r}")
-    pipe.report("run_squad", times,
+    pipe.report(start.log("run_squad"), times,
                 f"exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on "
                 f"{count_questions(dev)} held-out questions",
                 f"{shown(output_dir)}/ (predictions.json, nbest_predictions.json, "
                 f"eval_results.json)")
+    return scores["exact_match"], scores["f1"]
 
 
 def newest_checkpoint(directory):
@@ -420,17 +519,17 @@ def newest_checkpoint(directory):
     return os.path.join(directory, f"ckpt-{max(steps)}")
 
 
-def stage_swag(pipe, scale, test_labels):
-    pipe.header("run_swag.py: which sentence comes next? (SWAG layout, 4 choices)")
-    output_dir = pipe.path("swag")
+def stage_swag(pipe, scale, test_labels, start=PRETRAINED, checkpoint=None):
+    """Fine-tunes the choice of the next sentence from `start` (or its `checkpoint`).
+    Returns (dev accuracy, test accuracy)."""
+    pipe.header(f"run_swag.py: which sentence comes next? (SWAG layout, 4 choices), from "
+                f"{shown(checkpoint) if checkpoint else start.label}")
+    output_dir = start.output(pipe, "swag")
     times = pipe.run(
-        "run_swag", "run_swag.py",
+        start.log("run_swag"), "run_swag.py",
         do_train=True, do_eval=True, do_predict=True,
-        data_dir=shown(pipe.path("next_sentence")), vocab_file=shown(FLAGS.vocab_file),
-        bert_config_file=shown(pipe.path("bert_config.json")),
-        # From the classifier: 200 pre-training steps leave the encoder nothing that relates
-        # a context to its ending, and the task is at chance from them (docs/demo.md).
-        init_checkpoint=shown(newest_checkpoint(pipe.path("classifier"))),
+        data_dir=shown(pipe.path("next_sentence")), vocab_file=shown(pipe.vocab_file),
+        **start.model_flags(pipe, checkpoint),
         max_seq_length=scale.swag_seq_length, train_batch_size=scale.swag_batch,
         eval_batch_size=32, predict_batch_size=32, learning_rate=5e-5,
         num_train_epochs=scale.swag_epochs,
@@ -447,23 +546,26 @@ def stage_swag(pipe, scale, test_labels):
         print(f"    {row['sent1']} ...  predicted: {row[f'ending{choice}']!r} "
               f"({'right' if choice == label else 'wrong; true: ' + repr(row[f'ending{label}'])})")
     test_accuracy = sum(p == l for p, l in zip(predicted, test_labels)) / len(test_labels)
-    pipe.report("run_swag", times,
+    pipe.report(start.log("run_swag"), times,
                 f"dev accuracy {results['eval_accuracy']:.3f}, test accuracy {test_accuracy:.3f} "
                 f"({len(test_labels)} examples; chance 0.250, word overlap "
                 f"{word_overlap_accuracy(rows, test_labels):.3f})",
                 f"{shown(output_dir)}/ (eval_results.txt, test_results.tsv)")
+    return results["eval_accuracy"], test_accuracy
 
 
-def stage_ner(pipe, scale, sentences):
+def stage_ner(pipe, scale, sentences, start=PRETRAINED):
+    """Fine-tunes the names-and-places tagger from `start`. Returns the dev F1 (overall, PER,
+    LOC)."""
     from bert_tasks.ner import conlleval
 
-    pipe.header("run_ner.py: characters' names and places in the novels (CoNLL-2003 layout)")
-    output_dir = pipe.path("names_and_places_ner")
+    pipe.header(f"run_ner.py: characters' names and places in the novels (CoNLL-2003 layout), "
+                f"from {start.label}")
+    output_dir = start.output(pipe, "names_and_places_ner")
     times = pipe.run(
-        "run_ner", "run_ner.py",
+        start.log("run_ner"), "run_ner.py",
         do_train=True, do_eval=True, data_dir=shown(pipe.path("names_and_places")),
-        vocab_file=shown(FLAGS.vocab_file), bert_config_file=shown(pipe.path("bert_config.json")),
-        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")),
+        vocab_file=shown(pipe.vocab_file), **start.model_flags(pipe),
         max_seq_length=scale.ner_seq_length, train_batch_size=scale.ner_batch,
         eval_batch_size=32, learning_rate=3e-4, num_train_epochs=scale.ner_epochs,
         # About one window per sentence (longer ones take several).
@@ -488,11 +590,12 @@ def stage_ner(pipe, scale, sentences):
         print("    " + " ".join(w if p == "O" else f"[{w}]{p[2:]}" for w, _, p in block[:30]))
     per_type = ", ".join(f"{t} {results[f'eval_f1_{t}']:.1f}" for t in ("PER", "LOC")
                          if f"eval_f1_{t}" in results)
-    pipe.report("run_ner", times,
+    pipe.report(start.log("run_ner"), times,
                 f"dev entity F1 {results['eval_f1']:.1f} ({per_type}; baselines: " + ", ".join(
                     f"{name} {scores['f1']:.1f}" for name, scores in baselines.items()) + ")",
                 f"{shown(output_dir)}/ (eval_results.txt, eval_predictions.txt, "
                 f"eval_conlleval.txt)")
+    return tuple(results.get(f"eval_f1{t}", 0.0) for t in ("", "_PER", "_LOC"))
 
 
 def stage_features(pipe):
@@ -501,8 +604,7 @@ def stage_features(pipe):
     times = pipe.run(
         "extract_features", "extract_features.py",
         input_file=shown(pipe.path("sentences.txt")), output_file=shown(output),
-        vocab_file=shown(FLAGS.vocab_file), bert_config_file=shown(pipe.path("bert_config.json")),
-        init_checkpoint=shown(pipe.path("pretraining", "bert_model.ckpt")), layers="-1,-2",
+        vocab_file=shown(pipe.vocab_file), **PRETRAINED.model_flags(pipe), layers="-1,-2",
         max_seq_length=64, batch_size=8)
     with open(output, encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
@@ -517,6 +619,33 @@ def stage_features(pipe):
                 shown(output))
 
 
+def table5(pipe, scale):
+    """The paper's Table 5 in miniature (`bert_tasks.austen.table5`)."""
+    test_labels, squad, swag_labels, _ = stage_data(pipe, scale)
+    stage_vocab(pipe, scale)
+    pretraining_accuracies = {}
+    for pretraining in PRETRAININGS:
+        start = Start("", folder=pretraining.folder, pretraining=pretraining.folder)
+        stage_pretraining_data(pipe, scale, start, pretraining.description,
+                               **dict(pretraining.data_flags))
+        pretraining_accuracies[pretraining.description] = stage_pretraining(
+            pipe, scale, start, pretraining.description, **dict(pretraining.pretraining_flags))
+    results = {}
+    for row in ROWS:
+        start = Start(row.name, folder=row.folder, flags=row.fine_tuning_flags,
+                      pretraining=row.pretraining and row.pretraining.folder)
+        results[row.name] = (stage_swag(pipe, scale, swag_labels, start)[0],
+                             stage_classifier(pipe, scale, test_labels, start)[0],
+                             stage_squad(pipe, scale, squad, start)[1])
+    pipe.summary()
+    print("\nPre-training (same data and steps; accuracies beside their baselines):")
+    for description, accuracies in pretraining_accuracies.items():
+        print(f"  {description}: " + ", ".join(
+            f"{m.replace('_', ' ')} {v:.3f} (baseline: {b})" for m, (v, b) in accuracies.items()))
+    print("\n" + paper_table() + "\n\n" + miniature_table(results) + "\n")
+    print(TABLE5_NOTE)
+
+
 def main(argv):
     del argv
     if FLAGS.write_squad_data:
@@ -527,18 +656,32 @@ def main(argv):
             print(f"{path}: {count_questions(dataset)} questions")
         return
     scale = QUICK if FLAGS.quick else FULL
-    work_dir = os.path.abspath(FLAGS.output_dir)
+    work_dir = os.path.abspath(
+        FLAGS.output_dir or ("./table5_output" if FLAGS.table5 else "./demo_output"))
     prepare_work_dir(work_dir)
-    pipe = Pipeline(work_dir, num_stages=8)
-    print(f"BERT demo{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
+    # Table 5: data, vocabulary, 2 stages per pre-training, 3 fine-tunings per row.
+    pipe = Pipeline(work_dir, num_stages=2 + 2 * len(PRETRAININGS) + 3 * len(ROWS)
+                    if FLAGS.table5 else 10)
+    print(f"BERT {'Table 5 in miniature' if FLAGS.table5 else 'demo'}"
+          f"{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
           f"project's scripts in {shown(work_dir)}; logs in {shown(pipe.path('logs'))}/")
+    if FLAGS.table5:
+        table5(pipe, scale)
+        return
     test_labels, squad, swag_labels, ner_sentences = stage_data(pipe, scale)
+    stage_vocab(pipe, scale)
     stage_pretraining_data(pipe, scale)
     stage_pretraining(pipe, scale)
     stage_classifier(pipe, scale, test_labels)
     stage_squad(pipe, scale, squad)
-    stage_swag(pipe, scale, swag_labels)
-    stage_ner(pipe, scale, ner_sentences)
+    # From the classifier, whose encoder has learnt which words belong to which novel: the
+    # choice's distractors come from the other novel (docs/demo.md).
+    stage_swag(pipe, scale, swag_labels,
+               checkpoint=newest_checkpoint(PRETRAINED.output(pipe, "classifier")))
+    # The paper's claim in miniature: the same fine-tuning from the pre-trained checkpoint and from
+    # random weights (same flags, steps and seed).
+    pretrained = stage_ner(pipe, scale, ner_sentences)
+    print_comparison(pretrained, stage_ner(pipe, scale, ner_sentences, RANDOM))
     stage_features(pipe)
     pipe.summary()
 

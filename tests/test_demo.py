@@ -9,8 +9,9 @@ import pytest
 
 from conftest import QUICK_DEMO_GROUP, ROOT
 
-STAGE_SCRIPTS = ["create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
-                 "run_squad.py", "run_swag.py", "run_ner.py", "extract_features.py"]
+STAGE_SCRIPTS = ["build_vocab.py", "create_pretraining_data.py", "run_pretraining.py",
+                 "run_classifier.py", "run_squad.py", "run_swag.py", "run_ner.py",
+                 "extract_features.py"]
 
 
 def run_demo(*args, env=None):
@@ -33,8 +34,12 @@ def test_quick_demo_runs_every_stage(quick_demo):
         assert f"$ python {script} --" in log, script
         assert (out / "logs" / script.replace(".py", ".log")).exists()
     assert "step 4/4" in log  # training progress is shown
-    assert "All 8 stages done" in log
-    # Each stage's outputs, as the summary says.
+    assert "All 10 stages done" in log
+    # Each stage's outputs, as the summary says. The vocabulary is learned from the corpus and
+    # sets the config's vocab_size.
+    vocab = (out / "vocab.txt").read_text().splitlines()
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) <= 400
+    assert json.loads((out / "bert_config.json").read_text())["vocab_size"] == len(vocab)
     assert "masked_lm_accuracy" in (out / "pretraining" / "eval_results.txt").read_text()
     assert (out / "pretraining" / "bert_model.ckpt.index").exists()
     assert "eval_accuracy" in (out / "classifier" / "eval_results.txt").read_text()
@@ -47,10 +52,18 @@ def test_quick_demo_runs_every_stage(quick_demo):
     swag_test = (out / "swag" / "test_results.tsv").read_text().splitlines()
     assert len(swag_test) == 8 and all(len(line.split("\t")) == 4 for line in swag_test)
     assert "(8 examples; chance 0.250, word overlap " in log
-    ner = out / "names_and_places_ner"
-    assert "eval_f1_PER" in (ner / "eval_results.txt").read_text()
-    assert (ner / "eval_predictions.txt").read_text().startswith("-DOCSTART- O O\n")
+    for ner in (out / "names_and_places_ner", out / "random_init" / "names_and_places_ner"):
+        assert "eval_f1_PER" in (ner / "eval_results.txt").read_text()
+        assert (ner / "eval_predictions.txt").read_text().startswith("-DOCSTART- O O\n")
     assert "baselines: every word O 0.0, capitalised words as PER " in log
+    # The tagger fine-tuned again from random weights: the same command without
+    # --init_checkpoint, its outputs in random_init/; both F1 printed side by side.
+    commands = [line for line in log.splitlines() if "$ python run_ner.py" in line]
+    assert len(commands) == 2 and "--init_checkpoint=" in commands[0]
+    init = commands[0].split("--init_checkpoint=")[1].split()[0]
+    assert commands[1].replace("random_init/", "") == commands[0].replace(
+        f" --init_checkpoint={init}", "")
+    assert "pre-training adds" in log
     features = [json.loads(line) for line in (out / "features.jsonl").read_text().splitlines()]
     assert [f["linex_index"] for f in features] == [0, 1, 2]
     assert features[0]["features"][0]["token"] == "[CLS]"

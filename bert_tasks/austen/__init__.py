@@ -9,6 +9,9 @@ AUSTEN = os.path.join(ROOT, "data", "austen")
 # The tasks' two novels, in label order for "which novel?" (SST-2 labels are "0" and "1").
 TASK_NOVELS = ("prideprejudice", "emma")
 TITLES = {"prideprejudice": "Pride and Prejudice", "emma": "Emma"}
+# Every bundled novel (the demo's pre-training corpus), in file-name order.
+NOVELS = ("emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice",
+          "sensesensibility")
 
 
 def read_novel(novel):
