@@ -287,11 +287,14 @@ class Start:
       the run wrote one, its bert_config.json); None: random weights (the demo's config, no
       --init_checkpoint).
     flags: more fine-tuning flags, (name, value) pairs (Table 5's `bilstm_on_top`).
+    weights: False: random weights with the config of `pretraining` (the demo's comparison: the
+      same command without --init_checkpoint).
     """
     label: str
     folder: str = ""
     pretraining: Optional[str] = ""
     flags: tuple = ()
+    weights: bool = True
 
     def output(self, pipe, name):
         os.makedirs(pipe.path(self.folder), exist_ok=True)
@@ -308,7 +311,8 @@ class Start:
             pretraining = pipe.path(self.pretraining, "pretraining")
             if os.path.exists(os.path.join(pretraining, "bert_config.json")):
                 config = os.path.join(pretraining, "bert_config.json")
-            checkpoint = checkpoint or os.path.join(pretraining, "bert_model.ckpt")
+            if self.weights:
+                checkpoint = checkpoint or os.path.join(pretraining, "bert_model.ckpt")
         values = {"bert_config_file": shown(config)}
         if checkpoint:
             values["init_checkpoint"] = shown(checkpoint)
@@ -316,7 +320,7 @@ class Start:
 
 
 PRETRAINED = Start("the pre-trained checkpoint")
-RANDOM = Start("random weights, for comparison", folder="random_init", pretraining=None)
+RANDOM = Start("random weights, for comparison", folder="random_init", weights=False)
 
 
 def stage_data(pipe, scale):

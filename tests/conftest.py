@@ -60,6 +60,9 @@ def run_quickstart_command(command, folder):
     import subprocess
 
     env = {**os.environ, "DEMO_QUICK": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if env.get("BERT_TESTS_FORK", "1") != "0":  # the scripts the command starts are forked too
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [
+            str(ROOT / "tests" / "forking_site"), env.get("PYTHONPATH")]))
     return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=600)
 

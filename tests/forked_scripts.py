@@ -30,6 +30,7 @@ _IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CP
 _HANDLED = {"cwd", "env", "input", "capture_output", "stdout", "stderr", "text", "timeout", "check",
             "universal_newlines", "encoding"}
 _real_run = subprocess.run
+_real_popen = subprocess.Popen
 
 
 class _Server:
@@ -37,15 +38,16 @@ class _Server:
 
     def __init__(self):
         self._process = None
-        self._env = None
         self._lock = threading.Lock()
 
     def can_run(self, env):
         return all(env.get(name) == os.environ.get(name) for name in _IMPORT_TIME)
 
-    def run(self, argv, cwd, env, stdin, stdout, stderr, timeout):
-        """Runs `argv` (after the interpreter) in a fork; returns its exit code."""
-        with self._lock:
+    def start(self, argv, cwd, env, stdin, stdout, stderr):
+        """Forks `argv` (after the interpreter); returns its pid. The server is this caller's
+        until `wait` has read the script's exit code."""
+        self._lock.acquire()
+        try:
             if self._process is None or self._process.poll() is not None:
                 self._process = subprocess.Popen(
                     [sys.executable, SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -54,22 +56,36 @@ class _Server:
                            stderr=stderr)
             self._process.stdin.write(json.dumps(request) + "\n")
             self._process.stdin.flush()
-            pid = json.loads(self._process.stdout.readline())["pid"]
-            timer = None
-            if timeout is not None:
-                timer = threading.Timer(timeout, _kill_group, [pid])
-                timer.start()
-            try:
-                answer = self._process.stdout.readline()
-            finally:
-                if timer is not None:
-                    timer.cancel()
+            return json.loads(self._process.stdout.readline())["pid"]
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def wait(self):
+        """The exit code of the script `start` forked, once it has ended."""
+        try:
+            answer = self._process.stdout.readline()
             if not answer:
                 raise RuntimeError("tests/script_server.py ended; see the test's stderr")
-            returncode = json.loads(answer)["returncode"]
-            if timer is not None and timer.finished.is_set() and returncode == -signal.SIGKILL:
-                raise subprocess.TimeoutExpired(argv, timeout)
-            return returncode
+            return json.loads(answer)["returncode"]
+        finally:
+            self._lock.release()
+
+    def run(self, argv, cwd, env, stdin, stdout, stderr, timeout):
+        """Runs `argv` (after the interpreter) in a fork; returns its exit code."""
+        pid = self.start(argv, cwd, env, stdin, stdout, stderr)
+        timer = None
+        if timeout is not None:
+            timer = threading.Timer(timeout, _kill_group, [pid])
+            timer.start()
+        try:
+            returncode = self.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if timer is not None and timer.finished.is_set() and returncode == -signal.SIGKILL:
+            raise subprocess.TimeoutExpired(argv, timeout)
+        return returncode
 
 
 def _kill_group(pid):
@@ -82,8 +98,8 @@ def _kill_group(pid):
 _server = _Server()
 
 
-def _forkable(args, kwargs):
-    if os.environ.get("BERT_TESTS_FORK", "1") == "0" or set(kwargs) - _HANDLED:
+def _forkable(args, kwargs, handled=_HANDLED):
+    if os.environ.get("BERT_TESTS_FORK", "1") == "0" or set(kwargs) - handled:
         return False
     if not isinstance(args, (list, tuple)) or len(args) < 2 or args[0] != sys.executable:
         return False
@@ -142,6 +158,65 @@ def _output(path, wanted, redirect, stream, text, encoding):
     return decoded.replace("\r\n", "\n").replace("\r", "\n") if text else data
 
 
+class _ForkedProcess:
+    """What `Popen` gives for a forked script: the subprocess.Popen calls a stage runner makes
+    (`stdout` read as the script writes it, then `wait`; as a context manager)."""
+
+    def __init__(self, args, kwargs):
+        self.args = args
+        self.returncode = None
+        self._folder = tempfile.TemporaryDirectory(prefix="forked-script-")
+        stdin, output = (os.path.join(self._folder.name, name) for name in ("stdin", "output"))
+        open(stdin, "wb").close()
+        os.mkfifo(output)  # the script writes it as it runs; EOF when it ends
+        self.pid = _server.start(
+            [str(arg) for arg in args[1:]], str(kwargs.get("cwd") or os.getcwd()),
+            dict(kwargs.get("env") or os.environ), stdin, output, output)
+        text = kwargs.get("text") or kwargs.get("universal_newlines") or kwargs.get("encoding")
+        self.stdout = (open(output, encoding=kwargs.get("encoding") or "utf-8", errors="replace")
+                       if text else open(output, "rb"))
+
+    def wait(self, timeout=None):
+        del timeout  # the stage runners wait for the script's end
+        if self.returncode is None:
+            self.returncode = _server.wait()
+            self._folder.cleanup()
+        return self.returncode
+
+    def poll(self):
+        return self.returncode
+
+    def kill(self):
+        if self.returncode is None:
+            _kill_group(self.pid)
+
+    terminate = kill
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stdout.close()
+        self.wait()
+
+
+def popen(args, **kwargs):
+    """`subprocess.Popen`, forking a script whose output is read as one stream (stdout a pipe,
+    stderr into it): what demo.py does for each stage."""
+    if (_forkable(args, kwargs, {"cwd", "env", "stdout", "stderr", "text", "universal_newlines",
+                                 "encoding"})
+            and kwargs.get("stdout") == subprocess.PIPE
+            and kwargs.get("stderr") == subprocess.STDOUT):
+        return _ForkedProcess(args, kwargs)
+    return _real_popen(args, **kwargs)
+
+
 def install():
     """Routes subprocess.run through `run` for this process (the pytest process)."""
     subprocess.run = run
+
+
+def install_popen():
+    """Routes subprocess.Popen through `popen` for this process (a script the tests start that
+    starts scripts itself: tests/forking_site/sitecustomize.py)."""
+    subprocess.Popen = popen
