@@ -192,11 +192,12 @@ def test_killed_run_leaves_no_output(tmp_path, data_dir, caplog):
     and the next run removes the leftover temporary."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         process, out = _start_long_run(tmp_path, data_dir, "--tokenizer=faithful")
+        # The run first probes that the directory is writable (a short-lived temporary file).
+        leftover = ".data.tfrecord.%d.incomplete" % process.pid
         deadline = time.time() + 60
-        while not os.listdir(out.parent) and time.time() < deadline:
+        while leftover not in os.listdir(out.parent) and time.time() < deadline:
             time.sleep(0.05)
         assert process.poll() is None, "run finished before it could be killed"
-        leftover = ".data.tfrecord.%d.incomplete" % process.pid
         assert os.listdir(out.parent) == [leftover]
         process.send_signal(sig)
         process.wait(30)
