@@ -1,6 +1,7 @@
 """The paper's Figure 2 (Appendix C.1) as a command: fine-tune and evaluate the checkpoints of
 one or more pre-training runs on a run_classifier task, and write the table (CSV) and the figure
-(PNG: the metric against pre-training steps, one line per run and objective).
+(PNG: the metric against pre-training steps, one line per run and objective), accuracy beside
+the dev set's majority baseline.
 
     python run_checkpoint_sweep.py --pretraining_dirs=pt_mlm,pt_ltr --checkpoint_every=1000 \\
       --task_name=MNLI --data_dir=$GLUE_DIR/MNLI --vocab_file=vocab.txt \\
@@ -27,7 +28,8 @@ flags.DEFINE_integer("checkpoint_every", None,
 flags.DEFINE_list("checkpoint_steps", None,
                   "Comma-separated steps to fine-tune instead, e.g. 0,1000,2000 (0: the same "
                   "model from random weights, without a checkpoint).")
-flags.DEFINE_string("metric", "eval_accuracy", "The eval_results.txt value tabulated and drawn.")
+flags.DEFINE_string("metric", "eval_accuracy", "The eval_results.txt value tabulated and drawn "
+                    "(eval_accuracy beside the dev set's majority baseline).")
 run_flags.define_bert_flags("vocab_file", "output_dir", "do_lower_case")
 flags.DEFINE_string("data_dir", None, "The task's data dir, as run_classifier.py's.")
 flags.DEFINE_string("task_name", None, "A run_classifier.py task, e.g. MNLI or sst-2.")

@@ -1,8 +1,11 @@
 """run_checkpoint_sweep.py (the paper's Figure 2 as a command): checkpoints chosen from
 pre-training output dirs, each fine-tuned through the driver in this process, the CSV table and
-the PNG (matplotlib optional: the CSV is written without it)."""
+the PNG (matplotlib optional: the CSV is written without it), the metric beside the task's
+majority baseline."""
 import csv
+import io
 import json
+import logging
 import sys
 
 import keras
@@ -47,28 +50,121 @@ def test_checkpoints_are_chosen_by_step_or_every_n(tmp_path):
         sweep.parse_steps(["1", "x"])
 
 
+def _fake_run_dir(path, objective, files):
+    """A pre-training dir for runs that fine-tune nothing: its config and empty `files`."""
+    values = json.loads((TINY_TRAIN / "bert_config.json").read_text())
+    if objective == "ltr":
+        values[OBJECTIVE_KEY] = "ltr"
+    path.mkdir(parents=True)
+    (path / "bert_config.json").write_text(json.dumps(values))
+    for name in files:
+        (path / name).write_text("")
+    return sweep.read_run(str(path))
+
+
+def test_the_table_has_one_row_per_checkpoint_and_objective_beside_the_baseline(tmp_path,
+                                                                                 caplog):
+    """`sweep` and the CSV without fine-tuning: each chosen checkpoint of each dir is handed to
+    `fine_tune` once, in its own folder, and its metric lands in the row of its run and step."""
+    caplog.set_level(logging.INFO, logger="absl")
+    mlm = _fake_run_dir(tmp_path / "pt_mlm", "mlm", [
+        "checkpoint", "ckpt-1500.index", "ckpt-1500.data-00000-of-00001", "ckpt-300.index",
+        "ckpt-300.data-00000-of-00001", "ckpt-20.data-00000-of-00001"])  # 20: no index
+    ltr = _fake_run_dir(tmp_path / "pt_ltr", "ltr", ["ckpt-700.index", "ckpt-1400.index"])
+    steps = {mlm.directory: sweep.choose_steps(mlm),
+             ltr.directory: sweep.choose_steps(ltr, steps=[0, 1400])}
+    assert steps == {mlm.directory: [300, 1500], ltr.directory: [0, 1400]}
+    calls = []
+
+    def fine_tune(config_file, checkpoint, output_dir):
+        calls.append((config_file, checkpoint, output_dir))
+        return {"eval_accuracy": len(calls) / 8, "eval_loss": 0.25 * len(calls)}
+
+    baseline = sweep.Baseline("majority class '1'", 0.5625)
+    rows = sweep.sweep([mlm, ltr], steps, fine_tune, str(tmp_path / "out"), baseline=baseline)
+    out = tmp_path / "out"
+    assert calls == [
+        (mlm.config_file, str(tmp_path / "pt_mlm" / "ckpt-300"), str(out / "pt_mlm" / "step_300")),
+        (mlm.config_file, str(tmp_path / "pt_mlm" / "ckpt-1500"),
+         str(out / "pt_mlm" / "step_1500")),
+        (ltr.config_file, None, str(out / "pt_ltr" / "step_0")),
+        (ltr.config_file, str(tmp_path / "pt_ltr" / "ckpt-1400"),
+         str(out / "pt_ltr" / "step_1400"))]
+    table = list(csv.DictReader(io.StringIO(sweep.csv_text(rows))))
+    assert list(table[0]) == list(sweep.CSV_COLUMNS)
+    assert [{k: v for k, v in r.items() if k != "pretraining_dir"} for r in table] == [
+        {"run": "pt_mlm", "objective": "mlm", "pretraining_step": "300",
+         "metric": "eval_accuracy", "value": "0.1250", "baseline": "0.5625", "eval_loss": "0.2500"},
+        {"run": "pt_mlm", "objective": "mlm", "pretraining_step": "1500",
+         "metric": "eval_accuracy", "value": "0.2500", "baseline": "0.5625", "eval_loss": "0.5000"},
+        {"run": "pt_ltr", "objective": "ltr", "pretraining_step": "0",
+         "metric": "eval_accuracy", "value": "0.3750", "baseline": "0.5625", "eval_loss": "0.7500"},
+        {"run": "pt_ltr", "objective": "ltr", "pretraining_step": "1400",
+         "metric": "eval_accuracy", "value": "0.5000", "baseline": "0.5625",
+         "eval_loss": "1.0000"}]
+    assert [r["pretraining_dir"] for r in table] == [mlm.directory] * 2 + [ltr.directory] * 2
+    assert ("pt_ltr (LTR) at pre-training step 1400: eval_accuracy = 0.5000 (baseline: majority "
+            "class '1' 0.5625)") in caplog.text
+    with pytest.raises(ValueError, match="--metric=eval_f1: the task's eval_results have "
+                                         "eval_accuracy, eval_loss"):
+        sweep.sweep([ltr], {ltr.directory: [0]}, lambda *a: {"eval_accuracy": 1.0,
+                                                             "eval_loss": 0.0},
+                    str(out), metric="eval_f1")
+
+
+def test_the_majority_baseline_is_the_dev_sets_most_frequent_label(tmp_path):
+    from bert_tasks.classifier.task import make_task
+
+    (tmp_path / "dev.tsv").write_text(
+        "\t".join(["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]) + "\n" +
+        "".join(f"{label}\t{i}\t{i}\ta\tb\n" for i, label in enumerate("0110101111")))
+    task = make_task("mrpc", 16, str(tmp_path))
+    assert sweep.majority_baseline(task, "eval_accuracy") == sweep.Baseline(
+        "majority class '1'", 0.7)
+    assert sweep.majority_baseline(task, "eval_f1") is None  # no constant baseline of F1 here
+    assert sweep.majority_baseline(make_task("sts-b", 16, str(tmp_path)), "eval_accuracy") is None
+
+
 def _rows():
-    return [sweep.Row("pt_mlm", "mlm", "/pt_mlm", 100, "eval_accuracy", 0.75, 0.5),
-            sweep.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.5, 0.7),
-            sweep.Row("pt_ltr", "ltr", "/pt_ltr", 100, "eval_accuracy", 0.625, None)]
+    return [sweep.Row("pt_mlm", "mlm", "/pt_mlm", 100, "eval_accuracy", 0.75, 0.5, 0.5),
+            sweep.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.5, 0.7, 0.5),
+            sweep.Row("pt_ltr", "ltr", "/pt_ltr", 100, "eval_accuracy", 0.625, None, 0.5)]
 
 
 def test_the_csv_is_written_without_matplotlib(tmp_path, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     png = sweep.write_outputs(_rows(), str(tmp_path / "sweep.csv"), str(tmp_path / "sweep.png"),
-                              "title")
+                              "title", sweep.Baseline("majority class '1'", 0.5))
     assert png is None and not (tmp_path / "sweep.png").exists()
     assert "matplotlib is not installed" in caplog.text and "requirements-plot.txt" in caplog.text
     table = list(csv.DictReader(open(tmp_path / "sweep.csv")))
-    assert [(r["run"], r["pretraining_step"], r["value"]) for r in table] == [
-        ("pt_mlm", "100", "0.7500"), ("pt_mlm", "0", "0.5000"), ("pt_ltr", "100", "0.6250")]
+    assert [(r["run"], r["pretraining_step"], r["value"], r["baseline"], r["eval_loss"])
+            for r in table] == [("pt_mlm", "100", "0.7500", "0.5000", "0.5000"),
+                                ("pt_mlm", "0", "0.5000", "0.5000", "0.7000"),
+                                ("pt_ltr", "100", "0.6250", "0.5000", "")]
 
 
-def test_the_png_is_drawn(tmp_path):
+def test_the_png_is_drawn_with_the_baseline(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib (requirements-plot.txt) not installed")
-    png = sweep.write_outputs(_rows(), str(tmp_path / "sweep.csv"), str(tmp_path / "sweep.png"),
-                              "title")
+    from matplotlib import pyplot
+
+    drawn = {}
+    original = pyplot.Axes.axhline
+
+    def axhline(axes, y=0, **kwargs):
+        drawn.update(y=y, **kwargs)
+        return original(axes, y, **kwargs)
+
+    pyplot.Axes.axhline = axhline
+    try:
+        png = sweep.write_outputs(_rows(), str(tmp_path / "sweep.csv"),
+                                  str(tmp_path / "sweep.png"), "title",
+                                  sweep.Baseline("majority class '1'", 0.5))
+    finally:
+        pyplot.Axes.axhline = original
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert drawn["y"] == 0.5 and drawn["linestyle"] == "--"
+    assert drawn["label"] == "majority class '1' 0.5000"
 
 
 def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
@@ -84,9 +180,18 @@ def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
     rows, _ = sweep.run_sweep([directory], "mrpc", str(tmp_path / "data"), 16, template)
     assert [(r.run, r.objective, r.pretraining_step) for r in rows] == [
         ("pt_ltr", "ltr", 1), ("pt_ltr", "ltr", 2)]
-    assert all(0 <= r.value <= 1 and r.eval_loss > 0 for r in rows)
     for step in (1, 2):
         run_json = json.loads((tmp_path / "sweep" / "pt_ltr" / f"step_{step}" / "run.json")
                               .read_text())
         assert run_json["init_checkpoint"].endswith(f"ckpt-{step}")
-    assert len((tmp_path / "sweep" / "sweep.csv").read_text().splitlines()) == 3
+    dev_labels = [line.split("\t")[0] for line in
+                  (tmp_path / "data" / "dev.tsv").read_text().splitlines()[1:]]
+    majority = max(dev_labels.count("0"), dev_labels.count("1")) / len(dev_labels)
+    table = list(csv.DictReader(open(tmp_path / "sweep" / "sweep.csv")))
+    assert [(r["run"], r["objective"], r["pretraining_dir"], r["pretraining_step"], r["metric"],
+             r["baseline"]) for r in table] == [
+        ("pt_ltr", "ltr", directory, str(step), "eval_accuracy", f"{majority:.4f}")
+        for step in (1, 2)]
+    for row, result in zip(table, rows):
+        assert 0 <= float(row["value"]) <= 1 and float(row["eval_loss"]) > 0
+        assert row["value"] == f"{result.value:.4f}"

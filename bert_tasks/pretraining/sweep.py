@@ -10,6 +10,9 @@ trained as. Each fine-tuning is a `bert_runner.driver.run` in this process, as r
 would run it with `--init_checkpoint=<dir>/ckpt-<step>`, in `<output_dir>/<run name>/step_<step>`
 (a finished one is evaluated again, not trained again). Step 0 means no checkpoint: the same
 model fine-tuned from random weights, the figure's starting point.
+
+Accuracy is tabulated, drawn and logged beside the task's majority baseline (always predicting
+the dev set's most frequent label): a line near it learnt nothing from its checkpoint.
 """
 import csv
 import dataclasses
@@ -26,7 +29,7 @@ from bert_runner import results
 PLOT_REQUIREMENTS = "requirements-plot.txt"
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
 CSV_COLUMNS = ("run", "objective", "pretraining_dir", "pretraining_step", "metric", "value",
-               "eval_loss")
+               "baseline", "eval_loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +83,29 @@ def choose_steps(run, every=None, steps=None):
 
 
 @dataclasses.dataclass(frozen=True)
+class Baseline:
+    """What a metric is compared with: `name` (the figure's legend) and its `value`."""
+
+    name: str
+    value: float
+
+
+def majority_baseline(task, metric):
+    """The `Baseline` of `metric` on `task`'s dev set: for `eval_accuracy` of a single-label
+    classifier, the accuracy of always predicting the most frequent dev label; None otherwise
+    (regression, several labels per example, another metric), as no such constant applies."""
+    from bert_tasks.classifier.task import MultiLabelTask
+
+    if metric != "eval_accuracy" or task.is_regression or isinstance(task, MultiLabelTask):
+        return None
+    labels = [example.label for example in task.read_examples("eval")]
+    if not labels:
+        return None
+    label = max(sorted(set(labels)), key=labels.count)
+    return Baseline(f"majority class {label!r}", labels.count(label) / len(labels))
+
+
+@dataclasses.dataclass(frozen=True)
 class Row:
     """One fine-tuning of the sweep: the CSV's row."""
 
@@ -90,9 +116,14 @@ class Row:
     metric: str
     value: float
     eval_loss: Optional[float]
+    baseline: Optional[float] = None
 
 
-def sweep(runs, steps, fine_tune, output_dir, metric="eval_accuracy"):
+def _optional(value):
+    return "" if value is None else f"{value:.4f}"
+
+
+def sweep(runs, steps, fine_tune, output_dir, metric="eval_accuracy", baseline=None):
     """Fine-tunes each run's chosen checkpoints; returns the `Row`s in run, then step order.
 
     Args:
@@ -100,6 +131,7 @@ def sweep(runs, steps, fine_tune, output_dir, metric="eval_accuracy"):
       fine_tune: `(config_file, checkpoint or None, output_dir) -> eval_results dict`.
       output_dir: each fine-tuning in `<output_dir>/<run name>/step_<step>`.
       metric: the eval_results key tabulated and drawn.
+      baseline: the metric's `Baseline` (`majority_baseline`), in each row; None: none applies.
     """
     rows = []
     total = sum(len(steps[run.directory]) for run in runs)
@@ -115,9 +147,11 @@ def sweep(runs, steps, fine_tune, output_dir, metric="eval_accuracy"):
             loss = metrics.get("eval_loss")
             rows.append(Row(run.name, run.objective, run.directory, step,
                             metric, float(metrics[metric]),
-                            None if loss is None else float(loss)))
-            logging.info("%s at pre-training step %d: %s = %.4f", run.label, step, metric,
-                         rows[-1].value)
+                            None if loss is None else float(loss),
+                            None if baseline is None else baseline.value))
+            logging.info("%s at pre-training step %d: %s = %.4f (baseline: %s)", run.label, step,
+                         metric, rows[-1].value,
+                         "none" if baseline is None else f"{baseline.name} {baseline.value:.4f}")
     return rows
 
 
@@ -127,14 +161,15 @@ def csv_text(rows):
     writer.writerow(CSV_COLUMNS)
     for row in rows:
         writer.writerow([row.run, row.objective, row.pretraining_dir, row.pretraining_step,
-                         row.metric, f"{row.value:.4f}",
-                         "" if row.eval_loss is None else f"{row.eval_loss:.4f}"])
+                         row.metric, f"{row.value:.4f}", _optional(row.baseline),
+                         _optional(row.eval_loss)])
     return out.getvalue()
 
 
 def write_outputs(rows, csv_path, png_path, title, baseline=None):
     """Writes the CSV, then the PNG if matplotlib is installed (else one warning naming
-    `PLOT_REQUIREMENTS`). Returns the PNG path, or None when it was not drawn."""
+    `PLOT_REQUIREMENTS`), with `baseline` (a `Baseline`, or None) as a dashed horizontal line.
+    Returns the PNG path, or None when it was not drawn."""
     results.write_text_atomic(csv_path, csv_text(rows))
     logging.info("Wrote %s", csv_path)
     try:
@@ -155,7 +190,8 @@ def write_outputs(rows, csv_path, png_path, title, baseline=None):
         points.sort()
         axes.plot([s for s, _ in points], [v for _, v in points], marker="o", label=label)
     if baseline is not None:
-        axes.axhline(baseline[1], color="gray", linestyle="--", linewidth=1, label=baseline[0])
+        axes.axhline(baseline.value, color="gray", linestyle="--", linewidth=1,
+                     label=f"{baseline.name} {baseline.value:.4f}")
     axes.set_xlabel("pre-training steps")
     axes.set_ylabel(rows[0].metric if rows else "")
     axes.set_title(title, fontsize=10)
@@ -188,10 +224,16 @@ def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_templat
     """run_checkpoint_sweep.py's work: fine-tunes the chosen checkpoints of each dir on the
     run_classifier task (`make_task(task_name, max_seq_length, data_dir)`) with `run_template`
     (a `RunConfig`: its output_dir holds the sweep, its schedule is each fine-tuning's), writes
-    `sweep.csv` and `sweep.png` there. Returns (rows, the PNG path or None)."""
+    `sweep.csv` and `sweep.png` there, the metric beside its `majority_baseline`. Returns (rows,
+    the PNG path or None)."""
     from bert_runner import driver
     from bert_tasks.classifier.task import make_task
 
+    task = make_task(task_name, max_seq_length, data_dir)
+    baseline = majority_baseline(task, metric)
+    if baseline is None:
+        logging.info("--metric=%s of --task_name=%s: no majority baseline to draw", metric,
+                     task_name)
     runs = [read_run(d) for d in pretraining_dirs]
     if len({run.name for run in runs}) < len(runs):
         raise ValueError("--pretraining_dirs: two dirs have the same name (each names its line "
@@ -208,8 +250,9 @@ def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_templat
         return driver.run(make_task(task_name, max_seq_length, data_dir), run).eval_results
 
     output_dir = run_template.output_dir
-    rows = sweep(runs, chosen, fine_tune, output_dir, metric)
+    rows = sweep(runs, chosen, fine_tune, output_dir, metric, baseline)
     png = write_outputs(rows, os.path.join(output_dir, "sweep.csv"),
                         os.path.join(output_dir, "sweep.png"),
-                        f"{task_name} {metric} after fine-tuning each pre-training checkpoint")
+                        f"{task_name} {metric} after fine-tuning each pre-training checkpoint",
+                        baseline)
     return rows, png
