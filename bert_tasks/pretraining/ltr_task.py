@@ -15,8 +15,6 @@ from absl import logging
 
 from modeling import next_token_loss
 from bert_tasks.pretraining.data.features import name_to_features
-from bert_tasks.pretraining.data.reading import expand_input_files
-from bert_tasks.pretraining.data.validation import check_records
 from bert_tasks.pretraining.task import PretrainingTask, _correct
 from bert_runner.task import encoder_training_flops
 
@@ -47,22 +45,18 @@ class LtrPretrainingTask(PretrainingTask):
     """
 
     objective = "ltr"
+    masked_lm = False
 
     def __init__(self, max_seq_length, input_file=None, num_train_steps=0, num_warmup_steps=0,
                  max_eval_steps=None):
         super().__init__(max_seq_length, 0, False, input_file, num_train_steps,
                          num_warmup_steps, max_eval_steps)
 
-    def existing_records(self, split, config):
-        if self._files is None:
-            files = expand_input_files(self.input_file)
-            logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
-            check_records(files, self.max_seq_length, 0, config.vocab_size,
-                          config.type_vocab_size, masked_lm=False)
-            logging.info("Objective: left-to-right language model (causal attention, every "
-                         "next token predicted; no masking, no next sentence prediction)")
-            self._files = files
-        return self._files
+    def use_records(self, records):
+        # next_sentence stays False whatever the records hold: the LTR model has no
+        # next-sentence loss, so there is nothing to settle, only the objective to log.
+        logging.info("Objective: left-to-right language model (causal attention, every "
+                     "next token predicted; no masking, no next sentence prediction)")
 
     def feature_spec(self, is_training):
         return name_to_features(self.max_seq_length, 0, next_sentence=False, masked_lm=False)

@@ -71,6 +71,8 @@ class PretrainingTask(Task):
     dynamic_input = None
     # The `modeling.config.PRETRAINING_OBJECTIVES` entry this task trains (`ltr_task`: "ltr").
     objective = "mlm"
+    # Whether the records carry masked_lm_* features (`check_records`; `ltr_task`: False).
+    masked_lm = True
 
     def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True,
                  input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None):
@@ -93,19 +95,24 @@ class PretrainingTask(Task):
         if self._files is None:
             files = expand_input_files(self.input_file)
             logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
-            records = check_records(files, self.max_seq_length, self.max_predictions_per_seq,
-                                    config.vocab_size, config.type_vocab_size,
-                                    next_sentence=self.next_sentence)
-            if records.next_sentence and self.next_sentence is False:
-                logging.warning(
-                    "--next_sentence_prediction=false on records with next_sentence_labels: the "
-                    "labels are ignored, but half the pairs still have a random B. The paper's "
-                    "'No NSP' data: create_pretraining_data.py --next_sentence_prediction=false")
-            self.next_sentence = records.next_sentence and self.next_sentence is not False
-            logging.info("Next sentence prediction: %s",
-                         "on" if self.next_sentence else "off (masked LM only)")
+            self.use_records(check_records(
+                files, self.max_seq_length, self.max_predictions_per_seq, config.vocab_size,
+                config.type_vocab_size, next_sentence=self.next_sentence,
+                masked_lm=self.masked_lm))
             self._files = files
         return self._files
+
+    def use_records(self, records):
+        """Settles what the checked records (`RecordsInfo`) leave open, and logs the objective:
+        next sentence prediction, when the flag did not say."""
+        if records.next_sentence and self.next_sentence is False:
+            logging.warning(
+                "--next_sentence_prediction=false on records with next_sentence_labels: the "
+                "labels are ignored, but half the pairs still have a random B. The paper's "
+                "'No NSP' data: create_pretraining_data.py --next_sentence_prediction=false")
+        self.next_sentence = records.next_sentence and self.next_sentence is not False
+        logging.info("Next sentence prediction: %s",
+                     "on" if self.next_sentence else "off (masked LM only)")
 
     def training_steps(self, run, examples, num_records):
         return self.num_train_steps, self.num_warmup_steps
