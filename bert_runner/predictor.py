@@ -34,6 +34,10 @@ _FIELDS = {
     "ner": (1, 1, "text"),
     "swag": (2, None, "context<TAB>ending<TAB>ending..."),
 }
+# Field counts of the warm-up inputs, one per signature `Predictor.predict` calls: a classifier
+# sends one text to serving_default and two to pairs; every other format calls serving_default
+# alone (an embedding export's pairs signature is not reachable from predict.py's inputs).
+_WARM_UP_FIELDS = {"classifier": (1, 2)}
 
 
 @dataclasses.dataclass
@@ -114,8 +118,10 @@ class Predictor:
                     % (export_dir, name, ", ".join(sorted(self.model.signatures)) or "none",
                        self.format, self.format))
         # The first call of a loaded signature builds and optimises its graph (seconds): made
-        # here, so that every answer after the load takes milliseconds.
-        self.predict([Input("\t".join(["warm up"] * _FIELDS[self.format][0]), "warm-up")])
+        # here for every signature `predict` may call, so that every answer after the load
+        # takes milliseconds, a classifier's first pair included.
+        for count in _WARM_UP_FIELDS.get(self.format, (_FIELDS[self.format][0],)):
+            self.predict([Input("\t".join(["warm up"] * count), "warm-up")])
         logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
                      time.perf_counter() - started)
 

@@ -39,9 +39,27 @@ def export_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(export_dir):
+    """The Predictor, with the signature calls its load made in `warm_up_calls`."""
     from bert_runner import predictor
 
-    return predictor.Predictor(str(export_dir))
+    calls, call = [], predictor.Predictor._call
+
+    def recording(self, name, **tensors):
+        calls.append((name, {key: len(value) for key, value in tensors.items()}))
+        return call(self, name, **tensors)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(predictor.Predictor, "_call", recording)
+        model = predictor.Predictor(str(export_dir))
+    model.warm_up_calls = calls
+    return model
+
+
+def test_the_load_calls_every_signature_predict_uses_once(loaded):
+    """A classifier answers single texts through serving_default and pairs through `pairs`: both
+    are built at load with one one-row input, so neither first answer pays for it."""
+    assert loaded.warm_up_calls == [("serving_default", {"text_a": 1}),
+                                    ("pairs", {"text_a": 1, "text_b": 1})]
 
 
 def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded):
