@@ -121,7 +121,7 @@ class Scale:
 
 FULL = Scale(
     pretraining_novels=NOVELS, pretraining_chapters=None, vocab_size=2000, vocab_min_count=10,
-    dupe_factor=1, pretraining_seq_length=64, max_predictions_per_seq=10, pretraining_batch=32,
+    dupe_factor=1, pretraining_seq_length=128, max_predictions_per_seq=20, pretraining_batch=32,
     pretraining_steps=1500, pretraining_learning_rate=5e-4,
     sentences_per_label=(800, 200, 100), classifier_seq_length=64, classifier_batch=32,
     classifier_epochs=3.0, squad_questions=(None, None), squad_seq_length=128,
