@@ -50,3 +50,22 @@ def save_like_the_trainer(model, directory, step=1):
                       loss_fn=None, output_dir=str(directory), global_batch_size=1)
     trainer.checkpoint_manager().save(checkpoint_number=step)
     return str(directory)
+
+
+# The converted exports' tests (LiteRT, ONNX): a 3-label head on the tiny encoder, and texts of
+# mixed lengths (one cut to their max_seq_length of 16), accents, CJK, empty ones and pairs.
+EXPORT_LABELS = ["contradiction", "entailment", "neutral"]
+EXPORT_PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
+                ("the old dog walked to the river in the rain", "they see a big bird on the hill")]
+
+
+def export_classifier():
+    """The tiny encoder with a fixed random 3-label head (large weights: every token counts)."""
+    from modeling import BertClassifier, tf1_checkpoint
+
+    model = BertClassifier(tiny_config(), len(EXPORT_LABELS))
+    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    rng = np.random.default_rng(7)
+    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
+    model.classifier.output_bias.assign(rng.normal(0.0, 0.1, (3,)).astype(np.float32))
+    return model

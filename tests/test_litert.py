@@ -11,33 +11,23 @@ import types
 import numpy as np
 import pytest
 
-from modeling_helpers import TINY, tiny_config
+from modeling_helpers import (
+    EXPORT_LABELS as LABELS, EXPORT_PAIRS as PAIRS, TINY, export_classifier)
 from refusals import message
 
 VOCAB = str(TINY / "vocab.txt")
 MAX_SEQ_LENGTH = 16
-LABELS = ["contradiction", "entailment", "neutral"]
 # Texts the LiteRT tokenizer splits as the original (printable ASCII, accents, CJK, empty; see
 # test_tokenizer_differences for where it does not), more rows than one model call, mixed
 # lengths, and one cut to max_seq_length.
 SINGLES = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", "", "she can swim",
            "a big red car and a small blue car and a new house on the hill with a green tree",
            "the moon and the stars", "snow", "I see the city from the hill.", "happy birds sing"]
-PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
-         ("the old dog walked to the river in the rain", "they see a big bird on the hill")]
 
 
 @pytest.fixture(scope="module")
 def classifier():
-    """The tiny encoder with a fixed random 3-label head (large weights: every token counts)."""
-    from modeling import BertClassifier, tf1_checkpoint
-
-    model = BertClassifier(tiny_config(), len(LABELS))
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
-    rng = np.random.default_rng(7)
-    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
-    model.classifier.output_bias.assign(rng.normal(0.0, 0.1, (3,)).astype(np.float32))
-    return model
+    return export_classifier()
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,15 @@ import sys
 import numpy as np
 import pytest
 
-from modeling_helpers import TINY, tiny_config
+from modeling_helpers import (
+    EXPORT_LABELS as LABELS, EXPORT_PAIRS as PAIRS, TINY, export_classifier, tiny_config)
 from refusals import message
 
 VOCAB = str(TINY / "vocab.txt")
 MAX_SEQ_LENGTH = 16
-LABELS = ["contradiction", "entailment", "neutral"]
 SINGLES = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", "", "dog\x00cat",
            "a big red car and a small blue car and a new house on the hill with a green tree",
            "she can swim", "snow", "I see the city from the hill.", "happy birds sing"]
-PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
-         ("the old dog walked to the river in the rain", "they see a big bird on the hill")]
 
 
 def _require_onnx():
@@ -30,13 +28,7 @@ def _require_onnx():
 
 @pytest.fixture(scope="module")
 def classifier():
-    from modeling import BertClassifier, tf1_checkpoint
-
-    model = BertClassifier(tiny_config(), len(LABELS))
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
-    rng = np.random.default_rng(7)
-    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
-    return model
+    return export_classifier()
 
 
 def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
