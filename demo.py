@@ -1,31 +1,42 @@
 """The whole pipeline in one command, on the bundled Jane Austen novels, on CPU, in minutes.
 
-    python demo.py                      # about 4 to 8 minutes on 2 CPU cores
+    python demo.py                      # 702 s measured on 2 busy CPU cores (docs/demo.md)
     python demo.py --quick              # tiny steps: every stage runs (DEMO_QUICK=1 too)
+    python demo.py --table5             # instead: the paper's Table 5 in miniature
 
 Each stage runs one of the project's command-line scripts as a subprocess (so the demo also
 proves the CLIs) in `--output_dir`, prints its command so that it can be re-run, shows its
-progress, and prints its metrics and where its outputs are:
+progress, and prints its metrics beside their baselines and where its outputs are:
 
-1. data: the novels become the one-sentence-per-line corpus (`bert_tasks.pretraining.data.corpus`); a small
-   BERT config (L=2, H=128, A=2, I=512, the bundled uncased vocabulary) and a sentence task,
-   "Pride and Prejudice (0) or Emma (1)?", in GLUE SST-2 layout, the next-sentence choice
-   task in SWAG CSV layout and the names-and-places task in CoNLL-2003 layout are written.
-2. `create_pretraining_data.py`: masked-LM / next-sentence TFRecords from the corpus.
-3. `run_pretraining.py`: pre-trains the small BERT from scratch, writes an original-layout
-   checkpoint (`--save_tf1_checkpoint`), evaluates masked-LM and next-sentence accuracy.
-4. `run_classifier.py --task_name=sst-2`: fine-tunes it on the novel task; dev accuracy, and
+1. data: the six novels become the one-sentence-per-line corpus, one document per novel
+   (`bert_tasks.pretraining.data.corpus`); the sentence task "Pride and Prejudice (0) or Emma
+   (1)?" in GLUE SST-2 layout, the next-sentence choice task in SWAG CSV layout and the
+   names-and-places task in CoNLL-2003 layout are written.
+2. `build_vocab.py`: a 2,000-piece uncased WordPiece vocabulary learned from the corpus (or
+   `--vocab_file`), and the small BERT's config (L=2, H=128, A=2, I=512, its vocab_size).
+3. `create_pretraining_data.py`: masked-LM / next-sentence TFRecords from the corpus (pairs of
+   128 word-pieces, 20 masked).
+4. `run_pretraining.py`: pre-trains the small BERT from scratch (1,500 steps at batch 32), writes
+   an original-layout checkpoint (`--save_tf1_checkpoint`), evaluates masked-LM and next-sentence
+   accuracy, printed beside the most frequent masked token's and the majority label's.
+5. `run_classifier.py --task_name=sst-2`: fine-tunes it on the novel task; dev accuracy, and
    test accuracy from the GLUE submission file against the labels the demo kept.
-5. `run_squad.py`: fine-tunes it on the bundled "who" questions (`data/austen_squad/`), predicts
+6. `run_squad.py`: fine-tunes it on the bundled "who" questions (`data/austen_squad/`), predicts
    the held-out ones and prints the official EM/F1.
-6. `run_swag.py`: fine-tunes the classifier further on a SWAG-style task made from the novels
+7. `run_swag.py`: fine-tunes the classifier further on a SWAG-style task made from the novels
    (which of four sentences comes next?); dev and test accuracy beside the 25% chance and the
    accuracy of matching words.
-7. `run_ner.py`: fine-tunes it to tag the characters' names and the places in the novels (labelled
-   by a list of them, `bert_tasks.ner.gazetteer`), trained on early chapters and scored on later ones with
-   conlleval; entity F1 beside the every-word-O and capitalised-word baselines.
-8. `extract_features.py`: the last two layers' vectors for a few sentences.
+8. `run_ner.py`: fine-tunes the pre-trained checkpoint to tag the characters' names and the
+   places in the novels (labelled by a list of them, `bert_tasks.austen.names_and_places`),
+   trained on early chapters and scored on later ones with conlleval; entity F1 beside the
+   every-word-O and capitalised-word baselines.
+9. `run_ner.py` again, the same command without `--init_checkpoint`: the same model fine-tuned
+   from random weights; both F1s are printed, with what pre-training adds.
+10. `extract_features.py`: the last two layers' vectors for a few sentences.
 
+`--table5` runs `bert_tasks.austen.table5` instead: three pre-training objectives on the same
+data, each fine-tuned on three of these tasks, printed beside the paper's Table 5
+(docs/run_pretraining.md).
 TensorFlow is not imported here, only in the stages' processes.
 `python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
 the novels (the test suite checks that they are identical).
