@@ -45,6 +45,11 @@ from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
 
 QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8")
+# Full int8 is checked against the float graph on this many calibration texts, and refused when
+# its outputs differ by more than INT8_MAX_ERROR (the mean of |int8 - float| / |float| per
+# output): a working int8 BERT stays within a few percent, a broken one is off by most of it.
+INT8_CHECK_TEXTS = 32
+INT8_MAX_ERROR = 0.2
 MODEL_FILE = "model.tflite"
 REQUIREMENTS = "requirements-litert.txt"
 # Calibration texts for full int8: enough for stable activation ranges, few enough to convert in
@@ -142,8 +147,10 @@ def convert(module, quantization, calibration_texts=None):
         # Keras's `model.export` endpoint and then converts serving_default alone.
         root = tf.Module()
         root.export = module
-        tf.saved_model.save(root, tmp, signatures=module.signatures())
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp, list(module.signatures()))
+        signatures = (one_text_signatures(module) if quantization == "int8"
+                      else module.signatures())
+        tf.saved_model.save(root, tmp, signatures=signatures)
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp, list(signatures))
         # tf.text's tokenizer ops are LiteRT custom ops; everything else must be a builtin.
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         converter.allow_custom_ops = True
@@ -162,10 +169,28 @@ def convert(module, quantization, calibration_texts=None):
         try:
             blob = converter.convert()
             _check_runs(blob)
+            if quantization == "int8":
+                _check_int8_outputs(blob, module, calibration_texts)
         except Exception as e:  # ConverterError, RuntimeError (the interpreter), ValueError
             raise ValueError("LiteRT conversion (--quantization=%s) failed: %s"
                              % (quantization, first_line(e))) from e
     return blob
+
+
+def one_text_signatures(module):
+    """`module`'s signatures on one text (or pair) per call, inputs of shape [1]: full int8's.
+    Its ranges are calibrated a text at a time, and the converted loop over a call's rows does
+    not keep them past the first row (bench/export_accuracy.py: a which-novel classifier at
+    chance on calls of 32 texts, within a point of float32 on calls of one). The interpreter
+    still resizes a longer input, so export.json says `texts_per_call: 1` for clients."""
+    signatures = {}
+    for key, function in module.signatures().items():
+        specs = [tf.TensorSpec([1], tf.string, name=spec.name) for spec in function.input_signature]
+        # The signature's input names are the arguments' (text_a, and text_b for pairs).
+        call = ((lambda text_a, f=function: f(text_a)) if len(specs) == 1 else
+                (lambda text_a, text_b, f=function: f(text_a, text_b)))
+        signatures[key] = tf.function(call, input_signature=specs)
+    return signatures
 
 
 def _calibration(texts):
@@ -194,6 +219,7 @@ def write_litert(module, quantization, export_dir, calibration_texts=None):
     blob = convert(module, quantization, calibration_texts)
     metadata = {**module.metadata(), "format": "litert/" + module.format,
                 "quantization": quantization,
+                "texts_per_call": 1 if quantization == "int8" else None,
                 "custom_ops": "tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS"}
     write_export_dir(export_dir, {MODEL_FILE: blob}, metadata)
     return os.path.join(export_dir, MODEL_FILE)
@@ -255,6 +281,31 @@ def _check_runs(blob):
     for key, signature in model.get_signature_list().items():
         model.get_signature_runner(key)(
             **{name: np.array([b"a b"]) for name in signature["inputs"]})
+
+
+def _check_int8_outputs(blob, module, calibration_texts):
+    """Refuses a full-int8 model whose outputs are far from the float graph's on the first
+    INT8_CHECK_TEXTS calibration texts: integer activations can lose a BERT altogether (its
+    LayerNorm and attention ranges; tensorflow#44306), and a model that answers at chance must
+    not be written as if it worked."""
+    model = interpreter(model_content=blob)
+    runners = {key: model.get_signature_runner(key) for key in model.get_signature_list()}
+    errors = []
+    for key, inputs in _calibration(calibration_texts[:INT8_CHECK_TEXTS]):
+        want = module.signatures()[key](**{name: tf.constant(v) for name, v in inputs.items()})
+        got = runners[key](**inputs)
+        for name, value in want.items():
+            value = value.numpy()
+            if value.dtype.kind == "f":
+                errors.append(np.linalg.norm(got[name] - value)
+                              / max(float(np.linalg.norm(value)), 1e-12))
+    error = float(np.mean(errors))
+    if error > INT8_MAX_ERROR:
+        raise ValueError(
+            "full int8 changes the model's outputs by %.0f%% on average (%d calibration inputs "
+            "against float32; at most %.0f%% is accepted): its integer activations do not hold "
+            "this model. --quantization=dynamic_int8 keeps int8 weights with float activations"
+            % (100 * error, min(len(calibration_texts), INT8_CHECK_TEXTS), 100 * INT8_MAX_ERROR))
 
 
 def tokenizer_differences(vocab_file, do_lower_case, texts):

@@ -63,11 +63,19 @@ def float32_export(module, tmp_path_factory):
     return export_dir
 
 
-def _run(model, singles=SINGLES, pairs=PAIRS):
-    out = {"singles": model.get_signature_runner("serving_default")(text_a=np.array(singles))}
+def _run(model, singles=SINGLES, pairs=PAIRS, per_text=False):
+    """{"singles": outputs, "pairs": outputs}, in one call each (per_text: a call per text)."""
+    def call(key, **texts):
+        runner = model.get_signature_runner(key)
+        if not per_text:
+            return runner(**{name: np.array(rows) for name, rows in texts.items()})
+        calls = [runner(**{name: np.array([rows[i]]) for name, rows in texts.items()})
+                 for i in range(len(next(iter(texts.values()))))]
+        return {name: np.concatenate([c[name] for c in calls]) for name in calls[0]}
+
+    out = {"singles": call("serving_default", text_a=singles)}
     if pairs:
-        out["pairs"] = model.get_signature_runner("pairs")(
-            text_a=np.array([a for a, _ in pairs]), text_b=np.array([b for _, b in pairs]))
+        out["pairs"] = call("pairs", text_a=[a for a, _ in pairs], text_b=[b for _, b in pairs])
     return out
 
 
@@ -93,7 +101,7 @@ def test_float32_model_gives_the_saved_models_outputs(float32_export, saved_mode
 
 
 @pytest.mark.parametrize("quantization, tolerance", [("float16", 0.01), ("int8", 0.5)])
-def test_quantized_models_convert_and_run(module, float32_export, saved_model_outputs,
+def test_quantized_models_convert_and_run(module, float32_export, saved_model_outputs, monkeypatch,
                                           quantization, tolerance):
     """Smaller than float32, and near it (full int8 of a random head on 13 calibration texts
     is only a smoke test: docs/export.md has the accuracy of real models)."""
@@ -102,7 +110,14 @@ def test_quantized_models_convert_and_run(module, float32_export, saved_model_ou
     blob = litert_export.convert(module, quantization,
                                  calibration_texts=SINGLES + PAIRS)
     assert len(blob) < (float32_export / "model.tflite").stat().st_size
-    got = _run(litert_export.interpreter(model_content=blob))
+    if quantization == "int8":
+        # Full int8 was checked against the float graph before it was returned; here it passed,
+        # a model whose outputs move more than INT8_MAX_ERROR is refused.
+        monkeypatch.setattr(litert_export, "INT8_MAX_ERROR", 0.0)
+        with pytest.raises(ValueError, match=re.escape(message("litert-int8-inaccurate"))):
+            litert_export._check_int8_outputs(blob, module, SINGLES + PAIRS)
+    # Full int8 answers one text per call (litert_export.one_text_signatures).
+    got = _run(litert_export.interpreter(model_content=blob), per_text=quantization == "int8")
     for name in ("singles", "pairs"):
         probabilities = got[name]["probabilities"]
         np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=0.01)  # int8 steps: 1/256
