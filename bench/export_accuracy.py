@@ -12,7 +12,10 @@ SavedModel's.
 Rows: the task's dev examples (--max_rows first ones). Full int8 is calibrated on the first
 `litert_export.CALIBRATION_TEXTS` training texts (train.tsv): the calibration set comes from the
 training data, never from the rows it is measured on. Every model is the file `export_model.py`
-writes (the same functions); each answers the rows in batches of --batch_size.
+writes (the same functions); each answers the rows in batches of --batch_size, a full-int8
+LiteRT model one text per call (its export.json's `texts_per_call`, as its clients must call it).
+A precision the export refuses (full int8 whose outputs its check finds too far from float's) is
+listed with the reason.
 
 Columns: accuracy (the majority baseline beside it), agreement (rows whose predicted label is the
 SavedModel's), max |p - p_SavedModel| over rows and labels; for --pooling, the mean and the
@@ -26,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import collections  # noqa: E402
+import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -88,13 +92,25 @@ def run_saved_model(export_dir, text_a, text_b, key):
     return np.concatenate(out)
 
 
+def texts_per_call(path):
+    """The export's `texts_per_call` (export.json beside the .tflite; None: any)."""
+    from bert_runner import litert_export
+
+    with open(os.path.join(os.path.dirname(path), litert_export.METADATA_FILE),
+              encoding="utf-8") as f:
+        return json.load(f).get("texts_per_call")
+
+
 def run_litert(path, text_a, text_b, key):
     from bert_runner import litert_export
 
     model = litert_export.interpreter(model_path=path)
     runner = model.get_signature_runner("pairs" if text_b is not None else "serving_default")
+    # Called as a client must: a full-int8 model answers one text per call (its export.json),
+    # larger calls get at-chance outputs.
+    size = texts_per_call(path) or FLAGS.batch_size
     out = []
-    for index in batches(list(range(len(text_a))), FLAGS.batch_size):
+    for index in batches(list(range(len(text_a))), size):
         inputs = {"text_a": np.array([text_a[i] for i in index])}
         if text_b is not None:
             inputs["text_b"] = np.array([text_b[i] for i in index])
@@ -142,6 +158,7 @@ def main(argv):
           f"training texts; model {FLAGS.checkpoint}")
 
     results = collections.OrderedDict()
+    refused = {}
     with tempfile.TemporaryDirectory() as tmp:
         saved_dir = os.path.join(tmp, "saved_model")
         if FLAGS.pooling:
@@ -158,9 +175,14 @@ def main(argv):
                                            FLAGS.normalize)
         for quantization in FLAGS.quantizations:
             start = time.perf_counter()
-            path = litert_export.write_litert(module, quantization,
-                                              os.path.join(tmp, "litert_" + quantization),
-                                              calibration)
+            try:
+                path = litert_export.write_litert(module, quantization,
+                                                  os.path.join(tmp, "litert_" + quantization),
+                                                  calibration)
+            except ValueError as e:  # full int8 refused by its accuracy check: a result too
+                refused["LiteRT " + quantization] = str(e)
+                print(f"  LiteRT {quantization}: refused: {e}", flush=True)
+                continue
             print(f"  LiteRT {quantization}: converted in {time.perf_counter() - start:.0f} s",
                   flush=True)
             results["LiteRT " + quantization] = (run_litert(path, text_a, text_b, key),
@@ -177,10 +199,10 @@ def main(argv):
                                            dir_size(os.path.join(onnx_dir, "model.onnx")))
             except ValueError as e:  # not installed: say so and go on
                 print(f"  ONNX skipped: {e}")
-    report(results, gold)
+    report(results, gold, refused)
 
 
-def report(results, gold):
+def report(results, gold, refused):
     reference = results["SavedModel float32"][0]
     if gold is None:
         print(f"\n{'model':22s} {'size MB':>8s} {'mean cos':>9s} {'min cos':>9s}")
@@ -188,6 +210,7 @@ def report(results, gold):
         for name, (vectors, size) in results.items():
             cos = np.sum(ref * vectors / np.linalg.norm(vectors, axis=1, keepdims=True), axis=1)
             print(f"{name:22s} {size / 1e6:8.1f} {cos.mean():9.6f} {cos.min():9.6f}")
+        print_refused(refused)
         return
     majority = np.bincount(gold).max() / len(gold)
     print(f"\n{'model':22s} {'size MB':>8s} {'accuracy':>9s} {'agreement':>10s} {'max |dp|':>9s}"
@@ -198,6 +221,12 @@ def report(results, gold):
         print(f"{name:22s} {size / 1e6:8.1f} {np.mean(predicted == gold):9.4f} "
               f"{np.mean(predicted == ref_label):10.4f} "
               f"{np.abs(probabilities - reference).max():9.2e}")
+    print_refused(refused)
+
+
+def print_refused(refused):
+    for name, reason in refused.items():
+        print(f"{name:22s} refused by the export: {reason}")
 
 
 if __name__ == "__main__":
