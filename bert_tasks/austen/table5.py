@@ -101,10 +101,10 @@ def miniature_table(results):
 
 NOTE = """\
 What a few minutes of 2 CPU cores can show, and what they cannot:
-* The model is 2 layers of width 128, pre-trained for about a thousand steps of 32 sequences of
-  64 tokens on 4 MB of novels; BERT-Base is 12 layers of 768, 1M steps of 256 sequences of up to
-  512 tokens on 3.3 billion words. Differences of a few points between rows here are within the
-  spread of fine-tuning seeds (docs/demo.md), so only large gaps mean anything.
+* The model is 2 layers of width 128, pre-trained for the demo's steps (minutes) on 4 MB of
+  novels; BERT-Base is 12 layers of 768, 1M steps of 256 sequences of up to 512 tokens on 3.3
+  billion words. Each figure here is one fine-tuning run with one seed: differences of a few
+  points between rows are not evidence, only large gaps are.
 * The tasks stand in for the paper's: which novel a sentence is from is single-sentence
   classification as SST-2 (the paper's rows hardly differ on it either); the who-questions are
   span extraction as SQuAD, where the paper's LTR model lost most (no right context for a
