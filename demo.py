@@ -84,7 +84,7 @@ flags.DEFINE_bool("table5", False,
                   "one with a BiLSTM on top, and random weights) on the next-sentence, "
                   "which-novel and who-question tasks, and prints the table beside the paper's.")
 flags.DEFINE_bool("quick", os.environ.get("DEMO_QUICK", "").lower() in ("1", "true", "yes"),
-                  "Tiny data and a few steps per stage: checks the pipeline in about a minute, "
+                  "Tiny data and a few steps per stage: checks the pipeline in one to two minutes, "
                   "without meaningful metrics. Default: true when the environment variable "
                   "DEMO_QUICK is 1.")
 flags.DEFINE_string("vocab_file", None,
