@@ -22,20 +22,8 @@ from modeling.kernels import heads_to_rows, rows_to_heads, take_rows
 
 # The real-row block is padded with filler rows to a multiple of this: a run meets a few distinct
 # shapes rather than one per batch (each new shape costs the XLA-compiled GELU a compilation and
-# oneDNN new matmul kernels); at most ROW_BUCKET - 1 rows of waste per batch. A smaller block is
-# padded to a power of two from MIN_ROW_BUCKET instead: a served sentence of 30 word-pieces would
-# otherwise compute 256 rows (bench/serving.py at batch 1), and the shapes stay few.
+# oneDNN new matmul kernels); at most ROW_BUCKET - 1 rows of waste per batch.
 ROW_BUCKET = 256
-MIN_ROW_BUCKET = 32
-
-
-def padded_rows(count):
-    """The block's rows for `count` real ones (int32 scalar): the next power of two from
-    MIN_ROW_BUCKET up to ROW_BUCKET, then the next multiple of ROW_BUCKET."""
-    power = ops.ceil(ops.log2(ops.cast(ops.maximum(count, MIN_ROW_BUCKET), "float32")))
-    small = ops.cast(ops.power(2.0, power), "int32")
-    large = (count + ROW_BUCKET - 1) // ROW_BUCKET * ROW_BUCKET
-    return ops.where(count > ROW_BUCKET, large, small)
 
 
 def supported():
@@ -146,7 +134,7 @@ def _moved(x, move, move_back):
 class RealRows:
     """The real tokens' rows as one `[R, H]` block: the `B` first rows (`[CLS]`, kept even in a
     fully padded sequence), then the other real rows in order, then zero filler rows up to a
-    bucket (`padded_rows`).
+    multiple of `ROW_BUCKET`.
 
     Moving rows onto the grid and back gives zeros at padded positions and in filler rows (no
     row is read twice), so each move's gradient is the move back (`_moved`).
@@ -167,7 +155,7 @@ class RealRows:
                                    ops.logical_not(is_first))
         others = ops.cast(ops.where(is_other)[0], "int32")
         count = self.batch + ops.shape(others)[0]
-        filler = padded_rows(count) - count
+        filler = (-count) % ROW_BUCKET
         # Grid position of each row (0 for filler rows), and which rows are real.
         self.index = ops.concatenate([
             ops.arange(self.batch, dtype="int32") * self.seq, others,

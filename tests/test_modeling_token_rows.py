@@ -36,10 +36,7 @@ def test_layout_rows_first_rows_real_rows_then_filler():
     index = np.asarray(rows.index)
     # [CLS] rows of all three (the padded one too), then the other real positions, then filler.
     assert list(index[:6]) == [0, 4, 8, 1, 2, 9]
-    assert len(index) == token_rows.MIN_ROW_BUCKET and not index[6:].any()
-    # Larger blocks: powers of two up to ROW_BUCKET, then its multiples (few distinct shapes).
-    assert [int(token_rows.padded_rows(n)) for n in (1, 32, 33, 129, 256, 257, 600)] == [
-        32, 32, 64, 256, 256, 512, 768]
+    assert len(index) == token_rows.ROW_BUCKET and not index[6:].any()
     grid = np.arange(12 * 2, dtype="float32").reshape(3, 4, 2)
     back = np.asarray(rows.to_grid(rows.rows(grid)))
     real = mask.astype(bool)
