@@ -290,9 +290,10 @@ def _check_int8_outputs(blob, module, calibration_texts):
     not be written as if it worked."""
     model = interpreter(model_content=blob)
     runners = {key: model.get_signature_runner(key) for key in model.get_signature_list()}
+    floats = module.signatures()
     errors = []
     for key, inputs in _calibration(calibration_texts[:INT8_CHECK_TEXTS]):
-        want = module.signatures()[key](**{name: tf.constant(v) for name, v in inputs.items()})
+        want = floats[key](**{name: tf.constant(v) for name, v in inputs.items()})
         got = runners[key](**inputs)
         for name, value in want.items():
             value = value.numpy()

@@ -19,13 +19,19 @@ from bert_tasks.pretraining import sweep
 from refusals import message
 
 
-def _pretraining_dir(path, objective, steps):
-    """A run_pretraining-like output_dir: bert_config.json and ckpt-<step> of a tiny model."""
+def _config_dir(path, objective):
+    """`path` made, with the tiny model's bert_config.json for `objective`; returns its values."""
     values = json.loads((TINY_TRAIN / "bert_config.json").read_text())
     if objective == "ltr":
         values[OBJECTIVE_KEY] = "ltr"
     path.mkdir(parents=True)
     (path / "bert_config.json").write_text(json.dumps(values))
+    return values
+
+
+def _pretraining_dir(path, objective, steps):
+    """A run_pretraining-like output_dir: bert_config.json and ckpt-<step> of a tiny model."""
+    values = _config_dir(path, objective)
     keras.utils.set_random_seed(0)
     model = BertPretrainer(BertConfig.from_dict(values))
     for step in steps:
@@ -52,11 +58,7 @@ def test_checkpoints_are_chosen_by_step_or_every_n(tmp_path):
 
 def _fake_run_dir(path, objective, files):
     """A pre-training dir for runs that fine-tune nothing: its config and empty `files`."""
-    values = json.loads((TINY_TRAIN / "bert_config.json").read_text())
-    if objective == "ltr":
-        values[OBJECTIVE_KEY] = "ltr"
-    path.mkdir(parents=True)
-    (path / "bert_config.json").write_text(json.dumps(values))
+    _config_dir(path, objective)
     for name in files:
         (path / name).write_text("")
     return sweep.read_run(str(path))
