@@ -91,6 +91,8 @@ class ModelExport(tf.Module):
         # variables uninitialised. The tokenizer holds constants only: tracking it would just
         # save its own tf.functions beside the signatures.
         self._parts = _Untracked(model=model, tokenizer=tokenizer)
+        # A served call holds few rows: pad its real-row block to a small power of two.
+        getattr(model, "bert", model).small_row_blocks = True
         self.model_weights = [weight.value for weight in model.weights]
         self.max_seq_length = max_seq_length
         self.width = width

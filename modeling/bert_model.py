@@ -42,6 +42,9 @@ class BertModel(keras.Model):
             every row as usual). Real rows get the same values; padded rows of the outputs
             hold zeros, not the original's values. For callers that read
             only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
+            With `small_row_blocks` set (an attribute, like `recompute`; raw-text exports set
+            it), a small real-row block is padded to a power of two rather than to 256 rows
+            (`token_rows.padded_rows`): the same values, less work on a request of a few rows.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
@@ -61,6 +64,7 @@ class BertModel(keras.Model):
         self.config = copy.deepcopy(config).validate()
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.kernels = kernels
+        self.small_row_blocks = False
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
@@ -136,7 +140,8 @@ class BertModel(keras.Model):
             token_type_ids = ops.zeros_like(input_ids)
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
         if skip_padding and token_rows.supported():
-            layout = RealRows(input_mask, fast=use_fast(self.kernels))
+            layout = RealRows(input_mask, fast=use_fast(self.kernels),
+                              small_blocks=self.small_row_blocks)
         else:
             layout = GridRows(input_mask)
         x = layout.rows(embedding_output)

@@ -24,6 +24,21 @@ from modeling.kernels import heads_to_rows, rows_to_heads, take_rows
 # shapes rather than one per batch (each new shape costs the XLA-compiled GELU a compilation and
 # oneDNN new matmul kernels); at most ROW_BUCKET - 1 rows of waste per batch.
 ROW_BUCKET = 256
+# With `small_blocks` (served requests: `BertModel.small_row_blocks`), a block below ROW_BUCKET
+# rows is padded to a power of two from SMALL_BLOCK_ROWS instead: one served sentence of 30
+# word-pieces would otherwise compute 256 rows. Fine-tuning keeps the coarse buckets, where a
+# few more distinct shapes each cost compilations on small evaluation batches.
+SMALL_BLOCK_ROWS = 32
+
+
+def padded_rows(count, small_blocks=False):
+    """The block's rows for `count` real ones (int32 scalar): the next multiple of ROW_BUCKET;
+    with `small_blocks`, below that the next power of two from SMALL_BLOCK_ROWS."""
+    large = (count + ROW_BUCKET - 1) // ROW_BUCKET * ROW_BUCKET
+    if not small_blocks:
+        return large
+    power = ops.ceil(ops.log2(ops.cast(ops.maximum(count, SMALL_BLOCK_ROWS), "float32")))
+    return ops.where(count > ROW_BUCKET, large, ops.cast(ops.power(2.0, power), "int32"))
 
 
 def supported():
@@ -133,8 +148,8 @@ def _moved(x, move, move_back):
 
 class RealRows:
     """The real tokens' rows as one `[R, H]` block: the `B` first rows (`[CLS]`, kept even in a
-    fully padded sequence), then the other real rows in order, then zero filler rows up to a
-    multiple of `ROW_BUCKET`.
+    fully padded sequence), then the other real rows in order, then zero filler rows up to
+    `padded_rows`.
 
     Moving rows onto the grid and back gives zeros at padded positions and in filler rows (no
     row is read twice), so each move's gradient is the move back (`_moved`).
@@ -142,9 +157,10 @@ class RealRows:
     Args:
         input_mask: int `[B, S]`, 1 for real tokens.
         fast: the moves as TensorFlow kernels (`modeling.kernels.use_fast`), else `keras.ops`.
+        small_blocks: `padded_rows`' small buckets (serving).
     """
 
-    def __init__(self, input_mask, *, fast):
+    def __init__(self, input_mask, *, fast, small_blocks=False):
         self.input_mask = input_mask
         self.fast = fast
         shape = ops.shape(input_mask)
@@ -155,7 +171,7 @@ class RealRows:
                                    ops.logical_not(is_first))
         others = ops.cast(ops.where(is_other)[0], "int32")
         count = self.batch + ops.shape(others)[0]
-        filler = (-count) % ROW_BUCKET
+        filler = padded_rows(count, small_blocks) - count
         # Grid position of each row (0 for filler rows), and which rows are real.
         self.index = ops.concatenate([
             ops.arange(self.batch, dtype="int32") * self.seq, others,

@@ -37,6 +37,12 @@ def test_layout_rows_first_rows_real_rows_then_filler():
     # [CLS] rows of all three (the padded one too), then the other real positions, then filler.
     assert list(index[:6]) == [0, 4, 8, 1, 2, 9]
     assert len(index) == token_rows.ROW_BUCKET and not index[6:].any()
+    # Served requests (small_blocks): powers of two up to ROW_BUCKET, then its multiples.
+    small = token_rows.RealRows(mask, fast=True, small_blocks=True)
+    np.testing.assert_array_equal(small.index, index[:token_rows.SMALL_BLOCK_ROWS])
+    assert [int(token_rows.padded_rows(n, small_blocks=True))
+            for n in (1, 32, 33, 129, 256, 257, 600)] == [32, 32, 64, 256, 256, 512, 768]
+    assert [int(token_rows.padded_rows(n)) for n in (1, 256, 257)] == [256, 256, 512]
     grid = np.arange(12 * 2, dtype="float32").reshape(3, 4, 2)
     back = np.asarray(rows.to_grid(rows.rows(grid)))
     real = mask.astype(bool)
@@ -44,15 +50,20 @@ def test_layout_rows_first_rows_real_rows_then_filler():
     np.testing.assert_array_equal(back[real], grid[real])
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
-def test_real_rows_give_the_grid_values_at_real_positions(model, compiled):
+@pytest.mark.parametrize("compiled, small_blocks", [(False, False), (True, False), (True, True)],
+                         ids=["eager", "tf.function", "small blocks"])
+def test_real_rows_give_the_grid_values_at_real_positions(model, compiled, small_blocks):
     import tensorflow as tf
 
     call = lambda x, skip: model(x, skip_padding=skip)  # noqa: E731
     if compiled:
         call = tf.function(call, reduce_retracing=True)
     batch = _batch(50)
-    grid, real = call(batch, False), call(batch, True)
+    model.small_row_blocks = small_blocks
+    try:
+        grid, real = call(batch, False), call(batch, True)
+    finally:
+        model.small_row_blocks = False
     mask = batch["input_mask"].astype(bool)
     for name in ("sequence_output", "embedding_output"):
         np.testing.assert_allclose(np.asarray(real[name])[mask], np.asarray(grid[name])[mask],
