@@ -77,7 +77,7 @@ def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_
     data = write_records(tmp_path / "train.tfrecord", 64)
     # Dropout 0.1: the resumed run must also continue the dropout random streams.
     flags = dict(config=TINY / "bert_config.json", do_train=True, train_batch_size=8,
-                 num_train_steps=60, num_warmup_steps=5, save_checkpoints_steps=10,
+                 num_train_steps=30, num_warmup_steps=5, save_checkpoints_steps=5,
                  iterations_per_loop=5, deterministic=True, learning_rate=1e-3,
                  keep_checkpoint_max=10)
     run_in_process(data, tmp_path / "straight", **flags)
@@ -89,14 +89,14 @@ def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_
         pretraining_command(data, interrupted, *cli_flags(**flags), config=config), env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    # Until the `checkpoint` file lists ckpt-20, so that an older readable one remains.
+    # Until the `checkpoint` file lists ckpt-10, so that an older readable one remains.
     state = interrupted / "checkpoint"
-    while (not (state.exists() and "ckpt-20" in state.read_text()) and process.poll() is None
+    while (not (state.exists() and "ckpt-10" in state.read_text()) and process.poll() is None
            and time.time() < deadline):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    assert not (interrupted / "ckpt-60.index").exists(), "the run finished before it could be killed"
+    assert not (interrupted / "ckpt-30.index").exists(), "the run finished before it could be killed"
     newest = tf.train.latest_checkpoint(str(interrupted))
     truncate_checkpoint(interrupted / os.path.basename(newest))
     # kill -9 left the killed run's lock: the resumed run takes it over (its process is gone).
@@ -107,8 +107,8 @@ def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_
     assert any(f"Checkpoint {newest} is unreadable" in m for m in caplog.messages)
     assert any(f"instead of {newest}" in m for m in caplog.messages)
 
-    straight = model_checkpoint_values(tmp_path / "straight" / "ckpt-60")
-    resumed = model_checkpoint_values(interrupted / "ckpt-60")
+    straight = model_checkpoint_values(tmp_path / "straight" / "ckpt-30")
+    resumed = model_checkpoint_values(interrupted / "ckpt-30")
     assert straight.keys() == resumed.keys() and len(straight) > 46  # weights + dropout seeds
     for name in straight:
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
