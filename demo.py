@@ -1,6 +1,6 @@
 """The whole pipeline in one command, on the bundled Jane Austen novels, on CPU, in minutes.
 
-    python demo.py                      # 702 s measured on 2 busy CPU cores (docs/demo.md)
+    python demo.py                      # 316 s measured on 2 CPU cores (docs/demo.md)
     python demo.py --quick              # tiny steps: every stage runs (DEMO_QUICK=1 too)
     python demo.py --table5             # instead: the paper's Table 5 in miniature
 
@@ -13,7 +13,7 @@ progress, and prints its metrics beside their baselines and where its outputs ar
    (1)?" in GLUE SST-2 layout, the next-sentence choice task in SWAG CSV layout and the
    names-and-places task in CoNLL-2003 layout are written.
 2. `build_vocab.py`: a 2,000-piece uncased WordPiece vocabulary learned from the corpus (or
-   `--vocab_file`), and the small BERT's config (L=2, H=128, A=2, I=512, its vocab_size).
+   `--vocab_file`), and the small BERT's config (L=2, H=128, A=2, I=256, its vocab_size).
 3. `create_pretraining_data.py`: masked-LM / next-sentence TFRecords from the corpus (pairs of
    128 word-pieces, 20 masked).
 4. `run_pretraining.py`: pre-trains the small BERT from scratch (1,500 steps at batch 32), writes
@@ -154,7 +154,7 @@ QUICK = Scale(
 
 # BERT-Base's settings but 2 layers of width 128 and a feed-forward width of 256 or 512
 # (`Scale.intermediate_size`): trains on CPU in minutes. The encoder's arithmetic is most of a
-# pre-training step, and the feed-forward layers most of that: at 256 a step takes a third less
+# pre-training step, and the feed-forward layers most of that: at 256 a step takes a quarter less
 # time than at 512, with the same masked-LM and a better next-sentence accuracy after 1,500
 # steps (docs/demo.md).
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
