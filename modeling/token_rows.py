@@ -34,11 +34,12 @@ SMALL_BLOCK_ROWS = 32
 def padded_rows(count, small_blocks=False):
     """The block's rows for `count` real ones (int32 scalar): the next multiple of ROW_BUCKET;
     with `small_blocks`, below that the next power of two from SMALL_BLOCK_ROWS."""
-    large = (count + ROW_BUCKET - 1) // ROW_BUCKET * ROW_BUCKET
-    if not small_blocks:
-        return large
-    power = ops.ceil(ops.log2(ops.cast(ops.maximum(count, SMALL_BLOCK_ROWS), "float32")))
-    return ops.where(count > ROW_BUCKET, large, ops.cast(ops.power(2.0, power), "int32"))
+    rows = (count + ROW_BUCKET - 1) // ROW_BUCKET * ROW_BUCKET
+    size = ROW_BUCKET // 2
+    while small_blocks and size >= SMALL_BLOCK_ROWS:  # integer compares: exact at powers of two
+        rows = ops.where(count <= size, size, rows)
+        size //= 2
+    return rows
 
 
 def supported():
