@@ -11,8 +11,9 @@ Each pre-training dir is a run_pretraining.py output_dir (its ckpt-<step> checkp
 bert_config.json that records its objective). run_pretraining.py keeps only the last
 --keep_checkpoint_max (default 5) of the checkpoints it saves every --save_checkpoints_steps, so
 pre-train with enough kept for the sweep, e.g. --save_checkpoints_steps=1000
---keep_checkpoint_max=100 for 100k steps (docs/run_pretraining.md, "Figure 2"). The figure needs matplotlib
-(requirements-plot.txt); the CSV is written without it. Logic: `bert_tasks.pretraining.sweep`.
+--keep_checkpoint_max=100 for 100k steps (docs/run_pretraining.md, "Figure 2"). The figure
+needs matplotlib (requirements-plot.txt); the CSV is written without it. Logic:
+`bert_tasks.pretraining.sweep`.
 """
 from absl import flags
 

@@ -29,12 +29,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import collections  # noqa: E402
-import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from bert_runner import cli  # noqa: E402
 
@@ -92,15 +91,6 @@ def run_saved_model(export_dir, text_a, text_b, key):
     return np.concatenate(out)
 
 
-def texts_per_call(path):
-    """The export's `texts_per_call` (export.json beside the .tflite; None: any)."""
-    from bert_runner import litert_export
-
-    with open(os.path.join(os.path.dirname(path), litert_export.METADATA_FILE),
-              encoding="utf-8") as f:
-        return json.load(f).get("texts_per_call")
-
-
 def run_litert(path, text_a, text_b, key):
     from bert_runner import litert_export
 
@@ -108,7 +98,7 @@ def run_litert(path, text_a, text_b, key):
     runner = model.get_signature_runner("pairs" if text_b is not None else "serving_default")
     # Called as a client must: a full-int8 model answers one text per call (its export.json),
     # larger calls get at-chance outputs.
-    size = texts_per_call(path) or FLAGS.batch_size
+    size = litert_export.texts_per_call(path) or FLAGS.batch_size
     out = []
     for index in batches(list(range(len(text_a))), size):
         inputs = {"text_a": np.array([text_a[i] for i in index])}

@@ -41,7 +41,6 @@ onnxruntime and LiteRT. Peers: bench/requirements.txt; a contender whose package
 left out with a line saying so.
 """
 import glob
-import json
 import os
 import sys
 
@@ -150,9 +149,7 @@ def litert_runner(path, num_threads):
 
     runner = litert_export.interpreter(model_path=path, num_threads=num_threads) \
         .get_signature_runner("serving_default")
-    with open(os.path.join(os.path.dirname(path), litert_export.METADATA_FILE),
-              encoding="utf-8") as f:
-        per_call = json.load(f).get("texts_per_call")
+    per_call = litert_export.texts_per_call(path)
     if per_call is None:
         return lambda texts: runner(text_a=np.array(texts))["probabilities"]
     # Full int8 answers `texts_per_call` texts a call (larger calls are at chance): a batch

@@ -256,6 +256,13 @@ def write_export_dir(export_dir, files, metadata):
     logging.info("Wrote %s to %s", ", ".join(files), export_dir)
 
 
+def texts_per_call(model_path):
+    """How many texts (or pairs) a call of the `.tflite` at `model_path` may hold, from the
+    export.json beside it: 1 for full int8 (`one_text_signatures`), None for any number."""
+    with open(os.path.join(os.path.dirname(model_path), METADATA_FILE), encoding="utf-8") as f:
+        return json.load(f).get("texts_per_call")
+
+
 def interpreter(model_path=None, model_content=None, num_threads=None):
     """A LiteRT interpreter of a `.tflite` written here, tf.text's ops registered:
     ai-edge-litert's (requirements-litert.txt), else the one TensorFlow still ships.
