@@ -59,13 +59,15 @@ EXPORT_PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
                 ("the old dog walked to the river in the rain", "they see a big bird on the hill")]
 
 
-def export_classifier():
-    """The tiny encoder with a fixed random 3-label head (large weights: every token counts)."""
+def export_classifier(head_scale=1.0):
+    """The tiny encoder with a fixed random 3-label head (large weights: every token counts;
+    `head_scale` multiplies them)."""
     from modeling import BertClassifier, tf1_checkpoint
 
     model = BertClassifier(tiny_config(), len(EXPORT_LABELS))
     tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     rng = np.random.default_rng(7)
-    model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
+    model.classifier.output_weights.assign(
+        rng.normal(0.0, head_scale, (3, 32)).astype(np.float32))
     model.classifier.output_bias.assign(rng.normal(0.0, 0.1, (3,)).astype(np.float32))
     return model
