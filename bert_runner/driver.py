@@ -141,6 +141,11 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
     with strategy.scope():
         model = task.build_model(config)
         model.bert.recompute = run.recompute_activations
+        # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
+        model.bert.static_shapes = run.static_shapes
+        if run.static_shapes:
+            logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
+                         "of the padded grid")
         optimizer = create_optimizer(
             run.optimizer, run.learning_rate, max(num_train_steps, 1), num_warmup_steps)
         if run.mixed_precision == "fp16":

@@ -77,6 +77,12 @@ class RunConfig:
         return num_train_steps, int(num_train_steps * self.warmup_proportion)
 
     @property
+    def static_shapes(self):
+        """Whether the steps are XLA-compiled (`--jit_compile`, or a TPU, which always is):
+        the model then computes on static shapes only (`BertModel.static_shapes`)."""
+        return self.jit_compile or self.use_tpu or self.distribution_strategy == "tpu"
+
+    @property
     def checkpoint_iterator(self):
         """Whether checkpoints hold the input position (not every multi-worker setup supports it)."""
         return self.distribution_strategy != "multi_worker_mirrored"

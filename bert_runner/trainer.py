@@ -98,7 +98,8 @@ class Trainer:
         # Separate functions without autograph (they hold no tensor-dependent Python control
         # flow): each is traced once, and callers (the accumulation loop, both call sites in
         # `_train_loop`) add one call op instead of another copy of the model's graph.
-        self._grads = tf.function(self._loss_and_grads, jit_compile=jit_compile, autograph=False)
+        self.jit_compile = jit_compile
+        self._grads = self._compiled(self._loss_and_grads, autograph=False)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
         # its two slots: XLA fuses them into one, whatever `jit_compile` says for the model
@@ -115,6 +116,12 @@ class Trainer:
             optimizer.build(model.trainable_variables)
 
     # ---- one step -------------------------------------------------------------------------
+
+    def _compiled(self, replica_fn, autograph=True):
+        """`replica_fn` (one replica's work on its batch) as a `tf.function`, XLA-compiled with
+        `jit_compile`: the step is compiled per replica, where a TPU or GPU runs it; the loops
+        and the cross-replica sums around it stay in TensorFlow."""
+        return tf.function(replica_fn, jit_compile=self.jit_compile, autograph=autograph)
 
     def _loss_and_grads(self, features):
         variables = self.model.trainable_variables
@@ -289,10 +296,11 @@ class Trainer:
         Returns `{name: float64 total}` over all replicas and batches, plus `num_batches`.
         """
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        step = self._compiled(lambda features: eval_step(self.model, features))
 
         @tf.function
         def run(batch):
-            sums = self.strategy.run(lambda f: eval_step(self.model, f), args=(batch,))
+            sums = self.strategy.run(step, args=(batch,))
             return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                     for k, v in sums.items()}
 
@@ -309,10 +317,11 @@ class Trainer:
     def predict(self, dataset_fn, predict_step):
         """Yields `{name: np.ndarray}` per global batch from `predict_step(model, features)`."""
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        step = self._compiled(lambda features: predict_step(self.model, features))
 
         @tf.function
         def run(batch):
-            return self.strategy.run(lambda f: predict_step(self.model, f), args=(batch,))
+            return self.strategy.run(step, args=(batch,))
 
         for batch in dataset:
             outputs = run(batch)

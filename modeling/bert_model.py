@@ -45,6 +45,9 @@ class BertModel(keras.Model):
             With `small_row_blocks` set (an attribute, like `recompute`; raw-text exports set
             it), a small real-row block is padded to a power of two rather than to 256 rows
             (`token_rows.padded_rows`): the same values, less work on a request of a few rows.
+            With `static_shapes` set (an attribute: XLA-compiled steps, `--jit_compile`, TPUs),
+            every row is computed on the grid instead: the real-row block's size depends on the
+            data, and XLA compiles only shapes known from the inputs' shapes.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
@@ -65,6 +68,7 @@ class BertModel(keras.Model):
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.kernels = kernels
         self.small_row_blocks = False
+        self.static_shapes = False
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
@@ -139,7 +143,7 @@ class BertModel(keras.Model):
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(input_ids)
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        if skip_padding and token_rows.supported():
+        if skip_padding and token_rows.supported() and not self.static_shapes:
             layout = RealRows(input_mask, fast=use_fast(self.kernels),
                               small_blocks=self.small_row_blocks)
         else:

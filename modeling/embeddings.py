@@ -2,6 +2,7 @@
 import keras
 from keras import ops
 
+from modeling.hashed_dropout import HashedDropout
 from modeling.initializers import truncated_normal
 
 # The original's contrib layer_norm epsilon; Keras' default (1e-3) moves outputs by ~1e-2.
@@ -44,7 +45,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, dtype="float32", name="LayerNorm"
         )
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = HashedDropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         # Creation order is the original's: word, token type, position, then LayerNorm. One

@@ -14,6 +14,7 @@ from keras import ops
 
 from modeling.activations import get_activation
 from modeling.embeddings import LAYER_NORM_EPSILON
+from modeling.hashed_dropout import HashedDropout
 from modeling.initializers import truncated_normal
 
 
@@ -123,7 +124,7 @@ class ClassificationHead(_TransposedDense):
     def __init__(self, num_labels, hidden_size, dropout_rate=0.1, **kwargs):
         super().__init__(num_labels, hidden_size, 0.02, **kwargs)
         self.dropout_rate = dropout_rate
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = HashedDropout(dropout_rate, dtype=self.dtype_policy)
 
     def call(self, pooled_output, training=False):
         return super().call(self.dropout(pooled_output, training=training))

@@ -13,6 +13,7 @@ The original release has no SWAG script; in TF1 checkpoints the vector is stored
 import keras
 from keras import ops
 
+from modeling.hashed_dropout import HashedDropout
 from modeling.initializers import truncated_normal
 from modeling.task_models import BertTaskModel
 
@@ -28,7 +29,7 @@ class ChoiceScoreHead(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = HashedDropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.output_weights = self.add_weight(

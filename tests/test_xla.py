@@ -1,0 +1,142 @@
+"""--jit_compile=true: every script's training, evaluation and prediction steps compile with XLA
+(XLA:CPU here, standing in for a TPU or GPU) and give the results of the same run without it.
+
+Each script runs twice on the same small data from the tiny checkpoint, with dropout off (so the
+two runs train the same weights whichever layout the encoder computes on: the real-token rows
+without XLA, the grid with it): once as usual, once with --jit_compile=true. Their evaluation
+metrics and prediction files agree within float tolerance.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from modeling_helpers import TINY
+from ner_helpers import write_conll_dir
+from pretraining_helpers import PRED, SEQ, write_records
+from test_run_classifier import write_keyword_mrpc
+from test_run_squad import WINDOW_FLAGS, squad_data, write_json
+from test_run_swag import write_keyword_swag
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+def _no_dropout_config(folder):
+    config = json.loads((TINY / "bert_config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    path = folder / "bert_config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+# The fine-tuning scripts' flags beside their own.
+FINE_TUNING = [f"--vocab_file={TINY / 'vocab.txt'}", "--num_train_epochs=1"]
+
+
+def _classifier(tmp):
+    write_keyword_mrpc(tmp / "data", num_train=32, num_dev=12, num_test=10)
+    return "run_classifier.py", ["--task_name=MRPC", f"--data_dir={tmp / 'data'}",
+                                 "--max_seq_length=24", "--do_predict=true", *FINE_TUNING], [
+        "test_results.tsv"]
+
+
+def _squad(tmp):
+    train, _ = squad_data(16, seed=1)
+    dev, _ = squad_data(8, seed=2)
+    return "run_squad.py", [f"--train_file={write_json(tmp / 'train.json', train)}",
+                            f"--predict_file={write_json(tmp / 'dev.json', dev)}",
+                            "--do_predict=true", *WINDOW_FLAGS, *FINE_TUNING], [
+        "nbest_predictions.json"]
+
+
+def _swag(tmp):
+    write_keyword_swag(tmp / "data", num_train=16, num_dev=8, num_test=8)
+    return "run_swag.py", [f"--data_dir={tmp / 'data'}", "--max_seq_length=16",
+                           "--do_predict=true", *FINE_TUNING], ["test_results.tsv"]
+
+
+def _ner(tmp):
+    write_conll_dir(tmp / "data", train_documents=4, dev_documents=2, test_documents=2)
+    return "run_ner.py", [f"--data_dir={tmp / 'data'}", "--max_seq_length=32",
+                          "--do_predict=true", *FINE_TUNING], ["test_predictions.txt"]
+
+
+def _pretraining(tmp):
+    data = write_records(tmp / "train.tfrecord", 48)
+    return "run_pretraining.py", [f"--input_file={data}", f"--max_seq_length={SEQ}",
+                                  f"--max_predictions_per_seq={PRED}", "--num_train_steps=4",
+                                  "--max_eval_steps=2"], []
+
+
+SCRIPTS = {"run_classifier": _classifier, "run_squad": _squad, "run_swag": _swag,
+           "run_ner": _ner, "run_pretraining": _pretraining}
+
+
+def _run(script, args, output_dir, config, jit_compile):
+    cmd = [sys.executable, str(ROOT / script), f"--bert_config_file={config}",
+           f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--do_train=true", "--do_eval=true",
+           "--train_batch_size=8", "--learning_rate=1e-3", f"--jit_compile={str(jit_compile).lower()}",
+           f"--output_dir={output_dir}", *args]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def _eval_results(output_dir):
+    name = "eval_results.json" if (output_dir / "eval_results.json").exists() else "eval_results.txt"
+    if name.endswith(".json"):
+        return json.loads((output_dir / name).read_text())
+    lines = (output_dir / name).read_text().splitlines()
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+
+def _numbers(path):
+    """The numbers in a prediction file (TSV rows, JSON values, or a CoNLL file's last column
+    as text), in order."""
+    text = path.read_text()
+    if path.suffix == ".json":
+        values = []
+
+        def walk(node):
+            if isinstance(node, dict):
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+            else:
+                values.append(node)
+        walk(json.loads(text))
+        return values
+    if path.suffix == ".tsv":
+        return np.loadtxt(path, delimiter="\t").ravel().tolist()
+    return [line.split()[-1] if line else "" for line in text.splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [  # each on a pytest process of its own, when one is free
+    pytest.param(name, marks=pytest.mark.xdist_group(f"xla_{name}")) for name in sorted(SCRIPTS)])
+def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
+    path, args, prediction_files = SCRIPTS[script](tmp_path)
+    config = _no_dropout_config(tmp_path)
+    plain, compiled = tmp_path / "plain", tmp_path / "xla"
+    _run(path, args, plain, config, jit_compile=False)
+    log = _run(path, args, compiled, config, jit_compile=True)
+    assert "static shapes" in log  # the encoder computed on the grid, as XLA needs
+    want, got = _eval_results(plain), _eval_results(compiled)
+    assert sorted(got) == sorted(want)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, err_msg=name, **TOLERANCE)
+    for name in prediction_files:
+        want, got = _numbers(plain / name), _numbers(compiled / name)
+        assert len(got) == len(want) > 0, name
+        for a, b in zip(got, want):
+            if isinstance(b, float):
+                np.testing.assert_allclose(a, b, err_msg=name, **TOLERANCE)
+            else:
+                assert a == b, name
