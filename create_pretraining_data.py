@@ -70,6 +70,13 @@ flags.DEFINE_enum("pretraining_objective", "mlm", ["mlm", "ltr"],
                   "document, unmasked, one segment, no next_sentence_labels; the masking and "
                   "next-sentence flags are not used.")
 
+flags.DEFINE_integer("max_sequences_per_row", 1,
+                     "More than 1: packed records, up to this many sentence pairs in each row of "
+                     "max_seq_length tokens instead of padding (bert_tasks/pretraining/data/"
+                     "packing.py; run_pretraining.py reads either kind). max_predictions_per_seq "
+                     "is then each row's capacity of masked tokens. 1: the original's records.",
+                     lower_bound=1)
+
 FLAGS = flags.FLAGS
 
 
@@ -77,6 +84,10 @@ def main(_):
     opts = pipeline.Options(**{name: FLAGS[name].value
                                for name in pipeline.Options.__dataclass_fields__})
     try:
+        if FLAGS.runner and opts.max_sequences_per_row > 1:
+            raise ValueError("--max_sequences_per_row=%d: the Beam pipeline (--runner) writes "
+                             "unpacked records; pack with a local run"
+                             % opts.max_sequences_per_row)
         if FLAGS.runner:
             beam_pipelines.make_pretraining_data(
                 opts, FLAGS.runner, FLAGS.beam_pipeline_options)

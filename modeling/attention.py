@@ -13,23 +13,29 @@ from modeling.kernels.dropout import dropout
 MASK_ADDER = -10000.0
 
 
-def mask_bias(input_mask, causal=False):
+def mask_bias(input_mask, causal=False, sequence_ids=None):
     """Turns an int `[B, S]` key mask into the float32 additive bias: `[B, 1, 1, S]`, or with
-    `causal` `[B, 1, S, S]`, where query i also gets -10000 on every key after i (a left-to-right
-    model: position i sees positions 0..i only, `BertConfig.causal`).
+    `causal` or `sequence_ids` `[B, 1, S, S]`. With `causal`, query i also gets -10000 on every
+    key after i (a left-to-right model: position i sees positions 0..i only,
+    `BertConfig.causal`); with `sequence_ids` (int `[B, S]`, packed rows: which sequence each
+    position holds, 1, 2, ..., 0 on padding), on every key of another sequence.
 
     Only keys are masked: padded query rows are computed normally, as in the original. The
-    queries are the S positions of the grid in order (a causal encoder computes every row at
-    once: `BertModel`).
+    queries are the S positions of the grid in order (a causal or packed encoder computes every
+    row at once: `BertModel`).
     """
     mask = ops.cast(input_mask, "float32")[:, None, None, :]
     if causal:
         positions = ops.arange(ops.shape(input_mask)[1])
         mask = mask * ops.cast(positions[None, :] <= positions[:, None], "float32")[None, None]
+    if sequence_ids is not None:
+        mask = mask * ops.cast(ops.equal(sequence_ids[:, :, None], sequence_ids[:, None, :]),
+                               "float32")[:, None]
     return (1.0 - mask) * MASK_ADDER
 
 
-def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=False):
+def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=False,
+              sequence_ids=None):
     """`dropout(softmax(q k^T / sqrt(D) + mask bias)) v`, the softmax in float32.
 
     The scores are scaled as the original scales them, after the matmul.
@@ -44,6 +50,8 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
         fast: `fast_attention` (`modeling.kernels.use_fast`); else `keras.ops` op by op.
         causal: query i attends to keys 0..i only (`mask_bias`); q and k then have the same
             positions, `Sq == S`.
+        sequence_ids: int `[B, S]` of packed rows: a query attends to its own sequence's keys
+            only (`mask_bias`); `Sq == S`.
     Returns:
         `[B, N, Sq, D]` context in the compute dtype.
     """
@@ -51,15 +59,16 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
     if seed is None:
         dropout_rate = 0.0
     if fast:
-        return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed, causal)
+        return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed, causal,
+                              sequence_ids)
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-    probs = ops.softmax(ops.cast(scores, "float32") * scale + mask_bias(input_mask, causal),
-                        axis=-1)
+    probs = ops.softmax(ops.cast(scores, "float32") * scale
+                        + mask_bias(input_mask, causal, sequence_ids), axis=-1)
     probs = dropout(probs, dropout_rate, seed)
     return ops.matmul(ops.cast(probs, q.dtype), v)
 
 
-def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False):
+def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False, sequence_ids=None):
     """`attention` on TensorFlow: oneDNN's matmul, scale, mask and softmax, the dropout one XLA
     kernel, the gradient written out.
 
@@ -84,7 +93,7 @@ def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False):
     def fn(q, k, v):
         scores = (tf.linalg.matmul(tf.ensure_shape(q, q.shape), tf.ensure_shape(k, k.shape),
                                    transpose_b=True) * tf.cast(scale, q.dtype)
-                  + tf.cast(mask_bias(input_mask, causal), q.dtype))
+                  + tf.cast(mask_bias(input_mask, causal, sequence_ids), q.dtype))
         probs = tf.nn.softmax(scores, axis=-1)
         dropped = dropout_kernel(probs, seed) if rate else probs
 

@@ -35,7 +35,11 @@ class BertModel(keras.Model):
 
     Call args:
         inputs: dict with `input_ids` int `[B, S]` and optionally `input_mask` (default all
-            ones) and `token_type_ids` (default all zeros), int `[B, S]`.
+            ones) and `token_type_ids` (default all zeros), int `[B, S]`. Packed rows (several
+            sequences in a row, `bert_tasks.pretraining.data.packing`) add `sequence_ids` (int
+            `[B, S]`: 1, 2, ... for each position's sequence, 0 on padding; attention stays
+            within each sequence) and `position_ids` (int `[B, S]`, restarting at 0 for each
+            sequence); every real position then gets the values it has unpacked.
         training: enables dropout (the original forces dropout to 0 when not training).
         skip_padding: compute the encoder layers on the real tokens' rows only
             (`modeling.token_rows.RealRows`; on backends without data-dependent shapes, on
@@ -142,19 +146,23 @@ class BertModel(keras.Model):
         token_type_ids = inputs.get("token_type_ids")
         if token_type_ids is None:
             token_type_ids = ops.zeros_like(input_ids)
-        embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        if skip_padding and token_rows.supported() and not self.static_shapes:
+        sequence_ids = inputs.get("sequence_ids")
+        embedding_output = self.embeddings(input_ids, token_type_ids, training=training,
+                                           position_ids=inputs.get("position_ids"))
+        if (skip_padding and token_rows.supported() and not self.static_shapes
+                and sequence_ids is None):
             layout = RealRows(input_mask, fast=use_fast(self.kernels),
                               small_blocks=self.small_row_blocks)
         else:
-            layout = GridRows(input_mask)
+            layout = GridRows(input_mask, sequence_ids)
         x = layout.rows(embedding_output)
         all_layers = []
         causal = self.config.causal
-        for layer in self.encoder_layers if causal else self.encoder_layers[:-1]:
+        whole_rows = causal or sequence_ids is not None
+        for layer in self.encoder_layers if whole_rows else self.encoder_layers[:-1]:
             x = layer(x, layout=layout, training=training)
             all_layers.append(x)
-        if not causal:
+        if not whole_rows:
             # The last layer's [CLS] rows apart: a caller using only `pooled_output`
             # (classifiers) skips the other rows' work there once the graph is pruned.
             first, others = self.encoder_layers[-1](x, layout=layout, training=training,
@@ -164,12 +172,20 @@ class BertModel(keras.Model):
         all_layers = [layout.to_grid(rows) for rows in all_layers]
         if causal:
             pooled = self.pooler(last_real_vectors(all_layers[-1], input_mask))
+        elif sequence_ids is not None:  # the row's first sequence's [CLS]; `pool` for the others
+            pooled = self.pooler(all_layers[-1][:, 0])
         return {
             "sequence_output": all_layers[-1],
             "pooled_output": pooled,
             "all_encoder_layers": all_layers,
             "embedding_output": embedding_output,
         }
+
+    def pool(self, sequence_output, positions):
+        """The pooler on the rows at `positions` (int `[B, K]`) of `sequence_output` `[B, S, H]`:
+        `[B, K, H]`, each packed sequence's pooled output from its [CLS] position."""
+        rows = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
+        return self.pooler(rows)
 
     def get_config(self):
         return {

@@ -15,11 +15,12 @@ class BertEmbeddings(keras.layers.Layer):
     Call args:
         input_ids: int `[B, S]`.
         token_type_ids: int `[B, S]`.
+        position_ids: int `[B, S]` (packed rows: each sequence's positions from 0), or None:
+            0..S-1 in every row, as the original (which has no position-id input).
     Returns:
         float `[B, S, hidden_size]`: LayerNorm(word + token_type + position), then dropout.
 
     The word table is public (`word_embeddings`) because the masked-LM head is tied to it.
-    Position ids are always 0..S-1, as in the original (there is no position-id input).
     """
 
     def __init__(
@@ -67,7 +68,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, input_ids, token_type_ids, training=False):
+    def call(self, input_ids, token_type_ids, training=False, position_ids=None):
         seq_length = input_ids.shape[1]
         if seq_length is not None and seq_length > self.max_position_embeddings:
             raise ValueError(
@@ -83,9 +84,11 @@ class BertEmbeddings(keras.layers.Layer):
         # The original multiplies a one-hot matrix by the token-type table; with finite weights
         # the non-selected terms are exact zeros, so a gather gives the identical sum.
         token_types = ops.take(self.token_type_embeddings, token_type_ids, axis=0)
-        positions = ops.shape(input_ids)[1]
-        position_table = self.position_embeddings[:positions]
-        embeddings = words + token_types + ops.expand_dims(position_table, 0)
+        if position_ids is None:
+            positions = ops.expand_dims(self.position_embeddings[:ops.shape(input_ids)[1]], 0)
+        else:
+            positions = ops.take(self.position_embeddings, position_ids, axis=0)
+        embeddings = words + token_types + positions
         embeddings = self.layer_norm(embeddings)
         return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)
 

@@ -14,11 +14,13 @@ from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, S
 
 
 def _encoder_inputs(features):
-    """Maps a TFRecord feature dict (`segment_ids`) to the encoder's input names."""
+    """Maps a TFRecord feature dict (`segment_ids`) to the encoder's input names; packed rows'
+    `sequence_ids` and `position_ids` pass through."""
     return {
         "input_ids": features["input_ids"],
         "input_mask": features.get("input_mask"),
         "token_type_ids": features.get("segment_ids", features.get("token_type_ids")),
+        **{name: features[name] for name in ("sequence_ids", "position_ids") if name in features},
     }
 
 
@@ -82,8 +84,11 @@ class BertTaskModel(keras.Model):
 class BertPretrainer(BertTaskModel):
     """Encoder + masked-LM + next-sentence heads (run_pretraining's `model_fn`).
 
-    Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`, `masked_lm_positions` int `[B, P]`.
-    Returns: `masked_lm_logits` float32 `[B, P, V]`, `next_sentence_logits` float32 `[B, 2]`.
+    Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`, `masked_lm_positions` int `[B, P]`;
+    packed rows (`bert_tasks.pretraining.data.packing`) also `sequence_ids`, `position_ids` int
+    `[B, S]` and `sequence_starts` int `[B, K]`, each sequence's [CLS] position.
+    Returns: `masked_lm_logits` float32 `[B, P, V]`, `next_sentence_logits` float32 `[B, 2]`
+    (packed: `[B, K, 2]`, one per sequence).
     """
 
     def __init__(self, config, name="bert_pretrainer", **kwargs):
@@ -99,14 +104,22 @@ class BertPretrainer(BertTaskModel):
         self.masked_lm.build()
         self.next_sentence.build()
 
+    # Whether the encoder computes the real tokens' rows only (`BertModel` `skip_padding`; the
+    # masked-LM head reads real positions only). Off: the original's records fill most rows to
+    # max_seq_length, and each new row count cost the fused kernels a compilation;
+    # `bench/packing.py` measures the layouts.
+    skip_padding = False
+
     def call(self, features, training=False):
-        # Every position on the grid: pre-training records are packed to their full length,
-        # so skipping padding saves nothing, and measured it cost XLA recompilations.
-        outputs = self.bert(_encoder_inputs(features), training=training)
+        outputs = self.bert(_encoder_inputs(features), training=training,
+                            skip_padding=self.skip_padding)
         mlm = self.masked_lm(
             outputs["sequence_output"], features["masked_lm_positions"], self.bert.embedding_table
         )
-        nsp = keras.ops.cast(self.next_sentence(outputs["pooled_output"]), "float32")
+        pooled = outputs["pooled_output"]
+        if "sequence_starts" in features:
+            pooled = self.bert.pool(outputs["sequence_output"], features["sequence_starts"])
+        nsp = keras.ops.cast(self.next_sentence(pooled), "float32")
         return {"masked_lm_logits": mlm, "next_sentence_logits": nsp}
 
     def get_config(self):

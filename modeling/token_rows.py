@@ -48,10 +48,15 @@ def supported():
 
 
 class GridRows:
-    """Rows on the padded grid: `[B, S, H]`, every position (the original's layout)."""
+    """Rows on the padded grid: `[B, S, H]`, every position (the original's layout).
 
-    def __init__(self, input_mask):
+    `sequence_ids`: int `[B, S]` for packed rows (several sequences in one row, each attending
+    to itself only: `modeling.attention.mask_bias`), else None.
+    """
+
+    def __init__(self, input_mask, sequence_ids=None):
         self.input_mask = input_mask
+        self.sequence_ids = sequence_ids
 
     def rows(self, grid):
         """`[B, S, ...]` on the grid -> this layout's rows."""
@@ -160,6 +165,9 @@ class RealRows:
         fast: the moves as TensorFlow kernels (`modeling.kernels.use_fast`), else `keras.ops`.
         small_blocks: `padded_rows`' small buckets (serving).
     """
+
+    # Packed rows need the grid: their attention mask is per pair of positions.
+    sequence_ids = None
 
     def __init__(self, input_mask, *, fast, small_blocks=False):
         self.input_mask = input_mask

@@ -122,9 +122,9 @@ class TransformerLayer(keras.layers.Layer):
                                   name=name)
 
     def call(self, x, layout, training=False, first_row_apart=False):
-        if first_row_apart and self.causal:
-            raise ValueError("first_row_apart needs bidirectional attention: a causal layer's "
-                             "queries are the grid's positions in order")
+        if first_row_apart and (self.causal or layout.sequence_ids is not None):
+            raise ValueError("first_row_apart needs bidirectional attention over whole rows: a "
+                             "causal or packed layer's queries are the grid's positions in order")
         seeds = [generator.next() if training and generator else None for generator in
                  (self.attention_dropout, self.attention_output_dropout, self.output_dropout)]
         forward = functools.partial(self._forward, layout=layout, seeds=seeds,
@@ -154,7 +154,8 @@ class TransformerLayer(keras.layers.Layer):
         # Self-attention: the rows' queries against every row's keys and values.
         queries = self._heads(x, self.query_kernel, self.query_bias, layout, group)
         context = attention(queries, keys, values, layout.input_mask, self.attention_dropout_rate,
-                            attention_seed, fast=fast, causal=self.causal)
+                            attention_seed, fast=fast, causal=self.causal,
+                            sequence_ids=layout.sequence_ids)
         context = layout.from_heads(context, group)
         # Attention output: dense, dropout, residual, LayerNorm.
         a = dropout_add_layer_norm(

@@ -16,20 +16,29 @@ from absl import logging
 from modeling import BertPretrainer, classification_loss, masked_lm_loss
 from modeling.config import OBJECTIVE_KEY
 from bert_tasks.pretraining.data.features import name_to_features
+from bert_tasks.pretraining.data.packing import filled_slots, packed_name_to_features
 from bert_tasks.pretraining.data.reading import expand_input_files
 from bert_tasks.pretraining.data.validation import check_records
 from bert_runner import results
-from bert_runner.task import Task, encoder_training_flops, per_batch_mean
+from bert_runner.task import Task, encoder_training_flops
 
 
 def _heads(model, features, training, next_sentence=True):
     """Both losses (`(loss, per_example, log_probs)` each; the next-sentence one None without
-    next sentence prediction) and the masked-LM weights `[B·P]`."""
+    next sentence prediction) and the masked-LM weights `[B·P]`.
+
+    Packed rows (`data.packing`) have a next-sentence label per sequence slot: the loss is the
+    mean over the filled slots, per example `[B·K]`, as the unpacked records' mean over rows."""
     outputs = model(features, training=training)
     mlm = masked_lm_loss(
         outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
     nsp = None
-    if next_sentence:
+    if next_sentence and "sequence_starts" in features:
+        logits = tf.reshape(outputs["next_sentence_logits"], [-1, 2])
+        _, per_slot, log_probs = classification_loss(logits, features["next_sentence_labels"])
+        weights = tf.reshape(filled_slots(features["sequence_starts"]), [-1])
+        nsp = (tf.reduce_sum(per_slot * weights) / tf.reduce_sum(weights), per_slot, log_probs)
+    elif next_sentence:
         nsp = classification_loss(outputs["next_sentence_logits"], features["next_sentence_labels"])
     return mlm, nsp, tf.reshape(features["masked_lm_weights"], [-1])
 
@@ -73,6 +82,8 @@ class PretrainingTask(Task):
     objective = "mlm"
     # Whether the records carry masked_lm_* features (`check_records`; `ltr_task`: False).
     masked_lm = True
+    # Pairs a row of the records holds: more than 1 for packed records (`data.packing`).
+    sequences_per_row = 1
 
     def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True,
                  input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None):
@@ -111,8 +122,11 @@ class PretrainingTask(Task):
                 "labels are ignored, but half the pairs still have a random B. The paper's "
                 "'No NSP' data: create_pretraining_data.py --next_sentence_prediction=false")
         self.next_sentence = records.next_sentence and self.next_sentence is not False
+        self.sequences_per_row = records.sequences_per_row
         logging.info("Next sentence prediction: %s",
                      "on" if self.next_sentence else "off (masked LM only)")
+        if self.sequences_per_row > 1:
+            logging.info("Packed records: up to %d sequences a row", self.sequences_per_row)
 
     def training_steps(self, run, examples, num_records):
         return self.num_train_steps, self.num_warmup_steps
@@ -149,8 +163,12 @@ class PretrainingTask(Task):
                                           is_training=is_training, **kwargs)
 
     def feature_spec(self, is_training):
-        return name_to_features(self.max_seq_length, self.max_predictions_per_seq,
+        spec = name_to_features(self.max_seq_length, self.max_predictions_per_seq,
                                 self.next_sentence)
+        if self.sequences_per_row > 1:
+            spec.update(packed_name_to_features(self.max_seq_length, self.sequences_per_row,
+                                                self.next_sentence))
+        return spec
 
     def loss(self, model, features, training):
         return pretraining_loss(model, features, training, self.next_sentence)
@@ -176,10 +194,14 @@ class PretrainingTask(Task):
         }
         if nsp is not None:
             _, nsp_per_example, nsp_log_probs = nsp
+            labels = features["next_sentence_labels"]
+            slots = tf.shape(labels)[1]
             outputs.update({
-                "nsp_loss": nsp_per_example,
-                "nsp_correct": _correct(nsp_log_probs, features["next_sentence_labels"]),
-                "next_sentence_labels": features["next_sentence_labels"],
+                "nsp_loss": tf.reshape(nsp_per_example, [batch, slots]),
+                "nsp_correct": tf.reshape(_correct(nsp_log_probs, labels), [batch, slots]),
+                "next_sentence_labels": labels,
+                "nsp_weight": (filled_slots(features["sequence_starts"])
+                               if "sequence_starts" in features else tf.ones([batch, 1])),
             })
         return outputs
 
@@ -195,16 +217,20 @@ class PretrainingTask(Task):
         mlm_weight = np.sum(outputs["mlm_weight"], dtype=np.float64)
         batch_loss = (np.bincount(batch, weights=outputs["mlm_loss"])
                       / (np.bincount(batch, weights=outputs["mlm_weight"]) + 1e-5))
-        if self.next_sentence:
-            batch_loss = batch_loss + per_batch_mean(outputs["nsp_loss"], batch)
+        if self.next_sentence:  # per sequence: [N, K] slots, the filled ones weighted 1
+            nsp_weight = outputs["nsp_weight"].astype(np.float64)
+            nsp_count = np.bincount(batch, weights=nsp_weight.sum(axis=1))
+            batch_loss = batch_loss + np.bincount(
+                batch, weights=(outputs["nsp_loss"] * nsp_weight).sum(axis=1)) / nsp_count
         values = {
             "loss": np.mean(batch_loss),
             "masked_lm_accuracy": np.sum(outputs["mlm_correct"]) / max(mlm_weight, 1e-12),
             "masked_lm_loss": np.sum(outputs["mlm_loss"], dtype=np.float64) / max(mlm_weight, 1e-12),
         }
         if self.next_sentence:
-            values["next_sentence_accuracy"] = np.mean(outputs["nsp_correct"], dtype=np.float64)
-            values["next_sentence_loss"] = np.mean(outputs["nsp_loss"], dtype=np.float64)
+            sequences = nsp_weight.sum()
+            values["next_sentence_accuracy"] = np.sum(outputs["nsp_correct"] * nsp_weight) / sequences
+            values["next_sentence_loss"] = np.sum(outputs["nsp_loss"] * nsp_weight) / sequences
         # numpy scalars, so eval_results.txt shows the original's float32 / int64 text.
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
@@ -220,7 +246,7 @@ class PretrainingTask(Task):
                 int(np.argmax(counts)), counts.max() / len(targets))
         if not self.next_sentence:
             return lines
-        labels = outputs["next_sentence_labels"].reshape(-1)
+        labels = outputs["next_sentence_labels"].reshape(-1)[outputs["nsp_weight"].reshape(-1) > 0]
         majority = np.bincount(labels, minlength=2)
         lines["next_sentence_accuracy"] = "majority label %d %.4f" % (
             int(np.argmax(majority)), majority.max() / max(len(labels), 1))

@@ -28,9 +28,11 @@ class RecordsInfo(object):
       next_sentence: whether the records carry next_sentence_labels (False: made with
         `create_pretraining_data.py --next_sentence_prediction=false`).
       empty_files: files that hold no record (the others do).
+      sequences_per_row: 1, or K for packed records (`data.packing`: up to K pairs a row).
     """
     next_sentence: bool
     empty_files: tuple = ()
+    sequences_per_row: int = 1
 
 
 def _tf():
@@ -117,8 +119,11 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
                 fail("%s has %d values but --%s=%d: set --%s=%d, the value the data was made "
                      "with (or make the data again with --%s=%d)",
                      name, have, flag, value, flag, have, flag, value)
-    if _LABEL in features and len(features[_LABEL][1]) != 1:
-        fail("%s has %d values, expected 1", _LABEL, len(features[_LABEL][1]))
+    slots = _sequences_per_row(features)
+    if _LABEL in features and len(features[_LABEL][1]) != slots:
+        fail("%s has %d values, expected %d", _LABEL, len(features[_LABEL][1]), slots)
+    if slots > 1 and not masked_lm:
+        fail("is packed (sequence_ids): the left-to-right model trains on unpacked records")
     for name in ("input_ids", "masked_lm_ids")[:2 if masked_lm else 1]:
         largest = max(features[name][1], default=0)
         if largest >= vocab_size:
@@ -132,6 +137,13 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
     if type_vocab_size is not None and largest >= type_vocab_size:
         fail("segment_ids holds %d but type_vocab_size in bert_config.json is %d",
              largest, type_vocab_size)
+
+
+def _sequences_per_row(features):
+    """K of a packed record (its sequence_starts' length), 1 for an unpacked one."""
+    if "sequence_ids" not in features:
+        return 1
+    return max(len(features.get("sequence_starts", (None, []))[1]), 1)
 
 
 def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
@@ -152,7 +164,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
     """
     if not files:
         raise InputError("no input files")
-    with_label, without_label, empty = [], [], []
+    with_label, without_label, empty, by_slots = [], [], [], {}
     for path in files:
         record = first_record(path)
         if record is None:
@@ -162,6 +174,11 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
         check_example(path, features, max_seq_length, max_predictions_per_seq, vocab_size,
                       type_vocab_size, masked_lm)
         (with_label if _LABEL in features else without_label).append(path)
+        by_slots.setdefault(_sequences_per_row(features), []).append(path)
+    if len(by_slots) > 1:
+        raise InputError("the input files hold rows of different packing: %s; train on one kind"
+                         % "; ".join("%d pair(s) a row in %s" % (k, describe_files(v))
+                                     for k, v in sorted(by_slots.items())))
     if not with_label and not without_label:
         raise InputError("%s no records (an input without text? create_pretraining_data.py "
                          "now refuses to write such files)" % _holds(empty))
@@ -177,7 +194,8 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
             "%s: the records have no next_sentence_labels (made with "
             "--next_sentence_prediction=false); train without next sentence prediction"
             % describe_files(without_label))
-    return RecordsInfo(next_sentence=bool(with_label), empty_files=tuple(empty))
+    return RecordsInfo(next_sentence=bool(with_label), empty_files=tuple(empty),
+                       sequences_per_row=next(iter(by_slots), 1))
 
 
 def _holds(files):

@@ -1,0 +1,173 @@
+r"""Pre-training on the bundled novels in three layouts: the padded grid, the real tokens' rows,
+and packed rows; the share of padding in each, and the throughput in sentence pairs and real
+tokens per second.
+
+    python bench/packing.py                                    # 128 and 512 tokens, BERT-Mini
+    python bench/packing.py --seq_lengths=128 --steps=2 --repeats=1      # smoke run
+
+For each --seq_lengths S, create_pretraining_data's pipeline makes records from data/austen
+(the six novels, --dupe_factor=1, max_predictions_per_seq = 0.15 S) twice: the original's
+(one pair a row) and packed (`--max_sequences_per_row`, `bert_tasks.pretraining.data.packing`).
+Then the training step of run_pretraining.py (`Trainer`, the original optimizer, float32) runs
+on --tokens_per_batch / S rows a step in three layouts, one after another in each round:
+  grid      unpacked records, every position computed (run_pretraining's default);
+  real rows unpacked records, the encoder on the real tokens' rows only (`BertPretrainer.
+            skip_padding`; not under XLA, whose shapes must be static);
+  packed    packed records on the grid (static shapes: what a TPU or --jit_compile runs).
+The rows are the records in file order, cycled (the first --num_batches batches), so every
+layout sees its own records' real mix of lengths. Each row's time is the Trainer's own wall
+time of --steps steps (after a first untimed call that traces); the table shows medians over
+--repeats rounds, and each layout's pairs/s and real tokens/s against the grid's.
+"""
+import glob
+import os
+import statistics
+import sys
+import tempfile
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from absl import app, flags, logging  # noqa: E402
+
+from bench import common  # noqa: E402
+
+CONFIGS = {
+    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+}
+LAYOUTS = ("grid", "real rows", "packed")
+
+flags.DEFINE_list("seq_lengths", ["128", "512"], "Record lengths (max_seq_length) to compare.")
+flags.DEFINE_enum("config", "mini", sorted(CONFIGS), "Encoder shape (the fixture vocabulary).")
+flags.DEFINE_integer("max_sequences_per_row", 4, "Pairs a packed row may hold.")
+flags.DEFINE_integer("tokens_per_batch", 4096, "Rows a step = this / the sequence length.")
+flags.DEFINE_integer("steps", 4, "Training steps per timed call.")
+flags.DEFINE_integer("repeats", 3, "Timed rounds; the table shows medians.")
+flags.DEFINE_integer("num_batches", 8, "Distinct batches of records, cycled.")
+flags.DEFINE_integer("num_threads", os.cpu_count(), "TensorFlow intra-op and inter-op threads.")
+FLAGS = flags.FLAGS
+
+
+def make_records(seq_length, workdir):
+    """{layout: (TFRecord path, rows, real tokens)} of the novels at `seq_length`."""
+    from bert_tasks.pretraining.data import pipeline
+
+    vocab = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+    options = dict(input_file=",".join(sorted(glob.glob(os.path.join(ROOT, "data", "austen",
+                                                                       "*.txt")))),
+                   vocab_file=vocab, max_seq_length=seq_length, dupe_factor=1,
+                   max_predictions_per_seq=round(0.15 * seq_length))
+    paths = {}
+    for name, per_row in (("unpacked", 1), ("packed", FLAGS.max_sequences_per_row)):
+        path = os.path.join(workdir, f"{name}_{seq_length}.tfrecord")
+        pipeline.run(pipeline.Options(output_file=path, max_sequences_per_row=per_row, **options))
+        paths[name] = path
+    return paths, vocab
+
+
+def padding_share(path, seq_length):
+    """(rows, pairs, real tokens, padding share) of a records file."""
+    import numpy as np
+    import tensorflow as tf
+
+    rows = pairs = tokens = 0
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        features = tf.train.Example.FromString(record).features.feature
+        tokens += int(np.sum(features["input_mask"].int64_list.value))
+        starts = features["sequence_starts"].int64_list.value if "sequence_starts" in features else [0]
+        pairs += 1 + sum(1 for s in starts[1:] if s)
+        rows += 1
+    return rows, pairs, tokens, 1.0 - tokens / (rows * seq_length)
+
+
+def layout_runner(layout, path, seq_length, vocab_size, workdir):
+    """`run() -> (seconds, pairs, real tokens)` of --steps training steps in `layout`."""
+    import numpy as np
+    import tensorflow as tf
+
+    from modeling import BertConfig, BertPretrainer
+    from modeling.optimization import create_optimizer
+    from bert_runner.trainer import Trainer
+    from bert_tasks.pretraining.task import PretrainingTask
+
+    task = PretrainingTask(seq_length, round(0.15 * seq_length), input_file=path)
+    task.existing_records("train", BertConfig(vocab_size=vocab_size))
+    rows = FLAGS.tokens_per_batch // seq_length
+    batches = list(task.input_dataset([path], rows, is_training=False, drop_remainder=True)
+                   .take(FLAGS.num_batches).as_numpy_iterator())
+    model = BertPretrainer(BertConfig(vocab_size=vocab_size, max_position_embeddings=512,
+                                      **CONFIGS[FLAGS.config]))
+    model.skip_padding = layout == "real rows"
+    trainer = Trainer(tf.distribute.get_strategy(), model,
+                      create_optimizer("adamw", 1e-4, 10000, 100), task.loss,
+                      tempfile.mkdtemp(dir=workdir), global_batch_size=rows,
+                      steps_per_loop=FLAGS.steps, save_checkpoints_steps=10 ** 9)
+    stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+    pairs = np.mean([int(np.sum(task_pairs(b))) for b in batches])
+    tokens = np.mean([int(np.sum(b["input_mask"])) for b in batches])
+
+    def dataset_fn(context):
+        return tf.data.Dataset.from_tensor_slices(stacked).repeat()
+
+    def run():
+        trainer.train(dataset_fn, trainer.step + FLAGS.steps, checkpoint_iterator=False)
+        return trainer.history[-1].seconds, FLAGS.steps * pairs, FLAGS.steps * tokens
+
+    return run
+
+
+def task_pairs(batch):
+    """Pairs in each row of a batch: 1, or a packed row's filled slots."""
+    import numpy as np
+
+    from bert_tasks.pretraining.data.packing import filled_slots
+
+    if "sequence_starts" not in batch:
+        return np.ones(len(batch["input_ids"]))
+    return np.asarray(filled_slots(batch["sequence_starts"])).sum(axis=1)
+
+
+def main(_):
+    import tensorflow as tf
+
+    logging.set_verbosity(logging.WARNING)
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.num_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.num_threads)
+    print(common.describe_machine(FLAGS.num_threads, packages=("tensorflow", "keras")))
+    print(f"model: BERT-{FLAGS.config.capitalize()} {CONFIGS[FLAGS.config]}, float32, "
+          f"{FLAGS.tokens_per_batch} token slots a step, packed rows of up to "
+          f"{FLAGS.max_sequences_per_row} pairs")
+    with tempfile.TemporaryDirectory() as workdir:
+        for seq_length in map(int, FLAGS.seq_lengths):
+            paths, vocab = make_records(seq_length, workdir)
+            vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))
+            print(f"\nmax_seq_length {seq_length} ({FLAGS.tokens_per_batch // seq_length} rows a "
+                  "step); the novels, dupe_factor 1:")
+            for name, path in paths.items():
+                rows, pairs, tokens, share = padding_share(path, seq_length)
+                print(f"  {name:9s} records: {rows:6d} rows, {pairs:6d} pairs, "
+                      f"{tokens / pairs:6.1f} tokens a pair, padding {100 * share:5.1f}%")
+            runners = {layout: layout_runner(layout, paths["packed" if layout == "packed"
+                                                            else "unpacked"],
+                                             seq_length, vocab_size, workdir)
+                       for layout in LAYOUTS}
+            for run in runners.values():
+                run()  # traces
+            timed = {layout: [] for layout in LAYOUTS}
+            for _ in range(FLAGS.repeats):
+                for layout, run in runners.items():
+                    timed[layout].append(run())
+            rates = {layout: (statistics.median(p / s for s, p, _ in values),
+                              statistics.median(t / s for s, _, t in values))
+                     for layout, values in timed.items()}
+            print(f"  {'layout':9s} {'pairs/s':>9s} {'tokens/s':>10s} {'vs grid':>8s}")
+            for layout, (pairs, tokens) in rates.items():
+                print(f"  {layout:9s} {pairs:9.1f} {tokens:10.0f} "
+                      f"{pairs / rates['grid'][0]:7.2f}x")
+
+
+if __name__ == "__main__":
+    app.run(main)
