@@ -18,7 +18,7 @@ import time
 
 from absl import flags, logging
 
-from bert_runner import cli, flags as run_flags
+from bert_runner import cli, distribution, flags as run_flags
 
 FLAGS = flags.FLAGS
 
@@ -254,6 +254,7 @@ def main(_):
     if FLAGS.mixed_precision == "bf16":
         from modeling.inference import with_bfloat16_weights
 
+        distribution.warn_if_bfloat16_is_emulated()
         model = with_bfloat16_weights(model)
     if FLAGS.pooling is None:
         extract(model, tokenizer, examples, FLAGS.output_file, layer_indexes,

@@ -33,12 +33,51 @@ def get_strategy(name="default", use_tpu=False, tpu_name=None, tpu_zone=None, gc
     raise ValueError(f"Unknown distribution strategy {name!r}")
 
 
+# CPU features that compute bfloat16 matmuls natively (AVX512_BF16 dot products, AMX tiles).
+BF16_UNITS = ("avx512_bf16", "amx_bf16")
+
+
 def set_precision(mixed_precision):
     """Sets the global Keras dtype policy for `--mixed_precision` (None, "bf16", "fp16")."""
     policy = _POLICIES[mixed_precision]
     keras.config.set_dtype_policy(policy)
     logging.info("Keras dtype policy: %s", policy)
+    if mixed_precision == "bf16":
+        warn_if_bfloat16_is_emulated()
     return policy
+
+
+def cpu_features(cpuinfo="/proc/cpuinfo"):
+    """(model name, set of feature flags) of this machine's CPU; (None, None) where unknown."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, None
+    fields = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    if "flags" not in fields:
+        return fields.get("model name"), None
+    return fields.get("model name"), set(fields["flags"].split())
+
+
+def warn_if_bfloat16_is_emulated(cpuinfo="/proc/cpuinfo"):
+    """Warns (once per call) that bfloat16 computes on a CPU without bfloat16 units, where no
+    GPU or TPU takes the work: oneDNN then converts to float32 around every matmul, so bf16
+    costs time instead of saving it. Returns whether it warned."""
+    model, features = cpu_features(cpuinfo)
+    if features is None or any(unit in features for unit in BF16_UNITS):
+        return False
+    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        return False
+    logging.warning(
+        "--mixed_precision=bf16 on a CPU without bfloat16 units (%s has none of %s): every "
+        "bfloat16 matmul is converted to float32 and back, slower than float32 and less "
+        "precise. Leave --mixed_precision out here (float32), and use bf16 on a TPU, a GPU or "
+        "a CPU with AVX512_BF16 or AMX.", model or "this CPU", ", ".join(BF16_UNITS))
+    return True
 
 
 def is_chief(strategy):
