@@ -85,8 +85,8 @@ def main(_):
                                for name in pipeline.Options.__dataclass_fields__})
     try:
         if FLAGS.runner and opts.max_sequences_per_row > 1:
-            raise ValueError("--max_sequences_per_row=%d: the Beam pipeline (--runner) writes "
-                             "unpacked records; pack with a local run"
+            raise ValueError("--max_sequences_per_row=%d with --runner: records of the Beam "
+                             "pipeline are not packed: pack with a local run"
                              % opts.max_sequences_per_row)
         if FLAGS.runner:
             beam_pipelines.make_pretraining_data(

@@ -3,6 +3,7 @@ as it was, the same losses and gradients as the unpacked batch, and create_pretr
 --max_sequences_per_row through run_pretraining.py."""
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -12,8 +13,10 @@ from conftest import FIXTURES
 from modeling import BertConfig, BertPretrainer, tf1_checkpoint
 from modeling_helpers import TINY, TINY_TRAIN
 from pretraining_helpers import run_in_process
+from refusals import message
 from bert_tasks.pretraining.data import packing, pipeline
 from bert_tasks.pretraining.data.features import name_to_features
+from bert_tasks.pretraining.data.validation import check_records
 from bert_tasks.pretraining.task import pretraining_loss
 
 SEQ, PRED, SLOTS = 32, 8, 4
@@ -145,3 +148,22 @@ def test_create_pretraining_data_packs_and_run_pretraining_trains_on_the_rows(tm
     results = result.eval_results
     assert np.isfinite(results["loss"]) and 0 <= results["next_sentence_accuracy"] <= 1
     assert json.loads((tmp_path / "out" / "run.json").read_text())["task"] == "pretraining"
+
+
+def test_what_cannot_be_packed_is_refused(tmp_path):
+    opts = dict(input_file=str(FIXTURES / "pretraining_data" / "tiny_corpus.txt"),
+                vocab_file=str(TINY / "vocab.txt"), max_seq_length=64)
+    with pytest.raises(ValueError, match=re.escape(message("packed-ltr"))):
+        pipeline.run(pipeline.Options(output_file=str(tmp_path / "ltr.tfrecord"),
+                                      pretraining_objective="ltr", max_sequences_per_row=2, **opts))
+    assert not list(tmp_path.iterdir())
+    records = _pairs(6)
+    rows, _ = _packed(records)
+    for name, data in (("unpacked", records), ("packed", rows)):
+        with tf.io.TFRecordWriter(str(tmp_path / f"{name}.tfrecord")) as writer:
+            for record in data:
+                writer.write(record)
+    with pytest.raises(ValueError, match=re.escape(message("packed-mixed"))):
+        check_records([str(tmp_path / "unpacked.tfrecord"), str(tmp_path / "packed.tfrecord")],
+                      SEQ, PRED, 99)
+    assert check_records([str(tmp_path / "packed.tfrecord")], SEQ, PRED, 99).sequences_per_row == SLOTS

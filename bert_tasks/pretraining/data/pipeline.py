@@ -93,7 +93,7 @@ def check_options(opts):
          "--max_sequences_per_row=%d: must be >= 1" % o.max_sequences_per_row),
         (o.max_sequences_per_row == 1 or o.pretraining_objective == "mlm",
          "--max_sequences_per_row=%d: the left-to-right model's records (--pretraining_objective"
-         "=ltr) are not packed" % o.max_sequences_per_row),
+         "=ltr) are not packed: leave the flag out" % o.max_sequences_per_row),
         (o.mask_token_prob + o.random_token_prob <= 1.0 + 1e-9,
          "--mask_token_prob=%g plus --random_token_prob=%g is more than 1 (the rest, kept "
          "unchanged, cannot be negative)" % (o.mask_token_prob, o.random_token_prob)),
