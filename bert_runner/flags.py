@@ -89,8 +89,13 @@ def define_run_flags():
     flags.DEFINE_enum(
         "mixed_precision", None, ["bf16", "fp16"],
         "Compute in bfloat16 or float16 (with dynamic loss scaling); variables, LayerNorm, softmax "
-        "and losses stay float32. Default: float32 throughout.")
-    flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
+        "and losses stay float32. Default: float32 throughout. bf16 on a CPU without bfloat16 "
+        "units (no avx512_bf16 or amx_bf16) is slower than float32 and warns.")
+    flags.DEFINE_bool(
+        "jit_compile", False,
+        "Compile the training, evaluation and prediction steps with XLA, as GPUs and TPUs run "
+        "them: static shapes, the encoder computes every position of the padded grid. Off on "
+        "CPU, where the real-token rows and oneDNN's matmuls are faster.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original AdamWeightDecay. lamb: LAMB, for large batches.")
     flags.DEFINE_integer(
