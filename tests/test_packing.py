@@ -129,7 +129,7 @@ def test_packed_and_unpacked_batches_give_the_same_losses_and_gradients():
 
 @pytest.mark.slow
 def test_create_pretraining_data_packs_and_run_pretraining_trains_on_the_rows(tmp_path, caplog):
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")
     opts = dict(input_file=str(FIXTURES / "pretraining_data" / "tiny_corpus.txt"),
                 vocab_file=str(TINY / "vocab.txt"), max_seq_length=64, max_predictions_per_seq=10,
                 dupe_factor=2, short_seq_prob=0.5)

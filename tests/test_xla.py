@@ -38,7 +38,7 @@ FINE_TUNING = [f"--vocab_file={TINY / 'vocab.txt'}", "--num_train_epochs=1"]
 
 
 def _classifier(tmp):
-    write_keyword_mrpc(tmp / "data", num_train=32, num_dev=12, num_test=10)
+    write_keyword_mrpc(tmp / "data", num_train=32, num_dev=8, num_test=8)  # one batch each
     return "run_classifier.py", ["--task_name=MRPC", f"--data_dir={tmp / 'data'}",
                                  "--max_seq_length=24", "--do_predict=true", *FINE_TUNING], [
         "test_results.tsv"]
