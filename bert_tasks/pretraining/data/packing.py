@@ -56,24 +56,13 @@ def packed_name_to_features(max_seq_length, max_sequences_per_row, next_sentence
     return spec
 
 
-class _Row(object):
-    """An open row: the parsed records (`{name: np.ndarray}`) it holds, and what they use."""
+class FirstFit(object):
+    """Items (pairs) into rows, first fit: each goes to the first open row where its tokens,
+    its masked tokens and a slot fit, else to a new row; with `open_rows` rows open, the
+    fullest is closed first. The same items in the same order always give the same rows.
 
-    def __init__(self):
-        self.pairs = []
-        self.tokens = 0
-        self.predictions = 0
-
-
-class Packer(object):
-    """Packs unpacked pretraining records (serialized `tf.train.Example`s) into packed ones.
-
-    Args:
-      max_seq_length, max_predictions_per_seq: the records' shapes, and the packed rows'.
-      max_sequences_per_row: K, the most pairs a row holds (> 1).
-      open_rows: rows kept open for later pairs; when all are open and a pair fits none, the
-        fullest is written.
-    Use: `rows = list(packer.pack(records)) + list(packer.flush())`; `packer.stats()` after.
+    `add(item, tokens, predictions)` returns the rows it closed (lists of items); `flush()` the
+    rest, in the order they were opened.
     """
 
     def __init__(self, max_seq_length, max_predictions_per_seq, max_sequences_per_row,
@@ -81,12 +70,57 @@ class Packer(object):
         if max_sequences_per_row < 2:
             raise ValueError("max_sequences_per_row=%d: packing needs 2 or more"
                              % max_sequences_per_row)
+        self.capacity = (max_seq_length, max_predictions_per_seq, max_sequences_per_row)
+        self.open_rows = open_rows
+        self._open = []  # [items, tokens, predictions]
+        self.num_items = self.num_rows = self.num_tokens = 0
+
+    def add(self, item, tokens, predictions):
+        closed = []
+        max_tokens, max_predictions, max_items = self.capacity
+        row = next((r for r in self._open if r[1] + tokens <= max_tokens
+                    and r[2] + predictions <= max_predictions and len(r[0]) < max_items), None)
+        if row is None:
+            if len(self._open) == self.open_rows:
+                fullest = max(range(len(self._open)), key=lambda i: self._open[i][1])
+                closed.append(self._open.pop(fullest)[0])
+            row = [[], 0, 0]
+            self._open.append(row)
+        row[0].append(item)
+        row[1] += tokens
+        row[2] += predictions
+        self.num_items += 1
+        self.num_tokens += tokens
+        self.num_rows += len(closed)
+        return closed
+
+    def flush(self):
+        rows, self._open = [r[0] for r in self._open], []
+        self.num_rows += len(rows)
+        return rows
+
+    def stats(self):
+        """`(pairs, rows, padding share unpacked, padding share packed)` so far."""
+        slots = self.capacity[0]
+        unpacked = 1.0 - self.num_tokens / max(self.num_items * slots, 1)
+        packed = 1.0 - self.num_tokens / max(self.num_rows * slots, 1)
+        return self.num_items, self.num_rows, unpacked, packed
+
+
+class Packer(object):
+    """Packs unpacked pretraining records (serialized `tf.train.Example`s) into packed ones
+    (`FirstFit`; its args).
+
+    Use: `rows = list(packer.pack(records)) + list(packer.flush())`; `packer.stats()` after.
+    """
+
+    def __init__(self, max_seq_length, max_predictions_per_seq, max_sequences_per_row,
+                 open_rows=OPEN_ROWS):
+        self.fit = FirstFit(max_seq_length, max_predictions_per_seq, max_sequences_per_row,
+                            open_rows)
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self.max_sequences_per_row = max_sequences_per_row
-        self.open_rows = open_rows
-        self._open = []
-        self.num_pairs = self.num_rows = self.num_tokens = 0
 
     def pack(self, records):
         """Yields packed serialized records as rows fill; keeps the rest open for `flush`."""
@@ -94,44 +128,24 @@ class Packer(object):
             pair = _parse(record)
             length = int(pair["input_mask"].sum())
             predictions = int(np.count_nonzero(pair.get("masked_lm_weights", ())))
-            row = next((r for r in self._open if self._fits(r, length, predictions)), None)
-            if row is None:
-                if len(self._open) == self.open_rows:
-                    fullest = max(self._open, key=lambda r: r.tokens)
-                    self._open.remove(fullest)
-                    yield self._finish(fullest)
-                row = _Row()
-                self._open.append(row)
-            row.pairs.append((pair, length, predictions))
-            row.tokens += length
-            row.predictions += predictions
-            self.num_pairs += 1
-            self.num_tokens += length
+            for row in self.fit.add((pair, length, predictions), length, predictions):
+                yield self._finish(row)
 
     def flush(self):
         """Yields the rows still open, in the order they were opened."""
-        rows, self._open = self._open, []
-        for row in rows:
+        for row in self.fit.flush():
             yield self._finish(row)
 
     def stats(self):
-        """`(pairs, rows, padding share unpacked, padding share packed)` of what was packed."""
-        unpacked = 1.0 - self.num_tokens / max(self.num_pairs * self.max_seq_length, 1)
-        packed = 1.0 - self.num_tokens / max(self.num_rows * self.max_seq_length, 1)
-        return self.num_pairs, self.num_rows, unpacked, packed
-
-    def _fits(self, row, length, predictions):
-        return (row.tokens + length <= self.max_seq_length
-                and row.predictions + predictions <= self.max_predictions_per_seq
-                and len(row.pairs) < self.max_sequences_per_row)
+        return self.fit.stats()
 
     def _finish(self, row):
-        """The packed record (serialized) of a row's pairs."""
+        """The packed record (serialized) of a row's `(parsed pair, tokens, predictions)`."""
         s, p, k = self.max_seq_length, self.max_predictions_per_seq, self.max_sequences_per_row
         out = {name: np.zeros(s, np.int64) for name in
                ("input_ids", "input_mask", "segment_ids", "position_ids", "sequence_ids")}
-        masked = "masked_lm_positions" in row.pairs[0][0]
-        labels = "next_sentence_labels" in row.pairs[0][0]
+        masked = "masked_lm_positions" in row[0][0]
+        labels = "next_sentence_labels" in row[0][0]
         if masked:
             out.update(masked_lm_positions=np.zeros(p, np.int64), masked_lm_ids=np.zeros(p, np.int64),
                        masked_lm_weights=np.zeros(p, np.float32))
@@ -139,7 +153,7 @@ class Packer(object):
         if labels:
             out["next_sentence_labels"] = np.zeros(k, np.int64)
         start = done = 0
-        for slot, (pair, length, predictions) in enumerate(row.pairs):
+        for slot, (pair, length, predictions) in enumerate(row):
             span = slice(start, start + length)
             for name in ("input_ids", "input_mask", "segment_ids"):
                 out[name][span] = pair[name][:length]
@@ -155,7 +169,6 @@ class Packer(object):
                 out["masked_lm_weights"][taken] = pair["masked_lm_weights"][:predictions]
             start += length
             done += predictions
-        self.num_rows += 1
         return _serialize(out)
 
 
