@@ -5,6 +5,7 @@ each pass, and a run from text trains. Statistics in process, without a model; f
 nothing here can flake, with tolerances of 5 standard errors of the sample sizes."""
 import collections
 import random
+import re
 
 import numpy as np
 import pytest
@@ -252,6 +253,7 @@ def test_a_dynamic_format_without_vocab_is_refused():
     flags.DEFINE_string("vocab_file", None, "", flag_values=values)
     flags.DEFINE_bool("do_lower_case", True, "", flag_values=values)
     flags.DEFINE_integer("random_seed", 1, "", flag_values=values)
+    flags.DEFINE_integer("max_sequences_per_row", 1, "", flag_values=values)
     for name, default in (("input_format", "text"), ("do_whole_word_mask", False)):
         (flags.DEFINE_string if isinstance(default, str) else flags.DEFINE_bool)(
             name, default, "", flag_values=values)
@@ -263,3 +265,55 @@ def test_a_dynamic_format_without_vocab_is_refused():
     assert message("dynamic-masking-without-vocab") in str(refused.value)
     values.input_format = "records"
     assert dynamic_masking.MaskingOptions.from_flags(values) is None
+    values.max_sequences_per_row = 2  # records carry their own packing
+    with pytest.raises(ValueError, match=re.escape(message("packed-dynamic-masking"))):
+        dynamic_masking.MaskingOptions.from_flags(values)
+
+
+def test_packed_text_rows_mask_each_pair_as_unpacked(corpus_documents, tmp_path):
+    """--input_format=text --max_sequences_per_row: rows of several pairs, each pair masked with
+    its own count (the original's rule on its own length), at its own real word-pieces; and a
+    run from text trains on such rows."""
+    documents, vocab = corpus_documents
+    # Every pair of a shorter target length (short_seq_prob 1), in rows twice as long: room to
+    # pack.
+    pairs = dynamic_masking.TextPairs(documents, vocab, 2 * SEQ, 1.0, True, 3).pack(
+        3, 2 * PRED, PROB)
+    arrays = pairs.arrays(1)
+    unpacked = dynamic_masking.TextPairs(documents, vocab, 2 * SEQ, 1.0, True, 3).arrays(1)
+    assert arrays["length"].sum() == unpacked["length"].sum()  # every pair, once
+    assert len(arrays["input_ids"]) < 0.8 * len(unpacked["input_ids"])
+    features = pairs.features({k: tf.constant(v[:32]) for k, v in arrays.items()})
+    masked = {k: np.asarray(v) for k, v in
+              dynamic_masking.Masker(vocab, 2 * PRED, PROB)(features, tf.constant([1, 0])).items()}
+    ids = np.asarray(features["input_ids"])
+    for row in range(32):
+        real = masked["masked_lm_weights"][row] > 0
+        positions = masked["masked_lm_positions"][row][real]
+        slots = masked["sequence_ids"][row][positions]
+        for slot, length in enumerate(arrays["length"][row]):
+            if not length:
+                continue
+            want = dynamic_masking.num_to_predict(length, 2 * PRED, PROB)
+            assert (slots == slot + 1).sum() == want
+        assert not np.isin(ids[row][positions], [vocab["[CLS]"], vocab["[SEP]"]]).any()
+        np.testing.assert_array_equal(masked["masked_lm_ids"][row][real], ids[row][positions])
+        starts = masked["sequence_starts"][row]
+        assert (masked["position_ids"][row][starts[arrays["length"][row] > 0]] == 0).all()
+
+
+def test_run_pretraining_trains_from_packed_text(tmp_path):
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.pretraining.task import PretrainingTask
+
+    text, vocab, config = _tiny_text_model(tmp_path)
+    task = PretrainingTask(32, 8, None, str(text), num_train_steps=2, num_warmup_steps=0)
+    options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), max_sequences_per_row=3)
+    task.dynamic_input = dynamic_masking.DynamicInput(options, 32, 8, tokenizer="faithful")
+    result = driver.run(task, RunConfig(
+        str(tmp_path / "out"), bert_config_file=str(config), vocab_file=str(vocab),
+        do_train=True, train_batch_size=4, learning_rate=1e-3, save_checkpoints_steps=2,
+        iterations_per_loop=2))
+    (record,) = result.trainer.history
+    assert np.isfinite(record.metrics["loss"]) and "next_sentence_loss" in record.metrics

@@ -35,6 +35,7 @@ import numpy as np
 from absl import flags
 from absl import logging
 
+from bert_tasks.pretraining.data import packing
 from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
 from bert_tasks.pretraining.data.processing import chunk_seed
 
@@ -59,6 +60,12 @@ def define_flags():
                        "Dynamic masking: share that become a random vocab entry (the rest stay).")
     flags.DEFINE_float("short_seq_prob", 0.1,
                        "--input_format=text: probability of a shorter target length.")
+    flags.DEFINE_integer(
+        "max_sequences_per_row", 1,
+        "--input_format=text: more than 1 packs up to this many pairs in a row instead of "
+        "padding (bert_tasks/pretraining/data/packing.py), each pair masked as unpacked; "
+        "max_predictions_per_seq is then a row's capacity. Records carry their own packing "
+        "(create_pretraining_data.py --max_sequences_per_row).", lower_bound=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +80,18 @@ class MaskingOptions(object):
     random_token_prob: float = 0.1
     short_seq_prob: float = 0.1
     random_seed: int = 12345
+    max_sequences_per_row: int = 1
 
     @classmethod
     def from_flags(cls, flag_values):
         """The options of `--input_format` text or unmasked_records; None for records. Raises
         ValueError (a refusal) for a dynamic format without `--vocab_file`."""
+        packing = flag_values.max_sequences_per_row
+        if packing > 1 and (flag_values.input_format != "text" or flag_values.do_whole_word_mask):
+            raise ValueError(
+                "--max_sequences_per_row=%d packs --input_format=text without "
+                "--do_whole_word_mask; records carry their own packing "
+                "(create_pretraining_data.py --max_sequences_per_row)" % packing)
         if flag_values.input_format == "records":
             return None
         if not flag_values.vocab_file:
@@ -103,11 +117,19 @@ class TextPairs(object):
       seed: the run's seed; pass k uses `random.Random(chunk_seed(seed, k))`.
     """
 
+    pack_options = None
+
     def __init__(self, documents, vocab, max_seq_length, short_seq_prob, next_sentence, seed):
         self.documents = [d for d in documents if d]
         self.builder = _PairBuilder(vocab, max_seq_length, short_seq_prob, 0.0, 1,
                                     next_sentence=next_sentence)
         self.max_seq_length, self.next_sentence, self.seed = max_seq_length, next_sentence, seed
+
+    def pack(self, max_sequences_per_row, max_predictions_per_seq, masked_lm_prob):
+        """Packs `arrays()`' pairs up to `max_sequences_per_row` a row (`packing.FirstFit`),
+        each pair's masked tokens (`Masker`'s count) within the row's max_predictions_per_seq."""
+        self.pack_options = (max_sequences_per_row, max_predictions_per_seq, masked_lm_prob)
+        return self
 
     def instances(self, epoch):
         """The `TrainingInstance`s (unmasked) of pass `epoch`, shuffled."""
@@ -122,15 +144,44 @@ class TextPairs(object):
         ids = np.zeros((len(instances), self.max_seq_length), np.int32)
         for row, instance in enumerate(instances):
             ids[row, :len(instance.input_ids)] = instance.input_ids
-        return {"input_ids": ids,
-                "length": np.fromiter((len(i.input_ids) for i in instances), np.int32),
-                "num_a_tokens": np.fromiter((i.num_a_tokens for i in instances), np.int32),
-                "next_sentence_labels": np.fromiter((i.is_random_next for i in instances),
-                                                    np.int32)}
+        arrays = {"input_ids": ids,
+                  "length": np.fromiter((len(i.input_ids) for i in instances), np.int32),
+                  "num_a_tokens": np.fromiter((i.num_a_tokens for i in instances), np.int32),
+                  "next_sentence_labels": np.fromiter((i.is_random_next for i in instances),
+                                                      np.int32)}
+        return arrays if self.pack_options is None else self._packed(arrays)
+
+    def _packed(self, arrays):
+        """`arrays` packed: input_ids [R, max_seq_length] (the pairs one after another) and
+        length, num_a_tokens, next_sentence_labels [R, K] per slot (0 in empty slots)."""
+        slots, max_predictions, masked_lm_prob = self.pack_options
+        fit = packing.FirstFit(self.max_seq_length, max_predictions, slots)
+        rows = []
+        for pair, length in enumerate(arrays["length"]):
+            rows += fit.add(pair, int(length), num_to_predict(length, max_predictions,
+                                                              masked_lm_prob))
+        rows += fit.flush()
+        pairs, num_rows, unpacked, packed = fit.stats()
+        logging.info("Packed %d pairs into %d rows of up to %d: padding %.1f%% of the tokens, "
+                     "%.1f%% unpacked", pairs, num_rows, slots, 100 * packed, 100 * unpacked)
+        out = {"input_ids": np.zeros((len(rows), self.max_seq_length), np.int32)}
+        for name in ("length", "num_a_tokens", "next_sentence_labels"):
+            out[name] = np.zeros((len(rows), slots), np.int32)
+        for r, row in enumerate(rows):
+            start = 0
+            for slot, pair in enumerate(row):
+                length = arrays["length"][pair]
+                out["input_ids"][r, start:start + length] = arrays["input_ids"][pair, :length]
+                for name in ("length", "num_a_tokens", "next_sentence_labels"):
+                    out[name][r, slot] = arrays[name][pair]
+                start += length
+        return out
 
     def features(self, arrays):
         """`arrays` (rows of `arrays()`, any leading shape) -> the model's unmasked features."""
         import tensorflow as tf
+        if self.pack_options is not None:
+            return self._packed_features(arrays)
         positions = tf.range(self.max_seq_length)
         length = arrays["length"][..., None]
         features = {
@@ -142,6 +193,38 @@ class TextPairs(object):
         if self.next_sentence:
             features["next_sentence_labels"] = arrays["next_sentence_labels"][..., None]
         return features
+
+
+    def _packed_features(self, arrays):
+        """Packed rows' features (`packing`'s schema) of `_packed` arrays `[B, ...]`."""
+        import tensorflow as tf
+        lengths = arrays["length"]                                   # [B, K]
+        starts = tf.cumsum(lengths, axis=-1, exclusive=True)         # [B, K]
+        filled = lengths > 0
+        positions = tf.range(self.max_seq_length)[None, :, None]    # [1, S, 1]
+        inside = (positions >= starts[:, None]) & (positions < (starts + lengths)[:, None])
+        slot = tf.argmax(tf.cast(inside, tf.int32), axis=-1, output_type=tf.int32)   # [B, S]
+        real = tf.reduce_any(inside, axis=-1)
+        start = tf.gather(starts, slot, batch_dims=1)
+        num_a = tf.gather(arrays["num_a_tokens"], slot, batch_dims=1)
+        offset = positions[..., 0] - start
+        features = {
+            "input_ids": arrays["input_ids"],
+            "input_mask": tf.cast(real, tf.int32),
+            "segment_ids": tf.cast(real & (offset >= num_a + 2), tf.int32),
+            "position_ids": tf.where(real, offset, 0),
+            "sequence_ids": tf.where(real, slot + 1, 0),
+            "sequence_starts": tf.where(filled, starts, 0),
+        }
+        if self.next_sentence:
+            features["next_sentence_labels"] = arrays["next_sentence_labels"]
+        return features
+
+
+def num_to_predict(num_tokens, max_predictions_per_seq, masked_lm_prob):
+    """The original's count of masked word-pieces for a pair of `num_tokens`:
+    min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob)))."""
+    return min(max_predictions_per_seq, max(1, int(round(float(num_tokens) * masked_lm_prob))))
 
 
 class Masker(object):
@@ -179,13 +262,24 @@ class Masker(object):
         candidate = real & (ids != self.cls_id) & (ids != self.sep_id)
         # round() half to even on float64, as Python's round(len(tokens) * masked_lm_prob).
         num_tokens = tf.reduce_sum(tf.cast(real, tf.float64), axis=1)
-        num_to_predict = tf.minimum(
-            tf.cast(self.max_predictions, tf.int32),
-            tf.maximum(1, tf.cast(tf.round(num_tokens * self.masked_lm_prob), tf.int32)))
         seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3)
         # The original shuffles the candidates (or words): a uniform key each, taken in order.
         key = tf.random.stateless_uniform([batch, length], seeds[0])
-        if self.do_whole_word_mask:
+        if "sequence_ids" in features:  # packed rows: each pair's own count, from its own keys
+            same = features["sequence_ids"][:, :, None] == features["sequence_ids"][:, None, :]
+            num_tokens = tf.reduce_sum(tf.cast(same & real[:, None, :], tf.float64), axis=2)
+        num_to_predict = tf.minimum(
+            tf.cast(self.max_predictions, tf.int32),
+            tf.maximum(1, tf.cast(tf.round(num_tokens * self.masked_lm_prob), tf.int32)))
+        if "sequence_ids" in features:
+            rank = tf.reduce_sum(tf.cast(same & candidate[:, None, :]
+                                         & (key[:, None, :] < key[:, :, None]), tf.int32), axis=2)
+            taken = candidate & (rank < num_to_predict)
+            k = self._max_positions(ids)
+            first = tf.math.top_k(-tf.where(taken, tf.range(length)[None], length), k).indices
+            chosen = tf.gather(taken, first, batch_dims=1)
+            positions = tf.sort(tf.where(chosen, first, length), axis=1)
+        elif self.do_whole_word_mask:
             positions = self._whole_words(ids, candidate, key, num_to_predict)
         else:  # the num_to_predict candidates of smallest key, in ascending position
             k = self._max_positions(ids)
@@ -368,6 +462,9 @@ class DynamicInput(object):
         if self.reads_text:
             pairs = TextPairs(self.documents, self.vocab, self.max_seq_length,
                               self.options.short_seq_prob, next_sentence, seed)
+            if self.options.max_sequences_per_row > 1:
+                pairs.pack(self.options.max_sequences_per_row, self.max_predictions,
+                           self.options.masked_lm_prob)
             return text_dataset(pairs, self.masker(), batch_size, seed, self.PAIRING_PASSES,
                                 repeat is not False, input_context)
         from bert_runner import inputs
