@@ -64,7 +64,7 @@ def cpu_features(cpuinfo="/proc/cpuinfo"):
 
 
 def warn_if_bfloat16_is_emulated(cpuinfo="/proc/cpuinfo"):
-    """Warns (once per call) that bfloat16 computes on a CPU without bfloat16 units, where no
+    """Warns that bfloat16 computes on a CPU without bfloat16 units, where no
     GPU or TPU takes the work: oneDNN then converts to float32 around every matmul, so bf16
     costs time instead of saving it. Returns whether it warned."""
     model, features = cpu_features(cpuinfo)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_tasks.pretraining.data import corpus, documents as documents_lib
 from bert_tasks.pretraining.data import dynamic_masking
-from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
+from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates, masked_count
 from conftest import ROOT
 
 VOCAB = str(ROOT / "vocab" / "uncased_L-12_H-768_A-12" / "vocab.txt")
@@ -294,7 +294,7 @@ def test_packed_text_rows_mask_each_pair_as_unpacked(corpus_documents, tmp_path)
         for slot, length in enumerate(arrays["length"][row]):
             if not length:
                 continue
-            want = dynamic_masking.num_to_predict(length, 2 * PRED, PROB)
+            want = masked_count(length, 2 * PRED, PROB)
             assert (slots == slot + 1).sum() == want
         assert not np.isin(ids[row][positions], [vocab["[CLS]"], vocab["[SEP]"]]).any()
         np.testing.assert_array_equal(masked["masked_lm_ids"][row][real], ids[row][positions])

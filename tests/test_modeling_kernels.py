@@ -87,6 +87,21 @@ def test_dropout_keeps_the_masked_elements_scaled(dtype):
                                rtol=1e-2 if dtype == "bfloat16" else 1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fast_dropout_is_the_reference(dtype):
+    """`HashedDropout` (the heads' and embeddings' dropout) runs the fast kernel on TensorFlow:
+    the reference's values and gradient."""
+    x = tf.cast(tf.random.stateless_normal([4, 8, 48], seed=[5, 6]), dtype)
+    upstream = tf.random.stateless_normal([4, 8, 48], seed=[7, 8])
+    seed = keras.random.SeedGenerator(13).next()
+    want = _value_and_grad(lambda v: kernels.dropout(v, 0.1, seed), x, upstream)
+    got = _value_and_grad(lambda v: kernels.dropout(v, 0.1, seed, fast=True), x, upstream)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(tf.cast(a, tf.float32)),
+                                      np.asarray(tf.cast(b, tf.float32)))
+    assert np.count_nonzero(np.asarray(tf.cast(got[0], tf.float32)) == 0) > 0  # some dropped
+
+
 @pytest.mark.parametrize("rate", [0.0, 0.3])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_fast_attention_is_the_reference(dtype, rate):

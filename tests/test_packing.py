@@ -15,37 +15,38 @@ from modeling_helpers import TINY, TINY_TRAIN
 from pretraining_helpers import run_in_process
 from refusals import message
 from bert_tasks.pretraining.data import packing, pipeline
-from bert_tasks.pretraining.data.features import name_to_features
+from bert_tasks.pretraining.data.features import ExampleEncoder, name_to_features
+from bert_tasks.pretraining.data.instances import TrainingInstance
 from bert_tasks.pretraining.data.validation import check_records
 from bert_tasks.pretraining.task import pretraining_loss
 
 SEQ, PRED, SLOTS = 32, 8, 4
 
 
-def _pairs(count, seed=0):
-    """Unpacked records of pairs 5 to 20 tokens long, about 15% of them masked."""
+def _instances(count, seed=0):
+    """Masked pairs 5 to 20 tokens long, about 15% of them masked."""
     rng = np.random.default_rng(seed)
-    records = []
+    instances = []
     for _ in range(count):
         length = int(rng.integers(5, 21))
         num_a = int(rng.integers(1, length - 3))
-        ids = np.zeros(SEQ, np.int64)
-        ids[:length] = rng.integers(5, 99, length)
+        ids = [int(i) for i in rng.integers(5, 99, length)]
         ids[0], ids[num_a + 1], ids[length - 1] = 2, 3, 3
-        segments = np.zeros(SEQ, np.int64)
-        segments[num_a + 2:length] = 1
         masked = max(1, round(0.15 * length))
-        positions = np.sort(rng.choice(np.arange(1, length - 1), masked, replace=False))
-        features = {
-            "input_ids": ids, "input_mask": (np.arange(SEQ) < length).astype(np.int64),
-            "segment_ids": segments,
-            "masked_lm_positions": np.pad(positions, (0, PRED - masked)),
-            "masked_lm_ids": np.pad(rng.integers(5, 99, masked), (0, PRED - masked)),
-            "masked_lm_weights": np.pad(np.ones(masked, np.float32), (0, PRED - masked)),
-            "next_sentence_labels": np.array([rng.integers(0, 2)]),
-        }
-        records.append(packing._serialize(features))
-    return records
+        positions = sorted(int(p) for p in rng.choice(np.arange(1, length - 1), masked,
+                                                      replace=False))
+        instances.append(TrainingInstance(ids, num_a, positions,
+                                          [int(i) for i in rng.integers(5, 99, masked)],
+                                          bool(rng.integers(0, 2))))
+    return instances
+
+
+ENCODER = ExampleEncoder(SEQ, PRED, 98)
+
+
+def _pairs(count, seed=0):
+    """Unpacked records (`create_pretraining_data`'s) of `_instances`."""
+    return [ENCODER.encode(i) for i in _instances(count, seed)]
 
 
 def _batch(records, spec):
@@ -53,9 +54,10 @@ def _batch(records, spec):
     return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
 
 
-def _packed(records, open_rows=packing.OPEN_ROWS):
-    packer = packing.Packer(SEQ, PRED, SLOTS, open_rows=open_rows)
-    return list(packer.pack(records)) + list(packer.flush()), packer
+def _packed(count, seed=0, open_rows=packing.OPEN_ROWS):
+    """(packed records of `_instances(count, seed)`, the `FirstFit` that packed them)."""
+    rows, fit = packing.pack_instances(_instances(count, seed), SEQ, PRED, SLOTS, open_rows)
+    return [ENCODER.encode_packed(row, SLOTS) for row in rows], fit
 
 
 def _unpack(row):
@@ -76,7 +78,7 @@ def _unpack(row):
 
 def test_rows_hold_every_pair_as_it_was_within_their_capacity():
     records = _pairs(60)
-    rows, packer = _packed(records, open_rows=4)
+    rows, fit = _packed(60, open_rows=4)
     spec = {**name_to_features(SEQ, PRED), **packing.packed_name_to_features(SEQ, SLOTS)}
     packed = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(rows), spec).items()}
     unpacked = {k: v.numpy() for k, v in tf.io.parse_example(
@@ -94,15 +96,15 @@ def test_rows_hold_every_pair_as_it_was_within_their_capacity():
     assert sorted(got) == sorted(want)
     assert (packed["masked_lm_weights"].sum(axis=1) <= PRED).all()
     assert ((packed["sequence_starts"][:, 1:] > 0).sum(axis=1) < SLOTS).all()
-    pairs, num_rows, unpadded, padded = packer.stats()
+    pairs, num_rows, unpadded, padded = fit.stats()
     assert (pairs, num_rows) == (60, len(rows)) and len(rows) < 60 / 1.8
     assert padded < unpadded / 2
-    assert _packed(records, open_rows=4)[0] == rows  # deterministic
+    assert _packed(60, open_rows=4)[0] == rows  # deterministic
 
 
 def test_packed_and_unpacked_batches_give_the_same_losses_and_gradients():
     records = _pairs(24, seed=1)
-    rows, _ = _packed(records)
+    rows, _ = _packed(24, seed=1)
     unpacked = _batch(records, name_to_features(SEQ, PRED))
     packed = _batch(rows, {**name_to_features(SEQ, PRED), **packing.packed_name_to_features(SEQ, SLOTS)})
     assert len(rows) < len(records) / 2
@@ -158,7 +160,7 @@ def test_what_cannot_be_packed_is_refused(tmp_path):
                                       pretraining_objective="ltr", max_sequences_per_row=2, **opts))
     assert not list(tmp_path.iterdir())
     records = _pairs(6)
-    rows, _ = _packed(records)
+    rows, _ = _packed(6)
     for name, data in (("unpacked", records), ("packed", rows)):
         with tf.io.TFRecordWriter(str(tmp_path / f"{name}.tfrecord")) as writer:
             for record in data:

@@ -8,7 +8,11 @@ integer operations that XLA fuses into the kernel that applies the mask, and tha
 kernel recomputes instead of keeping the mask. The fast kernels and the `keras.ops` reference
 compute the same hash, so they draw the same masks, on every backend.
 """
+import functools
+
 from keras import ops
+
+from modeling.kernels import xla
 
 # lowbias32 (C. Wellons' hash prospector): a full-avalanche 32-bit mix.
 _MIX = (0x7FEB352D, 0x846CA68B)
@@ -45,13 +49,33 @@ def keep_mask(shape, rate, seed):
     return ops.greater_equal(bits, _u32(min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)))
 
 
-def dropout(x, rate, seed):
+def dropout(x, rate, seed, fast=False):
     """`x` where `keep_mask` keeps it, times `1 / (1 - rate)`, else 0, in the dtype of `x`;
-    `x` itself at rate 0 or without a seed."""
+    `x` itself at rate 0 or without a seed. `fast`: one XLA kernel forward and one backward,
+    the backward drawing the mask again rather than keeping it (the gradient is the same
+    dropout of the upstream gradient); the same values as `keras.ops` op by op."""
     if not rate or seed is None:
         return x
+    if fast:
+        return _fast_dropout(x, rate, seed)
     scale = ops.cast(1.0 / (1.0 - rate), x.dtype)
     return ops.where(keep_mask(ops.shape(x), rate, seed), x * scale, ops.zeros_like(x))
+
+
+def _fast_dropout(x, rate, seed):
+    tf = xla.tf()
+    kernel = _dropout_kernel(float(rate))
+
+    @tf.custom_gradient
+    def fn(x):
+        return kernel(x, seed), lambda upstream: kernel(upstream, seed)
+
+    return fn(x)
+
+
+@functools.lru_cache(maxsize=None)
+def _dropout_kernel(rate):
+    return xla.compiled(lambda x, seed: dropout(x, rate, seed))
 
 
 def group_seed(seed, index):

@@ -36,7 +36,7 @@ from absl import flags
 from absl import logging
 
 from bert_tasks.pretraining.data import packing
-from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
+from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates, masked_count
 from bert_tasks.pretraining.data.processing import chunk_seed
 
 INPUT_FORMATS = ("records", "text", "unmasked_records")
@@ -86,12 +86,12 @@ class MaskingOptions(object):
     def from_flags(cls, flag_values):
         """The options of `--input_format` text or unmasked_records; None for records. Raises
         ValueError (a refusal) for a dynamic format without `--vocab_file`."""
-        packing = flag_values.max_sequences_per_row
-        if packing > 1 and (flag_values.input_format != "text" or flag_values.do_whole_word_mask):
+        per_row = flag_values.max_sequences_per_row
+        if per_row > 1 and (flag_values.input_format != "text" or flag_values.do_whole_word_mask):
             raise ValueError(
                 "--max_sequences_per_row=%d packs --input_format=text without "
                 "--do_whole_word_mask; records carry their own packing "
-                "(create_pretraining_data.py --max_sequences_per_row)" % packing)
+                "(create_pretraining_data.py --max_sequences_per_row)" % per_row)
         if flag_values.input_format == "records":
             return None
         if not flag_values.vocab_file:
@@ -158,8 +158,8 @@ class TextPairs(object):
         fit = packing.FirstFit(self.max_seq_length, max_predictions, slots)
         rows = []
         for pair, length in enumerate(arrays["length"]):
-            rows += fit.add(pair, int(length), num_to_predict(length, max_predictions,
-                                                              masked_lm_prob))
+            rows += fit.add(pair, int(length), masked_count(int(length), max_predictions,
+                                                            masked_lm_prob))
         rows += fit.flush()
         pairs, num_rows, unpacked, packed = fit.stats()
         logging.info("Packed %d pairs into %d rows of up to %d: padding %.1f%% of the tokens, "
@@ -219,12 +219,6 @@ class TextPairs(object):
         if self.next_sentence:
             features["next_sentence_labels"] = arrays["next_sentence_labels"]
         return features
-
-
-def num_to_predict(num_tokens, max_predictions_per_seq, masked_lm_prob):
-    """The original's count of masked word-pieces for a pair of `num_tokens`:
-    min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob)))."""
-    return min(max_predictions_per_seq, max(1, int(round(float(num_tokens) * masked_lm_prob))))
 
 
 class Masker(object):

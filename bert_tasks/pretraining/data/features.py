@@ -131,6 +131,7 @@ class ExampleEncoder(object):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self.masked_lm = masked_lm
+        self.next_sentence = next_sentence
         self._label_entry = _LABEL_ENTRY if next_sentence else {False: b""}
         self._varint_of = [_varint(i) for i in range(max(max_id, max_seq_length) + 1)].__getitem__
 
@@ -159,5 +160,39 @@ class ExampleEncoder(object):
                 _weights_entry(num_masked, self.max_predictions_per_seq),
             ]
         entries.append(self._label_entry[instance.is_random_next])
+        body = b"".join(entries)
+        return _F1 + _varint(len(body)) + body
+
+    def encode_packed(self, instances, max_sequences_per_row):
+        """Masked-LM `TrainingInstance`s -> one packed row (`packing`'s schema), serialized."""
+        ids, segments, positions, sequence_ids, starts = [], [], [], [], []
+        masked_positions, masked_ids = [], []
+        for slot, instance in enumerate(instances):
+            start = len(ids)
+            starts.append(start)
+            ids += instance.input_ids
+            segments += instance.segment_ids
+            positions += range(len(instance.input_ids))
+            sequence_ids += [slot + 1] * len(instance.input_ids)
+            masked_positions += [start + p for p in instance.masked_lm_positions]
+            masked_ids += instance.masked_lm_ids
+        s, p, k = self.max_seq_length, self.max_predictions_per_seq, max_sequences_per_row
+        if len(ids) > s or len(masked_positions) > p or len(instances) > k:
+            raise ValueError("row longer than max_seq_length / max_predictions_per_seq / "
+                             "max_sequences_per_row")
+        entries = [
+            self._ids_entry("input_ids", ids, s),
+            _input_mask_entry(len(ids), s),
+            self._ids_entry("segment_ids", segments, s),
+            self._ids_entry("position_ids", positions, s),
+            self._ids_entry("sequence_ids", sequence_ids, s),
+            self._ids_entry("masked_lm_positions", masked_positions, p),
+            self._ids_entry("masked_lm_ids", masked_ids, p),
+            _weights_entry(len(masked_positions), p),
+            self._ids_entry("sequence_starts", starts, k),
+        ]
+        if self.next_sentence:
+            entries.append(self._ids_entry(
+                "next_sentence_labels", [int(i.is_random_next) for i in instances], k))
         body = b"".join(entries)
         return _F1 + _varint(len(body)) + body

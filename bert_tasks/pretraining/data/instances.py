@@ -242,9 +242,8 @@ class InstanceBuilder(object):
         # Shuffling ints or one-element lists draws the same numbers: only the length matters.
         shuffle(candidates, rng)
 
-        # round() is Python 3's half-to-even: 70 tokens * 0.15 = 10.5 -> 10.
-        num_to_predict = min(self.max_predictions_per_seq,
-                             max(1, int(round(len(tokens) * self.masked_lm_prob))))
+        num_to_predict = masked_count(len(tokens), self.max_predictions_per_seq,
+                                      self.masked_lm_prob)
         if not self.do_whole_word_mask:
             candidates = [[index] for index in candidates[:num_to_predict]]
 
@@ -270,6 +269,13 @@ class InstanceBuilder(object):
 
 # bit_length of small ints, looked up instead of computed in the shuffle loop.
 _BIT_LENGTH = [n.bit_length() for n in range(1024)]
+
+
+def masked_count(num_tokens, max_predictions_per_seq, masked_lm_prob):
+    """The original's number of word-pieces to mask in a pair of `num_tokens`:
+    min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob))). round() is
+    Python 3's half-to-even: 70 tokens * 0.15 = 10.5 -> 10."""
+    return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
 
 
 def shuffle(x, rng):

@@ -24,11 +24,10 @@ Slot 0 always holds a pair (at position 0); a later slot is filled where its sta
 (`filled_slots`). `max_predictions_per_seq` is the row's capacity: a pair joins a row only if its
 tokens, its masked tokens and a free slot all fit.
 
-`Packer` packs a stream of unpacked records first-fit into a bounded set of open rows: the same
-records in the same order always give the same rows.
+`pack_instances` packs sentence pairs first-fit into a bounded set of open rows (`FirstFit`): the
+same pairs in the same order always give the same rows. create_pretraining_data packs each
+chunk's pairs where it makes them (`processing.ChunkProcessor`), before they are serialized.
 """
-import numpy as np
-
 # Rows kept open for the next pairs: more fill rows better, and hold more records in memory.
 OPEN_ROWS = 64
 PACKED_FEATURES = ("position_ids", "sequence_ids", "sequence_starts")
@@ -107,87 +106,12 @@ class FirstFit(object):
         return self.num_items, self.num_rows, unpacked, packed
 
 
-class Packer(object):
-    """Packs unpacked pretraining records (serialized `tf.train.Example`s) into packed ones
-    (`FirstFit`; its args).
-
-    Use: `rows = list(packer.pack(records)) + list(packer.flush())`; `packer.stats()` after.
-    """
-
-    def __init__(self, max_seq_length, max_predictions_per_seq, max_sequences_per_row,
-                 open_rows=OPEN_ROWS):
-        self.fit = FirstFit(max_seq_length, max_predictions_per_seq, max_sequences_per_row,
-                            open_rows)
-        self.max_seq_length = max_seq_length
-        self.max_predictions_per_seq = max_predictions_per_seq
-        self.max_sequences_per_row = max_sequences_per_row
-
-    def pack(self, records):
-        """Yields packed serialized records as rows fill; keeps the rest open for `flush`."""
-        for record in records:
-            pair = _parse(record)
-            length = int(pair["input_mask"].sum())
-            predictions = int(np.count_nonzero(pair.get("masked_lm_weights", ())))
-            for row in self.fit.add((pair, length, predictions), length, predictions):
-                yield self._finish(row)
-
-    def flush(self):
-        """Yields the rows still open, in the order they were opened."""
-        for row in self.fit.flush():
-            yield self._finish(row)
-
-    def stats(self):
-        return self.fit.stats()
-
-    def _finish(self, row):
-        """The packed record (serialized) of a row's `(parsed pair, tokens, predictions)`."""
-        s, p, k = self.max_seq_length, self.max_predictions_per_seq, self.max_sequences_per_row
-        out = {name: np.zeros(s, np.int64) for name in
-               ("input_ids", "input_mask", "segment_ids", "position_ids", "sequence_ids")}
-        masked = "masked_lm_positions" in row[0][0]
-        labels = "next_sentence_labels" in row[0][0]
-        if masked:
-            out.update(masked_lm_positions=np.zeros(p, np.int64), masked_lm_ids=np.zeros(p, np.int64),
-                       masked_lm_weights=np.zeros(p, np.float32))
-        out["sequence_starts"] = np.zeros(k, np.int64)
-        if labels:
-            out["next_sentence_labels"] = np.zeros(k, np.int64)
-        start = done = 0
-        for slot, (pair, length, predictions) in enumerate(row):
-            span = slice(start, start + length)
-            for name in ("input_ids", "input_mask", "segment_ids"):
-                out[name][span] = pair[name][:length]
-            out["position_ids"][span] = np.arange(length)
-            out["sequence_ids"][span] = slot + 1
-            out["sequence_starts"][slot] = start
-            if labels:
-                out["next_sentence_labels"][slot] = pair["next_sentence_labels"][0]
-            if masked:
-                taken = slice(done, done + predictions)
-                out["masked_lm_positions"][taken] = pair["masked_lm_positions"][:predictions] + start
-                out["masked_lm_ids"][taken] = pair["masked_lm_ids"][:predictions]
-                out["masked_lm_weights"][taken] = pair["masked_lm_weights"][:predictions]
-            start += length
-            done += predictions
-        return _serialize(out)
-
-
-def _parse(record):
-    import tensorflow as tf
-
-    example = tf.train.Example.FromString(record)
-    return {name: np.array(feature.float_list.value if feature.HasField("float_list")
-                           else feature.int64_list.value)
-            for name, feature in example.features.feature.items()}
-
-
-def _serialize(features):
-    import tensorflow as tf
-
-    feature = {}
-    for name, values in features.items():
-        if values.dtype == np.float32:
-            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-        else:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+def pack_instances(instances, max_seq_length, max_predictions_per_seq, max_sequences_per_row,
+                   open_rows=OPEN_ROWS):
+    """`TrainingInstance`s -> (rows: lists of instances, the `FirstFit`, for its `stats()`).
+    `features.ExampleEncoder.encode_packed` writes each row."""
+    fit = FirstFit(max_seq_length, max_predictions_per_seq, max_sequences_per_row, open_rows)
+    rows = []
+    for instance in instances:
+        rows += fit.add(instance, len(instance.input_ids), len(instance.masked_lm_positions))
+    return rows + fit.flush(), fit

@@ -26,7 +26,7 @@ import time
 from absl import logging
 
 from bert_runner import startup
-from bert_tasks.pretraining.data import packing, processing
+from bert_tasks.pretraining.data import processing
 from bert_tasks.pretraining.data.documents import TOKENIZERS, LineTokenizer, build_documents
 from bert_tasks.pretraining.data.reading import (
     InputError, describe_files, expand_input_files, iter_chunks, iter_line_blocks, total_bytes)
@@ -186,11 +186,7 @@ def _run(opts, input_files, output_files, pool):
     start = time.monotonic()
     stats = processing.ChunkStats()
     line_blocks = iter_line_blocks(input_files)
-    packer = None
-    if opts.max_sequences_per_row > 1:
-        packer = packing.Packer(opts.max_seq_length, opts.max_predictions_per_seq,
-                                opts.max_sequences_per_row)
-    with _PackingWriter(ShardedRecordWriter(output_files), packer) as writer:
+    with ShardedRecordWriter(output_files) as writer:
         if opts.chunk_size_mb == 0:
             reading = Progress("reading and tokenizing", total_bytes(input_files), "input bytes")
             documents, num_lines = build_documents(_counted(line_blocks, reading), line_tokenizer)
@@ -217,38 +213,18 @@ def _run(opts, input_files, output_files, pool):
     logging.info("Wrote %d total instances from %d documents (%d lines, %d chunks) in %.1fs",
                  stats.num_instances, stats.num_documents, stats.num_lines, stats.num_chunks,
                  stats.seconds)
-    if packer is not None:
-        pairs, rows, unpacked, packed = packer.stats()
+    if opts.max_sequences_per_row > 1:
+        pairs, rows, slots = stats.num_instances, stats.num_rows, opts.max_seq_length
         logging.info("Packed %d pairs into %d rows of up to %d (%.2f a row): padding %.1f%% of "
                      "the tokens, %.1f%% unpacked", pairs, rows, opts.max_sequences_per_row,
-                     pairs / max(rows, 1), 100 * packed, 100 * unpacked)
+                     pairs / max(rows, 1), 100 * (1 - stats.num_tokens / max(rows * slots, 1)),
+                     100 * (1 - stats.num_tokens / max(pairs * slots, 1)))
     if opts.num_workers > 1:
         # Well below 100%: this process (reading, tokenizing, writing) is the bottleneck.
         busy = stats.worker_cpu_seconds / (opts.num_workers * max(stats.seconds, 1e-9))
         logging.info("Workers were busy %.0f%% of the time (%.1f CPU s)",
                      100.0 * busy, stats.worker_cpu_seconds)
     return stats
-
-
-class _PackingWriter(object):
-    """`writer` (a `ShardedRecordWriter`) whose records pass through `packer` (None: as they
-    are); the rows still open are written when the block ends without an exception."""
-
-    def __init__(self, writer, packer):
-        self._writer = writer
-        self._packer = packer
-
-    def __enter__(self):
-        self._writer.__enter__()
-        return self
-
-    def write(self, records):
-        self._writer.write(records if self._packer is None else self._packer.pack(records))
-
-    def __exit__(self, *exc_info):
-        if exc_info[0] is None and self._packer is not None:
-            self._writer.write(self._packer.flush())
-        return self._writer.__exit__(*exc_info)
 
 
 def _counted(line_blocks, progress):

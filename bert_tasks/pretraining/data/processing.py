@@ -22,6 +22,7 @@ from bert_tasks.pretraining.data.documents import LineTokenizer, TokenizedLines
 from bert_tasks.pretraining.data.features import ExampleEncoder
 from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates
 from bert_tasks.pretraining.data.ltr import LtrInstanceBuilder
+from bert_tasks.pretraining.data.packing import pack_instances
 
 
 @dataclasses.dataclass
@@ -33,6 +34,9 @@ class ChunkStats(object):
     num_chunks: int = 0
     worker_cpu_seconds: float = 0.0  # CPU time of worker processes (none for one worker)
     seconds: float = 0.0  # wall time of the whole run (set by `pipeline.run`)
+    # Packed runs (--max_sequences_per_row > 1): the rows written, the instances' tokens.
+    num_rows: int = 0
+    num_tokens: int = 0
 
     def add(self, other):
         for field in dataclasses.fields(self):
@@ -78,9 +82,18 @@ class ChunkProcessor(object):
           report: optional progress callable, see `InstanceBuilder.create_training_instances`.
         """
         rng = random.Random(chunk_seed(self.opts.random_seed, chunk_index))
-        records = self.builder.create_training_instances(
-            documents, self.opts.dupe_factor, rng, report=report, convert=self.encoder.encode)
-        return records, ChunkStats(num_lines, len(documents), len(records), 1)
+        per_row = self.opts.max_sequences_per_row
+        instances = self.builder.create_training_instances(
+            documents, self.opts.dupe_factor, rng, report=report,
+            convert=None if per_row > 1 else self.encoder.encode)
+        stats = ChunkStats(num_lines, len(documents), len(instances), 1)
+        if per_row == 1:
+            return instances, stats
+        # Packed: the chunk's pairs, in their shuffled order, into rows (`packing`).
+        rows, fit = pack_instances(instances, self.opts.max_seq_length,
+                                   self.opts.max_predictions_per_seq, per_row)
+        stats.num_rows, stats.num_tokens = len(rows), fit.num_tokens
+        return [self.encoder.encode_packed(row, per_row) for row in rows], stats
 
     def process_lines(self, chunk_index, tokenized):
         """`TokenizedLines` of one chunk -> (records: list[bytes], ChunkStats)."""

@@ -119,6 +119,9 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
                 fail("%s has %d values but --%s=%d: set --%s=%d, the value the data was made "
                      "with (or make the data again with --%s=%d)",
                      name, have, flag, value, flag, have, flag, value)
+    if "sequence_ids" in features and "sequence_starts" not in features:
+        fail("has sequence_ids but no sequence_starts: packed records "
+             "(create_pretraining_data.py --max_sequences_per_row) have both")
     slots = _sequences_per_row(features)
     if _LABEL in features and len(features[_LABEL][1]) != slots:
         fail("%s has %d values, expected %d", _LABEL, len(features[_LABEL][1]), slots)
@@ -141,9 +144,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
 
 def _sequences_per_row(features):
     """K of a packed record (its sequence_starts' length), 1 for an unpacked one."""
-    if "sequence_ids" not in features:
-        return 1
-    return max(len(features.get("sequence_starts", (None, []))[1]), 1)
+    return len(features["sequence_starts"][1]) if "sequence_ids" in features else 1
 
 
 def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
