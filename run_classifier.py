@@ -21,6 +21,7 @@ flags.DEFINE_integer(
     "this will be truncated, and sequences shorter than this will be padded.")
 run_flags.define_split_flags()
 run_flags.define_finetuning_flags()
+run_flags.define_packing_flag()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 flags.DEFINE_list(

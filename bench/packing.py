@@ -1,23 +1,29 @@
-r"""Pre-training on the bundled novels in three layouts: the padded grid, the real tokens' rows,
-and packed rows; the share of padding in each, and the throughput in sentence pairs and real
-tokens per second.
+r"""Training in three layouts: the padded grid, the real tokens' rows, and packed rows; the share
+of padding in each, and the throughput in sequences and real tokens per second.
 
-    python bench/packing.py                                    # 128 and 512 tokens, BERT-Mini
+    python bench/packing.py                                    # pre-training, 128 and 512 tokens
+    python bench/packing.py --task=classifier --seq_lengths=128             # fine-tuning
     python bench/packing.py --seq_lengths=128 --steps=2 --repeats=1      # smoke run
 
-For each --seq_lengths S, create_pretraining_data's pipeline makes records from data/austen
-(the six novels, --dupe_factor=1, max_predictions_per_seq = 0.15 S) twice: the original's
-(one pair a row) and packed (`--max_sequences_per_row`, `bert_tasks.pretraining.data.packing`).
-Then the training step of run_pretraining.py (`Trainer`, the original optimizer, float32) runs
-on --tokens_per_batch / S rows a step in three layouts, one after another in each round:
-  grid      unpacked records, every position computed (run_pretraining's default);
-  real rows unpacked records, the encoder on the real tokens' rows only (`BertPretrainer.
-            skip_padding`; not under XLA, whose shapes must be static);
+--task=pretraining: for each --seq_lengths S, create_pretraining_data's pipeline makes records
+from data/austen (the six novels, --dupe_factor=1, max_predictions_per_seq = 0.15 S) twice: the
+original's (one pair a row) and packed (`--max_sequences_per_row`,
+`bert_tasks.pretraining.data.packing`); run_pretraining.py's training step trains on them.
+--task=classifier: run_classifier's records of a "which novel?" task (sentences of 8 to 40 words
+from Pride and Prejudice and Emma, `bert_tasks.austen.which_novel`), unpacked and packed as
+`run_classifier.py --max_sequences_per_row` packs them (`bert_runner.packing.RecordPacker`);
+run_classifier's training step trains on them.
+Each step runs on --tokens_per_batch / S rows (`Trainer`, the original optimizer, float32), in
+three layouts, one after another in each round:
+  grid      unpacked records, every position computed (pre-training's default, and what a TPU
+            or --jit_compile runs unpacked);
+  real rows unpacked records, the encoder on the real tokens' rows only (fine-tuning's CPU
+            default; not under XLA, whose shapes must be static);
   packed    packed records on the grid (static shapes: what a TPU or --jit_compile runs).
 The rows are the records in file order, cycled (the first --num_batches batches), so every
 layout sees its own records' real mix of lengths. Each row's time is the Trainer's own wall
 time of --steps steps (after a first untimed call that traces); the table shows medians over
---repeats rounds, and each layout's pairs/s and real tokens/s against the grid's.
+--repeats rounds, and each layout's sequences/s and real tokens/s against the grid's.
 """
 import glob
 import os
@@ -40,9 +46,12 @@ CONFIGS = {
 }
 LAYOUTS = ("grid", "real rows", "packed")
 
+flags.DEFINE_enum("task", "pretraining", ["pretraining", "classifier"], "What trains.")
 flags.DEFINE_list("seq_lengths", ["128", "512"], "Record lengths (max_seq_length) to compare.")
 flags.DEFINE_enum("config", "mini", sorted(CONFIGS), "Encoder shape (the fixture vocabulary).")
-flags.DEFINE_integer("max_sequences_per_row", 4, "Pairs a packed row may hold.")
+flags.DEFINE_integer("max_sequences_per_row", 4, "Sequences a packed row may hold.")
+flags.DEFINE_integer("classifier_sentences", 2000,
+                     "--task=classifier: sentences of each of the two novels.")
 flags.DEFINE_integer("tokens_per_batch", 4096, "Rows a step = this / the sequence length.")
 flags.DEFINE_integer("steps", 4, "Training steps per timed call.")
 flags.DEFINE_integer("repeats", 3, "Timed rounds; the table shows medians.")
@@ -51,25 +60,53 @@ flags.DEFINE_integer("num_threads", os.cpu_count(), "TensorFlow intra-op and int
 FLAGS = flags.FLAGS
 
 
-def make_records(seq_length, workdir):
-    """{layout: (TFRecord path, rows, real tokens)} of the novels at `seq_length`."""
+VOCAB = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+
+
+def make_task(seq_length, workdir):
+    """The classifier task at `seq_length` (None for pre-training) and the records' paths
+    {"unpacked": .., "packed": ..}."""
+    paths = {name: os.path.join(workdir, f"{name}_{seq_length}.tfrecord")
+             for name in ("unpacked", "packed")}
+    if FLAGS.task == "classifier":
+        return make_classifier(seq_length, workdir, paths), paths
     from bert_tasks.pretraining.data import pipeline
 
-    vocab = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
     options = dict(input_file=",".join(sorted(glob.glob(os.path.join(ROOT, "data", "austen",
                                                                        "*.txt")))),
-                   vocab_file=vocab, max_seq_length=seq_length, dupe_factor=1,
+                   vocab_file=VOCAB, max_seq_length=seq_length, dupe_factor=1,
                    max_predictions_per_seq=round(0.15 * seq_length))
-    paths = {}
     for name, per_row in (("unpacked", 1), ("packed", FLAGS.max_sequences_per_row)):
-        path = os.path.join(workdir, f"{name}_{seq_length}.tfrecord")
-        pipeline.run(pipeline.Options(output_file=path, max_sequences_per_row=per_row, **options))
-        paths[name] = path
-    return paths, vocab
+        pipeline.run(pipeline.Options(output_file=paths[name], max_sequences_per_row=per_row,
+                                      **options))
+    return None, paths  # a pre-training task for each file: `layout_runner`
+
+
+def make_classifier(seq_length, workdir, paths):
+    """run_classifier's SST-2-layout task of "which novel?" sentences, its training records
+    written to `paths` unpacked and packed."""
+    from bert_runner import packing, records
+    from bert_tasks.austen.which_novel import novel_task_tsvs
+    from bert_tasks.classifier.task import ClassifierTask
+    from vocab.tokenization import FullTokenizer
+
+    data_dir = os.path.join(workdir, "which_novel")
+    os.makedirs(data_dir, exist_ok=True)
+    files, _ = novel_task_tsvs((FLAGS.classifier_sentences, 0, 0))
+    with open(os.path.join(data_dir, "train.tsv"), "w", encoding="utf-8") as f:
+        f.write(files["train.tsv"])
+    task = ClassifierTask("sst-2", seq_length, data_dir)
+    tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
+    examples = task.read_examples("train")
+    records.write_records(paths["unpacked"], task.records(examples, "train", tokenizer))
+    packer = packing.RecordPacker(task.feature_spec(True), seq_length, FLAGS.max_sequences_per_row)
+    records.write_records(paths["packed"],
+                          packer.pack(task.records(examples, "train", tokenizer)))
+    return task
 
 
 def padding_share(path, seq_length):
-    """(rows, pairs, real tokens, padding share) of a records file."""
+    """(rows, sequences, real tokens, padding share) of a records file."""
     import numpy as np
     import tensorflow as tf
 
@@ -83,24 +120,31 @@ def padding_share(path, seq_length):
     return rows, pairs, tokens, 1.0 - tokens / (rows * seq_length)
 
 
-def layout_runner(layout, path, seq_length, vocab_size, workdir):
-    """`run() -> (seconds, pairs, real tokens)` of --steps training steps in `layout`."""
+def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
+    """`run() -> (seconds, sequences, real tokens)` of --steps training steps in `layout`."""
     import numpy as np
     import tensorflow as tf
 
-    from modeling import BertConfig, BertPretrainer
+    from modeling import BertConfig
     from modeling.optimization import create_optimizer
     from bert_runner.trainer import Trainer
-    from bert_tasks.pretraining.task import PretrainingTask
 
-    task = PretrainingTask(seq_length, round(0.15 * seq_length), input_file=path)
-    task.existing_records("train", BertConfig(vocab_size=vocab_size))
+    packed = {"sequences_per_row": FLAGS.max_sequences_per_row} if layout == "packed" else {}
+    if task is None:
+        from bert_tasks.pretraining.task import PretrainingTask
+
+        task = PretrainingTask(seq_length, round(0.15 * seq_length), input_file=path)
+        task.existing_records("train", BertConfig(vocab_size=vocab_size))
+        packed = {}  # it reads its records' packing itself
     rows = FLAGS.tokens_per_batch // seq_length
-    batches = list(task.input_dataset([path], rows, is_training=False, drop_remainder=True)
-                   .take(FLAGS.num_batches).as_numpy_iterator())
-    model = BertPretrainer(BertConfig(vocab_size=vocab_size, max_position_embeddings=512,
-                                      **CONFIGS[FLAGS.config]))
+    batches = list(task.input_dataset([path], rows, is_training=False, drop_remainder=True,
+                                      **packed).take(FLAGS.num_batches).as_numpy_iterator())
+    model = task.build_model(BertConfig(vocab_size=vocab_size, max_position_embeddings=512,
+                                        **CONFIGS[FLAGS.config]))
+    # Pre-training computes the grid unless told (`skip_padding`); fine-tuning skips padding
+    # unless its shapes must be static (`static_shapes`, as under XLA).
     model.skip_padding = layout == "real rows"
+    model.bert.static_shapes = layout != "real rows"
     trainer = Trainer(tf.distribute.get_strategy(), model,
                       create_optimizer("adamw", 1e-4, 10000, 100), task.loss,
                       tempfile.mkdtemp(dir=workdir), global_batch_size=rows,
@@ -120,10 +164,10 @@ def layout_runner(layout, path, seq_length, vocab_size, workdir):
 
 
 def task_pairs(batch):
-    """Pairs in each row of a batch: 1, or a packed row's filled slots."""
+    """Sequences in each row of a batch: 1, or a packed row's filled slots."""
     import numpy as np
 
-    from bert_tasks.pretraining.data.packing import filled_slots
+    from bert_runner.packing import filled_slots
 
     if "sequence_starts" not in batch:
         return np.ones(len(batch["input_ids"]))
@@ -137,21 +181,21 @@ def main(_):
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.num_threads)
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.num_threads)
     print(common.describe_machine(FLAGS.num_threads, packages=("tensorflow", "keras")))
-    print(f"model: BERT-{FLAGS.config.capitalize()} {CONFIGS[FLAGS.config]}, float32, "
+    print(f"{FLAGS.task}: BERT-{FLAGS.config.capitalize()} {CONFIGS[FLAGS.config]}, float32, "
           f"{FLAGS.tokens_per_batch} token slots a step, packed rows of up to "
-          f"{FLAGS.max_sequences_per_row} pairs")
+          f"{FLAGS.max_sequences_per_row} sequences")
+    vocab_size = sum(1 for _ in open(VOCAB, encoding="utf-8"))
     with tempfile.TemporaryDirectory() as workdir:
         for seq_length in map(int, FLAGS.seq_lengths):
-            paths, vocab = make_records(seq_length, workdir)
-            vocab_size = sum(1 for _ in open(vocab, encoding="utf-8"))
+            task, paths = make_task(seq_length, workdir)
             print(f"\nmax_seq_length {seq_length} ({FLAGS.tokens_per_batch // seq_length} rows a "
-                  "step); the novels, dupe_factor 1:")
+                  "step):")
             for name, path in paths.items():
                 rows, pairs, tokens, share = padding_share(path, seq_length)
-                print(f"  {name:9s} records: {rows:6d} rows, {pairs:6d} pairs, "
-                      f"{tokens / pairs:6.1f} tokens a pair, padding {100 * share:5.1f}%")
-            runners = {layout: layout_runner(layout, paths["packed" if layout == "packed"
-                                                            else "unpacked"],
+                print(f"  {name:9s} records: {rows:6d} rows, {pairs:6d} sequences, "
+                      f"{tokens / pairs:6.1f} tokens each, padding {100 * share:5.1f}%")
+            runners = {layout: layout_runner(task, layout, paths["packed" if layout == "packed"
+                                                                  else "unpacked"],
                                              seq_length, vocab_size, workdir)
                        for layout in LAYOUTS}
             for run in runners.values():
@@ -163,7 +207,7 @@ def main(_):
             rates = {layout: (statistics.median(p / s for s, p, _ in values),
                               statistics.median(t / s for s, _, t in values))
                      for layout, values in timed.items()}
-            print(f"  {'layout':9s} {'pairs/s':>9s} {'tokens/s':>10s} {'vs grid':>8s}")
+            print(f"  {'layout':9s} {'seqs/s':>9s} {'tokens/s':>10s} {'vs grid':>8s}")
             for layout, (pairs, tokens) in rates.items():
                 print(f"  {layout:9s} {pairs:9.1f} {tokens:10.0f} "
                       f"{pairs / rates['grid'][0]:7.2f}x")

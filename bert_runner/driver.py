@@ -45,7 +45,7 @@ RUN_RECORD = startup.RUN_RECORD
 # Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
 _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
              "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps",
-             "bilstm_on_top")
+             "bilstm_on_top", "max_sequences_per_row")
 
 
 @dataclasses.dataclass
@@ -169,6 +169,8 @@ def get_strategy(run):
 
 
 def _dataset_fn(task, split, run, is_training):
+    packed = {"sequences_per_row": split.sequences_per_row} if split.sequences_per_row > 1 else {}
+
     def dataset_fn(context):
         # Evaluation and prediction read every record on every worker, unsharded, so the chief's
         # local results cover the whole set, in file order.
@@ -176,7 +178,7 @@ def _dataset_fn(task, split, run, is_training):
             list(split.files), context.get_per_replica_batch_size(split.batch_size),
             is_training=is_training, input_context=context if is_training else None,
             seed=run.random_seed, drop_remainder=is_training or run.use_tpu,
-            repeat=is_training or split.repeat)
+            repeat=is_training or split.repeat, **packed)
 
     return dataset_fn
 
@@ -186,6 +188,9 @@ def _log_split(title, split):
     if split.num_examples is not None:
         logging.info("  Num examples = %d (%d actual, %d padding)",
                      split.num_examples + split.num_padding, split.num_examples, split.num_padding)
+    if split.num_rows is not None:
+        logging.info("  Num packed rows = %d (up to %d examples a row)", split.num_rows,
+                     split.sequences_per_row)
     logging.info("  Batch size = %d", split.batch_size)
     if split.max_batches:
         logging.info("  Num steps = %d", split.max_batches)
@@ -304,7 +309,10 @@ def run(task, run, seeds=None):
                   if existing[split] is None else existing_split(task, split, existing[split], run)
                   for split in wanted}
         steps = (0, 0)
-        if "train" in splits:
+        if "train" in splits and splits["train"].num_rows is not None:
+            # A batch is of rows: an epoch is one pass over the packed rows.
+            steps = run.training_steps(splits["train"].num_rows, unit="packed rows")
+        elif "train" in splits:
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
         _record_run(task, run, config)
 

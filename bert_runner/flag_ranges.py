@@ -236,6 +236,14 @@ CROSS_RULES = (
                                "first (head -n)"),
         "0 with --runner",
         scripts=("build_vocab.py",)),
+    # bert_runner.packing: the LSTM on top would read across a packed row's examples.
+    CrossRule(
+        ("max_sequences_per_row", "bilstm_on_top"),
+        lambda per_row, bilstm: per_row == 1 or not bilstm,
+        lambda per_row, bilstm: ("--bilstm_on_top reads whole rows, across packed examples: "
+                                 "leave --max_sequences_per_row out"),
+        "1 with --bilstm_on_top",
+        scripts=("run_classifier.py",)),
     # The left-to-right model has no next-sentence loss (bert_tasks.pretraining.ltr_task).
     CrossRule(
         ("pretraining_objective", "next_sentence_prediction"),

@@ -59,6 +59,17 @@ def define_finetuning_flags(learning_rate=5e-5):
         "(--pretraining_objective=ltr) checkpoints, whose tokens see no right context.")
 
 
+def define_packing_flag():
+    """`--max_sequences_per_row`: fine-tuning on packed training rows (`bert_runner.packing`)."""
+    flags.DEFINE_integer(
+        "max_sequences_per_row", 1,
+        "Pack up to this many training examples into one row of max_seq_length tokens (each "
+        "keeps its own positions, attention and [CLS]; the loss is their mean, as unpacked): "
+        "static-shape steps (--jit_compile, TPUs) then spend less of their work on padding. "
+        "--train_batch_size counts rows, and an epoch is one pass over them. Evaluation and "
+        "prediction stay unpacked. 1: the original's one example a row.", lower_bound=1)
+
+
 def define_tpu_flags():
     """The original's TPU flags, same names, defaults and help."""
     flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")

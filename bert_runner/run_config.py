@@ -35,6 +35,7 @@ class RunConfig:
     keep_checkpoint_max: int = 5
     save_tf1_checkpoint: bool = False
     bilstm_on_top: bool = False
+    max_sequences_per_row: int = 1
     # Distribution and numerics.
     use_tpu: bool = False
     tpu_name: Optional[str] = None

@@ -4,7 +4,9 @@ import dataclasses
 import os
 from typing import Optional, Sequence
 
-from bert_runner import records
+from absl import logging
+
+from bert_runner import packing, records
 
 # The RunConfig fields of each split's flag and batch size.
 _DO_FLAG = {"train": "do_train", "eval": "do_eval", "predict": "do_predict"}
@@ -27,6 +29,8 @@ class Split:
     batch_size: the global batch size. num_padding: TPU padding records among them (eval and
     predict sets on TPU: `is_real_example=0`). repeat/max_batches: read the files repeatedly and
     stop after `max_batches` batches (pre-training evaluation's `max_eval_steps`).
+    sequences_per_row: more than 1 for packed records (`bert_runner.packing`), then `num_rows`
+    records hold the `num_examples`.
     """
 
     files: Sequence[str]
@@ -35,6 +39,8 @@ class Split:
     num_padding: int = 0
     repeat: bool = False
     max_batches: Optional[int] = None
+    sequences_per_row: int = 1
+    num_rows: Optional[int] = None
 
 
 class NothingToDoError(ValueError):
@@ -55,13 +61,29 @@ def wanted_splits(task, run):
 def write_split(task, examples, split, tokenizer, run):
     """Writes `<output_dir>/<record name>.tf_record` of `split` from `task.records`; on TPU the
     evaluation and prediction records are followed by `task.padding_record()` up to a multiple of
-    the batch size. Returns the split's `Split`."""
+    the batch size; with `--max_sequences_per_row` the training records are packed
+    (`bert_runner.packing.RecordPacker`). Returns the split's `Split`."""
     batch_size = getattr(run, _BATCH_SIZE[split])
     path = os.path.join(run.output_dir, task.splits[split] + ".tf_record")
     padding = task.padding_record() if run.use_tpu and split != "train" else None
-    num_records, num_padding = records.write_records(
-        path, task.records(examples, split, tokenizer), padding, batch_size)
+    split_records = task.records(examples, split, tokenizer)
+    if split == "train" and run.max_sequences_per_row > 1:
+        return _write_packed(task, split_records, path, batch_size, run.max_sequences_per_row)
+    num_records, num_padding = records.write_records(path, split_records, padding, batch_size)
     return Split([path], num_records, batch_size, num_padding=num_padding)
+
+
+def _write_packed(task, split_records, path, batch_size, sequences_per_row):
+    packer = packing.RecordPacker(task.feature_spec(True), task.max_seq_length, sequences_per_row)
+    records.write_records(path, packer.pack(split_records))
+    sequences, rows, unpacked, packed = packer.fit.stats()
+    logging.info(
+        "train: %d sequences packed into %d rows of up to %d (%.2f a row): padding %.1f%% -> "
+        "%.1f%% of the tokens; a batch of %d rows holds about %d sequences",
+        sequences, rows, sequences_per_row, sequences / max(rows, 1), 100 * unpacked,
+        100 * packed, batch_size, round(batch_size * sequences / max(rows, 1)))
+    return Split([path], sequences, batch_size, sequences_per_row=sequences_per_row,
+                 num_rows=rows)
 
 
 def existing_split(task, split, files, run):

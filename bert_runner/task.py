@@ -26,7 +26,8 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     eval_batches                            None, or batches to evaluate on repeated records
 
 The model side (`features` are the decoded TFRecord batch: a dict of int32 / float32 tensors
-`[B, ...]`, one replica's share):
+`[B, ...]`, one replica's share; packed training rows, `--max_sequences_per_row`, add
+`bert_runner.packing`'s features and hold each other feature per sequence slot, `[B, K, ...]`):
 
     name                                    str: identifies the task's runs in an output_dir
     model_config(config)                    the config the model is built from (and written
@@ -99,13 +100,17 @@ class Task:
         model `config`), read as a stream and not counted; None: the driver writes them."""
         return None
 
-    def input_dataset(self, files, batch_size, is_training, **kwargs):
+    def input_dataset(self, files, batch_size, is_training, sequences_per_row=1, **kwargs):
         """The `tf.data.Dataset` of feature batches of `files` (one replica's `batch_size`):
-        the TFRecords parsed with `feature_spec`; `kwargs` as `inputs.tfrecord_dataset`'s
-        (input_context, seed, drop_remainder, repeat). Pre-training from text overrides it."""
-        from bert_runner import inputs
-        return inputs.tfrecord_dataset(files, self.feature_spec(is_training), batch_size,
-                                       is_training=is_training, **kwargs)
+        the TFRecords parsed with `feature_spec` (or, `sequences_per_row` > 1, with the packed
+        records' `bert_runner.packing.packed_feature_spec` of it); `kwargs` as
+        `inputs.tfrecord_dataset`'s (input_context, seed, drop_remainder, repeat). Pre-training
+        from text overrides it."""
+        from bert_runner import inputs, packing
+        spec = self.feature_spec(is_training)
+        if sequences_per_row > 1:
+            spec = packing.packed_feature_spec(spec, self.max_seq_length, sequences_per_row)
+        return inputs.tfrecord_dataset(files, spec, batch_size, is_training=is_training, **kwargs)
 
     def training_steps(self, run, examples, num_records):
         """(num_train_steps, num_warmup_steps) of `run` (a `RunConfig`) for the training split.

@@ -137,7 +137,9 @@ class BertClassifier(BertTaskModel):
     """Encoder + classification layer (run_classifier's `create_model`).
 
     `num_labels=1` gives the one-output regression model used for STS-B.
-    Returns: `logits` float32 `[B, num_labels]`.
+    Returns: `logits` float32 `[B, num_labels]`; packed rows (`bert_runner.packing`: features
+    with `sequence_ids`, `position_ids` and `sequence_starts` int `[B, K]`) `[B, K, num_labels]`,
+    one per sequence slot, each from its own [CLS].
     """
 
     # The head layer's name: our checkpoints store variables by path (`classifier/...`).
@@ -151,7 +153,10 @@ class BertClassifier(BertTaskModel):
         self.classifier.build()
 
     def call(self, features, training=False):
-        pooled = self.encode(features, training=training, skip_padding=True)["pooled_output"]
+        outputs = self.encode(features, training=training, skip_padding=True)
+        pooled = outputs["pooled_output"]
+        if "sequence_starts" in features:
+            pooled = self.bert.pool(outputs["sequence_output"], features["sequence_starts"])
         return {"logits": keras.ops.cast(self.classifier(pooled, training=training), "float32")}
 
     def get_config(self):

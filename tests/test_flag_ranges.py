@@ -84,6 +84,8 @@ CASES = [
       "keep_checkpoint_max", "gradient_accumulation_steps", "peak_tflops", "num_tpu_cores",
       "random_seed", "seeds", "eval_batch_size", "predict_batch_size", "max_seq_length",
       "doc_stride", "multi_label_threshold"], None),
+    ("run_classifier", ["--do_train", "--max_sequences_per_row=4", "--bilstm_on_top"],
+     [_cross("max_sequences_per_row", "bilstm_on_top")], None),
     ("run_swag", ["--do_train", "--train_batch_size=30", "--gradient_accumulation_steps=4"],
      [_cross("gradient_accumulation_steps", "train_batch_size")], "flag-accumulation-uneven"),
     ("run_pretraining", ["--do_train", "--train_batch_size=0"], ["train_batch_size"],

@@ -1,10 +1,11 @@
 """--jit_compile=true: every script's training, evaluation and prediction steps compile with XLA
 (XLA:CPU here, standing in for a TPU or GPU) and give the results of the same run without it.
 
-Each script runs twice on the same small data from the tiny checkpoint, with dropout off (so the
-two runs train the same weights whichever layout the encoder computes on: the real-token rows
-without XLA, the grid with it): once as usual, once with --jit_compile=true. Their evaluation
-metrics and prediction files agree within float tolerance.
+Each script runs twice on the same small data from the tiny checkpoint (run_classifier trains on
+packed rows), with dropout off (so the two runs train the same weights whichever layout the
+encoder computes on: the real-token rows without XLA, the grid with it): once as usual, once
+with --jit_compile=true. Their evaluation metrics and prediction files agree within float
+tolerance.
 """
 import json
 import os
@@ -38,10 +39,12 @@ FINE_TUNING = [f"--vocab_file={TINY / 'vocab.txt'}", "--num_train_epochs=1"]
 
 
 def _classifier(tmp):
+    # Training packs two examples a row (--max_sequences_per_row, 16 tokens each): what a TPU
+    # run would do; evaluation and prediction read the unpacked records.
     write_keyword_mrpc(tmp / "data", num_train=32, num_dev=8, num_test=8)  # one batch each
     return "run_classifier.py", ["--task_name=MRPC", f"--data_dir={tmp / 'data'}",
-                                 "--max_seq_length=24", "--do_predict=true", *FINE_TUNING], [
-        "test_results.tsv"]
+                                 "--max_seq_length=32", "--max_sequences_per_row=4",
+                                 "--do_predict=true", *FINE_TUNING], ["test_results.tsv"]
 
 
 def _squad(tmp):

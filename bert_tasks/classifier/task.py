@@ -28,6 +28,7 @@ from modeling import (
     BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
     regression_loss)
 from bert_runner import results
+from bert_runner.packing import slot_mean
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 
 # The multilabel task's label order, beside run.json: the columns of test_results.tsv.
@@ -149,9 +150,16 @@ class ClassifierTask(Task):
         return (*self._head(logits, features["label_ids"]), logits)
 
     def loss(self, model, features, training):
-        """The original total_loss: mean softmax cross-entropy (mean squared error for STS-B)."""
-        loss, _, _, _ = self._forward(model, features, training)
-        return loss, {}
+        """The original total_loss: mean softmax cross-entropy (mean squared error for STS-B);
+        on packed rows (`--max_sequences_per_row`) the mean over the filled sequence slots."""
+        if "sequence_starts" not in features:
+            loss, _, _, _ = self._forward(model, features, training)
+            return loss, {}
+        logits = model(features, training=training)["logits"]  # [B, K, C]
+        labels = features["label_ids"]  # [B, K] (multi-label [B, K, L])
+        _, per_slot, _ = self._head(tf.reshape(logits, [-1, logits.shape[-1]]),
+                                    tf.reshape(labels, [-1, *labels.shape[2:]]))
+        return slot_mean(per_slot, features["sequence_starts"]), {}
 
     def predict_step(self, model, features):
         """`outputs` (probabilities [B, C] or scores [B, 1]), `logits` [B, C],

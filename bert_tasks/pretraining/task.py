@@ -16,10 +16,11 @@ from absl import logging
 from modeling import BertPretrainer, classification_loss, masked_lm_loss
 from modeling.config import OBJECTIVE_KEY
 from bert_tasks.pretraining.data.features import name_to_features
-from bert_tasks.pretraining.data.packing import filled_slots, packed_name_to_features
+from bert_tasks.pretraining.data.packing import packed_name_to_features
 from bert_tasks.pretraining.data.reading import expand_input_files
 from bert_tasks.pretraining.data.validation import check_records
 from bert_runner import results
+from bert_runner.packing import filled_slots, slot_mean
 from bert_runner.task import Task, encoder_training_flops
 
 
@@ -36,8 +37,7 @@ def _heads(model, features, training, next_sentence=True):
     if next_sentence and "sequence_starts" in features:
         logits = tf.reshape(outputs["next_sentence_logits"], [-1, 2])
         _, per_slot, log_probs = classification_loss(logits, features["next_sentence_labels"])
-        weights = tf.reshape(filled_slots(features["sequence_starts"]), [-1])
-        nsp = (tf.reduce_sum(per_slot * weights) / tf.reduce_sum(weights), per_slot, log_probs)
+        nsp = (slot_mean(per_slot, features["sequence_starts"]), per_slot, log_probs)
     elif next_sentence:
         nsp = classification_loss(outputs["next_sentence_logits"], features["next_sentence_labels"])
     return mlm, nsp, tf.reshape(features["masked_lm_weights"], [-1])

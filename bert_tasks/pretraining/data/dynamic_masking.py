@@ -35,7 +35,7 @@ import numpy as np
 from absl import flags
 from absl import logging
 
-from bert_tasks.pretraining.data import packing
+from bert_runner.packing import FirstFit
 from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates, masked_count
 from bert_tasks.pretraining.data.processing import chunk_seed
 
@@ -126,7 +126,7 @@ class TextPairs(object):
         self.max_seq_length, self.next_sentence, self.seed = max_seq_length, next_sentence, seed
 
     def pack(self, max_sequences_per_row, max_predictions_per_seq, masked_lm_prob):
-        """Packs `arrays()`' pairs up to `max_sequences_per_row` a row (`packing.FirstFit`),
+        """Packs `arrays()`' pairs up to `max_sequences_per_row` a row (`FirstFit`),
         each pair's masked tokens (`Masker`'s count) within the row's max_predictions_per_seq."""
         self.pack_options = (max_sequences_per_row, max_predictions_per_seq, masked_lm_prob)
         return self
@@ -155,7 +155,7 @@ class TextPairs(object):
         """`arrays` packed: input_ids [R, max_seq_length] (the pairs one after another) and
         length, num_a_tokens, next_sentence_labels [R, K] per slot (0 in empty slots)."""
         slots, max_predictions, masked_lm_prob = self.pack_options
-        fit = packing.FirstFit(self.max_seq_length, max_predictions, slots)
+        fit = FirstFit(self.max_seq_length, max_predictions, slots)
         rows = []
         for pair, length in enumerate(arrays["length"]):
             rows += fit.add(pair, int(length), masked_count(int(length), max_predictions,
@@ -196,7 +196,7 @@ class TextPairs(object):
 
 
     def _packed_features(self, arrays):
-        """Packed rows' features (`packing`'s schema) of `_packed` arrays `[B, ...]`."""
+        """Packed rows' features (`bert_tasks.pretraining.data.packing`'s schema) of `_packed` arrays `[B, ...]`."""
         import tensorflow as tf
         lengths = arrays["length"]                                   # [B, K]
         starts = tf.cumsum(lengths, axis=-1, exclusive=True)         # [B, K]

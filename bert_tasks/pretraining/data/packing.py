@@ -28,19 +28,7 @@ tokens, its masked tokens and a free slot all fit.
 same pairs in the same order always give the same rows. create_pretraining_data packs each
 chunk's pairs where it makes them (`processing.ChunkProcessor`), before they are serialized.
 """
-# Rows kept open for the next pairs: more fill rows better, and hold more records in memory.
-OPEN_ROWS = 64
-PACKED_FEATURES = ("position_ids", "sequence_ids", "sequence_starts")
-
-
-def filled_slots(sequence_starts):
-    """float32 `[B, K]`: 1.0 for each row's sequence slots that hold a pair (slot 0, and every
-    later slot whose start is not 0), else 0.0. Any backend (`keras.ops`)."""
-    from keras import ops
-
-    slots = ops.arange(ops.shape(sequence_starts)[1])
-    return ops.cast(ops.logical_or(ops.not_equal(sequence_starts, 0), slots[None, :] == 0),
-                    "float32")
+from bert_runner.packing import OPEN_ROWS, FirstFit
 
 
 def packed_name_to_features(max_seq_length, max_sequences_per_row, next_sentence=True):
@@ -53,57 +41,6 @@ def packed_name_to_features(max_seq_length, max_sequences_per_row, next_sentence
     if next_sentence:
         spec["next_sentence_labels"] = tf.io.FixedLenFeature([max_sequences_per_row], tf.int64)
     return spec
-
-
-class FirstFit(object):
-    """Items (pairs) into rows, first fit: each goes to the first open row where its tokens,
-    its masked tokens and a slot fit, else to a new row; with `open_rows` rows open, the
-    fullest is closed first. The same items in the same order always give the same rows.
-
-    `add(item, tokens, predictions)` returns the rows it closed (lists of items); `flush()` the
-    rest, in the order they were opened.
-    """
-
-    def __init__(self, max_seq_length, max_predictions_per_seq, max_sequences_per_row,
-                 open_rows=OPEN_ROWS):
-        if max_sequences_per_row < 2:
-            raise ValueError("max_sequences_per_row=%d: packing needs 2 or more"
-                             % max_sequences_per_row)
-        self.capacity = (max_seq_length, max_predictions_per_seq, max_sequences_per_row)
-        self.open_rows = open_rows
-        self._open = []  # [items, tokens, predictions]
-        self.num_items = self.num_rows = self.num_tokens = 0
-
-    def add(self, item, tokens, predictions):
-        closed = []
-        max_tokens, max_predictions, max_items = self.capacity
-        row = next((r for r in self._open if r[1] + tokens <= max_tokens
-                    and r[2] + predictions <= max_predictions and len(r[0]) < max_items), None)
-        if row is None:
-            if len(self._open) == self.open_rows:
-                fullest = max(range(len(self._open)), key=lambda i: self._open[i][1])
-                closed.append(self._open.pop(fullest)[0])
-            row = [[], 0, 0]
-            self._open.append(row)
-        row[0].append(item)
-        row[1] += tokens
-        row[2] += predictions
-        self.num_items += 1
-        self.num_tokens += tokens
-        self.num_rows += len(closed)
-        return closed
-
-    def flush(self):
-        rows, self._open = [r[0] for r in self._open], []
-        self.num_rows += len(rows)
-        return rows
-
-    def stats(self):
-        """`(pairs, rows, padding share unpacked, padding share packed)` so far."""
-        slots = self.capacity[0]
-        unpacked = 1.0 - self.num_tokens / max(self.num_items * slots, 1)
-        packed = 1.0 - self.num_tokens / max(self.num_rows * slots, 1)
-        return self.num_items, self.num_rows, unpacked, packed
 
 
 def pack_instances(instances, max_seq_length, max_predictions_per_seq, max_sequences_per_row,
