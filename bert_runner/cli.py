@@ -11,6 +11,7 @@ something the user gave raises `ValueError` with a message naming it; file-syste
 refused run as well, for bug reports.
 """
 import os
+import platform
 import signal
 import sys
 
@@ -32,6 +33,14 @@ Exit codes:
 """
 
 TRACEBACK_VARIABLE = "BERT_TRACEBACK"
+
+# oneDNN on every x86 CPU, unless the user chose (TF_ENABLE_ONEDNN_OPTS=0): the encoder's fast
+# path leans on its matmuls and fusions (docs/performance.md), and TensorFlow turns it on by
+# default on Linux only for CPUs with VNNI, bf16 or AMX units; an AVX2-only CPU (AMD Zen 3, older
+# Xeons) would run Eigen's kernels instead, and fine-tune at about half the speed. Read when
+# TensorFlow is imported: every script imports this module first.
+if platform.machine().lower() in ("x86_64", "amd64"):
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
 def _tensorflow_file_errors():

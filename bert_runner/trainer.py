@@ -112,6 +112,7 @@ class Trainer:
         self.chief = is_chief(strategy)
         # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
         self.history = []
+        self._predict_functions = {}  # {predict_step: its tf.function}, see `predict`
         with strategy.scope():
             optimizer.build(model.trainable_variables)
 
@@ -290,39 +291,18 @@ class Trainer:
                     write_scalar_summary(name, value)
             writer.flush()
 
-    def evaluate(self, dataset_fn, eval_step, num_steps=None):
-        """Sums `eval_step(model, features) -> {name: per-replica sum}` over the data.
-
-        Returns `{name: float64 total}` over all replicas and batches, plus `num_batches`.
-        """
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
-        step = self._compiled(lambda features: eval_step(self.model, features))
-
-        @tf.function
-        def run(batch):
-            sums = self.strategy.run(step, args=(batch,))
-            return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
-                    for k, v in sums.items()}
-
-        totals, batches = {}, 0
-        for batch in dataset:
-            if num_steps is not None and batches >= num_steps:
-                break
-            for name, value in run(batch).items():
-                totals[name] = totals.get(name, 0.0) + float(value)
-            batches += 1
-        totals["num_batches"] = batches
-        return totals
-
     def predict(self, dataset_fn, predict_step):
         """Yields `{name: np.ndarray}` per global batch from `predict_step(model, features)`."""
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
-        step = self._compiled(lambda features: predict_step(self.model, features))
-
-        @tf.function
-        def run(batch):
-            return self.strategy.run(step, args=(batch,))
-
+        run = self._predict_functions.get(predict_step)
+        if run is None:
+            step = self._compiled(lambda features: predict_step(self.model, features))
+            # One function per `predict_step`, for evaluation and prediction alike; a second
+            # batch shape (the last, smaller batch) traces once more with the batch size left
+            # open, and no other shape traces again (XLA still compiles each shape it meets).
+            run = tf.function(lambda batch: self.strategy.run(step, args=(batch,)),
+                              reduce_retracing=True)
+            self._predict_functions[predict_step] = run
         for batch in dataset:
             outputs = run(batch)
             yield {

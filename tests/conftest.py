@@ -32,6 +32,9 @@ if str(ROOT) not in sys.path:
 
 import pytest  # noqa: E402
 
+# As every script does first (TF_ENABLE_ONEDNN_OPTS), so that the scripts forked from one process
+# (forked_scripts) run as they run alone.
+import bert_runner.cli  # noqa: E402,F401
 import forked_scripts  # noqa: E402
 
 forked_scripts.install()
