@@ -285,11 +285,54 @@ CROSS_RULES = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class ModeRule:
+    """Flags that act only in one mode of a script (`mode_flags`' values, `active(*values)`):
+    given on the command line outside it, each is refused, as it would silently do nothing.
+    `mode` says the mode ("with --pooling"), `why` what runs without it; `help` is appended to
+    the help of each flag of `flag_names`."""
+
+    flag_names: Tuple[str, ...]
+    mode_flags: Tuple[str, ...]
+    active: Callable[..., bool]
+    mode: str
+    why: str
+    scripts: Tuple[str, ...]
+
+
+MODE_RULES = (
+    ModeRule(("output_format", "normalize"), ("pooling",), lambda pooling: pooling is not None,
+             "with --pooling", "without it extract_features writes the original's JSON lines of "
+             "token vectors", scripts=("extract_features.py",)),
+    ModeRule(("doc_stride", "window_aggregation"), ("long_documents",), bool,
+             "with --long_documents", "without it every example is truncated to max_seq_length",
+             scripts=("run_classifier.py",)),
+    ModeRule(("window_aggregation",), ("long_documents",), bool, "with --long_documents",
+             "without it every text is truncated to max_seq_length", scripts=("export_model.py",)),
+    ModeRule(("multi_label_threshold",), ("task_name",),
+             lambda task: (task or "").lower() == "multilabel", "with --task_name=multilabel",
+             "the other tasks predict one label by its highest probability",
+             scripts=("run_classifier.py", "export_model.py")),
+    ModeRule(("quantization", "calibration_file"), ("format",), lambda fmt: fmt == "litert",
+             "with --format=litert", "the other formats keep the model's float32 weights",
+             scripts=("export_model.py",)),
+    ModeRule(("calibration_file",), ("quantization",), lambda q: q == "int8",
+             "with --quantization=int8", "only full int8 calibrates activation ranges",
+             scripts=("export_model.py",)),
+)
+
+
 def rule_for(script, flag_name):
     """The `Rule` of `flag_name` in `script` (a file name, e.g. "run_squad.py"), or None."""
     if (script, flag_name) in RULES:
         return RULES[(script, flag_name)]
     return RULES.get(flag_name)
+
+
+def mode_rules_for(script, flag_values):
+    """The `ModeRule`s of `script` whose flags `flag_values` all defines."""
+    return [rule for rule in MODE_RULES if script in rule.scripts
+            and all(name in flag_values for name in rule.flag_names + rule.mode_flags)]
 
 
 def cross_rules_for(script, flag_values):
@@ -325,6 +368,21 @@ def _cross_checker(rule):
     return check
 
 
+def _mode_checker(rule, flag_values):
+    def check(values):
+        if rule.active(*[values[name] for name in rule.mode_flags]):
+            return True
+        given = [name for name in rule.flag_names if flag_values[name].present]
+        if not given:
+            return True
+        raise flags.ValidationError(
+            "%s only %s (%s): leave %s out" % (", ".join("--" + name for name in given),
+                                              rule.mode, rule.why,
+                                              "it" if len(given) == 1 else "them"))
+
+    return check
+
+
 _REGISTERED = weakref.WeakSet()
 
 
@@ -353,6 +411,12 @@ def register(flag_values, script=None):
                                              flag_values=flag_values)
         helps.setdefault(rule.flag_names[0], []).append(rule.help)
         checked.extend(name for name in rule.flag_names if name not in checked)
+    for rule in mode_rules_for(script, flag_values):
+        flags.register_multi_flags_validator(list(rule.flag_names + rule.mode_flags),
+                                             _mode_checker(rule, flag_values),
+                                             flag_values=flag_values)
+        for name in rule.flag_names:
+            helps.setdefault(name, []).append("only " + rule.mode)
     for name, texts in helps.items():
         _append_help(flag_values[name], texts)
     return checked

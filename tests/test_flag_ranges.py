@@ -86,6 +86,18 @@ CASES = [
       "doc_stride", "multi_label_threshold"], None),
     ("run_classifier", ["--do_train", "--max_sequences_per_row=4", "--bilstm_on_top"],
      [_cross("max_sequences_per_row", "bilstm_on_top")], None),
+    # Flags given outside their mode (flag_ranges.MODE_RULES).
+    ("extract_features", ["--output_format=npy", "--normalize"],
+     [_cross("output_format", "normalize", "pooling")], "flag-outside-its-mode"),
+    ("run_classifier", ["--doc_stride=32", "--window_aggregation=max",
+                        "--multi_label_threshold=0.3"],
+     [_cross("doc_stride", "window_aggregation", "long_documents"),
+      _cross("multi_label_threshold", "task_name")], None),
+    ("export_model", ["--window_aggregation=max", "--quantization=float16"],
+     [_cross("window_aggregation", "long_documents"),
+      _cross("quantization", "calibration_file", "format")], None),
+    ("export_model", ["--format=litert", "--quantization=float16", "--calibration_file=/in.txt"],
+     [_cross("calibration_file", "quantization")], None),
     ("run_swag", ["--do_train", "--train_batch_size=30", "--gradient_accumulation_steps=4"],
      [_cross("gradient_accumulation_steps", "train_batch_size")], "flag-accumulation-uneven"),
     ("run_pretraining", ["--do_train", "--train_batch_size=0"], ["train_batch_size"],
@@ -193,7 +205,21 @@ def test_every_rule_is_broken_by_a_case():
     rules = {key for key, rule in flag_ranges.RULES.items() if rule is not None}
     assert rules - broken_rules == set(), "rules no case breaks"
     assert broken_rules <= rules
-    assert {rule.flag_names for rule in flag_ranges.CROSS_RULES} == broken_cross
+    assert ({rule.flag_names for rule in flag_ranges.CROSS_RULES}
+            | {rule.flag_names + rule.mode_flags for rule in flag_ranges.MODE_RULES}
+            == broken_cross)
+
+
+@pytest.mark.parametrize("script,args", [
+    ("extract_features", ["--pooling=mean", "--output_format=npy", "--output_file=/out.npy",
+                          "--normalize"]),
+    ("run_classifier", ["--long_documents", "--doc_stride=32", "--window_aggregation=max"]),
+    ("run_classifier", ["--task_name=multilabel", "--multi_label_threshold=0.3"]),
+    ("export_model", ["--format=litert", "--quantization=int8", "--calibration_file=/in.txt"]),
+])
+def test_flags_given_in_their_mode_pass(script, args):
+    result = parse(script, *args)
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def _flag_values(**defaults):
