@@ -317,3 +317,27 @@ def test_run_pretraining_trains_from_packed_text(tmp_path):
         iterations_per_loop=2))
     (record,) = result.trainer.history
     assert np.isfinite(record.metrics["loss"]) and "next_sentence_loss" in record.metrics
+
+
+def test_masked_records_are_refused_as_unmasked_records(tmp_path):
+    from bert_tasks.pretraining.data import pipeline
+    from bert_tasks.pretraining.data.reading import InputError
+    from bert_tasks.pretraining.data.validation import check_records
+    from refusals import message
+
+    options = dict(input_file=str(ROOT / "tests" / "fixtures" / "pretraining_data" /
+                                  "tiny_corpus.txt"),
+                   vocab_file=str(ROOT / "tests" / "fixtures" / "modeling" / "tiny" / "vocab.txt"),
+                   max_seq_length=64, max_predictions_per_seq=10)
+    masked, unmasked = tmp_path / "masked.tfrecord", tmp_path / "unmasked.tfrecord"
+    pipeline.run(pipeline.Options(output_file=str(masked), **options))
+    pipeline.run(pipeline.Options(output_file=str(unmasked), mask_token_prob=0.0,
+                                  random_token_prob=0.0, **options))
+    check = dict(max_seq_length=64, max_predictions_per_seq=10, vocab_size=99, unmasked=True)
+    assert check_records([str(unmasked)], **check).next_sentence
+    with pytest.raises(InputError, match=re.escape(message("unmasked-records-masked"))):
+        check_records([str(masked)], **check)
+    # As --input_format=records, both train (the unmasked ones predict visible tokens).
+    check["unmasked"] = False
+    for path in (masked, unmasked):
+        check_records([str(path)], **check)

@@ -109,7 +109,7 @@ class PretrainingTask(Task):
             self.use_records(check_records(
                 files, self.max_seq_length, self.max_predictions_per_seq, config.vocab_size,
                 config.type_vocab_size, next_sentence=self.next_sentence,
-                masked_lm=self.masked_lm))
+                masked_lm=self.masked_lm, unmasked=self.dynamic_input is not None))
             self._files = files
         return self._files
 

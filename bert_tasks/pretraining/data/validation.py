@@ -82,12 +82,13 @@ def _parse(path, record):
 
 
 def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab_size,
-                  type_vocab_size=None, masked_lm=True):
+                  type_vocab_size=None, masked_lm=True, unmasked=False):
     """Raises InputError if one parsed record (`_parse`) does not fit the flags and model.
 
     The message names the file, what the record holds, and the flag or config field to change.
     `masked_lm`: False for the left-to-right model, whose records have no masked_lm_* features
-    (`data.ltr`).
+    (`data.ltr`). `unmasked`: the records must be unmasked (`--input_format=unmasked_records`:
+    each predicted position still holds its own token, masked_lm_ids).
     """
     def fail(message, *args):
         raise InputError("input file %s: first record: " % path + message % args)
@@ -136,10 +137,27 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
     if largest >= max_seq_length:
         fail("masked_lm_positions holds position %d, beyond --max_seq_length=%d",
              largest, max_seq_length)
+    if unmasked:
+        _check_unmasked(features, fail)
     largest = max(features["segment_ids"][1], default=0)
     if type_vocab_size is not None and largest >= type_vocab_size:
         fail("segment_ids holds %d but type_vocab_size in bert_config.json is %d",
              largest, type_vocab_size)
+
+
+def _check_unmasked(features, fail):
+    """Fails where a predicted position holds another token than its masked_lm_id ([MASK] or
+    a random word-piece): masked records, which dynamic masking would mask a second time."""
+    ids = features["input_ids"][1]
+    predicted = [(position, label) for position, label, weight in zip(
+        *(features[name][1] for name in _PREDICTION_FEATURES)) if weight > 0]
+    changed = sum(ids[position] != label for position, label in predicted)
+    if changed:
+        fail("%d of its %d predicted positions hold another token than masked_lm_ids ([MASK] or a "
+             "random word-piece): masked records, which --input_format=unmasked_records would "
+             "mask again. Train them with --input_format=records, or make unmasked records "
+             "with create_pretraining_data.py --mask_token_prob=0 --random_token_prob=0",
+             changed, len(predicted))
 
 
 def _sequences_per_row(features):
@@ -148,7 +166,7 @@ def _sequences_per_row(features):
 
 
 def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
-                  type_vocab_size=None, next_sentence=None, masked_lm=True):
+                  type_vocab_size=None, next_sentence=None, masked_lm=True, unmasked=False):
     """Checks the first record of each file; returns `RecordsInfo`.
 
     Args:
@@ -157,7 +175,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
       vocab_size, type_vocab_size: from the model's bert_config.json (type_vocab_size optional).
       next_sentence: True to require next_sentence_labels, None to accept either (see
         `RecordsInfo.next_sentence`).
-      masked_lm: False for the left-to-right model's records (`check_example`).
+      masked_lm, unmasked: what the records must be (`check_example`).
     Raises:
       InputError naming the file and the flag or config field, when no file holds a record, a
       first record does not fit, some files have next_sentence_labels and others not, or
@@ -173,7 +191,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
             continue
         features = _parse(path, record)
         check_example(path, features, max_seq_length, max_predictions_per_seq, vocab_size,
-                      type_vocab_size, masked_lm)
+                      type_vocab_size, masked_lm, unmasked)
         (with_label if _LABEL in features else without_label).append(path)
         by_slots.setdefault(_sequences_per_row(features), []).append(path)
     if len(by_slots) > 1:
