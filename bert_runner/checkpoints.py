@@ -196,3 +196,31 @@ def restore_newest_readable(manager, restore):
             "No checkpoint in %s can be read (%s): move them away to start again from "
             "--init_checkpoint or from scratch" % (manager.directory, ", ".join(unreadable)))
     return None
+
+
+# The labels of a classifier or tagger run, in the model's output order, one per line beside
+# its checkpoints (run_classifier --task_name=multilabel, run_ner).
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def recorded_labels(checkpoint):
+    """The label_list.txt beside `checkpoint` (a run's output_dir, or the directory of a ckpt-N
+    prefix) as a list of str; None when there is none."""
+    directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+    path = os.path.join(directory, LABEL_LIST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return [line for line in f.read().splitlines() if line]
+
+
+def check_recorded_labels(labels, checkpoint, flag, given):
+    """Refuses `labels` (what `flag`=`given` makes) unless they are the labels recorded beside
+    `checkpoint`, in their order: another order or set would name the model's outputs wrongly.
+    Nothing recorded: accepted."""
+    recorded = recorded_labels(checkpoint)
+    if recorded is not None and list(labels) != recorded:
+        raise ValueError(
+            f"{flag}={given}: the model at {checkpoint} was trained with the labels "
+            f"{','.join(recorded)} in this order (its {LABEL_LIST_FILE}); give them in that "
+            f"order, or leave {flag} out")

@@ -171,3 +171,32 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     p = 1 / (1 + np.exp(-logits))
     assert float(loss) == pytest.approx(-np.mean([np.log(p[0, 0]), np.log1p(-p[0, 1])]),
                                         rel=1e-5)
+
+
+def test_labels_other_than_the_models_are_refused(tmp_path):
+    """--labels must name the trained model's labels in its order (label_list.txt beside its
+    checkpoints), and none may be empty."""
+    import tensorflow as tf
+
+    from bert_runner import checkpoints
+    from bert_tasks.classifier.processors import get_processor
+    from bert_tasks.classifier.task import MultiLabelTask
+    from refusals import message
+
+    with pytest.raises(ValueError, match=re.escape(message("multilabel-empty-label"))):
+        get_processor("multilabel", ["animal", "", "weather"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "label_list.txt").write_text("animal\nvehicle\nweather\n")
+    # Without a checkpoint there is no model to contradict: the file is rewritten.
+    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(str(run))
+    assert (run / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
+    tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(run / "ckpt"))
+    with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
+        MultiLabelTask(32, labels=["animal", "vehicle", "weather"]).write_run_files(str(run))
+    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(str(run))
+    # export_model --labels (and --entity_types) against the checkpoint's recorded labels.
+    checkpoints.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),
+                                      "--labels", "weather,animal,vehicle")
+    with pytest.raises(ValueError, match="trained with the labels weather,animal,vehicle"):
+        checkpoints.check_recorded_labels(["animal"], str(run / "ckpt-1"), "--labels", "animal")

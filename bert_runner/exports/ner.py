@@ -217,16 +217,3 @@ def export_ner(model, vocab_file, do_lower_case, max_seq_length, label_list, exp
     module = NerExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
                        label_list)
     return write_saved_model(module, export_dir, "NER model")
-
-
-def recorded_label_list(checkpoint):
-    """run_ner's label_list.txt beside `checkpoint` (its output_dir, or the directory of a
-    ckpt-N prefix), as a list of str; None when there is none."""
-    from bert_tasks.ner.task import LABEL_LIST_FILE
-
-    directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
-    path = os.path.join(directory, LABEL_LIST_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return f.read().split()

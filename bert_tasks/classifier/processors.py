@@ -285,6 +285,9 @@ class MultiLabelProcessor(DataProcessor):
         self.labels = tuple(labels) if labels else None
         if self.labels and len(set(self.labels)) != len(self.labels):
             raise ValueError("--labels has a repeated label: %s" % ",".join(self.labels))
+        if self.labels and not all(label.strip() for label in self.labels):
+            raise ValueError("--labels has an empty label: %s (two commas in a row?)"
+                             % ",".join(self.labels))
 
     @property
     def is_regression(self):

@@ -27,12 +27,12 @@ from bert_tasks.classifier.outputs import predicted_values
 from modeling import (
     BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
     regression_loss)
-from bert_runner import results
+from bert_runner import checkpoints, results
 from bert_runner.packing import slot_mean
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 
 # The multilabel task's label order, beside run.json: the columns of test_results.tsv.
-LABEL_LIST_FILE = "label_list.txt"
+LABEL_LIST_FILE = checkpoints.LABEL_LIST_FILE
 # Windows of one example are adjacent in the records, and the input pipeline shuffles only within
 # 100 records: training windows are written in an order shuffled with this seed.
 _WINDOW_SHUFFLE_SEED = 12345
@@ -262,6 +262,11 @@ class MultiLabelTask(ClassifierTask):
         return self.processor.get_labels()
 
     def write_run_files(self, output_dir):
+        """label_list.txt; refused when output_dir holds a model trained with other labels, or
+        the same in another order (its label_list.txt)."""
+        if tf.train.latest_checkpoint(output_dir):
+            checkpoints.check_recorded_labels(self.label_names, output_dir, "--labels",
+                                              ",".join(self.label_names))
         results.write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
                                   "\n".join(self.label_names) + "\n")
         logging.info("Labels (the columns of test_results.tsv): %s", ", ".join(self.label_names))
