@@ -19,7 +19,8 @@ FLAGS = flags.FLAGS
 
 flags.DEFINE_string("model", None, "The SavedModel directory written by export_model.py.")
 flags.DEFINE_string("input_file", None,
-                    "A UTF-8 text file, one input per line (`-`: standard input).")
+                    "A UTF-8 text file, one input per line (`-`: standard input); a blank "
+                    "line is answered with a blank line, so the output lines match the input's.")
 flags.DEFINE_enum("output_format", "text", ["text", "json"],
                   "text: one readable line per input. json: one JSON object per line.")
 

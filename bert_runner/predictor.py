@@ -49,8 +49,8 @@ class Input:
 
 def read_inputs(texts=(), input_file=None, stdin=None):
     """The inputs of predict.py: the command line's texts, else `input_file`'s lines (`-` or
-    None with `stdin`: standard input's). Each line's trailing newline is dropped; blank lines
-    are skipped.
+    None with `stdin`: standard input's). Each line's trailing newline is dropped; a blank line
+    is kept (`run` answers it with a blank line, so that output line i answers input line i).
 
     Raises:
       ValueError naming the argument or line that is not UTF-8, or when there is no input.
@@ -80,10 +80,9 @@ def read_inputs(texts=(), input_file=None, stdin=None):
         except UnicodeDecodeError as e:
             raise ValueError("line %d of %s is not UTF-8 (byte 0x%02x at column %d): convert it to "
                              "UTF-8" % (number, name, raw[e.start], e.start + 1)) from None
-        if line.strip():
-            inputs.append(Input(line.lstrip("\ufeff") if number == 1 else line,
-                                "line %d of %s" % (number, name)))
-    if not inputs:
+        inputs.append(Input(line.lstrip("\ufeff") if number == 1 else line,
+                            "line %d of %s" % (number, name)))
+    if not any(item.text.strip() for item in inputs):
         raise ValueError("%s has no text: give one input per line" % name)
     return inputs
 
@@ -248,12 +247,17 @@ def run(export_dir, texts=(), input_file=None, stdin=None, output_format="text",
     input to `out`: readable, or one JSON object per line (`output_format="json"`, with the
     input's text)."""
     inputs = read_inputs(texts, input_file, stdin)
+    answered = [item for item in inputs if item.text.strip()]
     predictor = Predictor(export_dir)
     started = time.perf_counter()
-    results = predictor.predict(inputs)
-    logging.info("Answered %d input(s) in %.1f ms", len(inputs),
+    results = iter(predictor.predict(answered))
+    logging.info("Answered %d input(s) in %.1f ms", len(answered),
                  1000 * (time.perf_counter() - started))
-    for item, result in zip(inputs, results):
+    for item in inputs:
+        if not item.text.strip():  # a blank line: a blank answer, the lines stay aligned
+            out.write(json.dumps({"input": item.text}) + "\n" if output_format == "json" else "\n")
+            continue
+        result = next(results)
         if output_format == "json":
             out.write(json.dumps({"input": item.text, **result}, ensure_ascii=False) + "\n")
         else:

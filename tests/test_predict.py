@@ -89,7 +89,7 @@ def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded)
     assert model.describe(results[0]).startswith(results[0]["label"] + "  contradiction=")
 
 
-def test_inputs_from_a_file_and_their_refusals(loaded, tmp_path):
+def test_inputs_from_a_file_and_their_refusals(loaded, export_dir, tmp_path):
     from bert_runner import predictor
 
     path = tmp_path / "inputs.txt"
@@ -97,7 +97,16 @@ def test_inputs_from_a_file_and_their_refusals(loaded, tmp_path):
     inputs = predictor.read_inputs(input_file=str(path))
     assert [(i.text, i.source) for i in inputs] == [
         ("The dog runs fast.", f"line 1 of --input_file={path}"),
+        ("", f"line 2 of --input_file={path}"),
         ("the cat\tsleeps", f"line 3 of --input_file={path}")]
+    # One output line per input line, a blank one for a blank line.
+    for output_format in ("text", "json"):
+        out = io.StringIO()
+        predictor.run(str(export_dir), input_file=str(path), output_format=output_format,
+                      out=out)
+        lines = out.getvalue().split("\n")[:-1]
+        assert len(lines) == 3 and lines[0] and lines[2], lines
+        assert lines[1] == ("" if output_format == "text" else '{"input": ""}')
     path.write_bytes(b"fine\n\xff\xfe bad\n")
     with pytest.raises(ValueError, match=re.escape(message("predict-not-utf8"))) as error:
         predictor.read_inputs(input_file=str(path))
