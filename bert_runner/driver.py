@@ -109,11 +109,16 @@ def _check_recorded_model(recorded, run, config):
 def _record_run(task, run, config):
     """Writes run.json, once every check passed (a refused run leaves none to block the next);
     it also records the model's pretraining objective (`modeling.config.OBJECTIVE_KEY`), which
-    scripts loading the checkpoints check their config against (`startup.model_files`)."""
+    scripts loading the checkpoints check their config against (`startup.model_files`). Also
+    bert_config.json, the config the checkpoints are of, in this project's terms (a Hugging Face
+    directory's exact GELU as "gelu_exact"), so that output_dir describes its model alone."""
     if _recorded_run(run) is None:
         record = {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective}
         results.write_text_atomic(os.path.join(run.output_dir, RUN_RECORD),
                                   json.dumps(record, indent=2) + "\n")
+    config_path = os.path.join(run.output_dir, "bert_config.json")
+    if not tf.io.gfile.exists(config_path):
+        results.write_text_atomic(config_path, config.to_json_string())
 
 
 def _recorded_run(run):

@@ -157,13 +157,36 @@ def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoin
             "that records its objective (the pre-training output_dir's bert_config.json)")
 
 
-def load_config(bert_config_file, max_seq_length=None):
-    """Reads and validates `bert_config.json`; checks `max_seq_length` fits its positions."""
-    from modeling.config import BertConfig  # Keras comes with the package: imported when needed.
+# Keys only a Hugging Face config.json has (the original's bert_config.json has none of them).
+_HF_CONFIG_KEYS = ("model_type", "architectures", "transformers_version")
 
-    config = BertConfig.from_json_file(bert_config_file)
+
+def load_config(bert_config_file, max_seq_length=None):
+    """Reads and validates `bert_config.json`; checks `max_seq_length` fits its positions.
+
+    A Hugging Face `config.json` (it has `model_type`, `architectures` or
+    `transformers_version`) is read as one: its `"gelu"` is the exact erf GELU
+    (`hf_checkpoint.config_from_hf`), where the original's `"gelu"` is the tanh form."""
+    from modeling import hf_checkpoint  # Keras comes with the package: imported when needed.
+    from modeling.config import BertConfig
+
+    if _is_hf_config(bert_config_file):
+        config = hf_checkpoint.config_from_hf(bert_config_file)
+    else:
+        config = BertConfig.from_json_file(bert_config_file)
     check_max_seq_length(config, max_seq_length, bert_config_file)
     return config
+
+
+def _is_hf_config(path):
+    """Whether `path` is a Hugging Face config.json (False where it cannot be read as a JSON
+    object: `BertConfig.from_json_file` then says why)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and any(key in data for key in _HF_CONFIG_KEYS)
 
 
 def check_max_seq_length(config, max_seq_length, bert_config_file):

@@ -209,6 +209,9 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     assert sorted(p.name for p in out.glob("*.tf_record")) == [
         "dev.tf_record", "test.tf_record", "train.tf_record"]
     assert '"task": "keyword"' in (out / "run.json").read_text()
+    # The checkpoints' config beside them: output_dir describes its model alone.
+    assert (json.loads((out / "bert_config.json").read_text())
+            == json.loads((TINY / "bert_config.json").read_text()))
     assert not list(out.glob("*.tmp-*")) and not (out / "run.lock").exists()
 
     # Evaluation alone restores the run's last checkpoint, as the Estimator did.

@@ -31,6 +31,14 @@ def test_the_directory_gives_config_and_vocabulary(hf_dir, tmp_path):
     assert (files.config_file, files.vocab_file) == (f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt")
     same = startup.model_files(str(TINY / "bert_config.json"), None, hf_dir)
     assert same.config_file == str(TINY / "bert_config.json")
+    # The directory's own files as the flags (docs/modeling.md): its config.json is read in
+    # Hugging Face's terms ("gelu_new" the tanh GELU, "gelu" the exact one).
+    own = startup.model_files(f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt", hf_dir)
+    assert own.config.to_dict() == tiny_config().to_dict()
+    exact = tmp_path / "config.json"
+    exact.write_text(json.dumps({**json.loads(open(f"{hf_dir}/config.json").read()),
+                                 "hidden_act": "gelu"}))
+    assert startup.load_config(str(exact)).hidden_act == "gelu_exact"
     # The erf GELU against the directory's tanh one: the outputs would differ by up to 1e-3.
     other = tmp_path / "bert_config.json"
     other.write_text(json.dumps({**tiny_config().to_dict(), "hidden_act": "gelu_exact"}))
