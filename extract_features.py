@@ -232,8 +232,10 @@ def write_sentence_vectors(vectors, examples, output_file, output_format, input_
 
 def main(_):
     from modeling import BertModel
-    from bert_runner import checkpoints, startup
+    from bert_runner import checkpoints, results, startup
 
+    # Refused before the model runs (a file in the way, no permission), naming the flag.
+    results.check_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file)), "output_file")
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,

@@ -63,7 +63,8 @@ class OutputDirError(ValueError):
 
 
 def _task_record(task, run):
-    return {"task": task.name, **{name: getattr(run, name) for name in _RECORDED}}
+    return {"task": task.name, **{name: getattr(run, name) for name in _RECORDED},
+            **task.recorded_settings()}
 
 
 def prepare(task, run, config):
@@ -133,8 +134,8 @@ def _recorded_run(run):
 def _changed_hyperparameters(task, run):
     """`["name old -> new", ...]` for the recorded hyper-parameters this command changes."""
     recorded, current = _recorded_run(run) or {}, _task_record(task, run)
-    return [f"{name} {recorded[name]!r} -> {current[name]!r}"
-            for name in _RECORDED if name in recorded and recorded[name] != current[name]]
+    return [f"{name} {recorded[name]!r} -> {value!r}" for name, value in current.items()
+            if name in recorded and recorded[name] != value]
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
@@ -223,10 +224,6 @@ def train(trainer, task, run, config, split, num_train_steps):
     """
     _log_split("training", split)
     logging.info("  Num steps = %d", num_train_steps)
-    changed = _changed_hyperparameters(task, run)
-    if changed and tf.train.latest_checkpoint(run.output_dir):
-        logging.warning("%s holds a run started with other hyper-parameters than this command's: "
-                        "%s", run.output_dir, ", ".join(changed))
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
                   init_fn=_init_from_checkpoint(trainer, run),
                   checkpoint_iterator=run.checkpoint_iterator)
@@ -311,6 +308,12 @@ def run(task, run, seeds=None):
     results.check_writable_dir(run.output_dir, "output_dir")
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
         prepare(task, run, config)
+        changed = _changed_hyperparameters(task, run)
+        if changed and tf.train.latest_checkpoint(run.output_dir):
+            logging.warning(
+                "%s holds a model trained with other settings than this command's: %s. Its "
+                "checkpoints are used as they are (resumed, evaluated, predicted); use another "
+                "--output_dir to train with these", run.output_dir, ", ".join(changed))
         task.write_run_files(run.output_dir)
         splits = {split: write_split(task, examples[split], split, tokenizer, run)
                   if existing[split] is None else existing_split(task, split, existing[split], run)

@@ -15,6 +15,8 @@ The data side (`examples` are whatever the task's reader returns, usually a list
                                             its file and line)
     check_examples(examples)                checks across the read splits ({split: examples})
     write_run_files(output_dir)             the task's own files beside run.json (NER's labels)
+    recorded_settings()                     {name: JSON value}: the task's settings recorded in
+                                            run.json (a later command that changes one is told)
     records(examples, split, tokenizer)     yields the split's `tf.train.Example`s; keeps what
                                             `evaluate` / `write_predictions` will need
     padding_record()                        a record with is_real_example=0 (TPU padding)
@@ -81,6 +83,12 @@ class Task:
     def write_run_files(self, output_dir):
         """Writes the task's own files in `output_dir` once the driver has accepted it (it holds
         no other task's run), before any record is written."""
+
+    def recorded_settings(self):
+        """`{name: JSON value}` of the task's own settings that shape its records or outputs,
+        recorded in run.json beside the run's hyper-parameters; a later command into the same
+        output_dir that changes one is warned that the checkpoints were trained otherwise."""
+        return {}
 
     def records(self, examples, split, tokenizer):
         """Yields the `tf.train.Example`s of `split`, in file order.

@@ -246,3 +246,18 @@ def test_recompute_activations_flag_reaches_every_encoder_layer(tmp_path):
         trainer = driver.build_trainer(PretrainingTask(16, 4), run, tiny_config(), strategy, 1, 0)
         assert trainer.model.bert.recompute is recompute
         assert all(layer.recompute is recompute for layer in trainer.model.bert.encoder_layers)
+
+
+def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
+    """run.json records the task's own settings (run_classifier's windows) beside the run's
+    hyper-parameters; a later command into the output_dir that changes one is reported."""
+    from bert_tasks.classifier.task import ClassifierTask
+
+    run = config(tmp_path, do_eval=True)
+    windows = ClassifierTask("mrpc", 24, long_documents=True, doc_stride=8)
+    driver._record_run(windows, run, tiny_config())
+    recorded = json.loads((tmp_path / "run.json").read_text())
+    assert (recorded["long_documents"], recorded["doc_stride"]) == (True, 8)
+    assert driver._changed_hyperparameters(windows, run) == []
+    assert driver._changed_hyperparameters(ClassifierTask("mrpc", 24), run) == [
+        "long_documents True -> False", "doc_stride 8 -> None"]

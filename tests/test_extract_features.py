@@ -125,3 +125,17 @@ def test_a_config_with_other_layers_than_the_checkpoint_is_refused(tmp_path):
     assert_refused(process, "checkpoint-encoder-missing")
     assert f"the model of {tmp_path / 'bert_config.json'}: 160 of its 199" in process.stderr
     assert os.listdir(tmp_path) == ["bert_config.json"]
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_model_runs(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    process = subprocess.run([
+        sys.executable, str(ROOT / "extract_features.py"),
+        f"--input_file={TINY / 'extract_features' / 'input.txt'}",
+        f"--output_file={tmp_path / 'a_file' / 'features.jsonl'}",
+        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
+    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert_refused(process, "output-dir-not-writable")
+    assert f"--output_file={tmp_path / 'a_file'}: cannot write there" in process.stderr
+    assert "Wrote" not in process.stderr and ".tmp" not in process.stderr

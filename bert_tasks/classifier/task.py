@@ -118,6 +118,11 @@ class ClassifierTask(Task):
         yield from records
         logging.info("%s: %d examples in %d windows", split, len(counts), sum(counts))
 
+    def recorded_settings(self):
+        return {"max_seq_length": self.max_seq_length,
+                "long_documents": self.doc_stride is not None, "doc_stride": self.doc_stride,
+                "window_aggregation": self.window_aggregation}
+
     def training_steps(self, run, examples, num_records):
         """The original's count of training examples; with long documents, of windows, so that
         an epoch is one pass over every window."""
