@@ -132,6 +132,15 @@ def test_refused_before_anything_is_written(tmp_path, vocab_file, case, words):
         assert "line %d " % (2 if case == "add-words-in-vocab" else 1) in str(refused.value)
 
 
+def test_an_output_dir_holding_a_model_is_refused(tmp_path, vocab_file):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "vocab.txt").write_text("[PAD]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(message("add-words-output-exists"))):
+        _run(tmp_path, vocab_file, "dogs\n")
+    assert os.listdir(tmp_path / "out") == ["vocab.txt"]
+    assert (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8") == "[PAD]\n"
+
+
 def test_the_script_refuses_in_one_line(tmp_path, vocab_file):
     (tmp_path / "words.txt").write_text("elinor\nmrs.\n", encoding="utf-8")
     process = subprocess.run(

@@ -222,6 +222,12 @@ def run(opts):
     from modeling import BertPretrainer, tf1_checkpoint
 
     check_writable_dir(opts.output_dir, "output_dir")
+    held = [name for name in (CHECKPOINT_NAME + ".index", "bert_config.json", "vocab.txt")
+            if os.path.exists(os.path.join(opts.output_dir, name))]
+    if held:
+        raise ValueError("--output_dir=%s already holds %s (a model): the model with the words "
+                         "added would replace it; choose a new or empty --output_dir"
+                         % (opts.output_dir, ", ".join(held)))
     placed = place_words(words, vocab_lines, vocab)
     model = BertPretrainer(config)
     checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=True,
