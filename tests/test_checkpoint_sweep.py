@@ -146,6 +146,16 @@ def test_the_csv_is_written_without_matplotlib(tmp_path, monkeypatch, caplog):
                                 ("pt_ltr", "100", "0.6250", "0.5000", "")]
 
 
+def test_a_sweep_over_fewer_checkpoints_keeps_the_earlier_rows(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    path = str(tmp_path / "sweep.csv")
+    sweep.write_outputs(_rows(), path, str(tmp_path / "sweep.png"), "title")
+    assert sweep.read_csv_rows(path) == _rows()
+    again = [sweep.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.625, 0.6, 0.5)]
+    sweep.write_outputs(again, path, str(tmp_path / "sweep.png"), "title")
+    assert sweep.read_csv_rows(path) == [_rows()[0], again[0], _rows()[2]]
+
+
 def test_the_png_is_drawn_with_the_baseline(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib (requirements-plot.txt) not installed")
     from matplotlib import pyplot

@@ -166,10 +166,41 @@ def csv_text(rows):
     return out.getvalue()
 
 
+def read_csv_rows(path):
+    """The `Row`s of a sweep.csv (`csv_text`'s); [] when there is none."""
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path) as f:
+        table = list(csv.DictReader(f))
+
+    def optional(text):
+        return float(text) if text else None
+
+    return [Row(r["run"], r["objective"], r["pretraining_dir"], int(r["pretraining_step"]),
+                r["metric"], float(r["value"]), optional(r["eval_loss"]),
+                optional(r["baseline"])) for r in table]
+
+
+def merged_rows(earlier, rows):
+    """`earlier` rows with those of `rows` for the same run, step and metric replaced, then the
+    rest of `rows`: a sweep over fewer checkpoints keeps the table of the others."""
+    key = lambda row: (row.run, row.pretraining_step, row.metric)  # noqa: E731
+    new = {key(row): row for row in rows}
+    kept = [new.pop(key(row), row) for row in earlier]
+    return kept + [row for row in rows if key(row) in new]
+
+
 def write_outputs(rows, csv_path, png_path, title, baseline=None):
     """Writes the CSV, then the PNG if matplotlib is installed (else one warning naming
     `PLOT_REQUIREMENTS`), with `baseline` (a `Baseline`, or None) as a dashed horizontal line.
+    An earlier CSV's rows of other checkpoints are kept (`merged_rows`), and said so.
     Returns the PNG path, or None when it was not drawn."""
+    earlier = read_csv_rows(csv_path)
+    merged = merged_rows(earlier, rows)
+    if len(merged) > len(rows):
+        logging.info("%s: kept %d rows of the earlier sweep (checkpoints this command did not "
+                     "fine-tune)", csv_path, len(merged) - len(rows))
+    rows = merged
     results.write_text_atomic(csv_path, csv_text(rows))
     logging.info("Wrote %s", csv_path)
     try:
