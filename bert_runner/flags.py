@@ -141,12 +141,16 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
         missing = [name for name in names if not values[name]]
         if not missing:
             return True
-        from bert_runner.startup import HF_DIRECTORY, is_hf_directory
+        from bert_runner.startup import HF_DIRECTORY, check_partial_directory, is_hf_directory
 
         directory = values[checkpoint]
         if is_hf_directory(directory) and (
                 "vocab_file" not in missing or os.path.isfile(os.path.join(directory, "vocab.txt"))):
             return True
+        try:  # part of a Hugging Face directory: say what it lacks, not which flag to give
+            check_partial_directory(directory, f"--{checkpoint}")
+        except ValueError as e:
+            raise flags.ValidationError(str(e)) from None
         raise flags.ValidationError(
             f"--{missing[0]} is required unless --{checkpoint} is {HF_DIRECTORY}")
 

@@ -174,13 +174,19 @@ def read_safetensors(path):
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: corrupt safetensors header ({e})") from e
     body = data[8 + header_size :]
+    needed = max((info["data_offsets"][1] for name, info in header.items()
+                  if name != "__metadata__"), default=0)
+    if needed > len(body):
+        raise ValueError(f"{path}: truncated: its header describes {needed} bytes of tensors, the "
+                         f"file holds {len(body)} (an interrupted download or copy?)")
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
-        if info["dtype"] not in dtypes or end > len(body):
-            raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']} or offsets out of range")
+        if info["dtype"] not in dtypes:
+            raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}, which this reader "
+                             f"does not know ({', '.join(dtypes)})")
         array = np.frombuffer(body[begin:end], dtype=dtypes[info["dtype"]])
         tensors[name] = array.reshape(info["shape"])
     return tensors

@@ -253,3 +253,17 @@ def test_the_range_is_in_the_help_once():
     ("last", False), ("1.5", False), ("--1", False)])
 def test_layers_must_be_comma_separated_integers(layers, ok):
     assert flag_ranges.rule_for("extract_features.py", "layers").accepts(layers) == ok
+
+
+def test_a_partial_hugging_face_directory_says_what_it_lacks(tmp_path):
+    # Without --vocab_file and --bert_config_file: not "--vocab_file is required" (the folder
+    # has vocab.txt), but what the folder lacks.
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "run_classifier.py"), "--task_name=mrpc", "--data_dir=/data",
+         "--output_dir=/out", f"--init_checkpoint={tmp_path}", "--only_check_args"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert_refused(result, "checkpoint-directory-neither-layout")
+    assert "is required" not in result.stderr

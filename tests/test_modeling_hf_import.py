@@ -1,6 +1,7 @@
 """Hugging Face layout in and out: a checkpoint the test writes from the tiny fixture's weights,
 and `save_hf_model`'s directory read back (weights, outputs, the file format)."""
 import json
+import re
 import struct
 
 import numpy as np
@@ -11,6 +12,7 @@ from modeling import BertModel, BertPretrainer, gelu_exact, tf1_checkpoint
 from modeling.hf_checkpoint import (
     config_from_hf, hf_name, load_hf_checkpoint, save_hf_model, tf1_name, write_safetensors)
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
+from refusals import message
 
 
 def hf_checkpoint_from_fixture(directory, bert_prefix=True):
@@ -77,6 +79,12 @@ def test_wrong_config_is_reported_with_shapes(tmp_path):
 def test_corrupt_safetensors_names_the_file(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 5) + b"{oops")
     with pytest.raises(ValueError, match="model.safetensors: corrupt safetensors header"):
+        load_hf_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
+    # Cut short (an interrupted download): said so, with what is missing.
+    write_safetensors(tmp_path / "whole.safetensors", {"a": np.zeros((4, 4), np.float32)})
+    data = (tmp_path / "whole.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(data[:-10])
+    with pytest.raises(ValueError, match=re.escape(message("hf-weights-truncated"))):
         load_hf_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
 
 
