@@ -87,6 +87,24 @@ def read_inputs(texts=(), input_file=None, stdin=None):
     return inputs
 
 
+# export_model.py's exports that predict.py does not serve: the file, and what serves it.
+_OTHER_RUNTIMES = (
+    ("model.tflite", "a LiteRT export of export_model.py: serve it with LiteRT's interpreter "
+                     "(bert_runner.litert_export.interpreter, docs/export.md)"),
+    ("model.onnx", "an ONNX export of export_model.py: serve it with ONNX Runtime "
+                   "(bert_runner.onnx_export.OnnxTextModel, docs/export.md)"),
+)
+
+
+def _other_runtime(export_dir):
+    """What to do with a directory that is not a SavedModel: which runtime serves the export it
+    holds, or which directory to give."""
+    for name, what in _OTHER_RUNTIMES:
+        if tf.io.gfile.exists(os.path.join(export_dir, name)):
+            return "it holds %s, %s; predict.py serves the SavedModel formats" % (name, what)
+    return "give an --export_dir of export_model.py"
+
+
 class Predictor:
     """An export_model.py SavedModel, loaded once (see the module docstring).
 
@@ -100,8 +118,8 @@ class Predictor:
     def __init__(self, export_dir):
         self.export_dir = export_dir
         if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
-            raise ValueError("--model=%s is not a SavedModel directory (no saved_model.pb): give "
-                             "an --export_dir of export_model.py" % export_dir)
+            raise ValueError("--model=%s is not a SavedModel directory (no saved_model.pb): %s"
+                             % (export_dir, _other_runtime(export_dir)))
         started = time.perf_counter()
         self.model = tf.saved_model.load(export_dir)
         self.metadata = self._read_metadata()

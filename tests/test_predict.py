@@ -128,6 +128,13 @@ def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
 
     with pytest.raises(ValueError, match=re.escape(message("predict-not-a-saved-model"))):
         predictor.Predictor(str(tmp_path))
+    # A LiteRT or ONNX export: which runtime serves it.
+    for name, runtime in (("model.tflite", "LiteRT's interpreter"), ("model.onnx", "ONNX Runtime")):
+        other = tmp_path / name.replace(".", "_")
+        other.mkdir()
+        (other / name).write_bytes(b"")
+        with pytest.raises(ValueError, match=f"it holds {name}, .* serve it with {runtime}"):
+            predictor.Predictor(str(other))
     # The classifier's SavedModel saved without its `pairs` signature.
     partial = tmp_path / "partial"
     loaded = tf.saved_model.load(str(export_dir))
