@@ -146,9 +146,12 @@ def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", conf
                   f"{list(source.shapes[name])}" for name, var in source.names.items()
                   if name in source.shapes and tuple(source.shapes[name]) != tuple(var.shape)]
     if mismatched:
+        task, record = startup.recorded_task(init_checkpoint)
+        written_by = ([f"  it was written by a run of task {task!r} ({record}): another task's "
+                       "head under the same names"] if task else [])
         raise ValueError("\n".join(
             [f"Checkpoint {named} does not fit the model of {config_file or '--bert_config_file'}:"]
-            + mismatched))
+            + mismatched + written_by))
     report = tf1_checkpoint.LoadReport(
         named, [n for n in source.names if n in source.shapes],
         [n for n in source.names if n not in source.shapes],

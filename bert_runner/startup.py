@@ -145,6 +145,21 @@ def recorded_objective(checkpoint):
     return None, None
 
 
+def recorded_task(checkpoint):
+    """(task name, its run.json) of the run that wrote `checkpoint` (a directory or a checkpoint
+    prefix; the run's output_dir for a --seeds `seed_<n>` directory), or (None, None)."""
+    for directory in record_directories(checkpoint):
+        path = os.path.join(directory, RUN_RECORD)
+        try:
+            with open(path, encoding="utf-8") as f:
+                recorded = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(recorded, dict) and recorded.get("task"):
+            return recorded["task"], path
+    return None, None
+
+
 def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoint"):
     """Refuses a config whose pretraining objective is not the one recorded beside `checkpoint`
     (`recorded_objective`): an LTR checkpoint with the original bert_config.json would silently

@@ -261,3 +261,17 @@ def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
     assert driver._changed_hyperparameters(windows, run) == []
     assert driver._changed_hyperparameters(ClassifierTask("mrpc", 24), run) == [
         "long_documents True -> False", "doc_stride 8 -> None"]
+
+
+def test_another_tasks_checkpoint_says_whose_it_is(tmp_path):
+    """An NER output_dir as a classifier's --init_checkpoint: the head's shapes differ under the
+    same names; the refusal says which task wrote it (its run.json)."""
+    from bert_runner import checkpoints
+    from modeling import tf1_checkpoint
+
+    tagger = BertClassifier(tiny_config(), 9)  # a 9-label head named as run_ner's
+    prefix = tf1_checkpoint.save_tf1_checkpoint(tagger, str(tmp_path / "bert_model.ckpt"))
+    (tmp_path / "run.json").write_text(json.dumps({"task": "ner"}))
+    with pytest.raises(ValueError, match="shape mismatch output_weights") as error:
+        checkpoints.check_init_checkpoint(BertClassifier(tiny_config(), 2), prefix)
+    assert f"written by a run of task 'ner' ({tmp_path / 'run.json'})" in str(error.value)
