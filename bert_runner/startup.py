@@ -133,16 +133,22 @@ def recorded_objective(checkpoint):
     for directory in record_directories(checkpoint):
         for name, default in ((RUN_RECORD, None), ("bert_config.json", "mlm")):
             path = os.path.join(directory, name)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    recorded = json.load(f)
-            except (OSError, ValueError):
-                continue
-            objective = recorded.get("pretraining_objective", default) if isinstance(
-                recorded, dict) else None
+            recorded = _read_record(path)
+            objective = (None if recorded is None
+                         else recorded.get("pretraining_objective", default))
             if objective:
                 return objective, path
     return None, None
+
+
+def _read_record(path):
+    """The JSON object in `path`; None where there is none (no file, not JSON, not an object)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            recorded = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def recorded_task(checkpoint):
@@ -150,13 +156,9 @@ def recorded_task(checkpoint):
     prefix; the run's output_dir for a --seeds `seed_<n>` directory), or (None, None)."""
     for directory in record_directories(checkpoint):
         path = os.path.join(directory, RUN_RECORD)
-        try:
-            with open(path, encoding="utf-8") as f:
-                recorded = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(recorded, dict) and recorded.get("task"):
-            return recorded["task"], path
+        task = (_read_record(path) or {}).get("task")
+        if task:
+            return task, path
     return None, None
 
 
