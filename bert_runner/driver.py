@@ -259,8 +259,8 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
     Sets the seeds (`run.random_seed`), determinism and dtype policy first, in a fresh Keras
     state, so several runs in one process (a seed sweep) are each as a run of their own.
     """
-    # Keras' names and graph state only: a full garbage collection (Keras' default) costs about
-    # 0.2 s with TensorFlow loaded, and Python runs one when it needs to.
+    # Keras' names and graph state only: Keras' default also runs a full garbage collection,
+    # slow with TensorFlow loaded, and Python runs one when it needs to.
     keras.backend.clear_session(free_memory=False)
     distribution.set_determinism(run.random_seed, run.deterministic)
     distribution.set_precision(run.mixed_precision)

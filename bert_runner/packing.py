@@ -147,17 +147,19 @@ class RecordPacker(object):
             if np.any(values["input_mask"][length:]):
                 raise ValueError("packing needs right-padded records: input_mask %s"
                                  % values["input_mask"].tolist())
-            for row in self.fit.add(values, length, 0):
+            for row in self.fit.add((values, length), length, 0):
                 yield self._encode(row)
         for row in self.fit.flush():
             yield self._encode(row)
 
     def _encode(self, row):
+        """One packed `tf.train.Example` of `row`: [(feature values, real length)]."""
         import tensorflow as tf
         from bert_runner.records import float_feature, int_feature
 
         s, k = self.max_seq_length, self.max_sequences_per_row
-        lengths = [int(np.sum(item["input_mask"])) for item in row]
+        lengths = [length for _, length in row]
+        row = [values for values, _ in row]
         starts = np.cumsum([0] + lengths[:-1])
         columns = {name: np.concatenate([item[name][:n] for item, n in zip(row, lengths)])
                    for name in TOKEN_FEATURES}

@@ -36,7 +36,7 @@ class BertModel(keras.Model):
     Call args:
         inputs: dict with `input_ids` int `[B, S]` and optionally `input_mask` (default all
             ones) and `token_type_ids` (default all zeros), int `[B, S]`. Packed rows (several
-            sequences in a row, `bert_tasks.pretraining.data.packing`) add `sequence_ids` (int
+            sequences in a row, `bert_runner.packing`) add `sequence_ids` (int
             `[B, S]`: 1, 2, ... for each position's sequence, 0 on padding; attention stays
             within each sequence) and `position_ids` (int `[B, S]`, restarting at 0 for each
             sequence); every real position then gets the values it has unpacked.

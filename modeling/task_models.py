@@ -85,7 +85,7 @@ class BertPretrainer(BertTaskModel):
     """Encoder + masked-LM + next-sentence heads (run_pretraining's `model_fn`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]`, `masked_lm_positions` int `[B, P]`;
-    packed rows (`bert_tasks.pretraining.data.packing`) also `sequence_ids`, `position_ids` int
+    packed rows (`bert_runner.packing`) also `sequence_ids`, `position_ids` int
     `[B, S]` and `sequence_starts` int `[B, K]`, each sequence's [CLS] position.
     Returns: `masked_lm_logits` float32 `[B, P, V]`, `next_sentence_logits` float32 `[B, 2]`
     (packed: `[B, K, 2]`, one per sequence).

@@ -110,7 +110,9 @@ def test_packed_and_unpacked_batches_give_the_same_loss_and_gradients(kind):
 
     want_loss, want_grads = loss_and_grads(unpacked)
     loss, grads = loss_and_grads(packed)
-    assert float(loss) == pytest.approx(float(want_loss), abs=1e-6)
+    # Within 1e-6, relative where values are large: the regression loss is ~10 and its
+    # gradients reach ~5, where float32's own rounding between two summation orders is ~1e-6.
+    assert float(loss) == pytest.approx(float(want_loss), rel=1e-6, abs=1e-6)
     for variable, want, got in zip(model.trainable_variables, want_grads, grads):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6, rtol=0,
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6, rtol=1e-6,
                                    err_msg=variable.path)
