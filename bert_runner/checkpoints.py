@@ -206,15 +206,32 @@ def restore_newest_readable(manager, restore):
 LABEL_LIST_FILE = "label_list.txt"
 
 
+def label_list_path(checkpoint):
+    """The label_list.txt beside `checkpoint` (a run's output_dir, or a ckpt-N prefix)."""
+    directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+    return os.path.join(directory, LABEL_LIST_FILE)
+
+
 def recorded_labels(checkpoint):
     """The label_list.txt beside `checkpoint` (a run's output_dir, or the directory of a ckpt-N
     prefix) as a list of str; None when there is none."""
-    directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
-    path = os.path.join(directory, LABEL_LIST_FILE)
+    path = label_list_path(checkpoint)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:
         return [line for line in f.read().splitlines() if line]
+
+
+def labels_governing(output_dir, init_checkpoint):
+    """Where the labels of the model a run starts from are recorded: `output_dir` when it holds
+    a checkpoint (the run resumes, evaluates or predicts with it), else `init_checkpoint` when
+    another run recorded labels beside it (its head is loaded with the encoder); None when
+    neither."""
+    if tf.train.latest_checkpoint(output_dir):
+        return output_dir
+    if init_checkpoint and recorded_labels(init_checkpoint) is not None:
+        return init_checkpoint
+    return None
 
 
 def check_recorded_labels(labels, checkpoint, flag, given):

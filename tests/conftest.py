@@ -9,6 +9,11 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# pytest.ini runs three pytest processes, each starting scripts, on CI's 2 cores: one thread in
+# each of TensorFlow's pools per process (the scripts inherit it), so that no pool's idle threads
+# spin for a core another process needs. A user's run, without these variables, uses every core.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # One XLA compilation cache for the session, shared with the scripts the tests run (they inherit
 # the environment): the fused kernels are compiled once per shape, not once per process, which
 # takes minutes off the suite. Set before TensorFlow is imported. The process that makes it (the

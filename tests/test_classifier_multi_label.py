@@ -195,6 +195,19 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
         MultiLabelTask(32, labels=["animal", "vehicle", "weather"]).write_run_files(str(run))
     MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(str(run))
+    # A new output_dir whose model comes from that run's checkpoint (--init_checkpoint, e.g. a
+    # --do_predict run): the labels recorded beside the checkpoint govern.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    task = MultiLabelTask(32, labels=["animal", "vehicle", "weather"])
+    task.init_checkpoint = str(run / "ckpt-1")
+    with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
+        task.write_run_files(str(fresh))
+    assert not (fresh / "label_list.txt").exists()
+    task = MultiLabelTask(32, labels=["weather", "animal", "vehicle"])
+    task.init_checkpoint = str(run)
+    task.write_run_files(str(fresh))
+    assert (fresh / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
     # export_model --labels (and --entity_types) against the checkpoint's recorded labels.
     checkpoints.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),
                                       "--labels", "weather,animal,vehicle")

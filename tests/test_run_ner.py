@@ -102,6 +102,28 @@ def test_predicts_from_the_written_tf1_checkpoint(trained, tmp_path):
             == (output_dir / "test_predictions.txt").read_text())
 
 
+def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
+    """Into a new output_dir from another run's checkpoint: its label_list.txt gives the labels
+    where no training file does, and other --entity_types are refused (the head's outputs would
+    carry the wrong tags)."""
+    from bert_tasks.ner.sets import NerSet
+    from bert_tasks.ner.task import NerTask
+    from refusals import message
+
+    data_dir, output_dir, _ = trained
+    test = {"predict": NerSet.read(os.path.join(data_dir, "test.txt"))}
+    empty = tmp_path / "data"
+    empty.mkdir()  # no train.txt
+    task = NerTask(str(empty), 32, str(tmp_path / "out"))
+    task.init_checkpoint = str(output_dir / "bert_model.ckpt")
+    task.check_examples(test)
+    assert task.label_list == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    task = NerTask(str(empty), 32, str(tmp_path / "out"), entity_types=["PER", "LOC"])
+    task.init_checkpoint = str(output_dir / "bert_model.ckpt")
+    with pytest.raises(ValueError, match=message("ner-labels-differ")):
+        task.check_examples(test)
+
+
 def test_bad_input_is_named_before_any_work(tmp_path):
     data_dir = write_conll_dir(tmp_path / "data", 2, 1, 1)
     dev = tmp_path / "data" / "dev.txt"

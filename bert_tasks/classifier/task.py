@@ -267,10 +267,12 @@ class MultiLabelTask(ClassifierTask):
         return self.processor.get_labels()
 
     def write_run_files(self, output_dir):
-        """label_list.txt; refused when output_dir holds a model trained with other labels, or
-        the same in another order (its label_list.txt)."""
-        if tf.train.latest_checkpoint(output_dir):
-            checkpoints.check_recorded_labels(self.label_names, output_dir, "--labels",
+        """label_list.txt; refused when the model the run starts from (output_dir's, else
+        --init_checkpoint's) was trained with other labels, or the same in another order (the
+        label_list.txt beside it)."""
+        source = checkpoints.labels_governing(output_dir, self.init_checkpoint)
+        if source:
+            checkpoints.check_recorded_labels(self.label_names, source, "--labels",
                                               ",".join(self.label_names))
         results.write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
                                   "\n".join(self.label_names) + "\n")

@@ -25,10 +25,11 @@ from modeling import masked_lm_loss
 from modeling import BertTokenClassifier
 from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
 from bert_tasks.ner.sets import NerSet
+from bert_runner import checkpoints
 from bert_runner.results import write_text_atomic
 from bert_runner.task import Task, collect, encoder_training_flops
 
-LABEL_LIST_FILE = "label_list.txt"
+LABEL_LIST_FILE = checkpoints.LABEL_LIST_FILE
 # The driver's splits -> CoNLL split of the file read.
 _CONLL_SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
 
@@ -81,14 +82,16 @@ class NerTask(Task):
                 train = NerSet.read(conll.split_file(self.data_dir, "train"))
             except FileNotFoundError:
                 pass
-        recorded_path = os.path.join(self.output_dir, LABEL_LIST_FILE)
-        recorded = None
-        if os.path.exists(recorded_path):
-            with open(recorded_path, encoding="utf-8") as f:
-                recorded = f.read().split()
+        # The labels of the model the run starts from: output_dir's record, else that of the
+        # run whose checkpoint is --init_checkpoint (its head is loaded with the encoder).
+        source = self.output_dir
+        recorded = checkpoints.recorded_labels(source)
+        if recorded is None and self.init_checkpoint:
+            source = self.init_checkpoint
+            recorded = checkpoints.recorded_labels(source)
         self.label_list = tags.resolve_label_list(
             self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
-            recorded_path)
+            checkpoints.label_list_path(source))
         for data in examples.values():
             data.check_labels(self.label_list)
         logging.info("Labels: %s", " ".join(self.label_list))
