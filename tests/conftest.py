@@ -1,5 +1,6 @@
 """Shared pytest configuration: quiet TensorFlow, fixture paths, project root on sys.path."""
 import atexit
+import collections
 import json
 import os
 import pathlib
@@ -101,10 +102,17 @@ def quick_demo(readme_mirror):
 # one of them, so its module-scoped fixtures are made once; tests that share a session fixture
 # across files say so with `@pytest.mark.xdist_group(name)` (the quick demo: test_demo.py and
 # test_readme.py) and run on one process too. xdist hands the groups out in collection order, each
-# to the first process free (pytest.ini turns off its reordering by number of tests), so the long
-# ones come first: the quick demo's, then the scripts' end-to-end files (test_run_*.py); the
-# short files after them even out the processes' ends.
+# to the first process free (pytest.ini turns off its reordering by number of tests), so they are
+# sorted longest first, by the seconds each took in a suite run (GROUP_SECONDS), and the
+# processes end together. A group not listed there (a new file) goes first.
 QUICK_DEMO_GROUP = "quick_demo"
+GROUP_SECONDS = pathlib.Path(__file__).with_name("group_seconds.json")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-group-seconds", action="store_true",
+                     help=f"write {GROUP_SECONDS.name}: the seconds each xdist group took in this "
+                          "run (with pytest.ini's -n 3)")
 
 
 def _group(item):
@@ -112,15 +120,27 @@ def _group(item):
     return mark.args[0] if mark.args else mark.kwargs.get("name", "default")
 
 
-def _rank(item):
-    if _group(item) == QUICK_DEMO_GROUP:
-        return 0
-    return 1 if item.path.name.startswith("test_run_") else 2
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items.sort(key=_rank)  # stable: file order within each rank
+    seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
+    items.sort(key=lambda item: -seconds.get(_group(item), float("inf")))  # stable
+
+
+_group_seconds = collections.Counter()
+
+
+def pytest_runtest_logreport(report):
+    # In the xdist controller each report's node id ends in "@<group>".
+    if "@" in report.nodeid:
+        _group_seconds[report.nodeid.rsplit("@", 1)[1]] += report.duration
+
+
+def pytest_sessionfinish(session):
+    controller = not hasattr(session.config, "workerinput")
+    if session.config.getoption("record_group_seconds") and controller and _group_seconds:
+        GROUP_SECONDS.write_text(json.dumps(
+            {group: round(seconds, 1) for group, seconds in sorted(_group_seconds.items())},
+            indent=0) + "\n")
