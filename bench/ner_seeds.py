@@ -36,8 +36,7 @@ from absl import app, flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import describe_machine  # noqa: E402
-from bench.finetuning import convert_to_original_layout, find_model_dir  # noqa: E402
+from bench.common import convert_to_original_layout, describe_machine, find_model_dir  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("chapters", ["5", "2"], "Training and dev chapters of each task novel.")
