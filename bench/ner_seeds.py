@@ -26,6 +26,7 @@ Both are scored by `bert_tasks.ner.conlleval` on the same dev words; the baselin
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,7 +65,8 @@ def write_task(data_dir):
 
 
 def run_ours(data_dir, model_dir, output_dir, seed):
-    """Dev entity F1 (percent) of run_ner.py from `--repo`."""
+    """Dev entity F1 (percent) of run_ner.py from `--repo`, trained afresh in `output_dir`."""
+    shutil.rmtree(output_dir, ignore_errors=True)  # an earlier bench run's would be resumed
     command = [sys.executable, os.path.join(FLAGS.repo, "run_ner.py"), f"--data_dir={data_dir}",
                f"--bert_config_file={model_dir}/bert_config.json",
                f"--vocab_file={model_dir}/vocab.txt",

@@ -24,7 +24,6 @@ there once every check has passed.
 """
 import dataclasses
 import itertools
-import json
 import os
 from typing import Optional
 
@@ -36,12 +35,11 @@ from modeling import tf1_checkpoint
 from modeling.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer
 from bert_runner import (
-    checkpoints, distribution, output_lock, results, seeds as seed_sweeps, startup)
+    checkpoints, distribution, output_lock, results, run_files, seeds as seed_sweeps, startup)
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
 
-RUN_RECORD = startup.RUN_RECORD
 # Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
 _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
              "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps",
@@ -73,12 +71,13 @@ def prepare(task, run, config):
     command's (`--bilstm_on_top`, the config's pretraining objective) (OutputDirError), and
     checks that `--init_checkpoint` is readable and fits the task's model for `config` (names
     the file and every mismatched variable)."""
-    recorded = _recorded_run(run)
+    recorded = run_files.output_dir_record(run.output_dir)
     if recorded is not None and recorded.get("task") != task.name:
+        path = os.path.join(run.output_dir, run_files.RUN_RECORD)
         raise OutputDirError(
             f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
-            f"({os.path.join(run.output_dir, RUN_RECORD)}); this is task {task.name!r}. Use "
-            "another --output_dir: nothing in it was changed.")
+            f"({path}); this is task {task.name!r}. Use another --output_dir: nothing in it was "
+            "changed.")
     if recorded is not None:
         _check_recorded_model(recorded, run, config)
     if run.init_checkpoint:
@@ -92,7 +91,7 @@ def _check_recorded_model(recorded, run, config):
     output_dir holds (restoring them would drop the run's BiLSTM, add a random one, or change
     the encoder's attention), as run.json records it; a record without a key is not checked
     for it (--bilstm_on_top: written before the flag existed, so false)."""
-    path = os.path.join(run.output_dir, RUN_RECORD)
+    path = os.path.join(run.output_dir, run_files.RUN_RECORD)
     was = bool(recorded.get("bilstm_on_top", False))
     if was != run.bilstm_on_top:
         raise OutputDirError(
@@ -113,27 +112,18 @@ def _record_run(task, run, config):
     scripts loading the checkpoints check their config against (`startup.model_files`). Also
     bert_config.json, the config the checkpoints are of, in this project's terms (a Hugging Face
     directory's exact GELU as "gelu_exact"), so that output_dir describes its model alone."""
-    if _recorded_run(run) is None:
-        record = {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective}
-        results.write_text_atomic(os.path.join(run.output_dir, RUN_RECORD),
-                                  json.dumps(record, indent=2) + "\n")
+    if run_files.output_dir_record(run.output_dir) is None:
+        run_files.write_output_dir_record(
+            run.output_dir,
+            {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective})
     config_path = os.path.join(run.output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path):
         results.write_text_atomic(config_path, config.to_json_string())
 
 
-def _recorded_run(run):
-    """The run.json of `run.output_dir` as a dict, or None."""
-    path = os.path.join(run.output_dir, RUN_RECORD)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
-
-
 def _changed_hyperparameters(task, run):
     """`["name old -> new", ...]` for the recorded hyper-parameters this command changes."""
-    recorded, current = _recorded_run(run) or {}, _task_record(task, run)
+    recorded, current = run_files.output_dir_record(run.output_dir) or {}, _task_record(task, run)
     return [f"{name} {recorded[name]!r} -> {value!r}" for name, value in current.items()
             if name in recorded and recorded[name] != value]
 

@@ -45,7 +45,7 @@ from absl import logging
 
 from modeling import BertClassifier, BertModel, BertMultiLabelClassifier, tf1_checkpoint
 from modeling.pooling import check_pooling, pool
-from bert_runner import checkpoints, results, startup
+from bert_runner import checkpoints, results, run_files
 from vocab.fast_tokenizer import FastBertTokenizer
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -538,10 +538,7 @@ def _check_fine_tuned_task(prefix, export_format, task_name):
     """Refuses to export `prefix` as `export_format` (and `task_name`) when the run.json of the run
     that wrote it names another script (an NER model as SQuAD) or another classifier task (an
     MRPC checkpoint exported as CoLA: both have 2 labels, only the record tells)."""
-    record_path, record = run_record(prefix)
-    if record_path is not None and record is None:
-        logging.warning("%s is unreadable: the task %s was fine-tuned on is not checked",
-                        record_path, prefix)
+    record_path, record = run_files.run_record(prefix)
     recorded = (record or {}).get("task")
     if not isinstance(recorded, str):
         return
@@ -561,27 +558,10 @@ def _check_fine_tuned_task(prefix, export_format, task_name):
             f"({record_path}), not by {SCRIPTS[export_format]}: {advice}")
 
 
-def run_record(checkpoint):
-    """(path, dict) of the run.json of the run that wrote `checkpoint` (a directory or prefix;
-    `startup.record_directories`), (path, None) when it is unreadable, (None, None) when there
-    is none (an original-layout checkpoint)."""
-    for directory in startup.record_directories(checkpoint):
-        path = os.path.join(directory, startup.RUN_RECORD)
-        if not tf.io.gfile.exists(path):
-            continue
-        try:
-            with tf.io.gfile.GFile(path) as f:
-                record = json.load(f)
-        except (ValueError, tf.errors.OpError):
-            return path, None
-        return path, record if isinstance(record, dict) else None
-    return None, None
-
-
 def recorded_bilstm_on_top(checkpoint):
     """Whether the run that wrote `checkpoint` was fine-tuned with `--bilstm_on_top` (its
     run.json says; false without one): the export builds the model it trained."""
-    _, record = run_record(checkpoint)
+    _, record = run_files.run_record(checkpoint)
     return bool((record or {}).get("bilstm_on_top", False))
 
 

@@ -6,11 +6,11 @@ Light to import (no Keras): create_pretraining_data's pipeline uses `warn_if_cas
 import dataclasses
 import json
 import os
-import re
 from typing import Optional
 
 from absl import logging
 
+from bert_runner import run_files
 from vocab import tokenization
 
 # A vocabulary is taken as uncased when at most this share of its word-pieces with a cased letter
@@ -31,11 +31,6 @@ _ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 HF_DIRECTORY = "a Hugging Face model directory (config.json, model.safetensors or " \
                "pytorch_model.bin, vocab.txt)"
-
-
-# What `bert_runner.driver` records of a run in its output_dir (task, hyper-parameters and the
-# model's pretraining objective); read here beside a checkpoint.
-RUN_RECORD = "run.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,29 +106,16 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
                       vocab_file or (hf_vocab if os.path.isfile(hf_vocab) else None))
 
 
-def record_directories(checkpoint):
-    """The directories whose files describe the run that wrote `checkpoint` (a directory or a
-    checkpoint prefix; None: none): its own, then for a --seeds `seed_<n>` directory the run's
-    output_dir (where run.json is)."""
-    if not checkpoint:
-        return []
-    directory = (checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)) or "."
-    directories = [directory]
-    if re.fullmatch(r"seed_\d+", os.path.basename(os.path.abspath(directory))):
-        directories.append(os.path.dirname(os.path.abspath(directory)))
-    return directories
-
-
 def recorded_objective(checkpoint):
     """(pretraining objective, the file recording it) of the run that wrote `checkpoint` (a
     directory or a checkpoint prefix), or (None, None): the "pretraining_objective" of the
     run.json beside it (or of the run's output_dir, for a --seeds `seed_<n>` directory), else of
     the bert_config.json beside it (run_pretraining writes one; a config without the key, as
     the original's, is a masked LM)."""
-    for directory in record_directories(checkpoint):
-        for name, default in ((RUN_RECORD, None), ("bert_config.json", "mlm")):
+    for directory in run_files.record_directories(checkpoint):
+        for name, default in ((run_files.RUN_RECORD, None), ("bert_config.json", "mlm")):
             path = os.path.join(directory, name)
-            recorded = _read_record(path)
+            recorded = run_files.read_json_object(path)
             objective = (None if recorded is None
                          else recorded.get("pretraining_objective", default))
             if objective:
@@ -141,25 +123,12 @@ def recorded_objective(checkpoint):
     return None, None
 
 
-def _read_record(path):
-    """The JSON object in `path`; None where there is none (no file, not JSON, not an object)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            recorded = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return recorded if isinstance(recorded, dict) else None
-
-
 def recorded_task(checkpoint):
     """(task name, its run.json) of the run that wrote `checkpoint` (a directory or a checkpoint
     prefix; the run's output_dir for a --seeds `seed_<n>` directory), or (None, None)."""
-    for directory in record_directories(checkpoint):
-        path = os.path.join(directory, RUN_RECORD)
-        task = (_read_record(path) or {}).get("task")
-        if task:
-            return task, path
-    return None, None
+    path, record = run_files.run_record(checkpoint)
+    task = (record or {}).get("task")
+    return (task, path) if task else (None, None)
 
 
 def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoint"):

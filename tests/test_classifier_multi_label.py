@@ -178,7 +178,7 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     checkpoints), and none may be empty."""
     import tensorflow as tf
 
-    from bert_runner import checkpoints
+    from bert_runner import run_files
     from bert_tasks.classifier.processors import get_processor
     from bert_tasks.classifier.task import MultiLabelTask
     from refusals import message
@@ -209,7 +209,7 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     task.write_run_files(str(fresh))
     assert (fresh / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
     # export_model --labels (and --entity_types) against the checkpoint's recorded labels.
-    checkpoints.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),
+    run_files.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),
                                       "--labels", "weather,animal,vehicle")
     with pytest.raises(ValueError, match="trained with the labels weather,animal,vehicle"):
-        checkpoints.check_recorded_labels(["animal"], str(run / "ckpt-1"), "--labels", "animal")
+        run_files.check_recorded_labels(["animal"], str(run / "ckpt-1"), "--labels", "animal")

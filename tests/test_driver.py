@@ -237,6 +237,11 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     assert json.loads((out / "run.json").read_text())["pretraining_objective"] == "mlm"
     with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-other-model"))):
         driver.run(KeywordTask(str(data)), config(out, do_eval=True, bilstm_on_top=True))
+    # A run.json that is not JSON says nothing of the model its checkpoints are of: refused.
+    (out / "run.json").write_text('{"task": "keyword", ')
+    with pytest.raises(ValueError, match=re.escape(message("run-record-unreadable"))):
+        driver.run(KeywordTask(str(data)), config(out, do_eval=True))
+    assert (out / "train.tf_record").read_bytes() == records
 
 
 def test_recompute_activations_flag_reaches_every_encoder_layer(tmp_path):

@@ -4,7 +4,7 @@
 
     EXPORTS[FLAGS.format](FLAGS, files)   # files: bert_runner.startup.model_files(...)
 """
-from bert_runner import checkpoints, export
+from bert_runner import export, run_files
 
 
 def _bf16(flag_values, model):
@@ -26,8 +26,8 @@ def classifier(flag_values, files):
     multi_label = task_name.lower() == "multilabel"
     labels = flag_values.labels
     if multi_label and labels:
-        checkpoints.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
-                                          ",".join(labels))
+        run_files.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
+                                        ",".join(labels))
     elif multi_label:
         labels = _recorded_labels(flag_values.checkpoint, "--labels")
     processor = processors.get_processor(task_name, labels if multi_label else None)
@@ -82,8 +82,8 @@ def ner(flag_values, files):
     if flag_values.entity_types:
         label_list = tags.label_list(flag_values.entity_types)
         source = "--entity_types=%s" % ",".join(flag_values.entity_types)
-        checkpoints.check_recorded_labels(label_list, flag_values.checkpoint, "--entity_types",
-                                          ",".join(flag_values.entity_types))
+        run_files.check_recorded_labels(label_list, flag_values.checkpoint, "--entity_types",
+                                        ",".join(flag_values.entity_types))
     else:
         label_list = _recorded_labels(flag_values.checkpoint, "--entity_types")
         source = "its label_list.txt"
@@ -117,7 +117,7 @@ def _recorded_model(flag_values):
 
 def _recorded_labels(checkpoint, flag):
     """The label_list.txt the run wrote beside `checkpoint`; refused naming `flag` without one."""
-    labels = checkpoints.recorded_labels(checkpoint)
+    labels = run_files.recorded_labels(checkpoint)
     if not labels:
         raise ValueError(f"--checkpoint={checkpoint} has no label_list.txt beside it: give the "
                          f"model's labels in order with {flag}")

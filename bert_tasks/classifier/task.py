@@ -27,12 +27,10 @@ from bert_tasks.classifier.outputs import predicted_values
 from modeling import (
     BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
     regression_loss)
-from bert_runner import checkpoints, results
+from bert_runner import results, run_files
 from bert_runner.packing import slot_mean
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 
-# The multilabel task's label order, beside run.json: the columns of test_results.tsv.
-LABEL_LIST_FILE = checkpoints.LABEL_LIST_FILE
 # Windows of one example are adjacent in the records, and the input pipeline shuffles only within
 # 100 records: training windows are written in an order shuffled with this seed.
 _WINDOW_SHUFFLE_SEED = 12345
@@ -270,12 +268,11 @@ class MultiLabelTask(ClassifierTask):
         """label_list.txt; refused when the model the run starts from (output_dir's, else
         --init_checkpoint's) was trained with other labels, or the same in another order (the
         label_list.txt beside it)."""
-        source = checkpoints.labels_governing(output_dir, self.init_checkpoint)
+        source = run_files.labels_governing(output_dir, self.init_checkpoint)
         if source:
-            checkpoints.check_recorded_labels(self.label_names, source, "--labels",
-                                              ",".join(self.label_names))
-        results.write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
-                                  "\n".join(self.label_names) + "\n")
+            run_files.check_recorded_labels(self.label_names, source, "--labels",
+                                            ",".join(self.label_names))
+        run_files.write_label_list(output_dir, self.label_names)
         logging.info("Labels (the columns of test_results.tsv): %s", ", ".join(self.label_names))
 
     def padding_record(self):

@@ -25,11 +25,10 @@ from modeling import masked_lm_loss
 from modeling import BertTokenClassifier
 from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
 from bert_tasks.ner.sets import NerSet
-from bert_runner import checkpoints
+from bert_runner import run_files
 from bert_runner.results import write_text_atomic
 from bert_runner.task import Task, collect, encoder_training_flops
 
-LABEL_LIST_FILE = checkpoints.LABEL_LIST_FILE
 # The driver's splits -> CoNLL split of the file read.
 _CONLL_SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
 
@@ -85,20 +84,19 @@ class NerTask(Task):
         # The labels of the model the run starts from: output_dir's record, else that of the
         # run whose checkpoint is --init_checkpoint (its head is loaded with the encoder).
         source = self.output_dir
-        recorded = checkpoints.recorded_labels(source)
+        recorded = run_files.recorded_labels(source)
         if recorded is None and self.init_checkpoint:
             source = self.init_checkpoint
-            recorded = checkpoints.recorded_labels(source)
+            recorded = run_files.recorded_labels(source)
         self.label_list = tags.resolve_label_list(
             self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
-            checkpoints.label_list_path(source))
+            run_files.label_list_path(source))
         for data in examples.values():
             data.check_labels(self.label_list)
         logging.info("Labels: %s", " ".join(self.label_list))
 
     def write_run_files(self, output_dir):
-        write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE),
-                          "\n".join(self.label_list) + "\n")
+        run_files.write_label_list(output_dir, self.label_list)
 
     def records(self, data, split, tokenizer):
         """The windows' records; the set is kept to put the predicted tags back on its words."""

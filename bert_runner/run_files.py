@@ -1,0 +1,122 @@
+"""The files a run keeps beside its checkpoints, read and written here only, through
+`tf.io.gfile` (a `gs://` output_dir behaves as a local one):
+
+    run.json          the task, hyper-parameters, model options and pretraining objective of the
+                      run (`bert_runner.driver`); a later script checks its flags against it
+    label_list.txt    a classifier's or tagger's labels in output order, one per line
+                      (run_classifier --task_name=multilabel, run_ner)
+
+A run.json that exists but is not a JSON object is refused naming it, whoever reads it: it is
+what tells which model the checkpoints beside it are of.
+"""
+import json
+import os
+import re
+
+import tensorflow as tf
+
+from bert_runner.results import write_text_atomic
+
+RUN_RECORD = "run.json"
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def _directory(checkpoint):
+    """The directory of `checkpoint`: a run's output_dir, or the folder of a ckpt-N prefix."""
+    return (checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)) or "."
+
+
+def record_directories(checkpoint):
+    """The directories whose files describe the run that wrote `checkpoint` (a directory or a
+    checkpoint prefix; None: none): its own, then for a --seeds `seed_<n>` directory the run's
+    output_dir (where run.json is)."""
+    if not checkpoint:
+        return []
+    directory = _directory(checkpoint)
+    directories = [directory]
+    if re.fullmatch(r"seed_\d+", os.path.basename(os.path.abspath(directory))):
+        directories.append(os.path.dirname(os.path.abspath(directory)))
+    return directories
+
+
+def read_json_object(path):
+    """The JSON object in `path`, or None when there is no such file.
+
+    Raises:
+      ValueError naming `path`: it is not a JSON object.
+    """
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): restore it, or move the "
+                         "checkpoints beside it away") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is not a JSON object: restore it, or move the checkpoints "
+                         "beside it away")
+    return value
+
+
+def output_dir_record(output_dir):
+    """The run.json of `output_dir` as a dict, or None."""
+    return read_json_object(os.path.join(output_dir, RUN_RECORD))
+
+
+def write_output_dir_record(output_dir, record):
+    write_text_atomic(os.path.join(output_dir, RUN_RECORD), json.dumps(record, indent=2) + "\n")
+
+
+def run_record(checkpoint):
+    """(path, dict) of the run.json of the run that wrote `checkpoint` (`record_directories`),
+    or (None, None) when there is none (an original-layout checkpoint)."""
+    for directory in record_directories(checkpoint):
+        path = os.path.join(directory, RUN_RECORD)
+        record = read_json_object(path)
+        if record is not None:
+            return path, record
+    return None, None
+
+
+def label_list_path(checkpoint):
+    """The label_list.txt beside `checkpoint` (a run's output_dir, or a ckpt-N prefix)."""
+    return os.path.join(_directory(checkpoint), LABEL_LIST_FILE)
+
+
+def recorded_labels(checkpoint):
+    """The labels recorded beside `checkpoint` as a list of str; None when there are none."""
+    path = label_list_path(checkpoint)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return [line for line in f.read().splitlines() if line]
+
+
+def write_label_list(output_dir, labels):
+    write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE), "\n".join(labels) + "\n")
+
+
+def labels_governing(output_dir, init_checkpoint):
+    """Where the labels of the model a run starts from are recorded: `output_dir` when it holds
+    a checkpoint (the run resumes, evaluates or predicts with it), else `init_checkpoint` when
+    another run recorded labels beside it (its head is loaded with the encoder); None when
+    neither."""
+    if tf.train.latest_checkpoint(output_dir):
+        return output_dir
+    if init_checkpoint and recorded_labels(init_checkpoint) is not None:
+        return init_checkpoint
+    return None
+
+
+def check_recorded_labels(labels, checkpoint, flag, given):
+    """Refuses `labels` (what `flag`=`given` makes) unless they are the labels recorded beside
+    `checkpoint`, in their order: another order or set would name the model's outputs wrongly.
+    Nothing recorded: accepted."""
+    recorded = recorded_labels(checkpoint)
+    if recorded is not None and list(labels) != recorded:
+        raise ValueError(
+            f"{flag}={given}: the model at {checkpoint} was trained with the labels "
+            f"{','.join(recorded)} in this order (its {LABEL_LIST_FILE}); give them in that "
+            f"order, or leave {flag} out")

@@ -1,0 +1,39 @@
+"""bert_runner.run_files: the one reader of the files a run keeps beside its checkpoints."""
+import re
+
+import pytest
+
+from bert_runner import run_files
+from refusals import message
+
+
+def test_run_json_is_read_beside_a_checkpoint_or_its_seed_directory(tmp_path):
+    assert run_files.run_record(str(tmp_path / "ckpt-3")) == (None, None)
+    run_files.write_output_dir_record(str(tmp_path), {"task": "ner"})
+    (tmp_path / "seed_7").mkdir()
+    for checkpoint in (tmp_path, tmp_path / "ckpt-3", tmp_path / "seed_7" / "ckpt-3"):
+        assert run_files.run_record(str(checkpoint)) == (
+            str(tmp_path / "run.json"), {"task": "ner"})
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"task": "ner", ', "is not valid JSON"), ('["ner"]', "is not a JSON object"),
+    (b"\xff\xfe{}", "is not valid JSON")])
+def test_a_run_json_that_is_not_a_json_object_is_refused_by_every_reader(tmp_path, content,
+                                                                        says):
+    from bert_runner import export, startup
+
+    path = tmp_path / "run.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert message("run-record-unreadable") == "is not valid JSON"
+    for read in (run_files.output_dir_record, run_files.run_record, startup.recorded_task,
+                 startup.recorded_objective, export.recorded_bilstm_on_top):
+        with pytest.raises(ValueError, match=re.escape(f"{path} {says}")):
+            read(str(tmp_path))
+
+
+def test_labels_are_written_and_read_back_in_order(tmp_path):
+    assert run_files.recorded_labels(str(tmp_path)) is None
+    run_files.write_label_list(str(tmp_path), ["O", "B-PER", "I-PER"])
+    assert run_files.recorded_labels(str(tmp_path / "ckpt-1")) == ["O", "B-PER", "I-PER"]
+    assert run_files.label_list_path(str(tmp_path)) == str(tmp_path / "label_list.txt")
