@@ -278,20 +278,12 @@ def prepare_work_dir(work_dir):
     write_text(os.path.join(work_dir, MARKER), "Made by demo.py; cleared by its next run.\n")
 
 
-def read_key_values(path):
-    """`key = value` lines (eval_results.txt) -> {key: float}."""
-    with open(path, encoding="utf-8") as f:
-        return {k: float(v) for k, v in (line.split(" = ") for line in f if line.strip())}
-
-
-_BASELINE = re.compile(r"\]\s+(\w+) = \S+ \(baseline: (.*)\)$")
-
-
-def read_baselines(log_path):
-    """{metric: baseline text} from a stage's log: the lines the shared driver writes beside
-    each evaluated metric (`  masked_lm_accuracy = 0.31 (baseline: most frequent ... 0.06)`)."""
-    with open(log_path, encoding="utf-8") as f:
-        return {m.group(1): m.group(2) for m in map(_BASELINE.search, f) if m}
+def read_eval_report(output_dir):
+    """({metric: float}, {metric: baseline text}) of a stage's evaluation: the eval_report.json
+    the scripts write beside eval_results.txt (`bert_runner.results.write_eval_report`)."""
+    with open(os.path.join(output_dir, "eval_report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    return report["metrics"], report["baselines"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -451,10 +443,9 @@ def stage_pretraining(pipe, scale, start=PRETRAINED, objective=None, **pretraini
         learning_rate=scale.pretraining_learning_rate,
         iterations_per_loop=max(1, scale.pretraining_steps // 5),
         max_eval_steps=scale.eval_steps, save_tf1_checkpoint=True)
-    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
-    # Computed by the task from the evaluated records: the most frequent masked token, the
-    # majority next-sentence label.
-    baselines = read_baselines(pipe.path("logs", start.log("run_pretraining") + ".log"))
+    # The baselines are computed by the task from the evaluated records: the most frequent
+    # masked token, the majority next-sentence label.
+    results, baselines = read_eval_report(output_dir)
     accuracies = {m: (v, baselines[m]) for m, v in results.items() if m.endswith("_accuracy")}
     pipe.report(start.log("run_pretraining"), times, ", ".join(
         f"{m.replace('_', ' ')} {v:.3f} (baseline: {b})" for m, (v, b) in accuracies.items())
@@ -478,7 +469,7 @@ def stage_classifier(pipe, scale, test_labels, start=PRETRAINED):
         iterations_per_loop=steps_per_log(2 * scale.sentences_per_label[0],
                                           scale.classifier_batch, scale.classifier_epochs),
         output_dir=shown(output_dir))
-    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    results, _ = read_eval_report(output_dir)
     with open(os.path.join(output_dir, "SST-2.tsv"), encoding="utf-8") as f:
         predicted = [line.split("\t")[1].strip() for line in f.readlines()[1:]]
     test_accuracy = sum(p == l for p, l in zip(predicted, test_labels)) / len(test_labels)
@@ -558,7 +549,7 @@ def stage_swag(pipe, scale, test_labels, start=PRETRAINED, checkpoint=None):
         iterations_per_loop=steps_per_log(scale.swag_examples[0], scale.swag_batch,
                                           scale.swag_epochs),
         output_dir=shown(output_dir))
-    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    results, _ = read_eval_report(output_dir)
     with open(os.path.join(output_dir, "test_results.tsv"), encoding="utf-8") as f:
         probabilities = [[float(p) for p in line.split("\t")] for line in f]
     predicted = [row.index(max(row)) for row in probabilities]
@@ -594,7 +585,7 @@ def stage_ner(pipe, scale, sentences, start=PRETRAINED):
         iterations_per_loop=steps_per_log(len(sentences["train.txt"]), scale.ner_batch,
                                           scale.ner_epochs),
         output_dir=shown(output_dir))
-    results = read_key_values(os.path.join(output_dir, "eval_results.txt"))
+    results, _ = read_eval_report(output_dir)
     dev_sentences = sentences["dev.txt"]
     gold = [tags for _, tags in dev_sentences]
     baselines = {name: conlleval.metrics(conlleval.count_sequences(gold, predicted))["overall"]

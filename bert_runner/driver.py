@@ -231,14 +231,17 @@ def train(trainer, task, run, config, split, num_train_steps):
 
 
 def evaluate(trainer, task, run, split):
-    """eval_results.txt of `split`; logs each metric beside the task's baselines."""
+    """eval_results.txt of `split`, and eval_report.json (the metrics as numbers beside the
+    task's baselines); logs each metric beside its baseline."""
     _log_split("evaluation", split)
     outputs = collect(_batches(trainer, task, split, run))
     metrics = task.evaluate(outputs, trainer.step)
-    for name, text in task.baselines(outputs).items():
+    baselines = task.baselines(outputs)
+    for name, text in baselines.items():
         logging.info("  %s = %s (baseline: %s)", name, metrics.get(name), text)
     if trainer.chief:
         results.write_eval_results(os.path.join(run.output_dir, "eval_results.txt"), metrics)
+        results.write_eval_report(run.output_dir, metrics, baselines)
     return metrics
 
 

@@ -3,6 +3,7 @@
 Paths go through `tf.io.gfile`, so `output_dir` may be a `gs://` path, as in the original.
 """
 import contextlib
+import json
 import os
 import uuid
 
@@ -63,6 +64,18 @@ def write_text_atomic(path, text):
     with atomic_output(path) as tmp_path:
         with tf.io.gfile.GFile(tmp_path, "w") as f:
             f.write(text)
+
+
+# Beside eval_results.txt: the same metrics as JSON numbers with the baseline text of each that
+# has one, for programs (the demo, the experiments) instead of the log.
+EVAL_REPORT = "eval_report.json"
+
+
+def write_eval_report(output_dir, metrics, baselines):
+    """output_dir/eval_report.json: `{"metrics": {name: number}, "baselines": {name: text}}`."""
+    record = {"metrics": {name: float(value) for name, value in sorted(metrics.items())},
+              "baselines": dict(sorted(baselines.items()))}
+    write_text_atomic(os.path.join(output_dir, EVAL_REPORT), json.dumps(record, indent=2) + "\n")
 
 
 def write_eval_results(path, results):

@@ -74,6 +74,9 @@ class KeywordTask(Task):
         accuracy = np.mean(outputs["predicted"] == outputs["label_ids"])
         return {"eval_accuracy": np.float32(accuracy), "global_step": np.int64(global_step)}
 
+    def baselines(self, outputs):
+        return {"eval_accuracy": "chance 0.5000"}
+
     def write_predictions(self, batches, split, output_dir):
         predicted = collect(batches)["predicted"][:split.num_examples]
         with open(os.path.join(output_dir, "predictions.txt"), "w") as f:
@@ -205,6 +208,10 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     assert result.eval_results["global_step"] == 32  # int(64 / 8 * 4)
     assert result.eval_results["eval_accuracy"] >= 0.75
     assert (out / "eval_results.txt").read_text().startswith("eval_accuracy = ")
+    # The same metrics as numbers for programs (the demo), each beside its baseline.
+    report = json.loads((out / "eval_report.json").read_text())
+    assert report == {"metrics": {k: float(v) for k, v in result.eval_results.items()},
+                      "baselines": {"eval_accuracy": "chance 0.5000"}}
     assert len((out / "predictions.txt").read_text().splitlines()) == 12
     assert sorted(p.name for p in out.glob("*.tf_record")) == [
         "dev.tf_record", "test.tf_record", "train.tf_record"]
