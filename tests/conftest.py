@@ -2,6 +2,7 @@
 import atexit
 import collections
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -44,6 +45,16 @@ import bert_runner.cli  # noqa: E402,F401
 import forked_scripts  # noqa: E402
 
 forked_scripts.install()
+
+
+@pytest.fixture(autouse=True)
+def _absl_log_level():
+    """Each test starts with absl's logger at its initial level (NOTSET: caplog's decides).
+    TensorFlow's SavedModel writer sets it to FATAL and back to its effective level, WARNING
+    where it was NOTSET (a script's, set by absl's --verbosity, comes back as it was): after an
+    export in an earlier test or a module fixture, caplog would miss the INFO lines a test
+    checks, depending on which tests ran before it in its process."""
+    logging.getLogger("absl").setLevel(logging.NOTSET)
 
 
 @pytest.fixture(scope="session")
