@@ -12,32 +12,28 @@ probabilities) or a sentence vector; or the encoder in Hugging Face's layout.
     python export_model.py --format=embedding --pooling=mean --normalize ...
     python export_model.py --format=huggingface ... --export_dir=/tmp/my_bert_hf
 
-Signatures and outputs: `bert_runner/export.py` (classifier, embedding) and
-`bert_runner/exports/` (squad, ner, swag); docs/export.md. `predict.py --model=EXPORT_DIR` answers
-from any of them. The Hugging Face layout: `modeling.hf_checkpoint.save_hf_model`.
+Each --format is declared by its owner (`bert_runner.serving.registry`): a task's in its own
+package (`bert_tasks/<task>/serving.py`: signatures and outputs), the embedding, Hugging Face,
+LiteRT and ONNX formats in `bert_runner/serving/`; docs/export.md. `predict.py
+--model=EXPORT_DIR` answers from any SavedModel of them.
 """
-from absl import flags, logging
+from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.serving import litert, registry
+from bert_tasks.serving import register_all
 
 FLAGS = flags.FLAGS
+FORMATS = register_all()
 
 run_flags.define_bert_flags("bert_config_file", "vocab_file", "do_lower_case")
 run_flags.define_embedding_flags()
 
 flags.DEFINE_enum(
-    "format", "classifier",
-    ["classifier", "squad", "ner", "swag", "embedding", "huggingface", "litert", "onnx"],
-    "classifier: raw text -> a run_classifier model's probabilities (SavedModel). squad: question "
-    "and context -> run_squad's windows' logits, answered by predict.py. ner: text -> a run_ner "
-    "model's entities with character offsets. swag: context and endings -> a run_swag model's "
-    "probabilities. embedding: raw text -> one vector per text, by --pooling and --normalize "
-    "(SavedModel). huggingface: the encoder as config.json, model.safetensors and vocab.txt, for "
-    "transformers' BertModel.from_pretrained. litert: raw text -> a classifier's probabilities "
-    "(--task_name) or a vector (--pooling) in one .tflite, tokenizer inside (--quantization). "
-    "onnx: token ids -> the same, as model.onnx beside vocab.txt (requirements-onnx.txt).")
+    "format", "classifier", FORMATS,
+    ". ".join("%s: %s" % (name, registry.get(name).help) for name in FORMATS) + ".")
 flags.DEFINE_enum(
-    "quantization", "float32", ["float32", "float16", "dynamic_int8", "int8"],
+    "quantization", "float32", litert.QUANTIZATIONS,
     "--format=litert: float32, float16 (weights), dynamic_int8 (weights in int8, activations "
     "quantised per call) or int8 (weights and activations, calibrated on --calibration_file).")
 flags.DEFINE_string(
@@ -108,30 +104,15 @@ flags.DEFINE_string(
 
 
 def main(_):
-    from bert_runner import export, startup
+    from bert_runner import startup
 
-    # The Hugging Face layout has no sequence length: any the config's positions allow.
-    max_seq_length = None if FLAGS.format == "huggingface" else FLAGS.max_seq_length
+    serving_format = registry.get(FLAGS.format)
+    max_seq_length = FLAGS.max_seq_length if serving_format.needs_sequence_length else None
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                 max_seq_length, flag="--checkpoint")
     startup.load_tokenizer(files.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, files.config,
                            files.config_file)
-    if FLAGS.format == "huggingface":
-        from modeling.hf_checkpoint import save_hf_model
-
-        model = export.load_encoder(files.config, FLAGS.checkpoint, config_file=files.config_file)
-        save_hf_model(model, FLAGS.export_dir, files.vocab_file, FLAGS.do_lower_case)
-        logging.info("Wrote the encoder in Hugging Face's layout to %s", FLAGS.export_dir)
-        return
-    if FLAGS.format in ("litert", "onnx"):
-        import importlib
-
-        importlib.import_module("bert_runner.%s_export" % FLAGS.format).export_from_flags(
-            FLAGS, files)
-        return
-    from bert_runner.exports.from_flags import EXPORTS
-
-    EXPORTS[FLAGS.format](FLAGS, files)
+    serving_format.export(FLAGS, files)
 
 
 if __name__ == "__main__":

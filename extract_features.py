@@ -6,7 +6,7 @@ Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON o
 values rounded to 6 decimals, exactly as the original writes it (`linex_index` sic).
 
 With `--pooling=cls|mean|max` (and `--normalize`): one vector per line from the last layer
-(`modeling.pooling`), computed by the graph of the embedding SavedModel (`bert_runner.export.
+(`modeling.pooling`), computed by the graph of the embedding SavedModel (`bert_runner.serving.embedding.
 EmbeddingExport`: the fast tokenizer, rows sorted by length). `--output_format=jsonl` writes
 `{"linex_index": i, "text": line, "embedding": [...]}` per line; `npy` writes the float32 array
 [lines, hidden_size] to `--output_file` (`X.npy`) and the lines, in order, to `X.txt`.
@@ -262,7 +262,7 @@ def main(_):
         extract(model, tokenizer, examples, FLAGS.output_file, layer_indexes,
                 FLAGS.max_seq_length, FLAGS.batch_size, input_file=FLAGS.input_file)
         return
-    from bert_runner.export import EmbeddingExport
+    from bert_runner.serving.embedding import EmbeddingExport
     from vocab.fast_tokenizer import FastBertTokenizer
 
     module = EmbeddingExport(model, FastBertTokenizer(files.vocab_file, FLAGS.do_lower_case),

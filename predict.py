@@ -6,7 +6,7 @@
     python predict.py --model=/tmp/ner_serving/1 --input_file=sentences.txt
 
 Fields within an input are tab-separated (a classifier's text_a<TAB>text_b, SQuAD's
-question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.predictor` and
+question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.serving.predictor` and
 docs/export.md. Without texts or --input_file, the inputs are standard input's lines.
 """
 import sys
@@ -26,7 +26,10 @@ flags.DEFINE_enum("output_format", "text", ["text", "json"],
 
 
 def main(argv):
-    from bert_runner import predictor
+    from bert_runner.serving import predictor
+    from bert_tasks.serving import register_all
+
+    register_all()
 
     texts = argv[1:]
     if texts and FLAGS.input_file:

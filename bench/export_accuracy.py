@@ -10,7 +10,7 @@ SavedModel's.
       --checkpoint=$HF_MODEL_DIR --max_seq_length=128      # a sentence encoder's vectors
 
 Rows: the task's dev examples (--max_rows first ones). Full int8 is calibrated on the first
-`litert_export.CALIBRATION_TEXTS` training texts (train.tsv): the calibration set comes from the
+`litert.CALIBRATION_TEXTS` training texts (train.tsv): the calibration set comes from the
 training data, never from the rows it is measured on. Every model is the file `export_model.py`
 writes (the same functions); each answers the rows in batches of --batch_size, a full-int8
 LiteRT model one text per call (its export.json's `texts_per_call`, as its clients must call it).
@@ -92,13 +92,13 @@ def run_saved_model(export_dir, text_a, text_b, key):
 
 
 def run_litert(path, text_a, text_b, key):
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
-    model = litert_export.interpreter(model_path=path)
+    model = litert.interpreter(model_path=path)
     runner = model.get_signature_runner("pairs" if text_b is not None else "serving_default")
     # Called as a client must: a full-int8 model answers one text per call (its export.json),
     # larger calls get at-chance outputs.
-    size = litert_export.texts_per_call(path) or FLAGS.batch_size
+    size = litert.texts_per_call(path) or FLAGS.batch_size
     out = []
     for index in batches(list(range(len(text_a))), size):
         inputs = {"text_a": np.array([text_a[i] for i in index])}
@@ -109,9 +109,9 @@ def run_litert(path, text_a, text_b, key):
 
 
 def run_onnx(export_dir, text_a, text_b, key):
-    from bert_runner import onnx_export
+    from bert_runner.serving import onnx
 
-    model = onnx_export.OnnxTextModel(export_dir)
+    model = onnx.OnnxTextModel(export_dir)
     out = []
     for index in batches(list(range(len(text_a))), FLAGS.batch_size):
         out.append(model([text_a[i] for i in index],
@@ -121,27 +121,32 @@ def run_onnx(export_dir, text_a, text_b, key):
 
 def main(argv):
     del argv
-    from bert_runner import export, litert_export, startup
-    from bert_tasks.classifier import processors
+    from bert_runner import startup
+    from bert_runner.serving import embedding, litert, provenance
+    from bert_tasks.classifier import processors, serving as classifier_serving
 
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                 FLAGS.max_seq_length, flag="--checkpoint")
     processor = processors.get_processor(FLAGS.task_name)
     dev = processor.get_dev_examples(FLAGS.data_dir)[:FLAGS.max_rows]
-    train = processor.get_train_examples(FLAGS.data_dir)[:litert_export.CALIBRATION_TEXTS]
+    train = processor.get_train_examples(FLAGS.data_dir)[:litert.CALIBRATION_TEXTS]
     text_a, text_b = texts_of(dev)
     calibration = [e.text_a if text_b is None else (e.text_a, e.text_b or "") for e in train]
     labels = processor.get_labels()
     if FLAGS.pooling:
-        model = export.load_encoder(files.config, FLAGS.checkpoint, config_file=files.config_file)
+        model = provenance.load_encoder(files.config, FLAGS.checkpoint,
+                                        config_file=files.config_file)
         key, labels = "embedding", None
+        convertible = embedding.convertible(model, FLAGS.pooling, FLAGS.normalize)
     else:
         if labels is None:
             raise ValueError("--task_name=%s is a regression task: this measures classifiers' "
                              "accuracy (or, with --pooling, vectors)" % FLAGS.task_name)
-        model = export.load_classifier(files.config, len(labels), FLAGS.checkpoint,
-                                       task_name=FLAGS.task_name, config_file=files.config_file)
+        model = classifier_serving.load_classifier(
+            files.config, len(labels), FLAGS.checkpoint, task_name=FLAGS.task_name,
+            config_file=files.config_file)
         key = "probabilities"
+        convertible = classifier_serving.convertible(model, labels)
     gold = None if FLAGS.pooling else np.array([labels.index(e.label) for e in dev])
     print(f"{len(dev)} dev rows of {FLAGS.task_name} ({'pairs' if text_b else 'single texts'}), "
           f"max_seq_length {FLAGS.max_seq_length}; int8 calibrated on {len(calibration)} "
@@ -152,23 +157,22 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         saved_dir = os.path.join(tmp, "saved_model")
         if FLAGS.pooling:
-            export.export_embedding(model, files.vocab_file, FLAGS.do_lower_case,
+            embedding.export_embedding(model, files.vocab_file, FLAGS.do_lower_case,
                                     FLAGS.max_seq_length, FLAGS.pooling, FLAGS.normalize,
                                     saved_dir)
         else:
-            export.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
-                                     FLAGS.max_seq_length, labels, saved_dir)
+            classifier_serving.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
+                                                 FLAGS.max_seq_length, labels, saved_dir)
         results["SavedModel float32"] = (run_saved_model(saved_dir, text_a, text_b, key),
                                          dir_size(saved_dir))
-        module = litert_export.text_module(model, files.vocab_file, FLAGS.do_lower_case,
-                                           FLAGS.max_seq_length, labels, FLAGS.pooling,
-                                           FLAGS.normalize)
+        module = litert.text_module(convertible, files.vocab_file, FLAGS.do_lower_case,
+                                    FLAGS.max_seq_length)
         for quantization in FLAGS.quantizations:
             start = time.perf_counter()
             try:
-                path = litert_export.write_litert(module, quantization,
-                                                  os.path.join(tmp, "litert_" + quantization),
-                                                  calibration)
+                path = litert.write_litert(module, quantization,
+                                           os.path.join(tmp, "litert_" + quantization),
+                                           calibration)
             except ValueError as e:  # full int8 refused by its accuracy check: a result too
                 refused["LiteRT " + quantization] = str(e)
                 print(f"  LiteRT {quantization}: refused: {e}", flush=True)
@@ -179,12 +183,11 @@ def main(argv):
                                                  dir_size(path))
         if FLAGS.onnx:
             try:
-                from bert_runner import onnx_export
+                from bert_runner.serving import onnx
 
                 onnx_dir = os.path.join(tmp, "onnx")
-                onnx_export.write_onnx(model, files.vocab_file, FLAGS.do_lower_case,
-                                       FLAGS.max_seq_length, onnx_dir, labels, FLAGS.pooling,
-                                       FLAGS.normalize)
+                onnx.write_onnx(convertible, files.vocab_file, FLAGS.do_lower_case,
+                                FLAGS.max_seq_length, onnx_dir)
                 results["ONNX float32"] = (run_onnx(onnx_dir, text_a, text_b, key),
                                            dir_size(os.path.join(onnx_dir, "model.onnx")))
             except ValueError as e:  # not installed: say so and go on

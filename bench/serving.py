@@ -8,17 +8,17 @@ threads, one process.
 
 Contenders (each: a list of raw strings in, the two class probabilities out, truncation to
 --max_seq_length; tokenization is included wherever the user pays for it):
-  SavedModel     `export_model.py`'s SavedModel (bert_runner.export: tf.text tokenizer, packing,
+  SavedModel     `export_model.py`'s SavedModel (classifier's serving module: tf.text tokenizer, packing,
                  BertClassifier, softmax in one graph), `tf.saved_model.load`, its
                  `serving_default` signature on a string tensor of the batch.
-  LiteRT <q>     `export_model.py --format=litert --quantization=<q>` (bert_runner.litert_export:
+  LiteRT <q>     `export_model.py --format=litert --quantization=<q>` (bert_runner.serving.litert:
                  tokenizer inside, one text at a time in the graph), ai-edge-litert's interpreter
                  (XNNPACK) with tf.text's ops, `num_threads` threads. int8 is calibrated on
                  --calibration_sentences Austen sentences outside the timed ones, and called
                  one text per call (its export.json's `texts_per_call`), a batch of 32 as 32
                  calls; left out, with the export's reason, where its accuracy check refuses it.
   ONNX Runtime   `export_model.py --format=onnx` (tf2onnx, ids in) on onnxruntime's CPU provider,
-                 behind our tokenizer (`onnx_export.OnnxTextModel`: tf.text tokenizer and packing,
+                 behind our tokenizer (`serving.onnx.OnnxTextModel`: tf.text tokenizer and packing,
                  padding to the batch's longest row).
   HF pipeline    `transformers.pipeline("text-classification")`, `BertForSequenceClassification`
                  (eval mode, SDPA attention), `BertTokenizerFast` on the same vocab, `batch_size`.
@@ -145,11 +145,11 @@ def saved_model_runner(export_dir):
 
 
 def litert_runner(path, num_threads):
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
-    runner = litert_export.interpreter(model_path=path, num_threads=num_threads) \
+    runner = litert.interpreter(model_path=path, num_threads=num_threads) \
         .get_signature_runner("serving_default")
-    per_call = litert_export.texts_per_call(path)
+    per_call = litert.texts_per_call(path)
     if per_call is None:
         return lambda texts: runner(text_a=np.array(texts))["probabilities"]
     # Full int8 answers `texts_per_call` texts a call (larger calls are at chance): a batch
@@ -160,9 +160,9 @@ def litert_runner(path, num_threads):
 
 
 def onnx_runner(export_dir, num_threads):
-    from bert_runner import onnx_export
+    from bert_runner.serving import onnx
 
-    model = onnx_export.OnnxTextModel(export_dir, num_threads=num_threads)
+    model = onnx.OnnxTextModel(export_dir, num_threads=num_threads)
     return lambda texts: model(texts)["probabilities"]
 
 
@@ -242,23 +242,25 @@ def time_rounds(runners, sentences, batch_size, repeats, warmup):
 
 def build_runners(model, peer, sizes, calibration, tmp):
     """{name: batch -> probabilities}; contenders whose packages are missing are left out."""
-    from bert_runner import export, litert_export, onnx_export
+    from bert_runner.serving import litert, onnx
+    from bert_tasks.classifier import serving as classifier_serving
 
     runners = {}
-    export_dir = export.export_classifier(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
-                                          LABELS, os.path.join(tmp, "saved_model"))
+    convertible = classifier_serving.convertible(model, LABELS)
+    export_dir = classifier_serving.export_classifier(
+        model, FLAGS.vocab_file, True, FLAGS.max_seq_length, LABELS,
+        os.path.join(tmp, "saved_model"))
     runners["SavedModel"] = saved_model_runner(export_dir)
     sizes_mb = {"SavedModel": sum(os.path.getsize(os.path.join(d, f))
                                   for d, _, fs in os.walk(export_dir) for f in fs) / 1e6}
     if FLAGS.litert:
-        module = litert_export.text_module(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
-                                           LABELS)
+        module = litert.text_module(convertible, FLAGS.vocab_file, True, FLAGS.max_seq_length)
         for quantization in FLAGS.litert:
             start = time.perf_counter()
             try:
-                path = litert_export.write_litert(module, quantization,
-                                                  os.path.join(tmp, "litert_" + quantization),
-                                                  calibration)
+                path = litert.write_litert(module, quantization,
+                                           os.path.join(tmp, "litert_" + quantization),
+                                           calibration)
             except ValueError as e:  # full int8 refused by its accuracy check
                 print(f"LiteRT {quantization} left out: {e}")
                 continue
@@ -268,9 +270,8 @@ def build_runners(model, peer, sizes, calibration, tmp):
             sizes_mb["LiteRT " + quantization] = os.path.getsize(path) / 1e6
     makers = {
         "onnx": ("ONNX Runtime", lambda: onnx_runner(
-            os.path.dirname(onnx_export.write_onnx(model, FLAGS.vocab_file, True,
-                                                   FLAGS.max_seq_length,
-                                                   os.path.join(tmp, "onnx"), LABELS)),
+            os.path.dirname(onnx.write_onnx(convertible, FLAGS.vocab_file, True,
+                                            FLAGS.max_seq_length, os.path.join(tmp, "onnx"))),
             FLAGS.num_threads)),
         "hf": (BASELINE, lambda: hf_runner(peer, FLAGS.vocab_file, FLAGS.max_seq_length)),
         "keras_hub": ("KerasHub", lambda: keras_hub_runner(peer, sizes, FLAGS.vocab_file,

@@ -141,7 +141,7 @@ RULES = {
     ("run_pretraining.py", "max_seq_length"): at_least(
         5, f"{_PAIR} with at least one token each in A and B"),
     ("run_squad.py", "max_seq_length"): None,  # CROSS_RULES: room for the question
-    # Pre-training data (create_pretraining_data.py, bert_tasks.pretraining.data.pipeline).
+    # Pre-training data (create_pretraining_data.py and the pre-training task's data pipeline).
     "max_predictions_per_seq": at_least(1),
     # 0 is refused: the instances mask max(1, round(len * masked_lm_prob)) tokens, so 0 would
     # still mask one per sequence (pipeline.check_options, for callers in Python, accepts it).
@@ -164,7 +164,7 @@ RULES = {
     "checkpoint_every": at_least(1),
     # The feature-based NER tagger (run_ner_feature_based.py).
     "lstm_units": at_least(1),
-    # build_vocab.py (bert_tasks.pretraining.vocab_building.building checks them the same way).
+    # build_vocab.py (the pre-training task's vocab_building checks them the same way).
     "num_unused": at_least(0),
     "max_input_lines": at_least(0, "0: all lines"),
     "max_input_words": at_least(1),
@@ -190,7 +190,7 @@ class CrossRule:
 
 
 CROSS_RULES = (
-    # bert_tasks.squad.features.check_window_settings: the original loops forever without room.
+    # The SQuAD task's check_window_settings: the original loops forever without room.
     CrossRule(
         ("max_seq_length", "max_query_length"),
         lambda seq, query: seq > query + 3,
@@ -219,7 +219,7 @@ CROSS_RULES = (
                                 "from the whole corpus) is sequential"),
         "more than 1 needs --chunk_size_mb > 0",
         scripts=("create_pretraining_data.py",)),
-    # bert_tasks.pretraining.beam_pipelines: a Beam run's workers are the runner's.
+    # The pre-training task's Beam pipelines: a Beam run's workers are the runner's.
     CrossRule(
         ("runner", "num_workers"),
         lambda runner, workers: not runner or workers == 1,
@@ -244,7 +244,7 @@ CROSS_RULES = (
                                  "leave --max_sequences_per_row out"),
         "1 with --bilstm_on_top",
         scripts=("run_classifier.py",)),
-    # The left-to-right model has no next-sentence loss (bert_tasks.pretraining.ltr_task).
+    # The left-to-right model has no next-sentence loss (the pre-training task's ltr_task).
     CrossRule(
         ("pretraining_objective", "next_sentence_prediction"),
         lambda objective, nsp: objective != "ltr" or not nsp,
@@ -254,7 +254,7 @@ CROSS_RULES = (
         "not with --pretraining_objective=ltr",
         scripts=("run_pretraining.py",)),
     # run_pretraining.py: records carry their masks; these flags (at create_pretraining_data's
-    # defaults otherwise) are dynamic masking's (bert_tasks.pretraining.data.dynamic_masking).
+    # defaults otherwise) are dynamic masking's (the pre-training task's dynamic_masking).
     CrossRule(
         ("input_format", "do_whole_word_mask", "masked_lm_prob", "mask_token_prob",
          "random_token_prob", "short_seq_prob"),

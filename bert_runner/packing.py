@@ -11,7 +11,7 @@ the unpacked batch's mean over rows.
 This module holds what pre-training and fine-tuning share: the first-fit packer (`FirstFit`),
 the filled slots of a batch, and the packing of fine-tuning records (`RecordPacker`, used by
 `bert_runner.splits` for `--max_sequences_per_row`). Pre-training's records
-(`bert_tasks.pretraining.data.packing`) add their masked tokens.
+(the pre-training task's `data.packing`) add their masked tokens.
 
 A packed fine-tuning record holds the task's features with these changes (K =
 max_sequences_per_row):

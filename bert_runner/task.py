@@ -1,6 +1,6 @@
 """The Task contract: everything a task (GLUE, SQuAD, SWAG, NER, pre-training) tells the driver.
 
-A task is one package under `bert_tasks/` holding one `Task` subclass built from its script's
+A task is one package of the tasks' package holding one `Task` subclass built from its script's
 flags. `bert_runner.driver.run(task, run)` does the rest, the same way for every task: refuses a
 run with nothing to do, reads every split the do_* flags ask for (all before any is converted),
 writes their TFRecords (atomically, padded for TPU), counts the training steps, then trains,

@@ -1,7 +1,8 @@
-"""bert_runner.litert_export (export_model.py --format=litert): the raw-text .tflite of the tiny
+"""bert_runner.serving.litert (export_model.py --format=litert): the raw-text .tflite of the tiny
 classifier gives the SavedModel's probabilities in float32 and runs quantised; refusals.
 
-The SavedModel's graph (`bert_runner.export.ClassifierExport`) is the reference, run in process.
+The SavedModel's graph (`bert_tasks.classifier.serving.ClassifierExport`) is the reference, run in
+process.
 Conversions are the cost here (a few seconds each): one per precision, in module fixtures.
 """
 import json
@@ -39,10 +40,11 @@ def _saved_model_outputs(classifier):
     """The SavedModel graph's outputs on SINGLES and PAIRS."""
     import tensorflow as tf
 
-    from bert_runner import export
+    from bert_tasks.classifier import serving
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    module = export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, LABELS)
+    module = serving.ClassifierExport(classifier, FastBertTokenizer(VOCAB),
+                                                 MAX_SEQ_LENGTH, LABELS)
     singles = module.serve(tf.constant(SINGLES))
     pairs = module.serve_pairs(tf.constant([a for a, _ in PAIRS]),
                                tf.constant([b for _, b in PAIRS]))
@@ -52,9 +54,11 @@ def _saved_model_outputs(classifier):
 
 @pytest.fixture(scope="module")
 def module(classifier):
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
+    from bert_tasks.classifier import serving
 
-    return litert_export.text_module(classifier, VOCAB, True, MAX_SEQ_LENGTH, LABELS)
+    return litert.text_module(serving.convertible(classifier, LABELS), VOCAB, True,
+                              MAX_SEQ_LENGTH)
 
 
 # Full int8's error grows with the logits' scale (the random encoder's integer rounding passes
@@ -66,20 +70,22 @@ INT8_HEAD_SCALE = 0.25
 @pytest.fixture(scope="module")
 def int8_case():
     """(module, SavedModel outputs) of the classifier with an INT8_HEAD_SCALE head."""
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
+    from bert_tasks.classifier import serving
 
     classifier = export_classifier(INT8_HEAD_SCALE)
-    return (litert_export.text_module(classifier, VOCAB, True, MAX_SEQ_LENGTH, LABELS),
+    return (litert.text_module(serving.convertible(classifier, LABELS), VOCAB, True,
+                               MAX_SEQ_LENGTH),
             _saved_model_outputs(classifier))
 
 
 @pytest.fixture(scope="module")
 def float32_export(module, tmp_path_factory):
     """export_dir written by `write_litert` in float32."""
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
     export_dir = tmp_path_factory.mktemp("litert") / "float32"
-    litert_export.write_litert(module, "float32", export_dir)
+    litert.write_litert(module, "float32", export_dir)
     return export_dir
 
 
@@ -100,13 +106,13 @@ def _run(model, singles=SINGLES, pairs=PAIRS, per_text=False):
 
 
 def test_float32_model_gives_the_saved_models_outputs(float32_export, saved_model_outputs):
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
     assert sorted(p.name for p in float32_export.parent.iterdir()) == ["float32"]  # no temporary
     metadata = json.loads((float32_export / "export.json").read_text())
     assert metadata["format"] == "litert/classifier" and metadata["quantization"] == "float32"
     assert metadata["labels"] == LABELS and metadata["max_seq_length"] == MAX_SEQ_LENGTH
-    model = litert_export.interpreter(model_path=str(float32_export / "model.tflite"))
+    model = litert.interpreter(model_path=str(float32_export / "model.tflite"))
     got = _run(model)
     for name in ("singles", "pairs"):
         expected = saved_model_outputs[name]
@@ -125,7 +131,7 @@ def test_quantized_models_convert_and_run(request, float32_export, monkeypatch, 
                                           tolerance):
     """Smaller than float32, and near it (full int8 of a random head on 13 calibration texts
     is only a smoke test: docs/export.md has the accuracy of real models)."""
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
     if quantization == "int8":
         module, saved_model_outputs = request.getfixturevalue("int8_case")
@@ -133,17 +139,17 @@ def test_quantized_models_convert_and_run(request, float32_export, monkeypatch, 
         module = request.getfixturevalue("module")
         saved_model_outputs = request.getfixturevalue("saved_model_outputs")
 
-    blob = litert_export.convert(module, quantization,
+    blob = litert.convert(module, quantization,
                                  calibration_texts=SINGLES + PAIRS)
     assert len(blob) < (float32_export / "model.tflite").stat().st_size
     if quantization == "int8":
         # Full int8 was checked against the float graph before it was returned; here it passed,
         # a model whose outputs move more than INT8_MAX_ERROR is refused.
-        monkeypatch.setattr(litert_export, "INT8_MAX_ERROR", 0.0)
+        monkeypatch.setattr(litert, "INT8_MAX_ERROR", 0.0)
         with pytest.raises(ValueError, match=re.escape(message("litert-int8-inaccurate"))):
-            litert_export._check_int8_outputs(blob, module, SINGLES + PAIRS)
-    # Full int8 answers one text per call (litert_export.one_text_signatures).
-    got = _run(litert_export.interpreter(model_content=blob), per_text=quantization == "int8")
+            litert._check_int8_outputs(blob, module, SINGLES + PAIRS)
+    # Full int8 answers one text per call (litert.one_text_signatures).
+    got = _run(litert.interpreter(model_content=blob), per_text=quantization == "int8")
     for name in ("singles", "pairs"):
         probabilities = got[name]["probabilities"]
         np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=0.01)  # int8 steps: 1/256
@@ -154,11 +160,11 @@ def test_quantized_models_convert_and_run(request, float32_export, monkeypatch, 
 def test_tokenizer_differences_are_named():
     """tf.text's normaliser drops no control characters and folds full-width forms: the
     LiteRT tokenizer differs from the original there, and `tokenizer_differences` says so."""
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
     same = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", ""]
     differ = ["dog\x00cat", "a ｂｉｇ dog"]  # NUL; full-width letters
-    found = litert_export.tokenizer_differences(VOCAB, True, same + differ)
+    found = litert.tokenizer_differences(VOCAB, True, same + differ)
     assert [text for text, _, _ in found] == differ
 
 
@@ -167,7 +173,7 @@ def test_a_graph_with_ops_litert_lacks_is_refused():
     is written, so such a graph is refused at export."""
     import tensorflow as tf
 
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
     class Regex(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -178,7 +184,7 @@ def test_a_graph_with_ops_litert_lacks_is_refused():
             return {"serving_default": self.serve}
 
     with pytest.raises(ValueError, match=re.escape(message("litert-conversion-failed"))):
-        litert_export.convert(Regex(), "float32")
+        litert.convert(Regex(), "float32")
 
 
 def _flags(**values):
@@ -192,22 +198,25 @@ def _flags(**values):
     dict(task_name=None), dict(pooling="mean"), dict(task_name="multilabel"),
     dict(long_documents=True)])
 def test_what_does_not_convert_is_refused_in_one_line(values):
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
+    from bert_tasks.serving import register_all
+
+    register_all()
 
     with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))):
-        litert_export.load_from_flags(_flags(**values), files=None)
+        litert.convertible_from_flags(_flags(**values), files=None)
 
 
 def test_mixed_precision_and_int8_without_texts_are_refused(tmp_path):
-    from bert_runner import litert_export
+    from bert_runner.serving import litert
 
     with pytest.raises(ValueError, match=re.escape(message("litert-mixed-precision"))):
-        litert_export.load_from_flags(_flags(mixed_precision="bf16"), files=None)
+        litert.convertible_from_flags(_flags(mixed_precision="bf16"), files=None)
     with pytest.raises(ValueError, match=re.escape(message("litert-int8-calibration"))):
-        litert_export.export_from_flags(_flags(quantization="int8"), files=None)
+        litert.FORMAT.export(_flags(quantization="int8"), files=None)
     (tmp_path / "blank.txt").write_text("\n  \n")
     with pytest.raises(ValueError, match=re.escape(message("litert-calibration-empty"))):
-        litert_export.read_calibration_file(str(tmp_path / "blank.txt"))
+        litert.read_calibration_file(str(tmp_path / "blank.txt"))
     (tmp_path / "texts.txt").write_text("\ufeffa dog\n\nthe cat\ta bird\n")
-    assert litert_export.read_calibration_file(str(tmp_path / "texts.txt")) == [
+    assert litert.read_calibration_file(str(tmp_path / "texts.txt")) == [
         "a dog", ("the cat", "a bird")]

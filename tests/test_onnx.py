@@ -1,4 +1,4 @@
-"""bert_runner.onnx_export (export_model.py --format=onnx): the tiny classifier and a pooled
+"""bert_runner.serving.onnx (export_model.py --format=onnx): the tiny classifier and a pooled
 encoder exported with tf2onnx, run by onnxruntime behind our tokenizer, give the SavedModel's
 outputs. Skipped when the optional packages (requirements-onnx.txt) are not installed.
 """
@@ -35,15 +35,18 @@ def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
     _require_onnx()
     import tensorflow as tf
 
-    from bert_runner import export, onnx_export
+    from bert_runner.serving import onnx
+    from bert_tasks.classifier import serving
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    onnx_export.write_onnx(classifier, VOCAB, True, MAX_SEQ_LENGTH, tmp_path / "onnx", LABELS)
+    onnx.write_onnx(serving.convertible(classifier, LABELS), VOCAB, True,
+                    MAX_SEQ_LENGTH, tmp_path / "onnx")
     metadata = json.loads((tmp_path / "onnx" / "export.json").read_text())
     assert metadata["labels"] == LABELS and metadata["format"] == "onnx/classifier"
-    model = onnx_export.OnnxTextModel(str(tmp_path / "onnx"), num_threads=1)
+    model = onnx.OnnxTextModel(str(tmp_path / "onnx"), num_threads=1)
 
-    saved = export.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, LABELS)
+    saved = serving.ClassifierExport(classifier, FastBertTokenizer(VOCAB),
+                                                MAX_SEQ_LENGTH, LABELS)
     expected = saved.serve(tf.constant(SINGLES))["probabilities"].numpy()
     np.testing.assert_allclose(model(SINGLES)["probabilities"], expected, atol=1e-5, rtol=0)
     assert np.ptp(expected, axis=0).max() > 0.05  # the inputs do give different outputs
@@ -58,25 +61,25 @@ def test_embedding_gives_the_saved_models_vectors(tmp_path):
     _require_onnx()
     import tensorflow as tf
 
-    from bert_runner import export, onnx_export
+    from bert_runner.serving import embedding, onnx
     from modeling import BertModel, tf1_checkpoint
     from vocab.fast_tokenizer import FastBertTokenizer
 
     encoder = BertModel(tiny_config())
     tf1_checkpoint.load_tf1_checkpoint(encoder, TINY / "bert_model.ckpt", strict=False)
-    onnx_export.write_onnx(encoder, VOCAB, True, MAX_SEQ_LENGTH, tmp_path / "onnx",
-                           pooling="mean", normalize=True)
-    got = onnx_export.OnnxTextModel(str(tmp_path / "onnx"))(SINGLES)["embedding"]
-    saved = export.EmbeddingExport(encoder, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, "mean",
-                                   True)
+    onnx.write_onnx(embedding.convertible(encoder, "mean", True), VOCAB, True, MAX_SEQ_LENGTH,
+                    tmp_path / "onnx")
+    got = onnx.OnnxTextModel(str(tmp_path / "onnx"))(SINGLES)["embedding"]
+    saved = embedding.EmbeddingExport(encoder, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, "mean",
+                                      True)
     np.testing.assert_allclose(got, saved.serve(tf.constant(SINGLES))["embedding"].numpy(),
                                atol=1e-5, rtol=0)
 
 
 def test_missing_package_names_the_requirements_file(monkeypatch):
-    from bert_runner import onnx_export
+    from bert_runner.serving import onnx
 
     monkeypatch.setitem(sys.modules, "tf2onnx", None)  # import fails as if not installed
     with pytest.raises(ValueError, match=re.escape(message("onnx-missing-package"))) as error:
-        onnx_export.require("tf2onnx")
+        onnx.require("tf2onnx")
     assert str(error.value).startswith("ONNX export and inference need tf2onnx")

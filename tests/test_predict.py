@@ -1,4 +1,5 @@
-"""predict.py, bert_runner.predictor: an export_model.py SavedModel answers raw text after one
+"""predict.py, bert_runner.serving.predictor: an export_model.py SavedModel answers raw text after
+one
 load; bad input (a directory that is not an export, a missing signature, empty or non-UTF-8
 text) is refused in one line.
 
@@ -25,7 +26,7 @@ LABELS = ["contradiction", "entailment", "neutral"]
 
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
-    from bert_runner import export
+    from bert_tasks.classifier import serving
     from modeling import BertClassifier, tf1_checkpoint
 
     model = BertClassifier(tiny_config(), 3)
@@ -33,14 +34,14 @@ def export_dir(tmp_path_factory):
     model.classifier.output_weights.assign(
         np.random.default_rng(5).normal(0.0, 1.0, (3, 32)).astype(np.float32))
     directory = tmp_path_factory.mktemp("serving") / "1"
-    export.export_classifier(model, VOCAB, True, 16, LABELS, directory)
+    serving.export_classifier(model, VOCAB, True, 16, LABELS, directory)
     return directory
 
 
 @pytest.fixture(scope="module")
 def loaded(export_dir):
     """The Predictor, with the signature calls its load made in `warm_up_calls`."""
-    from bert_runner import predictor
+    from bert_runner.serving import predictor
 
     calls, call = [], predictor.Predictor._call
 
@@ -65,7 +66,7 @@ def test_the_load_calls_every_signature_predict_uses_once(loaded):
 def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded):
     import tensorflow as tf
 
-    from bert_runner import predictor
+    from bert_runner.serving import predictor
 
     model = loaded
     assert model.format == "classifier"
@@ -90,7 +91,7 @@ def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded)
 
 
 def test_inputs_from_a_file_and_their_refusals(loaded, export_dir, tmp_path):
-    from bert_runner import predictor
+    from bert_runner.serving import predictor
 
     path = tmp_path / "inputs.txt"
     path.write_bytes("\ufeffThe dog runs fast.\n\nthe cat\tsleeps\n".encode("utf-8"))
@@ -124,7 +125,9 @@ def test_inputs_from_a_file_and_their_refusals(loaded, export_dir, tmp_path):
 def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
     import tensorflow as tf
 
-    from bert_runner import export, predictor
+    from bert_runner.serving import predictor
+
+    from bert_runner.serving import saved_model
 
     with pytest.raises(ValueError, match=re.escape(message("predict-not-a-saved-model"))):
         predictor.Predictor(str(tmp_path))
@@ -141,7 +144,8 @@ def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
     tf.saved_model.save(loaded, str(partial),
                         signatures={"serving_default": loaded.signatures["serving_default"]})
     tf.io.gfile.makedirs(str(partial / "assets.extra"))
-    (partial / export.METADATA_FILE).write_text((export_dir / export.METADATA_FILE).read_text())
+    metadata = saved_model.METADATA_FILE
+    (partial / metadata).write_text((export_dir / metadata).read_text())
     with pytest.raises(ValueError, match=re.escape(message("predict-missing-signature"))) as e:
         predictor.Predictor(str(partial))
     assert "has no signature 'pairs' (it has: serving_default)" in str(e.value)

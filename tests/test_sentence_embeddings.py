@@ -125,13 +125,15 @@ def test_extract_features_vectors_through_the_embedding_graph(hf_dir, tmp_path):
     """extract_features' --pooling path: the embedding SavedModel's graph (fast tokenizer, rows
     sorted by length, several model calls), then both output formats."""
     import extract_features
-    from bert_runner import export, startup
+    from bert_runner import startup
+    from bert_runner.serving import embedding
+    from bert_runner.serving import provenance
     from vocab.fast_tokenizer import FastBertTokenizer
 
     files = startup.model_files(None, None, hf_dir)
-    model = export.load_encoder(files.config, hf_dir)
+    model = provenance.load_encoder(files.config, hf_dir)
     examples = list(extract_features.read_examples(str(LINES)))
-    module = export.EmbeddingExport(model, FastBertTokenizer(files.vocab_file, True), 16, "max",
+    module = embedding.EmbeddingExport(model, FastBertTokenizer(files.vocab_file, True), 16, "max",
                                     True, rows_per_call=3)
     vectors = extract_features.sentence_vectors(module, examples)
     np.testing.assert_allclose(vectors, _reference(model, "max"), atol=2e-6)

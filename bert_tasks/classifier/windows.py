@@ -11,7 +11,7 @@ word-pieces between window starts, the last window ending at the text's end).
 import numpy as np
 
 # run_squad's sliding windows, shared so that `--doc_stride` means the same in both scripts.
-from bert_tasks.squad.features import window_spans
+from bert_tasks.windows import window_spans
 
 AGGREGATIONS = ("mean", "max", "first")
 

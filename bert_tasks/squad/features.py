@@ -14,17 +14,16 @@ nothing but the current example is in memory:
 The TFRecord layout is the original FeatureWriter's; `name_to_features` is the original
 `input_fn` spec (records decode with `bert_runner.inputs.decode_record`).
 """
-import collections
 import dataclasses
 from typing import List, Optional
 
 import tensorflow as tf
 
 from bert_runner.records import int_feature
+# run_classifier's --long_documents slides the same windows (`--doc_stride` means one thing).
+from bert_tasks.windows import DocSpan, window_spans
 
 FIRST_UNIQUE_ID = 1000000000
-
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
 
 @dataclasses.dataclass
@@ -108,19 +107,6 @@ def check_window_settings(max_seq_length, doc_stride, max_query_length):
                          % (max_seq_length, max_query_length))
     if doc_stride < 1:
         raise ValueError("doc_stride must be at least 1, got %d" % doc_stride)
-
-
-def window_spans(num_pieces, max_tokens_for_doc, doc_stride):
-    """Sliding windows: stop once a window reaches the end (an empty context has none)."""
-    spans = []
-    start = 0
-    while start < num_pieces:
-        length = min(num_pieces - start, max_tokens_for_doc)
-        spans.append(DocSpan(start, length))
-        if start + length == num_pieces:
-            break
-        start += min(length, doc_stride)
-    return spans
 
 
 def _max_context_spans(num_pieces, doc_spans):

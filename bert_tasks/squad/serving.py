@@ -1,8 +1,9 @@
-"""The raw-text SQuAD SavedModel: question and context strings in; the windows' start and end
-logits and the word-pieces they cover out; answers from those by run_squad's own post-processing.
+"""run_squad's serving. The raw-text SQuAD SavedModel: question and context strings in; the
+windows' start and end logits and the word-pieces they cover out; answers from those by
+run_squad's own post-processing.
 
-In the graph (`SquadExport`): the context's split into words (`bert_tasks.squad.examples.
-split_context`'s whitespace), the word-pieces of each word and of the question (cut to
+In the graph (`SquadExport`): the context's split into words (`examples.split_context`'s
+whitespace), the word-pieces of each word and of the question (cut to
 `max_query_length`), run_squad's windows (`doc_stride`), each window's
 `[CLS] question [SEP] piece... [SEP]` padded to `max_seq_length` as run_squad's features, and the
 span layer. Signature `serving_default(question [N], context [N])`, outputs (N rows each):
@@ -14,7 +15,7 @@ span layer. Signature `serving_default(question [N], context [N])`, outputs (N r
   piece_word                int32 [N, P]       the context word of each piece (-1 padded)
 
 The thin wrapper (`answers`, which predict.py uses) turns these into answers with
-`bert_tasks.squad.postprocess.compute_predictions`: the same n-best, filters, `get_final_text`
+`postprocess.compute_predictions`: the same n-best, filters, `get_final_text`
 and v2.0 null threshold as run_squad's predictions.json, so the answer is run_squad's for the same
 logits. The windows are padded to `max_seq_length` as run_squad's are: the n-best draws its
 top-n start and end positions from every position, padding included.
@@ -24,12 +25,16 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from bert_runner.export import ModelExport, ragged_slices, window_spans, write_saved_model
+from bert_runner.serving import provenance, registry
+from bert_runner.serving.saved_model import write_saved_model
+from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
 from bert_tasks.squad import examples as sq_examples, features as sq_features, postprocess
+from bert_tasks.squad.task import PostprocessOptions
+from bert_tasks.windows import window_spans_graph
+from modeling import BertSpanLabeler
 from vocab.fast_tokenizer import FastBertTokenizer
 
-_TEXT = tf.TensorSpec([None], tf.string)
-# bert_tasks.squad.examples._CONTEXT_WHITESPACE but " ": turned into " ", which splits.
+# examples._CONTEXT_WHITESPACE but " ": turned into " ", which splits.
 _OTHER_CONTEXT_WHITESPACE = "[\t\r\n\u202f]"
 
 
@@ -40,7 +45,7 @@ class SquadExport(ModelExport):
       model: `BertSpanLabeler` with its weights.
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length, doc_stride, max_query_length: run_squad's windows.
-      options: `bert_tasks.squad.task.PostprocessOptions` (written to export.json for `answers`;
+      options: `task.PostprocessOptions` (written to export.json for `answers`;
         its do_lower_case must be the tokenizer's).
     """
 
@@ -48,8 +53,8 @@ class SquadExport(ModelExport):
 
     def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options):
         sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
-        super().__init__("bert_squad", model, tokenizer, max_seq_length, 2 * max_seq_length,
-                         doc_stride=doc_stride)
+        super().__init__("bert_squad", model, tokenizer, max_seq_length, 2 * max_seq_length)
+        self.doc_stride = doc_stride
         self.max_query_length = max_query_length
         self.options = dataclasses.replace(options, do_lower_case=tokenizer.do_lower_case)
 
@@ -59,9 +64,10 @@ class SquadExport(ModelExport):
     def metadata(self):
         settings = dataclasses.asdict(self.options)
         settings.pop("verbose_logging")
-        return {**super().metadata(), "max_query_length": self.max_query_length, **settings}
+        return {**super().metadata(), "doc_stride": self.doc_stride,
+                "max_query_length": self.max_query_length, **settings}
 
-    @tf.function(input_signature=[_TEXT, _TEXT])
+    @tf.function(input_signature=[TEXT, TEXT])
     def serve_squad(self, question, context):
         """question [N], context [N] strings -> dict of outputs (see the module docstring)."""
         tf.debugging.assert_equal(tf.shape(question), tf.shape(context),
@@ -81,7 +87,7 @@ class SquadExport(ModelExport):
             tf.cast(word_pieces.value_rowids() - first_word, tf.int32))
 
         query_length = tf.cast(query.row_lengths(), tf.int32)
-        rows, start, length = window_spans(
+        rows, start, length = window_spans_graph(
             tf.cast(pieces.row_lengths(), tf.int32), seq - query_length - 3, self.doc_stride,
             empty_has_window=False)
         features = tokenizer.pack(
@@ -109,7 +115,7 @@ class SquadExport(ModelExport):
 def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
                  options, export_dir):
     """Writes the raw-text SQuAD SavedModel of `model` (a `BertSpanLabeler`) to `export_dir`
-    (which must not exist; `bert_runner.export.write_saved_model`). Returns export_dir."""
+    (which must not exist; `write_saved_model`). Returns export_dir."""
     module = SquadExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
                          doc_stride, max_query_length, options)
     return write_saved_model(module, export_dir, "SQuAD model")
@@ -186,8 +192,6 @@ def answers(questions, contexts, outputs, metadata):
 
 def postprocess_options(metadata):
     """The export's `PostprocessOptions` (export.json)."""
-    from bert_tasks.squad.task import PostprocessOptions
-
     return PostprocessOptions(**{field.name: metadata[field.name]
                                  for field in dataclasses.fields(PostprocessOptions)
                                  if field.name in metadata})
@@ -222,3 +226,42 @@ def _context_offsets(doc_tokens, char_to_word, context, first_word, begin, finis
         return word_start[word] + offset
 
     return locate(begin), locate(finish - 1) + 1
+
+
+def _export(flag_values, files):
+    """export_model.py --format=squad: a run_squad model, with its windows and post-processing
+    settings."""
+    model = provenance.load_fine_tuned(
+        BertSpanLabeler(files.config, **provenance.recorded_model_options(flag_values.checkpoint)),
+        flag_values.checkpoint, FORMAT_NAME, files.config_file)
+    options = PostprocessOptions(
+        n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
+        do_lower_case=flag_values.do_lower_case,
+        version_2_with_negative=flag_values.version_2_with_negative,
+        null_score_diff_threshold=flag_values.null_score_diff_threshold)
+    export_squad(provenance.serving_precision(flag_values, model), files.vocab_file,
+                 flag_values.do_lower_case, flag_values.max_seq_length,
+                 128 if flag_values.doc_stride is None else flag_values.doc_stride,
+                 flag_values.max_query_length, options, flag_values.export_dir)
+
+
+def _answer_rows(call, rows, metadata):
+    questions, contexts = [p[0] for p in rows], [p[1] for p in rows]
+    out = call("serving_default", question=questions, context=contexts)
+    return [{"answer": a.text, "start": a.start, "end": a.end,
+             "probability": a.probability, "score": a.score}
+            for a in answers(questions, contexts, out, metadata)]
+
+
+def _describe(result):
+    return "%r  characters %d-%d  probability %.4f" % (
+        result["answer"], result["start"], result["end"], result["probability"])
+
+
+FORMAT_NAME = "squad"
+FORMAT = registry.register(registry.ServingFormat(
+    name=FORMAT_NAME,
+    help="question and context -> run_squad's windows' logits, answered by predict.py",
+    export=_export, script="run_squad.py", head="SQuAD span",
+    fields=(2, 2, "question<TAB>context"), answer=_answer_rows, describe=_describe,
+    signatures=("serving_default",)))

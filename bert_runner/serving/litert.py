@@ -2,7 +2,8 @@
 the softmax (or the pooling) in one `.tflite` file, in float32, float16, dynamic-range int8 or
 full int8.
 
-The graph is `bert_runner.export`'s raw-text graph with two changes LiteRT needs:
+The graph is the SavedModel's raw-text graph (the format's `ModelExport`, from its
+`registry.Convertible`) with two changes LiteRT needs:
 
 * The tokenizer is tf.text's `FastBertTokenizer` (`FastBertNormalizer` + end-to-end
   `FastWordpieceTokenizer`), whose ops have LiteRT kernels (`tensorflow_text.tflite_registrar`),
@@ -39,8 +40,9 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from absl import logging
 
-from bert_runner import export, results
-from modeling.pooling import check_pooling, pool
+from bert_runner import results
+from bert_runner.serving import registry
+from modeling.pooling import check_pooling
 from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
 
@@ -82,37 +84,6 @@ class LiteRTTokenizer:
         return self._packing.pack(ids_a, ids_b, max_seq_length)
 
 
-def _one_row(group):
-    """The features of a one-row group as `[1, T]` (a static batch of one: see the docstring)."""
-    return {"input_ids": tf.reshape(group["input_ids"], [1, -1]),
-            "input_mask": tf.reshape(group["input_mask"], [1, -1]),
-            "token_type_ids": tf.reshape(group["segment_ids"], [1, -1])}
-
-
-class LiteRTClassifierExport(export.ClassifierExport):
-    """`ClassifierExport` one text at a time, on the grid (no `skip_padding`: nothing to skip)."""
-
-    def __init__(self, model, tokenizer, max_seq_length, label_names=None):
-        super().__init__(model, tokenizer, max_seq_length, label_names)
-        self.rows_per_call = 1
-
-    def _row_values(self, group):
-        model = self._parts.model
-        return model.classifier(model.encode(_one_row(group), training=False)["pooled_output"])
-
-
-class LiteRTEmbeddingExport(export.EmbeddingExport):
-    """`EmbeddingExport` one text at a time."""
-
-    def __init__(self, model, tokenizer, max_seq_length, pooling, normalize):
-        super().__init__(model, tokenizer, max_seq_length, pooling, normalize, rows_per_call=1)
-
-    def _row_values(self, group):
-        features = _one_row(group)
-        sequence = self._parts.model(features, training=False)["sequence_output"]
-        return pool(sequence, features["input_mask"], self.pooling, self.normalize)
-
-
 def reference_copy(model):
     """A copy of `model` (a `BertModel` or task model) on the reference kernels (`keras.ops` op
     by op): the fast ones are XLA-compiled functions, which LiteRT and ONNX cannot convert."""
@@ -126,7 +97,7 @@ def reference_copy(model):
 
 
 def convert(module, quantization, calibration_texts=None):
-    """The `.tflite` bytes of `module`'s signatures (a `LiteRT*Export`).
+    """The `.tflite` bytes of `module`'s signatures (`text_module`'s result).
 
     Args:
       module: the `tf.Module` whose `signatures()` to convert.
@@ -329,15 +300,13 @@ def tokenizer_differences(vocab_file, do_lower_case, texts):
 _CONVERTS = "converts a classifier (--task_name) or an embedding model (--pooling)"
 
 
-def load_from_flags(flag_values, files):
-    """The model export_model.py --format=litert or onnx converts: the classifier of
-    --task_name, or with --pooling the encoder (an embedding model).
+def convertible_from_flags(flag_values, files):
+    """The `registry.Convertible` export_model.py --format=litert or onnx converts: the
+    classifier of --task_name, or with --pooling the encoder (an embedding model), as their
+    formats declare it.
 
-    Returns: (model, label names (None for regression and embeddings), pooling or None).
     Raises ValueError (one line, naming the flags) for what these formats do not export.
     """
-    from bert_tasks.classifier import processors
-
     fmt = "--format=%s" % flag_values.format
     if flag_values.mixed_precision:
         raise ValueError("%s: --mixed_precision is for SavedModels; a LiteRT model is made "
@@ -345,34 +314,22 @@ def load_from_flags(flag_values, files):
     if flag_values.long_documents:
         raise ValueError("%s %s, not --long_documents (their windows are not in this graph): "
                          "export a SavedModel" % (fmt, _CONVERTS))
-    if flag_values.pooling:
-        if flag_values.task_name:
-            raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
-        check_pooling(flag_values.pooling, files.config)
-        model = export.load_encoder(files.config, flag_values.checkpoint,
-                                    config_file=files.config_file)
-        return model, None, flag_values.pooling
-    if not flag_values.task_name:
+    if flag_values.pooling and flag_values.task_name:
+        raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
+    if not flag_values.pooling and not flag_values.task_name:
         raise ValueError("%s %s: give one; SQuAD, NER and SWAG models export as SavedModels "
                          "only" % (fmt, _CONVERTS))
-    if flag_values.task_name.lower() == "multilabel":
-        raise ValueError("%s %s (single-label or regression), not --task_name=multilabel: "
-                         "export a SavedModel" % (fmt, _CONVERTS))
-    processor = processors.get_processor(flag_values.task_name)
-    model = export.load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
-                                   task_name=flag_values.task_name, config_file=files.config_file)
-    return model, processor.get_labels(), None
+    if flag_values.pooling:
+        check_pooling(flag_values.pooling, files.config)
+    return registry.get("embedding" if flag_values.pooling else "classifier").convertible(
+        flag_values, files)
 
 
-def text_module(model, vocab_file, do_lower_case, max_seq_length, label_names=None,
-                pooling=None, normalize=False):
-    """The LiteRT raw-text module of a `BertClassifier` (label_names) or, with `pooling`, of a
-    `BertModel` (an embedding model), on the reference kernels."""
-    tokenizer = LiteRTTokenizer(vocab_file, do_lower_case)
-    model = reference_copy(model)
-    if pooling:
-        return LiteRTEmbeddingExport(model, tokenizer, max_seq_length, pooling, normalize)
-    return LiteRTClassifierExport(model, tokenizer, max_seq_length, label_names)
+def text_module(convertible, vocab_file, do_lower_case, max_seq_length):
+    """The LiteRT raw-text module of `convertible` (a `registry.Convertible`): its format's
+    module on a reference-kernel copy of the model, one text a call, tf.text's tokenizer."""
+    return convertible.text_module(reference_copy(convertible.model),
+                                   LiteRTTokenizer(vocab_file, do_lower_case), max_seq_length)
 
 
 def read_calibration_file(path):
@@ -398,7 +355,7 @@ def read_calibration_file(path):
     return texts[:CALIBRATION_TEXTS]
 
 
-def export_from_flags(flag_values, files):
+def _export(flag_values, files):
     """export_model.py --format=litert."""
     if flag_values.quantization == "int8" and not flag_values.calibration_file:
         raise ValueError("--quantization=int8 needs --calibration_file (training texts, one per "
@@ -406,9 +363,15 @@ def export_from_flags(flag_values, files):
     calibration = None
     if flag_values.quantization == "int8":
         calibration = read_calibration_file(flag_values.calibration_file)
-    model, labels, pooling = load_from_flags(flag_values, files)
-    module = text_module(model, files.vocab_file, flag_values.do_lower_case,
-                         flag_values.max_seq_length, labels, pooling, flag_values.normalize)
+    module = text_module(convertible_from_flags(flag_values, files), files.vocab_file,
+                         flag_values.do_lower_case, flag_values.max_seq_length)
     path = write_litert(module, flag_values.quantization, flag_values.export_dir, calibration)
     logging.info("LiteRT model (%s): %s, %.1f MB", flag_values.quantization, path,
                  os.path.getsize(path) / 1e6)
+
+
+FORMAT = registry.register(registry.ServingFormat(
+    name="litert",
+    help="raw text -> a classifier's probabilities (--task_name) or a vector (--pooling) in one "
+         ".tflite, tokenizer inside (--quantization)",
+    export=_export))

@@ -6,10 +6,10 @@ counterpart).
 pooling). The model's inputs are int32 `input_ids`, `input_mask`, `segment_ids` [N, T] (any N, any
 T up to the config's positions); its output `probabilities` float32 [N, L] (softmax),
 `predictions` [N] (regression) or `embedding` [N, H]. The encoder runs on the reference kernels
-(`litert_export.reference_copy`).
+(`litert.reference_copy`).
 
-    from bert_runner import onnx_export
-    model = onnx_export.OnnxTextModel("/tmp/mrpc_onnx")        # onnxruntime + our tokenizer
+    from bert_runner.serving import onnx
+    model = onnx.OnnxTextModel("/tmp/mrpc_onnx")        # onnxruntime + our tokenizer
     model(["He said the food was great."], ["The food was great, he said."])
 
 `OnnxTextModel.features(text_a, text_b)` is the pre-processing alone (numpy ids for any ONNX
@@ -22,8 +22,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import litert_export
-from modeling.pooling import pool
+from bert_runner.serving import litert, registry
 
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.txt"
@@ -45,24 +44,19 @@ def require(*modules):
                          % (e.name, REQUIREMENTS)) from e
 
 
-def ids_function(model, pooling=None, normalize=False):
+def ids_function(convertible):
     """The tf.function the ONNX graph is made of: int32 input_ids, input_mask, segment_ids [N, T]
-    -> {"probabilities" | "predictions"} of a `BertClassifier`, or {"embedding"} of a
-    `BertModel` pooled with `pooling` ("cls", "mean", "max")."""
-    model = litert_export.reference_copy(model)
+    -> the outputs `convertible.ids_outputs` gives (a classifier's "probabilities" or
+    "predictions", an encoder's "embedding"), on a reference-kernel copy of its model."""
+    model = litert.reference_copy(convertible.model)
+    # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
+    getattr(model, "bert", model).static_shapes = True
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in _FEATURES]
 
     @tf.function(input_signature=spec)
     def run(input_ids, input_mask, segment_ids):
-        features = {"input_ids": input_ids, "input_mask": input_mask,
-                    "token_type_ids": segment_ids}
-        if pooling is not None:
-            sequence = model(features, training=False)["sequence_output"]
-            return {"embedding": pool(sequence, input_mask, pooling, normalize)}
-        logits = model.classifier(model.encode(features, training=False)["pooled_output"])
-        if model.num_labels == 1:
-            return {"predictions": logits[:, 0]}
-        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+        return convertible.ids_outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
+                                               "token_type_ids": segment_ids})
 
     return run
 
@@ -92,28 +86,27 @@ def convert(function):
                 tensors_to_rename=tf2onnx.convert.tensor_names_from_structed(
                     concrete, inputs, outputs))
     except Exception as e:  # tf2onnx raises whatever its handlers raise
-        raise ValueError("ONNX conversion failed: %s" % litert_export.first_line(e)) from e
+        raise ValueError("ONNX conversion failed: %s" % litert.first_line(e)) from e
     return proto.SerializeToString()
 
 
-def write_onnx(model, vocab_file, do_lower_case, max_seq_length, export_dir, label_names=None,
-               pooling=None, normalize=False):
+def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_dir):
     """Writes `export_dir` (new): model.onnx, vocab.txt and export.json.
 
     Args:
-      model: `BertClassifier` (label_names: one per logit, None for regression), or `BertModel`
-        with `pooling` set (an embedding model).
+      convertible: `registry.Convertible`, a classifier's or an encoder's (its metadata: labels,
+        pooling, normalize).
       vocab_file, do_lower_case, max_seq_length: the pre-processing's (as the SavedModel's).
     Returns: the path of model.onnx.
     """
-    blob = convert(ids_function(model, pooling, normalize))
+    blob = convert(ids_function(convertible))
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         vocab = f.read()
-    metadata = {"format": "onnx/" + ("embedding" if pooling else "classifier"),
-                "inputs": list(_FEATURES), "max_seq_length": max_seq_length,
-                "do_lower_case": do_lower_case, "labels": label_names, "pooling": pooling,
-                "normalize": normalize, "opset": OPSET}
-    litert_export.write_export_dir(export_dir, {MODEL_FILE: blob, VOCAB_FILE: vocab}, metadata)
+    kind = "embedding" if convertible.metadata.get("pooling") else "classifier"
+    metadata = {"format": "onnx/" + kind, "inputs": list(_FEATURES),
+                "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
+                **convertible.metadata, "opset": OPSET}
+    litert.write_export_dir(export_dir, {MODEL_FILE: blob, VOCAB_FILE: vocab}, metadata)
     return os.path.join(export_dir, MODEL_FILE)
 
 
@@ -129,7 +122,7 @@ class OnnxTextModel:
         from vocab.fast_tokenizer import FastBertTokenizer
 
         (ort,) = require("onnxruntime")
-        with open(os.path.join(export_dir, litert_export.METADATA_FILE), encoding="utf-8") as f:
+        with open(os.path.join(export_dir, litert.METADATA_FILE), encoding="utf-8") as f:
             self.metadata = json.load(f)
         self.tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
                                            self.metadata["do_lower_case"])
@@ -142,7 +135,7 @@ class OnnxTextModel:
         self._pack = tf.function(self._pack_graph, reduce_retracing=True)
 
     def _pack_graph(self, text_a, text_b):
-        from bert_runner.export import trim_to_longest
+        from bert_runner.serving.text_module import trim_to_longest
 
         ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
         return trim_to_longest(self.tokenizer.pack(self.tokenizer.tokenize(text_a), ids_b,
@@ -160,11 +153,17 @@ class OnnxTextModel:
         return dict(zip(names, self.session.run(names, self.features(text_a, text_b))))
 
 
-def export_from_flags(flag_values, files):
+def _export(flag_values, files):
     """export_model.py --format=onnx."""
     require("tf2onnx", "onnx")
-    model, labels, pooling = litert_export.load_from_flags(flag_values, files)
-    path = write_onnx(model, files.vocab_file, flag_values.do_lower_case,
-                      flag_values.max_seq_length, flag_values.export_dir, labels, pooling,
-                      flag_values.normalize)
+    path = write_onnx(litert.convertible_from_flags(flag_values, files), files.vocab_file,
+                      flag_values.do_lower_case, flag_values.max_seq_length,
+                      flag_values.export_dir)
     logging.info("ONNX model: %s, %.1f MB", path, os.path.getsize(path) / 1e6)
+
+
+FORMAT = registry.register(registry.ServingFormat(
+    name="onnx",
+    help="token ids -> a classifier's probabilities or a vector, as model.onnx beside vocab.txt "
+         "(requirements-onnx.txt)",
+    export=_export))

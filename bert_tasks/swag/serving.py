@@ -1,8 +1,8 @@
-"""The raw-text SWAG SavedModel: a context and its candidate endings in, the probability of each
-ending out (run_swag's multiple-choice model).
+"""run_swag's serving. The raw-text SWAG SavedModel: a context and its candidate endings in, the
+probability of each ending out (run_swag's multiple-choice model).
 
 Each (context, ending) pair is packed as run_swag packs a choice, `[CLS] context [SEP] ending
-[SEP]` truncated as the original's pairs (`bert_tasks.swag.features`; run_swag's ending is
+[SEP]` truncated as the original's pairs (`features`; run_swag's ending is
 SWAG's `sent2 + " " + ending_i`: pass that whole text), scored by the model's choice layer, and
 the scores of each context's endings go through a softmax. Any number of endings C >= 1 works (the
 layer scores each alone).
@@ -12,9 +12,13 @@ Signature `serving_default(context [N], endings [N, C])`, outputs:
   logits         float32 [N, C]   the choice scores
   choice         int32 [N]        the most probable ending
 """
+import numpy as np
 import tensorflow as tf
 
-from bert_runner.export import ModelExport, write_saved_model
+from bert_runner.serving import provenance, registry
+from bert_runner.serving.saved_model import write_saved_model
+from bert_runner.serving.text_module import ModelExport
+from modeling import BertMultipleChoice
 from vocab.fast_tokenizer import FastBertTokenizer
 
 
@@ -58,6 +62,43 @@ class SwagExport(ModelExport):
 
 def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
     """Writes the raw-text SWAG SavedModel of `model` (a `BertMultipleChoice`) to `export_dir`
-    (which must not exist; `bert_runner.export.write_saved_model`). Returns export_dir."""
+    (which must not exist; `write_saved_model`). Returns export_dir."""
     module = SwagExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length)
     return write_saved_model(module, export_dir, "SWAG model")
+
+
+def _export(flag_values, files):
+    """export_model.py --format=swag: a run_swag model."""
+    model = provenance.load_fine_tuned(
+        BertMultipleChoice(files.config,
+                           **provenance.recorded_model_options(flag_values.checkpoint)),
+        flag_values.checkpoint, FORMAT_NAME, files.config_file)
+    export_swag(provenance.serving_precision(flag_values, model), files.vocab_file,
+                flag_values.do_lower_case, flag_values.max_seq_length, flag_values.export_dir)
+
+
+def _check_rows(rows):
+    if len({len(parts) for parts in rows}) > 1:
+        raise ValueError("the inputs have different numbers of endings: give each context the "
+                         "same number (run them separately otherwise)")
+
+
+def _answer_rows(call, rows, metadata):
+    out = call("serving_default", context=[p[0] for p in rows],
+               endings=np.array([p[1:] for p in rows], dtype=object))
+    return [{"choice": int(choice), "probabilities": probabilities.tolist()}
+            for choice, probabilities in zip(out["choice"], out["probabilities"])]
+
+
+def _describe(result):
+    return "ending %d  %s" % (result["choice"], "  ".join(
+        "%.4f" % p for p in result["probabilities"]))
+
+
+FORMAT_NAME = "swag"
+FORMAT = registry.register(registry.ServingFormat(
+    name=FORMAT_NAME,
+    help="context and endings -> a run_swag model's probabilities",
+    export=_export, script="run_swag.py", head="multiple-choice",
+    fields=(2, None, "context<TAB>ending<TAB>ending..."), answer=_answer_rows, describe=_describe,
+    check_rows=_check_rows, signatures=("serving_default",)))

@@ -4,40 +4,24 @@
     results = predictor.predict(["He said so.\tSo he said."])  # list of dicts, one per input
     print(predictor.describe(results[0]))                   # one readable line
 
-What the export is comes from its `assets.extra/export.json` (`bert_runner.export.METADATA_FILE`);
+What the export is comes from its `assets.extra/export.json` (`saved_model.METADATA_FILE`);
 an older classifier or embedding export without one is recognised by its signatures' outputs.
-Inputs are text lines; fields within a line are separated by tabs:
-
-  classifier  text, or text_a<TAB>text_b (the `pairs` signature)
-  embedding   text
-  squad       question<TAB>context
-  ner         text
-  swag        context<TAB>ending<TAB>ending...
+Inputs are text lines; fields within a line are separated by tabs, as the export's format
+declares them (`registry.ServingFormat.fields`: a classifier's text or text_a<TAB>text_b, SQuAD's
+question<TAB>context, ...), and its format answers them (`ServingFormat.answer`, `.describe`).
+The formats must be registered first (predict.py registers every task's).
 """
 import dataclasses
 import json
 import os
 import time
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 (registers the tokenizer ops the SavedModels use)
 from absl import logging
 
-from bert_runner.export import METADATA_FILE
-
-# Input fields of each format: (the fewest, the most) tab-separated fields per line, their names.
-_FIELDS = {
-    "classifier": (1, 2, "text or text_a<TAB>text_b"),
-    "embedding": (1, 1, "text"),
-    "squad": (2, 2, "question<TAB>context"),
-    "ner": (1, 1, "text"),
-    "swag": (2, None, "context<TAB>ending<TAB>ending..."),
-}
-# Field counts of the warm-up inputs, one per signature `Predictor.predict` calls: a classifier
-# sends one text to serving_default and two to pairs; every other format calls serving_default
-# alone (an embedding export's pairs signature is not reachable from predict.py's inputs).
-_WARM_UP_FIELDS = {"classifier": (1, 2)}
+from bert_runner.serving import registry
+from bert_runner.serving.saved_model import METADATA_FILE
 
 
 @dataclasses.dataclass
@@ -90,9 +74,9 @@ def read_inputs(texts=(), input_file=None, stdin=None):
 # export_model.py's exports that predict.py does not serve: the file, and what serves it.
 _OTHER_RUNTIMES = (
     ("model.tflite", "a LiteRT export of export_model.py: serve it with LiteRT's interpreter "
-                     "(bert_runner.litert_export.interpreter, docs/export.md)"),
+                     "(bert_runner.serving.litert.interpreter, docs/export.md)"),
     ("model.onnx", "an ONNX export of export_model.py: serve it with ONNX Runtime "
-                   "(bert_runner.onnx_export.OnnxTextModel, docs/export.md)"),
+                   "(bert_runner.serving.onnx.OnnxTextModel, docs/export.md)"),
 )
 
 
@@ -124,9 +108,15 @@ class Predictor:
         self.model = tf.saved_model.load(export_dir)
         self.metadata = self._read_metadata()
         self.format = self.metadata["format"]
-        needed = {"squad": ["serving_default"], "ner": ["serving_default"],
-                  "swag": ["serving_default"]}.get(self.format, self.metadata.get(
-                      "signatures", ["serving_default"]))
+        try:
+            self.serving = registry.get(self.format)
+        except KeyError as e:
+            raise ValueError("--model=%s is a %r export, which predict.py does not serve (%s)"
+                             % (export_dir, self.format, e.args[0])) from None
+        if self.serving.fields is None:
+            raise ValueError("--model=%s is a %s export: predict.py serves SavedModels"
+                             % (export_dir, self.format))
+        needed = self.serving.signatures or self.metadata.get("signatures", ["serving_default"])
         for name in needed:
             if name not in self.model.signatures:
                 raise ValueError(
@@ -137,7 +127,7 @@ class Predictor:
         # The first call of a loaded signature builds and optimises its graph (seconds): made
         # here for every signature `predict` may call, so that every answer after the load
         # takes milliseconds, a classifier's first pair included.
-        for count in _WARM_UP_FIELDS.get(self.format, (_FIELDS[self.format][0],)):
+        for count in self.serving.warm_up_fields or (self.serving.fields[0],):
             self.predict([Input("\t".join(["warm up"] * count), "warm-up")])
         logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
                      time.perf_counter() - started)
@@ -162,7 +152,7 @@ class Predictor:
     def fields(self, inputs):
         """The tab-separated fields of each input, checked against the format (ValueError naming
         the input)."""
-        fewest, most, form = _FIELDS[self.format]
+        fewest, most, form = self.serving.fields
         rows = []
         for item in inputs:
             parts = item.text.split("\t")
@@ -173,91 +163,22 @@ class Predictor:
                 raise ValueError("%s has an empty text: give text in each field (%s)"
                                  % (item.source, form))
             rows.append(parts)
-        if self.format == "swag" and len({len(parts) for parts in rows}) > 1:
-            raise ValueError("the inputs have different numbers of endings: give each context "
-                             "the same number (run them separately otherwise)")
+        self.serving.check_rows(rows)
         return rows
 
     def predict(self, inputs):
         """list of `Input` (or str) -> list of result dicts, one per input (JSON-able)."""
         inputs = [Input(item, "input %d" % i) if isinstance(item, str) else item
                   for i, item in enumerate(inputs, 1)]
-        rows = self.fields(inputs)
-        return getattr(self, "_" + self.format)(rows)
+        return self.serving.answer(self._call, self.fields(inputs), self.metadata)
 
     def _call(self, name, **tensors):
         outputs = self.model.signatures[name](**{k: tf.constant(v) for k, v in tensors.items()})
         return {k: v.numpy() for k, v in outputs.items()}
 
-    def _classifier(self, rows):
-        if any(len(parts) == 2 for parts in rows):
-            out = self._call("pairs", text_a=[p[0] for p in rows],
-                             text_b=[p[1] if len(p) == 2 else "" for p in rows])
-        else:
-            out = self._call("serving_default", text_a=[p[0] for p in rows])
-        if "predictions" in out:
-            return [{"score": float(v)} for v in out["predictions"]]
-        results = []
-        for i in range(len(rows)):
-            names = [n.decode("utf-8") for n in out["label_names"][i]]
-            result = {"probabilities": dict(zip(names, out["probabilities"][i].tolist()))}
-            if "predicted" in out:
-                result["labels"] = [n for n, on in zip(names, out["predicted"][i]) if on]
-            else:
-                result["label"] = out["label"][i].decode("utf-8")
-            results.append(result)
-        return results
-
-    def _embedding(self, rows):
-        out = self._call("serving_default", text_a=[p[0] for p in rows])
-        return [{"embedding": vector.tolist()} for vector in out["embedding"]]
-
-    def _squad(self, rows):
-        from bert_runner.exports import squad
-
-        questions, contexts = [p[0] for p in rows], [p[1] for p in rows]
-        out = self._call("serving_default", question=questions, context=contexts)
-        return [{"answer": a.text, "start": a.start, "end": a.end,
-                 "probability": a.probability, "score": a.score}
-                for a in squad.answers(questions, contexts, out, self.metadata)]
-
-    def _ner(self, rows):
-        out = self._call("serving_default", text=[p[0] for p in rows])
-        results = []
-        for i in range(len(rows)):
-            count = int(out["entity_count"][i])
-            results.append({"entities": [
-                {"text": out["entity_text"][i, k].decode("utf-8"),
-                 "label": out["entity_label"][i, k].decode("utf-8"),
-                 "start": int(out["entity_start"][i, k]), "end": int(out["entity_end"][i, k])}
-                for k in range(count)]})
-        return results
-
-    def _swag(self, rows):
-        out = self._call("serving_default", context=[p[0] for p in rows],
-                         endings=np.array([p[1:] for p in rows], dtype=object))
-        return [{"choice": int(choice), "probabilities": probabilities.tolist()}
-                for choice, probabilities in zip(out["choice"], out["probabilities"])]
-
     def describe(self, result):
         """One readable line of a result of `predict`."""
-        if "label" in result or "labels" in result:
-            chosen = result.get("label") or ",".join(result["labels"]) or "(none)"
-            return "%s  %s" % (chosen, "  ".join(
-                "%s=%.4f" % item for item in result["probabilities"].items()))
-        if "score" in result and "answer" not in result:
-            return "%.4f" % result["score"]
-        if "embedding" in result:
-            vector = result["embedding"]
-            return "[%s ... ] (%d values)" % (" ".join("%.4f" % v for v in vector[:4]), len(vector))
-        if "answer" in result:
-            return "%r  characters %d-%d  probability %.4f" % (
-                result["answer"], result["start"], result["end"], result["probability"])
-        if "entities" in result:
-            return "  ".join("%s/%s [%d:%d]" % (e["text"], e["label"], e["start"], e["end"])
-                             for e in result["entities"]) or "(no entities)"
-        return "ending %d  %s" % (result["choice"], "  ".join(
-            "%.4f" % p for p in result["probabilities"]))
+        return self.serving.describe(result)
 
 
 def run(export_dir, texts=(), input_file=None, stdin=None, output_format="text", out=None):

@@ -1,11 +1,12 @@
-"""The raw-text NER SavedModel: text in, entities with their labels and character offsets out.
+"""run_ner's serving. The raw-text NER SavedModel: text in, entities with their labels and
+character offsets out.
 
 A text is one sentence of one document (run_ner's input with the paper's document context: the
 context of a long sentence is the rest of itself). Its words are the CoNLL kind of tokens:
 `BasicTokenizer(do_lower_case=False)`'s split (whitespace, each punctuation mark and CJK character
 alone); each word is word-pieced with the model's tokenizer (cut to max_seq_length - 2 pieces,
 [UNK] for none) and classified at its first piece, in run_ner's windows
-(`bert_tasks.ner.features`): [CLS] context scored-words context [SEP]. The tags are IOB2 labels;
+(`features`): [CLS] context scored-words context [SEP]. The tags are IOB2 labels;
 an entity is a conlleval chunk of them (B-X, or an I-X after another type, starts one).
 
 Signature `serving_default(text [N])`, outputs (N rows each, padded):
@@ -24,11 +25,14 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_runner.export import ModelExport, ragged_slices, write_saved_model
+from bert_runner import run_files
+from bert_runner.serving import provenance, registry
+from bert_runner.serving.saved_model import write_saved_model
+from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
+from bert_tasks.ner import tags as ner_tags
+from modeling import BertTokenClassifier
 from vocab import char_tables
 from vocab.fast_tokenizer import FastBertTokenizer
-
-_TEXT = tf.TensorSpec([None], tf.string)
 
 
 class NerExport(ModelExport):
@@ -63,7 +67,7 @@ class NerExport(ModelExport):
     def metadata(self):
         return {**super().metadata(), "labels": self.label_list}
 
-    @tf.function(input_signature=[_TEXT])
+    @tf.function(input_signature=[TEXT])
     def serve_ner(self, text):
         """text [N] strings -> dict of outputs (see the module docstring)."""
         tokenizer = self._parts.tokenizer
@@ -127,7 +131,7 @@ def _word_bounds(offsets, word_count, total):
 
 
 def _chunks(bounds, word_count, budget):
-    """`bert_tasks.ner.features._sentence_chunks` of every text: (row, first word, end word) int32
+    """`features._sentence_chunks` of every text: (row, first word, end word) int32
     [W] of each window, a text's windows consecutive and in order; a text without words has none.
 
     Each window takes the most words from `first` on whose pieces fit in `budget` (every word
@@ -213,7 +217,54 @@ def _character_offsets(text, queries):
 
 def export_ner(model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir):
     """Writes the raw-text NER SavedModel of `model` (a `BertTokenClassifier`) to `export_dir`
-    (which must not exist; `bert_runner.export.write_saved_model`). Returns export_dir."""
+    (which must not exist; `write_saved_model`). Returns export_dir."""
     module = NerExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
                        label_list)
     return write_saved_model(module, export_dir, "NER model")
+
+
+def _export(flag_values, files):
+    """export_model.py --format=ner: a run_ner model, with its label list (--entity_types or its
+    label_list.txt)."""
+    if flag_values.entity_types:
+        label_list = ner_tags.label_list(flag_values.entity_types)
+        source = "--entity_types=%s" % ",".join(flag_values.entity_types)
+        run_files.check_recorded_labels(label_list, flag_values.checkpoint, "--entity_types",
+                                        ",".join(flag_values.entity_types))
+    else:
+        label_list = provenance.recorded_labels(flag_values.checkpoint, "--entity_types")
+        source = "its label_list.txt"
+    model = provenance.load_fine_tuned(
+        BertTokenClassifier(files.config, len(label_list),
+                            **provenance.recorded_model_options(flag_values.checkpoint)),
+        flag_values.checkpoint, FORMAT_NAME, files.config_file, label_source=source)
+    export_ner(provenance.serving_precision(flag_values, model), files.vocab_file,
+               flag_values.do_lower_case, flag_values.max_seq_length, label_list,
+               flag_values.export_dir)
+
+
+def _answer_rows(call, rows, metadata):
+    out = call("serving_default", text=[p[0] for p in rows])
+    results = []
+    for i in range(len(rows)):
+        count = int(out["entity_count"][i])
+        results.append({"entities": [
+            {"text": out["entity_text"][i, k].decode("utf-8"),
+             "label": out["entity_label"][i, k].decode("utf-8"),
+             "start": int(out["entity_start"][i, k]), "end": int(out["entity_end"][i, k])}
+            for k in range(count)]})
+    return results
+
+
+def _describe(result):
+    return "  ".join("%s/%s [%d:%d]" % (e["text"], e["label"], e["start"], e["end"])
+                     for e in result["entities"]) or "(no entities)"
+
+
+FORMAT_NAME = "ner"
+FORMAT = registry.register(registry.ServingFormat(
+    name=FORMAT_NAME,
+    help="text -> a run_ner model's entities with character offsets",
+    export=_export, script="run_ner.py", head="token classifier",
+    fields=(1, 1, "text"), answer=_answer_rows, describe=_describe,
+    signatures=("serving_default",)))

@@ -1,0 +1,110 @@
+"""The sentence-embedding format: raw text in, one vector per text out (`modeling.pooling` of
+the last layer: [CLS], mean or max over the real tokens, optionally L2-normalised), from the
+encoder of any checkpoint. The machinery's own format: no task owns it.
+
+Signatures `serving_default(text_a [N])` and `pairs(text_a [N], text_b [N])` (an empty text_b
+gives the single-text encoding); output `embedding` float32 [N, H].
+"""
+from bert_runner.serving import provenance, registry
+from bert_runner.serving.saved_model import write_saved_model
+from bert_runner.serving.text_module import ROWS_PER_CALL, TextExport
+from modeling.pooling import check_pooling, pool
+from vocab.fast_tokenizer import FastBertTokenizer
+
+
+class EmbeddingExport(TextExport):
+    """The raw-text signatures of a sentence encoder: one vector per text (`modeling.pooling`).
+
+    Args:
+      model: `BertModel` with its weights.
+      tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
+      max_seq_length: int, texts are cut to this many word-pieces with [CLS] and [SEP].
+      pooling: "cls", "mean" or "max" (`modeling.pooling.pool`; "cls" is refused for a
+        left-to-right model, `modeling.pooling.check_pooling`).
+      normalize: L2-normalise each vector.
+      rows_per_call: int, rows per model call.
+    """
+
+    format = "embedding"
+
+    def __init__(self, model, tokenizer, max_seq_length, pooling, normalize,
+                 rows_per_call=ROWS_PER_CALL):
+        check_pooling(pooling, model.config)
+        super().__init__("bert_text_embedding", model, tokenizer, max_seq_length,
+                         model.config.hidden_size, rows_per_call)
+        self.pooling = pooling
+        self.normalize = normalize
+
+    def metadata(self):
+        return {**super().metadata(), "pooling": self.pooling, "normalize": self.normalize}
+
+    def _row_values(self, group):
+        # Only the real tokens are pooled, so the encoder skips the padding's rows.
+        outputs = self._parts.model({"input_ids": group["input_ids"],
+                                     "input_mask": group["input_mask"],
+                                     "token_type_ids": group["segment_ids"]},
+                                    training=False, skip_padding=True)
+        return pool(outputs["sequence_output"], group["input_mask"], self.pooling, self.normalize)
+
+    def _outputs(self, vectors):
+        return {"embedding": vectors}
+
+
+def export_embedding(model, vocab_file, do_lower_case, max_seq_length, pooling, normalize,
+                     export_dir):
+    """Writes the raw-text sentence-embedding SavedModel of `model` (a `BertModel`) to
+    `export_dir` (which must not exist; see `write_saved_model`); `pooling` and `normalize` as
+    for `EmbeddingExport`. Returns export_dir."""
+    module = EmbeddingExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
+                             pooling, normalize)
+    return write_saved_model(module, export_dir, "sentence encoder")
+
+
+def _export(flag_values, files):
+    """export_model.py --format=embedding: the encoder of any checkpoint, pooled."""
+    if not flag_values.pooling:
+        raise ValueError("--format=embedding needs --pooling=cls, mean or max")
+    model = provenance.load_encoder(files.config, flag_values.checkpoint,
+                                    config_file=files.config_file)
+    export_embedding(provenance.serving_precision(flag_values, model), files.vocab_file,
+                     flag_values.do_lower_case, flag_values.max_seq_length, flag_values.pooling,
+                     flag_values.normalize, flag_values.export_dir)
+
+
+def convertible(model, pooling, normalize):
+    """The `registry.Convertible` of `model` (a `BertModel`) pooled with `pooling` ("cls", "mean",
+    "max") and optionally L2-normalised: what LiteRT and ONNX convert."""
+
+    def ids_outputs(encoder, features):
+        sequence = encoder(features, training=False)["sequence_output"]
+        return {"embedding": pool(sequence, features["input_mask"], pooling, normalize)}
+
+    return registry.Convertible(
+        model=model, metadata={"labels": None, "pooling": pooling, "normalize": normalize},
+        text_module=lambda encoder, tokenizer, max_seq_length: EmbeddingExport(
+            encoder, tokenizer, max_seq_length, pooling, normalize, rows_per_call=1),
+        ids_outputs=ids_outputs)
+
+
+def _convertible(flag_values, files):
+    """The encoder LiteRT and ONNX convert with --pooling."""
+    model = provenance.load_encoder(files.config, flag_values.checkpoint,
+                                    config_file=files.config_file)
+    return convertible(model, flag_values.pooling, flag_values.normalize)
+
+
+def _answer_rows(call, rows, metadata):
+    out = call("serving_default", text_a=[p[0] for p in rows])
+    return [{"embedding": vector.tolist()} for vector in out["embedding"]]
+
+
+def _describe(result):
+    vector = result["embedding"]
+    return "[%s ... ] (%d values)" % (" ".join("%.4f" % v for v in vector[:4]), len(vector))
+
+
+FORMAT = registry.register(registry.ServingFormat(
+    name="embedding",
+    help="raw text -> one vector per text, by --pooling and --normalize (SavedModel)",
+    export=_export, fields=(1, 1, "text"), answer=_answer_rows, describe=_describe,
+    convertible=_convertible))

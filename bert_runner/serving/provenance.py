@@ -1,0 +1,132 @@
+"""Loading the model an export serves, and refusing a checkpoint that is not that model.
+
+A fine-tuned checkpoint is checked against what wrote it before any weight is read: its run.json
+names the script and task (an NER model is not exported as SQuAD, nor an MRPC model as CoLA), it
+holds the format's head, of the task's number of labels; then every weight must load
+(`bert_runner.checkpoints`, strict). Messages name `--checkpoint`.
+"""
+from bert_runner import checkpoints, run_files
+from bert_runner.serving import registry
+from modeling import BertModel, tf1_checkpoint
+
+
+def load_fine_tuned(model, checkpoint, export_format, config_file=None, task_name=None,
+                    label_source=None):
+    """`model` (a `BertTaskModel` of a fine-tuning script) with every weight from `checkpoint`.
+
+    Args:
+      model: the task model to fill, e.g. `BertSpanLabeler(config)`.
+      checkpoint: the script's output_dir (its latest ckpt-N), a ckpt-N prefix, or an
+        original-layout TF1 checkpoint holding the head (`model.tf1_head_variables()`).
+      export_format: the --format exported (a `registry.ServingFormat` name with a `script`): a
+        checkpoint whose run.json names another script's run is refused, saying which --format
+        it needs.
+      config_file: the `--bert_config_file`, for the messages.
+      task_name: the --task_name of a format whose script runs several tasks (run_classifier's),
+        checked against run.json.
+      label_source: what gives the number of labels, for the messages ("--task_name=MRPC").
+    Raises:
+      ValueError naming the checkpoint: the run that wrote it (its output_dir's run.json) was
+      another script's or another task's; it has no such head (a pre-training checkpoint) or one
+      of another number of labels; a variable is missing or mis-shaped (another config); its
+      files are missing, truncated or corrupt.
+    """
+    prefix = tf1_checkpoint.resolve_checkpoint_prefix(checkpoint, _FLAG)
+    serving_format = registry.get(export_format)
+    _check_fine_tuned_task(prefix, serving_format, task_name)
+    _check_head(prefix, model, serving_format, label_source)
+    checkpoints.load_checkpoint(model, prefix, strict=True, flag=_FLAG, config_file=config_file)
+    return model
+
+
+_FLAG = "--checkpoint"
+
+
+def _check_head(prefix, model, serving_format, label_source):
+    """Refuses a checkpoint without the model's head (a pre-training one, or another task's), or
+    with a head of another number of labels than the task's (MNLI's 3 as MRPC's 2)."""
+    _, _, shapes = tf1_checkpoint.read_checkpoint(prefix, _FLAG)
+    paths = {checkpoints.variable_path(k) or k: shape for k, shape in shapes.items()}
+    tf1_name, weights = model.tf1_head_variables()[0]
+    names = (tf1_name, weights.path)  # the head's weights [outputs, hidden], both layouts
+    heads = [(name, paths[name]) for name in names if name in paths]
+    if not heads:
+        raise ValueError(
+            f"Checkpoint {prefix} ({_FLAG}) has no {serving_format.head} head "
+            f"({' or '.join(names)}): export a checkpoint of {serving_format.script} (its "
+            "output_dir), not a pre-training one or another script's")
+    for name, shape in heads:
+        if len(shape) == 2 and shape[0] != weights.shape[0] and label_source:
+            raise ValueError(
+                f"Checkpoint {prefix} ({_FLAG}) has a classifier head of {shape[0]} labels "
+                f"({name} {list(shape)}), {label_source} has {weights.shape[0]}: export it with "
+                "the labels it was fine-tuned on")
+
+
+def _check_fine_tuned_task(prefix, serving_format, task_name):
+    """Refuses to export `prefix` as `serving_format` (and `task_name`) when the run.json of the
+    run that wrote it names another script (an NER model as SQuAD) or another task of the script
+    (an MRPC checkpoint exported as CoLA: both have 2 labels, only the record tells)."""
+    record_path, record = run_files.run_record(prefix)
+    recorded = (record or {}).get("task")
+    if not isinstance(recorded, str):
+        return
+    recorded_format = registry.of_script_task(recorded)
+    recorded_task = recorded.partition("/")[2]
+    if recorded_format is serving_format:
+        if task_name and recorded_task and (serving_format.model_family(recorded_task)
+                                            != serving_format.model_family(task_name.lower())):
+            raise ValueError(
+                f"Checkpoint {prefix} ({_FLAG}) was fine-tuned on {recorded_task.upper()} "
+                f"({record_path}), not on --task_name={task_name}: export it with "
+                f"--task_name={recorded_task.upper()}")
+        return
+    if recorded_format is None:
+        advice = f"export a checkpoint of {serving_format.script} (its output_dir)"
+    else:
+        advice = f"export it with --format={recorded_format.name}" + (
+            f" --task_name={recorded_task.upper()}" if recorded_task else "")
+    raise ValueError(
+        f"Checkpoint {prefix} ({_FLAG}) was written by a {recorded} run "
+        f"({record_path}), not by {serving_format.script}: {advice}")
+
+
+def recorded_bilstm_on_top(checkpoint):
+    """Whether the run that wrote `checkpoint` was fine-tuned with `--bilstm_on_top` (its
+    run.json says; false without one): the export builds the model it trained."""
+    _, record = run_files.run_record(checkpoint)
+    return bool((record or {}).get("bilstm_on_top", False))
+
+
+def load_encoder(config, checkpoint, config_file=None):
+    """A `BertModel` with the whole encoder of `checkpoint` (original layout, ours, or a Hugging
+    Face directory), whatever heads it also holds; refused naming the checkpoint and
+    `config_file` when the encoder is not all there (`bert_runner.checkpoints`)."""
+    model = BertModel(config)
+    checkpoints.initialize_from_checkpoint(model, checkpoint, flag=_FLAG, config_file=config_file)
+    return model
+
+
+def recorded_model_options(checkpoint):
+    """The task model's options the run that wrote `checkpoint` recorded (its run.json): the
+    export builds the model as it was fine-tuned."""
+    return {"bilstm_on_top": recorded_bilstm_on_top(checkpoint)}
+
+
+def recorded_labels(checkpoint, flag):
+    """The label_list.txt the run wrote beside `checkpoint`; refused naming `flag` (the flag that
+    gives the labels instead) without one."""
+    labels = run_files.recorded_labels(checkpoint)
+    if not labels:
+        raise ValueError(f"--checkpoint={checkpoint} has no label_list.txt beside it: give the "
+                         f"model's labels in order with {flag}")
+    return labels
+
+
+def serving_precision(flag_values, model):
+    """`model` with bfloat16 weights under --mixed_precision=bf16, else itself."""
+    if flag_values.mixed_precision != "bf16":
+        return model
+    from modeling.inference import with_bfloat16_weights
+
+    return with_bfloat16_weights(model)

@@ -1,0 +1,114 @@
+"""The serving formats: what each kind of export is, declared by whoever owns it.
+
+A task that serves its models declares one `ServingFormat` in its own package (a `serving`
+module beside the Python code its raw-text graph mirrors) and registers it on import; the
+machinery's own formats (embedding, huggingface, litert, onnx) register the same way.
+`export_model.py` and `predict.py` find every format here, one way:
+
+    registry.get("squad").export(FLAGS, files)        # export_model.py --format=squad
+    registry.get(metadata["format"]).answer(call, rows, metadata)   # predict.py
+
+Nothing in this package imports a task: the scripts (export_model.py, predict.py) import the
+tasks' declarations before they look a format up.
+"""
+import dataclasses
+from typing import Callable, Optional, Tuple
+
+_FORMATS = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Convertible:
+    """A model export_model.py --format=litert or onnx converts (a classifier or an encoder).
+
+    Attributes:
+      model: the Keras model with its weights (converted on a reference-kernel copy).
+      metadata: JSON-able settings written to export.json (labels, pooling, normalize).
+      text_module: (model, tokenizer, max_seq_length) -> the raw-text `ModelExport` LiteRT
+        converts, built with `rows_per_call=1` (one text a call, on the static-shape grid).
+      ids_outputs: (model, features: dict of int32 [N, T] `input_ids`, `input_mask`,
+        `token_type_ids`) -> dict of outputs: the ONNX graph, token ids in.
+    """
+    model: object
+    metadata: dict
+    text_module: Callable
+    ids_outputs: Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingFormat:
+    """One value of export_model.py's --format and of export.json's `format`.
+
+    Attributes:
+      name: the --format value (and `ModelExport.format` of its raw-text module).
+      help: what it exports, for --format's help.
+      export: (flag_values, files: `startup.ModelFiles`) -> None, export_model.py's export.
+      script: the fine-tuning script whose checkpoints it exports ("run_squad.py"); None for
+        formats of any checkpoint's encoder.
+      head: the task head's name in messages ("SQuAD span").
+      model_families: sets of task names (run.json's `task` after "<name>/") that share one
+        fine-tuned model (MNLI's is exported as MNLI-mm and AX too).
+      fields: predict.py's input lines: (fewest, most (None: any), description) tab-separated
+        fields; None: predict.py does not serve this format.
+      answer: (call, rows, metadata) -> list of JSON-able dicts, one per row of fields. `call(
+        signature name, **tensors)` runs a signature of the loaded SavedModel (numpy outputs);
+        `metadata` is its export.json.
+      describe: (result dict) -> one readable line.
+      check_rows: (rows) -> None, raising ValueError for inputs valid line by line that cannot go
+        together in one call.
+      warm_up_fields: the field counts of the inputs whose signatures the predictor calls once
+        at load (default: `fields`' fewest).
+      signatures: the signatures predict.py needs (default: those export.json lists).
+      needs_sequence_length: whether the export takes --max_seq_length (a Hugging Face
+        directory has none).
+      convertible: (flag_values, files) -> `Convertible` for LiteRT and ONNX; None: this format's
+        models export as SavedModels only.
+    """
+    name: str
+    help: str
+    export: Callable
+    script: Optional[str] = None
+    head: Optional[str] = None
+    model_families: Tuple[frozenset, ...] = ()
+    fields: Optional[Tuple] = None
+    answer: Optional[Callable] = None
+    describe: Optional[Callable] = None
+    check_rows: Callable = lambda rows: None
+    warm_up_fields: Optional[Tuple[int, ...]] = None
+    signatures: Optional[Tuple[str, ...]] = None
+    needs_sequence_length: bool = True
+    convertible: Optional[Callable] = None
+
+    def model_family(self, task_name):
+        """The set of task names sharing `task_name`'s fine-tuned model (itself alone)."""
+        return next((family for family in self.model_families if task_name in family),
+                    frozenset({task_name}))
+
+
+def register(serving_format):
+    """Adds `serving_format`; registering a name twice is a bug (two owners of one format)."""
+    if _FORMATS.get(serving_format.name, serving_format) is not serving_format:
+        raise ValueError("serving format %r is registered twice" % serving_format.name)
+    _FORMATS[serving_format.name] = serving_format
+    return serving_format
+
+
+def names():
+    """The registered format names, sorted."""
+    return sorted(_FORMATS)
+
+
+def get(name):
+    """The `ServingFormat` called `name`; KeyError naming the registered ones otherwise."""
+    try:
+        return _FORMATS[name]
+    except KeyError:
+        raise KeyError("no serving format %r (registered: %s)"
+                       % (name, ", ".join(names()) or "none")) from None
+
+
+def of_script_task(recorded_task):
+    """The `ServingFormat` exporting the models of a run.json `task` ("classifier/mrpc", "ner"),
+    or None (a pre-training run)."""
+    kind = recorded_task.partition("/")[0]
+    return next((f for f in _FORMATS.values() if f.script and f.name == kind), None)
