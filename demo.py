@@ -27,14 +27,14 @@ progress, and prints its metrics beside their baselines and where its outputs ar
    (which of four sentences comes next?); dev and test accuracy beside the 25% chance and the
    accuracy of matching words.
 8. `run_ner.py`: fine-tunes the pre-trained checkpoint to tag the characters' names and the
-   places in the novels (labelled by a list of them, `bert_tasks.austen.names_and_places`),
+   places in the novels (labelled by a list of them, `demo_data.names_and_places`),
    trained on early chapters and scored on later ones with conlleval; entity F1 beside the
    every-word-O and capitalised-word baselines.
 9. `run_ner.py` again, the same command without `--init_checkpoint`: the same model fine-tuned
    from random weights; both F1s are printed, with what pre-training adds.
 10. `extract_features.py`: the last two layers' vectors for a few sentences.
 
-`--table5` runs `bert_tasks.austen.table5` instead: three pre-training objectives on the same
+`--table5` runs `experiments.table5` instead: three pre-training objectives on the same
 data, each fine-tuned on three of these tasks, printed beside the paper's Table 5
 (docs/run_pretraining.md).
 TensorFlow is not imported here, only in the stages' processes.
@@ -58,13 +58,13 @@ from typing import Optional
 from absl import flags
 
 from bert_runner import cli
-from bert_tasks.austen import NOVELS, first_documents, read_novel
-from bert_tasks.austen.names_and_places import capitalised_word_tags, names_and_places_conll
-from bert_tasks.austen.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
-from bert_tasks.austen.table5 import (
+from demo_data import NOVELS, first_documents, read_novel
+from demo_data.names_and_places import capitalised_word_tags, names_and_places_conll
+from demo_data.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
+from experiments.table5 import (
     NOTE as TABLE5_NOTE, PRETRAININGS, ROWS, miniature_table, paper_table)
-from bert_tasks.austen.which_novel import novel_task_tsvs
-from bert_tasks.austen.who_questions import (
+from demo_data.which_novel import novel_task_tsvs
+from demo_data.who_questions import (
     count_questions, first_questions, make_squad_data, squad_json)
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
@@ -633,7 +633,7 @@ def stage_features(pipe):
 
 
 def table5(pipe, scale):
-    """The paper's Table 5 in miniature (`bert_tasks.austen.table5`)."""
+    """The paper's Table 5 in miniature (`experiments.table5`)."""
     test_labels, squad, swag_labels, _ = stage_data(pipe, scale)
     stage_vocab(pipe, scale)
     pretraining_accuracies = {}

@@ -13,7 +13,7 @@ bert_config.json that records its objective). run_pretraining.py keeps only the 
 pre-train with enough kept for the sweep, e.g. --save_checkpoints_steps=1000
 --keep_checkpoint_max=100 for 100k steps (docs/run_pretraining.md, "Figure 2"). The figure
 needs matplotlib (requirements-plot.txt); the CSV is written without it. Logic:
-`bert_tasks.pretraining.sweep`.
+`experiments.figure2`.
 """
 from absl import flags
 
@@ -44,13 +44,13 @@ flags.DEFINE_integer("random_seed", 12345, "Seed of every fine-tuning (initialis
 
 def main(_):
     from bert_runner.run_config import RunConfig
-    from bert_tasks.pretraining import sweep
+    from experiments import figure2
 
-    rows, _ = sweep.run_sweep(
+    rows, _ = figure2.run_sweep(
         FLAGS.pretraining_dirs, FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length,
-        RunConfig.from_flags(), FLAGS.checkpoint_every, sweep.parse_steps(FLAGS.checkpoint_steps),
+        RunConfig.from_flags(), FLAGS.checkpoint_every, figure2.parse_steps(FLAGS.checkpoint_steps),
         FLAGS.metric)
-    print(sweep.csv_text(rows), end="")
+    print(figure2.csv_text(rows), end="")
 
 
 if __name__ == "__main__":

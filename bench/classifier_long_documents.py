@@ -33,7 +33,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import vocab  # noqa: E402
-from bert_tasks.austen import TASK_NOVELS, read_novel  # noqa: E402
+from demo_data import TASK_NOVELS, read_novel  # noqa: E402
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 
 FLAGS = flags.FLAGS

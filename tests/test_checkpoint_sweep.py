@@ -15,7 +15,7 @@ from modeling import BertPretrainer, BertConfig
 from modeling.config import OBJECTIVE_KEY
 from modeling_helpers import TINY, TINY_TRAIN, save_like_the_trainer
 from bert_runner.run_config import RunConfig
-from bert_tasks.pretraining import sweep
+from experiments import figure2
 from refusals import message
 
 
@@ -40,20 +40,20 @@ def _pretraining_dir(path, objective, steps):
 
 
 def test_checkpoints_are_chosen_by_step_or_every_n(tmp_path):
-    run = sweep.read_run(_pretraining_dir(tmp_path / "pt_ltr", "ltr", [2, 4, 6]))
+    run = figure2.read_run(_pretraining_dir(tmp_path / "pt_ltr", "ltr", [2, 4, 6]))
     assert run.objective == "ltr" and run.label == "pt_ltr (LTR)"
-    assert sweep.choose_steps(run) == [2, 4, 6]
-    assert sweep.choose_steps(run, every=4) == [4]
-    assert sweep.choose_steps(run, steps=[0, 6]) == [0, 6]
+    assert figure2.choose_steps(run) == [2, 4, 6]
+    assert figure2.choose_steps(run, every=4) == [4]
+    assert figure2.choose_steps(run, steps=[0, 6]) == [0, 6]
     assert message("sweep-step-without-checkpoint") == "has no checkpoint at step(s)"
     with pytest.raises(ValueError, match=r"has no checkpoint at step\(s\) 5; it has 2, 4, 6"):
-        sweep.choose_steps(run, steps=[5])
+        figure2.choose_steps(run, steps=[5])
     with pytest.raises(ValueError, match=r"--checkpoint_every=5: no checkpoint"):
-        sweep.choose_steps(run, every=5)
+        figure2.choose_steps(run, every=5)
     with pytest.raises(ValueError, match=message("sweep-dir-without-config")):
-        sweep.read_run(str(tmp_path))
+        figure2.read_run(str(tmp_path))
     with pytest.raises(ValueError, match="steps >= 0"):
-        sweep.parse_steps(["1", "x"])
+        figure2.parse_steps(["1", "x"])
 
 
 def _fake_run_dir(path, objective, files):
@@ -61,7 +61,7 @@ def _fake_run_dir(path, objective, files):
     _config_dir(path, objective)
     for name in files:
         (path / name).write_text("")
-    return sweep.read_run(str(path))
+    return figure2.read_run(str(path))
 
 
 def test_the_table_has_one_row_per_checkpoint_and_objective_beside_the_baseline(tmp_path,
@@ -73,8 +73,8 @@ def test_the_table_has_one_row_per_checkpoint_and_objective_beside_the_baseline(
         "checkpoint", "ckpt-1500.index", "ckpt-1500.data-00000-of-00001", "ckpt-300.index",
         "ckpt-300.data-00000-of-00001", "ckpt-20.data-00000-of-00001"])  # 20: no index
     ltr = _fake_run_dir(tmp_path / "pt_ltr", "ltr", ["ckpt-700.index", "ckpt-1400.index"])
-    steps = {mlm.directory: sweep.choose_steps(mlm),
-             ltr.directory: sweep.choose_steps(ltr, steps=[0, 1400])}
+    steps = {mlm.directory: figure2.choose_steps(mlm),
+             ltr.directory: figure2.choose_steps(ltr, steps=[0, 1400])}
     assert steps == {mlm.directory: [300, 1500], ltr.directory: [0, 1400]}
     calls = []
 
@@ -82,8 +82,8 @@ def test_the_table_has_one_row_per_checkpoint_and_objective_beside_the_baseline(
         calls.append((config_file, checkpoint, output_dir))
         return {"eval_accuracy": len(calls) / 8, "eval_loss": 0.25 * len(calls)}
 
-    baseline = sweep.Baseline("majority class '1'", 0.5625)
-    rows = sweep.sweep([mlm, ltr], steps, fine_tune, str(tmp_path / "out"), baseline=baseline)
+    baseline = figure2.Baseline("majority class '1'", 0.5625)
+    rows = figure2.sweep([mlm, ltr], steps, fine_tune, str(tmp_path / "out"), baseline=baseline)
     out = tmp_path / "out"
     assert calls == [
         (mlm.config_file, str(tmp_path / "pt_mlm" / "ckpt-300"), str(out / "pt_mlm" / "step_300")),
@@ -92,8 +92,8 @@ def test_the_table_has_one_row_per_checkpoint_and_objective_beside_the_baseline(
         (ltr.config_file, None, str(out / "pt_ltr" / "step_0")),
         (ltr.config_file, str(tmp_path / "pt_ltr" / "ckpt-1400"),
          str(out / "pt_ltr" / "step_1400"))]
-    table = list(csv.DictReader(io.StringIO(sweep.csv_text(rows))))
-    assert list(table[0]) == list(sweep.CSV_COLUMNS)
+    table = list(csv.DictReader(io.StringIO(figure2.csv_text(rows))))
+    assert list(table[0]) == list(figure2.CSV_COLUMNS)
     assert [{k: v for k, v in r.items() if k != "pretraining_dir"} for r in table] == [
         {"run": "pt_mlm", "objective": "mlm", "pretraining_step": "300",
          "metric": "eval_accuracy", "value": "0.1250", "baseline": "0.5625", "eval_loss": "0.2500"},
@@ -109,7 +109,7 @@ def test_the_table_has_one_row_per_checkpoint_and_objective_beside_the_baseline(
             "class '1' 0.5625)") in caplog.text
     with pytest.raises(ValueError, match="--metric=eval_f1: the task's eval_results have "
                                          "eval_accuracy, eval_loss"):
-        sweep.sweep([ltr], {ltr.directory: [0]}, lambda *a: {"eval_accuracy": 1.0,
+        figure2.sweep([ltr], {ltr.directory: [0]}, lambda *a: {"eval_accuracy": 1.0,
                                                              "eval_loss": 0.0},
                     str(out), metric="eval_f1")
 
@@ -121,22 +121,22 @@ def test_the_majority_baseline_is_the_dev_sets_most_frequent_label(tmp_path):
         "\t".join(["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]) + "\n" +
         "".join(f"{label}\t{i}\t{i}\ta\tb\n" for i, label in enumerate("0110101111")))
     task = make_task("mrpc", 16, str(tmp_path))
-    assert sweep.majority_baseline(task, "eval_accuracy") == sweep.Baseline(
+    assert figure2.majority_baseline(task, "eval_accuracy") == figure2.Baseline(
         "majority class '1'", 0.7)
-    assert sweep.majority_baseline(task, "eval_f1") is None  # no constant baseline of F1 here
-    assert sweep.majority_baseline(make_task("sts-b", 16, str(tmp_path)), "eval_accuracy") is None
+    assert figure2.majority_baseline(task, "eval_f1") is None  # no constant baseline of F1 here
+    assert figure2.majority_baseline(make_task("sts-b", 16, str(tmp_path)), "eval_accuracy") is None
 
 
 def _rows():
-    return [sweep.Row("pt_mlm", "mlm", "/pt_mlm", 100, "eval_accuracy", 0.75, 0.5, 0.5),
-            sweep.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.5, 0.7, 0.5),
-            sweep.Row("pt_ltr", "ltr", "/pt_ltr", 100, "eval_accuracy", 0.625, None, 0.5)]
+    return [figure2.Row("pt_mlm", "mlm", "/pt_mlm", 100, "eval_accuracy", 0.75, 0.5, 0.5),
+            figure2.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.5, 0.7, 0.5),
+            figure2.Row("pt_ltr", "ltr", "/pt_ltr", 100, "eval_accuracy", 0.625, None, 0.5)]
 
 
 def test_the_csv_is_written_without_matplotlib(tmp_path, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
-    png = sweep.write_outputs(_rows(), str(tmp_path / "sweep.csv"), str(tmp_path / "sweep.png"),
-                              "title", sweep.Baseline("majority class '1'", 0.5))
+    png = figure2.write_outputs(_rows(), str(tmp_path / "sweep.csv"), str(tmp_path / "sweep.png"),
+                              "title", figure2.Baseline("majority class '1'", 0.5))
     assert png is None and not (tmp_path / "sweep.png").exists()
     assert "matplotlib is not installed" in caplog.text and "requirements-plot.txt" in caplog.text
     table = list(csv.DictReader(open(tmp_path / "sweep.csv")))
@@ -149,11 +149,11 @@ def test_the_csv_is_written_without_matplotlib(tmp_path, monkeypatch, caplog):
 def test_a_sweep_over_fewer_checkpoints_keeps_the_earlier_rows(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     path = str(tmp_path / "sweep.csv")
-    sweep.write_outputs(_rows(), path, str(tmp_path / "sweep.png"), "title")
-    assert sweep.read_csv_rows(path) == _rows()
-    again = [sweep.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.625, 0.6, 0.5)]
-    sweep.write_outputs(again, path, str(tmp_path / "sweep.png"), "title")
-    assert sweep.read_csv_rows(path) == [_rows()[0], again[0], _rows()[2]]
+    figure2.write_outputs(_rows(), path, str(tmp_path / "sweep.png"), "title")
+    assert figure2.read_csv_rows(path) == _rows()
+    again = [figure2.Row("pt_mlm", "mlm", "/pt_mlm", 0, "eval_accuracy", 0.625, 0.6, 0.5)]
+    figure2.write_outputs(again, path, str(tmp_path / "sweep.png"), "title")
+    assert figure2.read_csv_rows(path) == [_rows()[0], again[0], _rows()[2]]
 
 
 def test_the_png_is_drawn_with_the_baseline(tmp_path):
@@ -169,9 +169,9 @@ def test_the_png_is_drawn_with_the_baseline(tmp_path):
 
     pyplot.Axes.axhline = axhline
     try:
-        png = sweep.write_outputs(_rows(), str(tmp_path / "sweep.csv"),
+        png = figure2.write_outputs(_rows(), str(tmp_path / "sweep.csv"),
                                   str(tmp_path / "sweep.png"), "title",
-                                  sweep.Baseline("majority class '1'", 0.5))
+                                  figure2.Baseline("majority class '1'", 0.5))
     finally:
         pyplot.Axes.axhline = original
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
@@ -189,7 +189,7 @@ def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
     write_keyword_mrpc(tmp_path / "data", num_train=32, num_dev=16, num_test=4)
     template = RunConfig(str(tmp_path / "sweep"), vocab_file=str(TINY / "vocab.txt"),
                          train_batch_size=16, num_train_epochs=1.0, learning_rate=1e-3)
-    rows, _ = sweep.run_sweep([directory], "mrpc", str(tmp_path / "data"), 16, template)
+    rows, _ = figure2.run_sweep([directory], "mrpc", str(tmp_path / "data"), 16, template)
     assert [(r.run, r.objective, r.pretraining_step) for r in rows] == [
         ("pt_ltr", "ltr", 1), ("pt_ltr", "ltr", 2)]
     for step in (1, 2):

@@ -1,6 +1,6 @@
 """The characters' names and places, labelled by a gazetteer, in CoNLL-2003 layout."""
-from bert_tasks.austen import TASK_NOVELS, read_novel
-from bert_tasks.austen.who_questions import NAMES
+from demo_data import TASK_NOVELS, read_novel
+from demo_data.who_questions import NAMES
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
 # The names-and-places task: the gazetteer that labels the novels (the SQuAD names and more).

@@ -3,7 +3,7 @@ import json
 import os
 import re
 
-from bert_tasks.austen import AUSTEN, TASK_NOVELS, TITLES
+from demo_data import AUSTEN, TASK_NOVELS, TITLES
 from bert_tasks.pretraining.data.corpus import split_sentences, strip_gutenberg_boilerplate
 
 NAMES = ("Elizabeth Jane Lydia Kitty Lizzy Darcy Bingley Wickham Collins Charlotte Bennet "

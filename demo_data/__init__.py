@@ -4,7 +4,7 @@ and the characters' names and places (CoNLL-2003). Each builder returns file tex
 is the caller's."""
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUSTEN = os.path.join(ROOT, "data", "austen")
 # The tasks' two novels, in label order for "which novel?" (SST-2 labels are "0" and "1").
 TASK_NOVELS = ("prideprejudice", "emma")

@@ -1,7 +1,7 @@
 """The "which novel?" task: Pride and Prejudice (0) or Emma (1), in GLUE SST-2 layout."""
 import random
 
-from bert_tasks.austen import TASK_NOVELS, read_novel
+from demo_data import TASK_NOVELS, read_novel
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
 

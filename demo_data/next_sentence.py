@@ -4,7 +4,7 @@ import io
 import random
 import re
 
-from bert_tasks.austen import TASK_NOVELS, read_novel
+from demo_data import TASK_NOVELS, read_novel
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
 # The next-sentence choice task: SWAG's CSV columns, sentences of 6 to 40 words, two of them as

@@ -1,0 +1,7 @@
+"""The paper's experiments as commands, built on the tasks:
+
+  figure2   run_checkpoint_sweep.py: every checkpoint of pre-training runs fine-tuned on a task,
+            the metric against the pre-training steps (the paper's Figure 2)
+  table5    `python demo.py --table5`: three pre-training objectives, each fine-tuned on the
+            demo's tasks, beside the paper's Table 5
+"""
