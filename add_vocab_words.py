@@ -14,6 +14,7 @@ layout, which every script's --init_checkpoint reads. See docs/vocab_words.md.
 from absl import flags
 
 from bert_runner import cli
+from bert_runner.flag_ranges import ranged, seed
 from bert_tasks.pretraining.vocab_building import add_words
 
 flags.DEFINE_string("vocab_file", None, "The checkpoint's vocab.txt.")
@@ -36,7 +37,8 @@ flags.DEFINE_enum("new_word_init", "mean_of_pieces", list(add_words.INIT_CHOICES
                   "of the word-pieces the old vocab splits it into; random, an appended row drawn "
                   "as the original initialises (truncated normal, stddev initializer_range; bias "
                   "0) and an [unusedN] slot's row kept as it is.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the rows drawn by --new_word_init=random.")
+ranged(flags.DEFINE_integer("random_seed", 12345,
+                            "Seed of the rows drawn by --new_word_init=random."), seed())
 
 FLAGS = flags.FLAGS
 

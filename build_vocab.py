@@ -15,6 +15,7 @@ from absl import flags
 from absl import logging
 
 from bert_runner import cli
+from bert_runner.flag_ranges import CrossRule, at_least, cross, ranged
 from bert_tasks.pretraining import beam_pipelines
 from bert_tasks.pretraining.data.processing import WorkerError
 from bert_tasks.pretraining.vocab_building import building, layout
@@ -28,25 +29,39 @@ flags.DEFINE_integer("vocab_size", 30522,
                      "too few tokens seen --min_count times; a warning says so).")
 flags.DEFINE_bool("do_lower_case", True,
                   "Lower-case and strip accents (uncased models); False keeps case (cased).")
-flags.DEFINE_integer("num_unused", layout.ORIGINAL_NUM_UNUSED,
-                     "[unusedN] slots. The original's 994 put [UNK] [CLS] [SEP] [MASK] at "
-                     "100-103 and real tokens from 999; any value >= 99 keeps 100-103.")
+# The ranges below are those building.check_options refuses, said the same way.
+ranged(flags.DEFINE_integer("num_unused", layout.ORIGINAL_NUM_UNUSED,
+                            "[unusedN] slots. The original's 994 put [UNK] [CLS] [SEP] [MASK] at "
+                            "100-103 and real tokens from 999; any value >= 99 keeps 100-103."),
+       at_least(0))
 flags.DEFINE_string("reserved_tokens", "",
                     "Comma-separated extra tokens to reserve after the unused slots, e.g. "
                     "'[URL],[EMAIL]'.")
-flags.DEFINE_integer("max_input_lines", 0,
-                     "Read only the first this many lines of the input (0: all of it).")
-flags.DEFINE_integer("max_input_words", 1_000_000,
-                     "The learner uses this many most frequent distinct words; the word table "
-                     "holds at most twice as many, which bounds memory (about 0.3 GB per million).")
-flags.DEFINE_integer("min_count", 10,
-                     "No token seen fewer times is learned (the learner's lower threshold).")
-flags.DEFINE_integer("max_unique_chars", 1000,
-                     "Characters that get a token: the most frequent this many (raise it for "
-                     "Chinese); words with other characters are not learned from.")
-flags.DEFINE_integer("num_workers", 1,
-                     "Processes that split the text into words (the reading process merges).")
+ranged(flags.DEFINE_integer("max_input_lines", 0,
+                            "Read only the first this many lines of the input (0: all of it)."),
+       at_least(0, "0: all lines"))
+ranged(flags.DEFINE_integer("max_input_words", 1_000_000,
+                            "The learner uses this many most frequent distinct words; the word "
+                            "table holds at most twice as many, which bounds memory (about 0.3 GB "
+                            "per million)."), at_least(1))
+ranged(flags.DEFINE_integer("min_count", 10,
+                            "No token seen fewer times is learned (the learner's lower "
+                            "threshold)."), at_least(1))
+ranged(flags.DEFINE_integer("max_unique_chars", 1000,
+                            "Characters that get a token: the most frequent this many (raise it "
+                            "for Chinese); words with other characters are not learned from."),
+       at_least(1))
+ranged(flags.DEFINE_integer("num_workers", 1,
+                            "Processes that split the text into words (the reading process "
+                            "merges)."), at_least(1))
 beam_pipelines.define_flags()
+cross(CrossRule(
+    ("runner", "max_input_lines"),
+    lambda runner, lines: not runner or lines == 0,
+    lambda runner, lines: (f"--max_input_lines={lines} reads a prefix of the input, which "
+                           f"--runner={runner} (one shard per file) cannot: cut the files first "
+                           "(head -n)"),
+    "0 with --runner"))
 
 FLAGS = flags.FLAGS
 

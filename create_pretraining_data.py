@@ -14,8 +14,9 @@ from absl import flags
 from absl import logging
 
 from bert_runner import cli
+from bert_runner.flag_ranges import PAIR_OF_SENTENCES, CrossRule, at_least, cross, ranged, within
 from bert_tasks.pretraining import beam_pipelines
-from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data import dynamic_masking, pipeline
 from bert_tasks.pretraining.data.processing import WorkerError
 
 flags.DEFINE_string("input_file", None,
@@ -29,34 +30,41 @@ flags.DEFINE_bool("do_lower_case", True,
                   "False for cased models.")
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Whether to use whole word masking rather than per-WordPiece masking.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum number of masked LM predictions per sequence.")
+ranged(flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length."),
+       at_least(5, PAIR_OF_SENTENCES))
+ranged(flags.DEFINE_integer("max_predictions_per_seq", 20,
+                            "Maximum number of masked LM predictions per sequence."),
+       at_least(1))
+# Any integer: it seeds Python's random.Random, all this script uses.
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10,
-                     "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of creating sequences which are shorter than the maximum length.")
+ranged(flags.DEFINE_integer("dupe_factor", 10,
+                            "Number of times to duplicate the input data (with different masks)."),
+       at_least(1))
+ranged(flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability."),
+       dynamic_masking.masked_lm_prob_range())
+ranged(flags.DEFINE_float("short_seq_prob", 0.1,
+                          "Probability of creating sequences which are shorter than the maximum "
+                          "length."), within(0, 1))
 # New flags.
-flags.DEFINE_float("chunk_size_mb", 0.0,
+ranged(flags.DEFINE_float("chunk_size_mb", 0.0,
                    "0 (default): the original's ordering, whole corpus in memory, one process. "
                    "> 0: process the text in chunks of about this many MB (cut at document "
                    "boundaries), each shuffled with its own seed; memory bounded by the chunk "
-                   "size; output independent of --num_workers.")
-flags.DEFINE_integer("num_workers", 1,
-                     "Processes for --chunk_size_mb > 0 (one chunk per process at a time).")
+                   "size; output independent of --num_workers."), at_least(0))
+ranged(flags.DEFINE_integer("num_workers", 1,
+                            "Processes for --chunk_size_mb > 0 (one chunk per process at a "
+                            "time)."), at_least(1))
 flags.DEFINE_enum("tokenizer", "auto", ["auto", "fast", "faithful"],
                   "Word-piece tokenizer: 'fast' (tensorflow-text, identical word-pieces), "
                   "'faithful' (pure Python FullTokenizer) or 'auto' (fast when available).")
 
-flags.DEFINE_float("mask_token_prob", 0.8,
-                   "Share of the word-pieces chosen for prediction that become [MASK] (the "
-                   "paper's Table 8 ablation; the original's 80%). Decided per word-piece, also "
-                   "with --do_whole_word_mask.")
-flags.DEFINE_float("random_token_prob", 0.1,
-                   "Share that become a random vocab entry; the rest, 1 - mask_token_prob - "
-                   "random_token_prob, keep their token.")
+ranged(flags.DEFINE_float("mask_token_prob", 0.8,
+                          "Share of the word-pieces chosen for prediction that become [MASK] (the "
+                          "paper's Table 8 ablation; the original's 80%). Decided per word-piece, "
+                          "also with --do_whole_word_mask."), within(0, 1))
+ranged(flags.DEFINE_float("random_token_prob", 0.1,
+                          "Share that become a random vocab entry; the rest, 1 - mask_token_prob "
+                          "- random_token_prob, keep their token."), within(0, 1))
 flags.DEFINE_bool("next_sentence_prediction", True,
                   "False: data for the paper's 'No NSP' ablation: B is always the actual "
                   "continuation of A in the same document (a one-sentence chunk is a single "
@@ -76,6 +84,20 @@ flags.DEFINE_integer("max_sequences_per_row", 1,
                      "packing.py; run_pretraining.py reads either kind). max_predictions_per_seq "
                      "is then each row's capacity of masked tokens. 1: the original's records.",
                      lower_bound=1)
+cross(dynamic_masking.MASKING_RATES)
+cross(CrossRule(
+    ("max_predictions_per_seq", "max_seq_length"),
+    lambda predictions, seq: predictions <= seq - 3,
+    lambda predictions, seq: (f"max_predictions_per_seq must be between 1 and max_seq_length - 3 "
+                              f"= {seq - 3}, the number of maskable positions"),
+    "must be <= max_seq_length - 3"))
+cross(CrossRule(
+    ("num_workers", "chunk_size_mb"),
+    lambda workers, chunk: workers == 1 or chunk > 0,
+    lambda workers, chunk: (f"--num_workers={workers} needs --chunk_size_mb > 0: the original's "
+                            "ordering (one global shuffle, random next sentences from the whole "
+                            "corpus) is sequential"),
+    "more than 1 needs --chunk_size_mb > 0"))
 
 FLAGS = flags.FLAGS
 

@@ -20,6 +20,7 @@ LiteRT and ONNX formats in `bert_runner/serving/`; docs/export.md. `predict.py
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import PAIR, ModeRule, at_least, mode, ranged, within
 from bert_runner.serving import litert, registry
 from bert_tasks.serving import register_all
 
@@ -40,10 +41,10 @@ flags.DEFINE_string(
     "calibration_file", None,
     "--format=litert --quantization=int8: training texts, one per line (a tab between the texts "
     "of a pair); the first 200 calibrate the activation ranges.")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
-    "this will be truncated. Use the value the model was fine-tuned with.")
+    "this will be truncated. Use the value the model was fine-tuned with."), at_least(3, PAIR))
 flags.DEFINE_string("task_name", None, "The name of the task the model was fine-tuned on "
                     "(gives the label names and their number); --format=classifier only.")
 # run_classifier's, for its models.
@@ -51,9 +52,10 @@ flags.DEFINE_list(
     "labels", None,
     "--task_name=multilabel: the label set in the model's order. Default: the label_list.txt "
     "run_classifier wrote beside the checkpoint.")
-flags.DEFINE_float(
+ranged(flags.DEFINE_float(
     "multi_label_threshold", 0.5,
-    "--task_name=multilabel: a label is predicted where its sigmoid probability is at least this.")
+    "--task_name=multilabel: a label is predicted where its sigmoid probability is at least this."),
+    within(0, 1, low_open=True, high_open=True))
 flags.DEFINE_bool(
     "long_documents", False,
     "--format=classifier: a text longer than max_seq_length is cut into run_classifier's windows "
@@ -63,17 +65,20 @@ flags.DEFINE_enum(
     "window_aggregation", "mean", ["mean", "max", "first"],
     "With --long_documents: how the windows' logits make a text's (run_classifier's flag).")
 # run_squad's, for its models (--doc_stride also for --long_documents).
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "doc_stride", None,
     "Word-pieces between the starts of consecutive windows: --format=squad (default 128, "
-    "run_squad's) and --long_documents (default 64, run_classifier's).")
-flags.DEFINE_integer(
+    "run_squad's) and --long_documents (default 64, run_classifier's)."),
+    at_least(1, words="at least"))
+ranged(flags.DEFINE_integer(
     "max_query_length", 64,
-    "--format=squad: questions are cut to this many word-pieces (run_squad's flag).")
-flags.DEFINE_integer(
-    "n_best_size", 20, "--format=squad: the n-best size of the answers' post-processing.")
-flags.DEFINE_integer(
-    "max_answer_length", 30, "--format=squad: the longest answer, in word-pieces.")
+    "--format=squad: questions are cut to this many word-pieces (run_squad's flag)."),
+    at_least(1))
+ranged(flags.DEFINE_integer(
+    "n_best_size", 20, "--format=squad: the n-best size of the answers' post-processing."),
+    at_least(1))
+ranged(flags.DEFINE_integer(
+    "max_answer_length", 30, "--format=squad: the longest answer, in word-pieces."), at_least(1))
 flags.DEFINE_bool(
     "version_2_with_negative", False,
     "--format=squad: the model was trained on SQuAD 2.0 (an answer may be no answer).")
@@ -101,6 +106,15 @@ flags.DEFINE_enum(
 flags.DEFINE_string(
     "export_dir", None,
     "The directory to create (must not exist), e.g. <serving model dir>/<version>.")
+mode(ModeRule(("window_aggregation",), ("long_documents",), bool, "with --long_documents",
+              "without it every text is truncated to max_seq_length"))
+mode(ModeRule(("multi_label_threshold",), ("task_name",),
+              lambda task: (task or "").lower() == "multilabel", "with --task_name=multilabel",
+              "the other tasks predict one label by its highest probability"))
+mode(ModeRule(("quantization", "calibration_file"), ("format",), lambda fmt: fmt == "litert",
+              "with --format=litert", "the other formats keep the model's float32 weights"))
+mode(ModeRule(("calibration_file",), ("quantization",), lambda q: q == "int8",
+              "with --quantization=int8", "only full int8 calibrates activation ranges"))
 
 
 def main(_):

@@ -19,6 +19,7 @@ import time
 from absl import flags, logging
 
 from bert_runner import cli, distribution, flags as run_flags
+from bert_runner.flag_ranges import PAIR, ModeRule, at_least, layer_indexes, mode, ranged
 
 FLAGS = flags.FLAGS
 
@@ -27,20 +28,26 @@ run_flags.define_embedding_flags()
 
 flags.DEFINE_string("input_file", None, "")
 flags.DEFINE_string("output_file", None, "")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "")
+# The model's number of layers bounds them, checked once it is loaded.
+ranged(flags.DEFINE_string("layers", "-1,-2,-3,-4", ""), layer_indexes())
 flags.DEFINE_enum(
     "output_format", "jsonl", ["jsonl", "npy"],
     "With --pooling: jsonl (one JSON object per line) or npy (--output_file=X.npy holds the "
     "float32 vectors, X.txt the lines).")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
-    "than this will be truncated, and sequences shorter than this will be padded.")
-flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+    "than this will be truncated, and sequences shorter than this will be padded."),
+    at_least(3, PAIR))
+ranged(flags.DEFINE_integer("batch_size", 32, "Batch size for predictions."), at_least(1))
 flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
 flags.DEFINE_string("master", None, "If using a TPU, the address of the master.")
-flags.DEFINE_integer(
-    "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+ranged(flags.DEFINE_integer(
+    "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use."),
+    at_least(1).when("use_tpu"))
+mode(ModeRule(("output_format", "normalize"), ("pooling",), lambda pooling: pooling is not None,
+              "with --pooling", "without it extract_features writes the original's JSON lines of "
+              "token vectors"))
 flags.DEFINE_enum(
     "mixed_precision", None, ["bf16"],
     "bf16: compute in bfloat16 with the weights stored in bfloat16 (LayerNorm and softmax in "

@@ -18,14 +18,15 @@ needs matplotlib (requirements-plot.txt); the CSV is written without it. Logic:
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import PAIR, at_least, ranged, seed
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_list("pretraining_dirs", None,
                   "Comma-separated run_pretraining.py output_dirs, one line of the figure each.")
-flags.DEFINE_integer("checkpoint_every", None,
-                     "Fine-tune the checkpoints whose step is a multiple of this (default: every "
-                     "checkpoint in each dir).")
+ranged(flags.DEFINE_integer("checkpoint_every", None,
+                            "Fine-tune the checkpoints whose step is a multiple of this (default: "
+                            "every checkpoint in each dir)."), at_least(1))
 flags.DEFINE_list("checkpoint_steps", None,
                   "Comma-separated steps to fine-tune instead, e.g. 0,1000,2000 (0: the same "
                   "model from random weights, without a checkpoint).")
@@ -34,12 +35,14 @@ flags.DEFINE_string("metric", "eval_accuracy", "The eval_results.txt value tabul
 run_flags.define_bert_flags("vocab_file", "output_dir", "do_lower_case")
 flags.DEFINE_string("data_dir", None, "The task's data dir, as run_classifier.py's.")
 flags.DEFINE_string("task_name", None, "A run_classifier.py task, e.g. MNLI or sst-2.")
-flags.DEFINE_integer("max_seq_length", 128, "As run_classifier.py's.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for fine-tuning.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+ranged(flags.DEFINE_integer("max_seq_length", 128, "As run_classifier.py's."), at_least(3, PAIR))
+ranged(flags.DEFINE_integer("train_batch_size", 32, "Total batch size for fine-tuning."),
+       at_least(1))
+ranged(flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval."), at_least(1))
 run_flags.define_finetuning_flags()
-flags.DEFINE_integer("random_seed", 12345, "Seed of every fine-tuning (initialisation, dropout, "
-                     "data order): the checkpoints are compared at the same seed.")
+ranged(flags.DEFINE_integer("random_seed", 12345, "Seed of every fine-tuning (initialisation, "
+                            "dropout, data order): the checkpoints are compared at the same seed."),
+       seed())
 
 
 def main(_):

@@ -6,6 +6,8 @@ than max_seq_length in windows (`--long_documents`) and several labels per examp
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import (
+    PAIR, CrossRule, ModeRule, at_least, cross, mode, ranged, seed_list, within)
 
 FLAGS = flags.FLAGS
 
@@ -15,21 +17,21 @@ flags.DEFINE_string(
     "data_dir", None,
     "The input data dir. Should contain the .tsv files (or other data files) for the task.")
 flags.DEFINE_string("task_name", None, "The name of the task to train.")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
-    "this will be truncated, and sequences shorter than this will be padded.")
+    "this will be truncated, and sequences shorter than this will be padded."), at_least(3, PAIR))
 run_flags.define_split_flags()
 run_flags.define_finetuning_flags()
 run_flags.define_packing_flag()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
-flags.DEFINE_list(
+ranged(flags.DEFINE_list(
     "seeds", None,
     "Comma-separated random seeds, e.g. 1,2,3: fine-tune once per seed (initialisation of the "
     "classifier layer, dropout and data order), each in output_dir/seed_<seed>, and write "
     "output_dir/eval_results_seeds.txt with each eval metric's mean, standard deviation and "
-    "per-seed values. Overrides --random_seed.")
+    "per-seed values. Overrides --random_seed."), seed_list())
 
 
 def _check_seeds(values):
@@ -52,10 +54,10 @@ flags.DEFINE_bool(
     "truncating it: training uses every window with the example's label; evaluation and "
     "prediction aggregate the windows' logits per example (--window_aggregation). Examples that "
     "fit give the same records as without it.")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "doc_stride", 64,
     "With --long_documents: word-pieces between the starts of consecutive windows (run_squad's "
-    "meaning); less than the window length makes them overlap.")
+    "meaning); less than the window length makes them overlap."), at_least(1, words="at least"))
 flags.DEFINE_enum(
     "window_aggregation", "mean", ["mean", "max", "first"],
     "With --long_documents: how the windows' logits make an example's: mean (every window votes; "
@@ -66,9 +68,23 @@ flags.DEFINE_list(
     "--task_name=multilabel: the label set, comma-separated, in the order of test_results.tsv's "
     "columns. Default: the sorted labels of train.tsv (a run without --do_train needs it: the "
     "training run's label_list.txt).")
-flags.DEFINE_float(
+# 0 or 1 would predict every label or none.
+ranged(flags.DEFINE_float(
     "multi_label_threshold", 0.5,
-    "--task_name=multilabel: a label is predicted where its sigmoid probability is at least this.")
+    "--task_name=multilabel: a label is predicted where its sigmoid probability is at least this."),
+    within(0, 1, low_open=True, high_open=True))
+# The LSTM on top would read across a packed row's examples.
+cross(CrossRule(
+    ("max_sequences_per_row", "bilstm_on_top"),
+    lambda per_row, bilstm: per_row == 1 or not bilstm,
+    lambda per_row, bilstm: ("--bilstm_on_top reads whole rows, across packed examples: leave "
+                             "--max_sequences_per_row out"),
+    "1 with --bilstm_on_top"))
+mode(ModeRule(("doc_stride", "window_aggregation"), ("long_documents",), bool,
+              "with --long_documents", "without it every example is truncated to max_seq_length"))
+mode(ModeRule(("multi_label_threshold",), ("task_name",),
+              lambda task: (task or "").lower() == "multilabel", "with --task_name=multilabel",
+              "the other tasks predict one label by its highest probability"))
 
 
 def main(_):

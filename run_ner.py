@@ -9,6 +9,7 @@ predicted column. The paper used a cased model for NER: pass a cased checkpoint 
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import ONE_WORD, at_least, ranged
 
 FLAGS = flags.FLAGS
 
@@ -18,10 +19,10 @@ flags.DEFINE_string(
     "data_dir", None,
     "The CoNLL-2003 directory: train.txt, dev.txt, test.txt (or the original eng.train, "
     "eng.testa, eng.testb; valid.txt for dev). Columns `word ... NER-tag`, IOB1 or IOB2.")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "Word-pieces per window: [CLS], the scored sentence with its document context, [SEP]. "
-    "Longer sentences are split over several windows.")
+    "Longer sentences are split over several windows."), at_least(3, ONE_WORD, words="at least"))
 run_flags.define_split_flags(test="the test set (predicted and scored)")
 flags.DEFINE_list(
     "entity_types", None,

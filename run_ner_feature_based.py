@@ -14,6 +14,7 @@ import os
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import ONE_WORD, above, at_least, ranged, seed
 
 FLAGS = flags.FLAGS
 
@@ -23,9 +24,10 @@ flags.DEFINE_string(
     "data_dir", None,
     "Directory with the CoNLL-2003 files: train.txt (or eng.train) and dev.txt (or valid.txt, "
     "eng.testa).")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
-    "Word-pieces per window: the scored sentence and its document context, with [CLS]/[SEP].")
+    "Word-pieces per window: the scored sentence and its document context, with [CLS]/[SEP]."),
+    at_least(3, ONE_WORD, words="at least"))
 flags.DEFINE_bool("document_context", True,
                   "Surround each sentence with its document's neighbouring text (the paper).")
 flags.DEFINE_list("entity_types", None,
@@ -34,16 +36,22 @@ flags.DEFINE_list(
     "choices", None,
     "Table 7 rows to run (default: all): embeddings, second_to_last, last, "
     "weighted_sum_last_four, concat_last_four, weighted_sum_all.")
-flags.DEFINE_integer("lstm_units", 768, "BiLSTM units per direction (the paper: 768).")
-flags.DEFINE_integer("num_train_epochs", 4, "Epochs of BiLSTM training per row.")
-flags.DEFINE_integer("train_batch_size", 32, "Sentences per BiLSTM training batch.")
-flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate of the BiLSTM tagger.")
-flags.DEFINE_integer("predict_batch_size", 32, "Windows per batch when computing activations.")
+ranged(flags.DEFINE_integer("lstm_units", 768, "BiLSTM units per direction (the paper: 768)."),
+       at_least(1))
+ranged(flags.DEFINE_integer("num_train_epochs", 4, "Epochs of BiLSTM training per row."),
+       at_least(1))
+ranged(flags.DEFINE_integer("train_batch_size", 32, "Sentences per BiLSTM training batch."),
+       at_least(1))
+ranged(flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate of the BiLSTM tagger."),
+       above(0))
+ranged(flags.DEFINE_integer("predict_batch_size", 32,
+                            "Windows per batch when computing activations."), at_least(1))
 flags.DEFINE_string(
     "cache_dir", None,
     "Local directory for the cached activations (default: output_dir/activations). A cache made "
     "with the same checkpoint, files and settings is reused.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the taggers' initialisation and shuffling.")
+ranged(flags.DEFINE_integer("random_seed", 12345,
+                            "Seed of the taggers' initialisation and shuffling."), seed())
 
 for _name in ("data_dir", "init_checkpoint", "output_dir"):
     flags.mark_flag_as_required(_name)

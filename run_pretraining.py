@@ -8,6 +8,8 @@ anything else (`bert_tasks.pretraining.data.validation`); records without next_s
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import (
+    PAIR_OF_SENTENCES, TRAINING, CrossRule, above, at_least, cross, ranged)
 from bert_tasks.pretraining.data import dynamic_masking
 
 FLAGS = flags.FLAGS
@@ -16,23 +18,30 @@ run_flags.define_bert_flags(
     "bert_config_file", "output_dir", "init_checkpoint", "vocab_file", "do_lower_case")
 
 flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma separated).")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
-    "this will be truncated, and sequences shorter than this will be padded. Must match data generation.")
-flags.DEFINE_integer(
+    "this will be truncated, and sequences shorter than this will be padded. Must match data "
+    "generation."), at_least(5, PAIR_OF_SENTENCES))
+ranged(flags.DEFINE_integer(
     "max_predictions_per_seq", 20,
-    "Maximum number of masked LM predictions per sequence. Must match data generation.")
+    "Maximum number of masked LM predictions per sequence. Must match data generation."),
+    at_least(1))
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator call.")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+ranged(flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training."),
+       at_least(1).when(*TRAINING))
+ranged(flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval."),
+       at_least(1).when("do_eval"))
+ranged(flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam."),
+       above(0).when(*TRAINING))
+ranged(flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps."),
+       at_least(1).when(*TRAINING))
+ranged(flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps."),
+       at_least(0).when(*TRAINING))
+run_flags.define_checkpoint_flags()
+ranged(flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps."),
+       at_least(1).when("do_eval"))
 flags.DEFINE_bool(
     "next_sentence_prediction", None,
     "Train (and evaluate) the next sentence prediction head. Default: when the records have "
@@ -48,6 +57,32 @@ flags.DEFINE_enum(
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 dynamic_masking.define_flags()
+# The left-to-right model has no next-sentence loss.
+cross(CrossRule(
+    ("pretraining_objective", "next_sentence_prediction"),
+    lambda objective, nsp: objective != "ltr" or not nsp,
+    lambda objective, nsp: ("--pretraining_objective=ltr trains no next sentence prediction "
+                            "(the paper's 'LTR & No NSP'): leave --next_sentence_prediction out"),
+    "not with --pretraining_objective=ltr"))
+# Records carry their masks; these flags (at create_pretraining_data's defaults otherwise) are
+# dynamic masking's.
+cross(CrossRule(
+    ("input_format", "do_whole_word_mask", "masked_lm_prob", "mask_token_prob",
+     "random_token_prob", "short_seq_prob"),
+    lambda fmt, *values: fmt != "records" or values == (False, 0.15, 0.8, 0.1, 0.1),
+    lambda fmt, *values: ("--input_format=records: the records carry their masks (make them "
+                          "with create_pretraining_data.py and these flags); the masking "
+                          "flags apply to --input_format=text or unmasked_records"),
+    "the masking flags need --input_format=text or unmasked_records"))
+# Dynamic masking makes masked sentence pairs; the LTR model reads one unmasked segment.
+cross(CrossRule(
+    ("input_format", "pretraining_objective"),
+    lambda fmt, objective: fmt == "records" or objective != "ltr",
+    lambda fmt, objective: (f"--input_format={fmt} makes masked sentence pairs for the "
+                            "masked LM; --pretraining_objective=ltr reads the records of "
+                            "create_pretraining_data.py --pretraining_objective=ltr "
+                            "(--input_format=records)"),
+    "records with --pretraining_objective=ltr"))
 
 
 def run():

@@ -5,6 +5,7 @@ flags, output files and checkpoints in the style of the original run_classifier.
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import PAIR, at_least, ranged
 
 FLAGS = flags.FLAGS
 
@@ -14,10 +15,11 @@ flags.DEFINE_string(
     "data_dir", None,
     "The input data dir. Should contain the SWAG .csv files: train.csv (--do_train), val.csv "
     "(--do_eval), test.csv (--do_predict).")
-flags.DEFINE_integer(
+ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization, per choice. Sequences "
-    "longer than this will be truncated, and sequences shorter than this will be padded.")
+    "longer than this will be truncated, and sequences shorter than this will be padded."),
+    at_least(3, PAIR))
 # The paper's SWAG batch size and learning rate (section 4.4); a batch holds examples of four
 # sequences each.
 run_flags.define_split_flags(

@@ -10,6 +10,7 @@ something the user gave raises `ValueError` with a message naming it; file-syste
 `BERT_TRACEBACK=1` in the environment, or `--verbosity=1` (absl's flag), prints the traceback of a
 refused run as well, for bug reports.
 """
+import json
 import os
 import platform
 import signal
@@ -33,6 +34,9 @@ Exit codes:
 """
 
 TRACEBACK_VARIABLE = "BERT_TRACEBACK"
+# A file the script writes the flag rules it declared to (JSON, `flag_ranges.declared`) before it
+# parses its flags: how tests/test_flag_ranges.py finds every rule of every script.
+FLAG_RULES_VARIABLE = "BERT_FLAG_RULES_FILE"
 
 # oneDNN on every x86 CPU, unless the user chose (TF_ENABLE_ONEDNN_OPTS=0): the encoder's fast
 # path leans on its matmuls and fusions (docs/performance.md), and TensorFlow turns it on by
@@ -127,5 +131,7 @@ def run(main):
     module = sys.modules["__main__"]
     module.__doc__ = (module.__doc__ or "").rstrip("\n") + "\n" + EXIT_CODES
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    flag_ranges.register(flags.FLAGS)
+    if os.environ.get(FLAG_RULES_VARIABLE):
+        with open(os.environ[FLAG_RULES_VARIABLE], "w", encoding="utf-8") as f:
+            json.dump(flag_ranges.declared(flags.FLAGS), f)
     app.run(_guarded(main), flags_parser=_parse_flags)

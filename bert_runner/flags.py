@@ -3,6 +3,9 @@ import os
 
 from absl import flags
 
+from bert_runner.flag_ranges import (
+    TRAINING, CrossRule, above, at_least, cross, ranged, seed, within)
+
 
 _BERT_FLAG_HELP = {
     "bert_config_file": "The config json file corresponding to the pre-trained BERT model. "
@@ -34,29 +37,45 @@ def define_split_flags(train_batch_size=32, dev="the dev set", test="the test se
     flags.DEFINE_bool("do_eval", False, f"Whether to run eval on {dev}.")
     flags.DEFINE_bool(
         "do_predict", False, f"Whether to run the model in inference mode on {test}.")
-    flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    # Each batch size only with the split it batches.
+    ranged(flags.DEFINE_integer("train_batch_size", train_batch_size,
+                                "Total batch size for training."), at_least(1).when(*TRAINING))
+    ranged(flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval."),
+           at_least(1).when("do_eval"))
+    ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict."),
+           at_least(1).when("do_predict"))
 
 
 def define_finetuning_flags(learning_rate=5e-5):
     """The original fine-tuning schedule flags, shared by the fine-tuning scripts; a task may
     take another default learning rate (SWAG: the paper's 2e-5)."""
-    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float(
+    # The schedule and the checkpoints are used only when training.
+    ranged(flags.DEFINE_float("learning_rate", learning_rate,
+                              "The initial learning rate for Adam."), above(0).when(*TRAINING))
+    ranged(flags.DEFINE_float("num_train_epochs", 3.0,
+                              "Total number of training epochs to perform."),
+           above(0).when(*TRAINING))
+    ranged(flags.DEFINE_float(
         "warmup_proportion", 0.1,
         "Proportion of training to perform linear learning rate warmup for. "
-        "E.g., 0.1 = 10% of training.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    flags.DEFINE_integer(
-        "iterations_per_loop", 1000, "How many steps to make in each estimator call.")
+        "E.g., 0.1 = 10% of training."), within(0, 1).when(*TRAINING))
+    define_checkpoint_flags()
     flags.DEFINE_bool(
         "bilstm_on_top", False,
         "The paper's '+ BiLSTM' (Table 5): a randomly initialised bidirectional LSTM between the "
         "encoder and the output layer, trained with it; the layer reads its outputs (per token; "
         "the two final states in place of the pooled output). Made for left-to-right "
         "(--pretraining_objective=ltr) checkpoints, whose tokens see no right context.")
+
+
+def define_checkpoint_flags():
+    """The original's checkpoint and loop flags of a training run."""
+    ranged(flags.DEFINE_integer("save_checkpoints_steps", 1000,
+                                "How often to save the model checkpoint."),
+           at_least(1).when(*TRAINING))
+    ranged(flags.DEFINE_integer(
+        "iterations_per_loop", 1000, "How many steps to make in each estimator call."),
+        at_least(1).when(*TRAINING))
 
 
 def define_packing_flag():
@@ -86,12 +105,14 @@ def define_tpu_flags():
         "[Optional] Project name for the Cloud TPU-enabled project. If not specified, we will "
         "attempt to automatically detect the GCE project from metadata.")
     flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-    flags.DEFINE_integer(
-        "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+    ranged(flags.DEFINE_integer(
+        "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use."),
+        at_least(1).when("use_tpu"))
 
 
 def define_run_flags():
-    """New capabilities of the shared run machinery (not in the original release)."""
+    """New capabilities of the shared run machinery (not in the original release). Called after
+    the script's --train_batch_size is defined (a rule ties --gradient_accumulation_steps to it)."""
     flags.DEFINE_enum(
         "distribution_strategy", "default",
         ["default", "mirrored", "multi_worker_mirrored", "tpu"],
@@ -109,11 +130,21 @@ def define_run_flags():
         "CPU, where the real-token rows and oneDNN's matmuls are faster.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original AdamWeightDecay. lamb: LAMB, for large batches.")
-    flags.DEFINE_integer(
+    # Always checked: the Trainer is built for evaluation too.
+    ranged(flags.DEFINE_integer(
         "gradient_accumulation_steps", 1,
         "Split each batch into this many micro-batches and apply their mean gradient once: the "
-        "same batch size in less memory.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
+        "same batch size in less memory."), at_least(1))
+    ranged(flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep."),
+           at_least(1).when(*TRAINING))
+    # The Trainer splits each batch into equal micro-batches.
+    cross(CrossRule(
+        ("gradient_accumulation_steps", "train_batch_size"),
+        lambda steps, batch: steps < 1 or batch % steps == 0,
+        lambda steps, batch: (f"train_batch_size must be a multiple of "
+                              f"gradient_accumulation_steps ({steps}): each batch is split into "
+                              "that many equal micro-batches"),
+        "must divide train_batch_size"))
     flags.DEFINE_bool(
         "recompute_activations", False,
         "Keep only each encoder layer's input during the forward pass and recompute the rest in "
@@ -123,13 +154,15 @@ def define_run_flags():
         "save_tf1_checkpoint", False,
         "At the end of training also write the weights as an original-layout TF1 checkpoint "
         "(output_dir/bert_model.ckpt, with bert_config.json beside it).")
-    flags.DEFINE_integer("random_seed", 12345, "Seed for initialisation, dropout and input shuffling.")
+    ranged(flags.DEFINE_integer("random_seed", 12345,
+                                "Seed for initialisation, dropout and input shuffling."), seed())
     flags.DEFINE_bool(
         "deterministic", False,
         "Use deterministic TF ops, so a run (and a resumed run) is reproducible bit for bit. Slower.")
-    flags.DEFINE_float(
+    ranged(flags.DEFINE_float(
         "peak_tflops", None,
-        "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 in bf16).")
+        "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 "
+        "in bf16)."), above(0).when(*TRAINING))
 
 
 def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.FLAGS):

@@ -3,6 +3,7 @@ flags, before any work (exit code 2, one line naming the flag, its value and the
 runs with its defaults. The scripts import no TensorFlow before their flags are parsed, so each
 command here takes a fraction of a second (run_ner_feature_based's own --choices validator
 imports TensorFlow: a few seconds); `--only_check_args` (absl's) stops after parsing."""
+import json
 import os
 import re
 import subprocess
@@ -11,7 +12,7 @@ import sys
 import pytest
 from absl import flags
 
-from bert_runner import flag_ranges
+from bert_runner import cli, flag_ranges
 from conftest import ROOT
 from refusals import assert_refused
 
@@ -56,12 +57,12 @@ EVERYTHING_ON = {
 }
 
 
-def parse(script, *args):
+def parse(script, *args, env=None):
     """Runs `script` with its required flags and `args` up to flag parsing."""
     return subprocess.run(
         [sys.executable, str(ROOT / f"{script}.py"), *REQUIRED[script], *args,
          "--only_check_args"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})})
 
 
 def _cross(*names):
@@ -86,7 +87,7 @@ CASES = [
       "doc_stride", "multi_label_threshold"], None),
     ("run_classifier", ["--do_train", "--max_sequences_per_row=4", "--bilstm_on_top"],
      [_cross("max_sequences_per_row", "bilstm_on_top")], None),
-    # Flags given outside their mode (flag_ranges.MODE_RULES).
+    # Flags given outside their mode (flag_ranges.ModeRule).
     ("extract_features", ["--output_format=npy", "--normalize"],
      [_cross("output_format", "normalize", "pooling")], "flag-outside-its-mode"),
     ("run_classifier", ["--doc_stride=32", "--window_aggregation=max",
@@ -193,21 +194,34 @@ def test_a_rule_of_a_flag_the_run_does_not_use_is_not_applied():
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def test_every_rule_is_broken_by_a_case():
-    broken_rules, broken_cross = set(), set()
-    for script, _, refused, _ in CASES:
-        for what in refused:
-            if isinstance(what, str):
-                key = (f"{script}.py", what)
-                broken_rules.add(key if key in flag_ranges.RULES else what)
-            else:
-                broken_cross.add(what)
-    rules = {key for key, rule in flag_ranges.RULES.items() if rule is not None}
-    assert rules - broken_rules == set(), "rules no case breaks"
-    assert broken_rules <= rules
-    assert ({rule.flag_names for rule in flag_ranges.CROSS_RULES}
-            | {rule.flag_names + rule.mode_flags for rule in flag_ranges.MODE_RULES}
-            == broken_cross)
+def declared_rules(tmp_path):
+    """{script: [(kind, flag names, text)]}: the rules each script declares where it defines its
+    flags (`flag_ranges.declared`, written by `cli.run` to BERT_FLAG_RULES_FILE)."""
+    rules = {}
+    for script in sorted(REQUIRED):
+        path = tmp_path / f"{script}.json"
+        result = parse(script, *EVERYTHING_ON.get(script, ()),
+                       env={cli.FLAG_RULES_VARIABLE: str(path)})
+        assert result.returncode == 0, result.stderr[-3000:]
+        rules[script] = [(kind, tuple(names), text)
+                         for kind, names, text in json.loads(path.read_text())]
+    return rules
+
+
+def test_every_rule_is_broken_by_a_case(tmp_path):
+    """Each rule a script declares (a flag's range: by its flag and text, so that a script's own
+    range of a shared name counts apart; a rule between flags: by its flags) is broken by a case
+    above, in some script that declares it."""
+    declared, broken = set(), set()
+    for script, rules in declared_rules(tmp_path).items():
+        ranges = {names[0]: text for kind, names, text in rules if kind == "range"}
+        declared |= {(names, text if kind == "range" else None) for kind, names, text in rules}
+        for case_script, _, refused, _ in CASES:
+            if case_script == script:
+                broken |= {((what,), ranges.get(what)) if isinstance(what, str) else (what, None)
+                           for what in refused}
+    assert declared - broken == set(), "rules no case breaks"
+    assert broken <= declared, "cases of rules no script declares"
 
 
 @pytest.mark.parametrize("script,args", [
@@ -222,37 +236,37 @@ def test_flags_given_in_their_mode_pass(script, args):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def _flag_values(**defaults):
-    """A fresh FlagValues with integer/float/string flags of these defaults."""
+def test_the_ranges_are_in_the_help_and_checked_at_parsing():
     flag_values = flags.FlagValues()
-    for name, default in defaults.items():
-        define = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
-                  bool: flags.DEFINE_bool}.get(type(default), flags.DEFINE_string)
-        define(name, default, f"The {name}.", flag_values=flag_values)
-    return flag_values
-
-
-def test_the_range_is_in_the_help_once():
-    flag_values = _flag_values(max_seq_length=384, max_query_length=64, doc_stride=128,
-                               do_train=False, learning_rate=5e-5)
-    checked = flag_ranges.register(flag_values, script="run_squad.py")
-    assert sorted(checked) == ["doc_stride", "learning_rate", "max_query_length", "max_seq_length"]
+    flags.DEFINE_bool("do_train", False, "Train.", flag_values=flag_values)
+    rate = flag_ranges.ranged(
+        flags.DEFINE_float("learning_rate", 5e-5, "The learning_rate.", flag_values=flag_values),
+        flag_ranges.above(0).when(*flag_ranges.TRAINING))
+    for name, default in (("max_seq_length", 384), ("max_query_length", 64)):
+        flag_ranges.ranged(flags.DEFINE_integer(name, default, f"The {name}.",
+                                                flag_values=flag_values), flag_ranges.at_least(1))
+    flag_ranges.cross(flag_ranges.CrossRule(
+        ("max_query_length", "max_seq_length"), lambda query, seq: seq > query + 3,
+        lambda query, seq: "no room", "must be < max_seq_length - 3"), flag_values=flag_values)
+    assert rate.name == "learning_rate"
     assert flag_values["learning_rate"].help == "The learning_rate. (must be > 0)"
-    assert flag_values["doc_stride"].help == "The doc_stride. (must be at least 1)"
-    assert flag_values["max_seq_length"].help == (
-        "The max_seq_length. (must be greater than max_query_length + 3)")
-    assert flag_ranges.register(flag_values, script="run_squad.py") == []  # once
-    assert flag_values["learning_rate"].help == "The learning_rate. (must be > 0)"
+    assert flag_values["max_query_length"].help == (
+        "The max_query_length. (must be >= 1; must be < max_seq_length - 3)")
+    assert [kind for kind, _, _ in flag_ranges.declared(flag_values)] == [
+        "range", "range", "range", "cross"]
     flag_values(["prog", "--learning_rate=-1"])  # not training: not checked
     with pytest.raises(flags.IllegalFlagValueError, match=r"flag --learning_rate=-1.0: must be > 0"):
         flag_values(["prog", "--do_train", "--learning_rate=-1"])
+    with pytest.raises(flags.IllegalFlagValueError,
+                       match=r"flags max_query_length=64, max_seq_length=10: no room"):
+        flag_values(["prog", "--learning_rate=1", "--max_seq_length=10"])
 
 
 @pytest.mark.parametrize("layers,ok", [
     ("-1,-2,-3,-4", True), ("0", True), ("-1, -2", True), ("", False), ("-1,", False),
     ("last", False), ("1.5", False), ("--1", False)])
 def test_layers_must_be_comma_separated_integers(layers, ok):
-    assert flag_ranges.rule_for("extract_features.py", "layers").accepts(layers) == ok
+    assert flag_ranges.layer_indexes().accepts(layers) == ok
 
 
 def test_a_partial_hugging_face_directory_says_what_it_lacks(tmp_path):

@@ -20,7 +20,6 @@ Signature `serving_default(text [N])`, outputs (N rows each, padded):
   word_tags     string [N, M]   the predicted tag of each word ("" padded)
   word_start, word_end  int32 [N, M]  each word's characters (-1 padded)
 """
-import os
 
 import tensorflow as tf
 import tensorflow_text as tf_text

@@ -36,6 +36,8 @@ import uuid
 from absl import flags
 from absl import logging
 
+from bert_runner.flag_ranges import CrossRule, cross
+
 from bert_tasks.pretraining.data.reading import (
     InputError, describe_files, expand_input_files, iter_line_blocks)
 from bert_tasks.pretraining.data.writing import check_output_files
@@ -45,7 +47,8 @@ _METRICS_NAMESPACE = "bert"
 
 
 def define_flags():
-    """`--runner` and `--beam_pipeline_options` (create_pretraining_data.py, build_vocab.py)."""
+    """`--runner` and `--beam_pipeline_options` (create_pretraining_data.py, build_vocab.py:
+    after their --num_workers, whose local processes a Beam run does not use)."""
     flags.DEFINE_string(
         "runner", "",
         "Empty (default): run here, in this process and --num_workers processes. A Beam runner "
@@ -57,6 +60,13 @@ def define_flags():
         "--region=R --temp_location=gs://b/tmp\" (Dataflow), \"--flink_master=host:8081 "
         "--parallelism=16\" (Flink), \"--direct_num_workers=2 --direct_running_mode="
         "multi_processing\" (DirectRunner on 2 cores).")
+    cross(CrossRule(
+        ("runner", "num_workers"),
+        lambda runner, workers: not runner or workers == 1,
+        lambda runner, workers: (f"--num_workers={workers} is for runs here; --runner={runner} "
+                                 "runs on the runner's workers: set them in "
+                                 "--beam_pipeline_options"),
+        "with --runner, set the runner's workers in --beam_pipeline_options"))
 
 
 class BeamMissing(ValueError):

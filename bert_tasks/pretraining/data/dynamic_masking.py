@@ -35,11 +35,25 @@ import numpy as np
 from absl import flags
 from absl import logging
 
+from bert_runner.flag_ranges import CrossRule, cross, ranged, within
 from bert_runner.packing import FirstFit
 from bert_tasks.pretraining.data.instances import InstanceBuilder, MaskingRates, masked_count
 from bert_tasks.pretraining.data.processing import chunk_seed
 
 INPUT_FORMATS = ("records", "text", "unmasked_records")
+# The masking rates of create_pretraining_data.py and of dynamic masking.
+MASKING_RATES = CrossRule(
+    ("mask_token_prob", "random_token_prob"),
+    lambda mask, random: mask + random <= 1.0 + 1e-9,
+    lambda mask, random: (f"mask_token_prob plus random_token_prob is {mask + random:g}, more "
+                          "than 1 (the rest, kept unchanged, cannot be negative)"),
+    "mask_token_prob + random_token_prob must be <= 1")
+
+
+def masked_lm_prob_range():
+    """0 is refused: the instances mask max(1, round(len * masked_lm_prob)) tokens, so 0 would
+    still mask one per sequence (`pipeline.check_options`, for callers in Python, accepts it)."""
+    return within(0, 1, low_open=True)
 
 
 def define_flags():
@@ -53,19 +67,25 @@ def define_flags():
         "epoch. text and unmasked_records need --vocab_file.")
     flags.DEFINE_bool("do_whole_word_mask", False,
                       "Dynamic masking: mask whole words (a ## piece joins the piece before it).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Dynamic masking: fraction of tokens masked.")
-    flags.DEFINE_float("mask_token_prob", 0.8,
-                       "Dynamic masking: share of the chosen word-pieces that become [MASK].")
-    flags.DEFINE_float("random_token_prob", 0.1,
-                       "Dynamic masking: share that become a random vocab entry (the rest stay).")
-    flags.DEFINE_float("short_seq_prob", 0.1,
-                       "--input_format=text: probability of a shorter target length.")
+    ranged(flags.DEFINE_float("masked_lm_prob", 0.15,
+                              "Dynamic masking: fraction of tokens masked."),
+           masked_lm_prob_range())
+    ranged(flags.DEFINE_float("mask_token_prob", 0.8,
+                              "Dynamic masking: share of the chosen word-pieces that become "
+                              "[MASK]."), within(0, 1))
+    ranged(flags.DEFINE_float("random_token_prob", 0.1,
+                              "Dynamic masking: share that become a random vocab entry (the rest "
+                              "stay)."), within(0, 1))
+    ranged(flags.DEFINE_float("short_seq_prob", 0.1,
+                              "--input_format=text: probability of a shorter target length."),
+           within(0, 1))
     flags.DEFINE_integer(
         "max_sequences_per_row", 1,
         "--input_format=text: more than 1 packs up to this many pairs in a row instead of "
         "padding (bert_tasks/pretraining/data/packing.py), each pair masked as unpacked; "
         "max_predictions_per_seq is then a row's capacity. Records carry their own packing "
         "(create_pretraining_data.py --max_sequences_per_row).", lower_bound=1)
+    cross(MASKING_RATES)
 
 
 @dataclasses.dataclass(frozen=True)
