@@ -111,6 +111,12 @@ ONE_WORD = "[CLS] word [SEP]"
 TRAINING = ("do_train",)
 
 
+def each(rule, convert):
+    """A list flag whose every value, `convert`ed (float, int), is in `rule`'s range."""
+    return Rule(f"each {convert.__name__} {rule.text}",
+                lambda values: all(rule.check(convert(value)) for value in values))
+
+
 def seed():
     """A random seed in NumPy's range (keras.utils.set_random_seed refuses anything else)."""
     return within(0, _MAX_SEED)

@@ -110,9 +110,10 @@ def define_tpu_flags():
         at_least(1).when("use_tpu"))
 
 
-def define_run_flags():
+def define_run_flags(batch_size_rule=True):
     """New capabilities of the shared run machinery (not in the original release). Called after
-    the script's --train_batch_size is defined (a rule ties --gradient_accumulation_steps to it)."""
+    the script's --train_batch_size is defined: a rule ties --gradient_accumulation_steps to it
+    (`batch_size_rule` False: the script, with batch sizes of another form, declares its own)."""
     flags.DEFINE_enum(
         "distribution_strategy", "default",
         ["default", "mirrored", "multi_worker_mirrored", "tpu"],
@@ -137,14 +138,6 @@ def define_run_flags():
         "same batch size in less memory."), at_least(1))
     ranged(flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep."),
            at_least(1).when(*TRAINING))
-    # The Trainer splits each batch into equal micro-batches.
-    cross(CrossRule(
-        ("gradient_accumulation_steps", "train_batch_size"),
-        lambda steps, batch: steps < 1 or batch % steps == 0,
-        lambda steps, batch: (f"train_batch_size must be a multiple of "
-                              f"gradient_accumulation_steps ({steps}): each batch is split into "
-                              "that many equal micro-batches"),
-        "must divide train_batch_size"))
     flags.DEFINE_bool(
         "recompute_activations", False,
         "Keep only each encoder layer's input during the forward pass and recompute the rest in "
@@ -163,6 +156,15 @@ def define_run_flags():
         "peak_tflops", None,
         "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 "
         "in bf16)."), above(0).when(*TRAINING))
+    # The Trainer splits each batch into equal micro-batches.
+    if batch_size_rule:
+        cross(CrossRule(
+            ("gradient_accumulation_steps", "train_batch_size"),
+            lambda steps, batch: steps < 1 or batch % steps == 0,
+            lambda steps, batch: (f"train_batch_size must be a multiple of "
+                                  f"gradient_accumulation_steps ({steps}): each batch is split into "
+                                  "that many equal micro-batches"),
+            "must divide train_batch_size"))
 
 
 def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.FLAGS):

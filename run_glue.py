@@ -1,0 +1,92 @@
+"""The paper's GLUE protocol as one command: every task fine-tuned at each learning rate (and
+epochs, batch size, restart) of a grid, the best on the dev set chosen per task, its test set
+predicted, and the GLUE server's submission files written (`experiments.glue`).
+
+    python run_glue.py --glue_dir=$GLUE_DIR --vocab_file=$BERT_BASE_DIR/vocab.txt \\
+      --bert_config_file=$BERT_BASE_DIR/bert_config.json \\
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --output_dir=/tmp/glue_base
+
+Killed and started again, it continues from the finished settings. `--print_commands` prints
+each setting as a run_classifier.py command (one per line, for a job array), and the command
+again with `--select_only` then chooses among their finished runs, training nothing.
+"""
+from absl import flags
+
+from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import (
+    PAIR, CrossRule, above, at_least, cross, each, ranged, within)
+from experiments import glue
+
+FLAGS = flags.FLAGS
+
+run_flags.define_bert_flags("bert_config_file", "vocab_file", "output_dir", "init_checkpoint",
+                            "do_lower_case")
+flags.DEFINE_string(
+    "glue_dir", None,
+    "The GLUE download (download_glue_data.py's layout): one folder per task (CoLA, SST-2, MRPC, "
+    "STS-B, QQP, MNLI, QNLI, RTE, WNLI) and diagnostic/ (AX, predicted by the MNLI model).")
+flags.DEFINE_list(
+    "tasks", list(glue.GLUE),
+    "The GLUE tasks to run, lower-case as run_classifier's --task_name. wnli is not fine-tuned: "
+    "its submission predicts the training set's majority class, as the paper's did.")
+ranged(flags.DEFINE_list(
+    "learning_rates", ["5e-5", "4e-5", "3e-5", "2e-5"],
+    "The learning rates of the grid (the paper's four by default)."), each(above(0), float))
+ranged(flags.DEFINE_list("epochs", ["3"], "The numbers of training epochs of the grid."),
+       each(above(0), float))
+ranged(flags.DEFINE_list("train_batch_sizes", ["32"], "The training batch sizes of the grid."),
+       each(at_least(1), int))
+ranged(flags.DEFINE_integer(
+    "restarts", 1,
+    "Fine-tunings of each setting from the same checkpoint, each with another --random_seed "
+    "(data order, classifier initialisation, dropout): the paper restarted BERT-Large several "
+    "times and kept the best dev model."), at_least(1))
+ranged(flags.DEFINE_integer("max_seq_length", 128, "As run_classifier.py's."), at_least(3, PAIR))
+ranged(flags.DEFINE_float(
+    "warmup_proportion", 0.1,
+    "Proportion of training to perform linear learning rate warmup for."), within(0, 1))
+ranged(flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval."), at_least(1))
+ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict."),
+       at_least(1))
+run_flags.define_checkpoint_flags()
+run_flags.define_tpu_flags()
+run_flags.define_run_flags(batch_size_rule=False)
+cross(CrossRule(
+    ("gradient_accumulation_steps", "train_batch_sizes"),
+    lambda steps, sizes: steps < 1 or all(int(size) % steps == 0 for size in sizes),
+    lambda steps, sizes: (f"each of train_batch_sizes must be a multiple of "
+                          f"gradient_accumulation_steps ({steps}): each batch is split into "
+                          "that many equal micro-batches"),
+    "must divide each of train_batch_sizes"))
+flags.DEFINE_bool(
+    "print_commands", False,
+    "Print each setting of the grid as a run_classifier.py command, one per line, and stop: run "
+    "them with any scheduler, then this command with --select_only.")
+flags.DEFINE_bool(
+    "select_only", False,
+    "Train nothing: choose among the settings that have finished (their eval_report.json), "
+    "predict the test sets and write the submission files and the table.")
+
+
+def main(_):
+    from bert_runner.run_config import RunConfig
+
+    tasks = [task.lower() for task in FLAGS.tasks]
+    glue.check_tasks(tasks, FLAGS.glue_dir)
+    grid = dict(learning_rates=[float(v) for v in FLAGS.learning_rates],
+                epochs=[float(v) for v in FLAGS.epochs],
+                batch_sizes=[int(v) for v in FLAGS.train_batch_sizes], restarts=FLAGS.restarts)
+    run = RunConfig.from_flags()
+    if FLAGS.print_commands:
+        for setting in glue.grid(tasks, **grid):
+            print(glue.command(setting, run, FLAGS.glue_dir, FLAGS.max_seq_length))
+        return
+    _, text = glue.run_glue(tasks, FLAGS.glue_dir, FLAGS.max_seq_length, run,
+                            select_only=FLAGS.select_only, **grid)
+    print(text)
+
+
+if __name__ == "__main__":
+    for name in ("glue_dir", "output_dir", "vocab_file", "bert_config_file"):
+        flags.mark_flag_as_required(name)
+    cli.run(main)

@@ -1,0 +1,142 @@
+"""run_glue.py (the paper's GLUE protocol as one command) on a miniature GLUE of the tiny model:
+a 2-value learning-rate grid with 2 restarts, one setting run first as a printed
+run_classifier.py command (a job array's), the rest by the command, which continues from it;
+the choice on the dev metric, the submission files in the GLUE server's layout (MNLI-m, MNLI-mm
+and AX from the MNLI model, WNLI the training set's majority class), the table, and
+--select_only."""
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from modeling_helpers import TINY
+
+WORDS = "the a dog cat bird fish tree house car road river city hill sun moon star".split()
+NLI = ("contradiction", "entailment", "neutral")
+MNLI_TRAIN_HEADER = ["index"] + [f"c{i}" for i in range(1, 8)] + [
+    "sentence1", "sentence2", "label1", "gold_label"]
+MNLI_DEV_HEADER = ["index"] + [f"c{i}" for i in range(1, 8)] + [
+    "sentence1", "sentence2", "label1", "label2", "label3", "label4", "label5", "gold_label"]
+MNLI_TEST_HEADER = ["index"] + [f"c{i}" for i in range(1, 8)] + ["sentence1", "sentence2"]
+PAIR_HEADER = ["index", "sentence1", "sentence2"]
+
+
+def _sentence(rng):
+    return " ".join(rng.choice(WORDS) for _ in range(4))
+
+
+def _write(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join("\t".join(row) + "\n" for row in [header, *rows]), encoding="utf-8")
+
+
+def write_mini_glue(glue_dir):
+    """MNLI (train, matched and mismatched dev and test), diagnostic/ (AX) and WNLI in GLUE's
+    layout; returns {file: number of test rows}."""
+    rng = random.Random(0)
+
+    def mnli_rows(count, label_columns):
+        """Rows of `count` examples; the gold label last of `label_columns` label columns."""
+        return [[str(i)] + ["x"] * 7 + [_sentence(rng), _sentence(rng)]
+                + [NLI[i % 3]] * label_columns for i in range(count)]
+
+    mnli = glue_dir / "MNLI"
+    _write(mnli / "train.tsv", MNLI_TRAIN_HEADER, mnli_rows(24, 2))
+    for which in ("matched", "mismatched"):
+        _write(mnli / f"dev_{which}.tsv", MNLI_DEV_HEADER, mnli_rows(9, 6))
+        _write(mnli / f"test_{which}.tsv", MNLI_TEST_HEADER, mnli_rows(5, 0))
+    _write(glue_dir / "diagnostic" / "diagnostic.tsv", PAIR_HEADER,
+           [[str(i), _sentence(rng), _sentence(rng)] for i in range(4)])
+    wnli = glue_dir / "WNLI"
+    _write(wnli / "train.tsv", PAIR_HEADER + ["label"],
+           [[str(i), _sentence(rng), _sentence(rng), "1" if i % 3 else "0"] for i in range(6)])
+    _write(wnli / "dev.tsv", PAIR_HEADER + ["label"], [["0", "a dog", "the dog", "1"]])
+    _write(wnli / "test.tsv", PAIR_HEADER, [[str(i), _sentence(rng), "a cat"] for i in range(3)])
+    return {"MNLI-m.tsv": 5, "MNLI-mm.tsv": 5, "AX.tsv": 4, "WNLI.tsv": 3}
+
+
+def run_glue(glue_dir, output_dir, *args):
+    command = [sys.executable, str(ROOT / "run_glue.py"), f"--glue_dir={glue_dir}",
+               f"--output_dir={output_dir}", f"--vocab_file={TINY / 'vocab.txt'}",
+               f"--bert_config_file={TINY / 'bert_config.json'}",
+               f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--tasks=mnli,wnli",
+               "--learning_rates=1e-3,1e-5", "--restarts=2", "--epochs=1",
+               "--train_batch_sizes=8", "--max_seq_length=16", "--eval_batch_size=16",
+               "--predict_batch_size=16", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def _report(directory):
+    return json.loads((directory / "eval_report.json").read_text())["metrics"]
+
+
+@pytest.mark.slow
+def test_grid_choice_resume_and_submission_files(tmp_path):
+    glue_dir, out = tmp_path / "glue", tmp_path / "out"
+    test_rows = write_mini_glue(glue_dir)
+
+    printed = run_glue(glue_dir, out, "--print_commands")
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    commands = printed.stdout.splitlines()
+    assert len(commands) == 4  # MNLI: 2 learning rates x 2 restarts; WNLI is not fine-tuned
+    assert all(c.startswith("python run_classifier.py --task_name=mnli ") for c in commands)
+    assert "--random_seed=12345" in commands[0] and "--random_seed=12346" in commands[1]
+    # A job array ran the first setting: the command continues from it.
+    first = shlex.split(commands[0])
+    job = subprocess.run([sys.executable, str(ROOT / first[1]), *first[2:]], capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert job.returncode == 0, job.stderr[-3000:]
+    settings = sorted((out / "mnli").glob("lr*"))
+    assert [s.name for s in settings] == ["lr0.001_ep1_bs8_r1"]
+    kept = {p.name: p.stat().st_mtime_ns for p in settings[0].glob("ckpt-*")}
+
+    result = run_glue(glue_dir, out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "mnli/lr0.001_ep1_bs8_r1: finished before" in result.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in settings[0].glob("ckpt-*")} == kept
+    reports = {d.name: _report(d)["eval_accuracy"] for d in sorted((out / "mnli").glob("lr*"))}
+    assert sorted(reports) == ["lr0.001_ep1_bs8_r1", "lr0.001_ep1_bs8_r2",
+                               "lr1e-05_ep1_bs8_r1", "lr1e-05_ep1_bs8_r2"]
+    best = max(reports, key=lambda name: (reports[name], -sorted(reports).index(name)))
+    table = (out / "glue_results.tsv").read_text().splitlines()
+    assert table[0].split("\t")[:4] == ["task", "chosen setting", "dev metric", "dev"]
+    rows = {line.split("\t")[0]: line.split("\t") for line in table[1:]}
+    assert rows["mnli"][1:4] == [best, "eval_accuracy", f"{reports[best]:.4f}"]
+    assert rows["mnli"][6] == "84.6 / 86.7 (MNLI-m accuracy)"
+    assert "mnli-mm" in rows and rows["wnli"][1] == "majority class '1'"
+    assert "84.6 / 86.7" in result.stdout  # the table is printed too
+
+    # The GLUE server's files: a header, then each test index with a label name, in order.
+    submission = out / "submission"
+    assert sorted(p.name for p in submission.iterdir()) == sorted(test_rows)
+    for name, count in test_rows.items():
+        lines = (submission / name).read_text().splitlines()
+        assert lines[0] == "index\tprediction"
+        assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(count)]
+        labels = {line.split("\t")[1] for line in lines[1:]}
+        assert labels <= ({"1"} if name == "WNLI.tsv" else set(NLI)), (name, labels)
+
+    # --select_only: a setting that never ran is counted out, nothing is trained.
+    again = run_glue(glue_dir, out, "--select_only", "--learning_rates=1e-3,1e-5,5e-6")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not (out / "mnli" / "lr5e-06_ep1_bs8_r1").exists()
+    rows = {line.split("\t")[0]: line.split("\t")
+            for line in (out / "glue_results.tsv").read_text().splitlines()[1:]}
+    assert rows["mnli"][1] == best and rows["mnli"][5] == "4"
+
+
+def test_bad_flags_are_refused_before_any_run(tmp_path):
+    glue_dir = tmp_path / "glue"
+    write_mini_glue(glue_dir)
+    result = run_glue(glue_dir, tmp_path / "out", "--learning_rates=1e-3,-1")
+    assert result.returncode == 2 and "each float must be > 0" in result.stderr, result.stderr
+    result = run_glue(glue_dir, tmp_path / "out", "--tasks=mnli,cola")
+    assert result.returncode == 2, result.stderr
+    assert "has no CoLA/ folder for --tasks cola" in result.stderr
+    assert not (tmp_path / "out").exists()
