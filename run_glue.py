@@ -13,9 +13,8 @@ again with `--select_only` then chooses among their finished runs, training noth
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
-from bert_runner.flag_ranges import (
-    PAIR, CrossRule, above, at_least, cross, each, ranged, within)
-from experiments import glue
+from bert_runner.flag_ranges import PAIR, at_least, ranged, within
+from experiments import glue, protocol
 
 FLAGS = flags.FLAGS
 
@@ -29,18 +28,6 @@ flags.DEFINE_list(
     "tasks", list(glue.GLUE),
     "The GLUE tasks to run, lower-case as run_classifier's --task_name. wnli is not fine-tuned: "
     "its submission predicts the training set's majority class, as the paper's did.")
-ranged(flags.DEFINE_list(
-    "learning_rates", ["5e-5", "4e-5", "3e-5", "2e-5"],
-    "The learning rates of the grid (the paper's four by default)."), each(above(0), float))
-ranged(flags.DEFINE_list("epochs", ["3"], "The numbers of training epochs of the grid."),
-       each(above(0), float))
-ranged(flags.DEFINE_list("train_batch_sizes", ["32"], "The training batch sizes of the grid."),
-       each(at_least(1), int))
-ranged(flags.DEFINE_integer(
-    "restarts", 1,
-    "Fine-tunings of each setting from the same checkpoint, each with another --random_seed "
-    "(data order, classifier initialisation, dropout): the paper restarted BERT-Large several "
-    "times and kept the best dev model."), at_least(1))
 ranged(flags.DEFINE_integer("max_seq_length", 128, "As run_classifier.py's."), at_least(3, PAIR))
 ranged(flags.DEFINE_float(
     "warmup_proportion", 0.1,
@@ -51,21 +38,8 @@ ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predi
 run_flags.define_checkpoint_flags()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags(batch_size_rule=False)
-cross(CrossRule(
-    ("gradient_accumulation_steps", "train_batch_sizes"),
-    lambda steps, sizes: steps < 1 or all(int(size) % steps == 0 for size in sizes),
-    lambda steps, sizes: (f"each of train_batch_sizes must be a multiple of "
-                          f"gradient_accumulation_steps ({steps}): each batch is split into "
-                          "that many equal micro-batches"),
-    "must divide each of train_batch_sizes"))
-flags.DEFINE_bool(
-    "print_commands", False,
-    "Print each setting of the grid as a run_classifier.py command, one per line, and stop: run "
-    "them with any scheduler, then this command with --select_only.")
-flags.DEFINE_bool(
-    "select_only", False,
-    "Train nothing: choose among the settings that have finished (their eval_report.json), "
-    "predict the test sets and write the submission files and the table.")
+protocol.define_grid_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], epochs=["3"],
+                           batch_sizes=["32"])
 
 
 def main(_):
@@ -73,9 +47,7 @@ def main(_):
 
     tasks = [task.lower() for task in FLAGS.tasks]
     glue.check_tasks(tasks, FLAGS.glue_dir)
-    grid = dict(learning_rates=[float(v) for v in FLAGS.learning_rates],
-                epochs=[float(v) for v in FLAGS.epochs],
-                batch_sizes=[int(v) for v in FLAGS.train_batch_sizes], restarts=FLAGS.restarts)
+    grid = protocol.grid_of_flags(FLAGS)
     run = RunConfig.from_flags()
     if FLAGS.print_commands:
         for setting in glue.grid(tasks, **grid):

@@ -1,5 +1,5 @@
 """The paper's GLUE fine-tuning protocol as one command (run_glue.py is the script; this module is
-its logic).
+its logic; `experiments.protocol` the grid, the resume and the choice it shares with SQuAD's).
 
 The paper (section 4.1) fine-tunes each GLUE task with batch 32 for 3 epochs at each learning
 rate of 5e-5, 4e-5, 3e-5 and 2e-5, keeps the one best on the dev set, and for BERT-Large restarts
@@ -28,13 +28,12 @@ or any scheduler; the command run again with `select_only` then chooses among th
 import dataclasses
 import json
 import os
-import shlex
-from typing import Optional
 
 import tensorflow as tf
 from absl import logging
 
 from bert_runner import results
+from experiments import protocol
 
 # The GLUE tasks in the paper's Table 1 order, WNLI last; `TASKS` are the ones fine-tuned.
 GLUE = ("mnli", "qqp", "qnli", "sst-2", "cola", "sts-b", "mrpc", "rte", "wnli")
@@ -54,40 +53,16 @@ PAPER_TEST = {
     "sts-b": ("Spearman corr.", 85.8, 86.5), "mrpc": ("F1", 88.9, 89.3),
     "rte": ("accuracy", 66.4, 70.1)}
 SUBMISSION = "submission"
+# In SUBMISSION: the setting each task's files were predicted with, so that a command run again
+# with the same choice keeps them.
+CHOSEN = "chosen.json"
 RESULTS = "glue_results.tsv"
 
 
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    """One fine-tuning of the grid."""
-
-    task: str
-    learning_rate: float
-    num_train_epochs: float
-    train_batch_size: int
-    restart: int
-
-    @property
-    def name(self):
-        """The setting's folder under its task's: e.g. `lr2e-05_ep3_bs32_r1`."""
-        return (f"lr{self.learning_rate:g}_ep{self.num_train_epochs:g}_bs{self.train_batch_size}"
-                f"_r{self.restart}")
-
-    def seed(self, base_seed):
-        """Restart k: another data order and classifier initialisation, from the same checkpoint."""
-        return base_seed + self.restart - 1
-
-    def output_dir(self, output_dir):
-        return os.path.join(output_dir, self.task, self.name)
-
-
 def grid(tasks, learning_rates, epochs, batch_sizes, restarts):
-    """Every `Setting` of the trained `tasks`, in order: task, learning rate, epochs, batch size,
-    restart."""
-    return [Setting(task, lr, ep, bs, restart)
-            for task in tasks if task in TRAINED
-            for lr in learning_rates for ep in epochs for bs in batch_sizes
-            for restart in range(1, restarts + 1)]
+    """Every `protocol.Setting` of the fine-tuned `tasks` (WNLI is not)."""
+    return protocol.grid([task for task in tasks if task in TRAINED], learning_rates, epochs,
+                         batch_sizes, restarts)
 
 
 def data_dir(glue_dir, task):
@@ -115,35 +90,17 @@ def metric_of(task):
 
 
 def command(setting, run, glue_dir, max_seq_length):
-    """`setting` as a run_classifier.py command line (str): its task, data and hyper-parameters,
-    and every other setting of `run` (a `RunConfig`) that differs from run_classifier's default
-    (model files, precision, distribution, ...)."""
-    args = {"task_name": setting.task, "do_train": "true", "do_eval": "true",
-            "data_dir": data_dir(glue_dir, setting.task), "max_seq_length": max_seq_length,
-            "train_batch_size": setting.train_batch_size,
-            "learning_rate": f"{setting.learning_rate:g}",
-            "num_train_epochs": f"{setting.num_train_epochs:g}",
-            "random_seed": setting.seed(run.random_seed),
-            "output_dir": setting.output_dir(run.output_dir)}
-    for field in dataclasses.fields(run):
-        value = getattr(run, field.name)
-        if field.name not in args and field.name not in _NOT_PASSED and value != field.default:
-            args[field.name] = str(value).lower() if isinstance(value, bool) else value
-    return "python run_classifier.py " + " ".join(
-        shlex.quote(f"--{name}={value}") for name, value in args.items())
-
-
-# Set per setting (or by do_train / do_eval above), never from the command's flags.
-_NOT_PASSED = ("do_predict",)
+    """`setting` as a run_classifier.py command line (str)."""
+    return protocol.command(
+        "run_classifier.py", setting, run,
+        {"task_name": setting.task, "do_train": "true", "do_eval": "true",
+         "data_dir": data_dir(glue_dir, setting.task), "max_seq_length": max_seq_length},
+        not_passed=("do_predict",))
 
 
 def read_report(directory):
-    """The metrics of a finished setting's eval_report.json, or None (not finished)."""
-    path = os.path.join(directory, results.EVAL_REPORT)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
+    """The dev report (eval_report.json) of a finished setting, or None."""
+    return protocol.read_json(os.path.join(directory, results.EVAL_REPORT))
 
 
 def fine_tune(setting, run, glue_dir, max_seq_length):
@@ -157,46 +114,14 @@ def fine_tune(setting, run, glue_dir, max_seq_length):
         logging.info("%s/%s: finished before (%s)", setting.task, setting.name, directory)
         return report
     logging.info("%s/%s: fine-tuning into %s", setting.task, setting.name, directory)
-    config = dataclasses.replace(_setting_run(setting, run), output_dir=directory, do_train=True,
+    config = dataclasses.replace(setting.run(run), output_dir=directory, do_train=True,
                                  do_eval=True, do_predict=False)
     driver.run(make_task(setting.task, max_seq_length, data_dir(glue_dir, setting.task)), config)
     return read_report(directory)
 
 
-def _setting_run(setting, run):
-    """`run` (a `RunConfig`) with `setting`'s hyper-parameters."""
-    return dataclasses.replace(
-        run, learning_rate=setting.learning_rate, num_train_epochs=setting.num_train_epochs,
-        train_batch_size=setting.train_batch_size, random_seed=setting.seed(run.random_seed))
-
-
-@dataclasses.dataclass
-class Choice:
-    """A task's chosen setting and its dev value (None: no finished setting)."""
-
-    task: str
-    metric: str
-    setting: Optional[Setting] = None
-    value: Optional[float] = None
-    baseline: Optional[str] = None
-    finished: int = 0
-
-
-def choose(settings, reports):
-    """{task: `Choice`}: per task, the finished setting (`reports[setting]` not None) with the
-    highest dev value of `metric_of(task)`; the earlier setting on a tie."""
-    choices = {}
-    for setting in settings:
-        choice = choices.setdefault(setting.task, Choice(setting.task, metric_of(setting.task)))
-        report = reports.get(setting)
-        if report is None:
-            continue
-        choice.finished += 1
-        value = report["metrics"][choice.metric]
-        if choice.value is None or value > choice.value:
-            choice.setting, choice.value = setting, value
-            choice.baseline = report.get("baselines", {}).get(choice.metric)
-    return choices
+def value_of(report, metric):
+    return report["metrics"][metric]
 
 
 def predict(choice, run, glue_dir, max_seq_length):
@@ -208,8 +133,8 @@ def predict(choice, run, glue_dir, max_seq_length):
 
     chosen = choice.setting.output_dir(run.output_dir)
     checkpoint = tf.train.latest_checkpoint(chosen)
-    base = dataclasses.replace(_setting_run(choice.setting, run), do_train=False,
-                               do_eval=False, do_predict=True)
+    base = dataclasses.replace(choice.setting.run(run), do_train=False, do_eval=False,
+                               do_predict=True)
     jobs = [(choice.task, chosen, None)]
     if choice.task == "mnli":
         jobs.append(("mnli-mm", os.path.join(run.output_dir, "mnli", "predict_mnli-mm"),
@@ -226,8 +151,18 @@ def predict(choice, run, glue_dir, max_seq_length):
         driver.run(task_model, dataclasses.replace(base, output_dir=directory,
                                                    init_checkpoint=init or run.init_checkpoint))
         name = task_model.processor.submission_name + ".tsv"
-        written.append(_copy_submission(os.path.join(directory, name), run.output_dir))
+        written.append(protocol.copy_to(os.path.join(directory, name),
+                                        os.path.join(run.output_dir, SUBMISSION)))
     return written
+
+
+def submission_names(task, glue_dir):
+    """The GLUE files the chosen model of `task` writes."""
+    from bert_tasks.classifier import processors
+
+    if task != "mnli":
+        return [processors.get_processor(task).submission_name + ".tsv"]
+    return ["MNLI-m.tsv", "MNLI-mm.tsv"] + (["AX.tsv"] if data_dir(glue_dir, "ax") else [])
 
 
 def predict_wnli_majority(run, glue_dir):
@@ -247,14 +182,6 @@ def predict_wnli_majority(run, glue_dir):
     return path, majority
 
 
-def _copy_submission(path, output_dir):
-    directory = os.path.join(output_dir, SUBMISSION)
-    tf.io.gfile.makedirs(directory)
-    target = os.path.join(directory, os.path.basename(path))
-    tf.io.gfile.copy(path, target, overwrite=True)
-    return target
-
-
 def table(choices, wnli_class=None):
     """The results table: (header, rows) of str, one row per task in Table 1's order."""
     header = ("task", "chosen setting", "dev metric", "dev", "dev baseline", "finished",
@@ -271,7 +198,7 @@ def table(choices, wnli_class=None):
         what, base, large = PAPER_TEST[task]
         rows.append((task, choice.setting.name if choice.setting else "(none finished)",
                      choice.metric, "-" if choice.value is None else f"{choice.value:.4f}",
-                     choice.baseline or "-", str(choice.finished), f"{base} / {large} ({what})"))
+                     _baseline(choice), str(choice.finished), f"{base} / {large} ({what})"))
         if task == "mnli":
             what, base, large = PAPER_TEST["mnli-mm"]
             rows.append(("mnli-mm", "the MNLI model", "-", "-", "-", "-",
@@ -279,14 +206,10 @@ def table(choices, wnli_class=None):
     return header, rows
 
 
-def write_table(header, rows, path):
-    results.write_text_atomic(path, "".join("\t".join(row) + "\n" for row in [header, *rows]))
-
-
-def format_table(header, rows):
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-                     for row in [header, *rows])
+def _baseline(choice):
+    if choice.report is None:
+        return "-"
+    return choice.report.get("baselines", {}).get(choice.metric, "-")
 
 
 def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch_sizes, restarts,
@@ -295,14 +218,12 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
     files and the table. Returns (choices, the table's text)."""
     check_tasks(tasks, glue_dir)
     settings = grid(tasks, learning_rates, epochs, batch_sizes, restarts)
-    reports = {}
-    for number, setting in enumerate(settings, 1):
-        if select_only:
-            reports[setting] = read_report(setting.output_dir(run.output_dir))
-        else:
-            logging.info("Setting %d of %d", number, len(settings))
-            reports[setting] = fine_tune(setting, run, glue_dir, max_seq_length)
-    choices = choose(settings, reports)
+    reports = protocol.reports(
+        settings, select_only, lambda setting: read_report(setting.output_dir(run.output_dir)),
+        lambda setting: fine_tune(setting, run, glue_dir, max_seq_length))
+    choices = protocol.choose(settings, reports, metric_of, value_of)
+    submission = os.path.join(run.output_dir, SUBMISSION)
+    chosen = protocol.read_json(os.path.join(submission, CHOSEN)) or {}
     for choice in choices.values():
         if choice.setting is None:
             logging.warning("%s: no setting has finished: nothing to choose or predict",
@@ -310,12 +231,19 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
             continue
         logging.info("%s: chose %s (%s %.4f of %d finished settings)", choice.task,
                      choice.setting.name, choice.metric, choice.value, choice.finished)
+        files = [os.path.join(submission, name)
+                 for name in submission_names(choice.task, glue_dir)]
+        if chosen.get(choice.task) == choice.setting.name and all(map(tf.io.gfile.exists, files)):
+            logging.info("%s: the same choice as before: its predictions are kept", choice.task)
+            continue
         for path in predict(choice, run, glue_dir, max_seq_length):
             logging.info("Wrote %s", path)
+        chosen[choice.task] = choice.setting.name
+        results.write_text_atomic(os.path.join(submission, CHOSEN), json.dumps(chosen) + "\n")
     wnli_class = None
     if "wnli" in tasks:
         path, wnli_class = predict_wnli_majority(run, glue_dir)
         logging.info("Wrote %s (WNLI: the training set's majority class %r)", path, wnli_class)
     header, rows = table(choices, wnli_class)
-    write_table(header, rows, os.path.join(run.output_dir, RESULTS))
-    return choices, format_table(header, rows)
+    results.write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
+    return choices, protocol.format_table(header, rows)

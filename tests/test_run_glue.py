@@ -1,4 +1,5 @@
-"""run_glue.py (the paper's GLUE protocol as one command) on a miniature GLUE of the tiny model:
+"""run_glue.py and run_squad_grid.py (the paper's fine-tuning protocol as one command) on a
+miniature GLUE and SQuAD of the tiny model. run_glue:
 a 2-value learning-rate grid with 2 restarts, one setting run first as a printed
 run_classifier.py command (a job array's), the rest by the command, which continues from it;
 the choice on the dev metric, the submission files in the GLUE server's layout (MNLI-m, MNLI-mm
@@ -15,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from modeling_helpers import TINY
+from test_run_squad import squad_data, write_json
 
 WORDS = "the a dog cat bird fish tree house car road river city hill sun moon star".split()
 NLI = ("contradiction", "entailment", "neutral")
@@ -114,7 +116,8 @@ def test_grid_choice_resume_and_submission_files(tmp_path):
 
     # The GLUE server's files: a header, then each test index with a label name, in order.
     submission = out / "submission"
-    assert sorted(p.name for p in submission.iterdir()) == sorted(test_rows)
+    assert sorted(p.name for p in submission.iterdir()) == sorted([*test_rows, "chosen.json"])
+    assert json.loads((submission / "chosen.json").read_text()) == {"mnli": best}
     for name, count in test_rows.items():
         lines = (submission / name).read_text().splitlines()
         assert lines[0] == "index\tprediction"
@@ -122,10 +125,12 @@ def test_grid_choice_resume_and_submission_files(tmp_path):
         labels = {line.split("\t")[1] for line in lines[1:]}
         assert labels <= ({"1"} if name == "WNLI.tsv" else set(NLI)), (name, labels)
 
-    # --select_only: a setting that never ran is counted out, nothing is trained.
+    # --select_only: a setting that never ran is counted out, nothing is trained, and the same
+    # choice keeps its predictions.
     again = run_glue(glue_dir, out, "--select_only", "--learning_rates=1e-3,1e-5,5e-6")
     assert again.returncode == 0, again.stderr[-3000:]
     assert not (out / "mnli" / "lr5e-06_ep1_bs8_r1").exists()
+    assert "mnli: the same choice as before: its predictions are kept" in again.stderr
     rows = {line.split("\t")[0]: line.split("\t")
             for line in (out / "glue_results.tsv").read_text().splitlines()[1:]}
     assert rows["mnli"][1] == best and rows["mnli"][5] == "4"
@@ -140,3 +145,44 @@ def test_bad_flags_are_refused_before_any_run(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "has no CoLA/ folder for --tasks cola" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_squad_grid_chooses_the_best_threshold_f1_and_predicts_at_it(tmp_path):
+    """SQuAD v2.0 on a 2-value learning-rate grid: the setting of the best `best_f1` chosen, its
+    model predicting the dev set again at that setting's best no-answer threshold."""
+    train = write_json(tmp_path / "train.json", squad_data(32, seed=1, impossible_every=4)[0])
+    dev = write_json(tmp_path / "dev.json", squad_data(8, seed=2, impossible_every=4)[0])
+    out = tmp_path / "out"
+    command = [sys.executable, str(ROOT / "run_squad_grid.py"), f"--train_file={train}",
+               f"--predict_file={dev}", "--version_2_with_negative", f"--output_dir={out}",
+               f"--vocab_file={TINY / 'vocab.txt'}",
+               f"--bert_config_file={TINY / 'bert_config.json'}",
+               f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--learning_rates=1e-3,1e-5",
+               "--epochs=1", "--train_batch_sizes=16", "--max_seq_length=32", "--doc_stride=8",
+               "--max_query_length=8", "--predict_batch_size=32"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    printed = subprocess.run([*command, "--print_commands"], capture_output=True, text=True,
+                             timeout=600, env=env)
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    lines = printed.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("python run_squad.py ") for line in lines)
+    assert "--version_2_with_negative=true" in lines[0]
+
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores = {d.name: json.loads((d / "eval_results.json").read_text())
+              for d in sorted((out / "squad").glob("lr*"))}
+    assert sorted(scores) == ["lr0.001_ep1_bs16_r1", "lr1e-05_ep1_bs16_r1"]
+    best = max(scores, key=lambda name: (scores[name]["best_f1"], -sorted(scores).index(name)))
+    row = (out / "squad_results.tsv").read_text().splitlines()[1].split("\t")
+    assert row[:4] == ["squad v2.0", best, "best_f1", f"{scores[best]['best_f1']:.2f}"]
+    threshold = scores[best]["best_f1_thresh"]
+    assert f"best no-answer threshold {threshold:g}" in result.stderr
+    at_threshold = json.loads((out / "squad" / "predict_best_threshold" / "eval_results.json")
+                              .read_text())
+    assert at_threshold["f1"] == pytest.approx(scores[best]["best_f1"], abs=1e-6)
+    predictions = json.loads((out / "predictions" / "predictions.json").read_text())
+    assert len(predictions) == 8
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == [
+        "nbest_predictions.json", "null_odds.json", "predictions.json"]

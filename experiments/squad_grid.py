@@ -1,0 +1,146 @@
+"""The paper's fine-tuning protocol on SQuAD (run_squad_grid.py is the script; this module its
+logic; `experiments.protocol` the grid, the resume and the choice it shares with GLUE's).
+
+Every setting of the grid (learning rate x epochs x batch size x restart) is one run_squad run
+through the driver, in `<output_dir>/squad/<setting>/`: trained on `--train_file`, predicting and
+scoring `--predict_file` (the dev set) with the official evaluation the project has
+(`bert_tasks.squad.evaluate`) into its `eval_results.json`, which marks it finished. The setting
+with the best dev F1 is chosen: v1.1's F1, or for v2.0 the F1 at the best no-answer threshold
+(`best_f1`), the threshold the paper tuned on dev. The chosen model's predictions go to
+`<output_dir>/predictions/` (predictions.json, nbest_predictions.json; v2.0: predicted again at
+that threshold, with null_odds.json), and `squad_results.tsv` and the printed table hold the
+choice beside the paper's dev scores.
+"""
+import dataclasses
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_runner import results
+from experiments import protocol
+
+TASK = "squad"
+REPORT = "eval_results.json"
+RESULTS = "squad_results.tsv"
+PREDICTIONS = "predictions"
+# The paper's single-model dev scores, (EM, F1): Table 2 (v1.1), Table 3 (v2.0; Large only).
+PAPER_DEV = {False: {"BERT-Base": (80.8, 88.5), "BERT-Large": (84.1, 90.9)},
+             True: {"BERT-Large": (78.7, 81.9)}}
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadFiles:
+    """What every setting reads: the data, the version, and run_squad's window and answer flags
+    (`bert_tasks.squad.task.PostprocessOptions` and the windows)."""
+
+    train_file: str
+    predict_file: str
+    version_2_with_negative: bool = False
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+
+    def task(self, do_lower_case, null_score_diff_threshold=0.0, train=True):
+        from bert_tasks.squad.task import PostprocessOptions, SquadTask
+
+        options = PostprocessOptions(
+            n_best_size=self.n_best_size, max_answer_length=self.max_answer_length,
+            do_lower_case=do_lower_case, version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=null_score_diff_threshold)
+        return SquadTask(self.max_seq_length, options, self.train_file if train else None,
+                         self.predict_file, self.doc_stride, self.max_query_length, do_eval=True)
+
+
+def metric(files):
+    return "best_f1" if files.version_2_with_negative else "f1"
+
+
+def command(setting, run, files):
+    """`setting` as a run_squad.py command line (str)."""
+    args = {"do_train": "true", "do_predict": "true", "do_eval": "true",
+            "train_file": files.train_file, "predict_file": files.predict_file,
+            "version_2_with_negative": str(files.version_2_with_negative).lower(),
+            **{name: getattr(files, name) for name in (
+                "max_seq_length", "doc_stride", "max_query_length", "n_best_size",
+                "max_answer_length")}}
+    return protocol.command("run_squad.py", setting, run, args)
+
+
+def read_report(directory):
+    return protocol.read_json(os.path.join(directory, REPORT))
+
+
+def fine_tune(setting, run, files):
+    """Trains, predicts and scores `setting` unless it is finished; its scores."""
+    from bert_runner import driver
+
+    directory = setting.output_dir(run.output_dir)
+    report = read_report(directory)
+    if report is not None:
+        logging.info("squad/%s: finished before (%s)", setting.name, directory)
+        return report
+    logging.info("squad/%s: fine-tuning into %s", setting.name, directory)
+    driver.run(files.task(run.do_lower_case),
+               dataclasses.replace(setting.run(run), output_dir=directory, do_train=True,
+                                   do_predict=True))
+    return read_report(directory)
+
+
+def predict(choice, run, files):
+    """The chosen model's predictions in `<output_dir>/predictions/`; v2.0's predicted again at
+    the chosen run's best no-answer threshold. Returns the files written."""
+    from bert_runner import driver
+
+    chosen = choice.setting.output_dir(run.output_dir)
+    names = ["predictions.json", "nbest_predictions.json"]
+    source = chosen
+    if files.version_2_with_negative:
+        threshold = choice.report["best_f1_thresh"]
+        source = os.path.join(run.output_dir, TASK, "predict_best_threshold")
+        logging.info("Predicting with the best no-answer threshold %g into %s", threshold, source)
+        driver.run(files.task(run.do_lower_case, threshold, train=False),
+                   dataclasses.replace(choice.setting.run(run), output_dir=source,
+                                       do_predict=True,
+                                       init_checkpoint=tf.train.latest_checkpoint(chosen)))
+        names.append("null_odds.json")
+    return [protocol.copy_to(os.path.join(source, name),
+                             os.path.join(run.output_dir, PREDICTIONS)) for name in names]
+
+
+def table(choice, files):
+    """(header, rows) of the results table."""
+    header = ("task", "chosen setting", "dev metric", "dev", "dev EM", "finished",
+              "paper dev (EM / F1)")
+    paper = "; ".join(f"{model} {em} / {f1}" for model, (em, f1)
+                      in PAPER_DEV[files.version_2_with_negative].items())
+    version = "squad v2.0" if files.version_2_with_negative else "squad v1.1"
+    if choice.setting is None:
+        return header, [(version, "(none finished)", choice.metric, "-", "-", "0", paper)]
+    exact = choice.report.get("best_exact" if files.version_2_with_negative else "exact_match")
+    return header, [(version, choice.setting.name, choice.metric, f"{choice.value:.2f}",
+                     "-" if exact is None else f"{exact:.2f}", str(choice.finished), paper)]
+
+
+def run_squad_grid(files, run, learning_rates, epochs, batch_sizes, restarts,
+                   select_only=False):
+    """run_squad_grid.py's work (see the module docstring). Returns (the `protocol.Choice`, the
+    table's text)."""
+    settings = protocol.grid([TASK], learning_rates, epochs, batch_sizes, restarts)
+    reports = protocol.reports(
+        settings, select_only, lambda setting: read_report(setting.output_dir(run.output_dir)),
+        lambda setting: fine_tune(setting, run, files))
+    choice = protocol.choose(settings, reports, lambda task: metric(files),
+                             lambda report, name: report[name])[TASK]
+    if choice.setting is None:
+        logging.warning("squad: no setting has finished: nothing to choose or predict")
+    else:
+        logging.info("squad: chose %s (%s %.2f of %d finished settings)", choice.setting.name,
+                     choice.metric, choice.value, choice.finished)
+        for path in predict(choice, run, files):
+            logging.info("Wrote %s", path)
+    header, rows = table(choice, files)
+    results.write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
+    return choice, protocol.format_table(header, rows)

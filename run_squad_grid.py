@@ -1,0 +1,73 @@
+"""The paper's fine-tuning protocol on SQuAD as one command: run_squad at each learning rate (and
+epochs, batch size, restart) of a grid, the best dev F1 chosen (v2.0: at its best no-answer
+threshold), and the chosen model's predictions (`experiments.squad_grid`).
+
+    python run_squad_grid.py --train_file=$SQUAD_DIR/train-v1.1.json \\
+      --predict_file=$SQUAD_DIR/dev-v1.1.json --vocab_file=$BERT_BASE_DIR/vocab.txt \\
+      --bert_config_file=$BERT_BASE_DIR/bert_config.json \\
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --output_dir=/tmp/squad_grid
+
+Killed and started again, it continues from the finished settings; `--print_commands` and
+`--select_only` spread the grid over machines (docs/run_glue.md).
+"""
+from absl import flags
+
+from bert_runner import cli, flags as run_flags
+from bert_runner.flag_ranges import CrossRule, at_least, cross, ranged, within
+from experiments import protocol
+
+FLAGS = flags.FLAGS
+
+run_flags.define_bert_flags("bert_config_file", "vocab_file", "output_dir", "init_checkpoint",
+                            "do_lower_case")
+flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.")
+flags.DEFINE_string(
+    "predict_file", None,
+    "The SQuAD dev json with its answers, e.g. dev-v1.1.json: each setting is scored on it.")
+flags.DEFINE_bool("version_2_with_negative", False,
+                  "SQuAD 2.0: the data has questions without an answer; the choice is on the F1 "
+                  "at the best no-answer threshold.")
+ranged(flags.DEFINE_integer("max_seq_length", 384, "As run_squad.py's."), at_least(1))
+ranged(flags.DEFINE_integer("doc_stride", 128, "As run_squad.py's."),
+       at_least(1, words="at least"))
+ranged(flags.DEFINE_integer("max_query_length", 64, "As run_squad.py's."), at_least(1))
+cross(CrossRule(
+    ("max_seq_length", "max_query_length"),
+    lambda seq, query: seq > query + 3,
+    lambda seq, query: (f"max_seq_length must be greater than max_query_length ({query}) + 3 "
+                        "([CLS] question [SEP] context [SEP] with at least one context token)"),
+    "must be greater than max_query_length + 3"))
+ranged(flags.DEFINE_integer("n_best_size", 20, "As run_squad.py's."), at_least(1))
+ranged(flags.DEFINE_integer("max_answer_length", 30, "As run_squad.py's."), at_least(1))
+ranged(flags.DEFINE_float("warmup_proportion", 0.1, "As run_squad.py's."), within(0, 1))
+ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions."),
+       at_least(1))
+run_flags.define_checkpoint_flags()
+run_flags.define_tpu_flags()
+run_flags.define_run_flags(batch_size_rule=False)
+# The original README's SQuAD v1.1 run (2 epochs) at the paper's GLUE learning rates.
+protocol.define_grid_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], epochs=["2"],
+                           batch_sizes=["32"])
+
+
+def main(_):
+    from bert_runner.run_config import RunConfig
+    from experiments import squad_grid
+
+    files = squad_grid.SquadFiles(**{name: FLAGS[name].value for name in (
+        "train_file", "predict_file", "version_2_with_negative", "max_seq_length", "doc_stride",
+        "max_query_length", "n_best_size", "max_answer_length")})
+    run = RunConfig.from_flags()
+    grid = protocol.grid_of_flags(FLAGS)
+    if FLAGS.print_commands:
+        for setting in protocol.grid([squad_grid.TASK], **grid):
+            print(squad_grid.command(setting, run, files))
+        return
+    _, text = squad_grid.run_squad_grid(files, run, select_only=FLAGS.select_only, **grid)
+    print(text)
+
+
+if __name__ == "__main__":
+    for name in ("train_file", "predict_file", "output_dir", "vocab_file", "bert_config_file"):
+        flags.mark_flag_as_required(name)
+    cli.run(main)
