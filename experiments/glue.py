@@ -78,8 +78,9 @@ def check_tasks(tasks, glue_dir):
     """Refuses an unknown task or a missing task folder before any run, naming the flags."""
     for task in tasks:
         if task not in GLUE:
-            raise ValueError(f"--tasks: {task!r} is not a GLUE task (the tasks: {', '.join(GLUE)}; "
-                             "MNLI-mm and AX are predicted by the MNLI model)")
+            raise ValueError(f"--tasks: no GLUE folder for --tasks {task!r}: not a GLUE task "
+                             f"(the tasks: {', '.join(GLUE)}; MNLI-mm and AX are predicted by "
+                             "the MNLI model)")
         if not tf.io.gfile.isdir(data_dir(glue_dir, task)):
             raise ValueError(f"--glue_dir={glue_dir} has no {FOLDERS[task]}/ folder for --tasks "
                              f"{task} (the layout of GLUE's download script)")

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from modeling_helpers import TINY
+from refusals import assert_refused
 from test_run_squad import squad_data, write_json
 
 WORDS = "the a dog cat bird fish tree house car road river city hill sun moon star".split()
@@ -142,8 +143,10 @@ def test_bad_flags_are_refused_before_any_run(tmp_path):
     result = run_glue(glue_dir, tmp_path / "out", "--learning_rates=1e-3,-1")
     assert result.returncode == 2 and "each float must be > 0" in result.stderr, result.stderr
     result = run_glue(glue_dir, tmp_path / "out", "--tasks=mnli,cola")
-    assert result.returncode == 2, result.stderr
+    assert_refused(result, "glue-task-folder-missing")
     assert "has no CoLA/ folder for --tasks cola" in result.stderr
+    assert_refused(run_glue(glue_dir, tmp_path / "out", "--tasks=mnli,squad"),
+                   "glue-task-folder-missing")
     assert not (tmp_path / "out").exists()
 
 
