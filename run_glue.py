@@ -13,7 +13,7 @@ again with `--select_only` then chooses among their finished runs, training noth
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
-from bert_runner.flag_ranges import PAIR, at_least, ranged, within
+from bert_runner.flag_ranges import PAIR, at_least, ranged
 from experiments import glue, protocol
 
 FLAGS = flags.FLAGS
@@ -29,17 +29,9 @@ flags.DEFINE_list(
     "The GLUE tasks to run, lower-case as run_classifier's --task_name. wnli is not fine-tuned: "
     "its submission predicts the training set's majority class, as the paper's did.")
 ranged(flags.DEFINE_integer("max_seq_length", 128, "As run_classifier.py's."), at_least(3, PAIR))
-ranged(flags.DEFINE_float(
-    "warmup_proportion", 0.1,
-    "Proportion of training to perform linear learning rate warmup for."), within(0, 1))
 ranged(flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval."), at_least(1))
-ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict."),
-       at_least(1))
-run_flags.define_checkpoint_flags()
-run_flags.define_tpu_flags()
-run_flags.define_run_flags(batch_size_rule=False)
-protocol.define_grid_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], epochs=["3"],
-                           batch_sizes=["32"])
+protocol.define_protocol_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], epochs=["3"],
+                               batch_sizes=["32"])
 
 
 def main(_):

@@ -9,7 +9,8 @@ for prediction.
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
-from bert_runner.flag_ranges import TRAINING, CrossRule, at_least, cross, ranged
+from bert_runner.flag_ranges import TRAINING, at_least, ranged
+from bert_tasks.squad import flags as squad_flags
 
 FLAGS = flags.FLAGS
 
@@ -19,25 +20,7 @@ flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1
 flags.DEFINE_string(
     "predict_file", None,
     "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
-flags.DEFINE_integer(
-    "max_seq_length", 384,
-    "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
-    "this will be truncated, and sequences shorter than this will be padded.")
-# The SQuAD task's check_window_settings says the same: the original loops forever without room.
-ranged(flags.DEFINE_integer(
-    "doc_stride", 128,
-    "When splitting up a long document into chunks, how much stride to take between chunks."),
-    at_least(1, words="at least"))
-ranged(flags.DEFINE_integer(
-    "max_query_length", 64,
-    "The maximum number of tokens for the question. Questions longer than this will be truncated "
-    "to this length."), at_least(1))
-cross(CrossRule(
-    ("max_seq_length", "max_query_length"),
-    lambda seq, query: seq > query + 3,
-    lambda seq, query: (f"max_seq_length must be greater than max_query_length ({query}) + 3 "
-                        "([CLS] question [SEP] context [SEP] with at least one context token)"),
-    "must be greater than max_query_length + 3"))
+squad_flags.define_window_flags()
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
 ranged(flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training."),
@@ -45,14 +28,7 @@ ranged(flags.DEFINE_integer("train_batch_size", 32, "Total batch size for traini
 ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions."),
        at_least(1).when("do_predict"))
 run_flags.define_finetuning_flags()
-ranged(flags.DEFINE_integer(
-    "n_best_size", 20,
-    "The total number of n-best predictions to generate in the nbest_predictions.json output "
-    "file."), at_least(1).when("do_predict"))
-ranged(flags.DEFINE_integer(
-    "max_answer_length", 30,
-    "The maximum length of an answer that can be generated. This is needed because the start and "
-    "end predictions are not conditioned on one another."), at_least(1).when("do_predict"))
+squad_flags.define_answer_flags()
 flags.DEFINE_bool(
     "verbose_logging", False,
     "If true, all of the warnings related to data processing will be printed. A number of warnings "

@@ -13,7 +13,7 @@ Killed and started again, it continues from the finished settings; `--print_comm
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
-from bert_runner.flag_ranges import CrossRule, at_least, cross, ranged, within
+from bert_tasks.squad import flags as squad_flags
 from experiments import protocol
 
 FLAGS = flags.FLAGS
@@ -27,27 +27,11 @@ flags.DEFINE_string(
 flags.DEFINE_bool("version_2_with_negative", False,
                   "SQuAD 2.0: the data has questions without an answer; the choice is on the F1 "
                   "at the best no-answer threshold.")
-ranged(flags.DEFINE_integer("max_seq_length", 384, "As run_squad.py's."), at_least(1))
-ranged(flags.DEFINE_integer("doc_stride", 128, "As run_squad.py's."),
-       at_least(1, words="at least"))
-ranged(flags.DEFINE_integer("max_query_length", 64, "As run_squad.py's."), at_least(1))
-cross(CrossRule(
-    ("max_seq_length", "max_query_length"),
-    lambda seq, query: seq > query + 3,
-    lambda seq, query: (f"max_seq_length must be greater than max_query_length ({query}) + 3 "
-                        "([CLS] question [SEP] context [SEP] with at least one context token)"),
-    "must be greater than max_query_length + 3"))
-ranged(flags.DEFINE_integer("n_best_size", 20, "As run_squad.py's."), at_least(1))
-ranged(flags.DEFINE_integer("max_answer_length", 30, "As run_squad.py's."), at_least(1))
-ranged(flags.DEFINE_float("warmup_proportion", 0.1, "As run_squad.py's."), within(0, 1))
-ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions."),
-       at_least(1))
-run_flags.define_checkpoint_flags()
-run_flags.define_tpu_flags()
-run_flags.define_run_flags(batch_size_rule=False)
+squad_flags.define_window_flags()
+squad_flags.define_answer_flags()
 # The original README's SQuAD v1.1 run (2 epochs) at the paper's GLUE learning rates.
-protocol.define_grid_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], epochs=["2"],
-                           batch_sizes=["32"])
+protocol.define_protocol_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], epochs=["2"],
+                               batch_sizes=["32"])
 
 
 def main(_):

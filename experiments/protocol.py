@@ -139,14 +139,23 @@ def tsv(header, rows):
     return "".join("\t".join(row) + "\n" for row in [header, *rows])
 
 
-def define_grid_flags(learning_rates, epochs, batch_sizes):
-    """The grid's flags (comma-separated lists and --restarts), the resume and spread flags
-    (--print_commands, --select_only) and the rule tying the batch sizes to
-    --gradient_accumulation_steps (call after bert_runner.flags.define_run_flags); the defaults
-    are the grid's lists of str."""
+def define_protocol_flags(learning_rates, epochs, batch_sizes):
+    """The flags of a protocol command after its task's: the grid's (comma-separated lists, their
+    defaults lists of str, and --restarts), the warm-up, the prediction batch, the checkpoint,
+    TPU and run flags of the scripts, and the spread flags (--print_commands, --select_only)."""
     from absl import flags
 
-    from bert_runner.flag_ranges import CrossRule, above, at_least, cross, each, ranged
+    from bert_runner import flags as run_flags
+    from bert_runner.flag_ranges import CrossRule, above, at_least, cross, each, ranged, within
+
+    ranged(flags.DEFINE_float(
+        "warmup_proportion", 0.1,
+        "Proportion of training to perform linear learning rate warmup for."), within(0, 1))
+    ranged(flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict."),
+           at_least(1))
+    run_flags.define_checkpoint_flags()
+    run_flags.define_tpu_flags()
+    run_flags.define_run_flags(batch_size_rule=False)
 
     ranged(flags.DEFINE_list("learning_rates", learning_rates,
                              "The learning rates of the grid."), each(above(0), float))

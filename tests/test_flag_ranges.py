@@ -45,6 +45,11 @@ REQUIRED = {
     "demo": [],
     "run_checkpoint_sweep": ["--pretraining_dirs=/pt", "--task_name=mrpc", "--data_dir=/data",
                              "--vocab_file=/vocab.txt", "--output_dir=/out"],
+    "run_glue": ["--glue_dir=/glue", "--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                 "--output_dir=/out"],
+    "run_squad_grid": ["--train_file=/train.json", "--predict_file=/dev.json",
+                       "--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                       "--output_dir=/out"],
 }
 # The flags that turn on the rules that apply only with them (each script's that it defines).
 EVERYTHING_ON = {
@@ -151,6 +156,11 @@ CASES = [
      ["layers", "batch_size", "max_seq_length"], None),
     ("export_model", ["--max_seq_length=0"], ["max_seq_length"], None),
     ("run_checkpoint_sweep", ["--checkpoint_every=0"], ["checkpoint_every"], None),
+    ("run_glue", ["--learning_rates=1e-5,0", "--epochs=0", "--train_batch_sizes=8,x",
+                  "--restarts=0"], ["learning_rates", "epochs", "train_batch_sizes", "restarts"],
+     None),
+    ("run_glue", ["--gradient_accumulation_steps=3"],
+     [_cross("gradient_accumulation_steps", "train_batch_sizes")], None),
 ]
 
 
