@@ -198,20 +198,19 @@ def _flags(**values):
     dict(task_name=None), dict(pooling="mean"), dict(task_name="multilabel"),
     dict(long_documents=True)])
 def test_what_does_not_convert_is_refused_in_one_line(values):
-    from bert_runner.serving import litert
+    from bert_runner.serving import conversion
     from bert_tasks.serving import register_all
 
     register_all()
-
     with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))):
-        litert.convertible_from_flags(_flags(**values), files=None)
+        conversion.convertible_from_flags(_flags(**values), files=None)
 
 
 def test_mixed_precision_and_int8_without_texts_are_refused(tmp_path):
-    from bert_runner.serving import litert
+    from bert_runner.serving import conversion, litert
 
     with pytest.raises(ValueError, match=re.escape(message("litert-mixed-precision"))):
-        litert.convertible_from_flags(_flags(mixed_precision="bf16"), files=None)
+        conversion.convertible_from_flags(_flags(mixed_precision="bf16"), files=None)
     with pytest.raises(ValueError, match=re.escape(message("litert-int8-calibration"))):
         litert.FORMAT.export(_flags(quantization="int8"), files=None)
     (tmp_path / "blank.txt").write_text("\n  \n")

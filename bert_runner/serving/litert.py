@@ -31,9 +31,7 @@ the same outputs (`probabilities`, `label`, `label_names`; `predictions` for reg
 """
 import json
 import os
-import shutil
 import tempfile
-import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -42,7 +40,8 @@ from absl import logging
 
 from bert_runner import results
 from bert_runner.serving import registry
-from modeling.pooling import check_pooling
+from bert_runner.serving.conversion import (
+    METADATA_FILE, convertible_from_flags, first_line, reference_copy, write_export_dir)
 from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
 
@@ -82,18 +81,6 @@ class LiteRTTokenizer:
     def pack(self, ids_a, ids_b=None, max_seq_length=128):
         """`vocab.fast_tokenizer.FastBertTokenizer.pack`."""
         return self._packing.pack(ids_a, ids_b, max_seq_length)
-
-
-def reference_copy(model):
-    """A copy of `model` (a `BertModel` or task model) on the reference kernels (`keras.ops` op
-    by op): the fast ones are XLA-compiled functions, which LiteRT and ONNX cannot convert."""
-    config = model.get_config()
-    if config.get("kernels") == "reference":
-        return model
-    copy = model.__class__.from_config({**config, "kernels": "reference"})
-    for target, source in zip(copy.weights, model.weights, strict=True):
-        target.assign(source)
-    return copy
 
 
 def convert(module, quantization, calibration_texts=None):
@@ -174,13 +161,6 @@ def _calibration(texts):
                             "text_b": np.array([text[1].encode("utf-8")])}
 
 
-def first_line(error):
-    """The line of a converter error that says what failed (its "error:" line), else its first."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    errors = [line for line in lines if "error:" in line]
-    return (errors or lines or [type(error).__name__])[0]
-
-
 def write_litert(module, quantization, export_dir, calibration_texts=None):
     """Converts `module` and writes `export_dir`/model.tflite and export.json (its metadata, the
     quantization and the ops to register; `write_export_dir`).
@@ -194,37 +174,6 @@ def write_litert(module, quantization, export_dir, calibration_texts=None):
                 "custom_ops": "tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS"}
     write_export_dir(export_dir, {MODEL_FILE: blob}, metadata)
     return os.path.join(export_dir, MODEL_FILE)
-
-
-METADATA_FILE = "export.json"
-
-
-def write_export_dir(export_dir, files, metadata):
-    """Writes `files` ({name: bytes}) and `metadata` (as METADATA_FILE) into the new directory
-    `export_dir`, through a temporary directory beside it renamed at the end: a reader never
-    sees half of it.
-
-    Raises:
-      FileExistsError: `export_dir` exists.
-      ValueError: it cannot be written (nothing is left), naming --export_dir and the reason.
-    """
-    export_dir = os.fspath(export_dir).rstrip("/")
-    if os.path.exists(export_dir):
-        raise FileExistsError("%s already exists: choose a new --export_dir" % export_dir)
-    tmp_dir = "%s.tmp-%s" % (export_dir, uuid.uuid4().hex)
-    try:
-        os.makedirs(tmp_dir)
-        for name, content in {**files, METADATA_FILE: (json.dumps(metadata, indent=2)
-                                                       + "\n").encode("utf-8")}.items():
-            with open(os.path.join(tmp_dir, name), "wb") as f:
-                f.write(content)
-        os.rename(tmp_dir, export_dir)
-    except OSError as e:
-        raise ValueError("Cannot write --export_dir=%s (%s): nothing was exported; choose a "
-                         "writable location" % (export_dir, results.file_error_reason(e))) from e
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-    logging.info("Wrote %s to %s", ", ".join(files), export_dir)
 
 
 def texts_per_call(model_path):
@@ -295,34 +244,6 @@ def tokenizer_differences(vocab_file, do_lower_case, texts):
     theirs = LiteRTTokenizer(vocab_file, do_lower_case).tokenize(tf.constant(texts)).to_list()
     return [(text, [vocab[p] for p in a], b) for text, a, b in zip(texts, ours, theirs)
             if [vocab[p] for p in a] != b]
-
-
-_CONVERTS = "converts a classifier (--task_name) or an embedding model (--pooling)"
-
-
-def convertible_from_flags(flag_values, files):
-    """The `registry.Convertible` export_model.py --format=litert or onnx converts: the
-    classifier of --task_name, or with --pooling the encoder (an embedding model), as their
-    formats declare it.
-
-    Raises ValueError (one line, naming the flags) for what these formats do not export.
-    """
-    fmt = "--format=%s" % flag_values.format
-    if flag_values.mixed_precision:
-        raise ValueError("%s: --mixed_precision is for SavedModels; a LiteRT model is made "
-                         "smaller with --quantization" % fmt)
-    if flag_values.long_documents:
-        raise ValueError("%s %s, not --long_documents (their windows are not in this graph): "
-                         "export a SavedModel" % (fmt, _CONVERTS))
-    if flag_values.pooling and flag_values.task_name:
-        raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
-    if not flag_values.pooling and not flag_values.task_name:
-        raise ValueError("%s %s: give one; SQuAD, NER and SWAG models export as SavedModels "
-                         "only" % (fmt, _CONVERTS))
-    if flag_values.pooling:
-        check_pooling(flag_values.pooling, files.config)
-    return registry.get("embedding" if flag_values.pooling else "classifier").convertible(
-        flag_values, files)
 
 
 def text_module(convertible, vocab_file, do_lower_case, max_seq_length):

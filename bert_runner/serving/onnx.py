@@ -6,7 +6,7 @@ counterpart).
 pooling). The model's inputs are int32 `input_ids`, `input_mask`, `segment_ids` [N, T] (any N, any
 T up to the config's positions); its output `probabilities` float32 [N, L] (softmax),
 `predictions` [N] (regression) or `embedding` [N, H]. The encoder runs on the reference kernels
-(`litert.reference_copy`).
+(`conversion.reference_copy`).
 
     from bert_runner.serving import onnx
     model = onnx.OnnxTextModel("/tmp/mrpc_onnx")        # onnxruntime + our tokenizer
@@ -22,7 +22,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_runner.serving import litert, registry
+from bert_runner.serving import conversion, registry
 
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.txt"
@@ -48,7 +48,7 @@ def ids_function(convertible):
     """The tf.function the ONNX graph is made of: int32 input_ids, input_mask, segment_ids [N, T]
     -> the outputs `convertible.ids_outputs` gives (a classifier's "probabilities" or
     "predictions", an encoder's "embedding"), on a reference-kernel copy of its model."""
-    model = litert.reference_copy(convertible.model)
+    model = conversion.reference_copy(convertible.model)
     # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
     getattr(model, "bert", model).static_shapes = True
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in _FEATURES]
@@ -86,7 +86,7 @@ def convert(function):
                 tensors_to_rename=tf2onnx.convert.tensor_names_from_structed(
                     concrete, inputs, outputs))
     except Exception as e:  # tf2onnx raises whatever its handlers raise
-        raise ValueError("ONNX conversion failed: %s" % litert.first_line(e)) from e
+        raise ValueError("ONNX conversion failed: %s" % conversion.first_line(e)) from e
     return proto.SerializeToString()
 
 
@@ -106,7 +106,7 @@ def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_di
     metadata = {"format": "onnx/" + kind, "inputs": list(_FEATURES),
                 "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
                 **convertible.metadata, "opset": OPSET}
-    litert.write_export_dir(export_dir, {MODEL_FILE: blob, VOCAB_FILE: vocab}, metadata)
+    conversion.write_export_dir(export_dir, {MODEL_FILE: blob, VOCAB_FILE: vocab}, metadata)
     return os.path.join(export_dir, MODEL_FILE)
 
 
@@ -122,7 +122,7 @@ class OnnxTextModel:
         from vocab.fast_tokenizer import FastBertTokenizer
 
         (ort,) = require("onnxruntime")
-        with open(os.path.join(export_dir, litert.METADATA_FILE), encoding="utf-8") as f:
+        with open(os.path.join(export_dir, conversion.METADATA_FILE), encoding="utf-8") as f:
             self.metadata = json.load(f)
         self.tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
                                            self.metadata["do_lower_case"])
@@ -156,7 +156,7 @@ class OnnxTextModel:
 def _export(flag_values, files):
     """export_model.py --format=onnx."""
     require("tf2onnx", "onnx")
-    path = write_onnx(litert.convertible_from_flags(flag_values, files), files.vocab_file,
+    path = write_onnx(conversion.convertible_from_flags(flag_values, files), files.vocab_file,
                       flag_values.do_lower_case, flag_values.max_seq_length,
                       flag_values.export_dir)
     logging.info("ONNX model: %s, %.1f MB", path, os.path.getsize(path) / 1e6)
