@@ -13,15 +13,17 @@ probabilities) or a sentence vector; or the encoder in Hugging Face's layout.
     python export_model.py --format=huggingface ... --export_dir=/tmp/my_bert_hf
 
 Each --format is declared by its owner (`bert_runner.serving.registry`): a task's in its own
-package (`bert_tasks/<task>/serving.py`: signatures and outputs), the embedding, Hugging Face,
-LiteRT and ONNX formats in `bert_runner/serving/`; docs/export.md. `predict.py
+package (`bert_tasks/<task>/serving.py`; signatures and outputs in its `raw_text.py`), the
+embedding, Hugging Face, LiteRT and ONNX formats in `bert_runner/serving/formats.py`;
+docs/export.md. `predict.py
 --model=EXPORT_DIR` answers from any SavedModel of them.
 """
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import PAIR, ModeRule, at_least, mode, ranged, within
-from bert_runner.serving import litert, registry
+from bert_runner.serving import registry
+from bert_runner.serving.formats import QUANTIZATIONS
 from bert_tasks.serving import register_all
 
 FLAGS = flags.FLAGS
@@ -34,7 +36,7 @@ flags.DEFINE_enum(
     "format", "classifier", FORMATS,
     ". ".join("%s: %s" % (name, registry.get(name).help) for name in FORMATS) + ".")
 flags.DEFINE_enum(
-    "quantization", "float32", litert.QUANTIZATIONS,
+    "quantization", "float32", QUANTIZATIONS,
     "--format=litert: float32, float16 (weights), dynamic_int8 (weights in int8, activations "
     "quantised per call) or int8 (weights and activations, calibrated on --calibration_file).")
 flags.DEFINE_string(

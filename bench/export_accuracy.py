@@ -123,7 +123,7 @@ def main(argv):
     del argv
     from bert_runner import startup
     from bert_runner.serving import embedding, litert, provenance
-    from bert_tasks.classifier import processors, serving as classifier_serving
+    from bert_tasks.classifier import processors, raw_text
 
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                 FLAGS.max_seq_length, flag="--checkpoint")
@@ -142,11 +142,11 @@ def main(argv):
         if labels is None:
             raise ValueError("--task_name=%s is a regression task: this measures classifiers' "
                              "accuracy (or, with --pooling, vectors)" % FLAGS.task_name)
-        model = classifier_serving.load_classifier(
+        model = raw_text.load_classifier(
             files.config, len(labels), FLAGS.checkpoint, task_name=FLAGS.task_name,
             config_file=files.config_file)
         key = "probabilities"
-        convertible = classifier_serving.convertible(model, labels)
+        convertible = raw_text.convertible(model, labels)
     gold = None if FLAGS.pooling else np.array([labels.index(e.label) for e in dev])
     print(f"{len(dev)} dev rows of {FLAGS.task_name} ({'pairs' if text_b else 'single texts'}), "
           f"max_seq_length {FLAGS.max_seq_length}; int8 calibrated on {len(calibration)} "
@@ -161,7 +161,7 @@ def main(argv):
                                     FLAGS.max_seq_length, FLAGS.pooling, FLAGS.normalize,
                                     saved_dir)
         else:
-            classifier_serving.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
+            raw_text.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
                                                  FLAGS.max_seq_length, labels, saved_dir)
         results["SavedModel float32"] = (run_saved_model(saved_dir, text_a, text_b, key),
                                          dir_size(saved_dir))

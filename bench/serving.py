@@ -8,7 +8,7 @@ threads, one process.
 
 Contenders (each: a list of raw strings in, the two class probabilities out, truncation to
 --max_seq_length; tokenization is included wherever the user pays for it):
-  SavedModel     `export_model.py`'s SavedModel (classifier's serving module: tf.text tokenizer, packing,
+  SavedModel     `export_model.py`'s SavedModel (classifier's raw_text module: tf.text tokenizer, packing,
                  BertClassifier, softmax in one graph), `tf.saved_model.load`, its
                  `serving_default` signature on a string tensor of the batch.
   LiteRT <q>     `export_model.py --format=litert --quantization=<q>` (bert_runner.serving.litert:
@@ -243,11 +243,11 @@ def time_rounds(runners, sentences, batch_size, repeats, warmup):
 def build_runners(model, peer, sizes, calibration, tmp):
     """{name: batch -> probabilities}; contenders whose packages are missing are left out."""
     from bert_runner.serving import litert, onnx
-    from bert_tasks.classifier import serving as classifier_serving
+    from bert_tasks.classifier import raw_text
 
     runners = {}
-    convertible = classifier_serving.convertible(model, LABELS)
-    export_dir = classifier_serving.export_classifier(
+    convertible = raw_text.convertible(model, LABELS)
+    export_dir = raw_text.export_classifier(
         model, FLAGS.vocab_file, True, FLAGS.max_seq_length, LABELS,
         os.path.join(tmp, "saved_model"))
     runners["SavedModel"] = saved_model_runner(export_dir)

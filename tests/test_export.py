@@ -31,7 +31,7 @@ SINGLES = [
     "",
     # 20 word-pieces: cut to max_seq_length - 2
     "a big red car and a small blue car and a new house on the hill with a green tree",
-    # More rows than one model call takes (serving.text_module.ROWS_PER_CALL), of mixed lengths.
+    # More rows than one model call takes (raw_text.text_module.ROWS_PER_CALL), of mixed lengths.
     "she can swim", "we eat and drink", "it was a bad day", "you read", "happy birds sing",
     "the moon and the stars", "snow", "I see the city from the hill.",
 ]
@@ -139,38 +139,38 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
 def test_load_classifier_reads_trainer_checkpoints(classifier, tmp_path):
     from modeling import BertPretrainer
     from modeling_helpers import save_like_the_trainer
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
 
     save_like_the_trainer(classifier, tmp_path / "run")
-    loaded = serving.load_classifier(tiny_config(), 3, str(tmp_path / "run"))  # output_dir/ckpt-1
+    loaded = raw_text.load_classifier(tiny_config(), 3, str(tmp_path / "run"))  # output_dir/ckpt-1
     for ours, theirs in zip(loaded.trainable_weights, classifier.trainable_weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=theirs.path)
 
     with pytest.raises(ValueError, match=re.escape(
             "has a classifier head of 3 labels (classifier/output_weights [3, 32]), "
             "--task_name=MRPC has 2")):
-        serving.load_classifier(tiny_config(), 2, str(tmp_path / "run"), task_name="MRPC")
+        raw_text.load_classifier(tiny_config(), 2, str(tmp_path / "run"), task_name="MRPC")
     save_like_the_trainer(BertPretrainer(tiny_config()), tmp_path / "pretraining")
     with pytest.raises(ValueError, match=re.escape(message("export-no-head"))):
-        serving.load_classifier(tiny_config(), 3, str(tmp_path / "pretraining"))
+        raw_text.load_classifier(tiny_config(), 3, str(tmp_path / "pretraining"))
 
 
 def test_load_classifier_refuses_pretraining_checkpoint():
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
 
     with pytest.raises(ValueError, match=re.escape(message("export-no-head"))):
-        serving.load_classifier(tiny_config(), 3, str(TINY / "bert_model.ckpt"))
+        raw_text.load_classifier(tiny_config(), 3, str(TINY / "bert_model.ckpt"))
 
 
 def test_a_checkpoint_of_another_task_is_not_exported(classifier, tmp_path):
     """MNLI's 3-label head as MRPC's 2 labels, or an MRPC run as CoLA (both 2 labels: the run's
     run.json tells); MNLI's model serves MNLI-mm and AX."""
     from modeling import tf1_checkpoint
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
 
     prefix = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "tf1" / "model.ckpt-5")
     with pytest.raises(ValueError, match="has a classifier head of 3 labels") as error:
-        serving.load_classifier(tiny_config(), 2, prefix, task_name="MRPC")
+        raw_text.load_classifier(tiny_config(), 2, prefix, task_name="MRPC")
     assert f"{prefix} (--checkpoint)" in str(error.value)
     assert "(output_weights [3, 32]), --task_name=MRPC has 2" in str(error.value)
 
@@ -179,12 +179,12 @@ def test_a_checkpoint_of_another_task_is_not_exported(classifier, tmp_path):
     (run / "run.json").write_text(json.dumps({"task": "classifier/mrpc"}))
     mrpc = tf1_checkpoint.save_tf1_checkpoint(_binary(classifier), run / "bert_model.ckpt")
     with pytest.raises(ValueError, match=re.escape(message("export-other-task"))) as error:
-        serving.load_classifier(tiny_config(), 2, mrpc, task_name="CoLA")
+        raw_text.load_classifier(tiny_config(), 2, mrpc, task_name="CoLA")
     assert "--task_name=CoLA: export it with --task_name=MRPC" in str(error.value)
-    serving.load_classifier(tiny_config(), 2, mrpc, task_name="mrpc")
+    raw_text.load_classifier(tiny_config(), 2, mrpc, task_name="mrpc")
     (run / "run.json").write_text(json.dumps({"task": "classifier/mnli"}))
     with pytest.raises(ValueError, match=re.escape(message("export-label-count"))):
-        serving.load_classifier(tiny_config(), 3, mrpc, task_name="AX")
+        raw_text.load_classifier(tiny_config(), 3, mrpc, task_name="AX")
 
 
 def _binary(classifier):
@@ -201,7 +201,7 @@ def test_an_unwritable_export_dir_leaves_nothing(classifier, tmp_path, monkeypat
     file: one refusal naming --export_dir, and no temporary directory left."""
     import tensorflow as tf
 
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
 
     def save_then_fail(module, directory, signatures=None):
         tf.io.gfile.makedirs(directory + "/variables")
@@ -212,12 +212,12 @@ def test_an_unwritable_export_dir_leaves_nothing(classifier, tmp_path, monkeypat
     monkeypatch.setattr(tf.saved_model, "save", save_then_fail)
     target = tmp_path / "serving" / "1"
     with pytest.raises(ValueError, match=re.escape(message("export-dir-not-writable"))) as error:
-        serving.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"], target)
+        raw_text.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"], target)
     assert str(error.value).startswith(f"Cannot write --export_dir={target} (Permission denied)")
     assert os.listdir(tmp_path / "serving") == []
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match=re.escape(message("export-dir-not-writable"))):
-        serving.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"],
+        raw_text.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"],
                                  tmp_path / "file" / "1")
 
 
@@ -241,15 +241,15 @@ def test_cli_refuses_a_checkpoint_whose_data_file_was_deleted(classifier, tmp_pa
 
 
 def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from vocab.fast_tokenizer import FastBertTokenizer
 
     with pytest.raises(FileExistsError, match=re.escape(message("export-dir-exists"))) as error:
-        serving.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"],
+        raw_text.export_classifier(classifier, VOCAB, True, MAX_SEQ_LENGTH, ["a", "b", "c"],
                                   tmp_path)
     assert str(tmp_path) in str(error.value)
     with pytest.raises(ValueError, match="2 label names"):
-        serving.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
+        raw_text.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
 
 
 def test_bfloat16_export_serves_within_its_rounding(classifier):
@@ -258,11 +258,11 @@ def test_bfloat16_export_serves_within_its_rounding(classifier):
 
     from bert_tasks.classifier import processors
     from modeling.inference import with_bfloat16_weights
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from vocab.fast_tokenizer import FastBertTokenizer
 
     labels = processors.get_processor(TASK).get_labels()
-    module = serving.ClassifierExport(with_bfloat16_weights(classifier), FastBertTokenizer(VOCAB),
+    module = raw_text.ClassifierExport(with_bfloat16_weights(classifier), FastBertTokenizer(VOCAB),
                                      MAX_SEQ_LENGTH, labels)
     got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS]))
     expected = tf.nn.softmax(_python_logits(classifier, [], PAIRS, labels)).numpy()
@@ -276,13 +276,13 @@ def test_regression_signature_returns_scores():
     import tensorflow as tf
 
     from modeling import BertClassifier, tf1_checkpoint
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from vocab.fast_tokenizer import FastBertTokenizer
 
     model = BertClassifier(tiny_config(), 1)
     tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     model.classifier.output_weights.assign(np.random.default_rng(3).normal(size=(1, 32)))
-    module = serving.ClassifierExport(model, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH)
+    module = raw_text.ClassifierExport(model, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH)
     got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]),
                              tf.constant([b for _, b in PAIRS]))
     assert list(got) == ["predictions"]
@@ -334,7 +334,7 @@ SQUAD = dict(max_seq_length=40, doc_stride=12, max_query_length=10)
 
 @pytest.fixture(scope="module")
 def squad_export(tmp_path_factory):
-    from bert_tasks.squad.serving import SquadExport
+    from bert_tasks.squad.raw_text import SquadExport
     from bert_tasks.squad.task import PostprocessOptions
     from modeling import BertSpanLabeler
     from vocab.fast_tokenizer import FastBertTokenizer
@@ -389,7 +389,7 @@ def test_squad_export_answers_as_run_squad(squad_export, version_2):
     run_squad's predictions for the same model and input; the offsets point at the answer."""
     import tensorflow as tf
 
-    from bert_tasks.squad import serving as squad
+    from bert_tasks.squad import raw_text as squad
     from bert_tasks.squad import examples as sq_examples
 
     model, loaded, metadata = squad_export
@@ -422,7 +422,7 @@ NER_SEQ = 10  # long texts take several windows, with context on both sides
 
 @pytest.fixture(scope="module")
 def ner_export(tmp_path_factory):
-    from bert_tasks.ner.serving import NerExport
+    from bert_tasks.ner.raw_text import NerExport
     from modeling import BertTokenClassifier
     from vocab.fast_tokenizer import FastBertTokenizer
 
@@ -507,7 +507,7 @@ def test_swag_export_scores_as_run_swag():
     """context + endings -> the probabilities of run_swag's features through the model."""
     import tensorflow as tf
 
-    from bert_tasks.swag.serving import SwagExport
+    from bert_tasks.swag.raw_text import SwagExport
     from bert_tasks.swag import examples as swag_examples, features as swag_features
     from modeling import BertMultipleChoice
     from vocab import tokenization
@@ -536,7 +536,7 @@ def test_multi_label_long_document_export_as_run_classifier():
     aggregated per text, a sigmoid per label and the threshold."""
     import tensorflow as tf
 
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from bert_tasks.classifier import features, windows
     from modeling import BertMultiLabelClassifier
     from vocab import tokenization
@@ -547,7 +547,7 @@ def test_multi_label_long_document_export_as_run_classifier():
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
     # Single texts aggregated by the mean, pairs by the max: each path traced once.
     for how, singles, pairs in (("mean", SINGLES, []), ("max", [], PAIRS)):
-        module = serving.ClassifierExport(model, FastBertTokenizer(VOCAB, True), MAX_SEQ_LENGTH,
+        module = raw_text.ClassifierExport(model, FastBertTokenizer(VOCAB, True), MAX_SEQ_LENGTH,
                                          names, multi_label_threshold=0.5, doc_stride=5,
                                          window_aggregation=how)
         examples = [features.InputExample("t-%d" % i, a, b, label="x")

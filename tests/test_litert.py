@@ -1,7 +1,7 @@
 """bert_runner.serving.litert (export_model.py --format=litert): the raw-text .tflite of the tiny
 classifier gives the SavedModel's probabilities in float32 and runs quantised; refusals.
 
-The SavedModel's graph (`bert_tasks.classifier.serving.ClassifierExport`) is the reference, run in
+The SavedModel's graph (`bert_tasks.classifier.raw_text.ClassifierExport`) is the reference, run in
 process.
 Conversions are the cost here (a few seconds each): one per precision, in module fixtures.
 """
@@ -40,10 +40,10 @@ def _saved_model_outputs(classifier):
     """The SavedModel graph's outputs on SINGLES and PAIRS."""
     import tensorflow as tf
 
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    module = serving.ClassifierExport(classifier, FastBertTokenizer(VOCAB),
+    module = raw_text.ClassifierExport(classifier, FastBertTokenizer(VOCAB),
                                                  MAX_SEQ_LENGTH, LABELS)
     singles = module.serve(tf.constant(SINGLES))
     pairs = module.serve_pairs(tf.constant([a for a, _ in PAIRS]),
@@ -55,9 +55,9 @@ def _saved_model_outputs(classifier):
 @pytest.fixture(scope="module")
 def module(classifier):
     from bert_runner.serving import litert
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
 
-    return litert.text_module(serving.convertible(classifier, LABELS), VOCAB, True,
+    return litert.text_module(raw_text.convertible(classifier, LABELS), VOCAB, True,
                               MAX_SEQ_LENGTH)
 
 
@@ -71,10 +71,10 @@ INT8_HEAD_SCALE = 0.25
 def int8_case():
     """(module, SavedModel outputs) of the classifier with an INT8_HEAD_SCALE head."""
     from bert_runner.serving import litert
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
 
     classifier = export_classifier(INT8_HEAD_SCALE)
-    return (litert.text_module(serving.convertible(classifier, LABELS), VOCAB, True,
+    return (litert.text_module(raw_text.convertible(classifier, LABELS), VOCAB, True,
                                MAX_SEQ_LENGTH),
             _saved_model_outputs(classifier))
 
@@ -212,7 +212,7 @@ def test_mixed_precision_and_int8_without_texts_are_refused(tmp_path):
     with pytest.raises(ValueError, match=re.escape(message("litert-mixed-precision"))):
         conversion.convertible_from_flags(_flags(mixed_precision="bf16"), files=None)
     with pytest.raises(ValueError, match=re.escape(message("litert-int8-calibration"))):
-        litert.FORMAT.export(_flags(quantization="int8"), files=None)
+        litert.export_from_flags(_flags(quantization="int8"), files=None)
     (tmp_path / "blank.txt").write_text("\n  \n")
     with pytest.raises(ValueError, match=re.escape(message("litert-calibration-empty"))):
         litert.read_calibration_file(str(tmp_path / "blank.txt"))

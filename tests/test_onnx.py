@@ -36,16 +36,16 @@ def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
     import tensorflow as tf
 
     from bert_runner.serving import onnx
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    onnx.write_onnx(serving.convertible(classifier, LABELS), VOCAB, True,
+    onnx.write_onnx(raw_text.convertible(classifier, LABELS), VOCAB, True,
                     MAX_SEQ_LENGTH, tmp_path / "onnx")
     metadata = json.loads((tmp_path / "onnx" / "export.json").read_text())
     assert metadata["labels"] == LABELS and metadata["format"] == "onnx/classifier"
     model = onnx.OnnxTextModel(str(tmp_path / "onnx"), num_threads=1)
 
-    saved = serving.ClassifierExport(classifier, FastBertTokenizer(VOCAB),
+    saved = raw_text.ClassifierExport(classifier, FastBertTokenizer(VOCAB),
                                                 MAX_SEQ_LENGTH, LABELS)
     expected = saved.serve(tf.constant(SINGLES))["probabilities"].numpy()
     np.testing.assert_allclose(model(SINGLES)["probabilities"], expected, atol=1e-5, rtol=0)

@@ -26,7 +26,7 @@ LABELS = ["contradiction", "entailment", "neutral"]
 
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
-    from bert_tasks.classifier import serving
+    from bert_tasks.classifier import raw_text
     from modeling import BertClassifier, tf1_checkpoint
 
     model = BertClassifier(tiny_config(), 3)
@@ -34,7 +34,7 @@ def export_dir(tmp_path_factory):
     model.classifier.output_weights.assign(
         np.random.default_rng(5).normal(0.0, 1.0, (3, 32)).astype(np.float32))
     directory = tmp_path_factory.mktemp("serving") / "1"
-    serving.export_classifier(model, VOCAB, True, 16, LABELS, directory)
+    raw_text.export_classifier(model, VOCAB, True, 16, LABELS, directory)
     return directory
 
 

@@ -5,8 +5,8 @@
                 values per text out, in groups of similar length
   saved_model   a SavedModel written whole or not at all, with its export.json
   provenance    loading the model an export serves; refusing another script's checkpoint
+  formats       the machinery's formats declared: embedding, huggingface, litert, onnx
   embedding     raw text -> a sentence vector, from any checkpoint's encoder
-  huggingface   the encoder in Hugging Face's layout
   litert, onnx  a classifier or an encoder converted (LiteRT: tokenizer inside; ONNX: ids in)
   predictor     predict.py: an export loaded once, raw text answered
 

@@ -60,7 +60,7 @@ def export_embedding(model, vocab_file, do_lower_case, max_seq_length, pooling, 
     return write_saved_model(module, export_dir, "sentence encoder")
 
 
-def _export(flag_values, files):
+def export_from_flags(flag_values, files):
     """export_model.py --format=embedding: the encoder of any checkpoint, pooled."""
     if not flag_values.pooling:
         raise ValueError("--format=embedding needs --pooling=cls, mean or max")
@@ -86,25 +86,8 @@ def convertible(model, pooling, normalize):
         ids_outputs=ids_outputs)
 
 
-def _convertible(flag_values, files):
+def convertible_from_flags(flag_values, files):
     """The encoder LiteRT and ONNX convert with --pooling."""
     model = provenance.load_encoder(files.config, flag_values.checkpoint,
                                     config_file=files.config_file)
     return convertible(model, flag_values.pooling, flag_values.normalize)
-
-
-def _answer_rows(call, rows, metadata):
-    out = call("serving_default", text_a=[p[0] for p in rows])
-    return [{"embedding": vector.tolist()} for vector in out["embedding"]]
-
-
-def _describe(result):
-    vector = result["embedding"]
-    return "[%s ... ] (%d values)" % (" ".join("%.4f" % v for v in vector[:4]), len(vector))
-
-
-FORMAT = registry.register(registry.ServingFormat(
-    name="embedding",
-    help="raw text -> one vector per text, by --pooling and --normalize (SavedModel)",
-    export=_export, fields=(1, 1, "text"), answer=_answer_rows, describe=_describe,
-    convertible=_convertible))

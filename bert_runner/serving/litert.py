@@ -39,13 +39,12 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from bert_runner import results
-from bert_runner.serving import registry
 from bert_runner.serving.conversion import (
     METADATA_FILE, convertible_from_flags, first_line, reference_copy, write_export_dir)
+from bert_runner.serving.formats import QUANTIZATIONS
 from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
 
-QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8")
 # Full int8 is checked against the float graph on this many calibration texts, and refused when
 # its outputs differ by more than INT8_MAX_ERROR (the mean of |int8 - float| / |float| per
 # output): a working int8 BERT stays within a few percent, a broken one is off by most of it.
@@ -276,7 +275,7 @@ def read_calibration_file(path):
     return texts[:CALIBRATION_TEXTS]
 
 
-def _export(flag_values, files):
+def export_from_flags(flag_values, files):
     """export_model.py --format=litert."""
     if flag_values.quantization == "int8" and not flag_values.calibration_file:
         raise ValueError("--quantization=int8 needs --calibration_file (training texts, one per "
@@ -289,10 +288,3 @@ def _export(flag_values, files):
     path = write_litert(module, flag_values.quantization, flag_values.export_dir, calibration)
     logging.info("LiteRT model (%s): %s, %.1f MB", flag_values.quantization, path,
                  os.path.getsize(path) / 1e6)
-
-
-FORMAT = registry.register(registry.ServingFormat(
-    name="litert",
-    help="raw text -> a classifier's probabilities (--task_name) or a vector (--pooling) in one "
-         ".tflite, tokenizer inside (--quantization)",
-    export=_export))

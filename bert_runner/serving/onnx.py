@@ -22,7 +22,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_runner.serving import conversion, registry
+from bert_runner.serving import conversion
 
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.txt"
@@ -153,17 +153,10 @@ class OnnxTextModel:
         return dict(zip(names, self.session.run(names, self.features(text_a, text_b))))
 
 
-def _export(flag_values, files):
+def export_from_flags(flag_values, files):
     """export_model.py --format=onnx."""
     require("tf2onnx", "onnx")
     path = write_onnx(conversion.convertible_from_flags(flag_values, files), files.vocab_file,
                       flag_values.do_lower_case, flag_values.max_seq_length,
                       flag_values.export_dir)
     logging.info("ONNX model: %s, %.1f MB", path, os.path.getsize(path) / 1e6)
-
-
-FORMAT = registry.register(registry.ServingFormat(
-    name="onnx",
-    help="token ids -> a classifier's probabilities or a vector, as model.onnx beside vocab.txt "
-         "(requirements-onnx.txt)",
-    export=_export))

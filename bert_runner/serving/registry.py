@@ -1,8 +1,10 @@
 """The serving formats: what each kind of export is, declared by whoever owns it.
 
-A task that serves its models declares one `ServingFormat` in its own package (a `serving`
-module beside the Python code its raw-text graph mirrors) and registers it on import; the
-machinery's own formats (embedding, huggingface, litert, onnx) register the same way.
+A task that serves its models declares one `ServingFormat` in its own package (its `serving`
+module; the raw-text graph in its `raw_text` module, beside the Python code it mirrors) and
+registers it on import; the machinery's own formats (`formats`: embedding, huggingface, litert,
+onnx) register the same way. Declarations load no TensorFlow (an export imports its graph when it
+runs), so export_model.py lists the formats before it parses its flags.
 `export_model.py` and `predict.py` find every format here, one way:
 
     registry.get("squad").export(FLAGS, files)        # export_model.py --format=squad

@@ -1,80 +1,19 @@
-"""run_swag's serving. The raw-text SWAG SavedModel: a context and its candidate endings in, the
-probability of each ending out (run_swag's multiple-choice model).
-
-Each (context, ending) pair is packed as run_swag packs a choice, `[CLS] context [SEP] ending
-[SEP]` truncated as the original's pairs (`features`; run_swag's ending is
-SWAG's `sent2 + " " + ending_i`: pass that whole text), scored by the model's choice layer, and
-the scores of each context's endings go through a softmax. Any number of endings C >= 1 works (the
-layer scores each alone).
-
-Signature `serving_default(context [N], endings [N, C])`, outputs:
-  probabilities  float32 [N, C]   softmax over the endings
-  logits         float32 [N, C]   the choice scores
-  choice         int32 [N]        the most probable ending
+"""run_swag.py's serving declaration (`registry.ServingFormat`): what export_model.py
+--format=swag exports and how predict.py answers with it. The raw-text graph and the export are
+in `raw_text`, beside the Python code they mirror; this module loads no TensorFlow, so that
+export_model.py lists the formats before it parses its flags.
 """
 import numpy as np
-import tensorflow as tf
 
-from bert_runner.serving import provenance, registry
-from bert_runner.serving.saved_model import write_saved_model
-from bert_runner.serving.text_module import ModelExport
-from modeling import BertMultipleChoice
-from vocab.fast_tokenizer import FastBertTokenizer
+from bert_runner.serving import registry
 
-
-class SwagExport(ModelExport):
-    """The raw-text signature of a `BertMultipleChoice` (see the module docstring).
-
-    Args:
-      model: `BertMultipleChoice` with its weights.
-      tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
-      max_seq_length: int, run_swag's --max_seq_length.
-    """
-
-    format = "swag"
-
-    def __init__(self, model, tokenizer, max_seq_length):
-        super().__init__("bert_swag", model, tokenizer, max_seq_length, 1)
-
-    def signatures(self):
-        return {"serving_default": self.serve_swag}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                                  tf.TensorSpec([None, None], tf.string)])
-    def serve_swag(self, context, endings):
-        """context [N], endings [N, C] strings -> dict of outputs (see the module docstring)."""
-        tf.debugging.assert_equal(tf.shape(context)[0], tf.shape(endings)[0],
-                                  message="context and endings must have the same rows")
-        choices = tf.shape(endings)[1]
-        contexts = tf.repeat(context, choices)
-        logits = tf.reshape(self._text_values(self._parts.tokenizer.tokenize(contexts),
-                                              self._parts.tokenizer.tokenize(
-                                                  tf.reshape(endings, [-1]))), [-1, choices])
-        return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
-                "choice": tf.cast(tf.argmax(logits, axis=-1), tf.int32)}
-
-    def _row_values(self, group):
-        # BertMultipleChoice.call's encoder and choice layer, on rows of any number of endings.
-        model = self._parts.model
-        pooled = model.encode(group, training=False, skip_padding=True)["pooled_output"]
-        return tf.cast(model.scorer(pooled, training=False), tf.float32)[:, None]
-
-
-def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
-    """Writes the raw-text SWAG SavedModel of `model` (a `BertMultipleChoice`) to `export_dir`
-    (which must not exist; `write_saved_model`). Returns export_dir."""
-    module = SwagExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length)
-    return write_saved_model(module, export_dir, "SWAG model")
+FORMAT_NAME = "swag"
 
 
 def _export(flag_values, files):
-    """export_model.py --format=swag: a run_swag model."""
-    model = provenance.load_fine_tuned(
-        BertMultipleChoice(files.config,
-                           **provenance.recorded_model_options(flag_values.checkpoint)),
-        flag_values.checkpoint, FORMAT_NAME, files.config_file)
-    export_swag(provenance.serving_precision(flag_values, model), files.vocab_file,
-                flag_values.do_lower_case, flag_values.max_seq_length, flag_values.export_dir)
+    from bert_tasks.swag import raw_text
+
+    raw_text.export_from_flags(flag_values, files)
 
 
 def _check_rows(rows):
@@ -95,7 +34,6 @@ def _describe(result):
         "%.4f" % p for p in result["probabilities"]))
 
 
-FORMAT_NAME = "swag"
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="context and endings -> a run_swag model's probabilities",

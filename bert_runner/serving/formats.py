@@ -1,0 +1,80 @@
+"""The machinery's own serving formats, declared (`registry.ServingFormat`): the embedding (any
+checkpoint's encoder, pooled), the Hugging Face layout, LiteRT and ONNX. Each export is imported
+when it runs; this module loads no TensorFlow, so that export_model.py lists the formats before
+it parses its flags.
+"""
+from bert_runner.serving import registry
+
+# LiteRT's precisions (`litert.convert`).
+QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8")
+
+
+def _embedding(flag_values, files):
+    from bert_runner.serving import embedding
+
+    embedding.export_from_flags(flag_values, files)
+
+
+def _embedding_convertible(flag_values, files):
+    from bert_runner.serving import embedding
+
+    return embedding.convertible_from_flags(flag_values, files)
+
+
+def _embedding_answers(call, rows, metadata):
+    out = call("serving_default", text_a=[p[0] for p in rows])
+    return [{"embedding": vector.tolist()} for vector in out["embedding"]]
+
+
+def _describe_embedding(result):
+    vector = result["embedding"]
+    return "[%s ... ] (%d values)" % (" ".join("%.4f" % v for v in vector[:4]), len(vector))
+
+
+def _huggingface(flag_values, files):
+    """The encoder of any checkpoint as config.json, model.safetensors and vocab.txt
+    (`modeling.hf_checkpoint`)."""
+    from absl import logging
+
+    from bert_runner.serving import provenance
+    from modeling.hf_checkpoint import save_hf_model
+
+    model = provenance.load_encoder(files.config, flag_values.checkpoint,
+                                    config_file=files.config_file)
+    save_hf_model(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case)
+    logging.info("Wrote the encoder in Hugging Face's layout to %s", flag_values.export_dir)
+
+
+def _litert(flag_values, files):
+    from bert_runner.serving import litert
+
+    litert.export_from_flags(flag_values, files)
+
+
+def _onnx(flag_values, files):
+    from bert_runner.serving import onnx
+
+    onnx.export_from_flags(flag_values, files)
+
+
+EMBEDDING = registry.register(registry.ServingFormat(
+    name="embedding",
+    help="raw text -> one vector per text, by --pooling and --normalize (SavedModel)",
+    export=_embedding, fields=(1, 1, "text"), answer=_embedding_answers,
+    describe=_describe_embedding, convertible=_embedding_convertible))
+HUGGINGFACE = registry.register(registry.ServingFormat(
+    name="huggingface",
+    help="the encoder as config.json, model.safetensors and vocab.txt, for transformers' "
+         "BertModel.from_pretrained",
+    # The layout has no sequence length: any the config's positions allow.
+    export=_huggingface, needs_sequence_length=False))
+LITERT = registry.register(registry.ServingFormat(
+    name="litert",
+    help="raw text -> a classifier's probabilities (--task_name) or a vector (--pooling) in one "
+         ".tflite, tokenizer inside (--quantization)",
+    export=_litert))
+ONNX = registry.register(registry.ServingFormat(
+    name="onnx",
+    help="token ids -> a classifier's probabilities or a vector, as model.onnx beside vocab.txt "
+         "(requirements-onnx.txt)",
+    export=_onnx))

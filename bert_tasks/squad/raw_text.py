@@ -1,0 +1,245 @@
+"""run_squad's raw-text graph (`serving` declares its format). The raw-text SQuAD SavedModel:
+question and context strings in; the windows' start and end logits and the word-pieces they cover
+out; answers from those by run_squad's own post-processing.
+
+In the graph (`SquadExport`): the context's split into words (`examples.split_context`'s
+whitespace), the word-pieces of each word and of the question (cut to
+`max_query_length`), run_squad's windows (`doc_stride`), each window's
+`[CLS] question [SEP] piece... [SEP]` padded to `max_seq_length` as run_squad's features, and the
+span layer. Signature `serving_default(question [N], context [N])`, outputs (N rows each):
+
+  start_logits, end_logits  float32 [N, K, S]  per window (K: the most windows of any row)
+  window_count              int32 [N]
+  question_pieces           string [N, Q]      the question's word-pieces ("" padded)
+  context_pieces            string [N, P]      the context's word-pieces ("" padded)
+  piece_word                int32 [N, P]       the context word of each piece (-1 padded)
+
+The thin wrapper (`answers`, which predict.py uses) turns these into answers with
+`postprocess.compute_predictions`: the same n-best, filters, `get_final_text`
+and v2.0 null threshold as run_squad's predictions.json, so the answer is run_squad's for the same
+logits. The windows are padded to `max_seq_length` as run_squad's are: the n-best draws its
+top-n start and end positions from every position, padding included.
+"""
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from bert_runner.serving import provenance
+from bert_runner.serving.saved_model import write_saved_model
+from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
+from bert_tasks.squad import examples as sq_examples, features as sq_features, postprocess, serving
+from bert_tasks.squad.task import PostprocessOptions
+from bert_tasks.windows import window_spans_graph
+from modeling import BertSpanLabeler
+from vocab.fast_tokenizer import FastBertTokenizer
+
+# examples._CONTEXT_WHITESPACE but " ": turned into " ", which splits.
+_OTHER_CONTEXT_WHITESPACE = "[\t\r\n\u202f]"
+
+
+class SquadExport(ModelExport):
+    """The raw-text signature of a `BertSpanLabeler` (see the module docstring).
+
+    Args:
+      model: `BertSpanLabeler` with its weights.
+      tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
+      max_seq_length, doc_stride, max_query_length: run_squad's windows.
+      options: `task.PostprocessOptions` (written to export.json for `answers`;
+        its do_lower_case must be the tokenizer's).
+    """
+
+    format = "squad"
+
+    def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options):
+        sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
+        super().__init__("bert_squad", model, tokenizer, max_seq_length, 2 * max_seq_length)
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
+        self.options = dataclasses.replace(options, do_lower_case=tokenizer.do_lower_case)
+
+    def signatures(self):
+        return {"serving_default": self.serve_squad}
+
+    def metadata(self):
+        settings = dataclasses.asdict(self.options)
+        settings.pop("verbose_logging")
+        return {**super().metadata(), "doc_stride": self.doc_stride,
+                "max_query_length": self.max_query_length, **settings}
+
+    @tf.function(input_signature=[TEXT, TEXT])
+    def serve_squad(self, question, context):
+        """question [N], context [N] strings -> dict of outputs (see the module docstring)."""
+        tf.debugging.assert_equal(tf.shape(question), tf.shape(context),
+                                  message="question and context must have the same length")
+        tokenizer = self._parts.tokenizer
+        seq = self.max_seq_length
+        n = tf.shape(question)[0]
+        query = tokenizer.tokenize(question)[:, :self.max_query_length]
+        words = tf.strings.split(
+            tf.strings.regex_replace(context, _OTHER_CONTEXT_WHITESPACE, " "), sep=" ")
+        words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+        word_pieces = tokenizer.tokenize(words.flat_values)  # each word alone, as run_squad
+        pieces = tf.RaggedTensor.from_row_splits(
+            word_pieces.flat_values, tf.gather(word_pieces.row_splits, words.row_splits))
+        first_word = tf.gather(words.row_splits, pieces.value_rowids())
+        piece_word = pieces.with_flat_values(
+            tf.cast(word_pieces.value_rowids() - first_word, tf.int32))
+
+        query_length = tf.cast(query.row_lengths(), tf.int32)
+        rows, start, length = window_spans_graph(
+            tf.cast(pieces.row_lengths(), tf.int32), seq - query_length - 3, self.doc_stride,
+            empty_has_window=False)
+        features = tokenizer.pack(
+            ragged_slices(query, rows, tf.zeros_like(rows), tf.gather(query_length, rows)),
+            ragged_slices(pieces, rows, start, length), seq)
+        logits = tf.RaggedTensor.from_value_rowids(
+            self._by_length(features, trim=False), tf.cast(rows, tf.int64),
+            nrows=tf.cast(n, tf.int64))
+        dense = logits.to_tensor(shape=[None, None, 2 * seq])
+        token_strings = tokenizer._token_strings  # noqa: SLF001 (the vocabulary, a constant)
+        return {
+            "start_logits": dense[:, :, :seq],
+            "end_logits": dense[:, :, seq:],
+            "window_count": tf.cast(logits.row_lengths(), tf.int32),
+            "question_pieces": tf.gather(token_strings, query).to_tensor(""),
+            "context_pieces": tf.gather(token_strings, pieces).to_tensor(""),
+            "piece_word": piece_word.to_tensor(-1),
+        }
+
+    def _row_values(self, group):
+        outputs = self._parts.model(group, training=False)
+        return tf.concat([outputs["start_logits"], outputs["end_logits"]], axis=1)
+
+
+def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
+                 options, export_dir):
+    """Writes the raw-text SQuAD SavedModel of `model` (a `BertSpanLabeler`) to `export_dir`
+    (which must not exist; `write_saved_model`). Returns export_dir."""
+    module = SquadExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
+                         doc_stride, max_query_length, options)
+    return write_saved_model(module, export_dir, "SQuAD model")
+
+
+class _Pieces:
+    """A stand-in tokenizer whose `tokenize` gives the graph's word-pieces of the question."""
+
+    def __init__(self, pieces):
+        self._pieces = pieces
+
+    def tokenize(self, _):
+        return self._pieces
+
+
+@dataclasses.dataclass
+class Answer:
+    """One question's answer, as run_squad predicts it.
+
+    Attributes:
+      text: str, run_squad's prediction ("" for no answer in v2.0; "empty" when v1.1 finds no
+        span at all, as the original).
+      start, end: int, `context[start:end]` holds the answer (characters); -1, -1 for no answer.
+        Words of the answer are joined by single spaces in `text`, as run_squad's.
+      probability: float, the answer's share of the n-best (run_squad's nbest probability).
+      score: float, its start logit + end logit.
+      nbest: list of dicts (text, probability, start_logit, end_logit): nbest_predictions.json's.
+    """
+    text: str
+    start: int
+    end: int
+    probability: float
+    score: float
+    nbest: list
+
+
+def answers(questions, contexts, outputs, metadata):
+    """The answers of `SquadExport`'s outputs (numpy) for `questions` and `contexts` (lists of
+    str), with the export's metadata (export.json): list of `Answer`."""
+    options = postprocess_options(metadata)
+    found, windows, results = [], [], []
+    unique_id = sq_features.FIRST_UNIQUE_ID
+    for i, (question, context) in enumerate(zip(questions, contexts)):
+        doc_tokens, char_to_word = sq_examples.split_context(context)
+        piece_word = outputs["piece_word"][i]
+        piece_word = piece_word[piece_word >= 0].tolist()
+        pieces = [p.decode("utf-8") for p in outputs["context_pieces"][i][:len(piece_word)]]
+        query = [p.decode("utf-8") for p in outputs["question_pieces"][i] if p]
+        word_to_piece = np.searchsorted(piece_word, np.arange(len(doc_tokens))).tolist()
+        example = sq_examples.SquadExample(str(i), question, doc_tokens)
+        example_windows = sq_features.make_windows(
+            example, i, unique_id,
+            sq_features.TokenizedContext(doc_tokens, pieces, piece_word, word_to_piece),
+            _Pieces(query), metadata["max_seq_length"], metadata["doc_stride"],
+            metadata["max_query_length"], is_training=False)
+        count = int(outputs["window_count"][i])
+        if len(example_windows.doc_spans) != count:
+            raise ValueError("the SQuAD export's windows (%d) are not run_squad's (%d) for "
+                             "question %d: an export of another version?"
+                             % (count, len(example_windows.doc_spans), i))
+        results += [postprocess.RawResult(unique_id + k, outputs["start_logits"][i, k],
+                                          outputs["end_logits"][i, k]) for k in range(count)]
+        unique_id += count
+        found.append((example, char_to_word))
+        windows.append(example_windows)
+    spans = {}
+    predicted = postprocess.compute_predictions(
+        [example for example, _ in found], windows, results, options.n_best_size,
+        options.max_answer_length, options.do_lower_case, options.version_2_with_negative,
+        options.null_score_diff_threshold, spans=spans)
+    return [_answer(example, char_to_word, context, predicted, spans[example.qas_id])
+            for (example, char_to_word), context in zip(found, contexts)]
+
+
+def postprocess_options(metadata):
+    """The export's `PostprocessOptions` (export.json)."""
+    return PostprocessOptions(**{field.name: metadata[field.name]
+                                 for field in dataclasses.fields(PostprocessOptions)
+                                 if field.name in metadata})
+
+
+def _answer(example, char_to_word, context, predicted, span):
+    text = predicted.predictions[example.qas_id]
+    nbest = predicted.nbest[example.qas_id]
+    entry = next(e for e in nbest if e["text"] == text)
+    start = end = -1
+    if span is not None:
+        first, _, begin, finish = span
+        start, end = _context_offsets(example.doc_tokens, char_to_word, context, first, begin,
+                                      finish)
+    return Answer(text, start, end, entry["probability"],
+                  entry["start_logit"] + entry["end_logit"], nbest)
+
+
+def _context_offsets(doc_tokens, char_to_word, context, first_word, begin, finish):
+    """Characters of `context` of `" ".join(doc_tokens[first_word:])[begin:finish]`."""
+    word_start = [0] * len(doc_tokens)
+    for c in range(len(context) - 1, -1, -1):  # each word's first character
+        w = char_to_word[c]
+        if w >= 0 and (c == 0 or char_to_word[c - 1] != w):
+            word_start[w] = c
+
+    def locate(offset):
+        word = first_word
+        while offset > len(doc_tokens[word]):  # past this word and its joining space
+            offset -= len(doc_tokens[word]) + 1
+            word += 1
+        return word_start[word] + offset
+
+    return locate(begin), locate(finish - 1) + 1
+
+
+def export_from_flags(flag_values, files):
+    """export_model.py --format=squad: a run_squad model, with its windows and post-processing
+    settings."""
+    model = provenance.load_fine_tuned(
+        BertSpanLabeler(files.config, **provenance.recorded_model_options(flag_values.checkpoint)),
+        flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
+    options = PostprocessOptions(
+        n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
+        do_lower_case=flag_values.do_lower_case,
+        version_2_with_negative=flag_values.version_2_with_negative,
+        null_score_diff_threshold=flag_values.null_score_diff_threshold)
+    export_squad(provenance.serving_precision(flag_values, model), files.vocab_file,
+                 flag_values.do_lower_case, flag_values.max_seq_length,
+                 128 if flag_values.doc_stride is None else flag_values.doc_stride,
+                 flag_values.max_query_length, options, flag_values.export_dir)
