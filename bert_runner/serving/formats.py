@@ -1,24 +1,11 @@
 """The machinery's own serving formats, declared (`registry.ServingFormat`): the embedding (any
-checkpoint's encoder, pooled), the Hugging Face layout, LiteRT and ONNX. Each export is imported
-when it runs; this module loads no TensorFlow, so that export_model.py lists the formats before
-it parses its flags.
+checkpoint's encoder, pooled), the Hugging Face layout, LiteRT and ONNX; each export is imported
+when it runs (`registry.deferred`).
 """
 from bert_runner.serving import registry
 
 # LiteRT's precisions (`litert.convert`).
 QUANTIZATIONS = ("float32", "float16", "dynamic_int8", "int8")
-
-
-def _embedding(flag_values, files):
-    from bert_runner.serving import embedding
-
-    embedding.export_from_flags(flag_values, files)
-
-
-def _embedding_convertible(flag_values, files):
-    from bert_runner.serving import embedding
-
-    return embedding.convertible_from_flags(flag_values, files)
 
 
 def _embedding_answers(call, rows, metadata):
@@ -45,23 +32,12 @@ def _huggingface(flag_values, files):
     logging.info("Wrote the encoder in Hugging Face's layout to %s", flag_values.export_dir)
 
 
-def _litert(flag_values, files):
-    from bert_runner.serving import litert
-
-    litert.export_from_flags(flag_values, files)
-
-
-def _onnx(flag_values, files):
-    from bert_runner.serving import onnx
-
-    onnx.export_from_flags(flag_values, files)
-
-
 EMBEDDING = registry.register(registry.ServingFormat(
     name="embedding",
     help="raw text -> one vector per text, by --pooling and --normalize (SavedModel)",
-    export=_embedding, fields=(1, 1, "text"), answer=_embedding_answers,
-    describe=_describe_embedding, convertible=_embedding_convertible))
+    export=registry.deferred("bert_runner.serving.embedding", "export_from_flags"),
+    fields=(1, 1, "text"), answer=_embedding_answers, describe=_describe_embedding,
+    convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_flags")))
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
     help="the encoder as config.json, model.safetensors and vocab.txt, for transformers' "
@@ -72,9 +48,9 @@ LITERT = registry.register(registry.ServingFormat(
     name="litert",
     help="raw text -> a classifier's probabilities (--task_name) or a vector (--pooling) in one "
          ".tflite, tokenizer inside (--quantization)",
-    export=_litert))
+    export=registry.deferred("bert_runner.serving.litert", "export_from_flags")))
 ONNX = registry.register(registry.ServingFormat(
     name="onnx",
     help="token ids -> a classifier's probabilities or a vector, as model.onnx beside vocab.txt "
          "(requirements-onnx.txt)",
-    export=_onnx))
+    export=registry.deferred("bert_runner.serving.onnx", "export_from_flags")))

@@ -14,6 +14,7 @@ Nothing in this package imports a task: the scripts (export_model.py, predict.py
 tasks' declarations before they look a format up.
 """
 import dataclasses
+import importlib
 from typing import Callable, Optional, Tuple
 
 _FORMATS = {}
@@ -114,3 +115,14 @@ def of_script_task(recorded_task):
     or None (a pre-training run)."""
     kind = recorded_task.partition("/")[0]
     return next((f for f in _FORMATS.values() if f.script and f.name == kind), None)
+
+
+def deferred(module, function):
+    """`module.function`, imported when first called: a declaration's export or conversion,
+    whose module builds TensorFlow graphs, loads TensorFlow only when it runs."""
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    call.__name__ = f"{module}.{function}"
+    return call

@@ -1,23 +1,9 @@
-"""run_classifier.py's serving declaration (`registry.ServingFormat`): what export_model.py
---format=classifier exports and how predict.py answers with it. The raw-text graph and the export are
-in `raw_text`, beside the Python code they mirror; this module loads no TensorFlow, so that
-export_model.py lists the formats before it parses its flags.
-"""
+"""run_classifier's format: a classifier's probabilities for raw text or text pairs (single-label,
+regression or multi-label; truncated or windowed), as export_model.py --format=classifier writes it
+and predict.py answers with it. Its graph: `raw_text`."""
 from bert_runner.serving import registry
 
 FORMAT_NAME = "classifier"
-
-
-def _export(flag_values, files):
-    from bert_tasks.classifier import raw_text
-
-    raw_text.export_from_flags(flag_values, files)
-
-
-def _convertible(flag_values, files):
-    from bert_tasks.classifier import raw_text
-
-    return raw_text.convertible_from_flags(flag_values, files)
 
 
 def _answer_rows(call, rows, metadata):
@@ -51,9 +37,11 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="raw text -> a run_classifier model's probabilities (SavedModel)",
-    export=_export, script="run_classifier.py", head="classifier",
+    export=registry.deferred("bert_tasks.classifier.raw_text", "export_from_flags"),
+    script="run_classifier.py", head="classifier",
     # MNLI's model is evaluated on its mismatched set and on AX too.
     model_families=(frozenset({"mnli", "mnli-mm", "ax"}),),
     fields=(1, 2, "text or text_a<TAB>text_b"), answer=_answer_rows, describe=_describe,
     # A classifier answers single texts and pairs through two signatures: both are warmed up.
-    warm_up_fields=(1, 2), convertible=_convertible))
+    warm_up_fields=(1, 2),
+    convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags")))

@@ -1,17 +1,8 @@
-"""run_ner.py's serving declaration (`registry.ServingFormat`): what export_model.py
---format=ner exports and how predict.py answers with it. The raw-text graph and the export are
-in `raw_text`, beside the Python code they mirror; this module loads no TensorFlow, so that
-export_model.py lists the formats before it parses its flags.
-"""
+"""run_ner's format: text in, its entities with their types and character offsets out. Its
+graph: `raw_text`."""
 from bert_runner.serving import registry
 
 FORMAT_NAME = "ner"
-
-
-def _export(flag_values, files):
-    from bert_tasks.ner import raw_text
-
-    raw_text.export_from_flags(flag_values, files)
 
 
 def _answer_rows(call, rows, metadata):
@@ -35,6 +26,7 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="text -> a run_ner model's entities with character offsets",
-    export=_export, script="run_ner.py", head="token classifier",
+    export=registry.deferred("bert_tasks.ner.raw_text", "export_from_flags"),
+    script="run_ner.py", head="token classifier",
     fields=(1, 1, "text"), answer=_answer_rows, describe=_describe,
     signatures=("serving_default",)))

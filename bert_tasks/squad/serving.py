@@ -1,17 +1,8 @@
-"""run_squad.py's serving declaration (`registry.ServingFormat`): what export_model.py
---format=squad exports and how predict.py answers with it. The raw-text graph and the export are
-in `raw_text`, beside the Python code they mirror; this module loads no TensorFlow, so that
-export_model.py lists the formats before it parses its flags.
-"""
+"""run_squad's format: a question and its context in, run_squad's answer out (predict.py runs the
+post-processing on the exported windows' logits). Its graph: `raw_text`."""
 from bert_runner.serving import registry
 
 FORMAT_NAME = "squad"
-
-
-def _export(flag_values, files):
-    from bert_tasks.squad import raw_text
-
-    raw_text.export_from_flags(flag_values, files)
 
 
 def _answer_rows(call, rows, metadata):
@@ -32,6 +23,7 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="question and context -> run_squad's windows' logits, answered by predict.py",
-    export=_export, script="run_squad.py", head="SQuAD span",
+    export=registry.deferred("bert_tasks.squad.raw_text", "export_from_flags"),
+    script="run_squad.py", head="SQuAD span",
     fields=(2, 2, "question<TAB>context"), answer=_answer_rows, describe=_describe,
     signatures=("serving_default",)))

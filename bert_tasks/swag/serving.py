@@ -1,19 +1,10 @@
-"""run_swag.py's serving declaration (`registry.ServingFormat`): what export_model.py
---format=swag exports and how predict.py answers with it. The raw-text graph and the export are
-in `raw_text`, beside the Python code they mirror; this module loads no TensorFlow, so that
-export_model.py lists the formats before it parses its flags.
-"""
+"""run_swag's format: a context and its candidate endings in, the endings' probabilities out. Its
+graph: `raw_text`."""
 import numpy as np
 
 from bert_runner.serving import registry
 
 FORMAT_NAME = "swag"
-
-
-def _export(flag_values, files):
-    from bert_tasks.swag import raw_text
-
-    raw_text.export_from_flags(flag_values, files)
 
 
 def _check_rows(rows):
@@ -37,6 +28,7 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="context and endings -> a run_swag model's probabilities",
-    export=_export, script="run_swag.py", head="multiple-choice",
+    export=registry.deferred("bert_tasks.swag.raw_text", "export_from_flags"),
+    script="run_swag.py", head="multiple-choice",
     fields=(2, None, "context<TAB>ending<TAB>ending..."), answer=_answer_rows, describe=_describe,
     check_rows=_check_rows, signatures=("serving_default",)))
