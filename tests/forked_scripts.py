@@ -27,6 +27,7 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server
 # (Devices, thread pools and TF_CONFIG are read later, when the script first runs TensorFlow.)
 _IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
                 "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
+FORK_HELP_VARIABLE = "BERT_TESTS_FORK_HELP"
 _HANDLED = {"cwd", "env", "input", "capture_output", "stdout", "stderr", "text", "timeout", "check",
             "universal_newlines", "encoding"}
 _real_run = subprocess.run
@@ -105,13 +106,17 @@ def _forkable(args, kwargs, handled=_HANDLED):
         return False
     if not (str(args[1]).endswith(".py") or (args[1] in ("-c", "-m") and len(args) > 2)):
         return False
-    if any(str(arg).startswith(("--help", "-?")) for arg in args):
-        return False  # the help lists every defined flag, and TensorFlow's import defines some
+    env = kwargs.get("env") or os.environ
+    if (any(str(arg).startswith(("--help", "-?")) for arg in args)
+            and env.get(FORK_HELP_VARIABLE) != "1"):
+        # The help lists every defined flag, and TensorFlow's import defines some: forked only
+        # for a test that reads no flag list (FORK_HELP_VARIABLE=1 in its environment).
+        return False
     if kwargs.get("stdout") not in (None, subprocess.PIPE, subprocess.DEVNULL):
         return False
     if kwargs.get("stderr") not in (None, subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL):
         return False
-    return _server.can_run(kwargs.get("env") or os.environ)
+    return _server.can_run(env)
 
 
 def run(args, **kwargs):
