@@ -10,7 +10,9 @@ Killed and started again, it continues from the finished settings. `--print_comm
 each setting as a run_classifier.py command (one per line, for a job array), and the command
 again with `--select_only` then chooses among their finished runs, training nothing.
 """
-from absl import flags
+import time
+
+from absl import flags, logging
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import PAIR, at_least, ranged
@@ -37,6 +39,7 @@ protocol.define_protocol_flags(learning_rates=["5e-5", "4e-5", "3e-5", "2e-5"], 
 def main(_):
     from bert_runner.run_config import RunConfig
 
+    started = time.perf_counter()
     tasks = [task.lower() for task in FLAGS.tasks]
     glue.check_tasks(tasks, FLAGS.glue_dir)
     grid = protocol.grid_of_flags(FLAGS)
@@ -48,6 +51,7 @@ def main(_):
     _, text = glue.run_glue(tasks, FLAGS.glue_dir, FLAGS.max_seq_length, run,
                             select_only=FLAGS.select_only, **grid)
     print(text)
+    logging.info("run_glue.py done in %.1f s", time.perf_counter() - started)
 
 
 if __name__ == "__main__":

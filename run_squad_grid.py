@@ -10,7 +10,9 @@ threshold), and the chosen model's predictions (`experiments.squad_grid`).
 Killed and started again, it continues from the finished settings; `--print_commands` and
 `--select_only` spread the grid over machines (docs/run_glue.md).
 """
-from absl import flags
+import time
+
+from absl import flags, logging
 
 from bert_runner import cli, flags as run_flags
 from bert_tasks.squad import flags as squad_flags
@@ -38,6 +40,7 @@ def main(_):
     from bert_runner.run_config import RunConfig
     from experiments import squad_grid
 
+    started = time.perf_counter()
     files = squad_grid.SquadFiles(**{name: FLAGS[name].value for name in (
         "train_file", "predict_file", "version_2_with_negative", "max_seq_length", "doc_stride",
         "max_query_length", "n_best_size", "max_answer_length")})
@@ -49,6 +52,7 @@ def main(_):
         return
     _, text = squad_grid.run_squad_grid(files, run, select_only=FLAGS.select_only, **grid)
     print(text)
+    logging.info("run_squad_grid.py done in %.1f s", time.perf_counter() - started)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def _layer_indexes(text):
     return all(_LAYER_INDEX.fullmatch(part) for part in text.split(","))
 
 
-# The layout a sequence length must hold, for the messages of `sequence_length`.
+# The layouts a sequence length must hold, said in its range (`at_least(3, PAIR)`).
 PAIR = "[CLS] A [SEP] B [SEP]"
 PAIR_OF_SENTENCES = f"{PAIR} with at least one token each in A and B"
 ONE_WORD = "[CLS] word [SEP]"
@@ -149,8 +149,8 @@ class CrossRule:
 class ModeRule:
     """Flags that act only in one mode of a script (`mode_flags`' values, `active(*values)`):
     given on the command line outside it, each is refused, as it would silently do nothing.
-    `mode` says the mode ("with --pooling"), `why` what runs without it; `help` is appended to
-    the help of each flag of `flag_names`."""
+    `mode` says the mode ("with --pooling"), `why` what runs without it; "only <mode>" is
+    appended to the help of each flag of `flag_names`."""
 
     flag_names: Tuple[str, ...]
     mode_flags: Tuple[str, ...]

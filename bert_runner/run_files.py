@@ -15,7 +15,7 @@ import re
 
 import tensorflow as tf
 
-from bert_runner.results import write_text_atomic
+from bert_runner.results import EVAL_REPORT, write_text_atomic
 
 RUN_RECORD = "run.json"
 LABEL_LIST_FILE = "label_list.txt"
@@ -60,6 +60,12 @@ def read_json_object(path):
         raise ValueError(f"{path} is not a JSON object: restore it, or move the checkpoints "
                          "beside it away")
     return value
+
+
+def read_eval_report(output_dir):
+    """The eval_report.json the driver wrote in `output_dir` (`results.write_eval_report`:
+    `{"metrics": {name: number}, "baselines": {name: text}}`), or None before any evaluation."""
+    return read_json_object(os.path.join(output_dir, EVAL_REPORT))
 
 
 def output_dir_record(output_dir):

@@ -32,10 +32,10 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results
+from bert_runner import results, run_files
 from experiments import protocol
 
-# The GLUE tasks in the paper's Table 1 order, WNLI last; `TASKS` are the ones fine-tuned.
+# The GLUE tasks in the paper's Table 1 order, WNLI last; `TRAINED` are the ones fine-tuned.
 GLUE = ("mnli", "qqp", "qnli", "sst-2", "cola", "sts-b", "mrpc", "rte", "wnli")
 TRAINED = tuple(task for task in GLUE if task != "wnli")
 # The folder of each task under the GLUE download (download_glue_data.py's names).
@@ -99,26 +99,14 @@ def command(setting, run, glue_dir, max_seq_length):
         not_passed=("do_predict",))
 
 
-def read_report(directory):
-    """The dev report (eval_report.json) of a finished setting, or None."""
-    return protocol.read_json(os.path.join(directory, results.EVAL_REPORT))
-
-
-def fine_tune(setting, run, glue_dir, max_seq_length):
-    """Trains and evaluates `setting` unless it is finished; its eval report."""
+def fine_tune(setting, directory, run, glue_dir, max_seq_length):
+    """Trains `setting` into `directory` and evaluates it on the dev set (its eval_report.json)."""
     from bert_runner import driver
     from bert_tasks.classifier.task import make_task
 
-    directory = setting.output_dir(run.output_dir)
-    report = read_report(directory)
-    if report is not None:
-        logging.info("%s/%s: finished before (%s)", setting.task, setting.name, directory)
-        return report
-    logging.info("%s/%s: fine-tuning into %s", setting.task, setting.name, directory)
     config = dataclasses.replace(setting.run(run), output_dir=directory, do_train=True,
                                  do_eval=True, do_predict=False)
     driver.run(make_task(setting.task, max_seq_length, data_dir(glue_dir, setting.task)), config)
-    return read_report(directory)
 
 
 def value_of(report, metric):
@@ -136,34 +124,41 @@ def predict(choice, run, glue_dir, max_seq_length):
     checkpoint = tf.train.latest_checkpoint(chosen)
     base = dataclasses.replace(choice.setting.run(run), do_train=False, do_eval=False,
                                do_predict=True)
-    jobs = [(choice.task, chosen, None)]
-    if choice.task == "mnli":
-        jobs.append(("mnli-mm", os.path.join(run.output_dir, "mnli", "predict_mnli-mm"),
-                     checkpoint))
-        if data_dir(glue_dir, "ax") is None:
-            logging.warning("--glue_dir=%s has no diagnostic/ (or AX/) folder: AX.tsv is not "
-                            "written", glue_dir)
-        else:
-            jobs.append(("ax", os.path.join(run.output_dir, "mnli", "predict_ax"), checkpoint))
     written = []
-    for task, directory, init in jobs:
-        folder = data_dir(glue_dir, "mnli" if task == "mnli-mm" else task)
-        task_model = make_task(task, max_seq_length, folder)
+    for task in predicted_tasks(choice.task, glue_dir):
+        # The chosen run predicts its own test set in its folder; MNLI's model the others apart.
+        directory, init = chosen, run.init_checkpoint
+        if task != choice.task:
+            directory = os.path.join(run.output_dir, choice.task, f"predict_{task}")
+            init = checkpoint
+        task_model = make_task(task, max_seq_length,
+                               data_dir(glue_dir, "mnli" if task == "mnli-mm" else task))
         driver.run(task_model, dataclasses.replace(base, output_dir=directory,
-                                                   init_checkpoint=init or run.init_checkpoint))
+                                                   init_checkpoint=init))
         name = task_model.processor.submission_name + ".tsv"
         written.append(protocol.copy_to(os.path.join(directory, name),
                                         os.path.join(run.output_dir, SUBMISSION)))
     return written
 
 
+def predicted_tasks(task, glue_dir):
+    """The test sets the chosen model of `task` predicts: its own; MNLI's also MNLI-mm's and AX
+    (when --glue_dir has its folder)."""
+    if task != "mnli":
+        return [task]
+    if data_dir(glue_dir, "ax") is None:
+        logging.warning("--glue_dir=%s has no diagnostic/ (or AX/) folder: AX.tsv is not written",
+                        glue_dir)
+        return ["mnli", "mnli-mm"]
+    return ["mnli", "mnli-mm", "ax"]
+
+
 def submission_names(task, glue_dir):
     """The GLUE files the chosen model of `task` writes."""
     from bert_tasks.classifier import processors
 
-    if task != "mnli":
-        return [processors.get_processor(task).submission_name + ".tsv"]
-    return ["MNLI-m.tsv", "MNLI-mm.tsv"] + (["AX.tsv"] if data_dir(glue_dir, "ax") else [])
+    return [processors.get_processor(name).submission_name + ".tsv"
+            for name in predicted_tasks(task, glue_dir)]
 
 
 def predict_wnli_majority(run, glue_dir):
@@ -220,11 +215,12 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
     check_tasks(tasks, glue_dir)
     settings = grid(tasks, learning_rates, epochs, batch_sizes, restarts)
     reports = protocol.reports(
-        settings, select_only, lambda setting: read_report(setting.output_dir(run.output_dir)),
-        lambda setting: fine_tune(setting, run, glue_dir, max_seq_length))
+        settings, select_only, run_files.read_eval_report,
+        lambda setting, directory: fine_tune(setting, directory, run, glue_dir, max_seq_length),
+        run.output_dir)
     choices = protocol.choose(settings, reports, metric_of, value_of)
     submission = os.path.join(run.output_dir, SUBMISSION)
-    chosen = protocol.read_json(os.path.join(submission, CHOSEN)) or {}
+    chosen = run_files.read_json_object(os.path.join(submission, CHOSEN)) or {}
     for choice in choices.values():
         if choice.setting is None:
             logging.warning("%s: no setting has finished: nothing to choose or predict",

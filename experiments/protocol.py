@@ -7,7 +7,6 @@ A setting is finished when its report (the dev scores its run wrote) exists: the
 skips it, and a setting killed halfway resumes from its newest checkpoint (the driver's resume).
 """
 import dataclasses
-import json
 import os
 import shlex
 from typing import Optional
@@ -57,8 +56,7 @@ def command(script, setting, run, args, not_passed=()):
     """`setting` as a command line of `script` (str): `args` ({flag: value}, the task's and the
     setting's), then every field of `run` (a `RunConfig`) that differs from its default (model
     files, precision, distribution, ...) and is not in `not_passed`."""
-    args = {**args, "max_seq_length": args.get("max_seq_length"),
-            "train_batch_size": setting.train_batch_size,
+    args = {**args, "train_batch_size": setting.train_batch_size,
             "learning_rate": f"{setting.learning_rate:g}",
             "num_train_epochs": f"{setting.num_train_epochs:g}",
             "random_seed": setting.seed(run.random_seed),
@@ -71,25 +69,24 @@ def command(script, setting, run, args, not_passed=()):
         shlex.quote(f"--{name}={value}") for name, value in args.items() if value is not None)
 
 
-def reports(settings, select_only, read_report, fine_tune):
-    """{setting: its report}: read (None: not finished) with `select_only`, else each setting
-    fine-tuned unless finished (`fine_tune(setting)` returns its report)."""
+def reports(settings, select_only, read_report, fine_tune, output_dir):
+    """{setting: its report (`read_report(setting's folder)`, None: not finished)}. Without
+    `select_only` each setting not finished is fine-tuned first (`fine_tune(setting, folder)`);
+    a finished one is not run again."""
     found = {}
     for number, setting in enumerate(settings, 1):
+        directory = setting.output_dir(output_dir)
+        found[setting] = read_report(directory)
         if select_only:
-            found[setting] = read_report(setting)
-        else:
-            logging.info("Setting %d of %d", number, len(settings))
-            found[setting] = fine_tune(setting)
+            continue
+        if found[setting] is not None:
+            logging.info("%s/%s: finished before (%s)", setting.task, setting.name, directory)
+            continue
+        logging.info("Setting %d of %d: %s/%s, fine-tuning into %s", number, len(settings),
+                     setting.task, setting.name, directory)
+        fine_tune(setting, directory)
+        found[setting] = read_report(directory)
     return found
-
-
-def read_json(path):
-    """The JSON object at `path`, or None when there is no file (a setting not finished)."""
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results
+from bert_runner import results, run_files
 from experiments import protocol
 
 TASK = "squad"
@@ -70,23 +70,17 @@ def command(setting, run, files):
 
 
 def read_report(directory):
-    return protocol.read_json(os.path.join(directory, REPORT))
+    """The official scores of a finished setting (its eval_results.json), or None."""
+    return run_files.read_json_object(os.path.join(directory, REPORT))
 
 
-def fine_tune(setting, run, files):
-    """Trains, predicts and scores `setting` unless it is finished; its scores."""
+def fine_tune(setting, directory, run, files):
+    """Trains `setting` into `directory`, predicts the dev set and scores it."""
     from bert_runner import driver
 
-    directory = setting.output_dir(run.output_dir)
-    report = read_report(directory)
-    if report is not None:
-        logging.info("squad/%s: finished before (%s)", setting.name, directory)
-        return report
-    logging.info("squad/%s: fine-tuning into %s", setting.name, directory)
     driver.run(files.task(run.do_lower_case),
                dataclasses.replace(setting.run(run), output_dir=directory, do_train=True,
                                    do_predict=True))
-    return read_report(directory)
 
 
 def predict(choice, run, files):
@@ -130,8 +124,8 @@ def run_squad_grid(files, run, learning_rates, epochs, batch_sizes, restarts,
     table's text)."""
     settings = protocol.grid([TASK], learning_rates, epochs, batch_sizes, restarts)
     reports = protocol.reports(
-        settings, select_only, lambda setting: read_report(setting.output_dir(run.output_dir)),
-        lambda setting: fine_tune(setting, run, files))
+        settings, select_only, read_report,
+        lambda setting, directory: fine_tune(setting, directory, run, files), run.output_dir)
     choice = protocol.choose(settings, reports, lambda task: metric(files),
                              lambda report, name: report[name])[TASK]
     if choice.setting is None:

@@ -591,3 +591,16 @@ def test_a_checkpoint_of_another_script_is_refused(tmp_path):
     (run / "run.json").unlink()
     with pytest.raises(ValueError, match=re.escape(message("export-no-head"))):
         provenance.load_fine_tuned(BertMultipleChoice(tiny_config()), prefix, "swag")
+
+
+def test_the_formats_are_declared_without_tensorflow(monkeypatch):
+    """export_model.py lists every format (its --format) from declarations that load no
+    TensorFlow, so that a bad flag is refused before TensorFlow is imported."""
+    monkeypatch.setenv("BERT_TESTS_FORK", "0")  # a fresh interpreter, not a fork of one that has it
+    code = "import sys, export_model; print(export_model.FORMATS, 'tensorflow' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("] ") == [
+        "['classifier', 'embedding', 'huggingface', 'litert', 'ner', 'onnx', 'squad', 'swag'",
+        "False\n"]

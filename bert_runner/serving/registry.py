@@ -113,8 +113,8 @@ def get(name):
 def of_script_task(recorded_task):
     """The `ServingFormat` exporting the models of a run.json `task` ("classifier/mrpc", "ner"),
     or None (a pre-training run)."""
-    kind = recorded_task.partition("/")[0]
-    return next((f for f in _FORMATS.values() if f.script and f.name == kind), None)
+    found = _FORMATS.get(recorded_task.partition("/")[0])
+    return found if found is not None and found.script else None
 
 
 def deferred(module, function):

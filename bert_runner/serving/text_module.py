@@ -53,14 +53,15 @@ class ModelExport(tf.Module):
         # variables uninitialised. The tokenizer holds constants only: tracking it would just
         # save its own tf.functions beside the signatures.
         self._parts = _Untracked(model=model, tokenizer=tokenizer)
+        encoder = getattr(model, "bert", model)
         # A served call holds few rows: pad its real-row block to a small power of two.
-        getattr(model, "bert", model).small_row_blocks = True
+        encoder.small_row_blocks = True
+        # One row a call (LiteRT): the padded grid, no data-dependent row count.
+        encoder.static_shapes = rows_per_call == 1
         self.model_weights = [weight.value for weight in model.weights]
         self.max_seq_length = max_seq_length
         self.width = width
         self.rows_per_call = rows_per_call
-        if rows_per_call == 1:
-            getattr(model, "bert", model).static_shapes = True
 
     def metadata(self):
         """The JSON-able description written to export.json (subclasses add their settings)."""
