@@ -48,10 +48,12 @@ _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_pr
 
 @dataclasses.dataclass
 class RunResult:
-    """What `run_task` did: the trainer (its `.model` holds the weights), the eval_results
-    values, and what the task's `write_predictions` returned."""
+    """What `run_task` did: the trainer (its `.model` holds the weights), the run's settings
+    (model files resolved), the eval_results values, and what the task's `write_predictions`
+    returned."""
 
     trainer: Trainer
+    run: object = None
     eval_results: Optional[dict] = None
     predictions: object = None
 
@@ -230,13 +232,37 @@ def train(trainer, task, run, config, split, num_train_steps):
         logging.info("Wrote original-layout checkpoint %s", prefix)
 
 
-def evaluate(trainer, task, run, split):
+def evaluate_start(trainer, task, run, split):
+    """The starting model's metrics on `split`, before the first training step (`--init_checkpoint`
+    loaded), kept in output_dir/eval_start.json so that a resumed run prints them too; None for a
+    run resumed from checkpoints written without them."""
+    path = os.path.join(run.output_dir, results.START_REPORT)
+    report = run_files.read_json_object(path)
+    if report is not None:
+        return report["metrics"]
+    if tf.train.latest_checkpoint(run.output_dir):
+        return None
+    _log_split("evaluation of the starting model", split)
+    trainer.restore(_init_from_checkpoint(trainer, run))
+    outputs = collect(_batches(trainer, task, split, run))
+    metrics = {name: float(value) for name, value in task.evaluate(outputs, 0).items()}
+    if trainer.chief:
+        results.write_eval_report(run.output_dir, metrics, task.baselines(outputs),
+                                  name=results.START_REPORT)
+    return metrics
+
+
+def evaluate(trainer, task, run, split, start=None):
     """eval_results.txt of `split`, and eval_report.json (the metrics as numbers beside the
-    task's baselines); logs each metric beside its baseline."""
+    task's baselines, and beside the starting model's `start` metrics where given); logs each
+    metric beside its baseline."""
     _log_split("evaluation", split)
     outputs = collect(_batches(trainer, task, split, run))
     metrics = task.evaluate(outputs, trainer.step)
     baselines = task.baselines(outputs)
+    if start:
+        baselines = {name: "starting model %.4f; %s" % (start[name], text) if name in start
+                     else text for name, text in baselines.items()}
     for name, text in baselines.items():
         logging.info("  %s = %s (baseline: %s)", name, metrics.get(name), text)
     if trainer.chief:
@@ -259,13 +285,16 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
     distribution.set_precision(run.mixed_precision)
     strategy = strategy or get_strategy(run)
     trainer = build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps)
+    start = None
+    if train_split is not None and eval_split is not None and task.compare_with_start:
+        start = evaluate_start(trainer, task, run, eval_split)
     if train_split is not None:
         train(trainer, task, run, config, train_split, num_train_steps)
     else:
         trainer.restore(_init_from_checkpoint(trainer, run))
-    result = RunResult(trainer)
+    result = RunResult(trainer, run)
     if eval_split is not None:
-        result.eval_results = evaluate(trainer, task, run, eval_split)
+        result.eval_results = evaluate(trainer, task, run, eval_split, start)
     if predict_split is not None:
         _log_split("prediction", predict_split)
         result.predictions = task.write_predictions(

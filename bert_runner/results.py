@@ -69,13 +69,15 @@ def write_text_atomic(path, text):
 # Beside eval_results.txt: the same metrics as JSON numbers with the baseline text of each that
 # has one, for programs (the demo, the experiments) instead of the log.
 EVAL_REPORT = "eval_report.json"
+# The same of the starting model, before any training step (`Task.compare_with_start`).
+START_REPORT = "eval_start.json"
 
 
-def write_eval_report(output_dir, metrics, baselines):
+def write_eval_report(output_dir, metrics, baselines, name=EVAL_REPORT):
     """output_dir/eval_report.json: `{"metrics": {name: number}, "baselines": {name: text}}`."""
-    record = {"metrics": {name: float(value) for name, value in sorted(metrics.items())},
+    record = {"metrics": {key: float(value) for key, value in sorted(metrics.items())},
               "baselines": dict(sorted(baselines.items()))}
-    write_text_atomic(os.path.join(output_dir, EVAL_REPORT), json.dumps(record, indent=2) + "\n")
+    write_text_atomic(os.path.join(output_dir, name), json.dumps(record, indent=2) + "\n")
 
 
 def write_eval_results(path, results):

@@ -26,6 +26,9 @@ The data side (`examples` are whatever the task's reader returns, usually a list
                                             with feature_spec)
     training_steps(run, examples, num_records)   (num_train_steps, num_warmup_steps)
     eval_batches                            None, or batches to evaluate on repeated records
+    compare_with_start                      True: a training run also evaluates the starting
+                                            model (before its first step) and prints its
+                                            metrics beside the trained model's
 
 The model side (`features` are the decoded TFRecord batch: a dict of int32 / float32 tensors
 `[B, ...]`, one replica's share; packed training rows, `--max_sequences_per_row`, add
@@ -63,6 +66,7 @@ class Task:
     max_seq_length = None
     splits = STANDARD_SPLITS
     eval_batches = None
+    compare_with_start = False
     # --bilstm_on_top, set by the driver: `build_model` passes it to the task model.
     bilstm_on_top = False
     # --init_checkpoint, set by the driver: a task that records its labels checks them against

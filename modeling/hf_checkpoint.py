@@ -255,12 +255,16 @@ def load_hf_checkpoint(model, weights_path, strict=True):
                           tensors.__getitem__, os.fspath(weights_path), strict)
 
 
-def save_hf_model(model, directory, vocab_file, do_lower_case):
+def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
     """Writes the encoder of `model` (a `BertModel` or task model) as a Hugging Face BERT
     directory that `transformers.BertModel.from_pretrained(directory)` loads: `config.json`,
     `model.safetensors` (float32, names without the `bert.` prefix, as `BertModel` saves them),
     `vocab.txt` and `tokenizer_config.json` (the casing). The directory must not exist; it is
     written under a temporary name and renamed. Returns `directory`.
+
+    `sentence_embedding`: None, or `(pooling, normalize, max_seq_length)` to also write the files
+    with which `sentence_transformers.SentenceTransformer(directory)` computes the vectors of
+    `modeling.pooling.pool` (`sentence_transformer_files`).
     """
     from modeling.checkpoint_names import encoder_variable_map
     from modeling.tf1_checkpoint import encoder_of
@@ -286,7 +290,43 @@ def save_hf_model(model, directory, vocab_file, do_lower_case):
                        "model_max_length": encoder.config.max_position_embeddings}, f, indent=2)
             f.write("\n")
         shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        if sentence_embedding is not None:
+            files = sentence_transformer_files(encoder.config.hidden_size, *sentence_embedding)
+            for name, value in files.items():
+                os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
+                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                    json.dump(value, f, indent=2)
+                    f.write("\n")
+            if sentence_embedding[1]:
+                os.makedirs(os.path.join(tmp, NORMALIZE_FOLDER))
         os.replace(tmp, directory)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
+
+
+NORMALIZE_FOLDER = "2_Normalize"
+
+
+def sentence_transformer_files(hidden_size, pooling, normalize, max_seq_length):
+    """`{relative path: JSON value}` of sentence-transformers' modules over a BERT directory: the
+    transformer, `1_Pooling` ("cls", "mean" or "max", as `modeling.pooling.pool`) and with
+    `normalize` `2_Normalize` (it has no file of its own: `save_hf_model` makes its folder)."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": NORMALIZE_FOLDER,
+                        "type": "sentence_transformers.models.Normalize"})
+    files = {
+        "modules.json": modules,
+        # sentence-transformers' own lower-casing, on top of the tokenizer's: off.
+        "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
+        "1_Pooling/config.json": {
+            "word_embedding_dimension": hidden_size,
+            "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_max_tokens": pooling == "max",
+            "pooling_mode_mean_sqrt_len_tokens": False},
+    }
+    return files

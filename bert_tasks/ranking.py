@@ -1,0 +1,52 @@
+"""Ranking metrics of scored candidate lists, shared by the sentence-embedding retrieval
+evaluation and the reranker's: recall@k, MRR@10 and nDCG@10 with binary relevance, as
+sentence-transformers' InformationRetrievalEvaluator computes them (`ndcg` with log2 discounts,
+the ideal order putting every relevant candidate first).
+
+    metrics = ranking_metrics(scores, relevant)     # scores [Q, P]; relevant: Q sets of columns
+"""
+import numpy as np
+
+RECALL_AT = (1, 10)
+CUTOFF = 10
+
+
+def ranks_of_relevant(scores, relevant):
+    """For each query (a row of `scores`), the 1-based ranks of its relevant columns when the
+    row is sorted by descending score (ties: the lower column first, a stable order)."""
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    rows = np.arange(order.shape[0])[:, None]
+    ranks[rows, order] = np.arange(1, order.shape[1] + 1)[None, :]
+    return [np.sort(ranks[q, sorted(columns)]) for q, columns in enumerate(relevant)]
+
+
+def metrics_from_ranks(ranks):
+    """{recall_at_1, recall_at_10, mrr_at_10, ndcg_at_10} (float64 means over queries) from each
+    query's sorted ranks of its relevant candidates (`ranks_of_relevant`)."""
+    values = {f"recall_at_{k}": [] for k in RECALL_AT}
+    values.update(mrr_at_10=[], ndcg_at_10=[])
+    for query_ranks in ranks:
+        query_ranks = np.asarray(query_ranks)
+        for k in RECALL_AT:
+            values[f"recall_at_{k}"].append(np.mean(query_ranks <= k))
+        top = query_ranks[query_ranks <= CUTOFF]
+        values["mrr_at_10"].append(1.0 / top[0] if len(top) else 0.0)
+        ideal = np.sum(1.0 / np.log2(np.arange(2, min(len(query_ranks), CUTOFF) + 2)))
+        values["ndcg_at_10"].append(np.sum(1.0 / np.log2(top + 1)) / ideal)
+    return {name: float(np.mean(v)) for name, v in values.items()}
+
+
+def ranking_metrics(scores, relevant):
+    """The metrics of `scores` (float `[Q, P]`, higher is better) with `relevant` (Q non-empty
+    collections of column indices)."""
+    return metrics_from_ranks(ranks_of_relevant(scores, relevant))
+
+
+def chance_metrics(num_candidates, relevant_counts, seed=0, draws=20):
+    """The metrics of a random order (the mean over `draws` shuffles): the baseline beside them."""
+    rng = np.random.default_rng(seed)
+    relevant = [range(count) for count in relevant_counts]
+    draws_ = [ranking_metrics(rng.random((len(relevant), num_candidates)), relevant)
+              for _ in range(draws)]
+    return {name: float(np.mean([d[name] for d in draws_])) for name in draws_[0]}

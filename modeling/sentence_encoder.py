@@ -1,0 +1,92 @@
+"""`BertSentenceEncoder`: the encoder giving one vector per text (sentence embeddings), trained
+with in-batch negatives (`in_batch_negatives_loss`; run_sentence_embeddings.py).
+
+There is no head: the vector is the encoder's last layer pooled (`modeling.pooling.pool`: "cls",
+"mean" or "max", optionally L2-normalised), so the checkpoint holds the encoder's variables alone,
+under the names every other model's encoder has, and any script loads it as an encoder
+(extract_features.py --pooling, export_model.py --format=embedding).
+"""
+from keras import ops
+
+from modeling.pooling import POOLING_METHODS, pool
+from modeling.task_models import BertTaskModel
+
+_TEXT_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_type_ids")
+
+
+class BertSentenceEncoder(BertTaskModel):
+    """Encoder + pooling.
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids` int `[B, S]` or `[B, K, S]` (K texts per
+    example: a query, its positive and its hard negatives).
+    Returns: `embeddings` float32 `[B, H]` or `[B, K, H]`.
+    """
+
+    def __init__(self, config, pooling="mean", normalize=False, name="bert_sentence_encoder",
+                 **kwargs):
+        super().__init__(config, name, **kwargs)
+        if pooling not in POOLING_METHODS:
+            raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLING_METHODS)}")
+        self.pooling = pooling
+        self.normalize = normalize
+
+    def call(self, features, training=False):
+        ids = features["input_ids"]
+        texts = {name: ops.reshape(value, (-1, ops.shape(value)[-1]))
+                 for name, value in features.items() if name in _TEXT_FEATURES}
+        sequence = self.encode(texts, training=training, skip_padding=True)["sequence_output"]
+        vectors = pool(sequence, texts["input_mask"], self.pooling, self.normalize)
+        if len(ids.shape) == 3:
+            vectors = ops.reshape(vectors, (-1, ops.shape(ids)[1], ops.shape(vectors)[-1]))
+        return {"embeddings": vectors}
+
+    def get_config(self):
+        return {**self._config_dict(), "pooling": self.pooling, "normalize": self.normalize}
+
+    def tf1_head_variables(self):
+        return []
+
+
+def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symmetric=False,
+                            first=0, all_queries=None):
+    """The softmax cross-entropy of each query against every candidate of the batch, by scaled
+    cosine similarity (sentence-transformers' MultipleNegativesRankingLoss; van den Oord et al.'s
+    InfoNCE): query i's positive is positive `first + i`; every other positive (the other
+    queries') and every hard negative is a negative.
+
+    Under a distribution strategy `positives`, `negatives` and `all_queries` are every replica's
+    (gathered), `queries` this replica's, which are rows `first .. first + Q` of the gathered.
+
+    Args:
+      queries: float `[Q, H]`.
+      positives: float `[P, H]`, P >= Q.
+      negatives: float `[N, H]` (hard negatives, any count) or None.
+      scale: the inverse temperature multiplying the cosine similarities (20: sentence-transformers').
+      symmetric: also the loss of each positive choosing its query among all queries
+        (MultipleNegativesSymmetricRankingLoss); the two are averaged.
+      first: int (or int tensor), the row of this replica's first query among the gathered.
+      all_queries: float `[P, H]`, the gathered queries (symmetric only; default `queries`).
+    Returns:
+      (scalar float32 loss, per-query loss float32 `[Q]`).
+    """
+    q = _unit(queries)
+    p = _unit(positives)
+    candidates = p if negatives is None else ops.concatenate([p, _unit(negatives)], axis=0)
+    labels = first + ops.arange(ops.shape(q)[0])
+    per_query = _cross_entropy(scale * ops.matmul(q, ops.transpose(candidates)), labels)
+    if symmetric:
+        mine = ops.take(p, labels, axis=0)
+        everyone = q if all_queries is None else _unit(all_queries)
+        backward = _cross_entropy(scale * ops.matmul(mine, ops.transpose(everyone)), labels)
+        per_query = (per_query + backward) / 2.0
+    return ops.mean(per_query), per_query
+
+
+def _unit(x):
+    x = ops.cast(x, "float32")
+    return x / ops.maximum(ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True)), 1e-12)
+
+
+def _cross_entropy(logits, labels):
+    log_probs = ops.log_softmax(logits, axis=-1)
+    return -ops.squeeze(ops.take_along_axis(log_probs, labels[:, None], axis=-1), -1)
