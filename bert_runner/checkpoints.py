@@ -21,8 +21,8 @@ import re
 import tensorflow as tf
 from absl import logging
 
-from modeling import hf_checkpoint, tf1_checkpoint
-from bert_runner import startup
+from modeling import hf_checkpoint, lora, tf1_checkpoint
+from bert_runner import adapters, startup
 
 
 class ModelVariables(tf.Module):
@@ -66,7 +66,16 @@ class _Source:
     encoder_names: list
 
 
-def _source(model, path, flag):
+def _source(model, path, flag, lora_adapters=None):
+    """The checkpoint `path` as `model` loads it, with the adapters file `lora_adapters` (a LoRA
+    run's, `bert_runner.adapters`) on top when given."""
+    source = _base_source(model, path, flag)
+    if lora_adapters:
+        source = adapters.overlay(source, model, lora_adapters)
+    return source
+
+
+def _base_source(model, path, flag):
     encoder = tf1_checkpoint.encoder_of(model)
     startup.check_partial_directory(path, flag)
     if startup.is_hf_directory(path):
@@ -83,10 +92,25 @@ def _source(model, path, flag):
         keys = {p: k for p, k in ((variable_path(k), k) for k in shapes)
                 if p is not None and "seed_generator" not in p}
         names = _model_paths(model)
-        encoder_names = list(_model_paths(encoder))
-    return _Source(prefix, names, {n: shapes[k] for n, k in keys.items()},
-                   lambda name: tf1_checkpoint.read_tensor(reader, prefix, keys[name], flag),
-                   encoder_names)
+        # A LoRA model's adapters are new in any checkpoint but its own run's.
+        encoder_names = [p for p in _model_paths(encoder) if not lora.is_adapter_path(p)]
+
+    def read(name):
+        return tf1_checkpoint.read_tensor(reader, prefix, keys[name], flag)
+
+    # A LoRA run's checkpoint into a model without adapters (an export, another task): its
+    # kernels load with the adapters merged in.
+    merges = lora.checkpoint_merges(keys, names)
+    adapter_paths = {path for adapter in merges.values() for path in adapter}
+
+    def get_tensor(name):
+        if name not in merges:
+            return read(name)
+        return lora.merged_value(read(name), *(read(path) for path in merges[name]))
+
+    return _Source(prefix, names,
+                   {n: shapes[k] for n, k in keys.items() if n not in adapter_paths},
+                   get_tensor, encoder_names)
 
 
 def identity_file(path, flag="--init_checkpoint"):
@@ -99,16 +123,17 @@ def identity_file(path, flag="--init_checkpoint"):
     return tf1_checkpoint.resolve_checkpoint_prefix(path, flag) + ".index"
 
 
-def load_checkpoint(model, path, strict, flag=None, config_file=None):
+def load_checkpoint(model, path, strict, flag=None, config_file=None, lora_adapters=None):
     """Loads `path` into `model`: an original-layout checkpoint by original variable name, one of
     ours by variable path (see the module docstring).
 
     strict=True: every variable on both sides, with its shape (e.g. a fine-tuned classifier to
     export); strict=False: see `initialize_from_checkpoint`. `flag` (the flag that named the
     checkpoint) and `config_file` (the model's bert_config.json) are named in the messages.
+    `lora_adapters`: a LoRA run's adapters file to load on top (`bert_runner.adapters`).
     Returns the `tf1_checkpoint.LoadReport`.
     """
-    source = _source(model, path, flag)
+    source = _source(model, path, flag, lora_adapters)
     encoder = tf1_checkpoint.Encoder.of(model, source.encoder_names, config_file)
     return tf1_checkpoint.assign_checked(
         source.names, source.shapes, source.get_tensor,
@@ -116,7 +141,7 @@ def load_checkpoint(model, path, strict, flag=None, config_file=None):
 
 
 def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
-                               config_file=None):
+                               config_file=None, lora_adapters=None):
     """Loads `init_checkpoint` into `model`: the whole encoder, and the heads it has.
 
     Original-layout checkpoints (`bert_model.ckpt`) are matched by original variable name, ours by
@@ -128,10 +153,11 @@ def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
     checkpoint (`config_file`, named in the message; default: --bert_config_file), or a
     checkpoint of another model. `flag` is the flag that named the checkpoint.
     """
-    return load_checkpoint(model, init_checkpoint, False, flag, config_file)
+    return load_checkpoint(model, init_checkpoint, False, flag, config_file, lora_adapters)
 
 
-def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None):
+def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None,
+                          lora_adapters=None):
     """Checks, before any work, that `init_checkpoint` is readable and fits `model`.
 
     Reads every tensor the model would take (so a truncated or corrupt `.data` file is found now,
@@ -140,7 +166,7 @@ def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", conf
     (the config file, each mismatched variable, the missing encoder variables), and
     FileNotFoundError saying what is there when it is absent.
     """
-    source = _source(model, init_checkpoint, flag)
+    source = _source(model, init_checkpoint, flag, lora_adapters)
     named = tf1_checkpoint.describe_source(source.prefix, flag)
     mismatched = [f"  shape mismatch {name}: model {list(var.shape)}, checkpoint "
                   f"{list(source.shapes[name])}" for name, var in source.names.items()

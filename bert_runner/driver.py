@@ -31,11 +31,12 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from modeling import tf1_checkpoint
+from modeling import lora, tf1_checkpoint
 from modeling.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer
 from bert_runner import (
-    checkpoints, distribution, output_lock, results, run_files, seeds as seed_sweeps, startup)
+    adapters, checkpoints, distribution, output_lock, results, run_files, seeds as seed_sweeps,
+    startup)
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
@@ -43,7 +44,7 @@ from bert_runner.trainer import Trainer
 # Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
 _RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
              "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps",
-             "bilstm_on_top", "max_sequences_per_row")
+             "bilstm_on_top", "max_sequences_per_row", "lora_rank", "lora_alpha", "lora_targets")
 
 
 @dataclasses.dataclass
@@ -56,6 +57,10 @@ class RunResult:
     run: object = None
     eval_results: Optional[dict] = None
     predictions: object = None
+
+
+# The LoRA flags that shape a run's checkpoints, with their values in a run without LoRA.
+_LORA_DEFAULTS = (("lora_rank", 0), ("lora_alpha", None), ("lora_targets", "query_value"))
 
 
 class OutputDirError(ValueError):
@@ -84,7 +89,8 @@ def prepare(task, run, config):
         _check_recorded_model(recorded, run, config)
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
-                                          config_file=run.bert_config_file)
+                                          config_file=run.bert_config_file,
+                                          lora_adapters=run.lora_adapters)
         keras.backend.clear_session(free_memory=False)  # see run_task
 
 
@@ -100,6 +106,15 @@ def _check_recorded_model(recorded, run, config):
             f"--bilstm_on_top={str(run.bilstm_on_top).lower()} but --output_dir={run.output_dir} "
             f"holds a run with --bilstm_on_top={str(was).lower()} ({path}): pass "
             f"--bilstm_on_top={str(was).lower()}, or use another --output_dir")
+    was_lora = [recorded.get(name, default) for name, default in _LORA_DEFAULTS]
+    now_lora = [getattr(run, name) for name, _ in _LORA_DEFAULTS]
+    if was_lora != now_lora and (was_lora[0] or now_lora[0]):
+        given = " ".join(f"--{name}={value}" for (name, _), value in zip(_LORA_DEFAULTS, was_lora)
+                         if value is not None)
+        raise OutputDirError(
+            f"--output_dir={run.output_dir} holds a run with {given} ({path}), whose checkpoints "
+            f"hold {'adapters of that shape' if was_lora[0] else 'no adapters'}: pass the same "
+            "LoRA flags, or use another --output_dir")
     objective = recorded.get(OBJECTIVE_KEY)
     if objective is not None and objective != config.pretraining_objective:
         raise OutputDirError(
@@ -138,6 +153,11 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
     """
     with strategy.scope():
         model = task.build_model(config)
+        if run.lora_rank:
+            lora.enable_lora(model, run.lora_rank, run.lora_alpha, run.lora_targets)
+            trained, total = lora.trainable_count(model)
+            logging.info("LoRA rank %d on %s: %d of %d weights trained (%.2f%%)", run.lora_rank,
+                         run.lora_targets, trained, total, 100.0 * trained / total)
         model.bert.recompute = run.recompute_activations
         # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
         model.bert.static_shapes = run.static_shapes
@@ -204,7 +224,8 @@ def _init_from_checkpoint(trainer, run):
     if not run.init_checkpoint:
         return None
     return lambda: checkpoints.initialize_from_checkpoint(
-        trainer.model, run.init_checkpoint, config_file=run.bert_config_file)
+        trainer.model, run.init_checkpoint, config_file=run.bert_config_file,
+        lora_adapters=run.lora_adapters)
 
 
 def train(trainer, task, run, config, split, num_train_steps):
@@ -224,10 +245,17 @@ def train(trainer, task, run, config, split, num_train_steps):
             "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "
             "trained again. Use a new --output_dir to train again.", run.output_dir, trainer.step,
             num_train_steps)
+    if run.lora_rank and trainer.chief:
+        path = adapters.save(trainer.model, run.output_dir, {
+            "task": task.name, "rank": run.lora_rank, "alpha": run.lora_alpha,
+            "targets": run.lora_targets, "base": run.init_checkpoint})
+        logging.info("Wrote the LoRA adapters and the head (%.1f KB) to %s",
+                     os.path.getsize(path) / 1024, path)
     if run.save_tf1_checkpoint and trainer.chief:
-        prefix = tf1_checkpoint.save_tf1_checkpoint(
-            trainer.model, os.path.join(run.output_dir, "bert_model.ckpt"),
-            extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
+        with lora.merged(trainer.model):  # the adapters merged in (a no-op without LoRA)
+            prefix = tf1_checkpoint.save_tf1_checkpoint(
+                trainer.model, os.path.join(run.output_dir, "bert_model.ckpt"),
+                extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
         config.to_json_file(os.path.join(run.output_dir, "bert_config.json"))
         logging.info("Wrote original-layout checkpoint %s", prefix)
 
@@ -319,6 +347,9 @@ def run(task, run, seeds=None):
                                 task.max_seq_length)
     run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
     config = task.model_config(files.config)
+    lora.check_rank(run.lora_rank, config, run.bert_config_file)
+    if run.lora_adapters:
+        adapters.check_task(run.lora_adapters, task.name, run.init_checkpoint)
     tokenizer = None
     if run.vocab_file:
         tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,

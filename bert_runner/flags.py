@@ -4,7 +4,7 @@ import os
 from absl import flags
 
 from bert_runner.flag_ranges import (
-    TRAINING, CrossRule, above, at_least, cross, ranged, seed, within)
+    TRAINING, CrossRule, ModeRule, above, at_least, cross, mode, ranged, seed, within)
 
 
 _BERT_FLAG_HELP = {
@@ -60,12 +60,40 @@ def define_finetuning_flags(learning_rate=5e-5):
         "Proportion of training to perform linear learning rate warmup for. "
         "E.g., 0.1 = 10% of training."), within(0, 1).when(*TRAINING))
     define_checkpoint_flags()
+    define_lora_flags()
     flags.DEFINE_bool(
         "bilstm_on_top", False,
         "The paper's '+ BiLSTM' (Table 5): a randomly initialised bidirectional LSTM between the "
         "encoder and the output layer, trained with it; the layer reads its outputs (per token; "
         "the two final states in place of the pooled output). Made for left-to-right "
         "(--pretraining_objective=ltr) checkpoints, whose tokens see no right context.")
+
+
+def define_lora_flags():
+    """LoRA (`modeling.lora`): `--lora_rank`, `--lora_alpha`, `--lora_targets`, and
+    `--lora_adapters` to load a LoRA run's adapters onto its base checkpoint."""
+    ranged(flags.DEFINE_integer(
+        "lora_rank", 0,
+        "Fine-tune with LoRA: the encoder frozen, low-rank adapters of this rank beside its "
+        "dense kernels (--lora_targets) and the task's head trained; output_dir gets "
+        "lora_adapters.safetensors (the trained part alone), and every export and checkpoint "
+        "writer merges the adapters into the kernels. 0: fine-tune every weight (the original)."),
+        at_least(0))
+    ranged(flags.DEFINE_float(
+        "lora_alpha", None,
+        "The adapters' output is scaled by lora_alpha / lora_rank. Default: the rank (scale 1)."),
+        above(0))
+    flags.DEFINE_enum(
+        "lora_targets", "query_value", ["query_value", "all"],
+        "Which kernels of each encoder layer get adapters: query_value (the LoRA paper's choice) "
+        "or all (query, key, value, attention output, intermediate and output dense).")
+    mode(ModeRule(("lora_alpha", "lora_targets"), ("lora_rank",), lambda rank: bool(rank),
+                  "with --lora_rank", "without it every weight is fine-tuned"))
+    flags.DEFINE_string(
+        "lora_adapters", None,
+        "A LoRA run's lora_adapters.safetensors, loaded onto --init_checkpoint (the base model "
+        "it was trained from; another is refused): its head and its adapters merged into the "
+        "encoder's kernels, e.g. to evaluate or predict with it.")
 
 
 def define_checkpoint_flags():

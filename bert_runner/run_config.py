@@ -35,6 +35,10 @@ class RunConfig:
     keep_checkpoint_max: int = 5
     save_tf1_checkpoint: bool = False
     bilstm_on_top: bool = False
+    lora_rank: int = 0
+    lora_alpha: Optional[float] = None
+    lora_targets: str = "query_value"
+    lora_adapters: Optional[str] = None
     max_sequences_per_row: int = 1
     # Distribution and numerics.
     use_tpu: bool = False

@@ -141,7 +141,7 @@ def write_safetensors(path, tensors, metadata=None):
     if metadata:
         header["__metadata__"] = metadata
     for name, array in tensors.items():
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make a scalar [1])
         data = array.tobytes()
         header[name] = {"dtype": dtypes[array.dtype], "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(data)]}
@@ -155,6 +155,27 @@ def write_safetensors(path, tensors, metadata=None):
             f.write(blob)
 
 
+def _safetensors_header(path, data):
+    """(header dict, the bytes after it) of a `.safetensors` file's contents `data`."""
+    if len(data) < 8:
+        raise ValueError(f"{path}: too short to be a safetensors file")
+    (header_size,) = struct.unpack("<Q", data[:8])
+    try:
+        header = json.loads(data[8 : 8 + header_size])
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: corrupt safetensors header ({e})") from e
+    return header, data[8 + header_size :]
+
+
+def read_safetensors_metadata(path):
+    """The `__metadata__` (`{str: str}`) of a `.safetensors` file, {} without one."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+        header, _ = _safetensors_header(path, head + f.read(size))
+    return header.get("__metadata__", {})
+
+
 def read_safetensors(path):
     """`{name: np.ndarray}` from a `.safetensors` file (format: u64 header size, JSON, data)."""
     import ml_dtypes  # installed with keras; numpy has no bfloat16
@@ -166,14 +187,7 @@ def read_safetensors(path):
     }
     with open(path, "rb") as f:
         data = f.read()
-    if len(data) < 8:
-        raise ValueError(f"{path}: too short to be a safetensors file")
-    (header_size,) = struct.unpack("<Q", data[:8])
-    try:
-        header = json.loads(data[8 : 8 + header_size])
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: corrupt safetensors header ({e})") from e
-    body = data[8 + header_size :]
+    header, body = _safetensors_header(path, data)
     needed = max((info["data_offsets"][1] for name, info in header.items()
                   if name != "__metadata__"), default=0)
     if needed > len(body):

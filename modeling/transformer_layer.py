@@ -81,6 +81,8 @@ class TransformerLayer(keras.layers.Layer):
         self.attention_dropout = _seed_generator(attention_dropout_rate)
         self.attention_output_dropout = _seed_generator(hidden_dropout_rate)
         self.output_dropout = _seed_generator(hidden_dropout_rate)
+        # {kernel path: (lora_a, lora_b, lora_scale)}: `enable_lora`'s adapters (`modeling.lora`).
+        self._lora = {}
 
     def build(self, input_shape=None):
         h, i = self.hidden_size, self.intermediate_size
@@ -171,9 +173,45 @@ class TransformerLayer(keras.layers.Layer):
             bias=self.output_bias, fast=fast)
 
     def _matmul(self, x, kernel):
-        """`x @ kernel` in the compute dtype. The cast matters in the backward pass of
-        `recompute`, which runs outside the layer's autocast scope."""
-        return ops.matmul(x, ops.cast(kernel, self.compute_dtype))
+        """`x @ kernel` in the compute dtype, plus its LoRA adapter's `scale * (x @ A) @ B` where
+        it has one. The cast matters in the backward pass of `recompute`, which runs outside the
+        layer's autocast scope."""
+        y = ops.matmul(x, ops.cast(kernel, self.compute_dtype))
+        adapter = self._lora.get(kernel.path)
+        if adapter is None:
+            return y
+        a, b, scale = (ops.cast(v, self.compute_dtype) for v in adapter)
+        return y + scale * ops.matmul(ops.matmul(x, a), b)
+
+    def enable_lora(self, rank, scale, targets):
+        """Adds `lora_a [in, rank]`, `lora_b [rank, out]` and `lora_scale` (= `scale`) beside each
+        kernel of `targets` ("query", "key", "value", "attention_output", "intermediate",
+        "output"), under the kernel's own scope (`.../self/query/lora_a`); see `modeling.lora`."""
+        from modeling.lora import adapter_initializers
+
+        a_init, b_init = adapter_initializers()
+        self._tracker.unlock()
+        try:
+            for target in targets:
+                kernel = getattr(self, f"{target}_kernel")
+                parent, scope, _ = kernel.path.rsplit("/", 2)
+                with keras.name_scope(scope, override_parent=parent):
+                    adapter = (
+                        keras.Variable(a_init, shape=(kernel.shape[0], rank),
+                                       dtype=self.variable_dtype, name="lora_a"),
+                        keras.Variable(b_init, shape=(rank, kernel.shape[1]),
+                                       dtype=self.variable_dtype, name="lora_b"),
+                        keras.Variable(scale, shape=(), dtype="float32", trainable=False,
+                                       name="lora_scale"))
+                setattr(self, f"{target}_lora", adapter)
+                self._lora[kernel.path] = adapter
+        finally:
+            self._tracker.lock()
+
+    def lora_adapters(self):
+        """`[(kernel, (lora_a, lora_b, lora_scale))]` of the adapters `enable_lora` added."""
+        kernels = {v.path: v for v in self.variables}
+        return [(kernels[path], adapter) for path, adapter in self._lora.items()]
 
     def _heads(self, x, kernel, bias, layout, group=None):
         """The projection `x @ kernel + bias` as the attention's heads `[B, N, S_q, D]`: the bias

@@ -18,7 +18,7 @@ from refusals import assert_refused
 
 SCRIPTS = ("run_classifier", "run_squad", "run_swag", "run_ner", "run_ner_feature_based",
            "run_pretraining", "create_pretraining_data", "build_vocab", "extract_features",
-           "export_model", "add_vocab_words", "demo")
+           "export_model", "add_vocab_words", "demo", "run_sentence_embeddings")
 
 
 def run_script(script, *args, **env):

@@ -43,6 +43,8 @@ REQUIRED = {
                         "--init_checkpoint=/ckpt", "--words_file=/words.txt",
                         "--output_dir=/out"],
     "demo": [],
+    "run_sentence_embeddings": ["--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
+                                "--output_dir=/out"],
     "run_checkpoint_sweep": ["--pretraining_dirs=/pt", "--task_name=mrpc", "--data_dir=/data",
                              "--vocab_file=/vocab.txt", "--output_dir=/out"],
     "run_glue": ["--glue_dir=/glue", "--vocab_file=/vocab.txt", "--bert_config_file=/config.json",
@@ -59,6 +61,7 @@ EVERYTHING_ON = {
     "run_ner": ["--do_train", "--do_eval", "--do_predict", "--use_tpu"],
     "run_pretraining": ["--do_train", "--do_eval", "--use_tpu"],
     "extract_features": ["--use_tpu"],
+    "run_sentence_embeddings": ["--do_train", "--do_eval", "--use_tpu"],
 }
 
 
@@ -92,6 +95,11 @@ CASES = [
       "doc_stride", "multi_label_threshold"], None),
     ("run_classifier", ["--do_train", "--max_sequences_per_row=4", "--bilstm_on_top"],
      [_cross("max_sequences_per_row", "bilstm_on_top")], None),
+    ("run_classifier", ["--lora_rank=-1", "--lora_alpha=0"], ["lora_rank", "lora_alpha"], None),
+    ("run_swag", ["--lora_alpha=16", "--lora_targets=all"],
+     [_cross("lora_alpha", "lora_targets", "lora_rank")], None),
+    ("run_sentence_embeddings", ["--do_train", "--max_seq_length=1", "--similarity_scale=0"],
+     ["max_seq_length", "similarity_scale"], None),
     # Flags given outside their mode (flag_ranges.ModeRule).
     ("extract_features", ["--output_format=npy", "--normalize"],
      [_cross("output_format", "normalize", "pooling")], "flag-outside-its-mode"),
@@ -239,6 +247,7 @@ def test_every_rule_is_broken_by_a_case(tmp_path):
                           "--normalize"]),
     ("run_classifier", ["--long_documents", "--doc_stride=32", "--window_aggregation=max"]),
     ("run_classifier", ["--task_name=multilabel", "--multi_label_threshold=0.3"]),
+    ("run_ner", ["--lora_rank=8", "--lora_alpha=16", "--lora_targets=all"]),
     ("export_model", ["--format=litert", "--quantization=int8", "--calibration_file=/in.txt"]),
 ])
 def test_flags_given_in_their_mode_pass(script, args):

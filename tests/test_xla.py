@@ -9,6 +9,7 @@ tolerance.
 """
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ from pretraining_helpers import PRED, SEQ, write_records
 from test_run_classifier import write_keyword_mrpc
 from test_run_squad import WINDOW_FLAGS, squad_data, write_json
 from test_run_swag import write_keyword_swag
+from test_sentence_embedding_training import topic_pairs, write_jsonl
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -68,6 +70,14 @@ def _ner(tmp):
                           "--do_predict=true", *FINE_TUNING], ["test_predictions.txt"]
 
 
+def _sentence_embeddings(tmp):
+    pairs = topic_pairs(random.Random(0), 48, negatives=1)
+    train = write_jsonl(tmp / "train.jsonl", pairs[:32])
+    dev = write_jsonl(tmp / "dev.jsonl", pairs[32:])
+    return "run_sentence_embeddings.py", [f"--train_file={train}", f"--eval_file={dev}",
+                                          "--max_seq_length=16", *FINE_TUNING], []
+
+
 def _pretraining(tmp):
     data = write_records(tmp / "train.tfrecord", 48)
     return "run_pretraining.py", [f"--input_file={data}", f"--max_seq_length={SEQ}",
@@ -76,7 +86,8 @@ def _pretraining(tmp):
 
 
 SCRIPTS = {"run_classifier": _classifier, "run_squad": _squad, "run_swag": _swag,
-           "run_ner": _ner, "run_pretraining": _pretraining}
+           "run_ner": _ner, "run_pretraining": _pretraining,
+           "run_sentence_embeddings": _sentence_embeddings}
 
 
 def _run(script, args, output_dir, config, jit_compile):
