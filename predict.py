@@ -4,11 +4,13 @@
     python predict.py --model=/tmp/squad_serving/1 $'Who wrote it?\tIt was written by Jane.'
     python predict.py --model=/tmp/ner_serving/1 --output_format=json < sentences.txt
     python predict.py --model=/tmp/ner_serving/1 --input_file=sentences.txt
+    python predict.py --model=/tmp/reranker/1 --rerank --input_file=candidates.tsv
 
 Fields within an input are tab-separated (a classifier's text_a<TAB>text_b, SQuAD's
 question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.serving.predictor` and
 docs/export.md. Without texts or --input_file, the inputs are standard input's lines.
 """
+import json
 import sys
 
 from absl import flags
@@ -23,6 +25,12 @@ flags.DEFINE_string("input_file", None,
                     "line is answered with a blank line, so the output lines match the input's.")
 flags.DEFINE_enum("output_format", "text", ["text", "json"],
                   "text: one readable line per input. json: one JSON object per line.")
+flags.DEFINE_bool(
+    "rerank", False,
+    "Rerank: each input is query<TAB>passage, a query's candidates on consecutive lines (the "
+    "first stage's order); a classifier export (--task_name=rerank) scores them and each query "
+    "is answered with its candidates in score order (text: the query, then one line per "
+    "candidate; json: one object per query).")
 
 
 def main(argv):
@@ -34,6 +42,16 @@ def main(argv):
     texts = argv[1:]
     if texts and FLAGS.input_file:
         raise ValueError("give the inputs as arguments or as --input_file, not both")
+    if FLAGS.rerank:
+        from bert_tasks.classifier import reranking
+
+        inputs = [item for item in predictor.read_inputs(texts, FLAGS.input_file, sys.stdin)
+                  if item.text.strip()]
+        for answer in reranking.rerank(predictor.Predictor(FLAGS.model), inputs):
+            sys.stdout.write((json.dumps(answer, ensure_ascii=False)
+                              if FLAGS.output_format == "json" else reranking.describe(answer))
+                             + "\n")
+        return
     predictor.run(FLAGS.model, texts, FLAGS.input_file, sys.stdin, FLAGS.output_format,
                   sys.stdout)
 

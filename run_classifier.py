@@ -7,7 +7,7 @@ from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import (
-    PAIR, CrossRule, ModeRule, at_least, cross, mode, ranged, seed_list, within)
+    PAIR, CrossRule, ModeRule, above, at_least, cross, mode, ranged, seed_list, within)
 
 FLAGS = flags.FLAGS
 
@@ -80,6 +80,49 @@ cross(CrossRule(
     lambda per_row, bilstm: ("--bilstm_on_top reads whole rows, across packed examples: leave "
                              "--max_sequences_per_row out"),
     "1 with --bilstm_on_top"))
+flags.DEFINE_string(
+    "teacher", None,
+    "Distil: the output_dir (or a ckpt-N) of a run_classifier.py run of the same --task_name and "
+    "vocabulary, whose softened probabilities the model learns beside the labels "
+    "(--distillation_weight), on the training set and --unlabeled_file. Its logits are computed "
+    "once and kept in output_dir/teacher_logits.npz.")
+flags.DEFINE_string(
+    "teacher_bert_config_file", None,
+    "With --teacher: its config. Default: the bert_config.json in the teacher's output_dir.")
+ranged(flags.DEFINE_float(
+    "distillation_temperature", 2.0,
+    "With --teacher: both models' logits are divided by this before the softmax (higher: the "
+    "teacher's smaller probabilities weigh more); the soft loss is scaled by its square."),
+    above(0))
+ranged(flags.DEFINE_float(
+    "distillation_weight", 0.5,
+    "With --teacher: the soft loss's weight; the labels' cross-entropy gets 1 minus it (1: the "
+    "teacher alone, as Turc et al.'s pre-trained distillation)."), within(0, 1))
+flags.DEFINE_string(
+    "unlabeled_file", None,
+    "With --teacher: more training text of the domain, one example a line (text_a<TAB>text_b for "
+    "a pair task), labelled by the teacher alone.")
+ranged(flags.DEFINE_integer(
+    "init_from_teacher_stride", 0,
+    "With --teacher and no --init_checkpoint: start the student from the teacher, its layer i "
+    "from the teacher's layer i * stride (DistilBERT: 2), embeddings, pooler and classifier as "
+    "they are. The student's --bert_config_file is the teacher's with fewer layers."),
+    at_least(0))
+mode(ModeRule(("teacher_bert_config_file", "distillation_temperature", "distillation_weight",
+               "unlabeled_file", "init_from_teacher_stride"), ("teacher",), bool,
+              "with --teacher", "without it the model learns the labels alone"))
+cross(CrossRule(
+    ("init_from_teacher_stride", "init_checkpoint"),
+    lambda stride, checkpoint: not (stride and checkpoint),
+    lambda stride, checkpoint: ("the student starts from the teacher's layers or from "
+                                "--init_checkpoint, not both: leave one out"),
+    "0 with --init_checkpoint"))
+# The teacher's logits are one per example; a packed row holds several.
+cross(CrossRule(
+    ("max_sequences_per_row", "teacher"),
+    lambda per_row, teacher: per_row == 1 or not teacher,
+    lambda per_row, teacher: "--teacher distils unpacked rows: leave --max_sequences_per_row out",
+    "1 with --teacher"))
 mode(ModeRule(("doc_stride", "window_aggregation"), ("long_documents",), bool,
               "with --long_documents", "without it every example is truncated to max_seq_length"))
 mode(ModeRule(("multi_label_threshold",), ("task_name",),
@@ -92,9 +135,19 @@ def main(_):
     from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import make_task
 
+    teacher = None
+    if FLAGS.teacher:
+        from bert_runner import startup
+        from bert_tasks.classifier import distillation
+
+        files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file,
+                                    FLAGS.init_checkpoint, FLAGS.max_seq_length)
+        teacher = distillation.load_teacher(FLAGS, FLAGS.task_name, files.config,
+                                            files.config_file, files.vocab_file)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
-                     doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation)
+                     doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation,
+                     teacher=teacher)
     driver.run(task, RunConfig.from_flags(), seeds=[int(seed) for seed in FLAGS.seeds or ()])
 
 

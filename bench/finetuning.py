@@ -45,7 +45,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import json  # noqa: E402
-import random  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -54,8 +53,9 @@ import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
+from bench.novel_task import write_task  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NOVELS = ("prideprejudice", "emma")
 PRECISIONS = ("float32", "bfloat16")
 # all-MiniLM-L6-v2's shape, for the random-weight fallback.
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
@@ -87,48 +87,6 @@ FLAGS = flags.FLAGS
 
 
 # ---------------------------------------------------------------------------------- data
-
-
-def _novel_sentences(novel):
-    from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
-
-    with open(os.path.join(ROOT, "data", "austen", novel + ".txt"), encoding="utf-8") as f:
-        return [s.replace("\t", " ") for s in gutenberg_to_corpus(f.read()).split("\n") if s]
-
-
-def _passages(sentences, rng):
-    """Consecutive sentences joined until each passage holds a word count drawn from [10, 110]."""
-    passages, current, target = [], [], rng.randint(10, 110)
-    for sentence in sentences:
-        current.append(sentence)
-        if sum(len(s.split()) for s in current) >= target:
-            passages.append(" ".join(current))
-            current, target = [], rng.randint(10, 110)
-    return passages
-
-
-def write_task(data_dir, text, train_examples, dev_examples, seed):
-    """SST-2 layout train.tsv and dev.tsv; returns {split: [(text, label)]}."""
-    rows = {"train": [], "dev": []}
-    for label, novel in enumerate(NOVELS):
-        rng = random.Random(seed + label)
-        sentences = _novel_sentences(novel)
-        if text == "passages":
-            examples = _passages(sentences, rng)
-        else:
-            examples = [s for s in sentences if 8 <= len(s.split()) <= 40]
-        rng.shuffle(examples)
-        need = (train_examples + dev_examples) // 2
-        if len(examples) < need:
-            raise ValueError(f"{novel} has {len(examples)} {text}, fewer than the {need} asked for")
-        rows["train"] += [(t, label) for t in examples[:train_examples // 2]]
-        rows["dev"] += [(t, label) for t in examples[train_examples // 2:need]]
-    os.makedirs(data_dir, exist_ok=True)
-    for split, split_rows in rows.items():
-        random.Random(seed).shuffle(split_rows)
-        with open(os.path.join(data_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
-            f.write("sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in split_rows))
-    return rows
 
 
 # ---------------------------------------------------------------------------------- model

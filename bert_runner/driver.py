@@ -130,9 +130,11 @@ def _record_run(task, run, config):
     bert_config.json, the config the checkpoints are of, in this project's terms (a Hugging Face
     directory's exact GELU as "gelu_exact"), so that output_dir describes its model alone."""
     if run_files.output_dir_record(run.output_dir) is None:
+        vocab = {run_files.VOCAB_KEY: run_files.vocab_fingerprint(run.vocab_file)
+                 } if run.vocab_file else {}
         run_files.write_output_dir_record(
             run.output_dir,
-            {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective})
+            {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective, **vocab})
     config_path = os.path.join(run.output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path):
         results.write_text_atomic(config_path, config.to_json_string())
@@ -219,10 +221,11 @@ def _batches(trainer, task, split, run):
     return itertools.islice(batches, split.max_batches) if split.max_batches else batches
 
 
-def _init_from_checkpoint(trainer, run):
-    """What starts a run with nothing to resume: loading `--init_checkpoint`, or None."""
+def _init_from_checkpoint(trainer, run, task):
+    """What starts a run with nothing to resume: loading `--init_checkpoint`, else the task's
+    own initialiser (a student from its teacher), or None."""
     if not run.init_checkpoint:
-        return None
+        return task.initializer(trainer.model)
     return lambda: checkpoints.initialize_from_checkpoint(
         trainer.model, run.init_checkpoint, config_file=run.bert_config_file,
         lora_adapters=run.lora_adapters)
@@ -238,7 +241,7 @@ def train(trainer, task, run, config, split, num_train_steps):
     _log_split("training", split)
     logging.info("  Num steps = %d", num_train_steps)
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
-                  init_fn=_init_from_checkpoint(trainer, run),
+                  init_fn=_init_from_checkpoint(trainer, run, task),
                   checkpoint_iterator=run.checkpoint_iterator)
     if not trainer.history and trainer.step >= num_train_steps > 0:
         logging.warning(
@@ -271,7 +274,7 @@ def evaluate_start(trainer, task, run, split):
     if tf.train.latest_checkpoint(run.output_dir):
         return None
     _log_split("evaluation of the starting model", split)
-    trainer.restore(_init_from_checkpoint(trainer, run))
+    trainer.restore(_init_from_checkpoint(trainer, run, task))
     outputs = collect(_batches(trainer, task, split, run))
     metrics = {name: float(value) for name, value in task.evaluate(outputs, 0).items()}
     if trainer.chief:
@@ -319,7 +322,7 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
     if train_split is not None:
         train(trainer, task, run, config, train_split, num_train_steps)
     else:
-        trainer.restore(_init_from_checkpoint(trainer, run))
+        trainer.restore(_init_from_checkpoint(trainer, run, task))
     result = RunResult(trainer, run)
     if eval_split is not None:
         result.eval_results = evaluate(trainer, task, run, eval_split, start)

@@ -9,6 +9,7 @@
 A run.json that exists but is not a JSON object is refused naming it, whoever reads it: it is
 what tells which model the checkpoints beside it are of.
 """
+import hashlib
 import json
 import os
 import re
@@ -39,6 +40,16 @@ def record_directories(checkpoint):
     if re.fullmatch(r"seed_\d+", os.path.basename(full)):
         directories.append(os.path.dirname(full))
     return directories
+
+
+def vocab_fingerprint(vocab_file):
+    """A short hash of a vocab.txt: run.json records the run's (`VOCAB_KEY`), so that a model
+    read with another vocabulary (a distillation teacher) is refused."""
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+VOCAB_KEY = "vocab"
 
 
 def read_json_object(path):

@@ -40,6 +40,8 @@ The model side (`features` are the decoded TFRecord batch: a dict of int32 / flo
     max_seq_length                          int: the records' sequence length
     build_model(config)                     a `modeling.BertTaskModel` (names its TF1 head),
                                             with `bilstm_on_top=self.bilstm_on_top`
+    initializer(model)                      None, or a function initialising a model that has
+                                            no --init_checkpoint (a student from its teacher)
     feature_spec(is_training)               {name: tf.io.FixedLenFeature} of the TFRecords
     loss(model, features, training)         (scalar float32 loss, {name: scalar metric})
     predict_step(model, features)           {name: tensor [B, ...]}, for evaluation and prediction
@@ -146,6 +148,12 @@ class Task:
     def build_model(self, config):
         """The task model for `config` (a `modeling.BertConfig`), built, under the caller's scope."""
         raise NotImplementedError
+
+    def initializer(self, model):
+        """What initialises `model` for a run with no `--init_checkpoint` and no checkpoint to
+        resume: a function of no arguments (a distillation student from its teacher), or None
+        (the model's own initialisation)."""
+        return None
 
     def feature_spec(self, is_training):
         """`{feature name: tf.io.FixedLenFeature}` of the task's TFRecords for training or not."""

@@ -4,6 +4,7 @@ sentence-transformers' InformationRetrievalEvaluator computes them (`ndcg` with 
 the ideal order putting every relevant candidate first).
 
     metrics = ranking_metrics(scores, relevant)     # scores [Q, P]; relevant: Q sets of columns
+    metrics = list_metrics(lists, scores, relevant)  # each query its own candidates (a reranker)
 """
 import numpy as np
 
@@ -49,4 +50,38 @@ def chance_metrics(num_candidates, relevant_counts, seed=0, draws=20):
     relevant = [range(count) for count in relevant_counts]
     draws_ = [ranking_metrics(rng.random((len(relevant), num_candidates)), relevant)
               for _ in range(draws)]
+    return {name: float(np.mean([d[name] for d in draws_])) for name in draws_[0]}
+
+
+def candidate_lists(queries):
+    """`[[index, ...] per query]`: runs of consecutive equal `queries` (a reranker's rows), in
+    order."""
+    lists = []
+    for index, query in enumerate(queries):
+        if lists and queries[lists[-1][0]] == query:
+            lists[-1].append(index)
+        else:
+            lists.append([index])
+    return lists
+
+
+def _relevant_lists(lists, relevant):
+    """The lists with at least one relevant candidate (the others rank nothing)."""
+    return [group for group in lists if any(relevant[i] for i in group)]
+
+
+def list_metrics(lists, scores, relevant):
+    """The metrics of candidate lists (`candidate_lists`) ranked by `scores` (float [N], higher
+    first), `relevant` bool [N]; lists without a relevant candidate are left out."""
+    groups = _relevant_lists(lists, relevant)
+    ranks = [ranks_of_relevant(np.asarray([[scores[i] for i in group]]),
+                               [[k for k, i in enumerate(group) if relevant[i]]])[0]
+             for group in groups]
+    return metrics_from_ranks(ranks)
+
+
+def list_chance_metrics(lists, relevant, seed=0, draws=20):
+    """`list_metrics` of random orders (the mean over `draws`)."""
+    rng = np.random.default_rng(seed)
+    draws_ = [list_metrics(lists, rng.random(len(relevant)), relevant) for _ in range(draws)]
     return {name: float(np.mean([d[name] for d in draws_])) for name in draws_[0]}

@@ -126,7 +126,7 @@ def test_registry_labels_and_submission_names():
         "sst-2": (["0", "1"], "SST-2"), "qqp": (["0", "1"], "QQP"),
         "qnli": (["entailment", "not_entailment"], "QNLI"),
         "rte": (["entailment", "not_entailment"], "RTE"), "wnli": (["0", "1"], "WNLI"),
-        "sts-b": (None, "STS-B"),
+        "sts-b": (None, "STS-B"), "rerank": (["0", "1"], None),
     }
     # multilabel's labels come from its data (tests/test_classifier_multi_label.py).
     assert set(processors.PROCESSORS) == set(want) | {"multilabel"}
@@ -244,7 +244,7 @@ def test_unknown_task_lists_known_tasks():
     with pytest.raises(ValueError) as info:
         processors.get_processor("squad")
     assert str(info.value) == ("Task not found: squad (known tasks: ax, cola, mnli, mnli-mm, mrpc, "
-                               "multilabel, qnli, qqp, rte, sst-2, sts-b, wnli, xnli)")
+                               "multilabel, qnli, qqp, rerank, rte, sst-2, sts-b, wnli, xnli)")
 
 
 def test_a_field_of_800_kb_is_read(tmp_path):

@@ -170,7 +170,7 @@ def test_unknown_task_fails_naming_the_known_tasks():
 
     with pytest.raises(ValueError, match=re.escape(
             "Task not found: squad (known tasks: ax, cola, mnli, mnli-mm, mrpc, multilabel, qnli, "
-            "qqp, rte, sst-2, sts-b, wnli, xnli)")):
+            "qqp, rerank, rte, sst-2, sts-b, wnli, xnli)")):
         ClassifierTask("squad", 24)
     # What run.json records, so that MNLI is refused where MRPC ran (tests/test_driver.py).
     assert ClassifierTask("CoLA", 24).name == "classifier/cola"

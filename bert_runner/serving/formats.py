@@ -20,16 +20,25 @@ def _describe_embedding(result):
 
 def _huggingface(flag_values, files):
     """The encoder of any checkpoint as config.json, model.safetensors and vocab.txt
-    (`modeling.hf_checkpoint`)."""
+    (`modeling.hf_checkpoint`); with --pooling also sentence-transformers' module files."""
     from absl import logging
 
     from bert_runner.serving import provenance
     from modeling.hf_checkpoint import save_hf_model
+    from modeling.pooling import check_pooling
 
     model = provenance.load_encoder(files.config, flag_values.checkpoint,
                                     config_file=files.config_file)
-    save_hf_model(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case)
-    logging.info("Wrote the encoder in Hugging Face's layout to %s", flag_values.export_dir)
+    sentence_embedding = None
+    if flag_values.pooling:
+        check_pooling(flag_values.pooling, files.config)
+        sentence_embedding = (flag_values.pooling, flag_values.normalize,
+                              flag_values.max_seq_length)
+    save_hf_model(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case,
+                  sentence_embedding)
+    logging.info("Wrote the encoder in Hugging Face's layout%s to %s",
+                 " with sentence-transformers' pooling" if sentence_embedding else "",
+                 flag_values.export_dir)
 
 
 EMBEDDING = registry.register(registry.ServingFormat(
@@ -41,7 +50,7 @@ EMBEDDING = registry.register(registry.ServingFormat(
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
     help="the encoder as config.json, model.safetensors and vocab.txt, for transformers' "
-         "BertModel.from_pretrained",
+         "BertModel.from_pretrained (with --pooling also a sentence-transformers model)",
     # The layout has no sequence length: any the config's positions allow.
     export=_huggingface, needs_sequence_length=False))
 LITERT = registry.register(registry.ServingFormat(

@@ -64,6 +64,7 @@ class DataProcessor:
     submission_name = None  # GLUE leaderboard file stem, e.g. "MNLI-m"; None: no submission file
     train = dev = test = None  # TsvSplit, or None when the task has no such split
     is_multi_label = False  # several labels per example (MultiLabelProcessor)
+    ranks_candidates = False  # evaluated as ranked candidate lists too (RerankProcessor)
 
     @property
     def is_regression(self):
@@ -270,6 +271,18 @@ MULTI_LABEL_COLUMNS = ("text_a", "text_b", "labels", "index")
 LABEL_SEPARATOR = ","
 
 
+class RerankProcessor(DataProcessor):
+    """A cross-encoder reranker (new): `query passage label` with a header row (test: `query
+    passage`), label 1 where the passage answers the query, 0 where not. A query's candidates are
+    its consecutive rows, in the first stage's order (BM25's, an embedding model's): evaluation
+    ranks each list by the model's probability of "1" against that order (`ranks_candidates`)."""
+    name, labels = "RERANK", _BINARY
+    ranks_candidates = True
+    train = _pair_split("train.tsv", "train", 0, 1, 2)
+    dev = _pair_split("dev.tsv", "dev", 0, 1, 2)
+    test = _pair_split("test.tsv", "test", 0, 1)
+
+
 class MultiLabelProcessor(DataProcessor):
     """Several labels per example (new): `train.tsv`, `dev.tsv`, `test.tsv` with a header row
     naming the columns `text_a`, `text_b` (optional), `labels` (train and dev) and `index`
@@ -384,6 +397,7 @@ PROCESSORS = {
     "wnli": WnliProcessor,
     "sts-b": StsbProcessor,
     "multilabel": MultiLabelProcessor,
+    "rerank": RerankProcessor,
 }
 
 

@@ -22,23 +22,29 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tasks.classifier import (
-    features, metrics, outputs as glue_outputs, processors, windows)
+    distillation, features, files, metrics, outputs as glue_outputs, processors, windows)
 from bert_tasks.classifier.outputs import predicted_values
 from modeling import (
     BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
     regression_loss)
-from bert_runner import results, run_files
+from bert_runner import run_files
+from bert_runner.records import float_feature, int_feature
 from bert_runner.packing import slot_mean
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
+from bert_tasks import ranking
 
 # Windows of one example are adjacent in the records, and the input pipeline shuffles only within
 # 100 records: training windows are written in an order shuffled with this seed.
 _WINDOW_SHUFFLE_SEED = 12345
+# The guid prefix of --unlabeled_file's examples (no label of their own).
+_UNLABELED = "unlabeled-"
+# A reranker's dev metrics beside accuracy (`bert_tasks.ranking`).
+_RANKING_METRICS = ("mrr_at_10", "ndcg_at_10", "recall_at_1")
 
 
 def make_task(task_name, max_seq_length, data_dir=None, labels=None, threshold=0.5, **options):
     """The task of `--task_name`: a `MultiLabelTask` for "multilabel" (`labels`, `threshold`),
-    else a `ClassifierTask`; `options` are the windows' (`ClassifierTask`)."""
+    else a `ClassifierTask`; `options` are `ClassifierTask`'s (the windows', the teacher)."""
     if task_name.lower() == "multilabel":
         return MultiLabelTask(max_seq_length, data_dir, labels, threshold, **options)
     return ClassifierTask(task_name, max_seq_length, data_dir, labels=labels, **options)
@@ -62,8 +68,15 @@ class ClassifierTask(Task):
     """
 
     def __init__(self, task_name, max_seq_length, data_dir=None, long_documents=False,
-                 doc_stride=64, window_aggregation="mean", labels=None):
+                 doc_stride=64, window_aggregation="mean", labels=None, teacher=None):
         self.processor = processors.get_processor(task_name, labels)
+        if teacher is not None and (self.processor.is_regression or self.processor.is_multi_label
+                                    or long_documents):
+            raise ValueError("--teacher distils a single-label classifier without "
+                             "--long_documents (not regression, multilabel or windows)")
+        # A `distillation.Teacher`, or None.
+        self.teacher = teacher
+        self.output_dir = None
         if long_documents and doc_stride < 1:
             raise ValueError("--doc_stride must be at least 1, got %d" % doc_stride)
         if window_aggregation not in windows.AGGREGATIONS:
@@ -77,6 +90,8 @@ class ClassifierTask(Task):
         # {split: windows of each example}, filled as the split's records are written.
         self.window_counts = {}
         self.predict_examples = None
+        # A reranker's dev candidate lists: [[example index, ...] per query] in file order.
+        self.candidate_lists = None
         self.name = "classifier/" + task_name.lower()
 
     @property
@@ -87,11 +102,43 @@ class ClassifierTask(Task):
         read = {"train": self.processor.get_train_examples,
                 "eval": self.processor.get_dev_examples,
                 "predict": self.processor.get_test_examples}[split]
-        return read(self.data_dir)
+        examples = read(self.data_dir)
+        if split == "train" and self.teacher is not None and self.teacher.unlabeled_file:
+            # Labelled and unlabelled examples mixed once (the pipeline shuffles within 100).
+            examples += self._unlabeled_examples(self.teacher.unlabeled_file)
+            random.Random(_WINDOW_SHUFFLE_SEED).shuffle(examples)
+        return examples
+
+    def _unlabeled_examples(self, path):
+        """--unlabeled_file's lines as examples (the teacher labels them): one text a line, two
+        tab-separated for a pair task; blank lines left out."""
+        pair = self.processor.train.text_b is not None
+        examples = []
+        for line_number, row in files.read_tsv_lines(path):
+            if not any(field.strip() for field in row):
+                continue
+            if len(row) != 1 + pair or not all(field.strip() for field in row):
+                raise ValueError("%s:%d: expected %s, got %d tab-separated field(s)" % (
+                    path, line_number, "text_a<TAB>text_b" if pair else "one text", len(row)))
+            examples.append(features.InputExample(
+                guid="%s%d" % (_UNLABELED, line_number), text_a=row[0],
+                text_b=row[1] if pair else None, label=self.processor.get_labels()[0]))
+        if not examples:
+            raise ValueError("%s (--unlabeled_file): no text" % path)
+        logging.info("Distillation: %d unlabelled examples from %s", len(examples), path)
+        return examples
+
+    def write_run_files(self, output_dir):
+        # Where the teacher's logits are cached (`records`).
+        self.output_dir = output_dir
 
     def records(self, examples, split, tokenizer):
         if split == "predict":
             self.predict_examples = examples  # the GLUE submission file's index column
+        if split == "eval" and self.processor.ranks_candidates:
+            self.candidate_lists = ranking.candidate_lists([e.text_a for e in examples])
+        if split == "train" and self.teacher is not None:
+            return self._distillation_records(examples, tokenizer)
         if self.doc_stride is None:
             return features.tf_examples(examples, self.processor.get_labels(),
                                         self.max_seq_length, tokenizer)
@@ -101,6 +148,20 @@ class ClassifierTask(Task):
         if split == "train":
             return self._shuffled_windows(list(records), counts)
         return self._logged_windows(records, counts, split)
+
+    def _distillation_records(self, examples, tokenizer):
+        """The training records with the teacher's logits (`teacher_logits` [C] float) and
+        whether the example has its own label (`has_label`)."""
+        converted = features.convert_examples_to_features(
+            examples, self.processor.get_labels(), self.max_seq_length, tokenizer)
+        logits = distillation.teacher_logits(self.teacher, converted, self.processor.num_labels,
+                                             self.output_dir)
+        for example, feature, row in zip(examples, converted, logits):
+            record = features.features_to_tf_example(feature)
+            record.features.feature["teacher_logits"].CopyFrom(float_feature(row))
+            record.features.feature["has_label"].CopyFrom(
+                int_feature([int(not example.guid.startswith(_UNLABELED))]))
+            yield record
 
     def _shuffled_windows(self, records, counts):
         """The training windows, shuffled once where some example has several (in memory: the
@@ -117,9 +178,14 @@ class ClassifierTask(Task):
         logging.info("%s: %d examples in %d windows", split, len(counts), sum(counts))
 
     def recorded_settings(self):
+        distilled = {} if self.teacher is None else {
+            "teacher": self.teacher.checkpoint,
+            "distillation_temperature": self.teacher.temperature,
+            "distillation_weight": self.teacher.weight,
+            "unlabeled_file": self.teacher.unlabeled_file}
         return {"max_seq_length": self.max_seq_length,
                 "long_documents": self.doc_stride is not None, "doc_stride": self.doc_stride,
-                "window_aggregation": self.window_aggregation}
+                "window_aggregation": self.window_aggregation, **distilled}
 
     def training_steps(self, run, examples, num_records):
         """The original's count of training examples; with long documents, of windows, so that
@@ -134,8 +200,20 @@ class ClassifierTask(Task):
     def build_model(self, config):
         return BertClassifier(config, self.processor.num_labels, bilstm_on_top=self.bilstm_on_top)
 
+    def initializer(self, model):
+        """With `--init_from_teacher_stride`: the student from every k-th teacher layer."""
+        if self.teacher is None or not self.teacher.layer_stride:
+            return None
+        return lambda: distillation.init_from_teacher(model, self.teacher,
+                                                      self.processor.num_labels)
+
     def feature_spec(self, is_training):
-        return features.name_to_features(self.max_seq_length, self.is_regression)
+        spec = features.name_to_features(self.max_seq_length, self.is_regression)
+        if is_training and self.teacher is not None:
+            spec.update(teacher_logits=tf.io.FixedLenFeature([self.processor.num_labels],
+                                                             tf.float32),
+                        has_label=tf.io.FixedLenFeature([], tf.int64))
+        return spec
 
     def _head(self, logits, label_ids):
         """(mean loss, per-example loss [B], outputs) of logits [B, num_labels]: outputs are the
@@ -155,6 +233,12 @@ class ClassifierTask(Task):
     def loss(self, model, features, training):
         """The original total_loss: mean softmax cross-entropy (mean squared error for STS-B);
         on packed rows (`--max_sequences_per_row`) the mean over the filled sequence slots."""
+        if "teacher_logits" in features:
+            logits = model(features, training=training)["logits"]
+            loss, _ = distillation.distillation_loss(
+                logits, features["label_ids"], features["has_label"], features["teacher_logits"],
+                self.teacher.temperature, self.teacher.weight)
+            return loss, {}
         if "sequence_starts" not in features:
             loss, _, _, _ = self._forward(model, features, training)
             return loss, {}
@@ -211,8 +295,16 @@ class ClassifierTask(Task):
         predictions = predicted_values(examples["outputs"], self.is_regression)
         values = {**self._losses(outputs, examples),
                   **metrics.task_metrics(self.task_name, examples["label_ids"], predictions)}
+        if self.candidate_lists is not None:
+            values.update(self._ranking(examples["outputs"][:, 1], examples["label_ids"]))
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
+
+    def _ranking(self, scores, labels):
+        """eval_mrr_at_10, eval_ndcg_at_10, eval_recall_at_1 of each dev query's candidates
+        ranked by `scores` (queries without a relevant candidate left out, as IR evaluations)."""
+        values = ranking.list_metrics(self.candidate_lists, scores, labels == 1)
+        return {f"eval_{name}": values[name] for name in _RANKING_METRICS}
 
     def baselines(self, outputs):
         if self.is_regression:
@@ -220,9 +312,19 @@ class ClassifierTask(Task):
         labels = self._per_example(outputs, "eval")["label_ids"]
         counts = np.bincount(labels, minlength=self.processor.num_labels)
         majority = int(np.argmax(counts))
-        return {"eval_accuracy": "majority class %r %.4f, chance %.4f" % (
+        found = {"eval_accuracy": "majority class %r %.4f, chance %.4f" % (
             self.processor.get_labels()[majority], counts[majority] / max(len(labels), 1),
             1.0 / self.processor.num_labels)}
+        if self.candidate_lists is not None:
+            # The first stage's order: the file's, the earlier candidate first.
+            first_stage = self._ranking(-np.arange(len(labels), dtype=np.float64), labels)
+            chance = ranking.list_chance_metrics(self.candidate_lists, labels == 1)
+            queries = sum(any(labels[i] for i in group) for group in self.candidate_lists)
+            found.update({
+                f"eval_{name}": "first-stage order %.4f, random order %.4f (%d queries)" % (
+                    first_stage[f"eval_{name}"], chance[name], queries)
+                for name in _RANKING_METRICS})
+        return found
 
     def write_predictions(self, batches, split, output_dir):
         """test_results.tsv (the original's: one line per example, in input order), and the GLUE

