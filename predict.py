@@ -47,6 +47,7 @@ def main(argv):
 
         inputs = [item for item in predictor.read_inputs(texts, FLAGS.input_file, sys.stdin)
                   if item.text.strip()]
+        reranking.check_pairs(inputs)
         for answer in reranking.rerank(predictor.Predictor(FLAGS.model), inputs):
             sys.stdout.write((json.dumps(answer, ensure_ascii=False)
                               if FLAGS.output_format == "json" else reranking.describe(answer))

