@@ -12,8 +12,7 @@ import pytest
 from modeling_helpers import TINY
 from refusals import assert_refused
 from test_run_classifier import (
-    _keyword_rows, checkpoint_values, read_eval_results, run_classifier, run_in_process,
-    write_keyword_mrpc)
+    _keyword_rows, read_eval_results, run_classifier, run_in_process, write_keyword_mrpc)
 
 
 def reference(student, teacher, labels, has_label, temperature, weight):
@@ -55,54 +54,70 @@ def teacher(tmp_path_factory):
     return folder
 
 
-def test_a_student_from_the_teachers_layers_learns_its_answers(teacher, tmp_path, caplog):
+def _teacher(folder, unlabeled=None, layer_stride=2):
+    from bert_tasks.classifier.distillation import Teacher
+    from modeling.config import BertConfig
+
+    return Teacher(str(folder / "teacher" / "ckpt-24"),
+                   BertConfig.from_json_file(str(TINY / "bert_config.json")),
+                   str(folder / "teacher" / "bert_config.json"), temperature=2.0, weight=1.0,
+                   unlabeled_file=unlabeled and str(unlabeled), layer_stride=layer_stride)
+
+
+def test_the_student_starts_from_every_kth_teacher_layer(teacher):
     import tensorflow as tf
 
+    from bert_tasks.classifier.distillation import init_from_teacher
+    from modeling import BertClassifier
+    from modeling.config import BertConfig
+
+    student = BertClassifier(BertConfig.from_json_file(str(teacher / "student_config.json")), 2)
+    init_from_teacher(student, _teacher(teacher), 2)
+    taught = tf.train.load_checkpoint(str(teacher / "teacher" / "ckpt-24"))
+    for variable in student.variables:
+        if "seed_generator" in variable.path:
+            continue
+        key = variable.path.replace("/", ".S")  # layer 0 is the teacher's layer 0 (stride 2)
+        np.testing.assert_array_equal(
+            np.asarray(variable),
+            taught.get_tensor(f"model/by_path/{key}/.ATTRIBUTES/VARIABLE_VALUE"), key)
+    assert len(student.bert.encoder_layers) == 1
+
+
+def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp_path, caplog):
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
-    from bert_tasks.classifier.distillation import Teacher
+    from bert_tasks.classifier import distillation, features
     from bert_tasks.classifier.task import ClassifierTask
-    from modeling.config import BertConfig
 
     unlabeled = tmp_path / "unlabeled.tsv"
     rows = _keyword_rows(random.Random(7), 96)
     unlabeled.write_text("".join(f"{row[3]}\t{row[4]}\n" for row in rows))
-    config = BertConfig.from_json_file(str(TINY / "bert_config.json"))
-
-    def student(output_dir, learning_rate, epochs=8):
-        distilled = Teacher(str(teacher / "teacher" / "ckpt-24"), config,
-                            str(teacher / "teacher" / "bert_config.json"), temperature=2.0,
-                            weight=1.0, unlabeled_file=str(unlabeled), layer_stride=2)
-        run = RunConfig(str(output_dir), bert_config_file=str(teacher / "student_config.json"),
-                        vocab_file=str(TINY / "vocab.txt"), do_train=True, do_eval=True,
-                        train_batch_size=16, num_train_epochs=epochs,
-                        learning_rate=learning_rate, save_tf1_checkpoint=True)
-        return driver.run(ClassifierTask("mrpc", 24, str(teacher / "data"), teacher=distilled),
-                          run)
-
-    # Learning rate 0: the student is the teacher's layer 0, embeddings, pooler and classifier.
-    student(tmp_path / "start", 0.0, epochs=0.1)
-    started = checkpoint_values(tmp_path / "start" / "bert_model.ckpt")
-    taught = tf.train.load_checkpoint(str(teacher / "teacher" / "ckpt-24"))
-    for student_layer, teacher_layer in ((0, 0),):
-        np.testing.assert_array_equal(
-            started[f"bert/encoder/layer_{student_layer}/attention/self/query/kernel"],
-            taught.get_tensor(f"model/by_path/bert.Slayer_{teacher_layer}.Sself.Squery.Skernel"
-                              "/.ATTRIBUTES/VARIABLE_VALUE"))
-    assert "bert/encoder/layer_1/attention/self/query/kernel" not in started
-
+    distilled = _teacher(teacher, unlabeled)
+    run = RunConfig(str(tmp_path / "student"), bert_config_file=str(teacher / "student_config.json"),
+                    vocab_file=str(TINY / "vocab.txt"), do_train=True, do_eval=True,
+                    train_batch_size=16, num_train_epochs=8, learning_rate=2e-3)
     with caplog.at_level(logging.INFO, logger="absl"):
-        result = student(tmp_path / "student", 2e-3)
-    logits = np.load(tmp_path / "student" / "teacher_logits.npz")["logits"]
-    assert logits.shape == (64 + 96, 2)
+        result = driver.run(ClassifierTask("mrpc", 24, str(teacher / "data"), teacher=distilled),
+                            run)
+    cached = np.load(tmp_path / "student" / "teacher_logits.npz")["logits"]
+    assert cached.shape == (64 + 96, 2)
     assert any("Teacher logits of 160 training examples computed" in m for m in caplog.messages)
     # The student learned the teacher's answers (which are the labels', here).
     assert float(result.eval_results["eval_accuracy"]) >= 0.9 * float(read_eval_results(
         teacher / "teacher" / "eval_results.txt")["eval_accuracy"])
+    # Computed once: the same inputs and teacher read them back.
+    from vocab import tokenization
+
+    tokenizer = tokenization.FullTokenizer(str(TINY / "vocab.txt"), True)
+    examples = ClassifierTask("mrpc", 24, str(teacher / "data")).read_examples("train")[:8]
+    converted = features.convert_examples_to_features(examples, ["0", "1"], 24, tokenizer)
+    first = distillation.teacher_logits(distilled, converted, 2, str(tmp_path))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="absl"):
-        student(tmp_path / "student", 2e-3)  # finished: resumed, the logits read back
-    assert any("read from" in m and "teacher_logits.npz" in m for m in caplog.messages)
+        again = distillation.teacher_logits(distilled, converted, 2, str(tmp_path))
+    np.testing.assert_array_equal(first, again)
+    assert any("read from" in m for m in caplog.messages)
 
 
 def test_refusals(teacher, tmp_path):

@@ -67,30 +67,36 @@ def test_a_reranker_trains_ranks_and_serves(tmp_path):
     assert float(results["eval_mrr_at_10"]) > first_stage + 0.2, (results, baseline)
     assert {"eval_ndcg_at_10", "eval_recall_at_1", "eval_accuracy"} <= set(results)
 
-    export = tmp_path / "export"
-    process = subprocess.run(
-        [sys.executable, str(ROOT / "export_model.py"), "--task_name=rerank",
-         f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
-         "--max_seq_length=24", f"--checkpoint={out}", f"--export_dir={export}"],
-        capture_output=True, text=True)
-    assert process.returncode == 0, process.stderr[-3000:]
+    # predict.py --rerank's answers, from a classifier export's answers (its format's shape: a
+    # probability per label) here given by the run's test probabilities.
+    from bert_runner.serving.predictor import Input
+    from bert_tasks.classifier import reranking
+
+    probabilities = np.loadtxt(out / "test_results.tsv")
+
+    class Export:
+        format, export_dir = "classifier", "export"
+
+        @staticmethod
+        def predict(inputs):
+            return [{"probabilities": {"0": 1 - p, "1": p}} for p in probabilities[:, 1]]
+
     lines = (tmp_path / "data" / "test.tsv").read_text().splitlines()[1:]
-    candidates = tmp_path / "candidates.tsv"
-    candidates.write_text("\n".join(lines) + "\n")
-    process = subprocess.run(
-        [sys.executable, str(ROOT / "predict.py"), f"--model={export}", "--rerank",
-         f"--input_file={candidates}", "--output_format=json"], capture_output=True, text=True)
-    assert process.returncode == 0, process.stderr[-3000:]
-    answers = [json.loads(line) for line in process.stdout.splitlines()]
+    inputs = [Input(line, f"line {i}") for i, line in enumerate(lines, 1)]
+    reranking.check_pairs(inputs)
+    answers = reranking.rerank(Export, inputs)
     assert len(answers) == 4 and all(len(a["ranked"]) == 4 for a in answers)
-    # The export's scores are the run's test probabilities of "1", ranked.
-    probabilities = np.loadtxt(out / "test_results.tsv")[:, 1]
     for number, answer in enumerate(answers):
+        assert answer["query"] == lines[4 * number].split("\t")[0]
         scores = [c["score"] for c in answer["ranked"]]
         assert scores == sorted(scores, reverse=True)
-        expected = probabilities[4 * number:4 * number + 4]
+        expected = probabilities[4 * number:4 * number + 4, 1]
         for candidate in answer["ranked"]:
-            assert candidate["score"] == pytest.approx(expected[candidate["was"] - 1], abs=1e-5)
-    single = subprocess.run([sys.executable, str(ROOT / "predict.py"), f"--model={export}",
+            assert candidate["score"] == expected[candidate["was"] - 1]
+            assert candidate["passage"] == lines[4 * number + candidate["was"] - 1].split("\t")[1]
+        assert answer["ranked"][0]["passage"].split()[3] == "good"  # the relevant one first
+    assert reranking.describe(answers[0]).splitlines()[1].startswith("  1. ")
+    # The export is refused before it is loaded when a line is not a pair.
+    single = subprocess.run([sys.executable, str(ROOT / "predict.py"), f"--model={tmp_path}",
                              "--rerank", "just a query"], capture_output=True, text=True)
     assert single.returncode == 2 and "is not query<TAB>passage" in single.stderr
