@@ -223,3 +223,10 @@ def test_bad_pairs_files_are_refused_before_any_work(tmp_path, case, content):
     assert_refused(process, case)
     assert f"{train}:" in process.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_split_without_its_file_is_refused(tmp_path):
+    process = run_script("--do_eval", f"--output_dir={tmp_path / 'out'}", "--max_seq_length=16")
+    assert process.returncode == 2 and "Traceback" not in process.stderr
+    assert "--do_eval needs --eval_file" in process.stderr
+    assert not (tmp_path / "out").exists()

@@ -63,6 +63,10 @@ class SentenceEmbeddingTask(Task):
 
     def read_examples(self, split):
         path = self.files[split]
+        if not path:
+            flag = {"train": "train_file", "eval": "eval_file"}[split]
+            raise ValueError(f"--do_{split} needs --{flag}: the pairs to "
+                             f"{'train on' if split == 'train' else 'evaluate retrieval on'}")
         if split == "train":
             pairs = read_pairs(path)
             random.Random(_SHUFFLE_SEED).shuffle(pairs)
