@@ -26,6 +26,7 @@ from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
 from modeling import lora
 from modeling.hf_checkpoint import save_hf_model
+from modeling.pooling import check_pooling
 from modeling.sentence_encoder import BertSentenceEncoder, in_batch_negatives_loss
 from vocab.packing import pack_pair, pad_inputs
 
@@ -106,6 +107,10 @@ class SentenceEmbeddingTask(Task):
         zeros = [0] * self.max_seq_length
         return _example({"input_ids": zeros, "input_mask": zeros, "segment_ids": zeros,
                          "is_real_example": [0]})
+
+    def model_config(self, config):
+        check_pooling(self.pooling, config)  # a left-to-right model has no [CLS] vector
+        return config
 
     def build_model(self, config):
         return BertSentenceEncoder(config, self.pooling, self.normalize,
