@@ -10,7 +10,6 @@ Fields within an input are tab-separated (a classifier's text_a<TAB>text_b, SQuA
 question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.serving.predictor` and
 docs/export.md. Without texts or --input_file, the inputs are standard input's lines.
 """
-import json
 import sys
 
 from absl import flags
@@ -45,13 +44,8 @@ def main(argv):
     if FLAGS.rerank:
         from bert_tasks.classifier import reranking
 
-        inputs = [item for item in predictor.read_inputs(texts, FLAGS.input_file, sys.stdin)
-                  if item.text.strip()]
-        reranking.check_pairs(inputs)
-        for answer in reranking.rerank(predictor.Predictor(FLAGS.model), inputs):
-            sys.stdout.write((json.dumps(answer, ensure_ascii=False)
-                              if FLAGS.output_format == "json" else reranking.describe(answer))
-                             + "\n")
+        reranking.run(FLAGS.model, predictor.read_inputs(texts, FLAGS.input_file, sys.stdin),
+                      FLAGS.output_format, sys.stdout)
         return
     predictor.run(FLAGS.model, texts, FLAGS.input_file, sys.stdin, FLAGS.output_format,
                   sys.stdout)

@@ -7,6 +7,7 @@ kernels (`modeling.lora`), and refuses a base whose weights are not the ones the
     save(model, output_dir, settings)             # after training (bert_runner.driver)
     overlay(source, model, path, flag)            # inside bert_runner.checkpoints' loading
 """
+import dataclasses
 import hashlib
 import json
 import os
@@ -111,7 +112,6 @@ def overlay(source, model, path, flag="--lora_adapters"):
         extra[name] = lora.merged_value(source.get_tensor(name),
                                         *(tensors[p] for p in adapter_paths))
     shapes = {**source.shapes, **{name: array.shape for name, array in extra.items()}}
-    return type(source)(
-        f"{source.prefix} + {path}", names, shapes,
-        lambda name: extra[name] if name in extra else source.get_tensor(name),
-        source.encoder_names)
+    return dataclasses.replace(
+        source, prefix=f"{source.prefix} + {path}", names=names, shapes=shapes,
+        get_tensor=lambda name: extra[name] if name in extra else source.get_tensor(name))

@@ -16,7 +16,6 @@ a model without adapters, which is how every export serves a LoRA run as a plain
 """
 import contextlib
 
-import keras
 import numpy as np
 
 # --lora_targets: the encoder layers' kernels that get adapters.
@@ -91,11 +90,6 @@ def trainable_count(model):
         return int(sum(np.prod(v.shape) for v in variables if "seed_generator" not in v.path))
 
     return count(model.trainable_variables), count(model.variables)
-
-
-def adapter_initializers():
-    """(lora_a, lora_b) initializers."""
-    return keras.initializers.HeUniform(), keras.initializers.Zeros()
 
 
 def is_adapter_path(path):

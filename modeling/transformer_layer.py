@@ -187,9 +187,6 @@ class TransformerLayer(keras.layers.Layer):
         """Adds `lora_a [in, rank]`, `lora_b [rank, out]` and `lora_scale` (= `scale`) beside each
         kernel of `targets` ("query", "key", "value", "attention_output", "intermediate",
         "output"), under the kernel's own scope (`.../self/query/lora_a`); see `modeling.lora`."""
-        from modeling.lora import adapter_initializers
-
-        a_init, b_init = adapter_initializers()
         self._tracker.unlock()
         try:
             for target in targets:
@@ -197,9 +194,11 @@ class TransformerLayer(keras.layers.Layer):
                 parent, scope, _ = kernel.path.rsplit("/", 2)
                 with keras.name_scope(scope, override_parent=parent):
                     adapter = (
-                        keras.Variable(a_init, shape=(kernel.shape[0], rank),
+                        # An initializer of its own (see `_dense`): He-uniform, as KerasHub's.
+                        keras.Variable(keras.initializers.HeUniform(),
+                                       shape=(kernel.shape[0], rank),
                                        dtype=self.variable_dtype, name="lora_a"),
-                        keras.Variable(b_init, shape=(rank, kernel.shape[1]),
+                        keras.Variable(keras.initializers.Zeros(), shape=(rank, kernel.shape[1]),
                                        dtype=self.variable_dtype, name="lora_b"),
                         keras.Variable(scale, shape=(), dtype="float32", trainable=False,
                                        name="lora_scale"))

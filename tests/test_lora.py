@@ -33,6 +33,9 @@ def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
                         for p in (p.replace("kernel", "lora_a"), p.replace("kernel", "lora_b"))}
                        | {v.path for v in model.classifier.trainable_variables})
     assert len(lora.adapters(model)) == adapted * config.num_hidden_layers
+    # Each adapter draws its own start (a shared Keras initializer would repeat its values).
+    starts = [np.asarray(a) for _, a, _, _ in lora.adapters(model).values()]
+    assert all(not np.array_equal(starts[0], other) for other in starts[1:])
     rng = np.random.default_rng(1)
     for _, _, b, _ in lora.adapters(model).values():
         b.assign(rng.normal(0, 0.2, b.shape).astype("float32"))
@@ -59,7 +62,7 @@ def lora_run(tmp_path_factory):
     out = folder / "out"
     run_in_process(folder / "data", out, do_train=True, do_eval=True, do_predict=True,
                    init_checkpoint=str(TINY / "bert_model.ckpt"), train_batch_size=16,
-                   num_train_epochs=4, learning_rate=5e-3, lora_rank=4, jit_compile=True,
+                   num_train_epochs=8, learning_rate=5e-3, lora_rank=4, jit_compile=True,
                    save_tf1_checkpoint=True)
     return folder, out
 
@@ -76,7 +79,7 @@ def test_a_lora_run_trains_the_adapters_and_head_and_writes_them_apart(lora_run)
     assert moved == sorted(f"bert/encoder/layer_{i}/attention/self/{p}/kernel"
                            for i in range(2) for p in ("query", "value"))
     adapters_file = out / "lora_adapters.safetensors"
-    assert adapters_file.stat().st_size < (out / "ckpt-32.data-00000-of-00001").stat().st_size / 10
+    assert adapters_file.stat().st_size < (out / "ckpt-64.data-00000-of-00001").stat().st_size / 10
     run = json.loads((out / "run.json").read_text())
     assert (run["lora_rank"], run["lora_targets"]) == (4, "query_value")
 
@@ -124,7 +127,7 @@ def test_refusals(lora_run, tmp_path):
     data = folder / "data"
     common = [f"--data_dir={data}", "--max_seq_length=24", "--do_eval"]
     other_base = run_classifier("--task_name=mrpc", *common, f"--output_dir={tmp_path / 'a'}",
-                                f"--init_checkpoint={out / 'ckpt-32'}",
+                                f"--init_checkpoint={out / 'ckpt-64'}",
                                 f"--lora_adapters={out / 'lora_adapters.safetensors'}")
     assert_refused(other_base, "lora-adapters-other-base")
     other_task = run_classifier("--task_name=cola", *common, f"--output_dir={tmp_path / 'b'}",

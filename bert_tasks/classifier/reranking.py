@@ -53,3 +53,17 @@ def describe(answer):
         lines.append("  %d. %.4f (was %d)  %s" % (rank, candidate["score"], candidate["was"],
                                                   candidate["passage"]))
     return "\n".join(lines)
+
+
+def run(export_dir, inputs, output_format, out):
+    """predict.py --rerank: checks `inputs` (`predictor.Input`s), loads `export_dir`, writes each
+    query's answer to `out` (readable lines, or one JSON object per query)."""
+    import json
+
+    from bert_runner.serving.predictor import Predictor
+
+    inputs = [item for item in inputs if item.text.strip()]
+    check_pairs(inputs)
+    for answer in rerank(Predictor(export_dir), inputs):
+        out.write((json.dumps(answer, ensure_ascii=False) if output_format == "json"
+                   else describe(answer)) + "\n")
