@@ -99,7 +99,7 @@ class Trainer:
         # flow): each is traced once, and callers (the accumulation loop, both call sites in
         # `_train_loop`) add one call op instead of another copy of the model's graph.
         self.jit_compile = jit_compile
-        self._grads = self._compiled(self._loss_and_grads, autograph=False)
+        self._grads = self._compiled(self._loss_and_grads)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
         # its two slots: XLA fuses them into one, whatever `jit_compile` says for the model
@@ -118,11 +118,13 @@ class Trainer:
 
     # ---- one step -------------------------------------------------------------------------
 
-    def _compiled(self, replica_fn, autograph=True):
+    def _compiled(self, replica_fn):
         """`replica_fn` (one replica's work on its batch) as a `tf.function`, XLA-compiled with
         `jit_compile`: the step is compiled per replica, where a TPU or GPU runs it; the loops
-        and the cross-replica sums around it stay in TensorFlow."""
-        return tf.function(replica_fn, jit_compile=self.jit_compile, autograph=autograph)
+        and the cross-replica sums around it stay in TensorFlow. Without autograph: the model
+        and the tasks' steps have no tensor-dependent Python control flow, and converting their
+        code took about a seventh of a small run's start-up."""
+        return tf.function(replica_fn, jit_compile=self.jit_compile, autograph=False)
 
     def _loss_and_grads(self, features):
         variables = self.model.trainable_variables
@@ -301,7 +303,7 @@ class Trainer:
             # batch shape (the last, smaller batch) traces once more with the batch size left
             # open, and no other shape traces again (XLA still compiles each shape it meets).
             run = tf.function(lambda batch: self.strategy.run(step, args=(batch,)),
-                              reduce_retracing=True)
+                              reduce_retracing=True, autograph=False)
             self._predict_functions[predict_step] = run
         for batch in dataset:
             outputs = run(batch)

@@ -6,7 +6,9 @@ starts. `install()` (called by tests/conftest.py) makes `subprocess.run([sys.exe
 fork the script from `tests/script_server.py`, which has done those imports once (a server per
 pytest process, started at its first script). The test sees what subprocess.run gives: a
 CompletedProcess with the script's exit code and its stdout and stderr (text or bytes, or stderr
-in stdout), or TimeoutExpired after `timeout`, the script's process group killed.
+in stdout), or TimeoutExpired after `timeout`, the script's process group killed. Likewise
+`subprocess.Popen` of a script whose output is one stream or DEVNULL (`popen`): a test that
+signals a running script, or demo.py's stage runner.
 
 Everything else goes to the real subprocess.run: other programs, other arguments (pass_fds, ...),
 a help request (a script's --helpfull lists every flag defined, and importing TensorFlow before
@@ -44,10 +46,12 @@ class _Server:
     def can_run(self, env):
         return all(env.get(name) == os.environ.get(name) for name in _IMPORT_TIME)
 
-    def start(self, argv, cwd, env, stdin, stdout, stderr):
-        """Forks `argv` (after the interpreter); returns its pid. The server is this caller's
-        until `wait` has read the script's exit code."""
-        self._lock.acquire()
+    def start(self, argv, cwd, env, stdin, stdout, stderr, blocking=True):
+        """Forks `argv` (after the interpreter); returns its pid, or None where `blocking` is
+        False and another script has the server. The server is this caller's until `wait` has
+        read the script's exit code."""
+        if not self._lock.acquire(blocking=blocking):
+            return None
         try:
             if self._process is None or self._process.poll() is not None:
                 self._process = subprocess.Popen(
@@ -164,32 +168,77 @@ def _output(path, wanted, redirect, stream, text, encoding):
 
 
 class _ForkedProcess:
-    """What `Popen` gives for a forked script: the subprocess.Popen calls a stage runner makes
-    (`stdout` read as the script writes it, then `wait`; as a context manager)."""
+    """What `Popen` gives for a forked script: its output read as the script writes it (one
+    stream, stdout a pipe with stderr in it: what a stage runner reads) or sent to DEVNULL (a
+    script a test signals); `poll`, `wait`, `send_signal`, `kill`; a context manager."""
 
-    def __init__(self, args, kwargs):
+    def __init__(self, pid, args, output, text, encoding):
+        """`pid`: the forked script's; `output`: the FIFO it writes, or None (DEVNULL)."""
         self.args = args
+        self.pid = pid
         self.returncode = None
-        self._folder = tempfile.TemporaryDirectory(prefix="forked-script-")
-        stdin, output = (os.path.join(self._folder.name, name) for name in ("stdin", "output"))
+        self.stdout = None
+        if output is not None:
+            self.stdout = (open(output, encoding=encoding or "utf-8", errors="replace") if text
+                           else open(output, "rb"))
+
+    @classmethod
+    def start(cls, args, kwargs):
+        """The script forked, or None where the server runs another script (a test that runs
+        one script while it holds another: that one starts afresh)."""
+        folder = tempfile.TemporaryDirectory(prefix="forked-script-")
+        stdin, output = (os.path.join(folder.name, name) for name in ("stdin", "output"))
         open(stdin, "wb").close()
-        os.mkfifo(output)  # the script writes it as it runs; EOF when it ends
-        self.pid = _server.start(
+        if kwargs.get("stdout") == subprocess.PIPE:
+            os.mkfifo(output)  # the script writes it as it runs; EOF when it ends
+            streams = (output, output)
+        else:
+            output, streams = None, (os.devnull, os.devnull)
+        pid = _server.start(
             [str(arg) for arg in args[1:]], str(kwargs.get("cwd") or os.getcwd()),
-            dict(kwargs.get("env") or os.environ), stdin, output, output)
-        text = kwargs.get("text") or kwargs.get("universal_newlines") or kwargs.get("encoding")
-        self.stdout = (open(output, encoding=kwargs.get("encoding") or "utf-8", errors="replace")
-                       if text else open(output, "rb"))
+            dict(kwargs.get("env") or os.environ), stdin, *streams, blocking=False)
+        if pid is None:
+            folder.cleanup()
+            return None
+        process = cls(pid, args, output,
+                      kwargs.get("text") or kwargs.get("universal_newlines")
+                      or kwargs.get("encoding"), kwargs.get("encoding"))
+        process._folder = folder
+        return process
 
     def wait(self, timeout=None):
-        del timeout  # the stage runners wait for the script's end
+        del timeout  # the tests and stage runners wait for the script's end
         if self.returncode is None:
             self.returncode = _server.wait()
             self._folder.cleanup()
         return self.returncode
 
     def poll(self):
-        return self.returncode
+        """The exit code once the script has ended, else None (without waiting). The server
+        reaps its child at once, so an ended script's pid is gone (or a zombie for a moment)."""
+        if self.returncode is None:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    running = f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except (FileNotFoundError, ProcessLookupError):
+                running = False
+            if running:
+                return None
+        return self.wait()
+
+    def communicate(self, input=None, timeout=None):
+        """(the output read to its end, None) as Popen's, once the script has ended."""
+        del input, timeout  # no stdin; the script is waited for
+        output = self.stdout.read() if self.stdout is not None else None
+        self.wait()
+        return output, None
+
+    def send_signal(self, sig):
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
 
     def kill(self):
         if self.returncode is None:
@@ -201,24 +250,32 @@ class _ForkedProcess:
         return self
 
     def __exit__(self, *exc_info):
-        self.stdout.close()
+        if self.stdout is not None:
+            self.stdout.close()
         self.wait()
 
 
 def popen(args, **kwargs):
     """`subprocess.Popen`, forking a script whose output is read as one stream (stdout a pipe,
-    stderr into it): what demo.py does for each stage."""
+    stderr into it: what demo.py does for each stage) or goes nowhere (stdout and stderr
+    DEVNULL: a test that signals the script); other calls, and a script started while another
+    forked one runs, go to the real Popen."""
+    streams = (kwargs.get("stdout"), kwargs.get("stderr"))
     if (_forkable(args, kwargs, {"cwd", "env", "stdout", "stderr", "text", "universal_newlines",
                                  "encoding"})
-            and kwargs.get("stdout") == subprocess.PIPE
-            and kwargs.get("stderr") == subprocess.STDOUT):
-        return _ForkedProcess(args, kwargs)
+            and streams in ((subprocess.PIPE, subprocess.STDOUT),
+                            (subprocess.DEVNULL, subprocess.DEVNULL))):
+        process = _ForkedProcess.start(args, kwargs)
+        if process is not None:
+            return process
     return _real_popen(args, **kwargs)
 
 
 def install():
-    """Routes subprocess.run through `run` for this process (the pytest process)."""
+    """Routes subprocess.run and subprocess.Popen through `run` and `popen` for this process
+    (the pytest process)."""
     subprocess.run = run
+    subprocess.Popen = popen
 
 
 def install_popen():

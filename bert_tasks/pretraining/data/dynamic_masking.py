@@ -395,7 +395,8 @@ def masked_dataset(batches, masker, seed):
     the stateless seed (seed, k), so every epoch gets new masks and a run is reproducible."""
     import tensorflow as tf
     return batches.enumerate().map(
-        lambda k, features: masker(features, tf.stack([tf.cast(seed, tf.int64), k])),
+        tf.autograph.experimental.do_not_convert(
+            lambda k, features: masker(features, tf.stack([tf.cast(seed, tf.int64), k]))),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
