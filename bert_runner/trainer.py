@@ -122,8 +122,8 @@ class Trainer:
         """`replica_fn` (one replica's work on its batch) as a `tf.function`, XLA-compiled with
         `jit_compile`: the step is compiled per replica, where a TPU or GPU runs it; the loops
         and the cross-replica sums around it stay in TensorFlow. Without autograph: the model
-        and the tasks' steps have no tensor-dependent Python control flow, and converting their
-        code took about a seventh of a small run's start-up."""
+        and the tasks' steps have no tensor-dependent Python control flow, so converting their
+        code would only add start-up time."""
         return tf.function(replica_fn, jit_compile=self.jit_compile, autograph=False)
 
     def _loss_and_grads(self, features):
