@@ -3,25 +3,32 @@
 Every script of the project imports TensorFlow, tensorflow-text and Keras before it does anything:
 about 6 s of CPU on this project's 2-core CI machine, for each of the many scripts the suite
 starts. `install()` (called by tests/conftest.py) makes `subprocess.run([sys.executable, ...])`
-fork the script from `tests/script_server.py`, which has done those imports once (a server per
-pytest process, started at its first script). The test sees what subprocess.run gives: a
-CompletedProcess with the script's exit code and its stdout and stderr (text or bytes, or stderr
-in stdout), or TimeoutExpired after `timeout`, the script's process group killed. Likewise
-`subprocess.Popen` of a script whose output is one stream or DEVNULL (`popen`): a test that
-signals a running script, or demo.py's stage runner.
+fork the script from `tests/script_server.py`, which has done those imports once (one server
+for the session's pytest processes, started at the first script; scripts run side by side). The
+test sees what subprocess.run gives: a CompletedProcess with the script's exit code and its stdout
+and stderr (text or bytes, or stderr in stdout), or TimeoutExpired after `timeout`, the script's
+process group killed. Likewise `subprocess.Popen` of a script whose outputs are pipes or DEVNULL
+(`popen`): demo.py's stages, a test that signals a running script or runs several side by side.
 
 Everything else goes to the real subprocess.run: other programs, other arguments (pass_fds, ...),
 a help request (a script's --helpfull lists every flag defined, and importing TensorFlow before
-the script defines some), and an environment that changes what the imports decide (KERAS_BACKEND, TensorFlow's and XLA's
-variables, PYTHONPATH). `BERT_TESTS_FORK=0` turns forking off: every script starts afresh.
+the script defines some), and an environment that changes what the imports decide (KERAS_BACKEND,
+TensorFlow's and XLA's variables, PYTHONPATH). `BERT_TESTS_FORK=0` turns forking off: every script starts afresh.
 """
+import atexit
+import fcntl
+import hashlib
 import json
 import os
+import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server.py")
 # Read when the server imports TensorFlow and Keras, or by the interpreter at its start: a script
@@ -30,6 +37,7 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server
 _IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
                 "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
 FORK_HELP_VARIABLE = "BERT_TESTS_FORK_HELP"
+SERVERS_VARIABLE = "BERT_TESTS_SCRIPT_SERVERS"
 _HANDLED = {"cwd", "env", "input", "capture_output", "stdout", "stderr", "text", "timeout", "check",
             "universal_newlines", "encoding"}
 _real_run = subprocess.run
@@ -37,60 +45,108 @@ _real_popen = subprocess.Popen
 
 
 class _Server:
-    """A script_server.py process, started at the first request; one request at a time."""
-
-    def __init__(self):
-        self._process = None
-        self._lock = threading.Lock()
+    """The script_server.py process for this process's import-time environment, shared by every
+    process of the session that has the same (the pytest processes: one server for the session)
+    and started by the first that needs it. Scripts run side by side."""
 
     def can_run(self, env):
         return all(env.get(name) == os.environ.get(name) for name in _IMPORT_TIME)
 
-    def start(self, argv, cwd, env, stdin, stdout, stderr, blocking=True):
-        """Forks `argv` (after the interpreter); returns its pid, or None where `blocking` is
-        False and another script has the server. The server is this caller's until `wait` has
-        read the script's exit code."""
-        if not self._lock.acquire(blocking=blocking):
-            return None
+    def _connect(self):
+        """A new connection to the server, started here if it is not running."""
+        key = hashlib.sha1(json.dumps([os.environ.get(n) for n in _IMPORT_TIME]).encode())
+        path = os.path.join(_servers_folder(), key.hexdigest()[:16] + ".sock")
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            if self._process is None or self._process.poll() is not None:
-                self._process = subprocess.Popen(
-                    [sys.executable, SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    text=True, env=dict(os.environ))
-            request = dict(argv=argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
-                           stderr=stderr)
-            self._process.stdin.write(json.dumps(request) + "\n")
-            self._process.stdin.flush()
-            return json.loads(self._process.stdout.readline())["pid"]
-        except BaseException:
-            self._lock.release()
-            raise
+            connection.connect(path)
+            return connection
+        except (FileNotFoundError, ConnectionRefusedError):
+            pass
+        with open(path + ".lock", "w") as lock:  # one process starts it; the others wait here
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(path):
+                with open(os.path.join(_servers_folder(), "owner")) as f:
+                    owner = f.read().strip()
+                # Its own output to a file of its own: it outlives the process that starts it,
+                # whose pipes (a test reading a script's output) it must not hold open.
+                with open(path[:-len(".sock")] + ".log", "ab") as log:
+                    server = _real_popen([sys.executable, SERVER, path, owner],
+                                         env=dict(os.environ), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log, start_new_session=True)
+                while not os.path.exists(path):  # it binds, listens, then gives the socket its name
+                    if server.poll() is not None:
+                        raise RuntimeError(f"tests/script_server.py ended: {_log(path)}")
+                    time.sleep(0.02)
+        connection.connect(path)
+        return connection
 
-    def wait(self):
-        """The exit code of the script `start` forked, once it has ended."""
-        try:
-            answer = self._process.stdout.readline()
-            if not answer:
-                raise RuntimeError("tests/script_server.py ended; see the test's stderr")
-            return json.loads(answer)["returncode"]
-        finally:
-            self._lock.release()
+    def start(self, argv, cwd, env, stdin, stdout, stderr):
+        """Forks `argv` (after the interpreter); returns (its pid, the connection on which
+        `wait` reads its exit code)."""
+        connection = _Connection(self._connect())
+        request = dict(argv=argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr)
+        connection.socket.sendall((json.dumps(request) + "\n").encode())
+        return connection.read()["pid"], connection
 
     def run(self, argv, cwd, env, stdin, stdout, stderr, timeout):
         """Runs `argv` (after the interpreter) in a fork; returns its exit code."""
-        pid = self.start(argv, cwd, env, stdin, stdout, stderr)
+        pid, connection = self.start(argv, cwd, env, stdin, stdout, stderr)
         timer = None
         if timeout is not None:
             timer = threading.Timer(timeout, _kill_group, [pid])
             timer.start()
         try:
-            returncode = self.wait()
+            returncode = connection.read()["returncode"]
         finally:
+            connection.close()
             if timer is not None:
                 timer.cancel()
         if timer is not None and timer.finished.is_set() and returncode == -signal.SIGKILL:
             raise subprocess.TimeoutExpired(argv, timeout)
         return returncode
+
+
+class _Connection:
+    """A connection to the server: one request, then its answers, a JSON line each."""
+
+    def __init__(self, connection):
+        self.socket = connection
+        self._received = b""
+
+    def read(self, block=True):
+        """The next answer; None where `block` is False and it has not come yet."""
+        while b"\n" not in self._received:
+            if not block and not select.select([self.socket], [], [], 0)[0]:
+                return None
+            data = self.socket.recv(1 << 12)
+            if not data:
+                raise RuntimeError("tests/script_server.py ended")
+            self._received += data
+        line, self._received = self._received.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self):
+        self.socket.close()
+
+
+def _log(path):
+    with open(path[:-len(".sock")] + ".log", errors="replace") as f:
+        return f.read()[-3000:]
+
+
+def _servers_folder():
+    """The session's folder of server sockets, named in SERVERS_VARIABLE: made by the first
+    process of the session that asks (the pytest-xdist controller, or pytest alone: `install`),
+    which owns it (the servers exit when it ends) and removes it at exit; the processes it
+    starts inherit the variable."""
+    folder = os.environ.get(SERVERS_VARIABLE)
+    if not folder or not os.path.isdir(folder):
+        folder = tempfile.mkdtemp(prefix="bert-tests-scripts-")
+        with open(os.path.join(folder, "owner"), "w") as f:
+            f.write(str(os.getpid()))
+        os.environ[SERVERS_VARIABLE] = folder
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _kill_group(pid):
@@ -168,70 +224,75 @@ def _output(path, wanted, redirect, stream, text, encoding):
 
 
 class _ForkedProcess:
-    """What `Popen` gives for a forked script: its output read as the script writes it (one
-    stream, stdout a pipe with stderr in it: what a stage runner reads) or sent to DEVNULL (a
-    script a test signals); `poll`, `wait`, `send_signal`, `kill`; a context manager."""
+    """What `Popen` gives for a forked script whose stdout and stderr are pipes (stderr apart
+    or in stdout) or DEVNULL: read as the script writes them; `poll`, `wait`, `communicate`,
+    `send_signal`, `kill`; a context manager."""
 
-    def __init__(self, pid, args, output, text, encoding):
-        """`pid`: the forked script's; `output`: the FIFO it writes, or None (DEVNULL)."""
+    STREAMS = {subprocess.PIPE, subprocess.DEVNULL}  # stderr also STDOUT
+
+    def __init__(self, args, kwargs):
         self.args = args
-        self.pid = pid
         self.returncode = None
-        self.stdout = None
-        if output is not None:
-            self.stdout = (open(output, encoding=encoding or "utf-8", errors="replace") if text
-                           else open(output, "rb"))
-
-    @classmethod
-    def start(cls, args, kwargs):
-        """The script forked, or None where the server runs another script (a test that runs
-        one script while it holds another: that one starts afresh)."""
-        folder = tempfile.TemporaryDirectory(prefix="forked-script-")
-        stdin, output = (os.path.join(folder.name, name) for name in ("stdin", "output"))
+        self._folder = tempfile.TemporaryDirectory(prefix="forked-script-")
+        stdin = os.path.join(self._folder.name, "stdin")
         open(stdin, "wb").close()
-        if kwargs.get("stdout") == subprocess.PIPE:
-            os.mkfifo(output)  # the script writes it as it runs; EOF when it ends
-            streams = (output, output)
-        else:
-            output, streams = None, (os.devnull, os.devnull)
-        pid = _server.start(
+        paths = {}
+        for name in ("stdout", "stderr"):
+            if kwargs.get(name) == subprocess.PIPE:
+                paths[name] = os.path.join(self._folder.name, name)
+                os.mkfifo(paths[name])  # the script writes it as it runs; EOF when it ends
+        merged = kwargs.get("stderr") == subprocess.STDOUT
+        self.pid, self._connection = _server.start(
             [str(arg) for arg in args[1:]], str(kwargs.get("cwd") or os.getcwd()),
-            dict(kwargs.get("env") or os.environ), stdin, *streams, blocking=False)
-        if pid is None:
-            folder.cleanup()
-            return None
-        process = cls(pid, args, output,
-                      kwargs.get("text") or kwargs.get("universal_newlines")
-                      or kwargs.get("encoding"), kwargs.get("encoding"))
-        process._folder = folder
-        return process
+            dict(kwargs.get("env") or os.environ), stdin, paths.get("stdout", os.devnull),
+            paths["stdout"] if merged else paths.get("stderr", os.devnull))
+        text = kwargs.get("text") or kwargs.get("universal_newlines") or kwargs.get("encoding")
+        # In the order the script opens them (each open waits for the other end).
+        for name in ("stdout", "stderr"):
+            stream = None
+            if name in paths:
+                stream = (open(paths[name], encoding=kwargs.get("encoding") or "utf-8",
+                               errors="replace") if text else open(paths[name], "rb"))
+            setattr(self, name, stream)
+
+    def _ended(self, answer):
+        self.returncode = answer["returncode"]
+        self._connection.close()
+        self._folder.cleanup()
+        return self.returncode
 
     def wait(self, timeout=None):
         del timeout  # the tests and stage runners wait for the script's end
         if self.returncode is None:
-            self.returncode = _server.wait()
-            self._folder.cleanup()
+            self._ended(self._connection.read())
         return self.returncode
 
     def poll(self):
-        """The exit code once the script has ended, else None (without waiting). The server
-        reaps its child at once, so an ended script's pid is gone (or a zombie for a moment)."""
+        """The exit code once the script has ended, else None (without waiting)."""
         if self.returncode is None:
-            try:
-                with open(f"/proc/{self.pid}/stat") as f:
-                    running = f.read().rsplit(")", 1)[1].split()[0] != "Z"
-            except (FileNotFoundError, ProcessLookupError):
-                running = False
-            if running:
-                return None
-        return self.wait()
+            answer = self._connection.read(block=False)
+            if answer is not None:
+                self._ended(answer)
+        return self.returncode
 
     def communicate(self, input=None, timeout=None):
-        """(the output read to its end, None) as Popen's, once the script has ended."""
+        """(stdout, stderr) as Popen's, once the script has ended: the piped one read to its
+        end, None for the other."""
         del input, timeout  # no stdin; the script is waited for
-        output = self.stdout.read() if self.stdout is not None else None
+        outputs = [None, None]
+
+        def read(index, stream):
+            outputs[index] = stream.read()
+
+        # Both pipes read at once: a script blocked on a full one would never end.
+        readers = [threading.Thread(target=read, args=(index, stream))
+                   for index, stream in enumerate((self.stdout, self.stderr)) if stream is not None]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
         self.wait()
-        return output, None
+        return tuple(outputs)
 
     def send_signal(self, sig):
         if self.returncode is None:
@@ -250,30 +311,29 @@ class _ForkedProcess:
         return self
 
     def __exit__(self, *exc_info):
-        if self.stdout is not None:
-            self.stdout.close()
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
         self.wait()
 
 
 def popen(args, **kwargs):
-    """`subprocess.Popen`, forking a script whose output is read as one stream (stdout a pipe,
-    stderr into it: what demo.py does for each stage) or goes nowhere (stdout and stderr
-    DEVNULL: a test that signals the script); other calls, and a script started while another
-    forked one runs, go to the real Popen."""
-    streams = (kwargs.get("stdout"), kwargs.get("stderr"))
+    """`subprocess.Popen`, forking a script whose outputs are pipes or DEVNULL
+    (`_ForkedProcess`): demo.py's stages, a test's signalled or side-by-side scripts; other calls
+    go to the real Popen."""
     if (_forkable(args, kwargs, {"cwd", "env", "stdout", "stderr", "text", "universal_newlines",
                                  "encoding"})
-            and streams in ((subprocess.PIPE, subprocess.STDOUT),
-                            (subprocess.DEVNULL, subprocess.DEVNULL))):
-        process = _ForkedProcess.start(args, kwargs)
-        if process is not None:
-            return process
+            and kwargs.get("stdout") in _ForkedProcess.STREAMS
+            and kwargs.get("stderr") in _ForkedProcess.STREAMS | {subprocess.STDOUT}):
+        return _ForkedProcess(args, kwargs)
     return _real_popen(args, **kwargs)
 
 
 def install():
     """Routes subprocess.run and subprocess.Popen through `run` and `popen` for this process
-    (the pytest process)."""
+    (the pytest process), which owns the session's servers unless a process that started it
+    does (`_servers_folder`)."""
+    _servers_folder()
     subprocess.run = run
     subprocess.Popen = popen
 

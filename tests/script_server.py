@@ -1,14 +1,20 @@
 """The process the tests' scripts are forked from (tests/forked_scripts.py is its client).
 
-It imports TensorFlow, tensorflow-text and Keras once, then reads one request per line on stdin
-(JSON: argv, cwd, env and the paths of the files for stdin, stdout and stderr) and answers on
-stdout, a JSON line each: `{"pid": N}` when the script's process has started, then
-`{"returncode": R}` when it has ended. The script runs in a forked child, which is a process of its
-own for everything the test can see (its own pid, environment, working directory, file descriptors
-and process group) except that the imports are already done.
+    python tests/script_server.py SOCKET OWNER_PID
+
+It imports TensorFlow, tensorflow-text and Keras once, then listens on the Unix socket SOCKET:
+each connection brings one request (a JSON line: argv, cwd, env and the paths of the files for
+stdin, stdout and stderr) and gets two answers, a JSON line each: `{"pid": N}` when the script's
+process has started, then `{"returncode": R}` when it has ended. Scripts run side by side (the
+workers of a multi-worker test, several pytest processes), each in a forked child, which is a
+process of its own for everything the test can see (its own pid, environment, working directory,
+file descriptors, signal handlers and process group) except that the imports are already done.
+The server exits when process OWNER_PID (the pytest session) has ended.
 
 Only third-party modules are imported here, and no TensorFlow operation runs: the child creates
 TensorFlow's runtime (threads, devices, thread-pool settings) itself, as a fresh process would.
+The server is one thread (a fork copies only the calling thread: no other thread's lock can be
+held in the child); it learns of its children's ends through SIGCHLD.
 
     argv: ["path/to/script.py", args...]  the script, run as __main__
           ["-c", code, args...]           as `python -c`
@@ -18,6 +24,9 @@ import atexit
 import json
 import os
 import runpy
+import selectors
+import signal
+import socket
 import sys
 import traceback
 
@@ -85,20 +94,90 @@ def _child(request):
             os._exit(code)
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def main():
-    requests, answers = sys.stdin, sys.stdout
-    # The children's output goes to their own files; nothing of theirs may reach the answers.
+    path, owner = sys.argv[1], int(sys.argv[2])
+    # The children's output goes to their own files; nothing else may write to the descriptors.
     sys.stdout = sys.stderr
-    for line in requests:
-        request = json.loads(line)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + ".tmp")
+    listener.listen(64)
+    os.replace(path + ".tmp", path)  # clients connect once it listens
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select below
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_read, selectors.EVENT_READ)
+    received = {}  # connection -> the bytes of its request so far
+    running = {}  # pid -> the connection that asked for it
+
+    def start(connection, request):
+        selector.unregister(connection)
         pid = os.fork()
         if pid == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            selector.close()
+            os.close(wake_read)
+            os.close(wake_write)
+            for sock in (listener, connection, *received, *running.values()):
+                sock.close()
             _child(request)
-        answers.write(json.dumps({"pid": pid}) + "\n")
-        answers.flush()
-        _, status = os.waitpid(pid, 0)
-        answers.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
-        answers.flush()
+        running[pid] = connection
+        _answer(connection, {"pid": pid})
+
+    while _alive(owner):
+        for key, _ in selector.select(timeout=1.0):
+            if key.fileobj is listener:
+                connection, _ = listener.accept()
+                received[connection] = b""
+                selector.register(connection, selectors.EVENT_READ)
+            elif key.fileobj == wake_read:
+                while True:
+                    try:
+                        if not os.read(wake_read, 4096):
+                            break
+                    except BlockingIOError:
+                        break
+            else:
+                connection = key.fileobj
+                data = connection.recv(1 << 16)
+                received[connection] += data
+                if not data:  # the client left before asking
+                    selector.unregister(connection)
+                    del received[connection]
+                    connection.close()
+                elif b"\n" in received[connection]:
+                    request = json.loads(received.pop(connection).split(b"\n", 1)[0])
+                    start(connection, request)
+        while running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            connection = running.pop(pid, None)
+            if connection is not None:
+                _answer(connection, {"returncode": os.waitstatus_to_exitcode(status)})
+                connection.close()
+
+
+def _answer(connection, message):
+    try:
+        connection.sendall((json.dumps(message) + "\n").encode())
+    except OSError:  # the client has gone (a test killed by its timeout): nothing to tell
+        pass
 
 
 if __name__ == "__main__":

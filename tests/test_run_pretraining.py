@@ -146,7 +146,8 @@ def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path)
             data, tmp_path / "multi", *args, "--distribution_strategy=multi_worker_mirrored")[2:]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
                "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
-        processes.append(subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True))
+        processes.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, text=True))
     for process in processes:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-3000:]
