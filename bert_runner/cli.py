@@ -10,6 +10,7 @@ something the user gave raises `ValueError` with a message naming it; file-syste
 `BERT_TRACEBACK=1` in the environment, or `--verbosity=1` (absl's flag), prints the traceback of a
 refused run as well, for bug reports.
 """
+import gc
 import json
 import os
 import platform
@@ -134,4 +135,8 @@ def run(main):
     if os.environ.get(FLAG_RULES_VARIABLE):
         with open(os.environ[FLAG_RULES_VARIABLE], "w", encoding="utf-8") as f:
             json.dump(flag_ranges.declared(flags.FLAGS), f)
+    # What the imports made (TensorFlow's and Keras's modules: most of the process's objects)
+    # lives as long as the process: moved out of the cyclic garbage collector's sight, so that
+    # its full collections, frequent while a model is traced, do not walk it every time.
+    gc.freeze()
     app.run(_guarded(main), flags_parser=_parse_flags)
