@@ -1,7 +1,6 @@
 """Shared pytest configuration: quiet TensorFlow, fixture paths, project root on sys.path."""
 import atexit
 import collections
-import gc
 import json
 import logging
 import os
@@ -139,13 +138,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
     items.sort(key=lambda item: -seconds.get(_group(item), float("inf")))  # stable
-
-
-def pytest_collection_finish(session):
-    """What the test files imported (TensorFlow, Keras, the project) is moved out of the cyclic
-    garbage collector's sight, as the scripts do (bert_runner.cli.run): in-process tests trace
-    many models, and every full collection would walk it."""
-    gc.freeze()
 
 
 _group_seconds = collections.Counter()
