@@ -86,18 +86,11 @@ class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         return self._decay_flags[self._get_variable_index(variable)]
 
     def _moments(self, gradient, variable):
-        """Updates and returns (m, v). Gradients arrive dense (see the module docstring).
-
-        Each slot is read once into a backend tensor, whose arithmetic operators are the
-        backend's own: the same operations as with the Keras variables, traced in a fraction of
-        the time (a Keras variable's operator converts and promotes through `keras.ops` on
-        every use, and tracing the update of every variable is part of every run's start-up).
-        """
+        """Updates and returns (m, v). Gradients arrive dense (see the module docstring)."""
         g = ops.cast(gradient, variable.dtype)
         index = self._get_variable_index(variable)
-        m_slot, v_slot = (ops.convert_to_tensor(slot[index]) for slot in (self._m, self._v))
-        m = self.beta_1 * m_slot + (1.0 - self.beta_1) * g
-        v = self.beta_2 * v_slot + (1.0 - self.beta_2) * ops.square(g)
+        m = self.beta_1 * self._m[index] + (1.0 - self.beta_1) * g
+        v = self.beta_2 * self._v[index] + (1.0 - self.beta_2) * ops.square(g)
         self.assign(self._m[index], m)
         self.assign(self._v[index], v)
         return m, v
@@ -126,11 +119,10 @@ class AdamWeightDecay(_DecoupledDecayOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         m, v = self._moments(gradient, variable)
-        w = ops.convert_to_tensor(variable)  # read once (`_moments`)
         update = m / (ops.sqrt(v) + self.epsilon)
         if self._decayed(variable):
-            update = update + self.weight_decay_rate * w
-        self.assign(variable, w - ops.cast(learning_rate, variable.dtype) * update)
+            update = update + self.weight_decay_rate * variable
+        self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update)
 
 
 class Lamb(_DecoupledDecayOptimizer):
@@ -146,18 +138,17 @@ class Lamb(_DecoupledDecayOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         m, v = self._moments(gradient, variable)
-        w = ops.convert_to_tensor(variable)  # read once (`_moments`)
         step = ops.cast(self.iterations + 1, variable.dtype)
         m_hat = m / (1.0 - ops.power(self.beta_1, step))
         v_hat = v / (1.0 - ops.power(self.beta_2, step))
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         ratio = 1.0
         if self._decayed(variable):
-            update = update + self.weight_decay_rate * w
-            w_norm = ops.sqrt(ops.sum(ops.square(w)))
+            update = update + self.weight_decay_rate * variable
+            w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
-        self.assign(variable, w - ops.cast(learning_rate, variable.dtype) * ratio * update)
+        self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * ratio * update)
 
 
 OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}

@@ -56,28 +56,31 @@ class _Server:
         """A new connection to the server, started here if it is not running."""
         key = hashlib.sha1(json.dumps([os.environ.get(n) for n in _IMPORT_TIME]).encode())
         path = os.path.join(_servers_folder(), key.hexdigest()[:16] + ".sock")
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            connection.connect(path)
+        connection = _try_connect(path)
+        if connection is not None:
             return connection
-        except (FileNotFoundError, ConnectionRefusedError):
-            pass
         with open(path + ".lock", "w") as lock:  # one process starts it; the others wait here
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not os.path.exists(path):
+            connection = _try_connect(path)
+            if connection is not None:
+                return connection
+            if os.path.exists(path):  # the socket of a server that has died
+                os.remove(path)
+            # Its own output to a file of its own: it outlives the process that starts it,
+            # whose pipes (a test reading a script's output) it must not hold open.
+            with open(path[:-len(".sock")] + ".log", "ab") as log:
                 with open(os.path.join(_servers_folder(), "owner")) as f:
                     owner = f.read().strip()
-                # Its own output to a file of its own: it outlives the process that starts it,
-                # whose pipes (a test reading a script's output) it must not hold open.
-                with open(path[:-len(".sock")] + ".log", "ab") as log:
-                    server = _real_popen([sys.executable, SERVER, path, owner],
-                                         env=dict(os.environ), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log, start_new_session=True)
-                while not os.path.exists(path):  # it binds, listens, then gives the socket its name
-                    if server.poll() is not None:
-                        raise RuntimeError(f"tests/script_server.py ended: {_log(path)}")
-                    time.sleep(0.02)
-        connection.connect(path)
+                server = _real_popen([sys.executable, SERVER, path, owner], env=dict(os.environ),
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     start_new_session=True)
+            while not os.path.exists(path):  # it binds, listens, then gives the socket its name
+                if server.poll() is not None:
+                    raise RuntimeError(f"tests/script_server.py ended: {_log(path)}")
+                time.sleep(0.02)
+        connection = _try_connect(path)
+        if connection is None:
+            raise RuntimeError(f"tests/script_server.py does not answer: {_log(path)}")
         return connection
 
     def start(self, argv, cwd, env, stdin, stdout, stderr):
@@ -127,6 +130,17 @@ class _Connection:
 
     def close(self):
         self.socket.close()
+
+
+def _try_connect(path):
+    """A connection to the socket at `path`, or None where no server listens there."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(path)
+        return connection
+    except (FileNotFoundError, ConnectionRefusedError):
+        connection.close()
+        return None
 
 
 def _log(path):
