@@ -9,6 +9,8 @@ stage's order, kept as `was`). Each answer is one query:
 where `score` is the probability of label "1" (relevant) and `was` the candidate's 1-based place
 in the input.
 """
+import json
+
 from bert_tasks import ranking
 
 RELEVANT_LABEL = "1"
@@ -58,8 +60,6 @@ def describe(answer):
 def run(export_dir, inputs, output_format, out):
     """predict.py --rerank: checks `inputs` (`predictor.Input`s), loads `export_dir`, writes each
     query's answer to `out` (readable lines, or one JSON object per query)."""
-    import json
-
     from bert_runner.serving.predictor import Predictor
 
     inputs = [item for item in inputs if item.text.strip()]
