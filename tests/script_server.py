@@ -11,6 +11,10 @@ process of its own for everything the test can see (its own pid, environment, wo
 file descriptors, signal handlers and process group) except that the imports are already done.
 The server exits when process OWNER_PID (the pytest session) has ended.
 
+With BERT_TESTS_SCRIPT_TIMES=FILE in the session's environment, each script's end appends a JSON
+line to FILE: {"argv", "cwd", "seconds" (wall), "cpu_seconds" (its own and its waited-for
+children's)}, which says where the suite's script time goes.
+
 Only third-party modules are imported here, and no TensorFlow operation runs: the child creates
 TensorFlow's runtime (threads, devices, thread-pool settings) itself, as a fresh process would.
 The server is one thread (a fork copies only the calling thread: no other thread's lock can be
@@ -28,6 +32,7 @@ import selectors
 import signal
 import socket
 import sys
+import time
 import traceback
 
 import absl.app  # noqa: F401
@@ -119,7 +124,8 @@ def main():
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
     received = {}  # connection -> the bytes of its request so far
-    running = {}  # pid -> the connection that asked for it
+    running = {}  # pid -> (the connection that asked for it, its request, its start time)
+    times_file = os.environ.get("BERT_TESTS_SCRIPT_TIMES")
 
     def start(connection, request):
         selector.unregister(connection)
@@ -130,10 +136,10 @@ def main():
             selector.close()
             os.close(wake_read)
             os.close(wake_write)
-            for sock in (listener, connection, *received, *running.values()):
+            for sock in (listener, connection, *received, *(c for c, _, _ in running.values())):
                 sock.close()
             _child(request)
-        running[pid] = connection
+        running[pid] = (connection, request, time.monotonic())
         _answer(connection, {"pid": pid})
 
     while _alive(owner):
@@ -162,15 +168,22 @@ def main():
                     start(connection, request)
         while running:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            connection = running.pop(pid, None)
-            if connection is not None:
-                _answer(connection, {"returncode": os.waitstatus_to_exitcode(status)})
-                connection.close()
+            if pid not in running:
+                continue
+            connection, request, started = running.pop(pid)
+            _answer(connection, {"returncode": os.waitstatus_to_exitcode(status)})
+            connection.close()
+            if times_file:
+                with open(times_file, "a", encoding="utf-8") as times:
+                    times.write(json.dumps({
+                        "argv": request["argv"], "cwd": request["cwd"],
+                        "seconds": round(time.monotonic() - started, 3),
+                        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)}) + "\n")
 
 
 def _answer(connection, message):
