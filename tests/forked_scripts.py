@@ -13,7 +13,8 @@ process group killed. Likewise `subprocess.Popen` of a script whose outputs are 
 Everything else goes to the real subprocess.run: other programs, other arguments (pass_fds, ...),
 a help request (a script's --helpfull lists every flag defined, and importing TensorFlow before
 the script defines some), and an environment that changes what the imports decide (KERAS_BACKEND,
-TensorFlow's and XLA's variables, PYTHONPATH). `BERT_TESTS_FORK=0` turns forking off: every script starts afresh.
+TensorFlow's and XLA's variables, PYTHONPATH). `BERT_TESTS_FORK=0` turns forking off: every
+script starts afresh.
 """
 import atexit
 import fcntl
