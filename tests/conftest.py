@@ -47,6 +47,15 @@ import forked_scripts  # noqa: E402
 forked_scripts.install()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _xla_cache_keys():
+    """In the processes that run tests (not pytest-xdist's controller, which imports no
+    TensorFlow): compiled functions named by their content, for the shared XLA cache."""
+    import xla_cache_keys
+
+    xla_cache_keys.install()
+
+
 @pytest.fixture(autouse=True)
 def _absl_log_level():
     """Each test starts with absl's logger at its initial level (NOTSET: caplog's decides).

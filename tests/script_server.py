@@ -15,8 +15,10 @@ With BERT_TESTS_SCRIPT_TIMES=FILE in the session's environment, each script's en
 line to FILE: {"argv", "cwd", "seconds" (wall), "cpu_seconds" (its own and its waited-for
 children's)}, which says where the suite's script time goes.
 
-Only third-party modules are imported here, and no TensorFlow operation runs: the child creates
-TensorFlow's runtime (threads, devices, thread-pool settings) itself, as a fresh process would.
+Only third-party modules are imported here (and tests/xla_cache_keys.py installed, so that the
+scripts' compiled kernels are shared through the session's XLA cache); no TensorFlow operation
+runs: the child creates TensorFlow's runtime (threads, devices, thread-pool settings) itself, as
+a fresh process would.
 The server is one thread (a fork copies only the calling thread: no other thread's lock can be
 held in the child); it learns of its children's ends through SIGCHLD.
 
@@ -42,6 +44,10 @@ import keras  # noqa: F401
 import numpy  # noqa: F401
 import tensorflow  # noqa: F401
 import tensorflow_text  # noqa: F401
+
+import xla_cache_keys
+
+xla_cache_keys.install()
 
 
 def _run_as_main(argv):

@@ -1,0 +1,43 @@
+"""XLA-compiled functions named by their content, so that the session's persistent XLA cache
+(tests/conftest.py) serves a kernel compiled in one process to every other process.
+
+TensorFlow names each traced function `__inference_<name>_<uid>`, the uid a per-process counter,
+and the persistent cache's key holds that name (with the argument shapes and the HLO): the same
+kernel at the same shapes gets another name, so another key, in each process that traced
+something else before it, and the cache missed for about a fifth of the suite's ~1,700
+compilations. `install()` names a function that must be compiled (`jit_compile=True`) by a hash
+of its graph and attributes instead: the same in every process, and still unique within one
+(two functions with one name have one graph; TensorFlow counts the references to a name).
+Nothing else changes: the name is only a key, and the cache checks the whole HLO on a hit.
+
+Installed in the pytest processes (tests/conftest.py) and the script server the tests' scripts
+are forked from (tests/script_server.py); a script started afresh (BERT_TESTS_FORK=0) compiles
+as a user's run does. If TensorFlow's internals differ from what this expects, nothing is
+installed and the suite runs as before, only slower.
+"""
+import hashlib
+
+
+def install():
+    """Makes every later-traced `jit_compile` function's name its content's (once per process)."""
+    try:
+        from tensorflow.python.eager.polymorphic_function import atomic_function, attributes
+        from tensorflow.python.eager.polymorphic_function import concrete_function
+        original = concrete_function.ConcreteFunction.from_func_graph.__func__
+    except (ImportError, AttributeError):
+        return
+    if getattr(original, "names_by_content", False):
+        return
+
+    def from_func_graph(cls, graph, function_type, attrs, shared_func_graph=True):
+        compile_attr = (attrs or {}).get(attributes.XLA_COMPILE)
+        if getattr(compile_attr, "b", compile_attr) is not True:
+            return original(cls, graph, function_type, attrs, shared_func_graph)
+        content = graph.as_graph_def().SerializeToString(deterministic=True)
+        digest = hashlib.sha1(content + repr(sorted(attrs.items())).encode()).hexdigest()[:16]
+        function = atomic_function.from_func_graph(
+            f"__inference_{graph.name}_{digest}", graph, attrs, function_type)
+        return cls(function, shared_func_graph=shared_func_graph)
+
+    from_func_graph.names_by_content = True
+    concrete_function.ConcreteFunction.from_func_graph = classmethod(from_func_graph)
