@@ -24,6 +24,7 @@ def install():
         from tensorflow.python.eager.polymorphic_function import atomic_function, attributes
         from tensorflow.python.eager.polymorphic_function import concrete_function
         original = concrete_function.ConcreteFunction.from_func_graph.__func__
+        create = atomic_function.from_func_graph
     except (ImportError, AttributeError):
         return
     if getattr(original, "names_by_content", False):
@@ -33,10 +34,13 @@ def install():
         compile_attr = (attrs or {}).get(attributes.XLA_COMPILE)
         if getattr(compile_attr, "b", compile_attr) is not True:
             return original(cls, graph, function_type, attrs, shared_func_graph)
-        content = graph.as_graph_def().SerializeToString(deterministic=True)
-        digest = hashlib.sha1(content + repr(sorted(attrs.items())).encode()).hexdigest()[:16]
-        function = atomic_function.from_func_graph(
-            f"__inference_{graph.name}_{digest}", graph, attrs, function_type)
+        # The ops, and which of their tensors are the function's inputs and outputs: all that
+        # the function's definition is made of.
+        ends = [[t.name for t in graph.inputs], [t.name for t in graph.outputs],
+                [op.name for op in graph.control_outputs], sorted(attrs.items())]
+        content = graph.as_graph_def().SerializeToString(deterministic=True) + repr(ends).encode()
+        digest = hashlib.sha1(content).hexdigest()[:16]
+        function = create(f"__inference_{graph.name}_{digest}", graph, attrs, function_type)
         return cls(function, shared_func_graph=shared_func_graph)
 
     from_func_graph.names_by_content = True

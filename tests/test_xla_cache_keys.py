@@ -1,0 +1,31 @@
+"""tests/xla_cache_keys.py: compiled functions are named by their content, the same in every
+process, and still run as before."""
+import numpy as np
+import tensorflow as tf
+
+import xla_cache_keys
+
+
+def _name(function, *args):
+    return function.get_concrete_function(*args).function_def.signature.name
+
+
+def test_compiled_functions_are_named_by_their_content():
+    xla_cache_keys.install()
+    spec = tf.TensorSpec([4, 3], tf.float32)
+    twice = [tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True) for _ in range(2)]
+    other = tf.function(lambda x: x * 3.0 + 1.0, jit_compile=True)
+    plain = tf.function(lambda x: x * 2.0 + 1.0)
+    # The same graph: one name, whichever function object traced it (in another process too).
+    assert _name(twice[0], spec) == _name(twice[1], spec)
+    assert _name(twice[0], spec).startswith("__inference_<lambda>_")
+    assert _name(other, spec) != _name(twice[0], spec)
+    assert _name(twice[0], tf.TensorSpec([5, 3], tf.float32)) != _name(twice[0], spec)
+    # Functions that are not compiled keep TensorFlow's per-process names.
+    assert _name(plain, spec) != _name(tf.function(lambda x: x * 2.0 + 1.0), spec)
+    x = tf.ones([4, 3])
+    for function, value in [(twice[0], 3.0), (twice[1], 3.0), (other, 4.0)]:
+        np.testing.assert_array_equal(function(x), np.full([4, 3], value, "float32"))
+    # Inside a traced function, which calls both compiled functions of the same name.
+    both = tf.function(lambda x: twice[0](x) + twice[1](x) + other(x))
+    np.testing.assert_array_equal(both(x), np.full([4, 3], 10.0, "float32"))
