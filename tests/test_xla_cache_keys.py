@@ -1,5 +1,5 @@
-"""tests/xla_cache_keys.py: compiled functions are named by their content, the same in every
-process, and still run as before."""
+"""tests/xla_cache_keys.py: a compiled function's name is its content's, whichever function
+object (or process) traced it; other functions keep TensorFlow's names; both still run."""
 import numpy as np
 import tensorflow as tf
 

@@ -4,10 +4,10 @@
 TensorFlow names each traced function `__inference_<name>_<uid>`, the uid a per-process counter,
 and the persistent cache's key holds that name (with the argument shapes and the HLO): the same
 kernel at the same shapes gets another name, so another key, in each process that traced
-something else before it, and the cache missed for about a fifth of the suite's ~1,700
-compilations. `install()` names a function that must be compiled (`jit_compile=True`) by a hash
-of its graph and attributes instead: the same in every process, and still unique within one
-(two functions with one name have one graph; TensorFlow counts the references to a name).
+something else before it, and is compiled again there (docs/performance.md has the counts).
+`install()` names a function that must be compiled (`jit_compile=True`) by a hash of its graph,
+inputs, outputs and attributes instead: the same in every process, and still unique within one
+(two functions with one name have one definition; TensorFlow counts the references to a name).
 Nothing else changes: the name is only a key, and the cache checks the whole HLO on a hit.
 
 Installed in the pytest processes (tests/conftest.py) and the script server the tests' scripts
