@@ -18,9 +18,8 @@ children's)}, which says where the suite's script time goes.
 Only third-party modules are imported here (and tests/xla_cache_keys.py installed, so that the
 scripts' compiled kernels are shared through the session's XLA cache); no TensorFlow operation
 runs: the child creates TensorFlow's runtime (threads, devices, thread-pool settings) itself, as
-a fresh process would.
-The server is one thread (a fork copies only the calling thread: no other thread's lock can be
-held in the child); it learns of its children's ends through SIGCHLD.
+a fresh process would. The server is one thread (a fork copies only the calling thread: no other
+thread's lock can be held in the child); it learns of its children's ends through SIGCHLD.
 
     argv: ["path/to/script.py", args...]  the script, run as __main__
           ["-c", code, args...]           as `python -c`
