@@ -24,6 +24,7 @@ from absl import logging
 
 from bert_runner.checkpoints import ModelVariables, restore_newest_readable
 from bert_runner.distribution import is_chief
+from modeling.optimization import DecoupledDecayOptimizer
 
 
 class LoopRecord(collections.namedtuple("LoopRecord", ["step", "metrics", "seconds"])):
@@ -160,11 +161,14 @@ class Trainer:
             summed = iter(tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, reached))
             grads = [None if g is None else next(summed) for g in grads]
-        return {**metrics, "loss": loss, "grad_norm": self._update(grads)}
+        # The schedule is evaluated here, outside the compiled update (see `apply_at`).
+        learning_rate = tf.convert_to_tensor(self.optimizer.learning_rate, tf.float32)
+        return {**metrics, "loss": loss, "grad_norm": self._update(grads, learning_rate)}
 
-    def _clip_and_apply(self, grads):
+    def _clip_and_apply(self, grads, learning_rate):
         """Clips the summed gradients (one per trainable variable, or None) by their global norm
-        and applies them; returns the norm."""
+        and applies them at `learning_rate` (the schedule's value at this step); returns the
+        norm."""
         # Variables the loss does not reach (e.g. the pooler under a span head) are skipped, as
         # the original optimizer skips them: no update, no weight decay, no slots touched.
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
@@ -174,7 +178,11 @@ class Trainer:
         replicas = self.strategy.num_replicas_in_sync
         if replicas > 1:
             clipped = [g / replicas for g in clipped]
-        self.optimizer.apply(clipped, [v for _, v in pairs])
+        variables = [v for _, v in pairs]
+        if isinstance(self.optimizer, DecoupledDecayOptimizer):
+            self.optimizer.apply_at(clipped, variables, learning_rate)
+        else:  # any other Keras optimizer (loss scaling's wrapper) evaluates its schedule itself
+            self.optimizer.apply(clipped, variables)
         return norm / scale
 
     @tf.function

@@ -45,7 +45,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
+class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
     """Adam moments plus decoupled weight decay selected by name, shared by both optimizers."""
 
     def __init__(
@@ -65,6 +65,7 @@ class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self._given_learning_rate = None  # see `apply_at`
 
     def build(self, var_list):
         if self.built:
@@ -75,6 +76,26 @@ class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         # Decided here, on the Keras variables' paths: `update_step` may receive the
         # backend's variable objects, which have no path.
         self._decay_flags = [self.decays(v) for v in var_list]
+
+    def apply_at(self, grads, trainable_variables, learning_rate):
+        """`apply` at `learning_rate` (a scalar tensor) instead of the schedule's value at
+        `iterations`.
+
+        A training step evaluates the schedule itself and passes the value in: the update, which
+        the training loop compiles with XLA, then holds none of the schedule's numbers as
+        constants, and one compilation serves every learning rate, warm-up and step count of a
+        model (a grid's runs in one process, a persistent XLA cache) instead of one each.
+        """
+        self._given_learning_rate = learning_rate
+        try:
+            self.apply(grads, trainable_variables)
+        finally:
+            self._given_learning_rate = None
+
+    def _get_current_learning_rate(self):
+        if self._given_learning_rate is not None:
+            return self._given_learning_rate
+        return super()._get_current_learning_rate()
 
     def decays(self, variable):
         """Whether a Keras `variable` gets weight decay (the original's `_do_use_weight_decay`)."""
@@ -107,7 +128,7 @@ class _DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         return config
 
 
-class AdamWeightDecay(_DecoupledDecayOptimizer):
+class AdamWeightDecay(DecoupledDecayOptimizer):
     """The original `AdamWeightDecayOptimizer`.
 
     m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  u = m / (√v + ε)   (no bias correction,
@@ -125,7 +146,7 @@ class AdamWeightDecay(_DecoupledDecayOptimizer):
         self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update)
 
 
-class Lamb(_DecoupledDecayOptimizer):
+class Lamb(DecoupledDecayOptimizer):
     """LAMB (You et al., 2019) for large batches: Adam with bias correction and decoupled decay,
     scaled per variable by the trust ratio ‖w‖ / ‖update‖ (1 where either norm is 0).
 

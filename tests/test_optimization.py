@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertConfig, BertPretrainer, tf1_checkpoint
-from modeling.optimization import Lamb, WarmupPolynomialDecay, create_optimizer
+from modeling.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
 from modeling_helpers import TINY_TRAIN, pretraining_features, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
 from bert_runner.trainer import Trainer
@@ -40,6 +40,33 @@ def test_schedule_is_the_original_one():
     np.testing.assert_allclose(got, want, atol=1e-9)
     no_warmup = WarmupPolynomialDecay(1e-2, num_train_steps=10, num_warmup_steps=0)
     assert float(no_warmup(0)) == pytest.approx(1e-2)
+
+
+def test_the_compiled_update_takes_the_schedules_value_as_an_input(tmp_path):
+    """The training loop evaluates the schedule outside its XLA-compiled update and passes the
+    value in (`apply_at`): no number of the schedule is a constant of the compiled program, so
+    one compilation serves every learning rate, warm-up and step count; and the update made is
+    the optimizer's own at that learning rate."""
+    layer = keras.layers.Dense(3)
+    layer.build((None, 2))
+    start = [np.asarray(v) for v in layer.trainable_variables]
+    optimizer = create_optimizer("adamw", 0.0123, num_train_steps=777, num_warmup_steps=55)
+    trainer = Trainer(tf.distribute.get_strategy(), layer, optimizer, None, str(tmp_path),
+                      global_batch_size=1, clip_norm=100.0)
+    grads = [tf.fill(v.shape, 0.25) for v in layer.trainable_variables]
+    hlo = trainer._update.experimental_get_compiler_ir(grads, tf.constant(0.5))(stage="hlo")
+    for number in ("0.0123", "777", "55"):
+        assert number not in hlo
+    trainer._update(grads, tf.constant(0.5))
+    assert float(optimizer.learning_rate) == pytest.approx(0.0123 / 55)  # its own schedule again
+
+    reference = keras.layers.Dense(3)
+    reference.build((None, 2))
+    for variable, value in zip(reference.trainable_variables, start):
+        variable.assign(value)
+    AdamWeightDecay(0.5).apply(grads, reference.trainable_variables)
+    for got, want in zip(layer.trainable_variables, reference.trainable_variables):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
 
 
 def test_weight_decay_exclusions_match_the_original_names():

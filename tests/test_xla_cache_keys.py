@@ -29,3 +29,30 @@ def test_compiled_functions_are_named_by_their_content():
     # Inside a traced function, which calls both compiled functions of the same name.
     both = tf.function(lambda x: twice[0](x) + twice[1](x) + other(x))
     np.testing.assert_array_equal(both(x), np.full([4, 3], 10.0, "float32"))
+
+
+def test_names_leave_out_what_changes_from_one_process_to_the_next():
+    """A `tf.custom_gradient` op (its gradient's name is a per-process counter) and variables
+    updated (the ops that must run are kept in a set, whose order changes): the same content
+    traced twice, once after other work, still gets one name."""
+    xla_cache_keys.install()
+
+    @tf.custom_gradient
+    def doubled(x):
+        return x * 2.0, lambda dy: dy * 2.0
+
+    def update(variables):
+        def step(x):
+            for k, variable in enumerate(variables):
+                variable.assign(doubled(x) + float(k))
+            return x
+        return tf.function(step, jit_compile=True)
+
+    spec = tf.TensorSpec([3], tf.float32)
+    first = update([tf.Variable(tf.zeros([3])) for _ in range(8)])
+    name = _name(first, spec)
+    tf.function(lambda x: doubled(x))(tf.ones([3]))  # another custom gradient in between
+    second = [tf.Variable(tf.zeros([3])) for _ in range(8)]
+    assert _name(update(second), spec) == name
+    update(second)(tf.ones([3]))
+    np.testing.assert_array_equal(second[7], np.full([3], 9.0, "float32"))

@@ -35,13 +35,28 @@ def install():
         if getattr(compile_attr, "b", compile_attr) is not True:
             return original(cls, graph, function_type, attrs, shared_func_graph)
         # The ops, and which of their tensors are the function's inputs and outputs: all that
-        # the function's definition is made of.
+        # the function's definition is made of. (The ops that must run, sorted: TensorFlow
+        # collects them in a set, whose order changes from one process to the next.)
         ends = [[t.name for t in graph.inputs], [t.name for t in graph.outputs],
-                [op.name for op in graph.control_outputs], sorted(attrs.items())]
-        content = graph.as_graph_def().SerializeToString(deterministic=True) + repr(ends).encode()
+                sorted(op.name for op in graph.control_outputs), sorted(attrs.items())]
+        graph_def = graph.as_graph_def()
+        _number_gradient_types(graph_def)
+        content = graph_def.SerializeToString(deterministic=True) + repr(ends).encode()
         digest = hashlib.sha1(content).hexdigest()[:16]
         function = create(f"__inference_{graph.name}_{digest}", graph, attrs, function_type)
         return cls(function, shared_func_graph=shared_func_graph)
 
     from_func_graph.names_by_content = True
     concrete_function.ConcreteFunction.from_func_graph = classmethod(from_func_graph)
+
+
+def _number_gradient_types(graph_def):
+    """Renames the `_gradient_op_type` attributes of `graph_def`'s nodes (`tf.custom_gradient`'s
+    "CustomGradient-<uid>", another per-process counter, read only when a gradient is taken) by
+    their order in it, so that they name nothing process-specific."""
+    numbers = {}
+    for nodes in [graph_def.node, *(f.node_def for f in graph_def.library.function)]:
+        for node in nodes:
+            if "_gradient_op_type" in node.attr:
+                value = node.attr["_gradient_op_type"]
+                value.s = b"CustomGradient-%d" % numbers.setdefault(value.s, len(numbers))
