@@ -83,8 +83,8 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
 
         A training step evaluates the schedule itself and passes the value in: the update, which
         the training loop compiles with XLA, then holds none of the schedule's numbers as
-        constants, and one compilation serves every learning rate, warm-up and step count of a
-        model (a grid's runs in one process, a persistent XLA cache) instead of one each.
+        constants, and a compiled update kept in TensorFlow's persistent XLA cache serves the
+        runs of a learning-rate or step-count sweep instead of one each.
         """
         self._given_learning_rate = learning_rate
         try:
