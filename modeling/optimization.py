@@ -93,6 +93,8 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
             self._given_learning_rate = None
 
     def _get_current_learning_rate(self):
+        # What Keras's `apply` reads the learning rate through (Keras 3.15); if a later Keras
+        # reads it elsewhere, tests/test_optimization.py's compiled-update test fails.
         if self._given_learning_rate is not None:
             return self._given_learning_rate
         return super()._get_current_learning_rate()
