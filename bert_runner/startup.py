@@ -1,7 +1,9 @@
 """Checks every script runs before doing any work, so bad combinations fail in seconds with a
 message that names the file, instead of hours later (or silently, as in the original).
 
-Light to import (no Keras): create_pretraining_data's pipeline uses `warn_if_case_mismatch` too.
+Light to import (no TensorFlow): create_pretraining_data's pipeline uses `warn_if_case_mismatch`
+too, and its spawned worker processes import the pipeline; `run_files` (TensorFlow's gfile, seconds
+to import in each worker) is imported by the two functions that read a run's files.
 """
 import dataclasses
 import json
@@ -10,7 +12,6 @@ from typing import Optional
 
 from absl import logging
 
-from bert_runner import run_files
 from vocab import tokenization
 
 # A vocabulary is taken as uncased when at most this share of its word-pieces with a cased letter
@@ -112,6 +113,8 @@ def recorded_objective(checkpoint):
     run.json beside it (or of the run's output_dir, for a --seeds `seed_<n>` directory), else of
     the bert_config.json beside it (run_pretraining writes one; a config without the key, as
     the original's, is a masked LM)."""
+    from bert_runner import run_files  # not at the top: see the module docstring
+
     for directory in run_files.record_directories(checkpoint):
         for name, default in ((run_files.RUN_RECORD, None), ("bert_config.json", "mlm")):
             path = os.path.join(directory, name)
@@ -126,6 +129,8 @@ def recorded_objective(checkpoint):
 def recorded_task(checkpoint):
     """(task name, its run.json) of the run that wrote `checkpoint` (a directory or a checkpoint
     prefix; the run's output_dir for a --seeds `seed_<n>` directory), or (None, None)."""
+    from bert_runner import run_files  # not at the top: see the module docstring
+
     path, record = run_files.run_record(checkpoint)
     task = (record or {}).get("task")
     return (task, path) if task else (None, None)

@@ -2,6 +2,8 @@
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -108,6 +110,19 @@ def test_a_worker_pool_serves_several_runs(tmp_path, austen_corpus):
             _run(austen_corpus, tmp_path / "three.tfrecord", pool=pool, num_workers=3,
                  chunk_size_mb=0.1)
     assert not (tmp_path / "three.tfrecord").exists()
+
+
+def test_workers_import_no_tensorflow(monkeypatch):
+    """A `spawn`ed worker imports the script (as `__mp_main__`) and the modules of what it is
+    sent (`processing.process_in_worker`, `pipeline.Options`): none of them imports TensorFlow,
+    which would cost each worker seconds and hundreds of MB before its first chunk."""
+    monkeypatch.setenv("BERT_TESTS_FORK", "0")  # a fresh interpreter, not a fork of one that has it
+    code = ("import sys, create_pretraining_data; from bert_tasks.pretraining.data import "
+            "pipeline, processing; print(sorted({'tensorflow', 'keras'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "[]\n"
 
 
 def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, austen_corpus):
