@@ -307,12 +307,14 @@ class Trainer:
         run = self._predict_functions.get(predict_step)
         if run is None:
             step = self._compiled(lambda features: predict_step(self.model, features))
-            # One function per `predict_step`, for evaluation and prediction alike; a second
-            # batch shape (the last, smaller batch) traces once more with the batch size left
-            # open, and no other shape traces again (XLA still compiles each shape it meets).
+            # One function per `predict_step`, for evaluation and prediction alike.
             run = tf.function(lambda batch: self.strategy.run(step, args=(batch,)),
                               reduce_retracing=True, autograph=False)
             self._predict_functions[predict_step] = run
+        # Traced for the dataset's own spec, whose batch size is open unless batches are all
+        # full (drop_remainder): the last, smaller batch then needs no second trace of the model,
+        # and later splits of the same spec none at all (XLA still compiles each shape it meets).
+        run.get_concrete_function(dataset.element_spec)
         for batch in dataset:
             outputs = run(batch)
             yield {
