@@ -129,6 +129,19 @@ QUICK_DEMO_GROUP = "quick_demo"
 GROUP_SECONDS = pathlib.Path(__file__).with_name("group_seconds.json")
 
 
+def pytest_configure(config):
+    # pytest's unraisable-exception plugin collects garbage five times as each process ends, to
+    # report exceptions raised in finalizers; with TensorFlow loaded a collection takes about a
+    # second, at the end of every worker. One collection still runs the finalizers of what the
+    # tests left behind (and the plugin reports what was raised during a test as it ends). The
+    # key is pytest's own (pytester sets it); a pytest without it keeps its default.
+    from _pytest import unraisableexception
+
+    key = getattr(unraisableexception, "gc_collect_iterations_key", None)
+    if key is not None:
+        config.stash[key] = 1
+
+
 def pytest_addoption(parser):
     parser.addoption("--record-group-seconds", action="store_true",
                      help=f"write {GROUP_SECONDS.name}: the seconds each xdist group took in this "
