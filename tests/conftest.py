@@ -1,6 +1,7 @@
 """Shared pytest configuration: quiet TensorFlow, fixture paths, project root on sys.path."""
 import atexit
 import collections
+import gc
 import json
 import logging
 import os
@@ -140,6 +141,13 @@ def pytest_configure(config):
     key = getattr(unraisableexception, "gc_collect_iterations_key", None)
     if key is not None:
         config.stash[key] = 1
+
+
+def pytest_collection_finish(session):
+    # What collection imported (TensorFlow, Keras, the project) is kept out of the garbage
+    # collector's full collections, as the scripts keep theirs (`cli.freeze_imported_objects`).
+    gc.collect()
+    bert_runner.cli.freeze_imported_objects()
 
 
 def pytest_addoption(parser):
