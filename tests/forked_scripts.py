@@ -37,6 +37,10 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server
 # (Devices, thread pools and TF_CONFIG are read later, when the script first runs TensorFlow.)
 _IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
                 "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
+# On PYTHONPATH for the README's demo command (conftest.run_quickstart_command), whose stages are
+# forked too: left out of the import-time environment, so that they fork from the session's
+# server instead of starting one of their own (which never has it either).
+FORKING_SITE = os.path.join(os.path.dirname(SERVER), "forking_site")
 FORK_HELP_VARIABLE = "BERT_TESTS_FORK_HELP"
 SERVERS_VARIABLE = "BERT_TESTS_SCRIPT_SERVERS"
 _HANDLED = {"cwd", "env", "input", "capture_output", "stdout", "stderr", "text", "timeout", "check",
@@ -45,17 +49,29 @@ _real_run = subprocess.run
 _real_popen = subprocess.Popen
 
 
+def _without_forking_site(env):
+    """`env` with FORKING_SITE taken off its PYTHONPATH."""
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != FORKING_SITE]
+    env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)} if paths else env
+
+
+def _import_time(env):
+    env = _without_forking_site(env)
+    return [env.get(name) for name in _IMPORT_TIME]
+
+
 class _Server:
     """The script_server.py process for this process's import-time environment, shared by every
     process of the session that has the same (the pytest processes: one server for the session)
     and started by the first that needs it. Scripts run side by side."""
 
     def can_run(self, env):
-        return all(env.get(name) == os.environ.get(name) for name in _IMPORT_TIME)
+        return _import_time(env) == _import_time(os.environ)
 
     def _connect(self):
         """A new connection to the server, started here if it is not running."""
-        key = hashlib.sha1(json.dumps([os.environ.get(n) for n in _IMPORT_TIME]).encode())
+        key = hashlib.sha1(json.dumps(_import_time(os.environ)).encode())
         path = os.path.join(_servers_folder(), key.hexdigest()[:16] + ".sock")
         connection = _try_connect(path)
         if connection is not None:
@@ -72,7 +88,8 @@ class _Server:
             with open(path[:-len(".sock")] + ".log", "ab") as log:
                 with open(os.path.join(_servers_folder(), "owner")) as f:
                     owner = f.read().strip()
-                server = _real_popen([sys.executable, SERVER, path, owner], env=dict(os.environ),
+                server = _real_popen([sys.executable, SERVER, path, owner],
+                                     env=_without_forking_site(os.environ),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                      start_new_session=True)
             while not os.path.exists(path):  # it binds, listens, then gives the socket its name
