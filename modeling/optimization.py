@@ -66,6 +66,7 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
         self._given_learning_rate = None  # see `apply_at`
+        self._constants = None  # see `_constant`
 
     def build(self, var_list):
         if self.built:
@@ -76,6 +77,24 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         # Decided here, on the Keras variables' paths: `update_step` may receive the
         # backend's variable objects, which have no path.
         self._decay_flags = [self.decays(v) for v in var_list]
+
+    def apply(self, grads, trainable_variables=None):
+        self._constants = {}
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._constants = None
+
+    def _constant(self, value, dtype):
+        """The number `value` as a `dtype` tensor, made once per `apply` and shared by every
+        variable's update: a traced update holds one constant per coefficient instead of five
+        per variable (a sixth of its operations, each one more to trace and compile)."""
+        if self._constants is None:  # `update_step` called outside `apply`
+            return ops.convert_to_tensor(value, dtype)
+        key = (value, dtype)
+        if key not in self._constants:
+            self._constants[key] = ops.convert_to_tensor(value, dtype)
+        return self._constants[key]
 
     def apply_at(self, grads, trainable_variables, learning_rate):
         """`apply` at `learning_rate` (a scalar tensor) instead of the schedule's value at
@@ -110,10 +129,13 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
 
     def _moments(self, gradient, variable):
         """Updates and returns (m, v). Gradients arrive dense (see the module docstring)."""
-        g = ops.cast(gradient, variable.dtype)
+        dtype = variable.dtype
+        g = ops.cast(gradient, dtype)
         index = self._get_variable_index(variable)
-        m = self.beta_1 * self._m[index] + (1.0 - self.beta_1) * g
-        v = self.beta_2 * self._v[index] + (1.0 - self.beta_2) * ops.square(g)
+        m = (self._constant(self.beta_1, dtype) * self._m[index]
+             + self._constant(1.0 - self.beta_1, dtype) * g)
+        v = (self._constant(self.beta_2, dtype) * self._v[index]
+             + self._constant(1.0 - self.beta_2, dtype) * ops.square(g))
         self.assign(self._m[index], m)
         self.assign(self._v[index], v)
         return m, v
@@ -142,10 +164,11 @@ class AdamWeightDecay(DecoupledDecayOptimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         m, v = self._moments(gradient, variable)
-        update = m / (ops.sqrt(v) + self.epsilon)
+        dtype = variable.dtype
+        update = m / (ops.sqrt(v) + self._constant(self.epsilon, dtype))
         if self._decayed(variable):
-            update = update + self.weight_decay_rate * variable
-        self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * update)
+            update = update + self._constant(self.weight_decay_rate, dtype) * variable
+        self.assign(variable, variable - ops.cast(learning_rate, dtype) * update)
 
 
 class Lamb(DecoupledDecayOptimizer):

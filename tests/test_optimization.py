@@ -1,4 +1,5 @@
 """The original optimizer through the real training loop, against the original's 5-step trajectory."""
+import collections
 import json
 import re
 
@@ -67,6 +68,23 @@ def test_the_compiled_update_takes_the_schedules_value_as_an_input(tmp_path):
     AdamWeightDecay(0.5).apply(grads, reference.trainable_variables)
     for got, want in zip(layer.trainable_variables, reference.trainable_variables):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_a_traced_update_holds_each_coefficient_once():
+    """Every variable's update shares one constant per coefficient (beta_1, 1 - beta_1, ...,
+    epsilon, the weight decay rate): not one per variable and use."""
+    variables = [keras.Variable(np.ones((2, 3), np.float32), name=f"kernel_{i}")
+                 for i in range(4)]
+    optimizer = AdamWeightDecay(0.1, weight_decay_rate=0.25)
+    optimizer.build(variables)
+    grads = [tf.ones((2, 3)) for _ in variables]
+    graph = tf.function(lambda: optimizer.apply(grads, variables)).get_concrete_function().graph
+    values = collections.Counter(
+        float(tf.make_ndarray(op.get_attr("value"))) for op in graph.get_operations()
+        if op.type == "Const" and op.get_attr("dtype") == tf.float32
+        and not op.get_attr("value").tensor_shape.dim)
+    for value in (0.9, 1 - 0.9, 0.999, 1 - 0.999, 1e-6, 0.25):
+        assert values[float(np.float32(value))] == 1, (value, values)
 
 
 def test_weight_decay_exclusions_match_the_original_names():
