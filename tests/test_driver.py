@@ -213,6 +213,10 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     assert report == {"metrics": {k: float(v) for k, v in result.eval_results.items()},
                       "baselines": {"eval_accuracy": "chance 0.5000"}}
     assert len((out / "predictions.txt").read_text().splitlines()) == 12
+    # Evaluation and prediction, whose last batches are smaller (12 = 8 + 4), traced the model
+    # once between them.
+    assert [f.experimental_get_tracing_count()
+            for f in result.trainer._predict_functions.values()] == [1]
     assert sorted(p.name for p in out.glob("*.tf_record")) == [
         "dev.tf_record", "test.tf_record", "train.tf_record"]
     assert '"task": "keyword"' in (out / "run.json").read_text()
