@@ -88,7 +88,7 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
     def _constant(self, value, dtype):
         """The number `value` as a `dtype` tensor, made once per `apply` and shared by every
         variable's update: a traced update holds one constant per coefficient instead of five
-        per variable (a sixth of its operations, each one more to trace and compile)."""
+        per variable, each one more operation to trace and compile."""
         if self._constants is None:  # `update_step` called outside `apply`
             return ops.convert_to_tensor(value, dtype)
         key = (value, dtype)
