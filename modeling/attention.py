@@ -89,7 +89,7 @@ def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False, sequenc
     if seed is None:
         seed = tf.zeros([2], tf.int64)
 
-    @tf.custom_gradient
+    @xla.custom_gradient
     def fn(q, k, v):
         scores = (tf.linalg.matmul(tf.ensure_shape(q, q.shape), tf.ensure_shape(k, k.shape),
                                    transpose_b=True) * tf.cast(scale, q.dtype)

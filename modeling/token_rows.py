@@ -19,6 +19,7 @@ import keras
 from keras import ops
 
 from modeling.kernels import heads_to_rows, rows_to_heads, take_rows
+from modeling.kernels.xla import custom_gradient
 
 # The real-row block is padded with filler rows to a multiple of this: a run meets a few distinct
 # shapes rather than one per batch (each new shape costs the XLA-compiled GELU a compilation and
@@ -103,7 +104,7 @@ def _to_heads(rows, num_heads, bias, moves, fast):
     bias into an oneDNN kernel that does not use the CPU's bfloat16 matrix units."""
     index, valid, inverse, grid_valid = moves
 
-    @ops.custom_gradient
+    @custom_gradient
     def fn(rows, bias):
         def grad(*args, upstream=None):
             if upstream is None:
@@ -140,7 +141,7 @@ def _moved(x, move, move_back):
     The gradient is then `move_back` of the upstream gradient, a gather like the forward pass,
     instead of the scatter-add (a segment sum, slower on a CPU) that differentiating a
     gather gives in general."""
-    @ops.custom_gradient
+    @custom_gradient
     def fn(x):
         def grad(*args, upstream=None):
             if upstream is None:

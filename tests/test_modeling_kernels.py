@@ -195,6 +195,41 @@ def test_a_reference_model_computes_what_the_fast_one_does(skip_padding):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6 * scale)
 
 
+def test_an_eager_tape_records_nothing_inside_the_kernels():
+    """Each kernel's gradient is its own (`xla.custom_gradient`): an eager tape over a model with
+    the fast kernels (the row moves, GELU, attention, dropout and LayerNorm) records nothing
+    inside them, so TensorFlow makes no second version of a kernel for the tape (a
+    `__forward_<kernel>` function that also returns the kernel's intermediates, traced and
+    XLA-compiled once more). The gradients are those of the same step in a `tf.function`."""
+    from tensorflow.python.eager import context
+
+    from modeling import BertModel
+    from modeling_helpers import encoder_inputs, tiny_config, tiny_expected
+
+    config = tiny_config()
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
+    batch = {k: tf.constant(v) for k, v in encoder_inputs(tiny_expected()).items()}
+
+    def step(model):
+        with tf.GradientTape() as tape:
+            out = model(batch, training=True, skip_padding=True)
+            loss = tf.reduce_sum(tf.square(out["pooled_output"]))
+        return [loss] + tape.gradient(loss, model.trainable_variables)
+
+    models = []
+    for _ in range(2):
+        keras.utils.set_random_seed(3)  # the same initial weights and dropout seeds
+        models.append(BertModel(config, kernels="fast"))
+    before = set(context.context().list_function_names())
+    eager = step(models[0])
+    made = set(context.context().list_function_names()) - before
+    assert made, "the step built no kernel"
+    assert not sorted(name for name in made if name.startswith("__forward_"))
+    for got, want in zip(eager, tf.function(step)(models[1])):
+        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),
+                                   np.asarray(tf.convert_to_tensor(want)), rtol=1e-5, atol=1e-6)
+
+
 def test_the_kernels_choice_is_part_of_the_config():
     from modeling import BertClassifier, BertModel
     from modeling.inference import with_bfloat16_weights

@@ -63,10 +63,9 @@ def dropout(x, rate, seed, fast=False):
 
 
 def _fast_dropout(x, rate, seed):
-    tf = xla.tf()
     kernel = _dropout_kernel(float(rate))
 
-    @tf.custom_gradient
+    @xla.custom_gradient
     def fn(x):
         return kernel(x, seed), lambda upstream: kernel(upstream, seed)
 

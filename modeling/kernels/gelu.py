@@ -69,7 +69,7 @@ def _kernels(approximate):
 def _fast_gelu(x, bias, approximate):
     forward, backward = _kernels(approximate)
 
-    @xla.tf().custom_gradient
+    @xla.custom_gradient
     def fn(x, bias):
         def grad(upstream):
             return backward(x, bias, upstream)

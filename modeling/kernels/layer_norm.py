@@ -81,7 +81,7 @@ def _fast_dropout_add_layer_norm(h, bias, residual, gamma, beta, epsilon, rate, 
     if seed is None:
         seed = tf.zeros([2], tf.int64)
 
-    @tf.custom_gradient
+    @xla.custom_gradient
     def fn(h, bias, residual, gamma, beta):
         y, z = forward(h, bias, residual, gamma, beta, seed)
 

@@ -1,6 +1,7 @@
 """What the fast kernels share: TensorFlow imported only when one is built (`modeling` imports
-without it, for the JAX backend), XLA compilation, and the bias a kernel adds for the dense
-layer before it."""
+without it, for the JAX backend), XLA compilation, their custom gradients, and the bias a kernel
+adds for the dense layer before it."""
+import keras
 from keras import ops
 
 
@@ -13,6 +14,26 @@ def tf():
 def compiled(fn):
     """`fn` as one XLA kernel: a `tf.function` with `jit_compile`, traced per input signature."""
     return tf().function(fn, jit_compile=True, autograph=False)
+
+
+def custom_gradient(fn):
+    """`keras.ops.custom_gradient(fn)` (`tf.custom_gradient` on TensorFlow), whose forward pass an
+    eager gradient tape does not look into.
+
+    The gradient is `fn`'s own, so nothing a tape records inside `fn` is ever used. But an eager
+    tape that sees a compiled kernel's inputs makes the kernel ready to be differentiated itself:
+    it traces the kernel's gradient and traces and compiles a second kernel that also returns
+    every intermediate, which the tape then keeps until it is done. Inside a `tf.function`
+    (training) the tape defers that work until a gradient asks for it, which none does; so only
+    eager callers (a custom training loop, a test's tape) see the inputs through
+    `tf.stop_gradient` instead: the same values, no tape behind them.
+    """
+    def forward(*args):
+        if keras.backend.backend() == "tensorflow" and tf().executing_eagerly():
+            args = [tf().stop_gradient(a) for a in args]
+        return fn(*args)
+
+    return ops.custom_gradient(forward)
 
 
 def bias_or_zeros(bias, x):
