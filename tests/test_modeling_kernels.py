@@ -161,21 +161,32 @@ def test_fast_dropout_add_layer_norm_is_the_reference(dtype, rate):
                                    np.asarray(tf.cast(b, tf.float32)), err_msg=name, **tolerance)
 
 
-@pytest.mark.parametrize("skip_padding", [False, True], ids=["grid", "real rows"])
-def test_a_reference_model_computes_what_the_fast_one_does(skip_padding):
-    """The same model (weights and dropout seeds) built with each `kernels`: in training, with
-    dropout on, the same outputs and gradients to float rounding (the same dropout masks)."""
+def _tiny_batch_and_model():
+    """The fixture's batch, and `make(kernels)`: the tiny encoder with dropout 0.1, the same
+    initial weights and dropout seeds on every call."""
     from modeling import BertModel
     from modeling_helpers import encoder_inputs, tiny_config, tiny_expected
 
     config = tiny_config()
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
     batch = {k: tf.constant(v) for k, v in encoder_inputs(tiny_expected()).items()}
+
+    def make(kernels):
+        keras.utils.set_random_seed(3)
+        return BertModel(config, kernels=kernels)
+
+    return batch, make
+
+
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["grid", "real rows"])
+def test_a_reference_model_computes_what_the_fast_one_does(skip_padding):
+    """The same model (weights and dropout seeds) built with each `kernels`: in training, with
+    dropout on, the same outputs and gradients to float rounding (the same dropout masks)."""
+    batch, make = _tiny_batch_and_model()
     weights = tf.cast(batch["input_mask"], tf.float32)[..., None]
     results = []
     for name in ("fast", "reference"):
-        keras.utils.set_random_seed(3)  # the same initial weights and dropout seeds
-        model = BertModel(config, kernels=name)
+        model = make(name)
 
         @tf.function
         def step():
@@ -203,12 +214,7 @@ def test_an_eager_tape_records_nothing_inside_the_kernels():
     XLA-compiled once more). The gradients are those of the same step in a `tf.function`."""
     from tensorflow.python.eager import context
 
-    from modeling import BertModel
-    from modeling_helpers import encoder_inputs, tiny_config, tiny_expected
-
-    config = tiny_config()
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
-    batch = {k: tf.constant(v) for k, v in encoder_inputs(tiny_expected()).items()}
+    batch, make = _tiny_batch_and_model()
 
     def step(model):
         with tf.GradientTape() as tape:
@@ -216,16 +222,12 @@ def test_an_eager_tape_records_nothing_inside_the_kernels():
             loss = tf.reduce_sum(tf.square(out["pooled_output"]))
         return [loss] + tape.gradient(loss, model.trainable_variables)
 
-    models = []
-    for _ in range(2):
-        keras.utils.set_random_seed(3)  # the same initial weights and dropout seeds
-        models.append(BertModel(config, kernels="fast"))
     before = set(context.context().list_function_names())
-    eager = step(models[0])
+    eager = step(make("fast"))
     made = set(context.context().list_function_names()) - before
     assert made, "the step built no kernel"
     assert not sorted(name for name in made if name.startswith("__forward_"))
-    for got, want in zip(eager, tf.function(step)(models[1])):
+    for got, want in zip(eager, tf.function(step)(make("fast"))):
         np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),
                                    np.asarray(tf.convert_to_tensor(want)), rtol=1e-5, atol=1e-6)
 
