@@ -227,9 +227,13 @@ def test_an_eager_tape_records_nothing_inside_the_kernels():
     made = set(context.context().list_function_names()) - before
     assert made, "the step built no kernel"
     assert not sorted(name for name in made if name.startswith("__forward_"))
-    for got, want in zip(eager, tf.function(step)(make("fast"))):
-        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)),
-                                   np.asarray(tf.convert_to_tensor(want)), rtol=1e-5, atol=1e-6)
+    # Rounding only (TensorFlow's graph rewrites fuse what eager runs op by op), as between the
+    # fast and the reference model above.
+    compiled = [np.asarray(tf.convert_to_tensor(t)) for t in tf.function(step)(make("fast"))]
+    scale = max(np.abs(want).max() for want in compiled)
+    for got, want in zip(eager, compiled):
+        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)), want, rtol=1e-5,
+                                   atol=2e-6 * scale)
 
 
 def test_the_kernels_choice_is_part_of_the_config():
