@@ -46,6 +46,14 @@ def write_scalar_summary(name, value):
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_scalar_metadata())
 
 
+def clip_scale(norm, clip_norm):
+    """What `tf.clip_by_global_norm` multiplies every gradient by, for their global `norm`:
+    `clip_norm / max(norm, clip_norm)` as it computes it, NaN unless `norm` is finite."""
+    clip_norm = tf.cast(clip_norm, norm.dtype)
+    scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip_norm)
+    return scale + (norm - norm)
+
+
 class Trainer:
     """Runs `loss_fn` on `model` with `optimizer`, checkpointing to `output_dir`.
 
@@ -103,13 +111,12 @@ class Trainer:
         self._grads = self._compiled(self._loss_and_grads)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
-        # its two slots: XLA fuses them into one, whatever `jit_compile` says for the model
-        # (5 to 10% of a CPU fine-tuning step). Not with several replicas (the optimizer's
-        # cross-replica merge cannot run inside a nested or compiled function) nor with loss
-        # scaling.
-        self._update = self._clip_and_apply
-        if strategy.num_replicas_in_sync == 1 and not self._loss_scaled:
-            self._update = tf.function(self._clip_and_apply, autograph=False, jit_compile=True)
+        # its two slots: XLA fuses each variable's into one, whatever `jit_compile` says for the
+        # model (5 to 10% of a CPU fine-tuning step), compiled per variable shape
+        # (`DecoupledDecayOptimizer.apply_at`). Not with several replicas (the optimizer's
+        # cross-replica merge) nor with loss scaling (its wrapper's own `apply`).
+        self._compiled_update = (strategy.num_replicas_in_sync == 1 and not self._loss_scaled
+                                 and isinstance(optimizer, DecoupledDecayOptimizer))
         self.chief = is_chief(strategy)
         # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
         self.history = []
@@ -163,7 +170,7 @@ class Trainer:
             grads = [None if g is None else next(summed) for g in grads]
         # The schedule is evaluated here, outside the compiled update (see `apply_at`).
         learning_rate = tf.convert_to_tensor(self.optimizer.learning_rate, tf.float32)
-        return {**metrics, "loss": loss, "grad_norm": self._update(grads, learning_rate)}
+        return {**metrics, "loss": loss, "grad_norm": self._clip_and_apply(grads, learning_rate)}
 
     def _clip_and_apply(self, grads, learning_rate):
         """Clips the summed gradients (one per trainable variable, or None) by their global norm
@@ -174,11 +181,19 @@ class Trainer:
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
         # With loss scaling the gradients are scaled too; so is the clipping threshold.
         scale = self.optimizer.dynamic_scale if self._loss_scaled else 1.0
-        clipped, norm = tf.clip_by_global_norm([g for g, _ in pairs], self.clip_norm * scale)
+        gradients = [g for g, _ in pairs]
+        variables = [v for _, v in pairs]
+        norm = tf.linalg.global_norm(gradients)
+        if self._compiled_update:
+            # The clipping's scale goes into each variable's compiled update (one pass less).
+            self.optimizer.apply_at(gradients, variables, learning_rate,
+                                    gradient_scale=clip_scale(norm, self.clip_norm * scale),
+                                    compiled=True)
+            return norm / scale
+        clipped, _ = tf.clip_by_global_norm(gradients, self.clip_norm * scale, use_norm=norm)
         replicas = self.strategy.num_replicas_in_sync
         if replicas > 1:
             clipped = [g / replicas for g in clipped]
-        variables = [v for _, v in pairs]
         if isinstance(self.optimizer, DecoupledDecayOptimizer):
             self.optimizer.apply_at(clipped, variables, learning_rate)
         else:  # any other Keras optimizer (loss scaling's wrapper) evaluates its schedule itself

@@ -10,6 +10,8 @@ import re
 import keras
 from keras import ops
 
+from modeling.kernels import xla
+
 # optimization.create_optimizer's exclusions, matched with re.search against variable paths.
 # This project's layers keep the original scope words (`LayerNorm`, `bias`, `output_bias`) in
 # their paths, so the same patterns select the same variables (tested against the TF1 names).
@@ -65,8 +67,12 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
-        self._given_learning_rate = None  # see `apply_at`
+        # What `apply_at` gives the updates for the length of one `apply`.
+        self._given_learning_rate = None
+        self._gradient_scale = None
+        self._compiled = False
         self._constants = None  # see `_constant`
+        self._kernels = {}  # see `_kernel`
 
     def build(self, var_list):
         if self.built:
@@ -96,20 +102,33 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
             self._constants[key] = ops.convert_to_tensor(value, dtype)
         return self._constants[key]
 
-    def apply_at(self, grads, trainable_variables, learning_rate):
+    def apply_at(self, grads, trainable_variables, learning_rate, gradient_scale=None,
+                 compiled=False):
         """`apply` at `learning_rate` (a scalar tensor) instead of the schedule's value at
         `iterations`.
 
-        A training step evaluates the schedule itself and passes the value in: the update, which
-        the training loop compiles with XLA, then holds none of the schedule's numbers as
-        constants, and a compiled update kept in TensorFlow's persistent XLA cache serves the
-        runs of a learning-rate or step-count sweep instead of one each.
+        A training step evaluates the schedule itself and passes the value in: the compiled
+        updates then hold none of the schedule's numbers as constants, and a compiled update
+        kept in TensorFlow's persistent XLA cache serves the runs of a learning-rate or
+        step-count sweep instead of one each.
+
+        gradient_scale: a float32 scalar every gradient is multiplied by first, inside its
+            variable's update (the training loop's global-norm clipping), or None.
+        compiled: each variable's update as one XLA kernel (`_kernel`; TensorFlow only): the
+            ~10 elementwise passes over a variable, its gradient and its two slots become one.
+            A kernel is traced and compiled per variable shape, not per model: a model's many
+            variables of a few shapes share it, and so do models of the same widths (and,
+            through TensorFlow's persistent XLA cache, processes).
         """
         self._given_learning_rate = learning_rate
+        self._gradient_scale = gradient_scale
+        self._compiled = compiled
         try:
             self.apply(grads, trainable_variables)
         finally:
             self._given_learning_rate = None
+            self._gradient_scale = None
+            self._compiled = False
 
     def _get_current_learning_rate(self):
         # What Keras's `apply` reads the learning rate through (Keras 3.15); if a later Keras
@@ -124,20 +143,51 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
             return False
         return not any(re.search(p, variable.path) for p in self.exclude_from_weight_decay)
 
-    def _decayed(self, variable):
-        return self._decay_flags[self._get_variable_index(variable)]
-
-    def _moments(self, gradient, variable):
-        """Updates and returns (m, v). Gradients arrive dense (see the module docstring)."""
-        dtype = variable.dtype
-        g = ops.cast(gradient, dtype)
+    def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        m = (self._constant(self.beta_1, dtype) * self._m[index]
-             + self._constant(1.0 - self.beta_1, dtype) * g)
-        v = (self._constant(self.beta_2, dtype) * self._v[index]
-             + self._constant(1.0 - self.beta_2, dtype) * ops.square(g))
-        self.assign(self._m[index], m)
-        self.assign(self._v[index], v)
+        slots = (self._m[index], self._v[index])
+        inputs = [gradient, variable, *slots, learning_rate, self.iterations]
+        if self._gradient_scale is not None:
+            inputs.append(self._gradient_scale)
+        decayed = self._decay_flags[index]
+        if self._compiled:
+            new_values = self._kernel(decayed, self._gradient_scale is not None)(*inputs)
+        else:
+            new_values = self._new_values(*inputs[:6], decayed, self._constant, *inputs[6:])
+        for target, value in zip((variable, *slots), new_values):
+            self.assign(target, value)
+
+    def _kernel(self, decayed, scaled):
+        """`_new_values` as one XLA kernel, for variables with or without weight decay and
+        gradients with or without a scale: `(gradient, variable, m, v, learning_rate,
+        iteration[, gradient_scale])` to `(variable, m, v)`."""
+        key = (decayed, scaled)
+        if key not in self._kernels:
+            def update(*inputs):
+                # Its own constants: `_constant`'s belong to the graph of the calling `apply`.
+                return self._new_values(*inputs[:6], decayed, ops.convert_to_tensor, *inputs[6:])
+
+            self._kernels[key] = xla.compiled(update)
+        kernel = self._kernels[key]
+        # Values, not variables: the kernel is traced per shape, not per variable.
+        return lambda *inputs: kernel(*[xla.tf().convert_to_tensor(x) for x in inputs])
+
+    def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
+                    gradient_scale=None):
+        """One variable's update as values: `(variable, m, v)` after this step from their values
+        before it. `iteration`: the steps taken before this one; `decayed`: whether the variable
+        gets weight decay (`decays`); `constant(value, dtype)` makes the coefficients."""
+        raise NotImplementedError
+
+    def _moments(self, gradient, m, v, dtype, constant, gradient_scale):
+        """(m, v) after this step's gradient, times `gradient_scale` unless None. Gradients
+        arrive dense (see the module docstring)."""
+        if gradient_scale is not None:
+            # tf.clip_by_global_norm's arithmetic: the gradient times the scale, in its dtype.
+            gradient = gradient * ops.cast(gradient_scale, gradient.dtype)
+        g = ops.cast(gradient, dtype)
+        m = constant(self.beta_1, dtype) * m + constant(1.0 - self.beta_1, dtype) * g
+        v = constant(self.beta_2, dtype) * v + constant(1.0 - self.beta_2, dtype) * ops.square(g)
         return m, v
 
     def get_config(self):
@@ -162,13 +212,14 @@ class AdamWeightDecay(DecoupledDecayOptimizer):
     def __init__(self, learning_rate, name="AdamWeightDecay", **kwargs):
         super().__init__(learning_rate, name=name, **kwargs)
 
-    def update_step(self, gradient, variable, learning_rate):
-        m, v = self._moments(gradient, variable)
+    def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
+                    gradient_scale=None):
         dtype = variable.dtype
-        update = m / (ops.sqrt(v) + self._constant(self.epsilon, dtype))
-        if self._decayed(variable):
-            update = update + self._constant(self.weight_decay_rate, dtype) * variable
-        self.assign(variable, variable - ops.cast(learning_rate, dtype) * update)
+        m, v = self._moments(gradient, m, v, dtype, constant, gradient_scale)
+        update = m / (ops.sqrt(v) + constant(self.epsilon, dtype))
+        if decayed:
+            update = update + constant(self.weight_decay_rate, dtype) * variable
+        return variable - ops.cast(learning_rate, dtype) * update, m, v
 
 
 class Lamb(DecoupledDecayOptimizer):
@@ -182,19 +233,21 @@ class Lamb(DecoupledDecayOptimizer):
     def __init__(self, learning_rate, name="Lamb", **kwargs):
         super().__init__(learning_rate, name=name, **kwargs)
 
-    def update_step(self, gradient, variable, learning_rate):
-        m, v = self._moments(gradient, variable)
-        step = ops.cast(self.iterations + 1, variable.dtype)
+    def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
+                    gradient_scale=None):
+        dtype = variable.dtype
+        m, v = self._moments(gradient, m, v, dtype, constant, gradient_scale)
+        step = ops.cast(iteration + 1, dtype)
         m_hat = m / (1.0 - ops.power(self.beta_1, step))
         v_hat = v / (1.0 - ops.power(self.beta_2, step))
         update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
         ratio = 1.0
-        if self._decayed(variable):
+        if decayed:
             update = update + self.weight_decay_rate * variable
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
-        self.assign(variable, variable - ops.cast(learning_rate, variable.dtype) * ratio * update)
+        return variable - ops.cast(learning_rate, dtype) * ratio * update, m, v
 
 
 OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}

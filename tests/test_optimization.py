@@ -12,7 +12,7 @@ from modeling import BertConfig, BertPretrainer, tf1_checkpoint
 from modeling.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
 from modeling_helpers import TINY_TRAIN, pretraining_features, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
-from bert_runner.trainer import Trainer
+from bert_runner.trainer import Trainer, clip_scale
 
 
 def fixed_batch_dataset(features, copies=1):
@@ -43,30 +43,36 @@ def test_schedule_is_the_original_one():
     assert float(no_warmup(0)) == pytest.approx(1e-2)
 
 
-def test_the_compiled_update_takes_the_schedules_value_as_an_input(tmp_path):
-    """The training loop evaluates the schedule outside its XLA-compiled update and passes the
-    value in (`apply_at`): no number of the schedule is a constant of the compiled program, so
-    one compilation serves every learning rate, warm-up and step count; and the update made is
-    the optimizer's own at that learning rate."""
-    layer = keras.layers.Dense(3)
-    layer.build((None, 2))
-    start = [np.asarray(v) for v in layer.trainable_variables]
+def test_compiled_updates_take_the_schedules_value_as_an_input_once_per_shape(tmp_path):
+    """The training loop evaluates the schedule outside its XLA-compiled updates and passes the
+    value in (`apply_at`): no number of the schedule is a constant of a compiled program, so
+    one compilation serves every learning rate, warm-up and step count. Each variable's update
+    is one kernel, traced once per variable shape (two kernels of one shape here, two biases of
+    another), and the update made is the optimizer's own at that learning rate."""
+    model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(3)])
+    model.build((None, 3))
+    start = [np.asarray(v) for v in model.trainable_variables]
     optimizer = create_optimizer("adamw", 0.0123, num_train_steps=777, num_warmup_steps=55)
-    trainer = Trainer(tf.distribute.get_strategy(), layer, optimizer, None, str(tmp_path),
+    trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, None, str(tmp_path),
                       global_batch_size=1, clip_norm=100.0)
-    grads = [tf.fill(v.shape, 0.25) for v in layer.trainable_variables]
-    hlo = trainer._update.experimental_get_compiler_ir(grads, tf.constant(0.5))(stage="hlo")
+    grads = [tf.fill(v.shape, 0.25) for v in model.trainable_variables]
+    tf.function(trainer._clip_and_apply, autograph=False)(grads, tf.constant(0.5))
+    assert float(optimizer.learning_rate) == pytest.approx(0.0123 / 55)  # its own schedule again
+    kernels = optimizer._kernels
+    assert sorted(kernels) == [(False, True), (True, True)]  # biases, kernels; clipped
+    assert [kernels[key].experimental_get_tracing_count() for key in sorted(kernels)] == [1, 1]
+    inputs = [tf.fill((3, 3), 0.25), *[tf.ones((3, 3))] * 3, tf.constant(0.5),
+              tf.constant(0, tf.int64), tf.constant(1.0)]
+    hlo = kernels[(True, True)].experimental_get_compiler_ir(*inputs)(stage="hlo")
     constants = {float(v) for v in re.findall(r"constant\((-?[0-9][0-9.e+-]*)\)", hlo)}
     assert constants and not constants & {0.0123, 777.0, 55.0}, sorted(constants)
-    trainer._update(grads, tf.constant(0.5))
-    assert float(optimizer.learning_rate) == pytest.approx(0.0123 / 55)  # its own schedule again
 
-    reference = keras.layers.Dense(3)
-    reference.build((None, 2))
+    reference = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(3)])
+    reference.build((None, 3))
     for variable, value in zip(reference.trainable_variables, start):
         variable.assign(value)
     AdamWeightDecay(0.5).apply(grads, reference.trainable_variables)
-    for got, want in zip(layer.trainable_variables, reference.trainable_variables):
+    for got, want in zip(model.trainable_variables, reference.trainable_variables):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
 
 
@@ -145,3 +151,49 @@ def test_lamb_matches_a_numpy_reference():
 
     np.testing.assert_allclose(np.asarray(kernel), reference(w0, g_w, True), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(bias), reference(b0, g_b, False), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_compiled_updates_equal_the_reference_updates_with_their_gradient_scale(name):
+    """`apply_at(..., compiled=True)` (each variable's update one XLA kernel, the clipping scale
+    inside it) against the optimizer's op-by-op update of the scaled gradients, over three steps
+    (LAMB's bias correction counts them), with decayed and undecayed variables of one shape."""
+    rng = np.random.default_rng(0)
+    start = {"kernel": rng.normal(size=(4, 3)), "other_kernel": rng.normal(size=(4, 3)),
+             "bias": rng.normal(size=(4, 3)), "LayerNorm_gamma": rng.normal(size=(3,))}
+    models = []
+    for _ in range(2):
+        variables = [keras.Variable(value.astype("float32"), name=key)
+                     for key, value in start.items()]
+        optimizer = create_optimizer(name, 0.1, num_train_steps=10, num_warmup_steps=0)
+        optimizer.build(variables)
+        models.append((optimizer, variables))
+    assert [models[0][0].decays(v) for v in models[0][1]] == [True, True, False, False]
+    scale = tf.constant(0.37)
+
+    (compiled, compiled_variables), (reference, reference_variables) = models
+
+    @tf.function(autograph=False)
+    def step(grads):
+        compiled.apply_at(grads, compiled_variables, tf.constant(0.01), gradient_scale=scale,
+                          compiled=True)
+        reference.apply_at([g * scale for g in grads], reference_variables, tf.constant(0.01))
+
+    # Gradients near the optimizer's epsilon (1e-6): Adam's m / (sqrt(v) + epsilon) would hardly
+    # see their scale otherwise.
+    for _ in range(3):
+        step([tf.constant(1e-5 * rng.normal(size=v.shape), tf.float32) for v in compiled_variables])
+    for got, want in zip(compiled_variables, reference_variables):
+        assert not np.allclose(np.asarray(got), start[want.name])  # it trained
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-7,
+                                   err_msg=want.name)
+    assert compiled._kernels and not reference._kernels
+
+
+@pytest.mark.parametrize("norm_of", [0.3, 1.0, 7.0, np.inf, np.nan])
+def test_clip_scale_is_what_clip_by_global_norm_multiplies_by(norm_of):
+    gradients = [tf.constant([0.6, -0.8]) * norm_of, tf.constant([[0.0]])]
+    clipped, _ = tf.clip_by_global_norm(gradients, 1.7)
+    scale = clip_scale(tf.linalg.global_norm(gradients), 1.7)
+    for want, gradient in zip(clipped, gradients):
+        np.testing.assert_array_equal(np.asarray(gradient * scale), np.asarray(want))
