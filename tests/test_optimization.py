@@ -47,10 +47,10 @@ def test_compiled_updates_take_the_schedules_value_as_an_input_once_per_shape(tm
     """The training loop evaluates the schedule outside its XLA-compiled updates and passes the
     value in (`apply_at`): no number of the schedule is a constant of a compiled program, so
     one compilation serves every learning rate, warm-up and step count. Each variable's update
-    is one kernel, traced once per variable shape (two kernels of one shape here, two biases of
-    another), and the update made is the optimizer's own at that learning rate."""
+    is one kernel, traced once for all variables of one width (kernels [5, 3] and [3, 3] here,
+    two biases [3]), and the update made is the optimizer's own at that learning rate."""
     model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(3)])
-    model.build((None, 3))
+    model.build((None, 5))
     start = [np.asarray(v) for v in model.trainable_variables]
     optimizer = create_optimizer("adamw", 0.0123, num_train_steps=777, num_warmup_steps=55)
     trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, None, str(tmp_path),
@@ -60,15 +60,16 @@ def test_compiled_updates_take_the_schedules_value_as_an_input_once_per_shape(tm
     assert float(optimizer.learning_rate) == pytest.approx(0.0123 / 55)  # its own schedule again
     kernels = optimizer._kernels
     assert sorted(kernels) == [(False, True), (True, True)]  # biases, kernels; clipped
-    assert [kernels[key].experimental_get_tracing_count() for key in sorted(kernels)] == [1, 1]
+    traces = [kernels[key].function.experimental_get_tracing_count() for key in sorted(kernels)]
+    assert traces == [1, 1]
     inputs = [tf.fill((3, 3), 0.25), *[tf.ones((3, 3))] * 3, tf.constant(0.5),
               tf.constant(0, tf.int64), tf.constant(1.0)]
-    hlo = kernels[(True, True)].experimental_get_compiler_ir(*inputs)(stage="hlo")
+    hlo = kernels[(True, True)].function.experimental_get_compiler_ir(*inputs)(stage="hlo")
     constants = {float(v) for v in re.findall(r"constant\((-?[0-9][0-9.e+-]*)\)", hlo)}
     assert constants and not constants & {0.0123, 777.0, 55.0}, sorted(constants)
 
     reference = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(3)])
-    reference.build((None, 3))
+    reference.build((None, 5))
     for variable, value in zip(reference.trainable_variables, start):
         variable.assign(value)
     AdamWeightDecay(0.5).apply(grads, reference.trainable_variables)

@@ -12,8 +12,38 @@ def tf():
 
 
 def compiled(fn):
-    """`fn` as one XLA kernel: a `tf.function` with `jit_compile`, traced per input signature."""
-    return tf().function(fn, jit_compile=True, autograph=False)
+    """`fn` as one XLA kernel: a `tf.function` with `jit_compile`, traced once per input
+    signature with the first axis of every input of two or more axes left open, and compiled
+    per input shape.
+
+    The first axis is the one whose length varies within a run: the rows of a real-row block
+    and of its two groups (first rows, the others), the batch of the last or of an evaluation
+    batch, a model's variables of one width. One trace serves them all (tracing a kernel takes
+    longer than loading its compiled program); the kernels read no length of that axis as a
+    Python number. Inputs of fewer axes (biases, seeds, row indices) keep their shapes."""
+    function = tf().function(fn, jit_compile=True, autograph=False)
+
+    def call(*args):
+        args = [tf().convert_to_tensor(a) if _is_array(a) else a for a in args]
+        return function.get_concrete_function(*map(_open_first_axis, args))(*args)
+
+    call.function = function  # the `tf.function` (its traces, its compiler IR)
+    return call
+
+
+def _is_array(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _open_first_axis(value):
+    """The `tf.TensorSpec` of a tensor, its first axis open if it has two or more; other
+    arguments (Python numbers) as they are."""
+    if not _is_array(value):
+        return value
+    shape = value.shape
+    if shape.rank is not None and shape.rank >= 2:
+        shape = [None, *shape[1:]]
+    return tf().TensorSpec(shape, value.dtype)
 
 
 def custom_gradient(fn):
