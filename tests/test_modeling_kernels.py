@@ -2,6 +2,8 @@
 reference (values and gradients, float32 and bfloat16): GELU, the attention's softmax and
 dropout, dropout + residual + LayerNorm; dropout masks from a hash of the seed (the same on both
 paths); a model with `kernels="fast"` against one with `kernels="reference"`."""
+import importlib
+
 import keras
 import numpy as np
 import pytest
@@ -100,6 +102,24 @@ def test_fast_dropout_is_the_reference(dtype):
         np.testing.assert_array_equal(np.asarray(tf.cast(a, tf.float32)),
                                       np.asarray(tf.cast(b, tf.float32)))
     assert np.count_nonzero(np.asarray(tf.cast(got[0], tf.float32)) == 0) > 0  # some dropped
+
+
+def test_a_kernel_is_traced_once_for_every_length_of_its_first_axis():
+    """`xla.compiled` traces a kernel with its inputs' first axis open (the rows of a real-row
+    block and of its groups, a last smaller batch): one trace for three lengths, each length
+    compiled apart and computing the reference's values and gradient, dropout masks included
+    (drawn from the element index, which depends on the length)."""
+    # The module, which `modeling.kernels.dropout` (the function) hides.
+    kernel = importlib.import_module("modeling.kernels.dropout")._dropout_kernel(0.375)
+    seed = keras.random.SeedGenerator(3).next()
+    for rows in (5, 7, 1):
+        x = tf.random.stateless_normal([rows, 6, 16], seed=[rows, 1])
+        upstream = tf.random.stateless_normal([rows, 6, 16], seed=[rows, 2])
+        got = _value_and_grad(lambda v: kernels.dropout(v, 0.375, seed, fast=True), x, upstream)
+        want = _value_and_grad(lambda v: kernels.dropout(v, 0.375, seed), x, upstream)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert kernel.function.experimental_get_tracing_count() == 1
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])
