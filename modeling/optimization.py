@@ -116,9 +116,10 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
             variable's update (the training loop's global-norm clipping), or None.
         compiled: each variable's update as one XLA kernel (`_kernel`; TensorFlow only): the
             ~10 elementwise passes over a variable, its gradient and its two slots become one.
-            A kernel is traced and compiled per variable shape, not per model: a model's many
-            variables of a few shapes share it, and so do models of the same widths (and,
-            through TensorFlow's persistent XLA cache, processes).
+            A kernel is compiled per variable shape (and traced once for the shapes of one
+            width), not per model: a model's many variables of a few shapes share it, and so do
+            models of the same widths (and, through TensorFlow's persistent XLA cache,
+            processes).
         """
         self._given_learning_rate = learning_rate
         self._gradient_scale = gradient_scale
@@ -167,10 +168,10 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
                 # Its own constants: `_constant`'s belong to the graph of the calling `apply`.
                 return self._new_values(*inputs[:6], decayed, ops.convert_to_tensor, *inputs[6:])
 
+            # `xla.compiled` passes the variables' values, not the variables: one trace per
+            # width of variable, not one per variable.
             self._kernels[key] = xla.compiled(update)
-        kernel = self._kernels[key]
-        # Values, not variables: the kernel is traced per shape, not per variable.
-        return lambda *inputs: kernel(*[xla.tf().convert_to_tensor(x) for x in inputs])
+        return self._kernels[key]
 
     def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
                     gradient_scale=None):
