@@ -154,7 +154,7 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         if self._compiled:
             new_values = self._kernel(decayed, self._gradient_scale is not None)(*inputs)
         else:
-            new_values = self._new_values(*inputs[:6], decayed, self._constant, *inputs[6:])
+            new_values = self._new_values(decayed, self._constant, *inputs)
         for target, value in zip((variable, *slots), new_values):
             self.assign(target, value)
 
@@ -166,18 +166,19 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         if key not in self._kernels:
             def update(*inputs):
                 # Its own constants: `_constant`'s belong to the graph of the calling `apply`.
-                return self._new_values(*inputs[:6], decayed, ops.convert_to_tensor, *inputs[6:])
+                return self._new_values(decayed, ops.convert_to_tensor, *inputs)
 
             # `xla.compiled` passes the variables' values, not the variables: one trace per
             # width of variable, not one per variable.
             self._kernels[key] = xla.compiled(update)
         return self._kernels[key]
 
-    def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
+    def _new_values(self, decayed, constant, gradient, variable, m, v, learning_rate, iteration,
                     gradient_scale=None):
         """One variable's update as values: `(variable, m, v)` after this step from their values
-        before it. `iteration`: the steps taken before this one; `decayed`: whether the variable
-        gets weight decay (`decays`); `constant(value, dtype)` makes the coefficients."""
+        before it. `decayed`: whether the variable gets weight decay (`decays`);
+        `constant(value, dtype)` makes the coefficients; `iteration`: the steps taken before
+        this one."""
         raise NotImplementedError
 
     def _moments(self, gradient, m, v, dtype, constant, gradient_scale):
@@ -213,7 +214,7 @@ class AdamWeightDecay(DecoupledDecayOptimizer):
     def __init__(self, learning_rate, name="AdamWeightDecay", **kwargs):
         super().__init__(learning_rate, name=name, **kwargs)
 
-    def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
+    def _new_values(self, decayed, constant, gradient, variable, m, v, learning_rate, iteration,
                     gradient_scale=None):
         dtype = variable.dtype
         m, v = self._moments(gradient, m, v, dtype, constant, gradient_scale)
@@ -234,7 +235,7 @@ class Lamb(DecoupledDecayOptimizer):
     def __init__(self, learning_rate, name="Lamb", **kwargs):
         super().__init__(learning_rate, name=name, **kwargs)
 
-    def _new_values(self, gradient, variable, m, v, learning_rate, iteration, decayed, constant,
+    def _new_values(self, decayed, constant, gradient, variable, m, v, learning_rate, iteration,
                     gradient_scale=None):
         dtype = variable.dtype
         m, v = self._moments(gradient, m, v, dtype, constant, gradient_scale)
