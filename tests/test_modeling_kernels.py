@@ -3,6 +3,7 @@ reference (values and gradients, float32 and bfloat16): GELU, the attention's so
 dropout, dropout + residual + LayerNorm; dropout masks from a hash of the seed (the same on both
 paths); a model with `kernels="fast"` against one with `kernels="reference"`."""
 import importlib
+import os
 
 import keras
 import numpy as np
@@ -120,6 +121,23 @@ def test_a_kernel_is_traced_once_for_every_length_of_its_first_axis():
         for a, b in zip(got, want):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert kernel.function.experimental_get_tracing_count() == 1
+
+
+def test_an_eager_call_runs_the_program_a_traced_call_runs():
+    """An eager call of a kernel and a call inside a `tf.function` compile one XLA program for
+    one shape: the session's persistent XLA cache (tests/conftest.py) gains one file, not two
+    (TensorFlow keys an eager call's compilation by the call's attributes too)."""
+    cache = os.environ["BERT_TESTS_XLA_CACHE"]
+    # A GELU of a width no other test uses: a program this session has not compiled yet.
+    x = tf.random.stateless_normal([3, 41], seed=[4, 1])
+    bias = tf.random.stateless_normal([41], seed=[4, 2])
+    before = set(os.listdir(cache))
+    eager = kernels.gelu(x, approximate=True, bias=bias, fast=True)
+    compiled = set(os.listdir(cache)) - before
+    assert len(compiled) == 1
+    traced = tf.function(lambda v: kernels.gelu(v, approximate=True, bias=bias, fast=True))(x)
+    assert set(os.listdir(cache)) - before == compiled
+    np.testing.assert_array_equal(np.asarray(eager), np.asarray(traced))
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])

@@ -20,12 +20,24 @@ def compiled(fn):
     and of its two groups (first rows, the others), the batch of the last or of an evaluation
     batch, a model's variables of one width. One trace serves them all (tracing a kernel takes
     longer than loading its compiled program); the kernels read no length of that axis as a
-    Python number. Inputs of fewer axes (biases, seeds, row indices) keep their shapes."""
+    Python number. Inputs of fewer axes (biases, seeds, row indices) keep their shapes.
+
+    An eager call goes through a plain `tf.function` around the kernel, so that it runs the
+    program a call inside a traced function (training, serving) runs: TensorFlow keys an eager
+    call's compilation by the call's attributes too (among them the process's session
+    configuration), and would compile the same kernel at the same shapes a second time for it."""
     function = tf().function(fn, jit_compile=True, autograph=False)
+
+    def in_graph(*args):
+        return function.get_concrete_function(*map(_open_first_axis, args))(*args)
+
+    eager_entry = tf().function(in_graph, autograph=False)
 
     def call(*args):
         args = [tf().convert_to_tensor(a) if _is_array(a) else a for a in args]
-        return function.get_concrete_function(*map(_open_first_axis, args))(*args)
+        if tf().executing_eagerly():
+            return eager_entry.get_concrete_function(*map(_open_first_axis, args))(*args)
+        return in_graph(*args)
 
     call.function = function  # the `tf.function` (its traces, its compiler IR)
     return call
