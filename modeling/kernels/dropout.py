@@ -10,6 +10,7 @@ compute the same hash, so they draw the same masks, on every backend.
 """
 import functools
 
+import numpy as np
 from keras import ops
 
 from modeling.kernels import xla
@@ -20,16 +21,18 @@ _GOLDEN = 0x9E3779B9
 
 
 def _u32(value):
-    return ops.convert_to_tensor(value, "uint32")
+    """`value` as a uint32 constant: one op when traced (a Python int would become an int32 or
+    int64 constant and a cast; the hash is most of a dropout kernel's tracing)."""
+    return ops.convert_to_tensor(np.uint32(value))
 
 
 def _mix(x):
     """lowbias32 of uint32 `x`, elementwise."""
-    x = ops.bitwise_xor(x, ops.right_shift(x, _u32(16)))
+    x = ops.bitwise_xor(x, ops.right_shift(x, 16))
     x = ops.multiply(x, _u32(_MIX[0]))
-    x = ops.bitwise_xor(x, ops.right_shift(x, _u32(15)))
+    x = ops.bitwise_xor(x, ops.right_shift(x, 15))
     x = ops.multiply(x, _u32(_MIX[1]))
-    return ops.bitwise_xor(x, ops.right_shift(x, _u32(16)))
+    return ops.bitwise_xor(x, ops.right_shift(x, 16))
 
 
 def keep_mask(shape, rate, seed):
