@@ -77,6 +77,15 @@ def test_dropout_mask_is_a_function_of_the_seed_at_the_rate():
     assert np.asarray(kernels.keep_mask((4096,), 0.0, seed)).all()
 
 
+def test_the_dropout_hash_traces_its_constants_as_one_op_each():
+    """Every dropout kernel traces the hash forward and backward: its uint32 constants are one
+    op each, not an int32 or int64 constant and a cast (which `keras.ops` makes of a Python int
+    given as uint32). The only casts are the seed's and the element index's."""
+    graph = tf.function(lambda seed: kernels.keep_mask((4, 8), 0.25, seed)).get_concrete_function(
+        tf.TensorSpec([2], tf.int64)).graph
+    assert [op.type for op in graph.get_operations()].count("Cast") == 2
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_dropout_keeps_the_masked_elements_scaled(dtype):
     """The dropout every fast kernel applies (inside XLA) and the reference path runs."""
