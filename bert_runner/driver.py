@@ -197,7 +197,7 @@ def _dataset_fn(task, split, run, is_training):
         return task.input_dataset(
             list(split.files), context.get_per_replica_batch_size(split.batch_size),
             is_training=is_training, input_context=context if is_training else None,
-            seed=run.random_seed, drop_remainder=is_training or run.use_tpu,
+            seed=run.random_seed, drop_remainder=is_training or run.on_tpu,
             repeat=is_training or split.repeat, **packed)
 
     return dataset_fn

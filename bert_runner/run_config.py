@@ -82,10 +82,16 @@ class RunConfig:
         return num_train_steps, int(num_train_steps * self.warmup_proportion)
 
     @property
+    def on_tpu(self):
+        """Whether the run's strategy is a `TPUStrategy` (`--use_tpu` or
+        `--distribution_strategy=tpu`)."""
+        return self.use_tpu or self.distribution_strategy == "tpu"
+
+    @property
     def static_shapes(self):
         """Whether the steps are XLA-compiled (`--jit_compile`, or a TPU, which always is):
         the model then computes on static shapes only (`BertModel.static_shapes`)."""
-        return self.jit_compile or self.use_tpu or self.distribution_strategy == "tpu"
+        return self.jit_compile or self.on_tpu
 
     @property
     def checkpoint_iterator(self):

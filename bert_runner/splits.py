@@ -65,7 +65,7 @@ def write_split(task, examples, split, tokenizer, run):
     (`bert_runner.packing.RecordPacker`). Returns the split's `Split`."""
     batch_size = getattr(run, _BATCH_SIZE[split])
     path = os.path.join(run.output_dir, task.splits[split] + ".tf_record")
-    padding = task.padding_record() if run.use_tpu and split != "train" else None
+    padding = task.padding_record() if run.on_tpu and split != "train" else None
     split_records = task.records(examples, split, tokenizer)
     if split == "train" and run.max_sequences_per_row > 1:
         return _write_packed(task, split_records, path, batch_size, run.max_sequences_per_row)

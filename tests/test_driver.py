@@ -148,6 +148,9 @@ def test_tpu_pads_eval_and_predict_records_to_full_batches(tmp_path):
     rows = decoded(split.files[0])
     assert [int(r["is_real_example"]) for r in rows] == [1] * 5 + [0] * 3
     assert not any(np.any(r["input_ids"]) for r in rows[5:])
+    # --distribution_strategy=tpu is a TPU too.
+    strategy = config(tmp_path, distribution_strategy="tpu", eval_batch_size=4)
+    assert splits.write_split(task, examples, "eval", tokenizer, strategy).num_padding == 3
     # Training records are never padded; nor are any without a TPU.
     assert splits.write_split(task, examples, "train", tokenizer, tpu).num_padding == 0
     assert len(decoded(str(tmp_path / "train.tf_record"))) == 5

@@ -53,6 +53,40 @@ def test_raw_results_one_per_feature():
     assert all(type(r.unique_id) is int and r.end_logits.dtype == np.float32 for r in results)
 
 
+def test_on_a_tpu_the_windows_end_in_padding_that_no_result_keeps(tmp_path):
+    """A TPU's prediction batches are all full: the prediction windows are followed by padding
+    windows up to a multiple of the batch size (`SquadTask.padding_record`: zeros, unique id 0,
+    parsed as any window), and `raw_results` stops at the real windows."""
+    import json
+
+    from bert_runner import splits
+    from bert_runner.inputs import decode_record
+    from bert_runner.run_config import RunConfig
+    from modeling_helpers import TINY
+    from test_run_squad import squad_data
+    from vocab.tokenization import FullTokenizer
+
+    (tmp_path / "dev.json").write_text(json.dumps(squad_data(3, seed=1)[0]))
+    squad = task.SquadTask(32, predict_file=str(tmp_path / "dev.json"), doc_stride=8,
+                           max_query_length=8)
+    run = RunConfig(str(tmp_path), use_tpu=True, predict_batch_size=8)
+    split = splits.write_split(squad, squad.read_examples("predict"), "predict",
+                               FullTokenizer(str(TINY / "vocab.txt")), run)
+    real = split.num_examples
+    assert split.num_padding == -real % 8 > 0
+    rows = [decode_record(r, squad.feature_spec(False))
+            for r in tf.data.TFRecordDataset(split.files)]
+    ids = [int(row["unique_ids"]) for row in rows]
+    assert len(ids) == real + split.num_padding
+    assert min(ids[:real]) >= 1000000000 and ids[real:] == [0] * split.num_padding
+    assert not any(np.any(row["input_ids"]) or np.any(row["input_mask"]) for row in rows[real:])
+    batches = [{"unique_ids": np.array(ids[i:i + 8]),
+                "start_logits": np.zeros((len(ids[i:i + 8]), 32), np.float32),
+                "end_logits": np.zeros((len(ids[i:i + 8]), 32), np.float32)}
+               for i in range(0, len(ids), 8)]
+    assert [r.unique_id for r in task.raw_results(iter(batches), real)] == ids[:real]
+
+
 def _data(answers, impossible=None):
     qas = []
     for i, texts in enumerate(answers):

@@ -98,6 +98,15 @@ class SquadTask(Task):
         logging.info("  Num orig examples = %d", len(examples))
         logging.info("  Num split examples = %d", count)
 
+    def padding_record(self):
+        """A window of zeros whose unique id no window has (theirs start at 1000000000), after
+        the real ones on TPU: `raw_results` stops before it."""
+        zeros = [0] * self.max_seq_length
+        return sq_features.feature_to_example(sq_features.InputFeatures(
+            unique_id=0, example_index=-1, doc_span_index=0, tokens=[], token_to_orig_map={},
+            token_is_max_context={}, input_ids=zeros, input_mask=zeros, segment_ids=zeros),
+            is_training=False)
+
     def training_steps(self, run, examples, num_records):
         return run.training_steps(len(examples), "questions")
 
@@ -190,13 +199,16 @@ def raw_results(batches, num_features, log_every=1000):
 
     Args:
       batches: iterable of {"unique_ids": [B], "start_logits": [B, S], "end_logits": [B, S]}.
-      num_features: int, the number of records predicted (for the progress log).
+      num_features: int, the number of real records: the results of the padding records after
+        them (`SquadTask.padding_record`, filling the last batch on TPU) are left out.
     """
     start = time.perf_counter()
     count = 0
     for batch in batches:
         for unique_id, start_logits, end_logits in zip(
                 batch["unique_ids"], batch["start_logits"], batch["end_logits"]):
+            if count == num_features:
+                break
             if count % log_every == 0:
                 logging.info("Processing example: %d of %d", count, num_features)
             count += 1
