@@ -44,12 +44,24 @@ def keep_mask(shape, rate, seed):
     seed = ops.cast(seed, "uint32")
     k0 = _mix(ops.multiply(seed[0], _u32(_GOLDEN)) + _mix(seed[1]))
     k1 = _mix(k0 + _u32(_GOLDEN))
-    size = 1
-    for dim in shape:
-        size = size * dim
-    index = ops.reshape(ops.cast(ops.arange(size, dtype="int32"), "uint32"), shape)
-    bits = _mix(ops.bitwise_xor(_mix(index + k0), k1))
+    bits = _mix(ops.bitwise_xor(_mix(_flat_index_plus(shape, k0)), k1))
     return ops.greater_equal(bits, _u32(min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)))
+
+
+def _flat_index_plus(shape, offset):
+    """uint32 `shape`: each element's row-major flat index plus the uint32 scalar `offset`,
+    summed from `offset` and one `arange` per axis times the axis's stride. In a compiled
+    kernel an `arange` of the whole size would be a constant of 4 bytes an element
+    (TensorFlow's XLA bridge makes a range a literal, and XLA folds what is computed from
+    constants alone), kept in the program and read from memory on every call beside the tensor
+    itself: 25 MB for an attention dropout of BERT-Base's `[32, 12, 128, 128]`."""
+    index, stride = offset, 1
+    for axis in reversed(range(len(shape))):
+        term = ops.cast(ops.arange(shape[axis], dtype="int32"), "uint32")
+        stride_u32 = _u32(stride) if isinstance(stride, int) else ops.cast(stride, "uint32")
+        index = ops.reshape(term * stride_u32, (-1,) + (1,) * (len(shape) - 1 - axis)) + index
+        stride = stride * shape[axis]
+    return ops.broadcast_to(index, shape)
 
 
 def dropout(x, rate, seed, fast=False):
