@@ -100,6 +100,7 @@ def test_a_compiled_dropout_kernel_holds_no_constant_of_its_tensors_size():
              re.findall(r"\w+\[([\d,]*)\]\{?[\d,]*\}? constant\(", hlo)]
     assert sizes and max(sizes) <= 16
 
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_dropout_keeps_the_masked_elements_scaled(dtype):
     """The dropout every fast kernel applies (inside XLA) and the reference path runs."""
@@ -164,6 +165,7 @@ def test_an_eager_call_runs_the_program_a_traced_call_runs():
         tf.TensorSpec([None, 41]), tf.TensorSpec([41])).name
     files = [f for f in os.listdir(cache) if name in pathlib.Path(cache, f).read_bytes()]
     assert len(files) == 1
+
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
