@@ -20,8 +20,11 @@ three layouts, one after another in each round:
   real rows unpacked records, the encoder on the real tokens' rows only (fine-tuning's CPU
             default; not under XLA, whose shapes must be static);
   packed    packed records on the grid (static shapes: what a TPU or --jit_compile runs).
-The rows are the records in file order, cycled (the first --num_batches batches), so every
-layout sees its own records' real mix of lengths. Each row's time is the Trainer's own wall
+A timed call trains on --steps batches spread evenly over each records file (each call starts
+from the first of them again), so every layout sees its own records' real mix of lengths: the
+table prints the timed batches' real tokens per sequence, to set beside the file's. (The first
+batches of a file alone are no sample of it: at 512 tokens the first packed rows hold pairs of
+127 word-pieces on average, the whole file 88.) Each row's time is the Trainer's own wall
 time of --steps steps (after a first untimed call that traces); the table shows medians over
 --repeats rounds, and each layout's sequences/s and real tokens/s against the grid's.
 """
@@ -53,9 +56,9 @@ flags.DEFINE_integer("max_sequences_per_row", 4, "Sequences a packed row may hol
 flags.DEFINE_integer("classifier_sentences", 2000,
                      "--task=classifier: sentences of each of the two novels.")
 flags.DEFINE_integer("tokens_per_batch", 4096, "Rows a step = this / the sequence length.")
-flags.DEFINE_integer("steps", 4, "Training steps per timed call.")
+flags.DEFINE_integer("steps", 16, "Training steps per timed call, each on its own batch of "
+                     "records, the batches spread evenly over the file.")
 flags.DEFINE_integer("repeats", 3, "Timed rounds; the table shows medians.")
-flags.DEFINE_integer("num_batches", 8, "Distinct batches of records, cycled.")
 flags.DEFINE_integer("num_threads", os.cpu_count(), "TensorFlow intra-op and inter-op threads.")
 FLAGS = flags.FLAGS
 
@@ -137,8 +140,12 @@ def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
         task.existing_records("train", BertConfig(vocab_size=vocab_size))
         packed = {}  # it reads its records' packing itself
     rows = FLAGS.tokens_per_batch // seq_length
-    batches = list(task.input_dataset([path], rows, is_training=False, drop_remainder=True,
-                                      **packed).take(FLAGS.num_batches).as_numpy_iterator())
+    # The batches a timed call trains on, spread evenly over the file: its first batches alone
+    # (one novel's opening chapters) hold pairs of another mix of lengths than the whole file.
+    every = list(task.input_dataset([path], rows, is_training=False, drop_remainder=True,
+                                    **packed).as_numpy_iterator())
+    picks = np.linspace(0, len(every) - 1, FLAGS.steps).round().astype(int)
+    batches = [every[i] for i in picks]  # a file of fewer batches repeats some
     model = task.build_model(BertConfig(vocab_size=vocab_size, max_position_embeddings=512,
                                         **CONFIGS[FLAGS.config]))
     # Pre-training computes the grid unless told (`skip_padding`); fine-tuning skips padding
@@ -150,16 +157,17 @@ def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
                       tempfile.mkdtemp(dir=workdir), global_batch_size=rows,
                       steps_per_loop=FLAGS.steps, save_checkpoints_steps=10 ** 9)
     stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-    pairs = np.mean([int(np.sum(task_pairs(b))) for b in batches])
-    tokens = np.mean([int(np.sum(b["input_mask"])) for b in batches])
+    pairs = sum(int(np.sum(task_pairs(b))) for b in batches)
+    tokens = sum(int(np.sum(b["input_mask"])) for b in batches)
 
     def dataset_fn(context):
         return tf.data.Dataset.from_tensor_slices(stacked).repeat()
 
     def run():
         trainer.train(dataset_fn, trainer.step + FLAGS.steps, checkpoint_iterator=False)
-        return trainer.history[-1].seconds, FLAGS.steps * pairs, FLAGS.steps * tokens
+        return trainer.history[-1].seconds, pairs, tokens
 
+    run.tokens_per_sequence = tokens / pairs
     return run
 
 
@@ -207,10 +215,11 @@ def main(_):
             rates = {layout: (statistics.median(p / s for s, p, _ in values),
                               statistics.median(t / s for s, _, t in values))
                      for layout, values in timed.items()}
-            print(f"  {'layout':9s} {'seqs/s':>9s} {'tokens/s':>10s} {'vs grid':>8s}")
+            print(f"  {'layout':9s} {'seqs/s':>9s} {'tokens/s':>10s} {'vs grid':>8s} "
+                  f"{'timed tokens each':>18s}")
             for layout, (pairs, tokens) in rates.items():
                 print(f"  {layout:9s} {pairs:9.1f} {tokens:10.0f} "
-                      f"{pairs / rates['grid'][0]:7.2f}x")
+                      f"{pairs / rates['grid'][0]:7.2f}x {runners[layout].tokens_per_sequence:18.1f}")
 
 
 if __name__ == "__main__":
