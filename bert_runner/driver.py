@@ -240,6 +240,8 @@ def train(trainer, task, run, config, split, num_train_steps):
     """
     _log_split("training", split)
     logging.info("  Num steps = %d", num_train_steps)
+    if split.num_rows:
+        trainer.examples_per_row = split.num_examples / split.num_rows
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
                   init_fn=_init_from_checkpoint(trainer, run, task),
                   checkpoint_iterator=run.checkpoint_iterator)

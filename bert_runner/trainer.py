@@ -63,7 +63,8 @@ class Trainer:
             `keras.optimizers.LossScaleOptimizer` for fp16.
         loss_fn: `(model, features, training) -> (loss, {name: scalar metric})`, per replica.
         output_dir: checkpoints (`ckpt-<step>`), TensorBoard summaries (`train/`).
-        global_batch_size: examples per step over all replicas (for throughput logs).
+        global_batch_size: examples per step over all replicas (for throughput logs); rows,
+            when the training records are packed (see `examples_per_row`).
         flops_per_example: training model FLOPs per example, for the utilisation estimate.
         peak_tflops: peak TFLOP/s of one device; with it, model-FLOPs utilisation is logged.
     """
@@ -98,6 +99,9 @@ class Trainer:
         self.clip_norm = clip_norm
         self.flops_per_example = flops_per_example
         self.peak_tflops = peak_tflops
+        # Packed training records hold several examples a row (`bert_runner.packing`): the log
+        # then counts rows, and the examples they hold on average (set by the driver).
+        self.examples_per_row = 1.0
         replicas = strategy.num_replicas_in_sync
         if global_batch_size % (replicas * gradient_accumulation_steps):
             raise ValueError(
@@ -297,14 +301,17 @@ class Trainer:
         step = self.step
         self.history.append(LoopRecord(step, metrics, seconds))
         steps_per_s = steps / max(seconds, 1e-9)
-        examples_per_s = steps_per_s * self.global_batch_size
+        rows_per_s = steps_per_s * self.global_batch_size
+        examples_per_s = rows_per_s * self.examples_per_row
         done = step - start_step
         eta = (num_train_steps - step) * (time.time() - start_time) / max(done, 1)
         lr = float(self.optimizer.learning_rate)
+        rows = f"{rows_per_s:.1f} packed rows/s, " if self.examples_per_row != 1 else ""
         line = (f"step {step}/{num_train_steps} loss {metrics['loss']:.4f} lr {lr:.3g} "
-                f"{steps_per_s:.2f} steps/s {examples_per_s:.1f} examples/s ETA {eta:.0f} s")
+                f"{steps_per_s:.2f} steps/s {rows}{examples_per_s:.1f} examples/s ETA {eta:.0f} s")
         if self.flops_per_example:
-            tflops = examples_per_s * self.flops_per_example / 1e12
+            # A packed row computes what one example's row of the grid does.
+            tflops = rows_per_s * self.flops_per_example / 1e12
             line += f" {tflops:.3f} model TFLOP/s"
             if self.peak_tflops:
                 mfu = tflops / (self.peak_tflops * self.strategy.num_replicas_in_sync)

@@ -10,6 +10,7 @@ tolerance.
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -101,6 +102,17 @@ def _run(script, args, output_dir, config, jit_compile):
     return result.stderr
 
 
+def _check_packed_throughput(log):
+    """A packed run's progress lines count rows and the examples the rows hold."""
+    sequences, rows = map(int, re.search(r"(\d+) sequences packed into (\d+) rows", log).groups())
+    lines = re.findall(r"([\d.]+) packed rows/s, ([\d.]+) examples/s", log)
+    assert lines, log[-3000:]
+    for rows_per_s, examples_per_s in lines:
+        expected = float(rows_per_s) * sequences / rows
+        assert abs(float(examples_per_s) - expected) <= 0.05 + 0.05 * sequences / rows, (
+            rows_per_s, examples_per_s)
+
+
 def _eval_results(output_dir):
     name = "eval_results.json" if (output_dir / "eval_results.json").exists() else "eval_results.txt"
     if name.endswith(".json"):
@@ -142,6 +154,8 @@ def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
     _run(path, args, plain, config, jit_compile=False)
     log = _run(path, args, compiled, config, jit_compile=True)
     assert "static shapes" in log  # the encoder computed on the grid, as XLA needs
+    if "--max_sequences_per_row=4" in args:
+        _check_packed_throughput(log)
     want, got = _eval_results(plain), _eval_results(compiled)
     assert sorted(got) == sorted(want)
     for name, value in want.items():
