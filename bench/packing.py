@@ -22,9 +22,10 @@ three layouts, one after another in each round:
   packed    packed records on the grid (static shapes: what a TPU or --jit_compile runs).
 A timed call trains on --steps batches spread evenly over each records file (each call starts
 from the first of them again), so every layout sees its own records' real mix of lengths: the
-table prints the timed batches' real tokens per sequence, to set beside the file's. (The first
-batches of a file alone are no sample of it: at 512 tokens the first packed rows hold pairs of
-127 word-pieces on average, the whole file 88.) Each row's time is the Trainer's own wall
+table prints the timed batches' real tokens per sequence, to set beside the file's. (A file's
+first batches alone are no sample of it: the previous version, which timed them, measured
+packed pairs of 127 word-pieces at 512 tokens, its real tokens/s over its pairs/s, where the
+file's pairs average 88.) Each row's time is the Trainer's own wall
 time of --steps steps (after a first untimed call that traces); the table shows medians over
 --repeats rounds, and each layout's sequences/s and real tokens/s against the grid's.
 """

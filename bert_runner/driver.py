@@ -240,11 +240,10 @@ def train(trainer, task, run, config, split, num_train_steps):
     """
     _log_split("training", split)
     logging.info("  Num steps = %d", num_train_steps)
-    if split.num_rows:
-        trainer.examples_per_row = split.num_examples / split.num_rows
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
                   init_fn=_init_from_checkpoint(trainer, run, task),
-                  checkpoint_iterator=run.checkpoint_iterator)
+                  checkpoint_iterator=run.checkpoint_iterator,
+                  examples_per_row=split.num_examples / split.num_rows if split.num_rows else 1.0)
     if not trainer.history and trainer.step >= num_train_steps > 0:
         logging.warning(
             "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "

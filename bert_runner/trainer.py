@@ -64,7 +64,7 @@ class Trainer:
         loss_fn: `(model, features, training) -> (loss, {name: scalar metric})`, per replica.
         output_dir: checkpoints (`ckpt-<step>`), TensorBoard summaries (`train/`).
         global_batch_size: examples per step over all replicas (for throughput logs); rows,
-            when the training records are packed (see `examples_per_row`).
+            when the training records are packed (`train`'s `examples_per_row`).
         flops_per_example: training model FLOPs per example, for the utilisation estimate.
         peak_tflops: peak TFLOP/s of one device; with it, model-FLOPs utilisation is logged.
     """
@@ -99,9 +99,6 @@ class Trainer:
         self.clip_norm = clip_norm
         self.flops_per_example = flops_per_example
         self.peak_tflops = peak_tflops
-        # Packed training records hold several examples a row (`bert_runner.packing`): the log
-        # then counts rows, and the examples they hold on average (set by the driver).
-        self.examples_per_row = 1.0
         replicas = strategy.num_replicas_in_sync
         if global_batch_size % (replicas * gradient_accumulation_steps):
             raise ValueError(
@@ -256,13 +253,16 @@ class Trainer:
 
     # ---- public loops ---------------------------------------------------------------------
 
-    def train(self, dataset_fn, num_train_steps, init_fn=None, checkpoint_iterator=True):
+    def train(self, dataset_fn, num_train_steps, init_fn=None, checkpoint_iterator=True,
+              examples_per_row=1.0):
         """Trains to `num_train_steps`, resuming from the latest checkpoint in `output_dir`.
 
         dataset_fn: `tf.distribute.InputContext -> tf.data.Dataset` of per-replica batches.
         init_fn: called when there is no checkpoint to resume from (e.g. `--init_checkpoint`).
         checkpoint_iterator: save the input position too, so a resumed run sees exactly the
             batches an uninterrupted one would (not supported by every multi-worker setup).
+        examples_per_row: the examples a row of the batches holds on average, for packed rows
+            (`bert_runner.packing`): the log then counts rows/s and the examples/s they hold.
         """
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
@@ -283,7 +283,8 @@ class Trainer:
                         self.save_checkpoints_steps - self.step % self.save_checkpoints_steps)
             loop_start = time.time()
             metrics = {k: float(v) for k, v in self._train_loop(iterator, tf.constant(steps)).items()}
-            self._log(metrics, steps, time.time() - loop_start, start_step, start_time, num_train_steps, writer)
+            self._log(metrics, steps, time.time() - loop_start, start_step, start_time,
+                      num_train_steps, writer, examples_per_row)
             if self.step % self.save_checkpoints_steps == 0 or self.step >= num_train_steps:
                 path = manager.save(checkpoint_number=self.step)
                 if self.chief:
@@ -297,16 +298,17 @@ class Trainer:
             shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
         return metrics
 
-    def _log(self, metrics, steps, seconds, start_step, start_time, num_train_steps, writer):
+    def _log(self, metrics, steps, seconds, start_step, start_time, num_train_steps, writer,
+             examples_per_row):
         step = self.step
         self.history.append(LoopRecord(step, metrics, seconds))
         steps_per_s = steps / max(seconds, 1e-9)
         rows_per_s = steps_per_s * self.global_batch_size
-        examples_per_s = rows_per_s * self.examples_per_row
+        examples_per_s = rows_per_s * examples_per_row
         done = step - start_step
         eta = (num_train_steps - step) * (time.time() - start_time) / max(done, 1)
         lr = float(self.optimizer.learning_rate)
-        rows = f"{rows_per_s:.1f} packed rows/s, " if self.examples_per_row != 1 else ""
+        rows = f"{rows_per_s:.1f} packed rows/s, " if examples_per_row != 1 else ""
         line = (f"step {step}/{num_train_steps} loss {metrics['loss']:.4f} lr {lr:.3g} "
                 f"{steps_per_s:.2f} steps/s {rows}{examples_per_s:.1f} examples/s ETA {eta:.0f} s")
         if self.flops_per_example:
