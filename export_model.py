@@ -117,12 +117,37 @@ mode(ModeRule(("quantization", "calibration_file"), ("format",), lambda fmt: fmt
               "with --format=litert", "the other formats keep the model's float32 weights"))
 mode(ModeRule(("calibration_file",), ("quantization",), lambda q: q == "int8",
               "with --quantization=int8", "only full int8 calibrates activation ranges"))
+# Each format's own flags: given to another format they would silently do nothing.
+_CLASSIFIERS = ("classifier", "litert", "onnx")
+mode(ModeRule(("task_name",), ("format",), lambda fmt: fmt in _CLASSIFIERS,
+              "with --format=classifier, litert or onnx", "the other formats' models have no "
+              "GLUE task"))
+mode(ModeRule(("labels",), ("format", "task_name"),
+              lambda fmt, task: fmt in _CLASSIFIERS and (task or "").lower() == "multilabel",
+              "with --task_name=multilabel", "the other tasks' labels are the task's own"))
+mode(ModeRule(("long_documents",), ("format",), lambda fmt: fmt == "classifier",
+              "with --format=classifier", "the other formats cut every text to max_seq_length"))
+mode(ModeRule(("doc_stride",), ("format", "long_documents"),
+              lambda fmt, long_documents: fmt == "squad" or long_documents,
+              "with --format=squad or --long_documents", "without them there are no windows"))
+mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
+               "null_score_diff_threshold"), ("format",), lambda fmt: fmt == "squad",
+              "with --format=squad", "the other formats answer no questions"))
+mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt == "ner", "with --format=ner",
+              "the other formats tag no entities"))
+mode(ModeRule(("pooling", "normalize"), ("format",),
+              lambda fmt: fmt in ("embedding", "huggingface", "litert", "onnx"),
+              "with --format=embedding, huggingface, litert or onnx",
+              "the other formats serve their task's head, not a pooled vector"))
 
 
 def main(_):
     from bert_runner import startup
 
+    from bert_runner.serving import provenance
+
     serving_format = registry.get(FLAGS.format)
+    provenance.follow_run_record(FLAGS, FLAGS.checkpoint)
     max_seq_length = FLAGS.max_seq_length if serving_format.needs_sequence_length else None
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                 max_seq_length, flag="--checkpoint")

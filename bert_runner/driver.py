@@ -35,17 +35,11 @@ from modeling import lora, tf1_checkpoint
 from modeling.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer
 from bert_runner import (
-    adapters, checkpoints, distribution, output_lock, results, run_files, seeds as seed_sweeps,
-    startup)
+    adapters, checkpoints, distribution, output_lock, results, run_files, run_identity,
+    seeds as seed_sweeps, startup)
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
-
-# Hyper-parameters recorded in run.json; a resumed run whose values differ is reported.
-_RECORDED = ("learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion",
-             "optimizer", "init_checkpoint", "mixed_precision", "gradient_accumulation_steps",
-             "bilstm_on_top", "max_sequences_per_row", "lora_rank", "lora_alpha", "lora_targets")
-
 
 @dataclasses.dataclass
 class RunResult:
@@ -67,26 +61,30 @@ class OutputDirError(ValueError):
     """An output_dir that holds another task's run."""
 
 
-def _task_record(task, run):
-    return {"task": task.name, **{name: getattr(run, name) for name in _RECORDED},
-            **task.recorded_settings()}
-
-
-def prepare(task, run, config):
+def prepare(task, run, config, identity, seeds=None):
     """Checks of output_dir and `--init_checkpoint` before any work, made holding output_dir's
     lock: refuses a directory whose run.json names another task, or another model than this
-    command's (`--bilstm_on_top`, the config's pretraining objective) (OutputDirError), and
-    checks that `--init_checkpoint` is readable and fits the task's model for `config` (names
-    the file and every mismatched variable)."""
+    command's (`--bilstm_on_top`, the config's pretraining objective), or, for a command that
+    trains, checkpoints of a run whose identity (`bert_runner.run_identity`) differs from this
+    command's `identity` (OutputDirError); and checks that `--init_checkpoint` is readable and
+    fits the task's model for `config` (names the file and every mismatched variable)."""
     recorded = run_files.output_dir_record(run.output_dir)
+    path = os.path.join(run.output_dir, run_files.RUN_RECORD)
     if recorded is not None and recorded.get("task") != task.name:
-        path = os.path.join(run.output_dir, run_files.RUN_RECORD)
         raise OutputDirError(
             f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
             f"({path}); this is task {task.name!r}. Use another --output_dir: nothing in it was "
             "changed.")
     if recorded is not None:
         _check_recorded_model(recorded, run, config)
+    if run.do_train and run_identity.holds_checkpoints(run.output_dir, seeds):
+        # Resuming them would train on, or keep as finished, a model of another run.
+        changed = run_identity.differences(recorded or {}, identity)
+        if changed:
+            raise OutputDirError(
+                f"--output_dir={run.output_dir} holds checkpoints of another run ({path}): "
+                f"{'; '.join(changed)}. Use another --output_dir, or the settings of that run: "
+                "nothing in it was changed.")
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
                                           config_file=run.bert_config_file,
@@ -123,28 +121,29 @@ def _check_recorded_model(recorded, run, config):
             "one: pass the config that run was started with, or use another --output_dir")
 
 
-def _record_run(task, run, config):
-    """Writes run.json, once every check passed (a refused run leaves none to block the next);
-    it also records the model's pretraining objective (`modeling.config.OBJECTIVE_KEY`), which
-    scripts loading the checkpoints check their config against (`startup.model_files`). Also
-    bert_config.json, the config the checkpoints are of, in this project's terms (a Hugging Face
-    directory's exact GELU as "gelu_exact"), so that output_dir describes its model alone."""
-    if run_files.output_dir_record(run.output_dir) is None:
-        vocab = {run_files.VOCAB_KEY: run_files.vocab_fingerprint(run.vocab_file)
-                 } if run.vocab_file else {}
+def _record_run(task, run, config, identity, seeds=None):
+    """Writes run.json, once every check passed (a refused run leaves none to block the next):
+    the run's `identity` (`bert_runner.run_identity`), which every later reader of its
+    checkpoints compares, and the model's pretraining objective (`modeling.config.OBJECTIVE_KEY`),
+    which scripts loading the checkpoints check their config against (`startup.model_files`).
+    A record stays as long as checkpoints it describes do; a command that trains into an
+    output_dir without them records itself. Also bert_config.json, the config the checkpoints
+    are of, in this project's terms (a Hugging Face directory's exact GELU as "gelu_exact"), so
+    that output_dir describes its model alone."""
+    if (run_files.output_dir_record(run.output_dir) is None
+            or run.do_train and not run_identity.holds_checkpoints(run.output_dir, seeds)):
         run_files.write_output_dir_record(
-            run.output_dir,
-            {**_task_record(task, run), OBJECTIVE_KEY: config.pretraining_objective, **vocab})
+            run.output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective})
     config_path = os.path.join(run.output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path):
         results.write_text_atomic(config_path, config.to_json_string())
 
 
 def _changed_hyperparameters(task, run):
-    """`["name old -> new", ...]` for the recorded hyper-parameters this command changes."""
-    recorded, current = run_files.output_dir_record(run.output_dir) or {}, _task_record(task, run)
-    return [f"{name} {recorded[name]!r} -> {value!r}" for name, value in current.items()
-            if name in recorded and recorded[name] != value]
+    """`["name old -> new", ...]` for the recorded settings this command changes (its training
+    data aside: a command that does not train reads none)."""
+    recorded = run_files.output_dir_record(run.output_dir) or {}
+    return run_identity.differences(recorded, run_identity.of(task, run))
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
@@ -364,8 +363,12 @@ def run(task, run, seeds=None):
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
     results.check_writable_dir(run.output_dir, "output_dir")
+    identity = run_identity.of(
+        task, run, seeds=seeds,
+        train_examples=examples.get("train") if run.do_train else None,
+        train_records=existing.get("train") if run.do_train else None)
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
-        prepare(task, run, config)
+        prepare(task, run, config, identity, seeds)
         changed = _changed_hyperparameters(task, run)
         if changed and tf.train.latest_checkpoint(run.output_dir):
             logging.warning(
@@ -382,7 +385,7 @@ def run(task, run, seeds=None):
             steps = run.training_steps(splits["train"].num_rows, unit="packed rows")
         elif "train" in splits:
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
-        _record_run(task, run, config)
+        _record_run(task, run, config, identity, seeds)
 
         def run_once(seed_run):
             result = run_task(task, seed_run, config, splits.get("train"), *steps,

@@ -17,6 +17,7 @@ the dev set's most frequent label): a line near it learnt nothing from its check
 import csv
 import dataclasses
 import io
+import json
 import os
 import re
 from typing import Optional
@@ -24,7 +25,7 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results
+from bert_runner import results, run_files, run_identity
 
 PLOT_REQUIREMENTS = "requirements-plot.txt"
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
@@ -250,6 +251,34 @@ def parse_steps(values):
     return steps
 
 
+SWEEP_RECORD = "sweep.json"
+# What differs between the fine-tunings of one sweep: each starts from its own checkpoint.
+_PER_CHECKPOINT = ("init_checkpoint", "init_checkpoint_sha256", "bert_config_sha256")
+
+
+def check_sweep_identity(output_dir, runs, identity):
+    """Refuses a sweep into an `output_dir` that holds fine-tunings of another sweep (another
+    task, data, sequence length, schedule or seed), before any work: its step folders would be
+    resumed as this sweep's and sweep.csv would put both side by side. The sweep's identity
+    (`identity` without what each checkpoint changes) is compared with the sweep.json it wrote
+    and with the run.json of every step folder there, then recorded in sweep.json."""
+    common = {k: v for k, v in identity.items() if k not in _PER_CHECKPOINT}
+    record_path = os.path.join(output_dir, SWEEP_RECORD)
+    recorded = [(record_path, run_files.read_json_object(record_path))]
+    for run in runs:
+        directory = os.path.join(output_dir, run.name)
+        if tf.io.gfile.isdir(directory):
+            recorded += [(path, run_files.read_json_object(path)) for path in sorted(
+                tf.io.gfile.glob(os.path.join(directory, "step_*", run_files.RUN_RECORD)))]
+    for path, record in recorded:
+        changed = run_identity.differences(record or {}, common)
+        if changed:
+            raise ValueError(
+                f"--output_dir={output_dir} holds fine-tunings of another sweep ({path}): "
+                f"{'; '.join(changed)}. Use another --output_dir: nothing in it was changed.")
+    results.write_text_atomic(record_path, json.dumps(common, indent=2) + "\n")
+
+
 def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_template, every=None,
               steps=None, metric="eval_accuracy"):
     """run_checkpoint_sweep.py's work: fine-tunes the chosen checkpoints of each dir on the
@@ -274,6 +303,8 @@ def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_templat
         logging.info("%s: %s, steps %s", run.label, run.directory,
                      ", ".join(map(str, chosen[run.directory])))
     template = dataclasses.replace(run_template, do_train=True, do_eval=True, do_predict=False)
+    check_sweep_identity(run_template.output_dir, runs, run_identity.of(
+        task, template, train_examples=task.read_examples("train")))
 
     def fine_tune(config_file, checkpoint, output_dir):
         run = dataclasses.replace(template, output_dir=output_dir, bert_config_file=config_file,

@@ -3,9 +3,11 @@ pre-training output dirs, each fine-tuned through the driver in this process, th
 the PNG (matplotlib optional: the CSV is written without it), the metric beside the task's
 majority baseline."""
 import csv
+import dataclasses
 import io
 import json
 import logging
+import re
 import sys
 
 import keras
@@ -207,3 +209,15 @@ def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
     for row, result in zip(table, rows):
         assert 0 <= float(row["value"]) <= 1 and float(row["eval_loss"]) > 0
         assert row["value"] == f"{result.value:.4f}"
+    # The sweep again on other data, or with another seed: refused before any fine-tuning
+    # (its step folders would be resumed on the new data, sweep.csv would mix both).
+    csv_before = (tmp_path / "sweep" / "sweep.csv").read_text()
+    write_keyword_mrpc(tmp_path / "other", num_train=24, num_dev=16, num_test=4)
+    for data, run in [("other", template), ("data", dataclasses.replace(template, random_seed=3))]:
+        with pytest.raises(ValueError, match=re.escape(message("sweep-another-run"))):
+            figure2.run_sweep([directory], "mrpc", str(tmp_path / data), 16, run)
+    assert (tmp_path / "sweep" / "sweep.csv").read_text() == csv_before
+    # A step folder of another run, where the sweep wrote no sweep.json: refused as well.
+    (tmp_path / "sweep" / figure2.SWEEP_RECORD).unlink()
+    with pytest.raises(ValueError, match="step_1/run.json\\): the training data differs"):
+        figure2.run_sweep([directory], "mrpc", str(tmp_path / "other"), 16, template)

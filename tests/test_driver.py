@@ -1,6 +1,7 @@
 """bert_runner.driver in process, on a small fake task (the tiny model, a few records): what the
 driver owns for every script — the do_* refusal, every split read before any is converted,
 atomic record files, TPU padding, training steps, output_dir ownership, resume and restore."""
+import dataclasses
 import json
 import logging
 import os
@@ -13,7 +14,7 @@ import tensorflow as tf
 
 from modeling_helpers import TINY, tiny_config
 from refusals import message
-from bert_runner import driver, splits
+from bert_runner import driver, run_identity, splits
 from bert_runner.inputs import decode_record
 from bert_runner.run_config import RunConfig
 from bert_runner.task import Task, collect
@@ -233,16 +234,33 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     driver.run(KeywordTask(str(data)), config(out, do_eval=True))
     assert (out / "eval_results.txt").read_text() == first
 
-    # The same command with another learning rate: the finished run is resumed, not retrained.
+    # The same command again: the finished run is resumed, not retrained.
     caplog.set_level(logging.INFO)
-    driver.run(KeywordTask(str(data)), config(out, do_train=True, learning_rate=3e-3,
-                                              init_checkpoint=str(TINY / "bert_model.ckpt")))
+    driver.run(KeywordTask(str(data)), run)
     assert "already holds a finished run (checkpoint at step 32 of 32)" in caplog.text
-    assert "NOT trained again" in caplog.text and "learning_rate 0.001 -> 0.003" in caplog.text
+    assert "NOT trained again" in caplog.text
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-32.index"]
+
+    # A training command of another run (its run.json tells) is refused before anything there
+    # is touched: another learning rate, seed, starting checkpoint or training data would be
+    # resumed as if it were this one, or its finished checkpoint kept as this command's.
+    records, recorded = (out / "train.tf_record").read_bytes(), (out / "run.json").read_text()
+    for change, said in [({"learning_rate": 3e-3}, "learning_rate 0.001 -> 0.003"),
+                         ({"random_seed": 7}, "random_seed 12345 -> 7"),
+                         ({"init_checkpoint": None},
+                          f"init_checkpoint '{TINY / 'bert_model.ckpt'}' -> None")]:
+        with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-another-run"))
+                           + ".*" + re.escape(said)):
+            driver.run(KeywordTask(str(data)), dataclasses.replace(run, **change))
+    other_data = write_data(tmp_path / "other", sizes=(("train", 48), ("dev", 16), ("test", 12)))
+    with pytest.raises(driver.OutputDirError, match="the training data differs; training "
+                                                    "examples 64 -> 48"):
+        driver.run(KeywordTask(str(other_data)), run)
+    assert (out / "train.tf_record").read_bytes() == records
+    assert (out / "run.json").read_text() == recorded
     assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-32.index"]
 
     # Another task in the same output_dir is refused before anything there is touched.
-    records = (out / "train.tf_record").read_bytes()
     with pytest.raises(driver.OutputDirError, match="holds a run of task 'keyword'.*this is task "
                                                     "'other'"):
         driver.run(KeywordTask(str(data), name="other"), config(out, do_train=True))
@@ -274,7 +292,7 @@ def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
 
     run = config(tmp_path, do_eval=True)
     windows = ClassifierTask("mrpc", 24, long_documents=True, doc_stride=8)
-    driver._record_run(windows, run, tiny_config())
+    driver._record_run(windows, run, tiny_config(), run_identity.of(windows, run))
     recorded = json.loads((tmp_path / "run.json").read_text())
     assert (recorded["long_documents"], recorded["doc_stride"]) == (True, 8)
     assert driver._changed_hyperparameters(windows, run) == []

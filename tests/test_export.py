@@ -604,3 +604,48 @@ def test_the_formats_are_declared_without_tensorflow(monkeypatch):
     assert result.stdout.split("] ") == [
         "['classifier', 'embedding', 'huggingface', 'litert', 'ner', 'onnx', 'squad', 'swag'",
         "False\n"]
+
+
+def test_an_export_serves_the_model_as_its_run_trained_it(tmp_path, caplog):
+    """The flags an export leaves out take the values its run.json records (a sentence encoder
+    trained at 16 tokens with mean pooling is exported so, not at the default 128 with no
+    pooling); a given flag that changes how the model is used is refused, another sequence length
+    is served with a warning."""
+    import logging
+
+    from absl import flags
+
+    from bert_runner.serving import provenance
+
+    def flag_values(*argv):
+        values = flags.FlagValues()
+        flags.DEFINE_integer("max_seq_length", 128, "", flag_values=values)
+        flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], "", flag_values=values)
+        flags.DEFINE_bool("normalize", False, "", flag_values=values)
+        flags.DEFINE_bool("long_documents", False, "", flag_values=values)
+        flags.DEFINE_integer("doc_stride", None, "", flag_values=values)
+        values(["export_model.py", *argv])
+        return values
+
+    run = tmp_path / "embeddings"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({
+        "task": "embeddings", "max_seq_length": 16, "pooling": "mean", "normalize": True}))
+    given = flag_values()
+    provenance.follow_run_record(given, str(run))
+    assert (given.max_seq_length, given.pooling, given.normalize) == (16, "mean", True)
+    with pytest.raises(ValueError, match=re.escape(message("export-not-as-trained"))) as error:
+        provenance.follow_run_record(flag_values("--pooling=cls"), str(run))
+    assert str(error.value).endswith(f"was trained with --pooling=mean ({run / 'run.json'}): "
+                                     "pass that, or leave --pooling out")
+    with pytest.raises(ValueError, match="--normalize=false, but .* --normalize=true"):
+        provenance.follow_run_record(flag_values("--nonormalize"), str(run))
+    caplog.set_level(logging.WARNING)
+    longer = flag_values("--max_seq_length=48")
+    provenance.follow_run_record(longer, str(run))
+    assert longer.max_seq_length == 48 and "was trained with --max_seq_length=16" in caplog.text
+    # A checkpoint no run of this project wrote keeps the flags as given.
+    (run / "run.json").unlink()
+    untouched = flag_values()
+    provenance.follow_run_record(untouched, str(run))
+    assert (untouched.max_seq_length, untouched.pooling) == (128, None)

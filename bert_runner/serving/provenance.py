@@ -91,6 +91,41 @@ def _check_fine_tuned_task(prefix, serving_format, task_name):
         f"({record_path}), not by {serving_format.script}: {advice}")
 
 
+# Export flags that must serve the model as its run trained it (run.json's names).
+_AS_TRAINED = ("pooling", "normalize", "long_documents", "window_aggregation",
+               "version_2_with_negative")
+# Export flags that may serve it otherwise, said in a warning.
+_AS_ASKED = ("max_seq_length", "doc_stride")
+
+
+def follow_run_record(flag_values, checkpoint):
+    """Sets the export flags left out to what the run that wrote `checkpoint` recorded (its
+    run.json): the sequence length it was trained at, its pooling and normalisation, its
+    long-document windows. A given flag that changes how the model is used (pooling, windows)
+    is refused naming the record; another sequence length is served as asked, with a warning.
+    A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
+    from absl import logging
+
+    path, record = run_files.run_record(checkpoint)
+    for flag in (_AS_TRAINED + _AS_ASKED) if record else ():
+        if record.get(flag) is None or flag not in flag_values:
+            continue
+        given, recorded = flag_values[flag].value, record[flag]
+        if not flag_values[flag].present:
+            flag_values[flag].value = recorded
+        elif given != recorded and flag in _AS_TRAINED:
+            raise ValueError(
+                f"--{flag}={_flag_text(given)}, but {checkpoint} was trained with "
+                f"--{flag}={_flag_text(recorded)} ({path}): pass that, or leave --{flag} out")
+        elif given != recorded:
+            logging.warning("--%s=%s, but %s was trained with --%s=%s (%s): served as asked",
+                            flag, given, checkpoint, flag, recorded, path)
+
+
+def _flag_text(value):
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def recorded_bilstm_on_top(checkpoint):
     """Whether the run that wrote `checkpoint` was fine-tuned with `--bilstm_on_top` (its
     run.json says; false without one): the export builds the model it trained."""

@@ -1,0 +1,160 @@
+"""What a run is: every setting that changes its result, recorded in its run.json and compared
+by every reader before it reuses, resumes or serves what the run wrote.
+
+    identity = run_identity.of(task, run, train_examples=examples["train"])
+    changed = run_identity.differences(recorded, identity)   # ["random_seed 12345 -> 1", ...]
+
+The identity is a flat `{name: JSON value}`: the task and its own settings
+(`Task.recorded_settings`: max_seq_length, long documents, pooling, teacher, ...), the
+hyper-parameters, the seed, the model options (BiLSTM, LoRA, precision, packing) and the
+fingerprints of what the run read: the starting checkpoint, its config, the vocabulary and the
+training examples. A fingerprint is a content hash, so a file edited in place or another file
+at the same path is seen; a path moved with the same content is the same run.
+
+`differences` compares the names both sides hold: a record written before a name was recorded
+is not checked for it.
+"""
+import functools
+import hashlib
+import os
+
+import tensorflow as tf
+
+from bert_runner import run_files, seeds as seed_sweeps
+
+# The RunConfig fields that change what training computes. --jit_compile is not one (the steps
+# compute the same numbers with and without XLA), nor are batch sizes of evaluation and
+# prediction, checkpointing or distribution.
+TRAINING_FIELDS = (
+    "learning_rate", "train_batch_size", "num_train_epochs", "warmup_proportion", "optimizer",
+    "init_checkpoint", "mixed_precision", "gradient_accumulation_steps", "bilstm_on_top",
+    "max_sequences_per_row", "lora_rank", "lora_alpha", "lora_targets", "lora_adapters",
+    "random_seed", "do_lower_case")
+
+# The fingerprints' names in the record, and the RunConfig field whose file each hashes.
+FINGERPRINTED = (("init_checkpoint_sha256", "init_checkpoint"),
+                 ("lora_adapters_sha256", "lora_adapters"),
+                 ("bert_config_sha256", "bert_config_file"),
+                 (run_files.VOCAB_KEY, "vocab_file"))
+TRAIN_DATA = "train_data_sha256"
+TRAIN_EXAMPLES = "train_examples"
+
+_CHUNK = 1 << 22
+
+
+@functools.lru_cache(maxsize=None)
+def _file_sha256(path, size, mtime):
+    """The hash of a file's content; keyed by its size and mtime too, so that a file written
+    again in the same process is hashed again."""
+    del size, mtime
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                return digest.hexdigest()
+            digest.update(chunk)
+
+
+def file_sha256(path):
+    stat = tf.io.gfile.stat(path)
+    return _file_sha256(path, stat.length, stat.mtime_nsec)
+
+
+def fingerprint(path):
+    """A short content hash of what `path` names as a model or data file, or None when nothing
+    is there:
+
+      a TF checkpoint prefix (ours or the original's): its .index file, which holds a checksum
+          of every tensor, so the whole checkpoint without reading its data;
+      a directory holding checkpoints (an output_dir): its newest checkpoint;
+      any other directory (a Hugging Face model, a data folder): its files' names and contents;
+      a file: its content.
+    """
+    if not path:
+        return None
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return fingerprint(latest)
+        digest = hashlib.sha256()
+        for name in sorted(tf.io.gfile.listdir(path)):
+            child = os.path.join(path, name)
+            if not tf.io.gfile.isdir(child):
+                digest.update(f"{name}\0{file_sha256(child)}\0".encode())
+        return digest.hexdigest()[:16]
+    if tf.io.gfile.exists(path + ".index"):
+        return file_sha256(path + ".index")[:16]
+    if tf.io.gfile.exists(path):
+        return file_sha256(path)[:16]
+    return None
+
+
+def examples_sha256(examples):
+    """A short hash of a split's examples as the task read them (their text, labels and ids, in
+    order): the training data itself, wherever it was read from."""
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(repr(example).encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def records_sha256(files):
+    """A short hash of TFRecord files given as they are (pre-training's --input_file): their
+    names and sizes, which a rewrite changes, without reading gigabytes."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(f"{os.path.basename(path)}\0{tf.io.gfile.stat(path).length}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def of(task, run, train_examples=None, train_records=None, seeds=None):
+    """The identity of `task` run with `run` (a `RunConfig`), trained on `train_examples` (as
+    `task.read_examples("train")` returned them) or on the TFRecord files `train_records`;
+    without either, the identity leaves the training data out."""
+    identity = {"task": task.name, **{name: getattr(run, name) for name in TRAINING_FIELDS},
+                **task.recorded_settings()}
+    for key, field in FINGERPRINTED:
+        identity[key] = fingerprint(getattr(run, field))
+    if train_examples is not None:
+        identity[TRAIN_DATA] = examples_sha256(train_examples)
+        identity[TRAIN_EXAMPLES] = len(train_examples)
+    elif train_records:
+        identity[TRAIN_DATA] = records_sha256(train_records)
+    if seeds:
+        identity["seeds"] = list(seeds)
+    return identity
+
+
+# Names whose difference is said in words rather than as two hashes.
+_SAID = {TRAIN_DATA: "the training data differs",
+         "init_checkpoint_sha256": "the starting checkpoint's content differs",
+         "lora_adapters_sha256": "the LoRA adapters' content differs",
+         "bert_config_sha256": "the model config's content differs",
+         run_files.VOCAB_KEY: "the vocabulary's content differs"}
+
+
+def differences(recorded, current, names=None):
+    """`["name recorded -> current", ...]` for the names both identities hold (`names`: only
+    those) whose values differ; a content hash that differs is said in words."""
+    changed = []
+    for name, value in current.items():
+        if names is not None and name not in names:
+            continue
+        if name not in recorded or recorded[name] == value:
+            continue
+        if name in _SAID:
+            changed.append(_SAID[name])
+        elif name == TRAIN_EXAMPLES:
+            changed.append(f"training examples {recorded[name]} -> {value}")
+        else:
+            changed.append(f"{name} {recorded[name]!r} -> {value!r}")
+    return changed
+
+
+def holds_checkpoints(output_dir, seeds=None):
+    """Whether `output_dir` (or, with `seeds`, one of its seed directories) holds a checkpoint."""
+    directories = [output_dir] + [seed_sweeps.seed_dir(output_dir, s) for s in seeds or ()]
+    return any(tf.io.gfile.isdir(d) and tf.train.latest_checkpoint(d) for d in directories)
+
