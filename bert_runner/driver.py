@@ -344,6 +344,7 @@ def run(task, run, seeds=None):
     wanted = wanted_splits(task, run)
     task.bilstm_on_top = run.bilstm_on_top
     task.init_checkpoint = run.init_checkpoint
+    task.output_dir = run.output_dir
     # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
     # below name the file the config was read from.
     files = startup.model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,

@@ -115,6 +115,8 @@ def define_packing_flag():
         "static-shape steps (--jit_compile, TPUs) then spend less of their work on padding. "
         "--train_batch_size counts rows, and an epoch is one pass over them. Evaluation and "
         "prediction stay unpacked. 1: the original's one example a row.", lower_bound=1)
+    mode(ModeRule(("max_sequences_per_row",), ("do_train",), bool, "with --do_train",
+                  "evaluation and prediction read one example a row"))
 
 
 def define_tpu_flags():

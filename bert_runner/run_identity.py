@@ -113,7 +113,8 @@ def of(task, run, train_examples=None, train_records=None, seeds=None):
     """The identity of `task` run with `run` (a `RunConfig`), trained on `train_examples` (as
     `task.read_examples("train")` returned them) or on the TFRecord files `train_records`;
     without either, the identity leaves the training data out."""
-    identity = {"task": task.name, **{name: getattr(run, name) for name in TRAINING_FIELDS},
+    identity = {"task": task.name, "max_seq_length": task.max_seq_length,
+                **{name: getattr(run, name) for name in TRAINING_FIELDS},
                 **task.recorded_settings()}
     for key, field in FINGERPRINTED:
         identity[key] = fingerprint(getattr(run, field))

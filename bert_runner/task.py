@@ -74,6 +74,8 @@ class Task:
     # --init_checkpoint, set by the driver: a task that records its labels checks them against
     # those recorded beside it (`bert_runner.run_files.labels_governing`).
     init_checkpoint = None
+    # --output_dir, set by the driver: where the model a run without training uses is.
+    output_dir = None
 
     # The data side.
 

@@ -153,6 +153,14 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     assert task.window_counts == {"eval": [4, 1], "predict": [4, 1, 1]}
     probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probabilities.shape == (3, 2) and np.all((probabilities > 0) & (probabilities < 1))
+    # Prediction from that run without --labels: the labels recorded beside the model it uses.
+    tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp_path / "with_labels" / "ckpt"))
+    (tmp_path / "with_labels" / "label_list.txt").write_text("bad\ngood\n")
+    recorded = make_task("multilabel", 16, str(data))
+    recorded.output_dir, recorded.init_checkpoint = str(tmp_path / "fresh"), str(
+        tmp_path / "with_labels")
+    assert len(recorded.read_examples("predict")) == 3
+    assert recorded.label_names == ["bad", "good"]
 
     # The TPU padding record parses with the task's spec: no label applies, not a real example.
     padding = tf.io.parse_single_example(task.padding_record().SerializeToString(),

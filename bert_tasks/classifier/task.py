@@ -366,6 +366,18 @@ class MultiLabelTask(ClassifierTask):
     def label_names(self):
         return self.processor.get_labels()
 
+    def read_examples(self, split):
+        """The split's examples; without --labels, a run that does not read train.tsv first
+        takes the labels recorded beside the model it uses (output_dir's, else
+        --init_checkpoint's label_list.txt)."""
+        if split != "train" and self.processor.labels is None and self.output_dir:
+            source = run_files.labels_governing(self.output_dir, self.init_checkpoint)
+            if source and run_files.recorded_labels(source):
+                self.processor.labels = tuple(run_files.recorded_labels(source))
+                logging.info("Labels of the model at %s (its %s): %s", source,
+                             run_files.LABEL_LIST_FILE, ", ".join(self.processor.labels))
+        return super().read_examples(split)
+
     def write_run_files(self, output_dir):
         """label_list.txt; refused when the model the run starts from (output_dir's, else
         --init_checkpoint's) was trained with other labels, or the same in another order (the
