@@ -92,10 +92,16 @@ def fingerprint(path):
 
 def examples_sha256(examples):
     """A short hash of a split's examples as the task read them (their text, labels and ids, in
-    order): the training data itself, wherever it was read from."""
+    order; a reader's object that is no list, such as NER's read file, as a whole): the training
+    data itself."""
     digest = hashlib.sha256()
-    for example in examples:
-        digest.update(repr(example).encode("utf-8", "surrogatepass"))
+    for example in examples if isinstance(examples, (list, tuple)) else [examples]:
+        text = repr(example)
+        if " object at 0x" in text:
+            # A default repr holds a memory address: no run would ever resume.
+            raise TypeError(f"{type(example).__name__} has no repr of its content (make it a "
+                            "dataclass): its run's identity cannot be recorded")
+        digest.update(text.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 
@@ -120,7 +126,8 @@ def of(task, run, train_examples=None, train_records=None, seeds=None):
         identity[key] = fingerprint(getattr(run, field))
     if train_examples is not None:
         identity[TRAIN_DATA] = examples_sha256(train_examples)
-        identity[TRAIN_EXAMPLES] = len(train_examples)
+        if isinstance(train_examples, (list, tuple)):
+            identity[TRAIN_EXAMPLES] = len(train_examples)
     elif train_records:
         identity[TRAIN_DATA] = records_sha256(train_records)
     if seeds:
