@@ -1,0 +1,68 @@
+"""bert_runner.run_identity: what a run is, by content, and what two runs differ in."""
+import dataclasses
+import os
+
+import pytest
+import tensorflow as tf
+
+from bert_runner import run_identity
+
+
+def test_a_fingerprint_follows_the_content_not_the_path(tmp_path):
+    text = tmp_path / "train.tsv"
+    text.write_text("a\tb\n")
+    first = run_identity.fingerprint(str(text))
+    copy = tmp_path / "copy.tsv"
+    copy.write_text("a\tb\n")
+    assert run_identity.fingerprint(str(copy)) == first
+    text.write_text("a\tc\n")  # edited in place: another run's data
+    os.utime(text, ns=(1, 1))
+    assert run_identity.fingerprint(str(text)) not in (first, None)
+    assert run_identity.fingerprint(str(tmp_path / "missing")) is None
+    # A checkpoint prefix by its index (which holds every tensor's checksum); an output_dir by its
+    # newest checkpoint; a model folder by its files.
+    variable = tf.Variable([1.0, 2.0])
+    checkpoint = tf.train.Checkpoint(v=variable)
+    prefix = checkpoint.save(str(tmp_path / "run" / "ckpt"))
+    assert run_identity.fingerprint(str(tmp_path / "run")) == run_identity.fingerprint(prefix)
+    variable.assign([1.0, 3.0])
+    newer = checkpoint.save(str(tmp_path / "run" / "ckpt"))
+    assert run_identity.fingerprint(newer) != run_identity.fingerprint(prefix)
+    assert run_identity.fingerprint(str(tmp_path / "run")) == run_identity.fingerprint(newer)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    before = run_identity.fingerprint(str(folder))
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    assert run_identity.fingerprint(str(folder)) != before
+
+
+@dataclasses.dataclass
+class _Example:
+    text: str
+    label: str
+
+
+class _Opaque:
+    pass
+
+
+def test_examples_are_hashed_by_their_content_in_order():
+    examples = [_Example("a dog", "1"), _Example("a cat", "0")]
+    assert (run_identity.examples_sha256(examples)
+            == run_identity.examples_sha256([_Example("a dog", "1"), _Example("a cat", "0")]))
+    assert (run_identity.examples_sha256(examples)
+            != run_identity.examples_sha256(examples[::-1]))
+    with pytest.raises(TypeError, match="_Opaque has no repr of its content"):
+        run_identity.examples_sha256([_Opaque()])
+
+
+def test_differences_name_what_both_records_hold():
+    recorded = {"task": "classifier/mrpc", "random_seed": 12345, "train_data_sha256": "aa",
+                "train_examples": 64, "learning_rate": 2e-5}
+    current = {"task": "classifier/mrpc", "random_seed": 1, "train_data_sha256": "bb",
+               "train_examples": 48, "lora_rank": 0}
+    assert run_identity.differences(recorded, current) == [
+        "random_seed 12345 -> 1", "the training data differs", "training examples 64 -> 48"]
+    # A record written before a setting was recorded is not checked for it (lora_rank).
+    assert run_identity.differences(recorded, current, names={"task", "lora_rank"}) == []
