@@ -40,7 +40,7 @@ def main(_):
     from bert_runner.run_config import RunConfig
 
     started = time.perf_counter()
-    tasks = [task.lower() for task in FLAGS.tasks]
+    tasks = [task.strip().lower() for task in FLAGS.tasks if task.strip()]
     glue.check_tasks(tasks, FLAGS.glue_dir)
     grid = protocol.grid_of_flags(FLAGS)
     run = RunConfig.from_flags()
@@ -48,10 +48,12 @@ def main(_):
         for setting in glue.grid(tasks, **grid):
             print(glue.command(setting, run, FLAGS.glue_dir, FLAGS.max_seq_length))
         return
-    _, text = glue.run_glue(tasks, FLAGS.glue_dir, FLAGS.max_seq_length, run,
-                            select_only=FLAGS.select_only, **grid)
+    choices, text = glue.run_glue(tasks, FLAGS.glue_dir, FLAGS.max_seq_length, run,
+                                  select_only=FLAGS.select_only, **grid)
     print(text)
     logging.info("run_glue.py done in %.1f s", time.perf_counter() - started)
+    protocol.check_not_diverged(choices.values(),
+                                lambda task: "/".join(glue.submission_names(task)))
 
 
 if __name__ == "__main__":

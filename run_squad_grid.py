@@ -10,6 +10,7 @@ threshold), and the chosen model's predictions (`experiments.squad_grid`).
 Killed and started again, it continues from the finished settings; `--print_commands` and
 `--select_only` spread the grid over machines (docs/run_glue.md).
 """
+import os
 import time
 
 from absl import flags, logging
@@ -50,9 +51,11 @@ def main(_):
         for setting in protocol.grid([squad_grid.TASK], **grid):
             print(squad_grid.command(setting, run, files))
         return
-    _, text = squad_grid.run_squad_grid(files, run, select_only=FLAGS.select_only, **grid)
+    choice, text = squad_grid.run_squad_grid(files, run, select_only=FLAGS.select_only, **grid)
     print(text)
     logging.info("run_squad_grid.py done in %.1f s", time.perf_counter() - started)
+    protocol.check_not_diverged(
+        [choice], lambda task: os.path.join(FLAGS.output_dir, squad_grid.PREDICTIONS, ""))
 
 
 if __name__ == "__main__":

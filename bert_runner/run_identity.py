@@ -135,6 +135,9 @@ def of(task, run, train_examples=None, train_records=None, seeds=None):
     return identity
 
 
+# A path's name in the record, and the name of its content's hash.
+_HASH_OF_PATH = {field: key for key, field in FINGERPRINTED}
+
 # Names whose difference is said in words rather than as two hashes.
 _SAID = {TRAIN_DATA: "the training data differs",
          "init_checkpoint_sha256": "the starting checkpoint's content differs",
@@ -152,6 +155,9 @@ def differences(recorded, current, names=None):
             continue
         if name not in recorded or recorded[name] == value:
             continue
+        hashed = _HASH_OF_PATH.get(name)
+        if hashed and recorded.get(hashed) and recorded.get(hashed) == current.get(hashed):
+            continue  # the same file at another path (moved, or relative against absolute)
         if name in _SAID:
             changed.append(_SAID[name])
         elif name == TRAIN_EXAMPLES:

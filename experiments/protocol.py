@@ -5,14 +5,22 @@ setting runs, which dev value decides, and what the chosen model predicts.
 
 A setting is finished when its report (the dev scores its run wrote) exists: the command run again
 skips it, and a setting killed halfway resumes from its newest checkpoint (the driver's resume).
+A setting folder is reused only when its run.json records the run this command would make there
+(`check_comparable`), a dev value that is not finite never wins (`choose`), and the chosen model
+predicts only from the checkpoint its report scored (`chosen_checkpoint`).
 """
 import dataclasses
+import math
 import os
+import re
 import shlex
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
+
+from bert_runner import run_files, run_identity
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +77,36 @@ def command(script, setting, run, args, not_passed=()):
         shlex.quote(f"--{name}={value}") for name, value in args.items() if value is not None)
 
 
+def check_comparable(settings, output_dir, identity_of, read_report, implied=None):
+    """Refuses (ValueError) a grid whose settings' folders hold runs of other settings than
+    this command would give them, before anything is trained or chosen: their scores would be
+    compared with, or kept instead of, runs they are not comparable with. Each folder's run.json
+    is compared with `identity_of(setting)` (`run_identity.differences`: the names both hold);
+    `implied(report)` ({name: value}) gives what a report itself shows of a run whose run.json
+    does not record those names. A folder holding a report or checkpoints without run.json is
+    refused too: nothing says what its run was."""
+    refused = []
+    for setting in settings:
+        directory = setting.output_dir(output_dir)
+        record = run_files.output_dir_record(directory)
+        report = read_report(directory)
+        if record is None:
+            if report is not None or run_identity.holds_checkpoints(directory):
+                refused.append(f"{directory} holds a run without its {run_files.RUN_RECORD}, so "
+                               "what it was trained with is unknown")
+            continue
+        if report is not None and implied is not None:
+            record = {**implied(report), **record}
+        changed = run_identity.differences(record, identity_of(setting))
+        if changed:
+            refused.append(f"{directory} holds a run of other settings than this command gives "
+                           f"it: {', '.join(changed)}")
+    if refused:
+        more = f" (and {len(refused) - 1} more setting folders)" if len(refused) > 1 else ""
+        raise ValueError(f"{refused[0]}{more}: its score is not comparable with this grid's. "
+                         "Use another --output_dir; nothing was trained or chosen")
+
+
 def reports(settings, select_only, read_report, fine_tune, output_dir):
     """{setting: its report (`read_report(setting's folder)`, None: not finished)}. Without
     `select_only` each setting not finished is fine-tuned first (`fine_tune(setting, folder)`);
@@ -91,7 +129,9 @@ def reports(settings, select_only, read_report, fine_tune, output_dir):
 
 @dataclasses.dataclass
 class Choice:
-    """A task's chosen setting, its dev value and report (None: no finished setting)."""
+    """A task's chosen setting, its dev value and report (None: no finished setting with a
+    finite dev value); `values` holds every such setting's, `diverged` counts the finished
+    settings whose value is not finite (NaN, inf: the run diverged)."""
 
     task: str
     metric: str
@@ -99,11 +139,21 @@ class Choice:
     value: Optional[float] = None
     report: Optional[dict] = None
     finished: int = 0
+    diverged: int = 0
+    values: dict = dataclasses.field(default_factory=dict)
+
+    def restart_values(self):
+        """The dev values of the chosen setting's restarts (its other settings the same)."""
+        first = dataclasses.replace(self.setting, restart=1)
+        return [value for setting, value in self.values.items()
+                if dataclasses.replace(setting, restart=1) == first]
 
 
 def choose(settings, reports, metric_of, value_of):
     """{task: `Choice`}: per task, the finished setting (`reports[setting]` not None) with the
-    highest `value_of(report, metric_of(task))`; the earlier setting of the grid on a tie."""
+    highest finite `value_of(report, metric_of(task))`; the earlier setting of the grid on a tie.
+    A value that is not finite never wins: NaN compares false with everything, so a diverged
+    first setting would otherwise stay chosen."""
     choices = {}
     for setting in settings:
         choice = choices.setdefault(setting.task, Choice(setting.task, metric_of(setting.task)))
@@ -112,9 +162,55 @@ def choose(settings, reports, metric_of, value_of):
             continue
         choice.finished += 1
         value = value_of(report, choice.metric)
+        if not math.isfinite(value):
+            choice.diverged += 1
+            continue
+        choice.values[setting] = value
         if choice.value is None or value > choice.value:
             choice.setting, choice.value, choice.report = setting, value, report
     return choices
+
+
+def check_not_diverged(choices, written):
+    """Refuses (ValueError) the end of a command with a task whose every finished setting
+    diverged: it has no model to stand behind, so `written(task)` (its files) were not written."""
+    failed = [choice for choice in choices if choice.setting is None and choice.diverged]
+    if failed:
+        raise ValueError("; ".join(
+            f"{c.task}: every finished setting diverged ({c.diverged} with a {c.metric} that is "
+            f"not finite), so {written(c.task)} was not written" for c in failed)
+            + ": lower --learning_rates (the other tasks' files and the table are written)")
+
+
+def chosen_checkpoint(choice, output_dir, step=None):
+    """The newest checkpoint in the chosen setting's folder, refused (ValueError) unless it is
+    the model its report scored (at `step`, when the report says): predicting without it would
+    restore the starting checkpoint with an untrained output layer, under the chosen score."""
+    directory = choice.setting.output_dir(output_dir)
+    checkpoint = tf.train.latest_checkpoint(directory)
+    if checkpoint is None:
+        raise ValueError(
+            f"{directory} holds the chosen run's dev report but no checkpoint of that run: "
+            "nothing can predict as the model it scored. Restore its checkpoints, or train the "
+            "grid again into another --output_dir; nothing was predicted")
+    found = re.search(r"-(\d+)$", checkpoint)
+    if step is not None and found and int(found.group(1)) != int(step):
+        raise ValueError(
+            f"{directory} holds the chosen run's dev report of step {int(step)} but its newest "
+            f"checkpoint is {checkpoint}, not the model it scored: restore that run's "
+            "checkpoints, or train the grid again into another --output_dir; nothing was "
+            "predicted")
+    return checkpoint
+
+
+def spread(values, scale=1.0):
+    """'mean ± std (n)' of `values` times `scale` (the sample standard deviation, as --seeds'
+    summary); '-' for none."""
+    if not values:
+        return "-"
+    numbers = np.asarray(values, dtype=np.float64) * scale
+    std = np.std(numbers, ddof=1) if len(numbers) > 1 else 0.0
+    return f"{np.mean(numbers):.2f} ± {std:.2f} ({len(numbers)})"
 
 
 def copy_to(path, directory):

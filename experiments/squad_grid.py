@@ -6,15 +6,18 @@ through the driver, in `<output_dir>/squad/<setting>/`: trained on `--train_file
 scoring `--predict_file` (the dev set) with the official evaluation the project has
 (`bert_tasks.squad.evaluate`) into its `eval_results.json`, which marks it finished. The setting
 with the best dev F1 is chosen: v1.1's F1, or for v2.0 the F1 at the best no-answer threshold
-(`best_f1`), the threshold the paper tuned on dev. The chosen model's predictions go to
+(`best_f1`), the threshold the paper tuned on dev. As for GLUE, a setting folder is reused only
+when it holds a run of this command's settings, the version included
+(`protocol.check_comparable`), a diverged setting is never chosen, and v2.0's chosen model
+predicts again only from the checkpoint its report scored. The chosen model's predictions go to
 `<output_dir>/predictions/` (predictions.json, nbest_predictions.json; v2.0: predicted again at
 that threshold, with null_odds.json), and `squad_results.tsv` and the printed table hold the
-choice beside the paper's dev scores.
+choice and its seed, the spread of the dev value over its restarts and over every finished
+setting, and the paper's dev scores.
 """
 import dataclasses
 import os
 
-import tensorflow as tf
 from absl import logging
 
 from bert_runner import results, run_files
@@ -74,13 +77,29 @@ def read_report(directory):
     return run_files.read_json_object(os.path.join(directory, REPORT))
 
 
-def fine_tune(setting, directory, run, files):
-    """Trains `setting` into `directory`, predicts the dev set and scores it."""
+def setting_run(setting, run):
+    """The `RunConfig` of `setting`'s run_squad run: trained, predicting the dev set."""
+    return dataclasses.replace(setting.run(run), output_dir=setting.output_dir(run.output_dir),
+                               do_train=True, do_predict=True)
+
+
+def identity(setting, run, files):
+    """What `setting`'s run is (`run_identity.of`), as its folder's run.json records it."""
+    from bert_runner import run_identity
+
+    return run_identity.of(files.task(run.do_lower_case), setting_run(setting, run))
+
+
+def implied_identity(report):
+    """What a report shows of its run: v2.0's scores hold `best_f1`, v1.1's do not."""
+    return {"version_2_with_negative": "best_f1" in report}
+
+
+def fine_tune(setting, run, files):
+    """Trains `setting` into its folder, predicts the dev set and scores it."""
     from bert_runner import driver
 
-    driver.run(files.task(run.do_lower_case),
-               dataclasses.replace(setting.run(run), output_dir=directory, do_train=True,
-                                   do_predict=True))
+    driver.run(files.task(run.do_lower_case), setting_run(setting, run))
 
 
 def predict(choice, run, files):
@@ -88,53 +107,64 @@ def predict(choice, run, files):
     the chosen run's best no-answer threshold. Returns the files written."""
     from bert_runner import driver
 
-    chosen = choice.setting.output_dir(run.output_dir)
+    source = choice.setting.output_dir(run.output_dir)
     names = ["predictions.json", "nbest_predictions.json"]
-    source = chosen
     if files.version_2_with_negative:
+        checkpoint = protocol.chosen_checkpoint(choice, run.output_dir)
         threshold = choice.report["best_f1_thresh"]
         source = os.path.join(run.output_dir, TASK, "predict_best_threshold")
         logging.info("Predicting with the best no-answer threshold %g into %s", threshold, source)
         driver.run(files.task(run.do_lower_case, threshold, train=False),
                    dataclasses.replace(choice.setting.run(run), output_dir=source,
                                        do_predict=True,
-                                       init_checkpoint=tf.train.latest_checkpoint(chosen)))
+                                       init_checkpoint=checkpoint))
         names.append("null_odds.json")
     return [protocol.copy_to(os.path.join(source, name),
                              os.path.join(run.output_dir, PREDICTIONS)) for name in names]
 
 
-def table(choice, files):
+def table(choice, files, run):
     """(header, rows) of the results table."""
-    header = ("task", "chosen setting", "dev metric", "dev", "dev EM", "finished",
-              "paper dev (EM / F1)")
+    header = ("task", "chosen setting", "dev metric", "dev", "dev EM", "restarts at chosen",
+              "all settings", "finished", "diverged", "seed", "paper dev (EM / F1)")
     paper = "; ".join(f"{model} {em} / {f1}" for model, (em, f1)
                       in PAPER_DEV[files.version_2_with_negative].items())
     version = "squad v2.0" if files.version_2_with_negative else "squad v1.1"
+    counts = (protocol.spread(list(choice.values.values())), str(choice.finished),
+              str(choice.diverged))
     if choice.setting is None:
-        return header, [(version, "(none finished)", choice.metric, "-", "-", "0", paper)]
+        chosen = f"(all {choice.diverged} diverged)" if choice.diverged else "(none finished)"
+        return header, [(version, chosen, choice.metric, "-", "-", "-", *counts, "-", paper)]
     exact = choice.report.get("best_exact" if files.version_2_with_negative else "exact_match")
     return header, [(version, choice.setting.name, choice.metric, f"{choice.value:.2f}",
-                     "-" if exact is None else f"{exact:.2f}", str(choice.finished), paper)]
+                     "-" if exact is None else f"{exact:.2f}",
+                     protocol.spread(choice.restart_values()), *counts,
+                     str(choice.setting.seed(run.random_seed)), paper)]
 
 
 def run_squad_grid(files, run, learning_rates, epochs, batch_sizes, restarts,
                    select_only=False):
     """run_squad_grid.py's work (see the module docstring). Returns (the `protocol.Choice`, the
-    table's text)."""
+    table's text); a grid whose every setting diverged is left to
+    `protocol.check_not_diverged`."""
     settings = protocol.grid([TASK], learning_rates, epochs, batch_sizes, restarts)
+    protocol.check_comparable(settings, run.output_dir,
+                              lambda setting: identity(setting, run, files), read_report,
+                              implied_identity)
     reports = protocol.reports(
         settings, select_only, read_report,
-        lambda setting, directory: fine_tune(setting, directory, run, files), run.output_dir)
+        lambda setting, directory: fine_tune(setting, run, files), run.output_dir)
     choice = protocol.choose(settings, reports, lambda task: metric(files),
                              lambda report, name: report[name])[TASK]
     if choice.setting is None:
-        logging.warning("squad: no setting has finished: nothing to choose or predict")
+        logging.warning("squad: %s: nothing to choose or predict",
+                        "every finished setting diverged" if choice.diverged
+                        else "no setting has finished")
     else:
         logging.info("squad: chose %s (%s %.2f of %d finished settings)", choice.setting.name,
                      choice.metric, choice.value, choice.finished)
         for path in predict(choice, run, files):
             logging.info("Wrote %s", path)
-    header, rows = table(choice, files)
+    header, rows = table(choice, files, run)
     results.write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
     return choice, protocol.format_table(header, rows)

@@ -47,6 +47,12 @@ def test_glue_submission_files(tmp_path):
     scores = outputs.predicted_values(np.array([[4.25], [0.1]], np.float32), stsb.is_regression)
     outputs.write_glue_submission(str(tmp_path), stsb, test[:2], scores)
     assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n0\t4.25\n1\t0.1\n"
+    # STS-B's scores are on [0, 5]; the regression head is not (a diverged run: 9.4e12).
+    test_3 = test + [InputExample("test-2", "c", None, "0", index="2")]
+    scores = outputs.predicted_values(np.array([[9.4e12], [-0.3], [2.5]], np.float32), True)
+    outputs.write_glue_submission(str(tmp_path), stsb, test_3, scores)
+    assert (tmp_path / "STS-B.tsv").read_text() == (
+        "index\tprediction\n0\t5.0\n1\t0.0\n2\t2.5\n")
 
     mnli_mm = processors.get_processor("mnli-mm")
     outputs.write_glue_submission(str(tmp_path), mnli_mm, test[:1], [1])

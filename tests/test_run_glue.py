@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from modeling_helpers import TINY
+from experiments import protocol
 from refusals import assert_refused
 from test_run_squad import squad_data, write_json
 
@@ -108,17 +109,33 @@ def test_grid_choice_resume_and_submission_files(tmp_path):
                                "lr1e-05_ep1_bs8_r1", "lr1e-05_ep1_bs8_r2"]
     best = max(reports, key=lambda name: (reports[name], -sorted(reports).index(name)))
     table = (out / "glue_results.tsv").read_text().splitlines()
-    assert table[0].split("\t")[:4] == ["task", "chosen setting", "dev metric", "dev"]
-    rows = {line.split("\t")[0]: line.split("\t") for line in table[1:]}
-    assert rows["mnli"][1:4] == [best, "eval_accuracy", f"{reports[best]:.4f}"]
-    assert rows["mnli"][6] == "84.6 / 86.7 (MNLI-m accuracy)"
-    assert "mnli-mm" in rows and rows["wnli"][1] == "majority class '1'"
+    header = table[0].split("\t")
+    assert header[:4] == ["task", "chosen setting", "dev metric", "dev"]
+    rows = {line.split("\t")[0]: dict(zip(header, line.split("\t"))) for line in table[1:]}
+    assert list(rows) == ["mnli", "mnli-mm", "ax", "wnli"]
+    mnli = rows["mnli"]
+    assert [mnli["chosen setting"], mnli["dev metric"], mnli["dev"]] == [
+        best, "eval_accuracy", f"{100 * reports[best]:.2f}"]
+    assert mnli["seed"] == str(12345 + int(best[-1]) - 1)
+    restarts = [reports[name] for name in reports if name[:-1] == best[:-1]]
+    assert mnli["restarts at chosen"] == protocol.spread(restarts, 100)
+    assert mnli["all settings"] == protocol.spread(list(reports.values()), 100)
+    assert (mnli["finished"], mnli["diverged"]) == ("4", "0")
+    assert mnli["dev baseline"] == "majority 'contradiction' 33.33"
+    assert mnli["paper test (Base / Large)"] == "84.6 / 86.7 (MNLI-m accuracy)"
+    mismatched = _report(out / "mnli" / "predict_mnli-mm")["eval_accuracy"]
+    assert rows["mnli-mm"]["dev"] == f"{100 * mismatched:.2f}"
+    assert [rows[task]["submission"] for task in rows] == [
+        "MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv", "WNLI.tsv"]
+    assert rows["wnli"]["chosen setting"] == "majority class '1'"
     assert "84.6 / 86.7" in result.stdout  # the table is printed too
 
     # The GLUE server's files: a header, then each test index with a label name, in order.
     submission = out / "submission"
     assert sorted(p.name for p in submission.iterdir()) == sorted([*test_rows, "chosen.json"])
-    assert json.loads((submission / "chosen.json").read_text()) == {"mnli": best}
+    chosen = json.loads((submission / "chosen.json").read_text())
+    assert {task: entry["setting"] for task, entry in chosen.items()} == {
+        "mnli": best, "wnli": None}
     for name, count in test_rows.items():
         lines = (submission / name).read_text().splitlines()
         assert lines[0] == "index\tprediction"
@@ -132,9 +149,13 @@ def test_grid_choice_resume_and_submission_files(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert not (out / "mnli" / "lr5e-06_ep1_bs8_r1").exists()
     assert "mnli: the same choice as before: its predictions are kept" in again.stderr
-    rows = {line.split("\t")[0]: line.split("\t")
+    rows = {line.split("\t")[0]: dict(zip(header, line.split("\t")))
             for line in (out / "glue_results.tsv").read_text().splitlines()[1:]}
-    assert rows["mnli"][1] == best and rows["mnli"][5] == "4"
+    assert rows["mnli"]["chosen setting"] == best and rows["mnli"]["finished"] == "4"
+    # Another --max_seq_length makes other runs than the folders hold: nothing is reused.
+    other = run_glue(glue_dir, out, "--select_only", "--max_seq_length=32")
+    assert_refused(other, "grid-setting-not-comparable")
+    assert "max_seq_length 16 -> 32" in other.stderr
 
 
 def test_bad_flags_are_refused_before_any_run(tmp_path):

@@ -66,3 +66,9 @@ def test_differences_name_what_both_records_hold():
         "random_seed 12345 -> 1", "the training data differs", "training examples 64 -> 48"]
     # A record written before a setting was recorded is not checked for it (lora_rank).
     assert run_identity.differences(recorded, current, names={"task", "lora_rank"}) == []
+    # The same starting checkpoint at another path is the same run; other content is not.
+    moved = {"init_checkpoint": "/a/ckpt", "init_checkpoint_sha256": "cc"}
+    assert run_identity.differences(moved, {**moved, "init_checkpoint": "ckpt"}) == []
+    assert run_identity.differences(moved, {"init_checkpoint": "ckpt",
+                                            "init_checkpoint_sha256": "dd"}) == [
+        "init_checkpoint '/a/ckpt' -> 'ckpt'", "the starting checkpoint's content differs"]

@@ -8,6 +8,9 @@ import numpy as np
 
 from bert_runner import results
 
+# The score range of a regression task's GLUE file: the scale its gold scores are on.
+SCORE_RANGES = {"STS-B": (0.0, 5.0)}
+
 
 def write_test_results(path, probabilities, num_actual_examples):
     """Writes `test_results.tsv` as the original: one line per real example, no header, no id.
@@ -55,13 +58,16 @@ def write_glue_submission(output_dir, processor, examples, predictions):
         past the examples (TPU padding) are ignored.
     Returns:
       str, the path written. Lines: header "index\\tprediction", then the test file's index and the
-      predicted label name (or the score as `str(numpy.float32)`), in test file order.
+      predicted label name (or the score as `str(numpy.float32)`, clipped to the task's
+      `SCORE_RANGES`: a regression head is unbounded), in test file order.
     """
     if processor.submission_name is None:
         raise ValueError("%s has no GLUE submission file" % processor.name)
     if len(predictions) < len(examples):
         raise ValueError("%d test examples but only %d predictions"
                          % (len(examples), len(predictions)))
+    if processor.is_regression and processor.name in SCORE_RANGES:
+        predictions = np.clip(np.asarray(predictions, np.float32), *SCORE_RANGES[processor.name])
     lines = ["index\tprediction\n"]
     for example, prediction in zip(examples, predictions):
         if processor.is_regression:

@@ -98,6 +98,13 @@ class SquadTask(Task):
         logging.info("  Num orig examples = %d", len(examples))
         logging.info("  Num split examples = %d", count)
 
+    def recorded_settings(self):
+        # The version decides what the run learns (no-answer questions) and what its
+        # eval_results.json holds; the windows shape its records.
+        return {"version_2_with_negative": self.options.version_2_with_negative,
+                "max_seq_length": self.max_seq_length, "doc_stride": self.doc_stride,
+                "max_query_length": self.max_query_length}
+
     def padding_record(self):
         """A window of zeros whose unique id no window has (theirs start at 1000000000), after
         the real ones on TPU: `raw_results` stops before it."""
