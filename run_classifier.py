@@ -7,7 +7,7 @@ from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import (
-    PAIR, CrossRule, ModeRule, above, at_least, cross, mode, ranged, seed_list, within)
+    PAIR, CrossRule, ModeRule, above, at_least, cross, mode, ranged, within)
 
 FLAGS = flags.FLAGS
 
@@ -26,27 +26,7 @@ run_flags.define_finetuning_flags()
 run_flags.define_packing_flag()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
-ranged(flags.DEFINE_list(
-    "seeds", None,
-    "Comma-separated random seeds, e.g. 1,2,3: fine-tune once per seed (initialisation of the "
-    "classifier layer, dropout and data order), each in output_dir/seed_<seed>, and write "
-    "output_dir/eval_results_seeds.txt with each eval metric's mean, standard deviation and "
-    "per-seed values. Overrides --random_seed."), seed_list())
-
-
-def _check_seeds(values):
-    if values is None:
-        return True
-    try:
-        seeds = [int(v) for v in values]
-    except ValueError:
-        raise flags.ValidationError(f"--seeds expects comma-separated integers, got {values}")
-    if len(set(seeds)) != len(seeds):
-        raise flags.ValidationError(f"--seeds has a repeated seed: {values}")
-    return True
-
-
-flags.register_validator("seeds", _check_seeds)
+run_flags.define_seeds_flag()
 
 flags.DEFINE_bool(
     "long_documents", False,
@@ -111,6 +91,10 @@ ranged(flags.DEFINE_integer(
 mode(ModeRule(("teacher_bert_config_file", "distillation_temperature", "distillation_weight",
                "unlabeled_file", "init_from_teacher_stride"), ("teacher",), bool,
               "with --teacher", "without it the model learns the labels alone"))
+mode(ModeRule(("teacher", "teacher_bert_config_file", "distillation_temperature",
+               "distillation_weight", "unlabeled_file", "init_from_teacher_stride"), ("do_train",),
+              bool, "with --do_train", "the teacher teaches in training; evaluation and prediction "
+              "use the student's checkpoints"))
 cross(CrossRule(
     ("init_from_teacher_stride", "init_checkpoint"),
     lambda stride, checkpoint: not (stride and checkpoint),
@@ -148,7 +132,7 @@ def main(_):
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
                      doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation,
                      teacher=teacher)
-    driver.run(task, RunConfig.from_flags(), seeds=[int(seed) for seed in FLAGS.seeds or ()])
+    driver.run(task, RunConfig.from_flags(), seeds=run_flags.seeds_of(FLAGS))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ flags.DEFINE_bool(
 run_flags.define_finetuning_flags()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
+run_flags.define_seeds_flag()
 
 
 def main(_):
@@ -43,7 +44,8 @@ def main(_):
     from bert_tasks.ner.task import NerTask
 
     driver.run(NerTask(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.output_dir, FLAGS.entity_types,
-                       FLAGS.document_context), RunConfig.from_flags())
+                       FLAGS.document_context), RunConfig.from_flags(),
+               seeds=run_flags.seeds_of(FLAGS))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ run_flags.define_split_flags(
 run_flags.define_finetuning_flags(learning_rate=2e-5)
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
+run_flags.define_seeds_flag()
 
 
 def main(_):
@@ -34,7 +35,8 @@ def main(_):
     from bert_runner.run_config import RunConfig
     from bert_tasks.swag.task import SwagTask
 
-    driver.run(SwagTask(FLAGS.max_seq_length, FLAGS.data_dir), RunConfig.from_flags())
+    driver.run(SwagTask(FLAGS.max_seq_length, FLAGS.data_dir), RunConfig.from_flags(),
+               seeds=run_flags.seeds_of(FLAGS))
 
 
 if __name__ == "__main__":

@@ -389,6 +389,7 @@ def run(task, run, seeds=None):
         _record_run(task, run, config, identity, seeds)
 
         def run_once(seed_run):
+            task.output_dir = seed_run.output_dir  # a seed's files in its own directory
             result = run_task(task, seed_run, config, splits.get("train"), *steps,
                               eval_split=splits.get("eval"), predict_split=splits.get("predict"),
                               strategy=strategy)

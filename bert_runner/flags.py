@@ -4,7 +4,7 @@ import os
 from absl import flags
 
 from bert_runner.flag_ranges import (
-    TRAINING, CrossRule, ModeRule, above, at_least, cross, mode, ranged, seed, within)
+    TRAINING, CrossRule, ModeRule, above, at_least, cross, mode, ranged, seed, seed_list, within)
 
 
 _BERT_FLAG_HELP = {
@@ -117,6 +117,34 @@ def define_packing_flag():
         "prediction stay unpacked. 1: the original's one example a row.", lower_bound=1)
     mode(ModeRule(("max_sequences_per_row",), ("do_train",), bool, "with --do_train",
                   "evaluation and prediction read one example a row"))
+
+
+def define_seeds_flag():
+    """`--seeds`: one fine-tuning per seed, each in its own directory (`bert_runner.seeds`)."""
+    ranged(flags.DEFINE_list(
+        "seeds", None,
+        "Comma-separated random seeds, e.g. 1,2,3: fine-tune once per seed (initialisation of "
+        "the output layer, dropout and data order), each in output_dir/seed_<seed>, and write "
+        "output_dir/eval_results_seeds.txt with each eval metric's mean, standard deviation and "
+        "per-seed values. Overrides --random_seed."), seed_list())
+    flags.register_validator("seeds", _check_seeds)
+
+
+def _check_seeds(values):
+    if values is None:
+        return True
+    try:
+        seeds = [int(v) for v in values]
+    except ValueError:
+        raise flags.ValidationError(f"--seeds expects comma-separated integers, got {values}")
+    if len(set(seeds)) != len(seeds):
+        raise flags.ValidationError(f"--seeds has a repeated seed: {values}")
+    return True
+
+
+def seeds_of(flag_values):
+    """--seeds as ints ([] when not given)."""
+    return [int(seed) for seed in flag_values.seeds or ()]
 
 
 def define_tpu_flags():

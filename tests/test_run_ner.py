@@ -83,7 +83,7 @@ def test_predictions_files_are_conll_with_a_predicted_column(trained, prefix):
             conlleval.metrics(counts)["overall"]["f1"], abs=1e-4)
 
 
-def run_in_process(data_dir, output_dir, **flags):
+def run_in_process(data_dir, output_dir, seeds=None, **flags):
     """`run_ner.py` with these flags, through the driver in this process."""
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
@@ -91,7 +91,7 @@ def run_in_process(data_dir, output_dir, **flags):
 
     run = RunConfig(str(output_dir), bert_config_file=str(TINY / "bert_config.json"),
                     vocab_file=str(TINY / "vocab.txt"), **flags)
-    return driver.run(NerTask(str(data_dir), 32, str(output_dir)), run)
+    return driver.run(NerTask(str(data_dir), 32, str(output_dir)), run, seeds=seeds)
 
 
 def test_predicts_from_the_written_tf1_checkpoint(trained, tmp_path):
@@ -100,6 +100,21 @@ def test_predicts_from_the_written_tf1_checkpoint(trained, tmp_path):
                    init_checkpoint=str(output_dir / "bert_model.ckpt"))
     assert ((tmp_path / "out" / "test_predictions.txt").read_text()
             == (output_dir / "test_predictions.txt").read_text())
+
+
+def test_seeds_write_each_seeds_files_in_its_directory(trained, tmp_path):
+    """--seeds (here evaluating the trained model, so every seed scores alike): each seed's
+    eval_results and predictions files in its seed_<n> directory, their spread beside them."""
+    data_dir, output_dir, _ = trained
+    out = tmp_path / "out"
+    run_in_process(data_dir, out, seeds=[1, 2], do_eval=True,
+                   init_checkpoint=str(output_dir / "bert_model.ckpt"))
+    for seed in (1, 2):
+        assert ((out / f"seed_{seed}" / "eval_predictions.txt").read_text()
+                == (out / "seed_1" / "eval_predictions.txt").read_text())
+        assert (out / f"seed_{seed}" / "eval_results.txt").exists()
+    assert not (out / "eval_predictions.txt").exists()
+    assert "(seeds 1, 2: " in (out / "eval_results_seeds.txt").read_text()
 
 
 def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
