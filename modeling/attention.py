@@ -6,7 +6,7 @@ import math
 from keras import ops
 
 from modeling.kernels import xla
-from modeling.kernels.dropout import dropout
+from modeling.kernels.dropout import dropout, grid_positions
 
 # The original adds (1 - mask) * -10000 to the attention scores, not -inf: fully padded rows
 # still produce a (uniform) softmax rather than NaN.
@@ -35,7 +35,7 @@ def mask_bias(input_mask, causal=False, sequence_ids=None):
 
 
 def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=False,
-              sequence_ids=None):
+              sequence_ids=None, query_positions=None):
     """`dropout(softmax(q k^T / sqrt(D) + mask bias)) v`, the softmax in float32.
 
     The scores are scaled as the original scales them, after the matmul.
@@ -47,6 +47,11 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
             tensor, so that Keras' mixed-precision input casting cannot round it.
         dropout_rate, seed: dropout on the probabilities (`modeling.kernels.dropout`); seed None:
             no dropout.
+        query_positions: int `[B, Sq]`, each query's position on the grid of the batch's
+            `B * S` tokens (`b * S + s`), or None: the first `Sq` positions of each sequence. The
+            dropout mask of a query's probabilities `[N, S]` is drawn for its position
+            (`modeling.kernels.keep_mask`'s `rows`), so a query draws the same mask with any
+            other queries beside it.
         fast: `fast_attention` (`modeling.kernels.use_fast`); else `keras.ops` op by op.
         causal: query i attends to keys 0..i only (`mask_bias`); q and k then have the same
             positions, `Sq == S`.
@@ -58,17 +63,27 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
     scale = 1.0 / math.sqrt(q.shape[-1])
     if seed is None:
         dropout_rate = 0.0
+    rows = _query_rows(q, k, query_positions) if dropout_rate else None
     if fast:
         return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed, causal,
-                              sequence_ids)
+                              sequence_ids, rows)
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
     probs = ops.softmax(ops.cast(scores, "float32") * scale
                         + mask_bias(input_mask, causal, sequence_ids), axis=-1)
-    probs = dropout(probs, dropout_rate, seed)
+    probs = dropout(probs, dropout_rate, seed, rows)
     return ops.matmul(ops.cast(probs, q.dtype), v)
 
 
-def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False, sequence_ids=None):
+def _query_rows(q, k, query_positions):
+    """`keep_mask`'s `rows` of the probabilities `[B, N, Sq, S]`: `[B, 1, Sq, 1]`, each
+    query's grid position."""
+    if query_positions is None:
+        query_positions = grid_positions(ops.shape(k)[0], ops.shape(k)[2])[:, :ops.shape(q)[2]]
+    return ops.cast(query_positions, "int32")[:, None, :, None]
+
+
+def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False, sequence_ids=None,
+                   rows=None):
     """`attention` on TensorFlow: oneDNN's matmul, scale, mask and softmax, the dropout one XLA
     kernel, the gradient written out.
 
@@ -83,6 +98,7 @@ def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False, sequenc
     The rewriter fuses only what it knows to be rank 4, which the output of an XLA kernel (the
     heads come from one) is not until `ensure_shape` says so; and the mask bias is made inside
     the function with the custom gradient: made outside, its float32 add was left out.
+    `rows`: the dropout's (`attention`'s `_query_rows`).
     """
     tf = xla.tf()
     dropout_kernel, backward = _attention_kernels(scale, rate)
@@ -95,10 +111,11 @@ def fast_attention(q, k, v, input_mask, scale, rate, seed, causal=False, sequenc
                                    transpose_b=True) * tf.cast(scale, q.dtype)
                   + tf.cast(mask_bias(input_mask, causal, sequence_ids), q.dtype))
         probs = tf.nn.softmax(scores, axis=-1)
-        dropped = dropout_kernel(probs, seed) if rate else probs
+        dropped = dropout_kernel(probs, seed, rows) if rate else probs
 
         def grad(d_context):
-            d_scores = backward(tf.linalg.matmul(d_context, v, transpose_b=True), probs, seed)
+            d_scores = backward(tf.linalg.matmul(d_context, v, transpose_b=True), probs, seed,
+                                rows)
             return (tf.linalg.matmul(d_scores, k),
                     tf.linalg.matmul(d_scores, q, transpose_a=True),
                     tf.linalg.matmul(dropped, d_context, transpose_a=True))
@@ -113,14 +130,14 @@ def _attention_kernels(scale, rate):
     tf = xla.tf()
 
     @xla.compiled
-    def dropout_kernel(probs, seed):
+    def dropout_kernel(probs, seed, rows):
         """In float32, so that bfloat16 probabilities get the exact `1 / (1 - rate)`."""
-        return tf.cast(dropout(tf.cast(probs, tf.float32), rate, seed), probs.dtype)
+        return tf.cast(dropout(tf.cast(probs, tf.float32), rate, seed, rows), probs.dtype)
 
     @xla.compiled
-    def backward(dy, probs, seed):
+    def backward(dy, probs, seed, rows):
         """The scores' gradient from the dropped probabilities' (`dy`)."""
-        dp = dropout(tf.cast(dy, tf.float32), rate, seed)
+        dp = dropout(tf.cast(dy, tf.float32), rate, seed, rows)
         probs = tf.cast(probs, tf.float32)
         ds = probs * (dp - tf.reduce_sum(dp * probs, axis=-1, keepdims=True)) * scale
         return tf.cast(ds, dy.dtype)

@@ -13,12 +13,14 @@ layer's output) holds zeros at padded positions in this layout.
 `GridRows` is the original's layout (every position computed, padded rows included); `RealRows`
 the real-token one, which needs a backend with data-dependent shapes (TensorFlow; `supported()`).
 Both split the rows into each sequence's first row (`[CLS]`, all a pooler reads) and the others,
-so a block can compute the two groups apart.
+so a block can compute the two groups apart. Both number every row by its token's position on
+the grid (`positions`, `query_positions`), which dropout draws its masks for
+(`modeling.kernels.keep_mask`): a token gets the same masks in either layout and either group.
 """
 import keras
 from keras import ops
 
-from modeling.kernels import heads_to_rows, rows_to_heads, take_rows
+from modeling.kernels import grid_positions, heads_to_rows, rows_to_heads, take_rows
 from modeling.kernels.xla import custom_gradient
 
 # The real-row block is padded with filler rows to a multiple of this: a run meets a few distinct
@@ -58,6 +60,19 @@ class GridRows:
     def __init__(self, input_mask, sequence_ids=None):
         self.input_mask = input_mask
         self.sequence_ids = sequence_ids
+        shape = ops.shape(input_mask)
+        self.batch, self.seq = shape[0], shape[1]
+
+    def positions(self, group=None):
+        """The grid position (`b * S + s`) of each row (all, or group 0/1 of `split`): int
+        `[B, S_q]`."""
+        positions = grid_positions(self.batch, self.seq)
+        return positions if group is None else self.split(positions)[group]
+
+    def query_positions(self, group=None):
+        """The grid position of each query `to_heads` makes of the rows (all, or group 0/1 of
+        `split`): int `[B, S_q]`."""
+        return self.positions(group)
 
     def rows(self, grid):
         """`[B, S, ...]` on the grid -> this layout's rows."""
@@ -212,6 +227,18 @@ class RealRows:
         """`_moves` with the grid's two as `[B, S]`, for the moves to and from the heads."""
         index, valid, inverse, grid_valid = self._moves(group)
         return index, valid, self._grid(inverse), self._grid(grid_valid)
+
+    def positions(self, group=None):
+        """The grid position (`b * S + s`) of each row (all, or group 0/1 of `split`): int
+        `[R]` (filler rows: 0; no value of theirs is read)."""
+        return self.index if group is None else self.split(self.index)[group]
+
+    def query_positions(self, group=None):
+        """The grid position of each query `to_heads` makes of the rows (all, or group 0/1 of
+        `split`): int `[B, S_q]`: the whole grid (group 1's first queries are zeros, never read
+        back), or the first position for group 0."""
+        positions = grid_positions(self.batch, self.seq)
+        return positions[:, :1] if group == 0 else positions
 
     def rows(self, grid):
         return self.from_grid(grid)

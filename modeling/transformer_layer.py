@@ -8,7 +8,7 @@ from modeling import activations
 from modeling.attention import attention
 from modeling.embeddings import LAYER_NORM_EPSILON
 from modeling.initializers import truncated_normal
-from modeling.kernels import dropout_add_layer_norm, gelu, group_seed, use_fast
+from modeling.kernels import dropout_add_layer_norm, gelu, use_fast
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -137,15 +137,16 @@ class TransformerLayer(keras.layers.Layer):
 
     def _forward(self, x, layout, seeds, first_row_apart):
         """The block's rows: `_block` on all rows, or on each group of `layout.split(x)` (their
-        queries and everything after; keys and values from every row), with its own masks."""
+        queries and everything after; keys and values from every row). The dropout masks are
+        drawn for each row's grid position (`layout.positions`): the groups' together are the
+        masks of all rows, and the same in every layout."""
         # The three projections stay apart: one matmul with their kernels side by side was
         # slower on a CPU (its split and transposes cost more than it saved).
         keys = self._heads(x, self.key_kernel, self.key_bias, layout)
         values = self._heads(x, self.value_kernel, self.value_bias, layout)
         if not first_row_apart:
             return self._block(x, keys, values, layout, None, seeds)
-        return tuple(self._block(rows, keys, values, layout, group,
-                                 [group_seed(seed, group) for seed in seeds])
+        return tuple(self._block(rows, keys, values, layout, group, seeds)
                      for group, rows in enumerate(layout.split(x)))
 
     def _block(self, x, keys, values, layout, group, seeds):
@@ -157,20 +158,23 @@ class TransformerLayer(keras.layers.Layer):
         queries = self._heads(x, self.query_kernel, self.query_bias, layout, group)
         context = attention(queries, keys, values, layout.input_mask, self.attention_dropout_rate,
                             attention_seed, fast=fast, causal=self.causal,
-                            sequence_ids=layout.sequence_ids)
+                            sequence_ids=layout.sequence_ids,
+                            query_positions=None if attention_seed is None
+                            else layout.query_positions(group))
         context = layout.from_heads(context, group)
+        positions = None if output_seed is None else ops.expand_dims(layout.positions(group), -1)
         # Attention output: dense, dropout, residual, LayerNorm.
         a = dropout_add_layer_norm(
             self._matmul(context, self.attention_output_kernel), x, self.attention_gamma,
             self.attention_beta, epsilon=LAYER_NORM_EPSILON, rate=self.hidden_dropout_rate,
-            seed=attention_output_seed, bias=self.attention_output_bias, fast=fast)
+            seed=attention_output_seed, rows=positions, bias=self.attention_output_bias, fast=fast)
         # Feed-forward: intermediate dense and activation, output dense, dropout, residual,
         # LayerNorm.
         h = self._intermediate_activation(self._matmul(a, self.intermediate_kernel))
         return dropout_add_layer_norm(
             self._matmul(h, self.output_kernel), a, self.output_gamma, self.output_beta,
             epsilon=LAYER_NORM_EPSILON, rate=self.hidden_dropout_rate, seed=output_seed,
-            bias=self.output_bias, fast=fast)
+            rows=positions, bias=self.output_bias, fast=fast)
 
     def _matmul(self, x, kernel):
         """`x @ kernel` in the compute dtype, plus its LoRA adapter's `scale * (x @ A) @ B` where

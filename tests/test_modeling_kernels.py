@@ -70,13 +70,41 @@ def test_dropout_mask_is_a_function_of_the_seed_at_the_rate():
     mask = np.asarray(kernels.keep_mask((256, 1024), 0.25, seed))
     assert abs(mask.mean() - 0.75) < 0.005
     np.testing.assert_array_equal(np.asarray(kernels.keep_mask((256, 1024), 0.25, seed)), mask)
-    # Other seeds (the next draw, another row group) give unrelated masks: they agree where two
+    # Other seeds (the next draw, another seed word) give unrelated masks: they agree where two
     # independent draws would (0.75^2 + 0.25^2), and neighbouring elements are independent too.
-    for other in (keras.random.SeedGenerator(7).next() + [0, 1], kernels.group_seed(seed, 1)):
+    for other in (seed + [0, 1], seed + [1, 0]):
         agree = (np.asarray(kernels.keep_mask((256, 1024), 0.25, other)) == mask).mean()
         assert abs(agree - 0.625) < 0.005
     assert abs((mask[:, 1:] == mask[:, :-1]).mean() - 0.625) < 0.005
     assert np.asarray(kernels.keep_mask((4096,), 0.0, seed)).all()
+
+
+def test_numbered_rows_draw_their_masks_wherever_they_are_computed():
+    """With `rows`, a row's mask depends on its number only: rows numbered by their grid
+    positions draw the grid's flat-index masks, whether computed on the grid, as a gathered
+    block of some rows, or as a group of them; a query's attention mask likewise, beside any
+    other queries."""
+    seed = keras.random.SeedGenerator(9).next()
+    batch, seq, width, heads = 3, 5, 8, 2
+    grid = np.asarray(kernels.keep_mask((batch, seq, width), 0.5, seed))
+    positions = np.asarray(kernels.grid_positions(batch, seq))
+    np.testing.assert_array_equal(
+        kernels.keep_mask((batch, seq, width), 0.5, seed, rows=positions[..., None]), grid)
+    some = np.array([0, 5, 7, 14, 2, 0])  # gathered rows, in any order, some twice
+    np.testing.assert_array_equal(
+        kernels.keep_mask((len(some), width), 0.5, seed, rows=some[:, None]),
+        grid.reshape(-1, width)[some])
+    np.testing.assert_array_equal(
+        kernels.keep_mask((batch, seq - 1, width), 0.5, seed, rows=positions[:, 1:, None]),
+        grid[:, 1:])
+    # The attention's probabilities [B, N, Sq, S]: numbered by query.
+    full = np.asarray(kernels.keep_mask((batch, heads, seq, seq), 0.5, seed,
+                                        rows=positions[:, None, :, None]))
+    for queries in (slice(0, 1), slice(1, seq)):
+        np.testing.assert_array_equal(
+            kernels.keep_mask((batch, heads, queries.stop - queries.start, seq), 0.5, seed,
+                              rows=positions[:, None, queries, None]), full[:, :, queries])
+    assert 0.4 < full.mean() < 0.6
 
 
 def test_the_dropout_hash_traces_its_constants_as_one_op_each():
@@ -92,13 +120,14 @@ def test_the_dropout_hash_traces_its_constants_as_one_op_each():
 def test_a_compiled_dropout_kernel_holds_no_constant_of_its_tensors_size():
     """The element index is computed in the kernel from one small range per axis: an index
     constant of the tensor's size (4 bytes an element) would be kept in the program and read
-    from memory on every call."""
+    from memory on every call. So with the rows' numbers (the attention's queries' positions)."""
     kernel = importlib.import_module("modeling.kernels.dropout")._dropout_kernel(0.1)
-    hlo = kernel.function.experimental_get_compiler_ir(
-        tf.zeros([4, 3, 16, 16]), tf.constant([1, 2], tf.int64))(stage="optimized_hlo")
-    sizes = [np.prod([int(d) for d in dims.split(",") if d]) for dims in
-             re.findall(r"\w+\[([\d,]*)\]\{?[\d,]*\}? constant\(", hlo)]
-    assert sizes and max(sizes) <= 16
+    for rows in (None, tf.reshape(tf.range(4 * 16), [4, 1, 16, 1])):
+        hlo = kernel.function.experimental_get_compiler_ir(
+            tf.zeros([4, 3, 16, 16]), tf.constant([1, 2], tf.int64), rows)(stage="optimized_hlo")
+        sizes = [np.prod([int(d) for d in dims.split(",") if d]) for dims in
+                 re.findall(r"\w+\[([\d,]*)\]\{?[\d,]*\}? constant\(", hlo)]
+        assert sizes and max(sizes) <= 16
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -14,7 +14,7 @@ kernels="reference")`), which each function receives as `fast=use_fast(kernels)`
 
 | module | kernel |
 |---|---|
-| `dropout` | hashed dropout masks (`keep_mask`, `dropout`, `group_seed`) |
+| `dropout` | hashed dropout masks (`keep_mask`, `dropout`, `grid_positions`) |
 | `gelu` | GELU of a dense layer's output plus its bias |
 | `layer_norm` | dropout + bias + residual sum + LayerNorm |
 | `rows` | row moves between the real-row block and the attention's grid |
@@ -25,7 +25,7 @@ math in `modeling.attention`.
 """
 import keras
 
-from modeling.kernels.dropout import dropout, group_seed, keep_mask
+from modeling.kernels.dropout import dropout, grid_positions, keep_mask
 from modeling.kernels.gelu import gelu
 from modeling.kernels.layer_norm import dropout_add_layer_norm
 from modeling.kernels.rows import heads_to_rows, rows_to_heads, take_rows
@@ -40,5 +40,5 @@ def use_fast(kernels):
     return kernels == "fast" and keras.backend.backend() == "tensorflow"
 
 
-__all__ = ["KERNELS", "dropout", "dropout_add_layer_norm", "gelu", "group_seed",
+__all__ = ["KERNELS", "dropout", "dropout_add_layer_norm", "gelu", "grid_positions",
            "heads_to_rows", "keep_mask", "rows_to_heads", "take_rows", "use_fast"]
