@@ -389,7 +389,7 @@ def test_squad_export_answers_as_run_squad(squad_export, version_2):
     run_squad's predictions for the same model and input; the offsets point at the answer."""
     import tensorflow as tf
 
-    from bert_tasks.squad import raw_text as squad
+    from bert_tasks.squad import answers
     from bert_tasks.squad import examples as sq_examples
 
     model, loaded, metadata = squad_export
@@ -402,7 +402,7 @@ def test_squad_export_answers_as_run_squad(squad_export, version_2):
         assert [p.decode() for p in out["question_pieces"][i] if p] == w.query_tokens
     assert max(out["window_count"]) > 3
 
-    got = squad.answers(questions, contexts, out, {**metadata,
+    got = answers.answers(questions, contexts, out, {**metadata,
                                                    "version_2_with_negative": version_2})
     assert [a.text for a in got] == [expected.predictions[str(i)] for i in range(len(got))]
     for i, answer in enumerate(got):

@@ -1,12 +1,12 @@
 """run_squad's format: a question and its context in, run_squad's answer out (predict.py runs the
-post-processing on the exported windows' logits). Its graph: `raw_text`."""
+post-processing on the exported windows' logits: `answers`). Its graph: `raw_text`."""
 from bert_runner.serving import registry
 
 FORMAT_NAME = "squad"
 
 
 def _answer_rows(call, rows, metadata):
-    from bert_tasks.squad.raw_text import answers
+    from bert_tasks.squad.answers import answers  # TensorFlow-free declarations: loaded at use
 
     questions, contexts = [p[0] for p in rows], [p[1] for p in rows]
     out = call("serving_default", question=questions, context=contexts)
