@@ -6,10 +6,12 @@ Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON o
 values rounded to 6 decimals, exactly as the original writes it (`linex_index` sic).
 
 With `--pooling=cls|mean|max` (and `--normalize`): one vector per line from the last layer
-(`modeling.pooling`), computed by the graph of the embedding SavedModel (`bert_runner.serving.embedding.
-EmbeddingExport`: the fast tokenizer, rows sorted by length). `--output_format=jsonl` writes
+(`modeling.pooling`; `--layers`, the token features' layers, is refused with it), computed by the
+graph of the embedding SavedModel (`bert_runner.serving.embedding.EmbeddingExport`: the fast
+tokenizer, rows sorted by length). `--output_format=jsonl` writes
 `{"linex_index": i, "text": line, "embedding": [...]}` per line; `npy` writes the float32 array
-[lines, hidden_size] to `--output_file` (`X.npy`) and the lines, in order, to `X.txt`.
+[lines, hidden_size] to `--output_file` (`X.npy`) and the lines, in order, to `X.txt`. No output
+may be `--input_file`.
 """
 import json
 import os
@@ -48,6 +50,8 @@ ranged(flags.DEFINE_integer(
 mode(ModeRule(("output_format", "normalize"), ("pooling",), lambda pooling: pooling is not None,
               "with --pooling", "without it extract_features writes the original's JSON lines of "
               "token vectors"))
+mode(ModeRule(("layers",), ("pooling",), lambda pooling: pooling is None, "without --pooling",
+              "--pooling pools the last layer"))
 flags.DEFINE_enum(
     "mixed_precision", None, ["bf16"],
     "bf16: compute in bfloat16 with the weights stored in bfloat16 (LayerNorm and softmax in "
@@ -164,16 +168,30 @@ def extract(model, tokenizer, examples, output_file, layer_indexes, max_seq_leng
 _LINES_PER_CALL = 4096
 
 
+def _not_over_input(path, output_file, input_file, what):
+    """Refuses to write `path` (`what` of --output_file) where it is --input_file (a link to it,
+    or another spelling of its path): the input would be replaced by what was computed from it."""
+    if input_file and os.path.realpath(path) == os.path.realpath(input_file):
+        raise ValueError(f"--output_file={output_file} would write {what} over --input_file="
+                         f"{input_file}: choose another --output_file")
+
+
 def lines_file(output_file, input_file=None):
     """Where `--output_format=npy` writes the lines: X.npy -> X.txt (not over `input_file`)."""
     if not output_file.endswith(".npy"):
         raise ValueError(f"--output_file={output_file}: --output_format=npy writes a .npy file "
                          "(X.npy, with the lines in X.txt)")
     path = output_file[: -len(".npy")] + ".txt"
-    if input_file and os.path.realpath(path) == os.path.realpath(input_file):
-        raise ValueError(f"--output_file={output_file} would write its lines over --input_file="
-                         f"{input_file}: choose another --output_file")
+    _not_over_input(path, output_file, input_file, f"its lines ({path})")
     return path
+
+
+def check_output_files(output_file, input_file, output_format=None):
+    """Refuses, before any work, outputs that would replace --input_file: --output_file itself
+    (every mode), and with `output_format` "npy" its lines file (`lines_file`)."""
+    _not_over_input(output_file, output_file, input_file, "its output")
+    if output_format == "npy":
+        lines_file(output_file, input_file)
 
 
 def sentence_vectors(module, examples):
@@ -243,6 +261,8 @@ def main(_):
 
     # Refused before the model runs (a file in the way, no permission), naming the flag.
     results.check_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file)), "output_file")
+    check_output_files(FLAGS.output_file, FLAGS.input_file,
+                       FLAGS.output_format if FLAGS.pooling else None)
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")
     files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
@@ -251,8 +271,6 @@ def main(_):
     layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     if FLAGS.pooling is None:
         check_layer_indexes(layer_indexes, config, files.config_file)
-    elif FLAGS.output_format == "npy":
-        lines_file(FLAGS.output_file, FLAGS.input_file)
     tokenizer = startup.load_tokenizer(
         files.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, files.config_file)
     examples = list(read_examples(FLAGS.input_file))  # a bad line is refused before any work

@@ -15,7 +15,7 @@ in Hugging Face's layout with sentence-transformers' pooling files. docs/sentenc
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
-from bert_runner.flag_ranges import TRAINING, above, at_least, ranged
+from bert_runner.flag_ranges import TRAINING, ModeRule, above, at_least, mode, ranged
 
 FLAGS = flags.FLAGS
 
@@ -65,6 +65,10 @@ ranged(flags.DEFINE_integer("eval_batch_size", 32, "Texts encoded per evaluation
 run_flags.define_finetuning_flags(learning_rate=2e-5)
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
+mode(ModeRule(("train_file", "similarity_scale", "symmetric_loss"), ("do_train",), bool,
+              "with --do_train", "without it nothing is trained"))
+mode(ModeRule(("eval_file", "corpus_file"), ("do_eval",), bool, "with --do_eval",
+              "without it nothing is evaluated"))
 
 
 def main(_):
@@ -75,7 +79,8 @@ def main(_):
     task = SentenceEmbeddingTask(
         FLAGS.max_seq_length, FLAGS.train_file, FLAGS.eval_file, FLAGS.corpus_file,
         pooling=FLAGS.pooling, normalize=FLAGS.normalize, scale=FLAGS.similarity_scale,
-        symmetric=FLAGS.symmetric_loss)
+        symmetric=FLAGS.symmetric_loss, train_batch_size=FLAGS.train_batch_size,
+        accumulation=FLAGS.gradient_accumulation_steps)
     driver.run(task, RunConfig.from_flags())
 
 

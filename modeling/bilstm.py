@@ -35,9 +35,11 @@ class BiLstmOnTop(keras.layers.Layer):
             raise ValueError(f"--bilstm_on_top needs an even hidden_size (half per direction), "
                              f"got {hidden_size}")
         self.hidden_size = hidden_size
+        # Named: an automatic name is numbered per Keras session ("lstm_1" in a process that
+        # built another), and the variables' paths, which checkpoints are read by, with it.
         self.lstm = keras.layers.Bidirectional(
             keras.layers.LSTM(hidden_size // 2, return_sequences=True, return_state=True,
-                              dtype=self.dtype_policy),
+                              dtype=self.dtype_policy, name="lstm"),
             dtype=self.dtype_policy, name="bidirectional")
 
     def build(self, input_shape=None):

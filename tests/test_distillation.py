@@ -5,12 +5,13 @@ once; the refusals."""
 import json
 import logging
 import random
+import types
 
 import numpy as np
 import pytest
 
 from modeling_helpers import TINY
-from refusals import assert_refused
+from refusals import assert_refused, message
 from test_run_classifier import (
     _keyword_rows, read_eval_results, run_classifier, run_in_process, write_keyword_mrpc)
 
@@ -120,6 +121,60 @@ def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp
     assert any("read from" in m for m in caplog.messages)
 
 
+def _flags(teacher, **given):
+    """run_classifier's distillation flags, as `load_teacher` reads them."""
+    return types.SimpleNamespace(**{
+        "teacher": str(teacher), "teacher_bert_config_file": None,
+        "distillation_temperature": 2.0, "distillation_weight": 0.5, "unlabeled_file": None,
+        "init_from_teacher_stride": 0, "bilstm_on_top": False, "do_lower_case": True, **given})
+
+
+def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
+    """A teacher trained with --bilstm_on_top is the model its run.json records: the
+    probabilities the student learns are those the teacher predicts itself (test_results.tsv)."""
+    from bert_tasks.classifier import distillation, features
+    from bert_tasks.classifier.task import ClassifierTask
+    from modeling import BertClassifier
+    from modeling.config import BertConfig
+    from vocab import tokenization
+
+    write_keyword_mrpc(tmp_path / "data", num_train=16, num_dev=4, num_test=6)
+    run_in_process(tmp_path / "data", tmp_path / "teacher", do_train=True, do_predict=True,
+                   init_checkpoint=str(TINY / "bert_model.ckpt"), train_batch_size=16,
+                   num_train_epochs=1, learning_rate=1e-3, bilstm_on_top=True)
+    own = np.loadtxt(tmp_path / "teacher" / "test_results.tsv", ndmin=2)
+    config_file = str(TINY / "bert_config.json")
+    teacher = distillation.load_teacher(
+        _flags(tmp_path / "teacher"), "mrpc", BertConfig.from_json_file(config_file),
+        config_file, str(TINY / "vocab.txt"))
+    assert teacher.bilstm_on_top
+    with pytest.raises(ValueError, match=message("distillation-teacher-other-vocabulary")) as error:
+        distillation.load_teacher(
+            _flags(tmp_path / "teacher", do_lower_case=False), "mrpc",
+            BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+    assert "(--do_lower_case=true in " in str(error.value)
+    tokenizer = tokenization.FullTokenizer(str(TINY / "vocab.txt"), True)
+    examples = ClassifierTask("mrpc", 24, str(tmp_path / "data")).read_examples("predict")
+    converted = features.convert_examples_to_features(examples, ["0", "1"], 24, tokenizer)
+    logits = distillation.teacher_logits(teacher, converted, 2, str(tmp_path))
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probabilities, own, atol=1e-5)
+    # A student started from its layers has its BiLSTM too; from every layer, it is the teacher.
+    with pytest.raises(ValueError, match=message("distillation-student-shape")) as error:
+        distillation.load_teacher(
+            _flags(tmp_path / "teacher", init_from_teacher_stride=1), "mrpc",
+            BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+    assert "they differ in bilstm_on_top" in str(error.value)
+    every_layer = distillation.load_teacher(
+        _flags(tmp_path / "teacher", init_from_teacher_stride=1, bilstm_on_top=True), "mrpc",
+        BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+    student = BertClassifier(BertConfig.from_json_file(config_file), 2, bilstm_on_top=True)
+    distillation.init_from_teacher(student, every_layer, 2)
+    batch = {name: np.asarray([getattr(f, name) for f in converted], np.int32)
+             for name in ("input_ids", "input_mask", "segment_ids")}
+    np.testing.assert_allclose(student(batch, training=False)["logits"], logits, atol=1e-5)
+
+
 def test_refusals(teacher, tmp_path):
     data = teacher / "data"
     common = [f"--data_dir={data}", "--max_seq_length=24", "--do_train",
@@ -133,6 +188,16 @@ def test_refusals(teacher, tmp_path):
                                       f"--teacher={teacher / 'teacher'}",
                                       f"--teacher_bert_config_file={other}")
     assert_refused(other_vocabulary, "distillation-teacher-other-vocabulary")
+    assert "vocab_size 120; the student's" in other_vocabulary.stderr
+    # As many word-pieces, one of them another: the contents differ, not the size.
+    words = (TINY / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    same_size = tmp_path / "vocab.txt"
+    same_size.write_text("\n".join(words[:-1] + ["zzzz"]) + "\n", encoding="utf-8")
+    other_words = run_classifier("--task_name=mrpc", *common, f"--teacher={teacher / 'teacher'}",
+                                 f"--vocab_file={same_size}")
+    assert_refused(other_words, "distillation-teacher-other-vocabulary")
+    assert (f"(the same size, but the word-pieces of {same_size} differ from those its run "
+            f"recorded in {teacher / 'teacher' / 'run.json'})") in other_words.stderr
     too_deep = run_classifier("--task_name=mrpc", *common, f"--teacher={teacher / 'teacher'}",
                               "--init_from_teacher_stride=2")  # the student has 2 layers too
     assert_refused(too_deep, "distillation-student-shape")

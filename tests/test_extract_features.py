@@ -139,3 +139,29 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_model_runs(
     assert_refused(process, "output-dir-not-writable")
     assert f"--output_file={tmp_path / 'a_file'}: cannot write there" in process.stderr
     assert "Wrote" not in process.stderr and ".tmp" not in process.stderr
+
+
+def test_an_output_file_that_is_the_input_file_is_refused(tmp_path):
+    """The JSON lines of features replaced the input they were computed from, exit 0."""
+    import extract_features
+
+    lines = tmp_path / "input.txt"
+    lines.write_bytes((TINY / "extract_features" / "input.txt").read_bytes())
+    (tmp_path / "sub").mkdir()
+    os.symlink(lines, tmp_path / "link.txt")
+    process = subprocess.run([
+        sys.executable, str(ROOT / "extract_features.py"), f"--input_file={lines}",
+        f"--output_file={tmp_path / 'sub' / '..' / 'input.txt'}",
+        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16", "--layers=-1",
+    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert_refused(process, "extract-features-output-is-input")
+    assert lines.read_bytes() == (TINY / "extract_features" / "input.txt").read_bytes()
+    # Every mode, any spelling of the path: a link, the npy mode's lines file.
+    for output_file, output_format in ((tmp_path / "link.txt", None),
+                                       (tmp_path / "link.txt", "jsonl"),
+                                       (tmp_path / "link.npy", "npy")):
+        with pytest.raises(ValueError, match=message("extract-features-output-is-input")):
+            extract_features.check_output_files(str(output_file), str(lines), output_format)
+    extract_features.check_output_files(str(tmp_path / "out.npy"), str(lines), "npy")
+    extract_features.check_output_files(str(tmp_path / "input.jsonl"), str(lines))

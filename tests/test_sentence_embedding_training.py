@@ -3,6 +3,7 @@ over replicas), the ranking metrics, and the script end to end on the tiny model
 better than the starting model's, the vectors served from its checkpoint and from the
 sentence-transformers directory it writes, and its refusals."""
 import json
+import logging
 import os
 import random
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from modeling_helpers import TINY
-from refusals import assert_refused
+from refusals import assert_refused, message
 
 NOUNS = ["dog", "cat", "bird", "fish", "tree", "house", "car", "road", "river", "city", "hill",
          "sun", "moon", "star", "rain", "snow", "wind"]
@@ -209,20 +210,111 @@ print("ok")
     assert process.returncode == 0 and "ok" in process.stdout, process.stderr[-3000:]
 
 
-@pytest.mark.parametrize("case,content", [
-    ("pairs-missing-text", '{"query": "the red dog"}\n'),
+TWO_PAIRS = '{"query": "a", "positive": "b"}\n{"query": "c", "positive": "d"}\n'
+
+
+@pytest.mark.parametrize("case,content,args", [
+    ("pairs-missing-text", '{"query": "the red dog"}\n', []),
     ("pairs-negatives-differ",
-     '{"query": "a", "positive": "b", "negatives": ["c"]}\n{"query": "d", "positive": "e"}\n'),
+     '{"query": "a", "positive": "b", "negatives": ["c"]}\n{"query": "d", "positive": "e"}\n', []),
+    ("pairs-field-named-twice",
+     '{"query": "a", "positive": "b", "negative": "c", "negatives": ["d"]}\n', []),
+    # The in-batch negatives of a batch of one pair: none (its loss is 0, nothing is learnt).
+    ("embeddings-batch-of-one", TWO_PAIRS, ["--train_batch_size=1"]),
+    # A batch of 32 from 2 pairs holds each 16 times: a query's positive is its own negative.
+    ("embeddings-batch-above-pairs", TWO_PAIRS, []),
 ])
-def test_bad_pairs_files_are_refused_before_any_work(tmp_path, case, content):
+def test_bad_pairs_files_are_refused_before_any_work(tmp_path, case, content, args):
     train = tmp_path / "train.jsonl"
     train.write_text(content)
     out = tmp_path / "out"
     process = run_script(f"--train_file={train}", "--do_train", f"--output_dir={out}",
-                         "--max_seq_length=16")
+                         "--max_seq_length=16", *args)
     assert_refused(process, case)
-    assert f"{train}:" in process.stderr
+    assert str(train) in process.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_the_training_batch_is_checked_against_the_pairs():
+    from bert_tasks.embeddings.pairs import Pair
+    from bert_tasks.embeddings.task import check_batch
+
+    pairs = [Pair(f"q{i}", f"p{i}", (), i) for i in range(4)]
+    check_batch(pairs, "train.jsonl", 4)
+    check_batch(pairs, "train.jsonl", 4, accumulation=2)
+    # Micro-batches of one pair are batches of one.
+    with pytest.raises(ValueError, match=message("embeddings-batch-of-one")) as error:
+        check_batch(pairs, "train.jsonl", 4, accumulation=4)
+    assert "--gradient_accumulation_steps=4 (micro-batches of 1 pair)" in str(error.value)
+    with pytest.raises(ValueError, match=message("embeddings-batch-above-pairs")):
+        check_batch(pairs, "train.jsonl", 5)
+    # A hard negative is a negative even in a batch of one.
+    check_batch([Pair("q", "p", ("n",), 1)], "train.jsonl", 1)
+
+
+def test_pairs_sharing_a_text_are_warned_of(caplog):
+    from absl import logging as absl_logging
+
+    from bert_tasks.embeddings.pairs import Pair
+    from bert_tasks.embeddings.task import warn_of_shared_texts
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    pairs = [Pair("q1", "p", (), 1), Pair("q2", "p", (), 2), Pair("q3", "p", (), 3),
+             Pair("q4", "r", (), 4), Pair("q4", "s", (), 5), Pair("q6", "t", (), 6)]
+    with caplog.at_level(logging.WARNING):
+        warn_of_shared_texts(pairs, "train.jsonl")
+    assert message("embeddings-shared-positives") in caplog.text
+    assert caplog.messages == [
+        "train.jsonl: 3 of its 6 pairs share their positive text with another pair (1 texts "
+        "repeated): where two of them meet in a batch, each one's positive is also a negative of "
+        "the other's query, which the loss pushes apart; merge or drop the repeated pairs"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        warn_of_shared_texts(pairs, "train.jsonl", symmetric=True)
+    assert [m.split(" text ")[0] for m in caplog.messages] == [
+        "train.jsonl: 3 of its 6 pairs share their positive",
+        "train.jsonl: 2 of its 6 pairs share their query"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        warn_of_shared_texts(pairs[3:], "train.jsonl")
+    assert caplog.messages == []
+
+
+def test_a_line_with_both_names_of_a_field_is_refused(tmp_path):
+    from bert_tasks.embeddings.pairs import read_pairs
+
+    path = write_jsonl(tmp_path / "pairs.jsonl", [
+        {"query": "a", "positive": "b"}, {"query": "c", "anchor": "d", "positive": "e"}])
+    with pytest.raises(ValueError, match=message("pairs-field-named-twice")) as error:
+        read_pairs(str(path))
+    assert str(error.value).startswith(f'{path}:2: the pair has both "query" and "anchor"')
+
+
+def test_an_embedding_model_evaluates_without_training(tmp_path):
+    """--do_eval alone: the starting model in a new output_dir, a finished run in its own, and
+    the base with a LoRA run's adapters (docs/lora.md) each give the figures the training run
+    gave for that model."""
+    rng = random.Random(1)
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", topic_pairs(rng, 8))
+    model = [f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16"]
+    trained = tmp_path / "trained"
+    process = run_script(*model, f"--train_file={pairs}", f"--eval_file={pairs}", "--do_train",
+                         "--do_eval", f"--output_dir={trained}", "--train_batch_size=4",
+                         "--num_train_epochs=1", "--learning_rate=1e-2", "--lora_rank=2")
+    assert process.returncode == 0, process.stderr[-3000:]
+    start = json.loads((trained / "eval_start.json").read_text())["metrics"]
+    after = json.loads((trained / "eval_report.json").read_text())["metrics"]
+    assert after["global_step"] == 2 and after != {**start, "global_step": 2}
+    adapters = trained / "lora_adapters.safetensors"
+    for out, args, expected in (
+            (tmp_path / "start", model, start),
+            (trained, ["--max_seq_length=16", "--lora_rank=2"], after),
+            (tmp_path / "adapters", [*model, f"--lora_adapters={adapters}"],
+             {**after, "global_step": 0})):
+        process = run_script(*args, f"--eval_file={pairs}", "--do_eval", f"--output_dir={out}")
+        assert process.returncode == 0, (out, process.stderr[-3000:])
+        report = json.loads((out / "eval_report.json").read_text())
+        assert report["metrics"] == pytest.approx(expected, abs=1e-6), out
 
 
 def test_a_split_without_its_file_is_refused(tmp_path):

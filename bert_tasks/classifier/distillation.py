@@ -6,10 +6,11 @@ and on unlabelled text of the domain (which only the teacher labels).
     loss = weight * T^2 * KL(softmax(teacher / T) || softmax(student / T))
            + (1 - weight) * cross-entropy(student, label)            (labelled examples only)
 
-The teacher is a fine-tuned run_classifier checkpoint of the same task and vocabulary; its logits
-are computed once per training set (`teacher_logits`, cached in output_dir) and written into the
-training records. The student starts from `--init_checkpoint` (a small pre-trained BERT) or from
-every k-th layer of the teacher (`init_from_teacher`, DistilBERT's initialisation).
+The teacher is a fine-tuned run_classifier checkpoint of the same task and vocabulary, built as
+the model its run.json records (its BiLSTM on top); its logits are computed once per training set
+(`teacher_logits`, cached in output_dir) and written into the training records. The student
+starts from `--init_checkpoint` (a small pre-trained BERT) or from every k-th layer of the
+teacher (`init_from_teacher`, DistilBERT's initialisation).
 """
 import dataclasses
 import hashlib
@@ -31,10 +32,12 @@ _LAYER = "/layer_"
 
 @dataclasses.dataclass(frozen=True)
 class Teacher:
-    """A fine-tuned classifier to distil: its checkpoint prefix and config, and the settings."""
+    """A fine-tuned classifier to distil: its checkpoint prefix, config and model options (as its
+    run.json records them), and the settings."""
     checkpoint: str
     config: object
     config_file: str
+    bilstm_on_top: bool = False
     temperature: float = 2.0
     weight: float = 0.5
     unlabeled_file: Optional[str] = None
@@ -44,8 +47,10 @@ class Teacher:
 def load_teacher(flag_values, task_name, student_config, student_config_file, vocab_file):
     """The `Teacher` of `--teacher` and the distillation flags, checked before any work: the
     teacher was fine-tuned on `task_name` (its run.json), has the student's vocabulary (size, and
-    the file when its run recorded one), and with `--init_from_teacher_stride` the student's
-    config is the teacher's with fewer layers. ValueError names the flag and files."""
+    the file's contents and --do_lower_case when its run recorded them), and with
+    `--init_from_teacher_stride` the student is the teacher with fewer layers (config and
+    --bilstm_on_top). The teacher is the model its run.json records (--bilstm_on_top).
+    ValueError names the flag and files."""
     prefix = tf1_checkpoint.resolve_checkpoint_prefix(flag_values.teacher, "--teacher")
     record_path, record = run_files.run_record(prefix)
     wanted = "classifier/" + task_name.lower()
@@ -58,24 +63,39 @@ def load_teacher(flag_values, task_name, student_config, student_config_file, vo
     config_file = flag_values.teacher_bert_config_file or os.path.join(
         run_files.record_directories(prefix)[-1], "bert_config.json")
     config = startup.load_config(config_file)
-    if config.vocab_size != student_config.vocab_size or (
-            record.get("vocab") and record["vocab"] != run_files.vocab_fingerprint(vocab_file)):
+    if config.vocab_size != student_config.vocab_size:
+        differ = (f"its {config_file}: vocab_size {config.vocab_size}; the student's "
+                  f"{student_config_file}: {student_config.vocab_size}")
+    elif record.get(run_files.VOCAB_KEY) and (
+            record[run_files.VOCAB_KEY] != run_files.vocab_fingerprint(vocab_file)):
+        differ = (f"the same size, but the word-pieces of {vocab_file} differ from those its "
+                  f"run recorded in {record_path}")
+    elif record.get("do_lower_case", flag_values.do_lower_case) != flag_values.do_lower_case:
+        differ = (f"--do_lower_case={str(record['do_lower_case']).lower()} in {record_path}; the "
+                  f"student's --do_lower_case={str(flag_values.do_lower_case).lower()}")
+    else:
+        differ = None
+    if differ:
         raise ValueError(
-            f"--teacher={flag_values.teacher} was trained with another vocabulary (its "
-            f"{config_file}: vocab_size {config.vocab_size}; the student's "
-            f"{student_config_file}: {student_config.vocab_size}): the teacher reads the "
-            "student's word-pieces, so both need the same vocab.txt")
+            f"--teacher={flag_values.teacher} was trained with another vocabulary ({differ}): "
+            "the teacher reads the student's word-pieces, so both need the same vocab.txt")
+    bilstm_on_top = bool(record.get("bilstm_on_top", False))
     stride = flag_values.init_from_teacher_stride
     if stride:
-        check_student_shape(config, student_config, stride, config_file, student_config_file)
-    return Teacher(prefix, config, config_file, flag_values.distillation_temperature,
-                   flag_values.distillation_weight, flag_values.unlabeled_file, stride)
+        check_student_shape(config, student_config, stride, config_file, student_config_file,
+                            (bilstm_on_top, bool(flag_values.bilstm_on_top)))
+    return Teacher(prefix, config, config_file, bilstm_on_top,
+                   flag_values.distillation_temperature, flag_values.distillation_weight,
+                   flag_values.unlabeled_file, stride)
 
 
-def check_student_shape(teacher_config, student_config, stride, teacher_file, student_file):
+def check_student_shape(teacher_config, student_config, stride, teacher_file, student_file,
+                        bilstm_on_top=(False, False)):
     """Refuses a student that layer `i` of the teacher cannot initialise (every layer `i *
-    stride`): another width, or more layers than the teacher has at that stride."""
+    stride`): another width, more layers than the teacher has at that stride, or not the same
+    `bilstm_on_top` (the teacher's, the student's: its head reads the BiLSTM's outputs)."""
     teacher, student = teacher_config.to_dict(), student_config.to_dict()
+    teacher["bilstm_on_top"], student["bilstm_on_top"] = bilstm_on_top
     differ = sorted(k for k in teacher if k != "num_hidden_layers" and teacher[k] != student[k])
     most = -(-teacher_config.num_hidden_layers // stride)
     if differ or student_config.num_hidden_layers > most:
@@ -87,7 +107,7 @@ def check_student_shape(teacher_config, student_config, stride, teacher_file, st
 
 
 def _teacher_model(teacher, num_labels):
-    model = BertClassifier(teacher.config, num_labels)
+    model = BertClassifier(teacher.config, num_labels, bilstm_on_top=teacher.bilstm_on_top)
     report = checkpoints.initialize_from_checkpoint(model, teacher.checkpoint, flag="--teacher",
                                                     config_file=teacher.config_file)
     if report.missing:
@@ -105,7 +125,8 @@ def teacher_logits(teacher, features, num_labels, output_dir, batch_size=64):
         [f.segment_ids for f in features], np.int8).tobytes()).hexdigest()
     identity = checkpoints.identity_file(teacher.checkpoint, "--teacher")
     stat = tf.io.gfile.stat(identity)
-    key += f"|{teacher.checkpoint}|{stat.length}|{stat.mtime_nsec}"
+    key += (f"|{teacher.checkpoint}|{stat.length}|{stat.mtime_nsec}"
+            f"|bilstm_on_top={teacher.bilstm_on_top}")
     path = os.path.join(output_dir, CACHE_FILE)
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path, "rb") as f:

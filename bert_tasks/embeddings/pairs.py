@@ -5,9 +5,10 @@ JSON lines (`.jsonl`, `.json`): one object a line,
     {"query": "...", "positive": "...", "negatives": ["...", ...]}
 
 ("anchor" is accepted for "query", as sentence-transformers names it, and "negative" for a single
-hard negative). TSV (any other name): `query<TAB>positive[<TAB>negative ...]`, no header, quote
-characters literal (as the GLUE files). Every line of a training file has the same number of hard
-negatives (the records hold a fixed number; sentence-transformers' column datasets are the same).
+hard negative; a line with both names of one field is refused). TSV (any other name):
+`query<TAB>positive[<TAB>negative ...]`, no header, quote characters literal (as the GLUE
+files). Every line of a training file has the same number of hard negatives (the records hold a
+fixed number; sentence-transformers' column datasets are the same).
 
     pairs = read_pairs("train.jsonl")        # [Pair(query, positive, negatives, line)]
 """
@@ -23,6 +24,7 @@ from bert_tasks.input_files import check_is_file
 
 JSON_SUFFIXES = (".jsonl", ".json")
 _QUERY_KEYS = ("query", "anchor")
+_NEGATIVES_KEYS = ("negatives", "negative")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,10 @@ def _json_pair(path, number, line):
         raise ValueError("%s: not a JSON object (%s)" % (where, e)) from None
     if not isinstance(record, dict):
         raise ValueError("%s: not a JSON object" % where)
+    for names in (_QUERY_KEYS, _NEGATIVES_KEYS):
+        if all(name in record for name in names):
+            raise ValueError('%s: the pair has both "%s" and "%s", two names for one field: keep '
+                             'one' % (where, *names))
     query = next((record[key] for key in _QUERY_KEYS if key in record), None)
     negatives = record.get("negatives", [record["negative"]] if "negative" in record else [])
     fields = {"query": query, "positive": record.get("positive")}

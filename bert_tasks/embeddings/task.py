@@ -43,6 +43,8 @@ class SentenceEmbeddingTask(Task):
       corpus_file: more passages for the retrieval evaluation, one a line (or None).
       pooling, normalize: the vector (`modeling.pooling.pool`).
       scale: the cosine similarities' multiplier in the loss; symmetric: the loss both ways.
+      train_batch_size, accumulation: the training batch (all replicas together) and the
+        micro-batches it is split into: each micro-batch is one softmax's in-batch negatives.
     """
 
     name = "sentence_embeddings"
@@ -51,7 +53,8 @@ class SentenceEmbeddingTask(Task):
     compare_with_start = True
 
     def __init__(self, max_seq_length, train_file=None, eval_file=None, corpus_file=None,
-                 pooling="mean", normalize=True, scale=20.0, symmetric=False):
+                 pooling="mean", normalize=True, scale=20.0, symmetric=False,
+                 train_batch_size=32, accumulation=1):
         self.max_seq_length = max_seq_length
         self.files = {"train": train_file, "eval": eval_file}
         self.corpus_file = corpus_file
@@ -59,6 +62,8 @@ class SentenceEmbeddingTask(Task):
         self.normalize = normalize
         self.scale = scale
         self.symmetric = symmetric
+        self.train_batch_size = train_batch_size
+        self.accumulation = accumulation
         self.texts_per_pair = None
         self.retrieval = None  # (number of queries, [relevant passage indices per query])
 
@@ -78,7 +83,10 @@ class SentenceEmbeddingTask(Task):
 
     def check_examples(self, examples):
         if "train" in examples:
-            self.texts_per_pair = 2 + len(examples["train"][0].negatives)
+            pairs = examples["train"]
+            self.texts_per_pair = 2 + len(pairs[0].negatives)
+            check_batch(pairs, self.files["train"], self.train_batch_size, self.accumulation)
+            warn_of_shared_texts(pairs, self.files["train"], self.symmetric)
 
     def recorded_settings(self):
         return {"pooling": self.pooling, "normalize": self.normalize,
@@ -185,7 +193,43 @@ class SentenceEmbeddingTask(Task):
                      "%s", path)
 
     def flops_per_example(self, config):
+        if self.texts_per_pair is None:  # no training split: nothing is trained
+            return None
         return self.texts_per_pair * encoder_training_flops(config, self.max_seq_length)
+
+
+def check_batch(pairs, path, batch_size, accumulation=1):
+    """Refuses a training batch that cannot train as in-batch negatives: more pairs than the file
+    holds (a batch would hold a pair twice, its positive among its own query's negatives), or,
+    without hard negatives, micro-batches of one pair (its positive alone: the softmax is 1, the
+    loss 0, and nothing is learnt)."""
+    if batch_size > len(pairs):
+        raise ValueError(
+            f"--train_batch_size={batch_size} is more than the {len(pairs)} pairs of "
+            f"--train_file={path}: a batch would hold a pair twice, its query's own positive "
+            f"among its negatives; give --train_batch_size={len(pairs)} or less")
+    if not pairs[0].negatives and batch_size // accumulation < 2:
+        split = (f" with --gradient_accumulation_steps={accumulation} (micro-batches of "
+                 f"{batch_size // accumulation} pair)" if accumulation > 1 else "")
+        raise ValueError(
+            f"--train_batch_size={batch_size}{split} trains nothing: without hard negatives in "
+            f"--train_file={path}, a query's negatives are the other pairs of its batch, so a "
+            "batch needs at least 2 pairs")
+
+
+def warn_of_shared_texts(pairs, path, symmetric=False):
+    """Warns of pairs that share their positive text (or, with the symmetric loss, their query):
+    two of them in one batch make each one's positive a negative of the other's query."""
+    fields = {"positive": "query", "query": "positive"} if symmetric else {"positive": "query"}
+    for field, other in fields.items():
+        counts = collections.Counter(getattr(pair, field) for pair in pairs)
+        repeated = [count for count in counts.values() if count > 1]
+        if repeated:
+            logging.warning(
+                "%s: %d of its %d pairs share their %s text with another pair (%d texts "
+                "repeated): where two of them meet in a batch, each one's %s is also a negative "
+                "of the other's %s, which the loss pushes apart; merge or drop the repeated pairs",
+                path, sum(repeated), len(pairs), field, len(repeated), field, other)
 
 
 def retrieval_set(pairs, corpus=()):
