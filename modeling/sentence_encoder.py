@@ -48,7 +48,7 @@ class BertSentenceEncoder(BertTaskModel):
 
 
 def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symmetric=False,
-                            first=0, all_queries=None):
+                            first=0, all_queries=None, same_positive=None, same_query=None):
     """The softmax cross-entropy of each query against every candidate of the batch, by scaled
     cosine similarity (sentence-transformers' MultipleNegativesRankingLoss; van den Oord et al.'s
     InfoNCE): query i's positive is positive `first + i`; every other positive (the other
@@ -66,6 +66,11 @@ def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symm
         (MultipleNegativesSymmetricRankingLoss); the two are averaged.
       first: int (or int tensor), the row of this replica's first query among the gathered.
       all_queries: float `[P, H]`, the gathered queries (symmetric only; default `queries`).
+      same_positive: bool `[Q, P]` or None: True where positive j is the same text as query i's
+        own positive (`same_texts`: a pair met twice in a batch, or two queries of one passage).
+        Such a copy is no negative of query i: it is left out of its softmax. None: every other
+        positive is a negative.
+      same_query: the same for the symmetric loss: query j is the same text as query i.
     Returns:
       (scalar float32 loss, per-query loss float32 `[Q]`).
     """
@@ -73,13 +78,33 @@ def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symm
     p = _unit(positives)
     candidates = p if negatives is None else ops.concatenate([p, _unit(negatives)], axis=0)
     labels = first + ops.arange(ops.shape(q)[0])
-    per_query = _cross_entropy(scale * ops.matmul(q, ops.transpose(candidates)), labels)
+    per_query = _cross_entropy(
+        _without_copies(scale * ops.matmul(q, ops.transpose(candidates)), same_positive, labels),
+        labels)
     if symmetric:
         mine = ops.take(p, labels, axis=0)
         everyone = q if all_queries is None else _unit(all_queries)
-        backward = _cross_entropy(scale * ops.matmul(mine, ops.transpose(everyone)), labels)
+        backward = _cross_entropy(_without_copies(
+            scale * ops.matmul(mine, ops.transpose(everyone)), same_query, labels), labels)
         per_query = (per_query + backward) / 2.0
     return ops.mean(per_query), per_query
+
+
+def same_texts(ids, all_ids):
+    """bool `[Q, P]`: whether row i of `ids` (int `[Q, S]`) holds the same tokens as row j of
+    `all_ids` (`[P, S]`)."""
+    return ops.all(ops.equal(ids[:, None, :], all_ids[None, :, :]), axis=-1)
+
+
+def _without_copies(logits, same, labels):
+    """`logits` `[Q, C]` with the first P candidates that `same` (`[Q, P]`) marks, other than each
+    row's own `labels`, pushed out of its softmax (a logit of -1e9: exp gives 0)."""
+    if same is None:
+        return logits
+    own = ops.equal(ops.arange(ops.shape(same)[1])[None, :], labels[:, None])
+    copies = ops.cast(ops.logical_and(same, ops.logical_not(own)), logits.dtype)
+    copies = ops.pad(copies, [[0, 0], [0, ops.shape(logits)[1] - ops.shape(same)[1]]])
+    return logits - 1e9 * copies
 
 
 def _unit(x):

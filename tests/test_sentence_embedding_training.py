@@ -3,7 +3,6 @@ over replicas), the ranking metrics, and the script end to end on the tiny model
 better than the starting model's, the vectors served from its checkpoint and from the
 sentence-transformers directory it writes, and its refusals."""
 import json
-import logging
 import os
 import random
 import subprocess
@@ -252,32 +251,45 @@ def test_the_training_batch_is_checked_against_the_pairs():
     check_batch([Pair("q", "p", ("n",), 1)], "train.jsonl", 1)
 
 
-def test_pairs_sharing_a_text_are_warned_of(caplog):
-    from absl import logging as absl_logging
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_a_copy_of_a_pairs_text_is_no_negative_of_it(symmetric):
+    """A pair met twice in a batch (the data repeats, then shuffles) and two queries of one
+    passage: the copy is left out of the softmax of the query it belongs to, so the loss is the
+    softmax over the other texts only (and is unchanged where nothing is repeated)."""
+    from modeling.sentence_encoder import in_batch_negatives_loss, same_texts
 
-    from bert_tasks.embeddings.pairs import Pair
-    from bert_tasks.embeddings.task import warn_of_shared_texts
+    rng = np.random.default_rng(1)
+    texts = rng.normal(size=(4, 8)).astype("float32")
+    # Pairs (q0, p0), (q1, p1), (q0, p0) again, (q2, p0): query and positive ids as the records.
+    query_ids = np.int32([[5, 6], [7, 8], [5, 6], [9, 9]])
+    positive_ids = np.int32([[1, 2], [3, 4], [1, 2], [1, 2]])
+    queries = texts[[0, 1, 0, 2]] + 0.1 * rng.normal(size=(4, 8)).astype("float32")
+    positives = texts[[3, 1, 3, 3]]
+    same_positive = np.asarray(same_texts(positive_ids, positive_ids))
+    same_query = np.asarray(same_texts(query_ids, query_ids))
+    assert same_positive.tolist()[0] == [True, False, True, True]
+    loss, per_query = in_batch_negatives_loss(
+        queries, positives, scale=20.0, symmetric=symmetric, same_positive=same_positive,
+        same_query=same_query if symmetric else None)
 
-    absl_logging.set_verbosity(absl_logging.INFO)
-    pairs = [Pair("q1", "p", (), 1), Pair("q2", "p", (), 2), Pair("q3", "p", (), 3),
-             Pair("q4", "r", (), 4), Pair("q4", "s", (), 5), Pair("q6", "t", (), 6)]
-    with caplog.at_level(logging.WARNING):
-        warn_of_shared_texts(pairs, "train.jsonl")
-    assert message("embeddings-shared-positives") in caplog.text
-    assert caplog.messages == [
-        "train.jsonl: 3 of its 6 pairs share their positive text with another pair (1 texts "
-        "repeated): where two of them meet in a batch, each one's positive is also a negative of "
-        "the other's query, which the loss pushes apart; merge or drop the repeated pairs"]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        warn_of_shared_texts(pairs, "train.jsonl", symmetric=True)
-    assert [m.split(" text ")[0] for m in caplog.messages] == [
-        "train.jsonl: 3 of its 6 pairs share their positive",
-        "train.jsonl: 2 of its 6 pairs share their query"]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        warn_of_shared_texts(pairs[3:], "train.jsonl")
-    assert caplog.messages == []
+    def kept_softmax(logits, same):
+        expected = []
+        for i, row in enumerate(logits):
+            kept = [j for j in range(len(row)) if j == i or not same[i, j]]
+            expected.append(-np.log(_softmax_rows(row[kept][None])[0][kept.index(i)]))
+        return np.array(expected)
+
+    expected = kept_softmax(20.0 * _unit(queries) @ _unit(positives).T, same_positive)
+    if symmetric:
+        expected = (expected + kept_softmax(20.0 * _unit(positives) @ _unit(queries).T,
+                                            same_query)) / 2
+    np.testing.assert_allclose(np.asarray(per_query), expected, rtol=1e-5)
+    # Nothing repeated: the plain loss.
+    distinct = np.arange(8, dtype=np.int32).reshape(4, 2)
+    plain = in_batch_negatives_loss(queries, positives, scale=20.0)[0]
+    masked = in_batch_negatives_loss(queries, positives, scale=20.0,
+                                     same_positive=same_texts(distinct, distinct))[0]
+    np.testing.assert_allclose(float(masked), float(plain), rtol=1e-6)
 
 
 def test_a_line_with_both_names_of_a_field_is_refused(tmp_path):

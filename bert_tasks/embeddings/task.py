@@ -27,7 +27,7 @@ from bert_tasks.embeddings.pairs import read_corpus, read_pairs
 from modeling import lora
 from modeling.hf_checkpoint import save_hf_model
 from modeling.pooling import check_pooling
-from modeling.sentence_encoder import BertSentenceEncoder, in_batch_negatives_loss
+from modeling.sentence_encoder import BertSentenceEncoder, in_batch_negatives_loss, same_texts
 from vocab.packing import pack_pair, pad_inputs
 
 # The input pipeline shuffles within 100 records: pairs are written in an order shuffled once.
@@ -86,7 +86,6 @@ class SentenceEmbeddingTask(Task):
             pairs = examples["train"]
             self.texts_per_pair = 2 + len(pairs[0].negatives)
             check_batch(pairs, self.files["train"], self.train_batch_size, self.accumulation)
-            warn_of_shared_texts(pairs, self.files["train"], self.symmetric)
 
     def recorded_settings(self):
         return {"pooling": self.pooling, "normalize": self.normalize,
@@ -141,16 +140,24 @@ class SentenceEmbeddingTask(Task):
         negatives = None
         if self.texts_per_pair > 2:
             negatives = tf.reshape(vectors[:, 2:], [-1, tf.shape(vectors)[-1]])
-        first, all_queries = 0, queries
+        ids = features["input_ids"]
+        query_ids, positive_ids = ids[:, 0], ids[:, 1]
+        first, all_queries, all_query_ids, all_positive_ids = 0, queries, query_ids, positive_ids
         context = tf.distribute.get_replica_context()
         if context is not None and context.num_replicas_in_sync > 1:
             # Every replica's positives and negatives are this replica's queries' negatives too.
             first = context.replica_id_in_sync_group * tf.shape(queries)[0]
             positives, all_queries = context.all_gather([positives, queries], axis=0)
+            # Apart: int32 tensors live on the host, and one gather takes one kind of device.
+            all_query_ids, all_positive_ids = context.all_gather([query_ids, positive_ids], axis=0)
             if negatives is not None:
                 negatives = context.all_gather(negatives, axis=0)
-        loss, _ = in_batch_negatives_loss(queries, positives, negatives, self.scale,
-                                          self.symmetric, first=first, all_queries=all_queries)
+        # A pair met twice in a batch (the data repeats, then shuffles), or a passage of two
+        # queries: its copy is no negative of its own query.
+        loss, _ = in_batch_negatives_loss(
+            queries, positives, negatives, self.scale, self.symmetric, first=first,
+            all_queries=all_queries, same_positive=same_texts(positive_ids, all_positive_ids),
+            same_query=same_texts(query_ids, all_query_ids) if self.symmetric else None)
         return loss, {}
 
     def predict_step(self, model, features):
@@ -215,21 +222,6 @@ def check_batch(pairs, path, batch_size, accumulation=1):
             f"--train_batch_size={batch_size}{split} trains nothing: without hard negatives in "
             f"--train_file={path}, a query's negatives are the other pairs of its batch, so a "
             "batch needs at least 2 pairs")
-
-
-def warn_of_shared_texts(pairs, path, symmetric=False):
-    """Warns of pairs that share their positive text (or, with the symmetric loss, their query):
-    two of them in one batch make each one's positive a negative of the other's query."""
-    fields = {"positive": "query", "query": "positive"} if symmetric else {"positive": "query"}
-    for field, other in fields.items():
-        counts = collections.Counter(getattr(pair, field) for pair in pairs)
-        repeated = [count for count in counts.values() if count > 1]
-        if repeated:
-            logging.warning(
-                "%s: %d of its %d pairs share their %s text with another pair (%d texts "
-                "repeated): where two of them meet in a batch, each one's %s is also a negative "
-                "of the other's %s, which the loss pushes apart; merge or drop the repeated pairs",
-                path, sum(repeated), len(pairs), field, len(repeated), field, other)
 
 
 def retrieval_set(pairs, corpus=()):
