@@ -77,19 +77,33 @@ def prepare(task, run, config, identity, seeds=None):
             "changed.")
     if recorded is not None:
         _check_recorded_model(recorded, run, config)
-    if run.do_train and run_identity.holds_checkpoints(run.output_dir, seeds):
-        # Resuming them would train on, or keep as finished, a model of another run.
-        changed = run_identity.differences(recorded or {}, identity)
-        if changed:
-            raise OutputDirError(
-                f"--output_dir={run.output_dir} holds checkpoints of another run ({path}): "
-                f"{'; '.join(changed)}. Use another --output_dir, or the settings of that run: "
-                "nothing in it was changed.")
+    if run_identity.holds_checkpoints(run.output_dir, seeds):
+        _check_recorded_identity(recorded or {}, run, identity, path)
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
                                           config_file=run.bert_config_file,
                                           lora_adapters=run.lora_adapters)
         keras.backend.clear_session(free_memory=False)  # see run_task
+
+
+def _check_recorded_identity(recorded, run, identity, path):
+    """Refuses a command that trains into an output_dir holding checkpoints of a run whose
+    identity differs from this command's in anything (resuming would train on, or keep as
+    finished, another run's model), or evaluates or predicts with them reading its input
+    otherwise (`run_identity.MODEL_NAMES`: another vocabulary, casing, pooling, windows)."""
+    if run.do_train:
+        changed = run_identity.differences(recorded, identity)
+        if changed:
+            raise OutputDirError(
+                f"--output_dir={run.output_dir} holds checkpoints of another run ({path}): "
+                f"{'; '.join(changed)}. Use another --output_dir, or the settings of that run: "
+                "nothing in it was changed.")
+    changed = run_identity.differences(recorded, identity, names=run_identity.MODEL_NAMES)
+    if changed:
+        raise OutputDirError(
+            f"--output_dir={run.output_dir} holds checkpoints of a model that reads its input "
+            f"otherwise ({path}): {'; '.join(changed)}. Evaluate and predict with that run's "
+            "settings: nothing in it was changed.")
 
 
 def _check_recorded_model(recorded, run, config):

@@ -31,6 +31,12 @@ TRAINING_FIELDS = (
     "max_sequences_per_row", "lora_rank", "lora_alpha", "lora_targets", "lora_adapters",
     "random_seed", "do_lower_case")
 
+# What the checkpoints compute from their input besides their weights: a command that only
+# evaluates or predicts with them must give the same (another vocabulary, casing or pooling
+# would score another model than the one trained). Windows and SQuAD's version are how the
+# outputs are read, which an evaluation may choose.
+MODEL_NAMES = (run_files.VOCAB_KEY, "do_lower_case", "pooling", "normalize")
+
 # The fingerprints' names in the record, and the RunConfig field whose file each hashes.
 FINGERPRINTED = (("init_checkpoint_sha256", "init_checkpoint"),
                  ("lora_adapters_sha256", "lora_adapters"),

@@ -256,6 +256,10 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     with pytest.raises(driver.OutputDirError, match="the training data differs; training "
                                                     "examples 64 -> 48"):
         driver.run(KeywordTask(str(other_data)), run)
+    # Evaluation alone may change what training did, not how the model reads its input.
+    with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-other-input"))
+                       + ".*do_lower_case True -> False"):
+        driver.run(KeywordTask(str(data)), config(out, do_eval=True, do_lower_case=False))
     assert (out / "train.tf_record").read_bytes() == records
     assert (out / "run.json").read_text() == recorded
     assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-32.index"]

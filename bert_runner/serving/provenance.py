@@ -91,18 +91,20 @@ def _check_fine_tuned_task(prefix, serving_format, task_name):
         f"({record_path}), not by {serving_format.script}: {advice}")
 
 
-# Export flags that must serve the model as its run trained it (run.json's names).
-_AS_TRAINED = ("pooling", "normalize", "long_documents", "window_aggregation",
-               "version_2_with_negative")
-# Export flags that may serve it otherwise, said in a warning.
-_AS_ASKED = ("max_seq_length", "doc_stride")
+# Export flags that must serve the model as its run trained it (run.json's names): the vector
+# of a sentence encoder is its pooling.
+_AS_TRAINED = ("pooling", "normalize")
+# Export flags that may serve it otherwise (how its outputs are read), said in a warning.
+_AS_ASKED = ("max_seq_length", "doc_stride", "long_documents", "window_aggregation",
+             "version_2_with_negative")
 
 
 def follow_run_record(flag_values, checkpoint):
     """Sets the export flags left out to what the run that wrote `checkpoint` recorded (its
     run.json): the sequence length it was trained at, its pooling and normalisation, its
-    long-document windows. A given flag that changes how the model is used (pooling, windows)
-    is refused naming the record; another sequence length is served as asked, with a warning.
+    long-document windows, its SQuAD version. A given pooling or normalisation other than the
+    run's is refused naming the record (the vector would be another model's); another sequence
+    length, windows or version is served as asked, with a warning.
     A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
     from absl import logging
 
