@@ -68,8 +68,8 @@ def prepare(task, run, config, identity, seeds=None):
     trains, checkpoints of a run whose identity (`bert_runner.run_identity`) differs from this
     command's `identity` (OutputDirError); and checks that `--init_checkpoint` is readable and
     fits the task's model for `config` (names the file and every mismatched variable)."""
-    recorded = run_files.output_dir_record(run.output_dir)
-    path = os.path.join(run.output_dir, run_files.RUN_RECORD)
+    path, recorded = run_files.run_record(run.output_dir)
+    path = path or os.path.join(run.output_dir, run_files.RUN_RECORD)
     if recorded is not None and recorded.get("task") != task.name:
         raise OutputDirError(
             f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
@@ -77,13 +77,36 @@ def prepare(task, run, config, identity, seeds=None):
             "changed.")
     if recorded is not None:
         _check_recorded_model(recorded, run, config)
-    if run_identity.holds_checkpoints(run.output_dir, seeds):
-        _check_recorded_identity(recorded or {}, run, identity, path)
+    for record_path, record, expected in _recorded_runs(run.output_dir, identity, seeds):
+        _check_recorded_identity(record, run, expected, record_path)
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
                                           config_file=run.bert_config_file,
                                           lora_adapters=run.lora_adapters)
         keras.backend.clear_session(free_memory=False)  # see run_task
+
+
+def _sweep_identity(identity):
+    """A `--seeds` sweep's identity: every seed's but the seed."""
+    return {name: value for name, value in identity.items() if name != "random_seed"}
+
+
+def _recorded_runs(output_dir, identity, seeds):
+    """[(run.json path, its record, the identity this command gives that run)] of the runs whose
+    checkpoints output_dir holds: its own (a sweep's run.json, where seed directories hold
+    them), and with `seeds` each of their seed directories that holds some."""
+    path, recorded = run_files.run_record(output_dir)
+    found = []
+    if run_identity.holds_checkpoints(output_dir, seed_dirs=False) and not seeds:
+        found.append((path, recorded or {}, identity))
+    elif run_identity.holds_checkpoints(output_dir):
+        found.append((path, recorded or {}, _sweep_identity(identity)))
+    for seed in seeds or ():
+        directory = seed_sweeps.seed_dir(output_dir, seed)
+        if run_identity.holds_checkpoints(directory, seed_dirs=False):
+            seed_path, seed_record = run_files.run_record(directory)
+            found.append((seed_path, seed_record or {}, {**identity, "random_seed": seed}))
+    return found
 
 
 def _check_recorded_identity(recorded, run, identity, path):
@@ -98,7 +121,8 @@ def _check_recorded_identity(recorded, run, identity, path):
                 f"--output_dir={run.output_dir} holds checkpoints of another run ({path}): "
                 f"{'; '.join(changed)}. Use another --output_dir, or the settings of that run: "
                 "nothing in it was changed.")
-    changed = run_identity.differences(recorded, identity, names=run_identity.MODEL_NAMES)
+    names = run_identity.MODEL_NAMES if run.vocab_file else run_identity.MODEL_NAMES_NO_TEXT
+    changed = run_identity.differences(recorded, identity, names=names)
     if changed:
         raise OutputDirError(
             f"--output_dir={run.output_dir} holds checkpoints of a model that reads its input "
@@ -135,20 +159,20 @@ def _check_recorded_model(recorded, run, config):
             "one: pass the config that run was started with, or use another --output_dir")
 
 
-def _record_run(task, run, config, identity, seeds=None):
-    """Writes run.json, once every check passed (a refused run leaves none to block the next):
-    the run's `identity` (`bert_runner.run_identity`), which every later reader of its
-    checkpoints compares, and the model's pretraining objective (`modeling.config.OBJECTIVE_KEY`),
-    which scripts loading the checkpoints check their config against (`startup.model_files`).
-    A record stays as long as checkpoints it describes do; a command that trains into an
-    output_dir without them records itself. Also bert_config.json, the config the checkpoints
-    are of, in this project's terms (a Hugging Face directory's exact GELU as "gelu_exact"), so
-    that output_dir describes its model alone."""
-    if (run_files.output_dir_record(run.output_dir) is None
-            or run.do_train and not run_identity.holds_checkpoints(run.output_dir, seeds)):
+def _record_run(output_dir, config, identity):
+    """Writes `output_dir`/run.json, once every check passed (a refused run leaves none to block
+    the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
+    its checkpoints compares, and the model's pretraining objective
+    (`modeling.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
+    against (`startup.model_files`). A record stays as long as checkpoints it describes do (a
+    sweep's, while its seed directories hold some). Also bert_config.json, the config the
+    checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
+    "gelu_exact"), so that output_dir describes its model alone."""
+    if (run_files.run_record(output_dir)[1] is None
+            or not run_identity.holds_checkpoints(output_dir)):
         run_files.write_output_dir_record(
-            run.output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective})
-    config_path = os.path.join(run.output_dir, "bert_config.json")
+            output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective})
+    config_path = os.path.join(output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path):
         results.write_text_atomic(config_path, config.to_json_string())
 
@@ -379,8 +403,7 @@ def run(task, run, seeds=None):
     strategy = get_strategy(run)
     results.check_writable_dir(run.output_dir, "output_dir")
     identity = run_identity.of(
-        task, run, seeds=seeds,
-        train_examples=examples.get("train") if run.do_train else None,
+        task, run, config, train_examples=examples.get("train") if run.do_train else None,
         train_records=existing.get("train") if run.do_train else None)
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
         prepare(task, run, config, identity, seeds)
@@ -400,10 +423,14 @@ def run(task, run, seeds=None):
             steps = run.training_steps(splits["train"].num_rows, unit="packed rows")
         elif "train" in splits:
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
-        _record_run(task, run, config, identity, seeds)
+        _record_run(run.output_dir, config, _sweep_identity(identity) if seeds else identity)
 
         def run_once(seed_run):
             task.output_dir = seed_run.output_dir  # a seed's files in its own directory
+            if seeds and distribution.is_chief(strategy):
+                tf.io.gfile.makedirs(seed_run.output_dir)
+                _record_run(seed_run.output_dir, config,
+                            {**identity, "random_seed": seed_run.random_seed})
             result = run_task(task, seed_run, config, splits.get("train"), *steps,
                               eval_split=splits.get("eval"), predict_split=splits.get("predict"),
                               strategy=strategy)

@@ -16,7 +16,9 @@ is not checked for it.
 """
 import functools
 import hashlib
+import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -36,14 +38,19 @@ TRAINING_FIELDS = (
 # would score another model than the one trained). Windows and SQuAD's version are how the
 # outputs are read, which an evaluation may choose.
 MODEL_NAMES = (run_files.VOCAB_KEY, "do_lower_case", "pooling", "normalize")
+# The same for a command that reads no text (records made before): no vocabulary, no casing.
+MODEL_NAMES_NO_TEXT = ("pooling", "normalize")
 
 # The fingerprints' names in the record, and the RunConfig field whose file each hashes.
 FINGERPRINTED = (("init_checkpoint_sha256", "init_checkpoint"),
                  ("lora_adapters_sha256", "lora_adapters"),
-                 ("bert_config_sha256", "bert_config_file"),
                  (run_files.VOCAB_KEY, "vocab_file"))
+CONFIG = "bert_config_sha256"
 TRAIN_DATA = "train_data_sha256"
 TRAIN_EXAMPLES = "train_examples"
+# The newest checkpoint of an --init_checkpoint directory when the run started: a directory
+# still being written (a pre-training run) starts later commands from newer checkpoints.
+INIT_PREFIX = "init_checkpoint_prefix"
 
 _CHUNK = 1 << 22
 
@@ -121,28 +128,45 @@ def records_sha256(files):
     return digest.hexdigest()[:16]
 
 
-def of(task, run, train_examples=None, train_records=None, seeds=None):
-    """The identity of `task` run with `run` (a `RunConfig`), trained on `train_examples` (as
-    `task.read_examples("train")` returned them) or on the TFRecord files `train_records`;
-    without either, the identity leaves the training data out."""
+def config_sha256(config):
+    """A short hash of a `BertConfig`'s values (not of its file's bytes: the same model written
+    in another layout, or the copy a run writes beside its checkpoints, is the same config); the
+    pretraining objective is recorded and checked apart."""
+    values = {k: v for k, v in config.to_dict().items() if k != "pretraining_objective"}
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def of(task, run, config=None, train_examples=None, train_records=None):
+    """The identity of `task` run with `run` (a `RunConfig`), the model built from `config`
+    (a `BertConfig`; None: left out), trained on `train_examples` (as
+    `task.read_examples("train")` returned them: `task.training_data` of them is hashed) or on
+    the TFRecord files `train_records`; without either, the identity leaves the training data
+    out."""
     identity = {"task": task.name, "max_seq_length": task.max_seq_length,
                 **{name: getattr(run, name) for name in TRAINING_FIELDS},
                 **task.recorded_settings()}
     for key, field in FINGERPRINTED:
         identity[key] = fingerprint(getattr(run, field))
+    if run.init_checkpoint and tf.io.gfile.isdir(run.init_checkpoint):
+        identity[INIT_PREFIX] = tf.train.latest_checkpoint(run.init_checkpoint)
+    if config is not None:
+        identity[CONFIG] = config_sha256(config)
     if train_examples is not None:
-        identity[TRAIN_DATA] = examples_sha256(train_examples)
-        if isinstance(train_examples, (list, tuple)):
-            identity[TRAIN_EXAMPLES] = len(train_examples)
+        data = task.training_data(train_examples)
+        identity[TRAIN_DATA] = examples_sha256(data)
+        if isinstance(data, (list, tuple)):
+            identity[TRAIN_EXAMPLES] = len(data)
     elif train_records:
         identity[TRAIN_DATA] = records_sha256(train_records)
-    if seeds:
-        identity["seeds"] = list(seeds)
     return identity
 
 
-# A path's name in the record, and the name of its content's hash.
-_HASH_OF_PATH = {field: key for key, field in FINGERPRINTED}
+# A path's name in the record, and the name of its content's hash: a path whose content is the
+# same is the same run (a file moved, a relative path against an absolute one).
+_HASH_OF_PATH = {**{field: key for key, field in FINGERPRINTED}, "teacher": "teacher_sha256",
+                 "unlabeled_file": TRAIN_DATA, INIT_PREFIX: "init_checkpoint_sha256"}
+# Hashes a command may not compute (no vocabulary given, no config at hand): not compared then.
+_HASHES = {key for key, _ in FINGERPRINTED} | {CONFIG, TRAIN_DATA, "teacher_sha256"}
 
 # Names whose difference is said in words rather than as two hashes.
 _SAID = {TRAIN_DATA: "the training data differs",
@@ -155,11 +179,12 @@ _SAID = {TRAIN_DATA: "the training data differs",
 def differences(recorded, current, names=None):
     """`["name recorded -> current", ...]` for the names both identities hold (`names`: only
     those) whose values differ; a content hash that differs is said in words."""
+    current = _at_recorded_start(recorded, current)
     changed = []
     for name, value in current.items():
         if names is not None and name not in names:
             continue
-        if name not in recorded or recorded[name] == value:
+        if name not in recorded or recorded[name] == value or (value is None and name in _HASHES):
             continue
         hashed = _HASH_OF_PATH.get(name)
         if hashed and recorded.get(hashed) and recorded.get(hashed) == current.get(hashed):
@@ -173,8 +198,24 @@ def differences(recorded, current, names=None):
     return changed
 
 
-def holds_checkpoints(output_dir, seeds=None):
-    """Whether `output_dir` (or, with `seeds`, one of its seed directories) holds a checkpoint."""
-    directories = [output_dir] + [seed_sweeps.seed_dir(output_dir, s) for s in seeds or ()]
+def _at_recorded_start(recorded, current):
+    """`current` with an --init_checkpoint directory taken at the checkpoint the recorded run
+    started from (when it is still there), not at its newest."""
+    prefix = recorded.get(INIT_PREFIX)
+    if (prefix and current.get("init_checkpoint") == recorded.get("init_checkpoint")
+            and current.get(INIT_PREFIX) != prefix and tf.io.gfile.exists(prefix + ".index")):
+        return {**current, INIT_PREFIX: prefix, "init_checkpoint_sha256": fingerprint(prefix)}
+    return current
+
+
+def seed_directories(output_dir):
+    """The `seed_<n>` directories of a `--seeds` sweep in `output_dir`."""
+    pattern = seed_sweeps.seed_dir(output_dir, 0)[:-1] + "*"
+    return [d for d in tf.io.gfile.glob(pattern) if re.fullmatch(r"seed_\d+", os.path.basename(d))]
+
+
+def holds_checkpoints(output_dir, seed_dirs=True):
+    """Whether `output_dir` (or, with `seed_dirs`, a seed directory in it) holds a checkpoint."""
+    directories = [output_dir] + (seed_directories(output_dir) if seed_dirs else [])
     return any(tf.io.gfile.isdir(d) and tf.train.latest_checkpoint(d) for d in directories)
 

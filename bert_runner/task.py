@@ -17,6 +17,8 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     write_run_files(output_dir)             the task's own files beside run.json (NER's labels)
     recorded_settings()                     {name: JSON value}: the task's settings recorded in
                                             run.json (a later command that changes one is told)
+    training_data(examples)                 what of the training examples identifies them (the
+                                            examples; NER's read file without its path)
     records(examples, split, tokenizer)     yields the split's `tf.train.Example`s; keeps what
                                             `evaluate` / `write_predictions` will need
     padding_record()                        a record with is_real_example=0 (TPU padding)
@@ -100,6 +102,12 @@ class Task:
         recorded in run.json beside the run's hyper-parameters; a later command into the same
         output_dir that changes one is warned that the checkpoints were trained otherwise."""
         return {}
+
+    def training_data(self, examples):
+        """What identifies the training examples `read_examples("train")` returned, hashed into
+        the run's identity (`bert_runner.run_identity`): their content, not where they were
+        read from. Default: the examples themselves (dataclasses of their text and labels)."""
+        return examples
 
     def records(self, examples, split, tokenizer):
         """Yields the `tf.train.Example`s of `split`, in file order.

@@ -36,6 +36,7 @@ the best dev model; the chosen models' test predictions are what the GLUE server
 or any scheduler; the command run again with `select_only` then chooses among the finished runs.
 """
 import dataclasses
+import functools
 import json
 import os
 
@@ -156,11 +157,19 @@ def setting_run(setting, run):
 
 
 def identity(setting, run, glue_dir, max_seq_length):
-    """What `setting`'s run is (`run_identity.of`), as its folder's run.json records it."""
+    """What `setting`'s run is (`run_identity.of`, its training data included), as its folder's
+    run.json records it."""
     from bert_runner import run_identity
 
-    return run_identity.of(_task(setting.task, glue_dir, max_seq_length),
-                           setting_run(setting, run))
+    task = _task(setting.task, glue_dir, max_seq_length)
+    return run_identity.of(task, setting_run(setting, run), train_examples=_train_examples(
+        setting.task, glue_dir, max_seq_length))
+
+
+@functools.lru_cache(maxsize=None)
+def _train_examples(task_name, glue_dir, max_seq_length):
+    """A task's training examples, read once for all its settings."""
+    return _task(task_name, glue_dir, max_seq_length).read_examples("train")
 
 
 def fine_tune(setting, run, glue_dir, max_seq_length):

@@ -16,6 +16,7 @@ choice and its seed, the spread of the dev value over its restarts and over ever
 setting, and the paper's dev scores.
 """
 import dataclasses
+import functools
 import os
 
 from absl import logging
@@ -84,10 +85,19 @@ def setting_run(setting, run):
 
 
 def identity(setting, run, files):
-    """What `setting`'s run is (`run_identity.of`), as its folder's run.json records it."""
+    """What `setting`'s run is (`run_identity.of`, its training data included), as its folder's
+    run.json records it."""
     from bert_runner import run_identity
 
-    return run_identity.of(files.task(run.do_lower_case), setting_run(setting, run))
+    task = files.task(run.do_lower_case)
+    return run_identity.of(task, setting_run(setting, run),
+                           train_examples=_train_examples(files, run.do_lower_case))
+
+
+@functools.lru_cache(maxsize=None)
+def _train_examples(files, do_lower_case):
+    """The training questions, read once for all the settings."""
+    return files.task(do_lower_case).read_examples("train")
 
 
 def implied_identity(report):

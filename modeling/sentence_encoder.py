@@ -48,7 +48,7 @@ class BertSentenceEncoder(BertTaskModel):
 
 
 def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symmetric=False,
-                            first=0, all_queries=None, same_positive=None, same_query=None):
+                            first=0, all_queries=None, matches=None):
     """The softmax cross-entropy of each query against every candidate of the batch, by scaled
     cosine similarity (sentence-transformers' MultipleNegativesRankingLoss; van den Oord et al.'s
     InfoNCE): query i's positive is positive `first + i`; every other positive (the other
@@ -66,11 +66,11 @@ def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symm
         (MultipleNegativesSymmetricRankingLoss); the two are averaged.
       first: int (or int tensor), the row of this replica's first query among the gathered.
       all_queries: float `[P, H]`, the gathered queries (symmetric only; default `queries`).
-      same_positive: bool `[Q, P]` or None: True where positive j is the same text as query i's
-        own positive (`same_texts`: a pair met twice in a batch, or two queries of one passage).
-        Such a copy is no negative of query i: it is left out of its softmax. None: every other
-        positive is a negative.
-      same_query: the same for the symmetric loss: query j is the same text as query i.
+      matches: bool `[Q, P]` or None: True where pair j matches query i's pair (`same_texts`:
+        its positive is query i's positive, or its query is query i: a pair met twice in a
+        batch, a passage of several queries, a query of several passages). Pair j's positive is
+        then no negative of query i, nor (symmetric) query j of query i's positive: each is
+        left out of the other's softmax. None: every other pair's texts are negatives.
     Returns:
       (scalar float32 loss, per-query loss float32 `[Q]`).
     """
@@ -79,32 +79,44 @@ def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symm
     candidates = p if negatives is None else ops.concatenate([p, _unit(negatives)], axis=0)
     labels = first + ops.arange(ops.shape(q)[0])
     per_query = _cross_entropy(
-        _without_copies(scale * ops.matmul(q, ops.transpose(candidates)), same_positive, labels),
+        _without_matches(scale * ops.matmul(q, ops.transpose(candidates)), matches, labels),
         labels)
     if symmetric:
         mine = ops.take(p, labels, axis=0)
         everyone = q if all_queries is None else _unit(all_queries)
-        backward = _cross_entropy(_without_copies(
-            scale * ops.matmul(mine, ops.transpose(everyone)), same_query, labels), labels)
+        backward = _cross_entropy(_without_matches(
+            scale * ops.matmul(mine, ops.transpose(everyone)), matches, labels), labels)
         per_query = (per_query + backward) / 2.0
     return ops.mean(per_query), per_query
 
 
+# Two fixed odd multipliers: a row's two hashes are its token ids weighted by their positions,
+# in wrapping int32 arithmetic (two rows of other tokens share both with odds of about 2^-64).
+_HASH_MULTIPLIERS = (-1640531535, 40503)
+
+
 def same_texts(ids, all_ids):
-    """bool `[Q, P]`: whether row i of `ids` (int `[Q, S]`) holds the same tokens as row j of
-    `all_ids` (`[P, S]`)."""
-    return ops.all(ops.equal(ids[:, None, :], all_ids[None, :, :]), axis=-1)
+    """bool `[Q, P]`: whether row i of `ids` (int32 `[Q, S]`) holds the same tokens as row j of
+    `all_ids` (`[P, S]`), by two hashes of each row: `[Q, P]` comparisons, not `[Q, P, S]`."""
+    def hashes(rows):
+        positions = ops.arange(1, ops.shape(rows)[-1] + 1, dtype="int32")
+        return [ops.sum(ops.cast(rows, "int32") * (positions * m + 1), axis=-1)
+                for m in _HASH_MULTIPLIERS]
+
+    mine, theirs = hashes(ids), hashes(all_ids)
+    return ops.logical_and(ops.equal(mine[0][:, None], theirs[0][None, :]),
+                           ops.equal(mine[1][:, None], theirs[1][None, :]))
 
 
-def _without_copies(logits, same, labels):
-    """`logits` `[Q, C]` with the first P candidates that `same` (`[Q, P]`) marks, other than each
-    row's own `labels`, pushed out of its softmax (a logit of -1e9: exp gives 0)."""
-    if same is None:
+def _without_matches(logits, matches, labels):
+    """`logits` `[Q, C]` with the first P candidates that `matches` (`[Q, P]`) marks, other than
+    each row's own `labels`, pushed out of its softmax (a logit of -1e9: exp gives 0)."""
+    if matches is None:
         return logits
-    own = ops.equal(ops.arange(ops.shape(same)[1])[None, :], labels[:, None])
-    copies = ops.cast(ops.logical_and(same, ops.logical_not(own)), logits.dtype)
-    copies = ops.pad(copies, [[0, 0], [0, ops.shape(logits)[1] - ops.shape(same)[1]]])
-    return logits - 1e9 * copies
+    own = ops.equal(ops.arange(ops.shape(matches)[1])[None, :], labels[:, None])
+    others = ops.cast(ops.logical_and(matches, ops.logical_not(own)), logits.dtype)
+    others = ops.pad(others, [[0, 0], [0, ops.shape(logits)[1] - ops.shape(matches)[1]]])
+    return logits - 1e9 * others
 
 
 def _unit(x):

@@ -296,7 +296,7 @@ def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
 
     run = config(tmp_path, do_eval=True)
     windows = ClassifierTask("mrpc", 24, long_documents=True, doc_stride=8)
-    driver._record_run(windows, run, tiny_config(), run_identity.of(windows, run))
+    driver._record_run(run.output_dir, tiny_config(), run_identity.of(windows, run))
     recorded = json.loads((tmp_path / "run.json").read_text())
     assert (recorded["long_documents"], recorded["doc_stride"]) == (True, 8)
     assert driver._changed_hyperparameters(windows, run) == []
@@ -316,3 +316,24 @@ def test_another_tasks_checkpoint_says_whose_it_is(tmp_path):
     with pytest.raises(ValueError, match="shape mismatch output_weights") as error:
         checkpoints.check_init_checkpoint(BertClassifier(tiny_config(), 2), prefix)
     assert f"written by a run of task 'ner' ({tmp_path / 'run.json'})" in str(error.value)
+
+
+def test_a_seed_sweep_is_extended_and_each_seed_records_its_run(tmp_path):
+    """--seeds: the output_dir's run.json records the sweep (every setting but the seed), each
+    seed_<n> directory its own run; more seeds of the same sweep extend it, a sweep of other
+    settings is refused, and a seed directory alone is checked against its own record."""
+    data = write_data(tmp_path / "data", sizes=(("train", 16), ("dev", 8), ("test", 4)))
+    out = tmp_path / "out"
+    run = config(out, do_train=True, num_train_epochs=1.0)
+    driver.run(KeywordTask(str(data)), run, seeds=[1])
+    driver.run(KeywordTask(str(data)), run, seeds=[1, 2])  # seed 1 finished, seed 2 trained
+    assert "random_seed" not in json.loads((out / "run.json").read_text())
+    assert [json.loads((out / f"seed_{s}" / "run.json").read_text())["random_seed"]
+            for s in (1, 2)] == [1, 2]
+    with pytest.raises(driver.OutputDirError, match="learning_rate 0.001 -> 0.002"):
+        driver.run(KeywordTask(str(data)), dataclasses.replace(run, learning_rate=2e-3),
+                   seeds=[3])
+    assert not (out / "seed_3").exists()
+    with pytest.raises(driver.OutputDirError, match="random_seed 2 -> 12345"):
+        driver.run(KeywordTask(str(data)), config(out / "seed_2", do_train=True,
+                                                  num_train_epochs=1.0))

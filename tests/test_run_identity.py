@@ -1,5 +1,6 @@
 """bert_runner.run_identity: what a run is, by content, and what two runs differ in."""
 import dataclasses
+import json
 import os
 
 import pytest
@@ -72,3 +73,43 @@ def test_differences_name_what_both_records_hold():
     assert run_identity.differences(moved, {"init_checkpoint": "ckpt",
                                             "init_checkpoint_sha256": "dd"}) == [
         "init_checkpoint '/a/ckpt' -> 'ckpt'", "the starting checkpoint's content differs"]
+
+
+def test_a_starting_directory_is_taken_at_the_checkpoint_the_run_started_from(tmp_path):
+    """--init_checkpoint=<a pre-training output_dir>: its newer checkpoints, written while the
+    fine-tuning ran, do not make the same command another run; other content at the recorded
+    checkpoint does."""
+    variable = tf.Variable([1.0])
+    checkpoint = tf.train.Checkpoint(v=variable)
+    first = checkpoint.save(str(tmp_path / "pretraining" / "ckpt"))
+
+    class Run:
+        init_checkpoint, lora_adapters, vocab_file = str(tmp_path / "pretraining"), None, None
+
+    recorded = {"init_checkpoint": Run.init_checkpoint,
+                run_identity.INIT_PREFIX: first,
+                "init_checkpoint_sha256": run_identity.fingerprint(first)}
+    variable.assign([2.0])
+    checkpoint.save(str(tmp_path / "pretraining" / "ckpt"))
+    newer = {"init_checkpoint": Run.init_checkpoint,
+             run_identity.INIT_PREFIX: tf.train.latest_checkpoint(Run.init_checkpoint),
+             "init_checkpoint_sha256": run_identity.fingerprint(Run.init_checkpoint)}
+    assert newer["init_checkpoint_sha256"] != recorded["init_checkpoint_sha256"]
+    assert run_identity.differences(recorded, newer) == []
+    assert run_identity.differences({**recorded, "init_checkpoint_sha256": "00"}, newer) == [
+        "the starting checkpoint's content differs"]
+
+
+def test_a_config_is_known_by_its_values_not_its_file(tmp_path):
+    from modeling import BertConfig
+
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=37)
+    (tmp_path / "a.json").write_text(config.to_json_string())
+    (tmp_path / "b.json").write_text(json.dumps(config.to_dict(), indent=7, sort_keys=True))
+    a, b = (BertConfig.from_json_file(str(tmp_path / n)) for n in ("a.json", "b.json"))
+    assert run_identity.config_sha256(a) == run_identity.config_sha256(b)
+    b.hidden_dropout_prob = 0.3
+    assert run_identity.config_sha256(a) != run_identity.config_sha256(b)
+    # A hash a command could not compute (no config at hand) is not a difference.
+    assert run_identity.differences({"bert_config_sha256": "aa"}, {"bert_config_sha256": None}) == []

@@ -252,43 +252,43 @@ def test_the_training_batch_is_checked_against_the_pairs():
 
 
 @pytest.mark.parametrize("symmetric", [False, True])
-def test_a_copy_of_a_pairs_text_is_no_negative_of_it(symmetric):
-    """A pair met twice in a batch (the data repeats, then shuffles) and two queries of one
-    passage: the copy is left out of the softmax of the query it belongs to, so the loss is the
-    softmax over the other texts only (and is unchanged where nothing is repeated)."""
+def test_a_matching_pair_is_no_negative_of_it(symmetric):
+    """A pair met twice in a batch (the data repeats, then shuffles), a passage of two queries and
+    a query of two passages: the matching pairs' texts are left out of each other's softmax (both
+    ways with the symmetric loss), so the loss is the softmax over the other texts only (and is
+    unchanged where nothing matches). Rows are matched by hashes of their token ids."""
     from modeling.sentence_encoder import in_batch_negatives_loss, same_texts
 
     rng = np.random.default_rng(1)
-    texts = rng.normal(size=(4, 8)).astype("float32")
-    # Pairs (q0, p0), (q1, p1), (q0, p0) again, (q2, p0): query and positive ids as the records.
-    query_ids = np.int32([[5, 6], [7, 8], [5, 6], [9, 9]])
-    positive_ids = np.int32([[1, 2], [3, 4], [1, 2], [1, 2]])
-    queries = texts[[0, 1, 0, 2]] + 0.1 * rng.normal(size=(4, 8)).astype("float32")
-    positives = texts[[3, 1, 3, 3]]
-    same_positive = np.asarray(same_texts(positive_ids, positive_ids))
-    same_query = np.asarray(same_texts(query_ids, query_ids))
-    assert same_positive.tolist()[0] == [True, False, True, True]
-    loss, per_query = in_batch_negatives_loss(
-        queries, positives, scale=20.0, symmetric=symmetric, same_positive=same_positive,
-        same_query=same_query if symmetric else None)
+    texts = rng.normal(size=(6, 8)).astype("float32")
+    # Pairs (q0, p0), (q1, p1), (q0, p0) again, (q2, p0), (q3, p2), (q3, p3).
+    query_ids = np.int32([[5, 6, 0], [7, 8, 0], [5, 6, 0], [9, 9, 9], [6, 5, 0], [6, 5, 0]])
+    positive_ids = np.int32([[1, 2, 0], [3, 4, 0], [1, 2, 0], [1, 2, 0], [2, 1, 0], [4, 3, 0]])
+    queries = texts[[0, 1, 0, 2, 4, 4]] + 0.1 * rng.normal(size=(6, 8)).astype("float32")
+    positives = texts[[3, 1, 3, 3, 5, 0]]
+    matches = np.logical_or(same_texts(positive_ids, positive_ids),
+                            same_texts(query_ids, query_ids))
+    assert matches.tolist()[0] == [True, False, True, True, False, False]
+    assert matches.tolist()[4] == [False, False, False, False, True, True]
+    loss, per_query = in_batch_negatives_loss(queries, positives, scale=20.0,
+                                              symmetric=symmetric, matches=matches)
 
-    def kept_softmax(logits, same):
+    def kept_softmax(logits):
         expected = []
         for i, row in enumerate(logits):
-            kept = [j for j in range(len(row)) if j == i or not same[i, j]]
+            kept = [j for j in range(len(row)) if j == i or not matches[i, j]]
             expected.append(-np.log(_softmax_rows(row[kept][None])[0][kept.index(i)]))
         return np.array(expected)
 
-    expected = kept_softmax(20.0 * _unit(queries) @ _unit(positives).T, same_positive)
+    expected = kept_softmax(20.0 * _unit(queries) @ _unit(positives).T)
     if symmetric:
-        expected = (expected + kept_softmax(20.0 * _unit(positives) @ _unit(queries).T,
-                                            same_query)) / 2
+        expected = (expected + kept_softmax(20.0 * _unit(positives) @ _unit(queries).T)) / 2
     np.testing.assert_allclose(np.asarray(per_query), expected, rtol=1e-5)
-    # Nothing repeated: the plain loss.
-    distinct = np.arange(8, dtype=np.int32).reshape(4, 2)
+    # Nothing matches: the plain loss.
+    distinct = np.arange(18, dtype=np.int32).reshape(6, 3)
     plain = in_batch_negatives_loss(queries, positives, scale=20.0)[0]
     masked = in_batch_negatives_loss(queries, positives, scale=20.0,
-                                     same_positive=same_texts(distinct, distinct))[0]
+                                     matches=same_texts(distinct, distinct))[0]
     np.testing.assert_allclose(float(masked), float(plain), rtol=1e-6)
 
 

@@ -27,7 +27,7 @@ from bert_tasks.classifier.outputs import predicted_values
 from modeling import (
     BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
     regression_loss)
-from bert_runner import run_files
+from bert_runner import run_files, run_identity
 from bert_runner.records import float_feature, int_feature
 from bert_runner.packing import slot_mean
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
@@ -180,6 +180,7 @@ class ClassifierTask(Task):
     def recorded_settings(self):
         distilled = {} if self.teacher is None else {
             "teacher": self.teacher.checkpoint,
+            "teacher_sha256": run_identity.fingerprint(self.teacher.checkpoint),
             "distillation_temperature": self.teacher.temperature,
             "distillation_weight": self.teacher.weight,
             "unlabeled_file": self.teacher.unlabeled_file}

@@ -19,6 +19,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from bert_runner.records import int_feature
 from bert_runner.task import Task, encoder_training_flops
@@ -152,12 +153,13 @@ class SentenceEmbeddingTask(Task):
             all_query_ids, all_positive_ids = context.all_gather([query_ids, positive_ids], axis=0)
             if negatives is not None:
                 negatives = context.all_gather(negatives, axis=0)
-        # A pair met twice in a batch (the data repeats, then shuffles), or a passage of two
-        # queries: its copy is no negative of its own query.
+        # A pair met twice in a batch (the data repeats, then shuffles), a passage of two
+        # queries, a query of two passages: no negatives of each other.
+        matches = ops.logical_or(same_texts(positive_ids, all_positive_ids),
+                                 same_texts(query_ids, all_query_ids))
         loss, _ = in_batch_negatives_loss(
             queries, positives, negatives, self.scale, self.symmetric, first=first,
-            all_queries=all_queries, same_positive=same_texts(positive_ids, all_positive_ids),
-            same_query=same_texts(query_ids, all_query_ids) if self.symmetric else None)
+            all_queries=all_queries, matches=matches)
         return loss, {}
 
     def predict_step(self, model, features):

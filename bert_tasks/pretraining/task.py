@@ -7,6 +7,7 @@ encoder's pooler, which only it reads, get no gradient. The trainer skips variab
 gradient, as the original optimizer does (no update, no weight decay), so both keep their
 initial values (or those of `--init_checkpoint`): fine-tuning trains the pooler from there.
 """
+import dataclasses
 import os
 
 import numpy as np
@@ -95,6 +96,17 @@ class PretrainingTask(Task):
         self.num_warmup_steps = num_warmup_steps
         self.eval_batches = max_eval_steps
         self._files = None
+
+    def recorded_settings(self):
+        """The records' shapes, the objective's parts and the schedule (which resuming with
+        other steps would change); with dynamic masking its options."""
+        masking = {} if self.dynamic_input is None else {
+            "masking": {k: v for k, v in dataclasses.asdict(self.dynamic_input.options).items()
+                        if k != "vocab_file"}}
+        return {"max_predictions_per_seq": self.max_predictions_per_seq,
+                "next_sentence_prediction": self.next_sentence, "objective": self.objective,
+                "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps, **masking}
 
     def existing_records(self, split, config):
         """The files of `input_file`, their first records checked against the flags and `config`
