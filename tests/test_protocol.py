@@ -100,12 +100,21 @@ def test_incomparable_setting_folders_are_refused_before_anything(mini_glue, tmp
 def test_squad_grid_refuses_a_folder_of_the_other_version(tmp_path):
     assert SquadTask(32, doc_stride=8, max_query_length=8).recorded_settings()[
         "version_2_with_negative"] is False
+    from test_run_squad import squad_data, write_json
+
     run = _run(tmp_path / "out")
-    files = squad_grid.SquadFiles("train.json", "dev.json", version_2_with_negative=True,
+    # Files both versions read: every question answerable, each saying so.
+    train, dev = squad_data(4, seed=1)[0], squad_data(4, seed=2)[0]
+    for document in (train, dev):
+        for paragraph in document["data"][0]["paragraphs"]:
+            for question in paragraph["qas"]:
+                question["is_impossible"] = False
+    train = str(write_json(tmp_path / "train.json", train))
+    dev = str(write_json(tmp_path / "dev.json", dev))
+    files = squad_grid.SquadFiles(train, dev, version_2_with_negative=True,
                                   max_seq_length=32, doc_stride=8, max_query_length=8)
     setting = protocol.grid([squad_grid.TASK], **GRID)[0]
-    v1 = squad_grid.SquadFiles("train.json", "dev.json", max_seq_length=32, doc_stride=8,
-                               max_query_length=8)
+    v1 = squad_grid.SquadFiles(train, dev, max_seq_length=32, doc_stride=8, max_query_length=8)
     # A v1.1 run recorded before run.json held the version: its scores say which it was.
     record = squad_grid.identity(setting, run, v1)
     del record["version_2_with_negative"]
