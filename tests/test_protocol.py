@@ -14,7 +14,7 @@ from bert_tasks.squad.task import SquadTask
 from experiments import glue, protocol, squad_grid
 from modeling_helpers import TINY
 from refusals import message
-from test_run_glue import PAIR_HEADER, _write, write_mini_glue
+from test_run_glue import _write, write_mini_glue
 
 GRID = dict(learning_rates=[1e-3, 1e-5], epochs=[1.0], batch_sizes=[8], restarts=1)
 STSB_HEADER = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
