@@ -10,6 +10,7 @@ from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import ONE_WORD, at_least, ranged
+from bert_tasks.ner.tags import SCHEMES
 
 FLAGS = flags.FLAGS
 
@@ -32,6 +33,12 @@ flags.DEFINE_bool(
     "document_context", True,
     "Surround each sentence with its document's neighbouring text up to max_seq_length (the "
     "paper's maximal document context); false: each sentence alone.")
+flags.DEFINE_enum(
+    "label_scheme", "IOB1", SCHEMES,
+    "The tags the model learns, whatever the files' scheme (predictions are written in each "
+    "file's own): IOB1, B- only between two adjacent chunks of one type, so a tagger without a "
+    "CRF does not split a name by predicting B- inside it; IOB2, B- at every chunk start (this "
+    "script's default before IOB1).")
 run_flags.define_finetuning_flags()
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
@@ -44,7 +51,7 @@ def main(_):
     from bert_tasks.ner.task import NerTask
 
     driver.run(NerTask(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.output_dir, FLAGS.entity_types,
-                       FLAGS.document_context), RunConfig.from_flags(),
+                       FLAGS.document_context, FLAGS.label_scheme), RunConfig.from_flags(),
                seeds=run_flags.seeds_of(FLAGS))
 
 

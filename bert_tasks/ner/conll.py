@@ -9,7 +9,8 @@
 The English files have four columns (word, POS, chunk, NER), the German five; any number from
 two up is read, the first column being the word and the last the tag, but every non-blank line of
 a file must have the same number. Tags are IOB1 or IOB2 (`bert_tasks.ner.tags`); each sentence's tags are
-converted to IOB2 for the model, and the input columns are kept as read for the predictions file.
+held in IOB2 (the model learns the scheme its task asks for, `bert_tasks.ner.tags.in_scheme`), and
+the input columns are kept as read for the predictions file.
 A file without `-DOCSTART-` lines is one document. Errors name the file and line.
 
     documents = read_conll_file("eng.train")

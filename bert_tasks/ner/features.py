@@ -31,6 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner.records import float_feature, int_feature
+from bert_tasks.ner.tags import in_scheme
 
 
 @dataclasses.dataclass
@@ -157,9 +158,9 @@ def check_labels(sentences, label_list, path):
 class WindowFeatures:
     """The model inputs of one Window, each list max_seq_length long.
 
-    input_ids, input_mask, segment_ids (all 0): int. label_ids: int, the IOB2 tag's index in the
-    label list at the scored positions, 0 elsewhere. label_weights: float, 1.0 at the scored
-    positions, 0.0 elsewhere.
+    input_ids, input_mask, segment_ids (all 0): int. label_ids: int, the index in the label list
+    of the word's tag in the scheme the model learns, at the scored positions; 0 elsewhere.
+    label_weights: float, 1.0 at the scored positions, 0.0 elsewhere.
     """
     input_ids: List[int]
     input_mask: List[int]
@@ -168,14 +169,16 @@ class WindowFeatures:
     label_weights: List[float]
 
 
-def window_features(window, sentence, label_map, tokenizer, max_seq_length):
-    """WindowFeatures of `window`, whose sentence is `sentence`; label_map: IOB2 tag -> id."""
+def window_features(window, sentence, label_map, tokenizer, max_seq_length, scheme="IOB2"):
+    """WindowFeatures of `window`, whose sentence is `sentence`; label_map: tag -> id; the labels
+    are the sentence's tags in `scheme` (`bert_tasks.ner.tags.in_scheme`; IOB2: as read)."""
+    word_tags = in_scheme(sentence.tags, scheme)
     padding = [0] * (max_seq_length - len(window.tokens))
     input_ids = tokenizer.convert_tokens_to_ids(window.tokens) + padding
     label_ids = [0] * max_seq_length
     label_weights = [0.0] * max_seq_length
     for k, position in enumerate(window.label_positions):
-        label_ids[position] = label_map[sentence.tags[window.word_start + k]]
+        label_ids[position] = label_map[word_tags[window.word_start + k]]
         label_weights[position] = 1.0
     return WindowFeatures(
         input_ids=input_ids, input_mask=[1] * len(window.tokens) + padding,
@@ -194,7 +197,7 @@ def _record(f, window_index):
     }))
 
 
-def tf_examples(windows, sentences, label_list, tokenizer, max_seq_length):
+def tf_examples(windows, sentences, label_list, tokenizer, max_seq_length, scheme="IOB2"):
     """Yields the `tf.train.Example` of each window, in order.
 
     Each record also holds `window_index` (its position in the file), so predictions can be
@@ -202,19 +205,21 @@ def tf_examples(windows, sentences, label_list, tokenizer, max_seq_length):
 
     Args:
       windows: iterable of Window, over `sentences` (the list their sentence_index refers to).
-      label_list: list of str, IOB2 labels (`bert_tasks.ner.tags.label_list`); run `check_labels` first.
+      label_list: list of str (`bert_tasks.ner.tags.label_list`); run `check_labels` first.
+      scheme: "IOB1" or "IOB2", the scheme the labels are in (`window_features`); run_ner.py's
+        default is IOB1 (`bert_tasks.ner.tags`).
     """
     label_map = {label: i for i, label in enumerate(label_list)}
     for count, window in enumerate(windows):
         sentence = sentences[window.sentence_index]
-        f = window_features(window, sentence, label_map, tokenizer, max_seq_length)
+        f = window_features(window, sentence, label_map, tokenizer, max_seq_length, scheme)
         if count < 5:
             logging.info("*** Example ***")
             logging.info("tokens: %s", " ".join(window.tokens))
             logging.info("input_ids: %s", " ".join(map(str, f.input_ids)))
             logging.info("labels: %s", " ".join(
-                "%s=%s" % (window.tokens[p], sentence.tags[window.word_start + k])
-                for k, p in enumerate(window.label_positions)))
+                "%s=%s" % (window.tokens[p], label_list[f.label_ids[p]])
+                for p in window.label_positions))
         if count % 10000 == 0:
             logging.info("Writing window %d (sentence %d of %d)",
                          count, window.sentence_index, len(sentences))

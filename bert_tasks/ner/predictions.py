@@ -9,7 +9,7 @@ the prediction O. The gold and predicted tags are then its last two columns, so
 scores it; `write_predictions` returns those same counts.
 """
 from bert_tasks.ner import conlleval
-from bert_tasks.ner.tags import OUTSIDE, to_iob1
+from bert_tasks.ner.tags import OUTSIDE, in_scheme
 from bert_runner.results import write_text_atomic
 
 
@@ -40,9 +40,10 @@ def prediction_lines(documents, predicted_tags, scheme="IOB2"):
 
     Args:
       documents: list of `bert_tasks.ner.conll.Document`.
-      predicted_tags: list per sentence (in file order) of predicted IOB2 tags.
-      scheme: "IOB1" writes them in IOB1 (`bert_tasks.ner.tags.to_iob1`), like an IOB1 input file, so that
-        conlleval's token accuracy compares like with like; the chunks are the same.
+      predicted_tags: list per sentence (in file order) of predicted tags, in any scheme.
+      scheme: the file's, "IOB1" or "IOB2": they are written in it
+        (`bert_tasks.ner.tags.in_scheme`), so that conlleval's token accuracy compares like with
+        like; the chunks are the same.
     """
     sentence_index = 0
     for document in documents:
@@ -50,9 +51,7 @@ def prediction_lines(documents, predicted_tags, scheme="IOB2"):
             yield " ".join(document.docstart_columns + [OUTSIDE]) + "\n"
             yield "\n"
         for sentence in document.sentences:
-            predicted = predicted_tags[sentence_index]
-            if scheme == "IOB1":
-                predicted = to_iob1(predicted)
+            predicted = in_scheme(predicted_tags[sentence_index], scheme)
             for columns, tag in zip(sentence.columns, predicted):
                 yield " ".join(columns + [tag]) + "\n"
             yield "\n"

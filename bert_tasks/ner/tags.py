@@ -1,13 +1,19 @@
-"""NER tag schemes: IOB1 and IOB2 tags, the conversion to IOB2 and the label list.
+"""NER tag schemes: IOB1 and IOB2 tags, the conversions between them and the label list.
 
 CoNLL-2003 as distributed is IOB1: a chunk starts with `I-` and `B-` only separates two adjacent
 chunks of one type. Many copies are IOB2: every chunk starts with `B-`. Both read the same under
-conlleval (`bert_tasks.ner.conlleval`); the model is trained on IOB2, where the tag says whether a word
-starts a chunk, and its predictions are written back in the input file's scheme:
+conlleval (`bert_tasks.ner.conlleval`), and the conversions keep its chunks:
 
     to_iob2(["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]) == ["B-PER", "I-PER", "O", "B-LOC", "B-LOC"]
     to_iob1(["B-PER", "I-PER", "O", "B-LOC", "B-LOC"]) == ["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]
     label_list(["LOC", "PER"]) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+run_ner.py's model learns IOB1 whatever the file's scheme (`in_scheme`), and its predictions are
+written back in the file's. Why IOB1: a tagger that picks each word's label on its own, without a
+CRF, decides under IOB2 at every word of a name whether it starts a chunk; where a name's words
+also occur as names of their own ("Elizabeth Bennet", "Bennet") it predicts `B-` on the second
+word and splits the name into two wrong chunks. Under IOB1 a word after a chunk of its type
+continues it unless tagged `B-`, which the training data uses only where two chunks touch.
 """
 
 OUTSIDE = "O"
@@ -52,6 +58,15 @@ def to_iob1(tags):
         out.append(tag)
         prev_type = chunk_type
     return out
+
+
+SCHEMES = ("IOB1", "IOB2")
+
+
+def in_scheme(tags, scheme):
+    """`tags` (one sentence's, IOB1 or IOB2, or a tagger's output: any valid tags) in `scheme`,
+    "IOB1" or "IOB2": the same conlleval chunks."""
+    return to_iob1(tags) if scheme == "IOB1" else to_iob2(tags)
 
 
 def scheme_of(tag_lists):

@@ -51,6 +51,8 @@ class NerTask(Task):
       entity_types: list of str or None: the labels are O, B-<type>, I-<type> of these types, in
         this order; None: the training file's types, sorted (or the list recorded in output_dir).
       document_context: surround each sentence with its document's text (the paper).
+      label_scheme: "IOB1" or "IOB2", the tags the model learns, whatever the files' scheme
+        (`bert_tasks.ner.tags`: IOB1 keeps a name from being split).
     Splits: train, eval (the dev file), predict (the test file, predicted and scored), written
     to train.tf_record, eval.tf_record and predict.tf_record. `label_list` (IOB2, "O" first) is
     that of `entity_types`, else settled once the files are read (`check_examples`).
@@ -59,14 +61,23 @@ class NerTask(Task):
     name = "ner"
 
     def __init__(self, data_dir, max_seq_length, output_dir, entity_types=None,
-                 document_context=True):
+                 document_context=True, label_scheme="IOB1"):
         self.data_dir = data_dir
         self.max_seq_length = max_seq_length
         self.output_dir = output_dir
         self.entity_types = entity_types
         self.document_context = document_context
+        self.label_scheme = label_scheme
         self.label_list = tags.label_list(entity_types) if entity_types else None
         self.sets = {}
+
+    def recorded_settings(self):
+        """What shapes the training records: the tags the model learns, the windows' context."""
+        return {"label_scheme": self.label_scheme, "document_context": self.document_context}
+
+    def training_data(self, examples):
+        """The training file's documents (its words and tags), not its path."""
+        return examples.documents
 
     def read_examples(self, split):
         """The split's `bert_tasks.ner.sets.NerSet`."""
@@ -100,7 +111,7 @@ class NerTask(Task):
         data.make_windows(tokenizer, self.max_seq_length, self.document_context)
         self.sets[split] = data
         return ner_features.tf_examples(data.windows, data.sentences, self.label_list, tokenizer,
-                                        self.max_seq_length)
+                                        self.max_seq_length, self.label_scheme)
 
     def padding_record(self):
         return ner_features.padding_example(self.max_seq_length)
