@@ -1,0 +1,235 @@
+r"""Where one batch-1 call of the raw-text classifier SavedModel spends its time, on this CPU.
+
+    python bench/serving_profile.py --export_dir=/tmp/profile_sm            # exports once, reuses
+    python bench/serving_profile.py --export_dir=/tmp/profile_sm --num_threads=1
+    TF_ENABLE_ONEDNN_OPTS=0 python bench/serving_profile.py --export_dir=/tmp/profile_sm
+    python bench/serving_profile.py --export_dir=/tmp/profile_sm --onnx_dir=/tmp/profile_onnx
+    python bench/serving_profile.py --export_dir=/tmp/profile_skinny --negligible_arithmetic
+
+Each row times one part on the same --sentences Austen sentences (bench/serving.py's), one
+sentence a call, p50 over --repeats rounds after one warm-up round:
+  signature         the loaded SavedModel's `serving_default` on a string tensor, `.numpy()` of
+                    the probabilities (what bench/serving.py and predict.py time).
+  in-process serve  the exporting module's own `serve` tf.function (the same graph, not loaded).
+  tokenizer+pack    `FastBertTokenizer.tokenize` and `pack` (and the trim to the longest row) in
+                    a tf.function: the signature's text side alone.
+  encoder           the Keras classifier on the sentence's packed, trimmed ids in a
+                    tf.function (what the signature's loop runs per group of rows).
+  encoder, grid     the same on the plain grid (`static_shapes`), not the real-row block.
+  empty call        a tf.function returning its string input: the floor of any function call.
+  dense matmuls     the encoder's dense layers' matmuls alone, at the median sentence's rows
+                    and at 32 rows (the smallest real-row block of a served call).
+--negligible_arithmetic gives the same graph at hidden 96: what its ops cost without the work.
+Then `Session.run` of the same SavedModel in a TF1 graph session, and one traced call's executed
+ops (RunMetadata step stats): their count, and their time summed by op type.
+With --onnx_dir, ONNX Runtime on `export_model.py --format=onnx`'s model (written there once)
+behind our tokenizer (`serving.onnx.OnnxTextModel`), and its InferenceSession alone.
+Figures and what they say: docs/performance.md, "Where a batch-1 call's time goes".
+"""
+import collections
+import os
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from bench import serving  # noqa: E402  (its flags: --config, --vocab_file, --max_seq_length ...)
+
+flags.DEFINE_string("export_dir", "/tmp/serving_profile_saved_model",
+                    "SavedModel to profile, with its weights beside it; written (random weights) "
+                    "when missing.")
+flags.DEFINE_string("onnx_dir", None, "Also time ONNX Runtime on the ONNX export written here "
+                    "(when missing) from the same weights.")
+flags.DEFINE_bool("negligible_arithmetic", False, "BERT-Base's graph (12 layers, 12 heads, the "
+                  "same ops) at hidden 96, intermediate 384: what its ops cost without the work.")
+flags.DEFINE_bool("op_stats", True, "Also the TF1 session's Session.run and traced op stats.")
+flags.DEFINE_integer("inter_op_threads", None, "Inter-op threads (default: --num_threads).")
+FLAGS = flags.FLAGS
+
+
+def p50(run, items, repeats):
+    """Median milliseconds of `run(item)` over every item of `repeats` rounds after one untimed."""
+    times = []
+    for round_index in range(repeats + 1):
+        for item in items:
+            start = time.perf_counter()
+            run(item)
+            if round_index:
+                times.append(time.perf_counter() - start)
+    return np.median(times) * 1e3
+
+
+def build_model(sizes):
+    import keras
+    from modeling import BertClassifier, BertConfig
+
+    keras.utils.set_random_seed(FLAGS.seed)
+    model = BertClassifier(BertConfig(**sizes, vocab_size=30522, max_position_embeddings=512,
+                                      type_vocab_size=2, hidden_act="gelu"), len(serving.LABELS))
+    ids = np.ones([1, 8], np.int32)
+    model({"input_ids": ids, "input_mask": ids, "token_type_ids": 0 * ids})  # builds the weights
+    return model
+
+
+def step_stats(export_dir, texts):
+    """(Session.run p50 ms, executed ops per call, {op type: ms per call}) in a TF1 session."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        config = tf.compat.v1.ConfigProto(
+            intra_op_parallelism_threads=FLAGS.num_threads,
+            inter_op_parallelism_threads=FLAGS.inter_op_threads or FLAGS.num_threads)
+        session = tf.compat.v1.Session(graph=graph, config=config)
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
+        signature = meta.signature_def["serving_default"]
+        feed = signature.inputs["text_a"].name
+        fetch = signature.outputs["probabilities"].name
+        run_ms = p50(lambda t: session.run(fetch, {feed: [t]}), texts, FLAGS.repeats)
+        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        by_type, ops = collections.Counter(), 0
+        for text in texts:
+            metadata = tf.compat.v1.RunMetadata()
+            session.run(fetch, {feed: [text]}, options=options, run_metadata=metadata)
+            for device in metadata.step_stats.dev_stats:
+                for node in device.node_stats:
+                    if node.node_name == "_SOURCE":
+                        continue
+                    ops += 1
+                    op = node.timeline_label.split("(")[0].split("=")[-1].strip() \
+                        if "=" in node.timeline_label else node.node_name
+                    by_type[op] += node.all_end_rel_micros
+    return run_ms, ops / len(texts), {k: v / len(texts) / 1e3 for k, v in by_type.items()}
+
+
+def main(argv):
+    del argv
+    os.environ["RAYON_NUM_THREADS"] = str(FLAGS.num_threads)
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.num_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.inter_op_threads
+                                                         or FLAGS.num_threads)
+    from bench import common
+    from bert_tasks.classifier import raw_text
+    from bert_runner.serving.text_module import trim_to_longest
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    sizes = serving.CONFIGS[FLAGS.config]
+    if FLAGS.negligible_arithmetic:
+        sizes = dict(sizes, hidden_size=96, intermediate_size=384)
+    texts = serving.read_sentences(FLAGS.input, FLAGS.sentences, FLAGS.seed)
+    model = build_model(sizes)
+    if not os.path.exists(FLAGS.export_dir):
+        raw_text.export_classifier(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
+                                   serving.LABELS, FLAGS.export_dir)
+        # The profiled export's weights, so the in-process graph and ONNX match it.
+        model.save_weights(os.path.join(FLAGS.export_dir, "profile.weights.h5"))
+    model.load_weights(os.path.join(FLAGS.export_dir, "profile.weights.h5"))
+    module = raw_text.ClassifierExport(model, FastBertTokenizer(FLAGS.vocab_file, True),
+                                       FLAGS.max_seq_length, serving.LABELS)
+    tokenizer = module._parts.tokenizer
+    print(common.describe_machine(FLAGS.num_threads, ["tensorflow", "tensorflow-text", "keras"]))
+    print(f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(unset)')}, "
+          f"inter-op {FLAGS.inter_op_threads or FLAGS.num_threads}; {FLAGS.config}, "
+          f"max_seq_length {FLAGS.max_seq_length}, {len(texts)} sentences")
+
+    serve = tf.saved_model.load(FLAGS.export_dir).signatures["serving_default"]
+
+    @tf.function(input_signature=[serving_text_spec()])
+    def tokenize_pack(text):
+        return trim_to_longest(tokenizer.pack(tokenizer.tokenize(text), None,
+                                              FLAGS.max_seq_length))
+
+    features = [tokenize_pack(tf.constant([t])) for t in texts]
+    spec = {k: tf.TensorSpec([None, None], v.dtype) for k, v in features[0].items()}
+
+    @tf.function(input_signature=[spec])
+    def encoder(group):
+        return module._row_values(group)
+
+    bert = getattr(model, "bert", model)
+
+    @tf.function(input_signature=[spec])
+    def encoder_grid(group):
+        # Traced once with the grid layout: a trimmed single text has no padding to skip.
+        bert.static_shapes = True
+        try:
+            return module._row_values(group)
+        finally:
+            bert.static_shapes = False
+
+    hidden, inner = sizes["hidden_size"], sizes["intermediate_size"]
+    rng = np.random.default_rng(FLAGS.seed)
+    kernels = [tf.constant(rng.standard_normal(shape, np.float32) * 0.02)
+               for shape in [(hidden, hidden)] * 4 + [(hidden, inner), (inner, hidden)]]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32)])
+    def dense_matmuls(x):
+        for _ in range(sizes["num_hidden_layers"]):
+            y = tf.add_n([tf.matmul(x, k) for k in kernels[:4]])
+            x = x + 0.01 * tf.matmul(tf.matmul(y, kernels[4]), kernels[5])
+        return x
+
+    @tf.function(input_signature=[serving_text_spec()])
+    def empty(text):
+        return tf.identity(text)
+
+    tokens = [int(f["input_mask"].numpy().sum()) for f in features]
+    rows = {
+        "signature": lambda t: serve(text_a=tf.constant([t]))["probabilities"].numpy(),
+        "in-process serve": lambda t: module.serve(tf.constant([t]))["probabilities"].numpy(),
+        "tokenizer+pack": lambda t: tokenize_pack(tf.constant([t]))["input_ids"].numpy(),
+        "encoder": lambda f: encoder(f).numpy(),
+        "encoder, grid": lambda f: encoder_grid(f).numpy(),
+        "empty call": lambda t: empty(tf.constant([t])).numpy(),
+    }
+    print(f"word-pieces per sentence: median {int(np.median(tokens))}, max {max(tokens)}")
+    for name, run in rows.items():
+        items = features if name.startswith("encoder") else texts
+        print(f"{name:18s} p50 {p50(run, items, FLAGS.repeats):7.2f} ms", flush=True)
+    difference = max(np.abs(encoder(f).numpy() - encoder_grid(f).numpy()).max() for f in features)
+    print(f"max |logit difference|, grid vs exported layout: {difference:.1e}")
+    for rows_count in (int(np.median(tokens)), 32):
+        x = tf.constant(rng.standard_normal((rows_count, hidden), np.float32))
+        print(f"dense matmuls alone, {rows_count} rows: p50 "
+              f"{p50(lambda x: dense_matmuls(x).numpy(), [x] * 16, FLAGS.repeats):7.2f} ms")
+    if FLAGS.op_stats:
+        run_ms, ops, by_type = step_stats(FLAGS.export_dir, texts)
+        print(f"{'Session.run':18s} p50 {run_ms:7.2f} ms; {ops:.0f} ops executed per call")
+        total = sum(by_type.values())
+        print(f"traced op time per call (sum over ops, overlapping across threads): {total:.2f} ms")
+        for op, ms in sorted(by_type.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"  {op:40s} {ms:7.2f} ms")
+    if FLAGS.onnx_dir:
+        onnx_rows(model, texts)
+
+
+def onnx_rows(model, texts):
+    from bert_runner.serving import onnx
+    from bert_tasks.classifier import raw_text
+
+    if not os.path.exists(FLAGS.onnx_dir):
+        onnx.write_onnx(raw_text.convertible(model, serving.LABELS), FLAGS.vocab_file, True,
+                        FLAGS.max_seq_length, FLAGS.onnx_dir)
+    text_model = onnx.OnnxTextModel(FLAGS.onnx_dir, num_threads=FLAGS.num_threads)
+    print(f"{'ONNX Runtime':18s} p50 "
+          f"{p50(lambda t: text_model([t])['probabilities'], texts, FLAGS.repeats):7.2f} ms")
+    feeds = [text_model.features([t]) for t in texts]
+    print(f"{'ORT session alone':18s} p50 "
+          f"{p50(lambda f: text_model.session.run(None, f), feeds, FLAGS.repeats):7.2f} ms")
+
+
+def serving_text_spec():
+    import tensorflow as tf
+
+    return tf.TensorSpec([None], tf.string)
+
+
+if __name__ == "__main__":
+    app.run(main)
