@@ -113,7 +113,7 @@ def _check_recorded_identity(recorded, run, identity, path):
     """Refuses a command that trains into an output_dir holding checkpoints of a run whose
     identity differs from this command's in anything (resuming would train on, or keep as
     finished, another run's model), or evaluates or predicts with them reading its input
-    otherwise (`run_identity.MODEL_NAMES`: another vocabulary, casing, pooling, windows)."""
+    otherwise (`run_identity.MODEL_NAMES`: another vocabulary, casing or pooling)."""
     if run.do_train:
         changed = run_identity.differences(recorded, identity)
         if changed:
@@ -177,11 +177,10 @@ def _record_run(output_dir, config, identity):
         results.write_text_atomic(config_path, config.to_json_string())
 
 
-def _changed_hyperparameters(task, run):
-    """`["name old -> new", ...]` for the recorded settings this command changes (its training
-    data aside: a command that does not train reads none)."""
-    recorded = run_files.output_dir_record(run.output_dir) or {}
-    return run_identity.differences(recorded, run_identity.of(task, run))
+def _changed_settings(output_dir, identity):
+    """`["name old -> new", ...]` for the settings recorded in output_dir's run.json that this
+    command's `identity` changes."""
+    return run_identity.differences(run_files.run_record(output_dir)[1] or {}, identity)
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
@@ -407,12 +406,13 @@ def run(task, run, seeds=None):
         train_records=existing.get("train") if run.do_train else None)
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
         prepare(task, run, config, identity, seeds)
-        changed = _changed_hyperparameters(task, run)
+        # A training command of other settings was refused above: these only evaluate or predict.
+        changed = _changed_settings(run.output_dir, identity)
         if changed and tf.train.latest_checkpoint(run.output_dir):
             logging.warning(
                 "%s holds a model trained with other settings than this command's: %s. Its "
-                "checkpoints are used as they are (resumed, evaluated, predicted); use another "
-                "--output_dir to train with these", run.output_dir, ", ".join(changed))
+                "checkpoints are evaluated and predicted with as they are", run.output_dir,
+                ", ".join(changed))
         task.write_run_files(run.output_dir)
         splits = {split: write_split(task, examples[split], split, tokenizer, run)
                   if existing[split] is None else existing_split(task, split, existing[split], run)

@@ -9,7 +9,6 @@
 A run.json that exists but is not a JSON object is refused naming it, whoever reads it: it is
 what tells which model the checkpoints beside it are of.
 """
-import hashlib
 import json
 import os
 import re
@@ -42,13 +41,8 @@ def record_directories(checkpoint):
     return directories
 
 
-def vocab_fingerprint(vocab_file):
-    """A short hash of a vocab.txt: run.json records the run's (`VOCAB_KEY`), so that a model
-    read with another vocabulary (a distillation teacher) is refused."""
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
+# The name of the vocabulary's content hash in run.json (`bert_runner.run_identity`): a model
+# read with another vocabulary (a distillation teacher) is refused.
 VOCAB_KEY = "vocab"
 
 

@@ -18,7 +18,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 
 import tensorflow as tf
 
@@ -172,7 +171,7 @@ _HASHES = {key for key, _ in FINGERPRINTED} | {CONFIG, TRAIN_DATA, "teacher_sha2
 _SAID = {TRAIN_DATA: "the training data differs",
          "init_checkpoint_sha256": "the starting checkpoint's content differs",
          "lora_adapters_sha256": "the LoRA adapters' content differs",
-         "bert_config_sha256": "the model config's content differs",
+         CONFIG: "the model config's content differs",
          run_files.VOCAB_KEY: "the vocabulary's content differs"}
 
 
@@ -208,14 +207,8 @@ def _at_recorded_start(recorded, current):
     return current
 
 
-def seed_directories(output_dir):
-    """The `seed_<n>` directories of a `--seeds` sweep in `output_dir`."""
-    pattern = seed_sweeps.seed_dir(output_dir, 0)[:-1] + "*"
-    return [d for d in tf.io.gfile.glob(pattern) if re.fullmatch(r"seed_\d+", os.path.basename(d))]
-
-
 def holds_checkpoints(output_dir, seed_dirs=True):
     """Whether `output_dir` (or, with `seed_dirs`, a seed directory in it) holds a checkpoint."""
-    directories = [output_dir] + (seed_directories(output_dir) if seed_dirs else [])
+    directories = [output_dir] + (seed_sweeps.seed_directories(output_dir) if seed_dirs else [])
     return any(tf.io.gfile.isdir(d) and tf.train.latest_checkpoint(d) for d in directories)
 

@@ -1,5 +1,6 @@
 """Seed sweeps (`--seeds`): one run per seed in its own directory, and the spread of their metrics."""
 import os
+import re
 
 import numpy as np
 
@@ -7,6 +8,14 @@ import numpy as np
 def seed_dir(output_dir, seed):
     """Where `--seeds` puts the run of one seed: `<output_dir>/seed_<seed>`."""
     return os.path.join(output_dir, "seed_%d" % seed)
+
+
+def seed_directories(output_dir):
+    """The `seed_<n>` directories of a `--seeds` sweep in `output_dir`."""
+    import tensorflow as tf  # the sweep's summary alone needs none
+
+    return [d for d in tf.io.gfile.glob(os.path.join(output_dir, "seed_*"))
+            if re.fullmatch(r"seed_\d+", os.path.basename(d))]
 
 
 def summarize_seeds(results_by_seed):

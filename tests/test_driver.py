@@ -299,8 +299,9 @@ def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
     driver._record_run(run.output_dir, tiny_config(), run_identity.of(windows, run))
     recorded = json.loads((tmp_path / "run.json").read_text())
     assert (recorded["long_documents"], recorded["doc_stride"]) == (True, 8)
-    assert driver._changed_hyperparameters(windows, run) == []
-    assert driver._changed_hyperparameters(ClassifierTask("mrpc", 24), run) == [
+    assert driver._changed_settings(run.output_dir, run_identity.of(windows, run)) == []
+    assert driver._changed_settings(run.output_dir,
+                                    run_identity.of(ClassifierTask("mrpc", 24), run)) == [
         "long_documents True -> False", "doc_stride 8 -> None"]
 
 

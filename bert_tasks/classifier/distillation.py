@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import checkpoints, results, run_files, startup
+from bert_runner import checkpoints, results, run_files, run_identity, startup
 from modeling import BertClassifier, tf1_checkpoint
 from modeling.losses import classification_loss
 
@@ -67,7 +67,7 @@ def load_teacher(flag_values, task_name, student_config, student_config_file, vo
         differ = (f"its {config_file}: vocab_size {config.vocab_size}; the student's "
                   f"{student_config_file}: {student_config.vocab_size}")
     elif record.get(run_files.VOCAB_KEY) and (
-            record[run_files.VOCAB_KEY] != run_files.vocab_fingerprint(vocab_file)):
+            record[run_files.VOCAB_KEY] != run_identity.fingerprint(vocab_file)):
         differ = (f"the same size, but the word-pieces of {vocab_file} differ from those its "
                   f"run recorded in {record_path}")
     elif record.get("do_lower_case", flag_values.do_lower_case) != flag_values.do_lower_case:
