@@ -281,9 +281,9 @@ def prepare_work_dir(work_dir):
 def read_eval_report(output_dir):
     """({metric: float}, {metric: baseline text}) of a stage's evaluation: the eval_report.json
     the scripts write beside eval_results.txt (`bert_runner.results.write_eval_report`)."""
-    from bert_runner import run_files
+    from bert_runner import results
 
-    report = run_files.read_eval_report(output_dir)
+    report = results.read_eval_report(output_dir)
     if report is None:
         raise ValueError(f"{output_dir} has no eval_report.json: the stage evaluated nothing")
     return report["metrics"], report["baselines"]

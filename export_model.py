@@ -143,14 +143,14 @@ mode(ModeRule(("pooling", "normalize"), ("format",),
 
 def main(_):
     from bert_runner import startup
-
     from bert_runner.serving import provenance
+    from modeling import checkpoint as checkpoints
 
     serving_format = registry.get(FLAGS.format)
     provenance.follow_run_record(FLAGS, FLAGS.checkpoint)
     max_seq_length = FLAGS.max_seq_length if serving_format.needs_sequence_length else None
-    files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
-                                max_seq_length, flag="--checkpoint")
+    files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
+                                    max_seq_length, flag="--checkpoint")
     startup.load_tokenizer(files.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, files.config,
                            files.config_file)
     serving_format.export(FLAGS, files)

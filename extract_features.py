@@ -256,8 +256,8 @@ def write_sentence_vectors(vectors, examples, output_file, output_format, input_
 
 
 def main(_):
-    from modeling import BertModel
-    from bert_runner import checkpoints, results, startup
+    from modeling import families, checkpoint as checkpoints
+    from bert_runner import results, startup
 
     # Refused before the model runs (a file in the way, no permission), naming the flag.
     results.check_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file)), "output_file")
@@ -265,8 +265,8 @@ def main(_):
                        FLAGS.output_format if FLAGS.pooling else None)
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")
-    files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
-                                FLAGS.max_seq_length)
+    files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file,
+                                    FLAGS.init_checkpoint, FLAGS.max_seq_length)
     config = files.config
     layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     if FLAGS.pooling is None:
@@ -274,7 +274,7 @@ def main(_):
     tokenizer = startup.load_tokenizer(
         files.vocab_file, FLAGS.do_lower_case, FLAGS.init_checkpoint, config, files.config_file)
     examples = list(read_examples(FLAGS.input_file))  # a bad line is refused before any work
-    model = BertModel(config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
+    model = families.build_model("encoder", config, use_one_hot_embeddings=FLAGS.use_one_hot_embeddings)
     # The whole encoder, or a refusal naming the checkpoint and the config.
     checkpoints.initialize_from_checkpoint(model, FLAGS.init_checkpoint,
                                            config_file=files.config_file)

@@ -121,11 +121,11 @@ def main(_):
 
     teacher = None
     if FLAGS.teacher:
-        from bert_runner import startup
         from bert_tasks.classifier import distillation
+        from modeling import checkpoint as checkpoints
 
-        files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file,
-                                    FLAGS.init_checkpoint, FLAGS.max_seq_length)
+        files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file,
+                                        FLAGS.init_checkpoint, FLAGS.max_seq_length)
         teacher = distillation.load_teacher(FLAGS, FLAGS.task_name, files.config,
                                             files.config_file, files.vocab_file)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,

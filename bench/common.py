@@ -94,18 +94,30 @@ def require_model_dir(model_dir):
 
 def convert_to_original_layout(hf_dir, out_dir):
     """bert_config.json, bert_model.ckpt and vocab.txt made from a Hugging Face directory with our
-    importer (`modeling.hf_checkpoint`), as a user converts a model for run_classifier.py."""
+    reader and writer (`modeling.checkpoint`), as a user converts a model for run_classifier.py."""
     import shutil
 
-    from modeling import BertModel
-    from modeling.hf_checkpoint import config_from_hf, load_hf_checkpoint
-    from modeling.tf1_checkpoint import save_tf1_checkpoint
+    from modeling import build_model, checkpoint as checkpoints
 
-    config = config_from_hf(os.path.join(hf_dir, "config.json"))
-    model = BertModel(config)
-    load_hf_checkpoint(model, hf_dir)
+    config = checkpoints.load_config(os.path.join(hf_dir, "config.json"))
+    model = build_model("encoder", config)
+    checkpoints.load_checkpoint(model, hf_dir)
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(os.path.join(out_dir, "bert_config.json"))
-    save_tf1_checkpoint(model, os.path.join(out_dir, "bert_model.ckpt"))
+    checkpoints.write_original(model, os.path.join(out_dir, "bert_model.ckpt"))
     shutil.copy(os.path.join(hf_dir, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
     return config
+
+
+def assign_peer_weights(model, state, prefix=""):
+    """Gives `model` (ours) the weights of a transformers model's `state` (`{name: torch
+    tensor}`), matched by the family's Hugging Face names (saved without `prefix`, e.g. "bert."
+    for a bare `BertModel`). Returns `model`."""
+    from modeling import checkpoint as checkpoints, families
+
+    hf_name = families.of_model(model).hf_name
+    for original, variable in checkpoints.variables_by_name(model).items():
+        name, transpose = hf_name(original)
+        value = state[name.removeprefix(prefix)].float().numpy()
+        variable.assign(value.T if transpose else value)
+    return model

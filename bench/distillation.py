@@ -72,20 +72,16 @@ def pretrained_student(model_dir, config, stride, prefix):
     (embeddings and pooler as they are): the small pre-trained student."""
     import re
 
-    from modeling import BertModel
-    from modeling.hf_checkpoint import read_hf_as_tf1
-    from modeling.tf1_checkpoint import assign_checked, save_tf1_checkpoint, variable_map
+    from modeling import build_model, checkpoint as checkpoints
 
-    tensors = read_hf_as_tf1(model_dir)
-    student = BertModel(config)
-    names = variable_map(student)
-
-    def teacher_name(name):
-        return re.sub(r"layer_(\d+)/", lambda m: f"layer_{int(m.group(1)) * stride}/", name)
-
-    assign_checked(names, {n: tensors[teacher_name(n)].shape for n in names},
-                   lambda n: tensors[teacher_name(n)], model_dir, strict=True)
-    return save_tf1_checkpoint(student, prefix)
+    teacher = build_model("encoder", checkpoints.load_config(os.path.join(model_dir, "config.json")))
+    checkpoints.load_checkpoint(teacher, model_dir)
+    weights = checkpoints.variables_by_name(teacher)
+    student = build_model("encoder", config)
+    for name, variable in checkpoints.variables_by_name(student).items():
+        variable.assign(weights[re.sub(r"layer_(\d+)/",
+                                       lambda m: f"layer_{int(m.group(1)) * stride}/", name)])
+    return checkpoints.write_original(student, prefix)
 
 
 def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
@@ -93,9 +89,8 @@ def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
     import numpy as np
     import tensorflow as tf
 
-    from bert_runner import checkpoints
     from bert_tasks.classifier import features, processors
-    from modeling import BertClassifier
+    from modeling import BertClassifier, checkpoint as checkpoints
     from modeling.config import BertConfig
     from vocab import tokenization
 
@@ -122,7 +117,7 @@ def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
 def main(argv):
     del argv
     from bench import common
-    from modeling.hf_checkpoint import config_from_hf
+    from modeling.checkpoint import load_config
 
     model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_distillation_")
@@ -132,7 +127,7 @@ def main(argv):
                           FLAGS.unlabeled_examples)
         majority = max(sum(label == c for _, label in rows["dev"]) for c in (0, 1)) / len(
             rows["dev"])
-        config = config_from_hf(os.path.join(model_dir, "config.json"))
+        config = load_config(os.path.join(model_dir, "config.json"))
         stride = -(-config.num_hidden_layers // FLAGS.student_layers)
         files = {"vocab": os.path.join(workdir, "vocab.txt"),
                  "teacher": os.path.join(workdir, "teacher_config.json"),

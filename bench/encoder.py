@@ -129,8 +129,6 @@ def build_ours(c, precision, peer_state):
     import keras
 
     from modeling import BertConfig, BertModel
-    from modeling.hf_checkpoint import hf_name
-    from modeling.tf1_checkpoint import variable_map
 
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bfloat16" else "float32")
@@ -138,11 +136,7 @@ def build_ours(c, precision, peer_state):
         model = BertModel(BertConfig(**c, **COMMON))
     finally:
         keras.config.set_dtype_policy(previous)
-    for tf1, variable in variable_map(model).items():
-        name, transpose = hf_name(tf1)
-        value = peer_state[name.removeprefix("bert.")].float().numpy()
-        variable.assign(value.T if transpose else value)
-    return model
+    return common.assign_peer_weights(model, peer_state, prefix="bert.")
 
 
 def our_runners(model, inputs, modes):

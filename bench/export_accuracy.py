@@ -121,12 +121,12 @@ def run_onnx(export_dir, text_a, text_b, key):
 
 def main(argv):
     del argv
-    from bert_runner import startup
     from bert_runner.serving import embedding, litert, provenance
     from bert_tasks.classifier import processors, raw_text
+    from modeling import checkpoint as checkpoints
 
-    files = startup.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
-                                FLAGS.max_seq_length, flag="--checkpoint")
+    files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
+                                    FLAGS.max_seq_length, flag="--checkpoint")
     processor = processors.get_processor(FLAGS.task_name)
     dev = processor.get_dev_examples(FLAGS.data_dir)[:FLAGS.max_rows]
     train = processor.get_train_examples(FLAGS.data_dir)[:litert.CALIBRATION_TEXTS]

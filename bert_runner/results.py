@@ -2,7 +2,6 @@
 
 Paths go through `tf.io.gfile`, so `output_dir` may be a `gs://` path, as in the original.
 """
-import contextlib
 import json
 import os
 import uuid
@@ -10,24 +9,12 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
+from modeling.checkpoint import files
+from modeling.checkpoint.run_files import read_json_object
 
-@contextlib.contextmanager
-def atomic_output(path):
-    """Yields a temporary path beside `path`; renames it to `path` only if the block succeeds.
-
-    Readers of `path` therefore never see a half-written file, and a failed run leaves any previous
-    `path` untouched. The temporary file is removed on failure.
-    """
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    tmp_path = "%s.tmp-%s" % (path, uuid.uuid4().hex)
-    try:
-        yield tmp_path
-        tf.io.gfile.rename(tmp_path, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp_path):
-            tf.io.gfile.remove(tmp_path)
+# Every output file is written through these; they live with the run's files beside its
+# checkpoints (`modeling.checkpoint`), below the machinery.
+atomic_output, write_text_atomic = files.atomic_output, files.write_text_atomic
 
 
 def file_error_reason(error):
@@ -59,13 +46,6 @@ def check_writable_dir(directory, flag):
                          "directory this user can write") from e
 
 
-def write_text_atomic(path, text):
-    """Writes the str `text` (UTF-8) to `path` through a temporary name."""
-    with atomic_output(path) as tmp_path:
-        with tf.io.gfile.GFile(tmp_path, "w") as f:
-            f.write(text)
-
-
 # Beside eval_results.txt: the same metrics as JSON numbers with the baseline text of each that
 # has one, for programs (the demo, the experiments) instead of the log.
 EVAL_REPORT = "eval_report.json"
@@ -94,3 +74,9 @@ def write_eval_results(path, results):
         logging.info("  %s = %s", key, results[key])
         lines.append("%s = %s\n" % (key, results[key]))
     write_text_atomic(path, "".join(lines))
+
+
+def read_eval_report(output_dir):
+    """The eval_report.json the driver wrote in `output_dir` (`write_eval_report`:
+    `{"metrics": {name: number}, "baselines": {name: text}}`), or None before any evaluation."""
+    return read_json_object(os.path.join(output_dir, EVAL_REPORT))

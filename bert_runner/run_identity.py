@@ -21,7 +21,8 @@ import os
 
 import tensorflow as tf
 
-from bert_runner import run_files, seeds as seed_sweeps
+from bert_runner import seeds as seed_sweeps
+from modeling.checkpoint import run_files
 
 # The RunConfig fields that change what training computes. --jit_compile is not one (the steps
 # compute the same numbers with and without XLA), nor are batch sizes of evaluation and

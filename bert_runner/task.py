@@ -74,7 +74,7 @@ class Task:
     # --bilstm_on_top, set by the driver: `build_model` passes it to the task model.
     bilstm_on_top = False
     # --init_checkpoint, set by the driver: a task that records its labels checks them against
-    # those recorded beside it (`bert_runner.run_files.labels_governing`).
+    # those recorded beside it (`modeling.checkpoint.run_files.labels_governing`).
     init_checkpoint = None
     # --output_dir, set by the driver: where the model a run without training uses is.
     output_dir = None

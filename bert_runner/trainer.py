@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_runner.checkpoints import ModelVariables, restore_newest_readable
+from modeling.checkpoint import ModelVariables, restore_newest_readable
 from bert_runner.distribution import is_chief
 from modeling.optimization import DecoupledDecayOptimizer
 

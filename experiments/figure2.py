@@ -25,7 +25,8 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results, run_files, run_identity
+from bert_runner import results, run_identity
+from modeling.checkpoint import run_files
 
 PLOT_REQUIREMENTS = "requirements-plot.txt"
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")

@@ -43,7 +43,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results, run_files
+from bert_runner import results
+from modeling.checkpoint import run_files
 from bert_tasks.classifier import processors
 from experiments import protocol
 
@@ -293,7 +294,7 @@ def task_rows(choice, run, glue_dir, earlier=None):
                 if other else "-"})
     if choice.task != "mnli":
         return [row]
-    mismatched = run_files.read_eval_report(predict_dir(run, "mnli-mm"))
+    mismatched = results.read_eval_report(predict_dir(run, "mnli-mm"))
     what, base, large = PAPER_TEST["mnli-mm"]
     return [row,
             {"task": "mnli-mm", "chosen setting": "the MNLI model", "dev metric": "eval_accuracy",
@@ -342,9 +343,9 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
     protocol.check_comparable(
         settings, run.output_dir,
         lambda setting: identity(setting, run, glue_dir, max_seq_length),
-        run_files.read_eval_report)
+        results.read_eval_report)
     reports = protocol.reports(
-        settings, select_only, run_files.read_eval_report,
+        settings, select_only, results.read_eval_report,
         lambda setting, directory: fine_tune(setting, run, glue_dir, max_seq_length),
         run.output_dir)
     choices = protocol.choose(settings, reports, metric_of, value_of)

@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import run_files, run_identity
+from bert_runner import run_identity
+from modeling.checkpoint import run_files
 
 
 @dataclasses.dataclass(frozen=True)

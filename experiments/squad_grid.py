@@ -21,7 +21,8 @@ import os
 
 from absl import logging
 
-from bert_runner import results, run_files
+from bert_runner import results
+from modeling.checkpoint import run_files
 from experiments import protocol
 
 TASK = "squad"

@@ -9,7 +9,7 @@ and the layer computes
 
 The adapters are variables of the layer, beside the kernel (`.../self/query/lora_a`), so this
 project's checkpoints hold them; `lora_scale` is stored with them, so a checkpoint alone says how to
-merge (`merged_value`): every loader (`bert_runner.checkpoints`) merges `W + scale * A @ B` into
+merge (`merged_value`): every loader (`modeling.checkpoint`) merges `W + scale * A @ B` into
 a model without adapters, which is how every export serves a LoRA run as a plain model.
 
     enable_lora(model, rank=8, alpha=8, targets="query_value")   # after the model is built

@@ -26,7 +26,7 @@ class TransformerLayer(keras.layers.Layer):
     compute. The dropout seeds are drawn before, outside the recomputed function, so the second
     pass draws the same masks and the gradients are those of the stored-activation layer.
 
-    Variables (paths under the layer's; the original's names in `modeling.checkpoint_names`):
+    Variables (paths under the layer's; the original's names in `modeling.families.bert`):
     `self/{query,key,value}/{kernel,bias}`, `attention_output_dense/{kernel,bias}`,
     `attention_output_LayerNorm/{gamma,beta}`, `intermediate_dense/{kernel,bias}`,
     `output_dense/{kernel,bias}`, `output_LayerNorm/{gamma,beta}`, created in this order (the

@@ -19,10 +19,11 @@ def tiny_expected():
 
 def tiny_pretrainer():
     """The fixture's pretraining model with the original checkpoint loaded (strict)."""
-    from modeling import BertPretrainer, tf1_checkpoint
+    from modeling import BertPretrainer
+    from modeling import checkpoint as checkpoints
 
     model = BertPretrainer(tiny_config())
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt")
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt")
     return model
 
 
@@ -62,10 +63,11 @@ EXPORT_PAIRS = [("The dog runs fast.", "a big cat"), ("the cat sleeps", ""),
 def export_classifier(head_scale=1.0):
     """The tiny encoder with a fixed random 3-label head (large weights: every token counts;
     `head_scale` multiplies them)."""
-    from modeling import BertClassifier, tf1_checkpoint
+    from modeling import BertClassifier
+    from modeling import checkpoint as checkpoints
 
     model = BertClassifier(tiny_config(), len(EXPORT_LABELS))
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     rng = np.random.default_rng(7)
     model.classifier.output_weights.assign(
         rng.normal(0.0, head_scale, (3, 32)).astype(np.float32))

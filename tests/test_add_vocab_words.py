@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_runner import checkpoints
+from modeling import checkpoint as checkpoints
 from bert_tasks.pretraining.vocab_building import add_words
 from conftest import ROOT
-from modeling import BertPretrainer, tf1_checkpoint
+from modeling import BertPretrainer
+from modeling.checkpoint import original as original_layout
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected, tiny_pretrainer
 from refusals import assert_refused, message
 from vocab import tokenization
@@ -84,8 +85,8 @@ def test_words_past_the_slots_grow_the_two_variables(tmp_path, vocab_file):
     # An input with optimizer slots and a global step: only the model's weights are written.
     model = tiny_pretrainer()
     slots = {f"{name}/adam_{m}": np.ones(var.shape, np.float32)
-             for name, var in tf1_checkpoint.variable_map(model).items() for m in "mv"}
-    source = tf1_checkpoint.save_tf1_checkpoint(
+             for name, var in original_layout.variable_map(model).items() for m in "mv"}
+    source = original_layout.save_tf1_checkpoint(
         model, tmp_path / "in" / "bert_model.ckpt", {**slots, "global_step": np.int64(7)})
     result = _run(tmp_path, vocab_file, "dogs\nwalked\nbirds\nsinging\ncats\n", source,
                   new_word_init="random", random_seed=3)

@@ -132,7 +132,7 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import make_task
-    from modeling import tf1_checkpoint
+    from modeling.checkpoint import original as original_layout
 
     data = tmp_path / "data"
     data.mkdir()
@@ -168,7 +168,7 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     assert padding["label_ids"].numpy().tolist() == [0, 0] and padding["is_real_example"] == 0
 
     model = result.trainer.model
-    prefix = tf1_checkpoint.save_tf1_checkpoint(model, str(tmp_path / "tf1" / "bert_model.ckpt"))
+    prefix = original_layout.save_tf1_checkpoint(model, str(tmp_path / "tf1" / "bert_model.ckpt"))
     saved = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     assert saved["cls/multi_label/output_weights"] == [2, 32] and "output_weights" not in saved
     batch = {"input_ids": np.int32([[2, 19, 27, 3]]), "input_mask": np.int32([[1, 1, 1, 1]]),
@@ -186,7 +186,7 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     checkpoints), and none may be empty."""
     import tensorflow as tf
 
-    from bert_runner import run_files
+    from modeling.checkpoint import run_files
     from bert_tasks.classifier.processors import get_processor
     from bert_tasks.classifier.task import MultiLabelTask
     from refusals import message

@@ -308,11 +308,11 @@ def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
 def test_another_tasks_checkpoint_says_whose_it_is(tmp_path):
     """An NER output_dir as a classifier's --init_checkpoint: the head's shapes differ under the
     same names; the refusal says which task wrote it (its run.json)."""
-    from bert_runner import checkpoints
-    from modeling import tf1_checkpoint
+    from modeling import checkpoint as checkpoints
+    from modeling.checkpoint import original as original_layout
 
     tagger = BertClassifier(tiny_config(), 9)  # a 9-label head named as run_ner's
-    prefix = tf1_checkpoint.save_tf1_checkpoint(tagger, str(tmp_path / "bert_model.ckpt"))
+    prefix = original_layout.save_tf1_checkpoint(tagger, str(tmp_path / "bert_model.ckpt"))
     (tmp_path / "run.json").write_text(json.dumps({"task": "ner"}))
     with pytest.raises(ValueError, match="shape mismatch output_weights") as error:
         checkpoints.check_init_checkpoint(BertClassifier(tiny_config(), 2), prefix)

@@ -80,10 +80,11 @@ def _run(args, cwd, stdin=None):
 def classifier():
     """The tiny encoder (original checkpoint) with a fixed random 3-label head."""
     from bert_tasks.classifier import processors
-    from modeling import BertClassifier, tf1_checkpoint
+    from modeling import BertClassifier
+    from modeling import checkpoint as checkpoints
 
     model = BertClassifier(tiny_config(), processors.get_processor(TASK).num_labels)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     rng = np.random.default_rng(7)
     # Large head weights make the probabilities sensitive to every input token.
     model.classifier.output_weights.assign(rng.normal(0.0, 1.0, (3, 32)).astype(np.float32))
@@ -109,9 +110,9 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
     import tensorflow as tf
 
     from bert_tasks.classifier import processors
-    from modeling import tf1_checkpoint
+    from modeling.checkpoint import original as original_layout
 
-    checkpoint = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
+    checkpoint = original_layout.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
     export_dir = tmp_path / "serving" / "1"
     _run(["export_model.py", "--task_name=MNLI",
           "--bert_config_file=%s" % (TINY / "bert_config.json"), "--vocab_file=%s" % VOCAB,
@@ -165,10 +166,10 @@ def test_load_classifier_refuses_pretraining_checkpoint():
 def test_a_checkpoint_of_another_task_is_not_exported(classifier, tmp_path):
     """MNLI's 3-label head as MRPC's 2 labels, or an MRPC run as CoLA (both 2 labels: the run's
     run.json tells); MNLI's model serves MNLI-mm and AX."""
-    from modeling import tf1_checkpoint
+    from modeling.checkpoint import original as original_layout
     from bert_tasks.classifier import raw_text
 
-    prefix = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "tf1" / "model.ckpt-5")
+    prefix = original_layout.save_tf1_checkpoint(classifier, tmp_path / "tf1" / "model.ckpt-5")
     with pytest.raises(ValueError, match="has a classifier head of 3 labels") as error:
         raw_text.load_classifier(tiny_config(), 2, prefix, task_name="MRPC")
     assert f"{prefix} (--checkpoint)" in str(error.value)
@@ -177,7 +178,7 @@ def test_a_checkpoint_of_another_task_is_not_exported(classifier, tmp_path):
     run = tmp_path / "mrpc_output"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"task": "classifier/mrpc"}))
-    mrpc = tf1_checkpoint.save_tf1_checkpoint(_binary(classifier), run / "bert_model.ckpt")
+    mrpc = original_layout.save_tf1_checkpoint(_binary(classifier), run / "bert_model.ckpt")
     with pytest.raises(ValueError, match=re.escape(message("export-other-task"))) as error:
         raw_text.load_classifier(tiny_config(), 2, mrpc, task_name="CoLA")
     assert "--task_name=CoLA: export it with --task_name=MRPC" in str(error.value)
@@ -223,10 +224,10 @@ def test_an_unwritable_export_dir_leaves_nothing(classifier, tmp_path, monkeypat
 
 def test_cli_refuses_a_checkpoint_whose_data_file_was_deleted(classifier, tmp_path):
     """One line, exit 2, no traceback (TensorFlow's read error is a page of C++ context)."""
-    from modeling import tf1_checkpoint
+    from modeling.checkpoint import original as original_layout
     from refusals import assert_refused
 
-    prefix = tf1_checkpoint.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
+    prefix = original_layout.save_tf1_checkpoint(classifier, tmp_path / "ckpt" / "model.ckpt-5")
     os.remove(prefix + ".data-00000-of-00001")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     process = subprocess.run(
@@ -275,12 +276,13 @@ def test_regression_signature_returns_scores():
     """num_labels=1 (STS-B): `predictions` [N] is the raw output, as the original writes it."""
     import tensorflow as tf
 
-    from modeling import BertClassifier, tf1_checkpoint
+    from modeling import BertClassifier
+    from modeling import checkpoint as checkpoints
     from bert_tasks.classifier import raw_text
     from vocab.fast_tokenizer import FastBertTokenizer
 
     model = BertClassifier(tiny_config(), 1)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     model.classifier.output_weights.assign(np.random.default_rng(3).normal(size=(1, 32)))
     module = raw_text.ClassifierExport(model, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH)
     got = module.serve_pairs(tf.constant([a for a, _ in PAIRS]),
@@ -308,10 +310,10 @@ def _fixture_texts(*categories, per_category=2):
 def _tiny(model_class, *args, head=None, seed=11):
     """`model_class(tiny_config(), *args)` with the fixture encoder and a large random head (so
     that every input token moves the outputs)."""
-    from modeling import tf1_checkpoint
+    from modeling import checkpoint as checkpoints
 
     model = model_class(tiny_config(), *args)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     rng = np.random.default_rng(seed)
     for _, variable in model.tf1_head_variables():
         variable.assign(rng.normal(0.0, 1.0, variable.shape).astype(np.float32))
@@ -576,14 +578,15 @@ def test_a_checkpoint_of_another_script_is_refused(tmp_path):
     SWAG (no head): one line naming the checkpoint and the --format to use."""
     from bert_runner.serving import provenance
     from bert_tasks.serving import register_all
-    from modeling import BertMultipleChoice, BertSpanLabeler, BertTokenClassifier, tf1_checkpoint
+    from modeling import BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+    from modeling.checkpoint import original as original_layout
 
     register_all()
 
     run = tmp_path / "ner_output"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"task": "ner"}))
-    prefix = tf1_checkpoint.save_tf1_checkpoint(_tiny(BertTokenClassifier, 5),
+    prefix = original_layout.save_tf1_checkpoint(_tiny(BertTokenClassifier, 5),
                                                 run / "model.ckpt-1")
     with pytest.raises(ValueError, match=re.escape(message("export-other-format"))) as error:
         provenance.load_fine_tuned(BertSpanLabeler(tiny_config()), prefix, "squad")

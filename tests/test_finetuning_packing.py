@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertConfig, tf1_checkpoint
+from modeling import BertConfig
+from modeling import checkpoint as checkpoints
 from modeling_helpers import TINY
 from bert_runner import inputs, packing
 from bert_tasks.classifier.features import InputExample, tf_examples
@@ -98,7 +99,7 @@ def test_packed_and_unpacked_batches_give_the_same_loss_and_gradients(kind):
     config = BertConfig.from_json_file(TINY / "bert_config.json").to_dict()
     config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = task.build_model(BertConfig.from_dict(config))
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
 
     def loss_and_grads(features):
         # training=False: the classifier layer's dropout (the original's fixed 0.1) would draw

@@ -107,7 +107,8 @@ def test_exports_serve_the_merged_weights(lora_run, tmp_path):
     import sys
 
     from conftest import ROOT
-    from modeling.hf_checkpoint import read_hf_as_tf1
+    from modeling.checkpoint.hugging_face import read_hf_as_tf1
+    from modeling.families.bert import BERT
 
     _, out = lora_run
     process = subprocess.run(
@@ -116,7 +117,7 @@ def test_exports_serve_the_merged_weights(lora_run, tmp_path):
          f"--bert_config_file={TINY / 'bert_config.json'}", f"--export_dir={tmp_path / 'hf'}"],
         capture_output=True, text=True)
     assert process.returncode == 0, process.stderr[-3000:]
-    exported = read_hf_as_tf1(str(tmp_path / "hf"))
+    exported = read_hf_as_tf1(str(tmp_path / "hf"), BERT)
     merged = checkpoint_values(out / "bert_model.ckpt")
     for name, value in exported.items():
         np.testing.assert_allclose(value, merged[name], atol=1e-7, err_msg=name)

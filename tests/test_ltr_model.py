@@ -115,11 +115,11 @@ def test_the_objective_is_recorded_only_for_ltr(tmp_path):
 
 
 def test_an_ltr_model_has_no_hugging_face_form():
-    from modeling import hf_checkpoint
+    from modeling.families.bert import config_to_hf
 
     with pytest.raises(ValueError, match=message("hf-export-ltr")):
-        hf_checkpoint.config_to_hf(_config("ltr"))
-    assert hf_checkpoint.config_to_hf(_config())["model_type"] == "bert"
+        config_to_hf(_config("ltr"))
+    assert config_to_hf(_config())["model_type"] == "bert"
 
 
 def test_next_token_loss_equals_a_numpy_reference():
@@ -257,7 +257,8 @@ def test_run_classifier_fine_tunes_the_ltr_checkpoint_with_the_bilstm(ltr_run, t
 
 
 def test_bilstm_on_top_keeps_the_heads_shapes_and_names_its_tf1_variables(tmp_path):
-    from modeling import tf1_checkpoint
+    from modeling.checkpoint import original as original_layout
+    from modeling import checkpoint as checkpoints
 
     keras.utils.set_random_seed(0)
     ids, mask = _batch()
@@ -267,7 +268,7 @@ def test_bilstm_on_top_keeps_the_heads_shapes_and_names_its_tf1_variables(tmp_pa
     assert logits.shape == (3, 3)
     spans = BertSpanLabeler(_config("ltr"), bilstm_on_top=True)
     assert spans(features)["start_logits"].shape == (3, 12)
-    names = list(tf1_checkpoint.variable_map(classifier))
+    names = list(original_layout.variable_map(classifier))
     assert "bilstm/forward/kernel" in names and "bilstm/backward/recurrent_kernel" in names
     # The BiLSTM's summary: a change after the last real token changes nothing.
     changed = dict(features, input_ids=np.where(mask, ids, 7))
@@ -275,8 +276,8 @@ def test_bilstm_on_top_keeps_the_heads_shapes_and_names_its_tf1_variables(tmp_pa
     copy = BertClassifier.from_config(classifier.get_config())
     assert copy.bilstm is not None
     # The original layout round-trips the BiLSTM (strict: every variable on both sides).
-    tf1_checkpoint.save_tf1_checkpoint(classifier, str(tmp_path / "model.ckpt"))
-    tf1_checkpoint.load_tf1_checkpoint(copy, str(tmp_path / "model.ckpt"))
+    original_layout.save_tf1_checkpoint(classifier, str(tmp_path / "model.ckpt"))
+    checkpoints.load_checkpoint(copy, str(tmp_path / "model.ckpt"))
     np.testing.assert_allclose(np.asarray(copy(features)["logits"]), logits, atol=1e-6)
 
 
@@ -284,7 +285,7 @@ def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
     """The objective recorded beside a checkpoint (its output_dir's bert_config.json) must be the
     config's: the original config with an LTR checkpoint would make a bidirectional encoder. A
     causal model's [CLS] sees only itself: --pooling=cls is refused for it."""
-    from bert_runner import startup
+    from modeling import checkpoint as checkpoints
     from modeling.pooling import check_pooling
 
     run_dir = tmp_path / "ltr_run"
@@ -293,8 +294,8 @@ def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
     (run_dir / "bert_config.json").write_text(json.dumps({**values, OBJECTIVE_KEY: "ltr"}))
     checkpoint = str(run_dir / "ckpt-2")
     with pytest.raises(ValueError, match=re.escape(message("checkpoint-objective-mismatch"))):
-        startup.model_files(str(TINY_TRAIN / "bert_config.json"), None, checkpoint)
-    files = startup.model_files(str(run_dir / "bert_config.json"), None, checkpoint)
+        checkpoints.model_files(str(TINY_TRAIN / "bert_config.json"), None, checkpoint)
+    files = checkpoints.model_files(str(run_dir / "bert_config.json"), None, checkpoint)
     assert files.config.causal
 
     with pytest.raises(ValueError, match=re.escape(message("pooling-cls-ltr"))):

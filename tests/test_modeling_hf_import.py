@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertModel, BertPretrainer, gelu_exact, tf1_checkpoint
-from modeling.hf_checkpoint import (
-    config_from_hf, hf_name, load_hf_checkpoint, save_hf_model, tf1_name, write_safetensors)
+from modeling import BertModel, BertPretrainer, gelu_exact
+from modeling.checkpoint import original as original_layout
+from modeling import checkpoint as checkpoints
+from modeling.checkpoint.hugging_face import read_config as config_from_hf
+from modeling.checkpoint.hugging_face import save_hf_model, write_safetensors
+from modeling.families.bert import hf_name, original_name as tf1_name
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
 from refusals import message
 
@@ -47,8 +50,8 @@ def test_hf_config_uses_exact_gelu(tmp_path):
 def test_every_tensor_lands_where_its_name_says(tmp_path):
     reader = hf_checkpoint_from_fixture(tmp_path)
     model = BertPretrainer(config_from_hf(tmp_path / "config.json"))
-    report = load_hf_checkpoint(model, tmp_path)  # strict
-    names = tf1_checkpoint.variable_map(model)
+    report = checkpoints.load_checkpoint(model, tmp_path)  # strict
+    names = original_layout.variable_map(model)
     assert sorted(report.loaded) == sorted(names)
     for name, var in names.items():
         np.testing.assert_array_equal(np.asarray(var), reader.get_tensor(name), err_msg=name)
@@ -62,7 +65,7 @@ def test_every_tensor_lands_where_its_name_says(tmp_path):
 def test_encoder_only_checkpoint_without_prefix_loads(tmp_path):
     reader = hf_checkpoint_from_fixture(tmp_path, bert_prefix=False)
     model = BertModel(config_from_hf(tmp_path / "config.json"))
-    load_hf_checkpoint(model, tmp_path / "model.safetensors", strict=False)
+    checkpoints.load_checkpoint(model, tmp_path / "model.safetensors", strict=False)
     np.testing.assert_array_equal(
         np.asarray(model.encoder_layers[1].query_kernel),
         reader.get_tensor("bert/encoder/layer_1/attention/self/query/kernel"))
@@ -73,23 +76,23 @@ def test_wrong_config_is_reported_with_shapes(tmp_path):
     config = config_from_hf(tmp_path / "config.json")
     config.intermediate_size = 38
     with pytest.raises(ValueError, match=r"bert/encoder/layer_0/intermediate/dense/kernel: model \[32, 38\], checkpoint \[32, 37\]"):
-        load_hf_checkpoint(BertPretrainer(config), tmp_path)
+        checkpoints.load_checkpoint(BertPretrainer(config), tmp_path)
 
 
 def test_corrupt_safetensors_names_the_file(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 5) + b"{oops")
     with pytest.raises(ValueError, match="model.safetensors: corrupt safetensors header"):
-        load_hf_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
+        checkpoints.load_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
     # Cut short (an interrupted download): said so, with what is missing.
     write_safetensors(tmp_path / "whole.safetensors", {"a": np.zeros((4, 4), np.float32)})
     data = (tmp_path / "whole.safetensors").read_bytes()
     (tmp_path / "model.safetensors").write_bytes(data[:-10])
     with pytest.raises(ValueError, match=re.escape(message("hf-weights-truncated"))):
-        load_hf_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
+        checkpoints.load_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
 
 
 def test_tf1_name_inverts_hf_name():
-    for name in tf1_checkpoint.variable_map(BertPretrainer(tiny_config())):
+    for name in original_layout.variable_map(BertPretrainer(tiny_config())):
         assert tf1_name(hf_name(name)[0]) == (name, hf_name(name)[1])
 
 
@@ -107,7 +110,7 @@ def test_written_directory_reads_back_identical(tmp_path, hidden_act, hf_act):
     config = tiny_config()
     config.hidden_act = hidden_act  # the GELU flavour goes out and comes back
     model = BertModel(config)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     out = save_hf_model(model, tmp_path / "hf", TINY / "vocab.txt", do_lower_case=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no temporary left
     hf = json.loads((tmp_path / "hf" / "config.json").read_text())
@@ -131,9 +134,9 @@ def test_written_directory_reads_back_identical(tmp_path, hidden_act, hf_act):
     config = config_from_hf(tmp_path / "hf" / "config.json")
     assert config.hidden_act == hidden_act
     back = BertModel(config)
-    load_hf_checkpoint(back, out)  # strict: every variable
-    for (name, a), (_, b) in zip(tf1_checkpoint.variable_map(model).items(),
-                                 tf1_checkpoint.variable_map(back).items()):
+    checkpoints.load_checkpoint(back, out)  # strict: every variable
+    for (name, a), (_, b) in zip(original_layout.variable_map(model).items(),
+                                 original_layout.variable_map(back).items()):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
     inputs = encoder_inputs(tiny_expected())
     np.testing.assert_array_equal(np.asarray(back(inputs)["sequence_output"]),

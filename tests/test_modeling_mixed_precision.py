@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertConfig, BertPretrainer, masked_lm_loss, tf1_checkpoint
+from modeling import BertConfig, BertPretrainer, masked_lm_loss
+from modeling.checkpoint import original as original_layout
+from modeling import checkpoint as checkpoints
 from modeling.optimization import create_optimizer
 from modeling_helpers import TINY, TINY_TRAIN, pretraining_features, tiny_config, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
@@ -14,10 +16,10 @@ from bert_runner.trainer import Trainer
 
 
 def pretrainer(policy):
-    from modeling import tf1_checkpoint
+    from modeling import checkpoint as checkpoints
 
     model = BertPretrainer(tiny_config(), dtype=policy)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt")
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt")
     return model
 
 
@@ -64,8 +66,8 @@ def test_fp16_training_follows_the_original_float32_trajectory(tmp_path):
     trajectory = json.loads((TINY_TRAIN / "expected_train.json").read_text())["preinc"]
     config = BertConfig.from_json_file(TINY_TRAIN / "bert_config.json")
     model = BertPretrainer(config, dtype="mixed_float16")
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY_TRAIN / "bert_model.ckpt")
-    start = {name: np.asarray(v) for name, v in tf1_checkpoint.variable_map(model).items()}
+    checkpoints.load_checkpoint(model, TINY_TRAIN / "bert_model.ckpt")
+    start = {name: np.asarray(v) for name, v in original_layout.variable_map(model).items()}
     optimizer = keras.optimizers.LossScaleOptimizer(create_optimizer("adamw", 1e-2, 10, 2))
     trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, pretraining_loss,
                       str(tmp_path), global_batch_size=3, steps_per_loop=1,
@@ -79,9 +81,9 @@ def test_fp16_training_follows_the_original_float32_trajectory(tmp_path):
         assert record.metrics["loss"] == pytest.approx(want["total_loss"], abs=0.01)
     reader = tf.train.load_checkpoint(str(TINY_TRAIN / "bert_model_step5_preinc.ckpt"))
     ours = np.concatenate([(np.asarray(v) - start[n]).ravel()
-                           for n, v in tf1_checkpoint.variable_map(model).items()])
+                           for n, v in original_layout.variable_map(model).items()])
     original = np.concatenate([(reader.get_tensor(n) - start[n]).ravel()
-                               for n in tf1_checkpoint.variable_map(model)])
+                               for n in original_layout.variable_map(model)])
     assert np.linalg.norm(ours - original) < 0.05 * np.linalg.norm(original)
 
 

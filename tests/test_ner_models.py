@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import tf1_checkpoint
+from modeling.checkpoint import original as original_layout
+from modeling import checkpoint as checkpoints
 from modeling import BertTokenClassifier
 from modeling_helpers import TINY, tiny_config, tiny_expected
 from bert_tasks.ner import conll, feature_based, features as ner_features, tags
@@ -33,7 +34,7 @@ def token_features(batch=2, seq=8, seed=0):
 @pytest.fixture(scope="module")
 def model():
     model = BertTokenClassifier(tiny_config(), len(LABELS))
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     return model
 
 
@@ -52,16 +53,16 @@ def test_logits_are_the_layer_on_every_real_position(model):
 
 
 def test_tf1_names_and_round_trip(tmp_path, model):
-    names = tf1_checkpoint.variable_map(model)
+    names = original_layout.variable_map(model)
     assert list(names)[-2:] == ["output_weights", "output_bias"]  # run_classifier's place
     assert tuple(names["output_weights"].shape) == (len(LABELS), 32)
     expected = tiny_expected()
     sequence = model.bert({"input_ids": expected["input_ids"], "input_mask": expected["input_mask"],
                            "token_type_ids": expected["segment_ids"]})["sequence_output"]
     np.testing.assert_allclose(sequence, expected["sequence_output"], atol=1e-5)
-    prefix = tf1_checkpoint.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
+    prefix = original_layout.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
     again = BertTokenClassifier(tiny_config(), len(LABELS))
-    tf1_checkpoint.load_tf1_checkpoint(again, prefix)  # strict: every name present
+    checkpoints.load_checkpoint(again, prefix)  # strict: every name present
     features = token_features(seed=1)
     np.testing.assert_array_equal(again(features)["logits"], model(features)["logits"])
 

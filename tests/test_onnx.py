@@ -62,11 +62,12 @@ def test_embedding_gives_the_saved_models_vectors(tmp_path):
     import tensorflow as tf
 
     from bert_runner.serving import embedding, onnx
-    from modeling import BertModel, tf1_checkpoint
+    from modeling import BertModel
+    from modeling import checkpoint as checkpoints
     from vocab.fast_tokenizer import FastBertTokenizer
 
     encoder = BertModel(tiny_config())
-    tf1_checkpoint.load_tf1_checkpoint(encoder, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(encoder, TINY / "bert_model.ckpt", strict=False)
     onnx.write_onnx(embedding.convertible(encoder, "mean", True), VOCAB, True, MAX_SEQ_LENGTH,
                     tmp_path / "onnx")
     got = onnx.OnnxTextModel(str(tmp_path / "onnx"))(SINGLES)["embedding"]

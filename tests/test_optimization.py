@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertConfig, BertPretrainer, tf1_checkpoint
+from modeling import BertConfig, BertPretrainer
+from modeling.checkpoint import original as original_layout
+from modeling import checkpoint as checkpoints
 from modeling.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
 from modeling_helpers import TINY_TRAIN, pretraining_features, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
@@ -23,7 +25,7 @@ def fixed_batch_dataset(features, copies=1):
 def tiny_train_setup(tmp_path, accumulation=1, init_lr=1e-2):
     config = BertConfig.from_json_file(TINY_TRAIN / "bert_config.json")
     model = BertPretrainer(config)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY_TRAIN / "bert_model.ckpt")
+    checkpoints.load_checkpoint(model, TINY_TRAIN / "bert_model.ckpt")
     optimizer = create_optimizer("adamw", init_lr, num_train_steps=10, num_warmup_steps=2)
     trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, pretraining_loss, str(tmp_path),
                       global_batch_size=3 * accumulation, steps_per_loop=1, save_checkpoints_steps=1000,
@@ -98,7 +100,7 @@ def test_weight_decay_exclusions_match_the_original_names():
     config = BertConfig.from_json_file(TINY_TRAIN / "bert_config.json")
     model = BertPretrainer(config)
     optimizer = create_optimizer("adamw", 1e-3, 10, 1)
-    for name, variable in tf1_checkpoint.variable_map(model).items():
+    for name, variable in original_layout.variable_map(model).items():
         original = not any(re.search(p, name) for p in ("LayerNorm", "layer_norm", "bias"))
         assert optimizer.decays(variable) == original, name
     assert optimizer.decays(model.next_sentence.output_weights)  # decayed in the original too
@@ -116,7 +118,7 @@ def test_five_steps_reproduce_the_original_trajectory(tmp_path):
         assert metrics["loss"] == pytest.approx(want["total_loss"], abs=1e-5)
         assert metrics["grad_norm"] == pytest.approx(want["grad_global_norm_before_clip"], rel=1e-5)
     reader = tf.train.load_checkpoint(str(TINY_TRAIN / "bert_model_step5_preinc.ckpt"))
-    for name, variable in tf1_checkpoint.variable_map(trainer.model).items():
+    for name, variable in original_layout.variable_map(trainer.model).items():
         np.testing.assert_allclose(np.asarray(variable), reader.get_tensor(name), rtol=0, atol=5e-5,
                                    err_msg=name)
     assert trainer.step == 5

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import FIXTURES
-from modeling import BertConfig, BertPretrainer, tf1_checkpoint
+from modeling import BertConfig, BertPretrainer
+from modeling import checkpoint as checkpoints
 from modeling_helpers import TINY, TINY_TRAIN
 from pretraining_helpers import run_in_process
 from refusals import message
@@ -111,7 +112,7 @@ def test_packed_and_unpacked_batches_give_the_same_losses_and_gradients():
     config = BertConfig.from_json_file(TINY_TRAIN / "bert_config.json").to_dict()
     config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = BertPretrainer(BertConfig.from_dict(config))
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY_TRAIN / "bert_model.ckpt")
+    checkpoints.load_checkpoint(model, TINY_TRAIN / "bert_model.ckpt")
 
     def loss_and_grads(features):
         with tf.GradientTape() as tape:

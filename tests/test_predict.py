@@ -27,10 +27,11 @@ LABELS = ["contradiction", "entailment", "neutral"]
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
     from bert_tasks.classifier import raw_text
-    from modeling import BertClassifier, tf1_checkpoint
+    from modeling import BertClassifier
+    from modeling import checkpoint as checkpoints
 
     model = BertClassifier(tiny_config(), 3)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     model.classifier.output_weights.assign(
         np.random.default_rng(5).normal(0.0, 1.0, (3, 32)).astype(np.float32))
     directory = tmp_path_factory.mktemp("serving") / "1"

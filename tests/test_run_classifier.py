@@ -288,7 +288,7 @@ def test_initialises_from_a_run_pretraining_output_dir(tmp_path):
     """--init_checkpoint=<run_pretraining output_dir>: encoder loaded, classifier layer new."""
     from modeling import BertClassifier, BertPretrainer
     from modeling_helpers import save_like_the_trainer, tiny_config
-    from bert_runner import checkpoints
+    from modeling import checkpoint as checkpoints
 
     pretrained = BertPretrainer(tiny_config())
     classifier = BertClassifier(tiny_config(), 3)

@@ -1,9 +1,9 @@
-"""bert_runner.run_files: the one reader of the files a run keeps beside its checkpoints."""
+"""modeling.checkpoint.run_files: the one reader of the files a run keeps beside its checkpoints."""
 import re
 
 import pytest
 
-from bert_runner import run_files
+from modeling.checkpoint import run_files
 from refusals import message
 
 
@@ -24,14 +24,14 @@ def test_run_json_is_read_beside_a_checkpoint_or_its_seed_directory(tmp_path):
     (b"\xff\xfe{}", "is not valid JSON")])
 def test_a_run_json_that_is_not_a_json_object_is_refused_by_every_reader(tmp_path, content,
                                                                         says):
-    from bert_runner import startup
     from bert_runner.serving import provenance
+    from modeling import checkpoint as checkpoints
 
     path = tmp_path / "run.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     assert message("run-record-unreadable") == "is not valid JSON"
-    for read in (run_files.output_dir_record, run_files.run_record, startup.recorded_task,
-                 startup.recorded_objective, provenance.recorded_bilstm_on_top):
+    for read in (run_files.output_dir_record, run_files.run_record, checkpoints.recorded_task,
+                 checkpoints.recorded_objective, provenance.recorded_bilstm_on_top):
         with pytest.raises(ValueError, match=re.escape(f"{path} {says}")):
             read(str(tmp_path))
 

@@ -18,7 +18,8 @@ from conftest import ROOT
 from bert_runner import cli
 from bert_tasks.ner import feature_based_run
 from bert_tasks.ner.activations import ActivationCache
-from modeling import BertConfig, BertModel, tf1_checkpoint
+from modeling import BertConfig, BertModel
+from modeling.checkpoint import original as original_layout
 from ner_helpers import TINY, write_conll_dir
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
@@ -31,7 +32,7 @@ def four_layer_checkpoint(directory):
     directory.mkdir()
     (directory / "bert_config.json").write_text(json.dumps(config))
     keras.utils.set_random_seed(0)
-    tf1_checkpoint.save_tf1_checkpoint(BertModel(BertConfig.from_dict(config)),
+    original_layout.save_tf1_checkpoint(BertModel(BertConfig.from_dict(config)),
                                        directory / "bert_model.ckpt")
     return directory
 

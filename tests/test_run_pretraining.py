@@ -12,7 +12,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from modeling import BertPretrainer, tf1_checkpoint
+from modeling import BertPretrainer
+from modeling.checkpoint import original as original_layout
+from modeling import checkpoint as checkpoints
 from modeling_helpers import TINY, tiny_config
 from pretraining_helpers import (
     cli_flags, model_checkpoint_values, pretraining_command, run_cli, run_in_process,
@@ -44,7 +46,7 @@ def test_train_eval_outputs_and_original_layout_export(tmp_path):
     # Checkpoints every 3 steps; the final weights also in the original layout, loadable strictly.
     assert (out / "ckpt-3.index").exists() and (out / "ckpt-6.index").exists()
     model = BertPretrainer(tiny_config())
-    tf1_checkpoint.load_tf1_checkpoint(model, out / "bert_model.ckpt")
+    checkpoints.load_checkpoint(model, out / "bert_model.ckpt")
     assert tf.train.load_checkpoint(str(out / "bert_model.ckpt")).get_tensor("global_step") == 6
     # TensorBoard scalars.
     events = list((out / "train").glob("events.out.tfevents.*"))
@@ -54,7 +56,7 @@ def test_train_eval_outputs_and_original_layout_export(tmp_path):
 
 def test_our_checkpoints_initialise_other_task_models(tmp_path):
     from modeling import BertClassifier
-    from bert_runner.checkpoints import initialize_from_checkpoint
+    from modeling.checkpoint import initialize_from_checkpoint
 
     data = write_records(tmp_path / "train.tfrecord", 32)
     first = tmp_path / "first"
@@ -67,7 +69,7 @@ def test_our_checkpoints_initialise_other_task_models(tmp_path):
     for variable in classifier.bert.weights:
         key = "model/by_path/" + variable.path.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
         np.testing.assert_array_equal(np.asarray(variable), saved[key], err_msg=variable.path)
-    assert len(report.loaded) == len(tf1_checkpoint.encoder_variable_map(classifier.bert))
+    assert len(report.loaded) == len(original_layout.encoder_names(classifier))
 
 
 def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_path, caplog):

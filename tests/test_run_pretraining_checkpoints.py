@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from modeling_helpers import TINY_TRAIN
 from pretraining_helpers import run_in_process, truncate_checkpoint, write_records
-from bert_runner.checkpoints import restore_newest_readable
+from modeling.checkpoint import restore_newest_readable
 
 
 def _manager(directory):

@@ -8,7 +8,7 @@ import tensorflow as tf
 from modeling import BertClassifier
 from modeling_helpers import TINY_TRAIN, tiny_config
 from pretraining_helpers import run_in_process, write_records
-from bert_runner.checkpoints import check_init_checkpoint, initialize_from_checkpoint
+from modeling.checkpoint import check_init_checkpoint, initialize_from_checkpoint
 from test_run_pretraining import read_eval_results
 
 UNTRAINED = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias",

@@ -1,4 +1,4 @@
-"""A Hugging Face directory as the model of a run (bert_runner.startup.model_files, the shared
+"""A Hugging Face directory as the model of a run (modeling.checkpoint.model_files, the shared
 loader), and sentence vectors: extract_features.py --pooling and the embedding SavedModel, on a
 tiny Hugging Face model the test writes from the fixture."""
 import json
@@ -15,49 +15,49 @@ LINES = TINY / "extract_features" / "input.txt"
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory):
     """The tiny fixture encoder in Hugging Face's layout (tanh GELU: "gelu_new")."""
-    from modeling import BertModel, tf1_checkpoint
-    from modeling.hf_checkpoint import save_hf_model
+    from modeling import BertModel, checkpoint as checkpoints
+    from modeling.checkpoint.hugging_face import save_hf_model
 
     model = BertModel(tiny_config())
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     return save_hf_model(model, tmp_path_factory.mktemp("hf") / "tiny", TINY / "vocab.txt", True)
 
 
 def test_the_directory_gives_config_and_vocabulary(hf_dir, tmp_path):
-    from bert_runner import startup
+    from modeling import checkpoint as checkpoints
 
-    files = startup.model_files(None, None, hf_dir, max_seq_length=16)
+    files = checkpoints.model_files(None, None, hf_dir, max_seq_length=16)
     assert files.config.to_dict() == tiny_config().to_dict()  # "gelu_new" is the tanh "gelu"
     assert (files.config_file, files.vocab_file) == (f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt")
-    same = startup.model_files(str(TINY / "bert_config.json"), None, hf_dir)
+    same = checkpoints.model_files(str(TINY / "bert_config.json"), None, hf_dir)
     assert same.config_file == str(TINY / "bert_config.json")
     # The directory's own files as the flags (docs/modeling.md): its config.json is read in
     # Hugging Face's terms ("gelu_new" the tanh GELU, "gelu" the exact one).
-    own = startup.model_files(f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt", hf_dir)
+    own = checkpoints.model_files(f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt", hf_dir)
     assert own.config.to_dict() == tiny_config().to_dict()
     exact = tmp_path / "config.json"
     exact.write_text(json.dumps({**json.loads(open(f"{hf_dir}/config.json").read()),
                                  "hidden_act": "gelu"}))
-    assert startup.load_config(str(exact)).hidden_act == "gelu_exact"
+    assert checkpoints.load_config(str(exact)).hidden_act == "gelu_exact"
     # The erf GELU against the directory's tanh one: the outputs would differ by up to 1e-3.
     other = tmp_path / "bert_config.json"
     other.write_text(json.dumps({**tiny_config().to_dict(), "hidden_act": "gelu_exact"}))
     with pytest.raises(ValueError, match=message("hf-config-mismatch")) as error:
-        startup.model_files(str(other), None, hf_dir)
+        checkpoints.model_files(str(other), None, hf_dir)
     assert f"{other}" in str(error.value) and f"{hf_dir}/config.json" in str(error.value)
     assert "hidden_act 'gelu_exact' vs 'gelu'" in str(error.value)
     partial = tmp_path / "partial"
     partial.mkdir()
     (partial / "config.json").write_bytes((tmp_path / "bert_config.json").read_bytes())
     with pytest.raises(ValueError, match=message("checkpoint-directory-neither-layout")):
-        startup.model_files(None, None, str(partial))
+        checkpoints.model_files(None, None, str(partial))
 
 
 def test_the_shared_loader_takes_the_directory(hf_dir):
     import tensorflow as tf
 
     from modeling import BertClassifier
-    from bert_runner import checkpoints
+    from modeling import checkpoint as checkpoints
 
     model = BertClassifier(tiny_config(), 3)
     checkpoints.check_init_checkpoint(model, hf_dir)
@@ -90,7 +90,7 @@ def test_pooling_over_real_tokens(hf_dir):
     """`modeling.pooling.pool` against NumPy on the full padded features ([CLS], mean, max)."""
     from modeling import BertModel
     from modeling.pooling import pool
-    from bert_runner import checkpoints
+    from modeling import checkpoint as checkpoints
 
     model = BertModel(tiny_config())
     checkpoints.initialize_from_checkpoint(model, hf_dir)
@@ -125,12 +125,12 @@ def test_extract_features_vectors_through_the_embedding_graph(hf_dir, tmp_path):
     """extract_features' --pooling path: the embedding SavedModel's graph (fast tokenizer, rows
     sorted by length, several model calls), then both output formats."""
     import extract_features
-    from bert_runner import startup
+    from modeling import checkpoint as checkpoints
     from bert_runner.serving import embedding
     from bert_runner.serving import provenance
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    files = startup.model_files(None, None, hf_dir)
+    files = checkpoints.model_files(None, None, hf_dir)
     model = provenance.load_encoder(files.config, hf_dir)
     examples = list(extract_features.read_examples(str(LINES)))
     module = embedding.EmbeddingExport(model, FastBertTokenizer(files.vocab_file, True), 16, "max",

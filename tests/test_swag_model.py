@@ -4,7 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from modeling import BertClassifier, tf1_checkpoint
+from modeling import BertClassifier
+from modeling.checkpoint import original as original_layout
+from modeling import checkpoint as checkpoints
 from modeling.multiple_choice import BertMultipleChoice
 from modeling_helpers import TINY, tiny_config, tiny_expected
 
@@ -21,7 +23,7 @@ def choice_features(batch=2, num_choices=4, seq=8, seed=0):
 @pytest.fixture(scope="module")
 def model():
     model = BertMultipleChoice(tiny_config())
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     return model
 
 
@@ -51,16 +53,16 @@ def test_the_vector_is_the_only_new_parameter(model):
 
 
 def test_tf1_names_and_round_trip(tmp_path, model):
-    names = tf1_checkpoint.variable_map(model)
+    names = original_layout.variable_map(model)
     assert list(names)[-1] == "cls/swag/output_weights"
     # The encoder came from the original checkpoint.
     expected = tiny_expected()
     sequence = model.bert({"input_ids": expected["input_ids"], "input_mask": expected["input_mask"],
                            "token_type_ids": expected["segment_ids"]})["sequence_output"]
     np.testing.assert_allclose(sequence, expected["sequence_output"], atol=1e-5)
-    prefix = tf1_checkpoint.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
+    prefix = original_layout.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
     again = BertMultipleChoice(tiny_config())
-    tf1_checkpoint.load_tf1_checkpoint(again, prefix)  # strict: every name present
+    checkpoints.load_checkpoint(again, prefix)  # strict: every name present
     features = choice_features(seed=1)
     np.testing.assert_array_equal(again(features)["logits"], model(features)["logits"])
 

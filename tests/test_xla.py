@@ -38,7 +38,8 @@ def _train_with_dropout(output_dir, jit_compile, steps=3):
     import tensorflow as tf
 
     from bert_runner.trainer import Trainer
-    from modeling import BertTokenClassifier, tf1_checkpoint
+    from modeling import BertTokenClassifier
+    from modeling import checkpoint as checkpoints
     from modeling.losses import masked_lm_loss
     from modeling.optimization import create_optimizer
 
@@ -46,7 +47,7 @@ def _train_with_dropout(output_dir, jit_compile, steps=3):
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
     keras.utils.set_random_seed(1)  # the head's weights and every dropout's seeds
     model = BertTokenClassifier(config, 3)
-    tf1_checkpoint.load_tf1_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     model.bert.static_shapes = jit_compile  # as the scripts set it (bert_runner.driver)
     rng = np.random.default_rng(0)
     mask = (np.arange(16)[None] < np.array([[16], [9], [3], [12]])).astype("int32")

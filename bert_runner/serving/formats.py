@@ -20,11 +20,12 @@ def _describe_embedding(result):
 
 def _huggingface(flag_values, files):
     """The encoder of any checkpoint as config.json, model.safetensors and vocab.txt
-    (`modeling.hf_checkpoint`); with --pooling also sentence-transformers' module files."""
+    (`modeling.checkpoint.write_hugging_face`); with --pooling also sentence-transformers' module
+    files."""
     from absl import logging
 
     from bert_runner.serving import provenance
-    from modeling.hf_checkpoint import save_hf_model
+    from modeling.checkpoint import write_hugging_face
     from modeling.pooling import check_pooling
 
     model = provenance.load_encoder(files.config, flag_values.checkpoint,
@@ -34,8 +35,8 @@ def _huggingface(flag_values, files):
         check_pooling(flag_values.pooling, files.config)
         sentence_embedding = (flag_values.pooling, flag_values.normalize,
                               flag_values.max_seq_length)
-    save_hf_model(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case,
-                  sentence_embedding)
+    write_hugging_face(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case,
+                       sentence_embedding)
     logging.info("Wrote the encoder in Hugging Face's layout%s to %s",
                  " with sentence-transformers' pooling" if sentence_embedding else "",
                  flag_values.export_dir)

@@ -3,11 +3,10 @@
 A fine-tuned checkpoint is checked against what wrote it before any weight is read: its run.json
 names the script and task (an NER model is not exported as SQuAD, nor an MRPC model as CoLA), it
 holds the format's head, of the task's number of labels; then every weight must load
-(`bert_runner.checkpoints`, strict). Messages name `--checkpoint`.
+(`modeling.checkpoint`, strict). Messages name `--checkpoint`.
 """
-from bert_runner import checkpoints, run_files
 from bert_runner.serving import registry
-from modeling import BertModel, tf1_checkpoint
+from modeling import families, checkpoint as checkpoints
 
 
 def load_fine_tuned(model, checkpoint, export_format, config_file=None, task_name=None,
@@ -31,25 +30,25 @@ def load_fine_tuned(model, checkpoint, export_format, config_file=None, task_nam
       of another number of labels; a variable is missing or mis-shaped (another config); its
       files are missing, truncated or corrupt.
     """
-    prefix = tf1_checkpoint.resolve_checkpoint_prefix(checkpoint, _FLAG)
+    found = checkpoints.open_checkpoint(checkpoint, _FLAG)
     serving_format = registry.get(export_format)
-    _check_fine_tuned_task(prefix, serving_format, task_name)
-    _check_head(prefix, model, serving_format, label_source)
-    checkpoints.load_checkpoint(model, prefix, strict=True, flag=_FLAG, config_file=config_file)
+    _check_fine_tuned_task(found, serving_format, task_name)
+    _check_head(found, model, serving_format, label_source)
+    found.load_into(model, strict=True, config_file=config_file)
     return model
 
 
 _FLAG = "--checkpoint"
 
 
-def _check_head(prefix, model, serving_format, label_source):
-    """Refuses a checkpoint without the model's head (a pre-training one, or another task's), or
-    with a head of another number of labels than the task's (MNLI's 3 as MRPC's 2)."""
-    _, _, shapes = tf1_checkpoint.read_checkpoint(prefix, _FLAG)
-    paths = {checkpoints.variable_path(k) or k: shape for k, shape in shapes.items()}
+def _check_head(found, model, serving_format, label_source):
+    """Refuses a checkpoint (`found`, a `modeling.checkpoint.Checkpoint`) without the model's
+    head (a pre-training one, or another task's), or with a head of another number of labels than
+    the task's (MNLI's 3 as MRPC's 2)."""
+    prefix = found.location
     tf1_name, weights = model.tf1_head_variables()[0]
     names = (tf1_name, weights.path)  # the head's weights [outputs, hidden], both layouts
-    heads = [(name, paths[name]) for name in names if name in paths]
+    heads = [(name, found.shapes[name]) for name in names if name in found.shapes]
     if not heads:
         raise ValueError(
             f"Checkpoint {prefix} ({_FLAG}) has no {serving_format.head} head "
@@ -63,11 +62,12 @@ def _check_head(prefix, model, serving_format, label_source):
                 "the labels it was fine-tuned on")
 
 
-def _check_fine_tuned_task(prefix, serving_format, task_name):
-    """Refuses to export `prefix` as `serving_format` (and `task_name`) when the run.json of the
-    run that wrote it names another script (an NER model as SQuAD) or another task of the script
-    (an MRPC checkpoint exported as CoLA: both have 2 labels, only the record tells)."""
-    record_path, record = run_files.run_record(prefix)
+def _check_fine_tuned_task(found, serving_format, task_name):
+    """Refuses to export the checkpoint `found` as `serving_format` (and `task_name`) when the
+    run.json of the run that wrote it names another script (an NER model as SQuAD) or another task
+    of the script (an MRPC checkpoint exported as CoLA: both have 2 labels, only the record
+    tells)."""
+    prefix, record_path, record = found.location, found.record_path, found.record
     recorded = (record or {}).get("task")
     if not isinstance(recorded, str):
         return
@@ -108,7 +108,8 @@ def follow_run_record(flag_values, checkpoint):
     A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
     from absl import logging
 
-    path, record = run_files.run_record(checkpoint)
+    found = checkpoints.open_checkpoint(checkpoint, _FLAG)
+    path, record = found.record_path, found.record
     for flag in (_AS_TRAINED + _AS_ASKED) if record else ():
         if record.get(flag) is None or flag not in flag_values:
             continue
@@ -131,15 +132,15 @@ def _flag_text(value):
 def recorded_bilstm_on_top(checkpoint):
     """Whether the run that wrote `checkpoint` was fine-tuned with `--bilstm_on_top` (its
     run.json says; false without one): the export builds the model it trained."""
-    _, record = run_files.run_record(checkpoint)
+    record = checkpoints.open_checkpoint(checkpoint, _FLAG).record
     return bool((record or {}).get("bilstm_on_top", False))
 
 
 def load_encoder(config, checkpoint, config_file=None):
-    """A `BertModel` with the whole encoder of `checkpoint` (original layout, ours, or a Hugging
-    Face directory), whatever heads it also holds; refused naming the checkpoint and
-    `config_file` when the encoder is not all there (`bert_runner.checkpoints`)."""
-    model = BertModel(config)
+    """The encoder of `config`'s family with the whole encoder of `checkpoint` (original layout,
+    ours, or Hugging Face's), whatever heads it also holds; refused naming the checkpoint and
+    `config_file` when the encoder is not all there (`modeling.checkpoint`)."""
+    model = families.build_model("encoder", config)
     checkpoints.initialize_from_checkpoint(model, checkpoint, flag=_FLAG, config_file=config_file)
     return model
 
@@ -153,7 +154,7 @@ def recorded_model_options(checkpoint):
 def recorded_labels(checkpoint, flag):
     """The label_list.txt the run wrote beside `checkpoint`; refused naming `flag` (the flag that
     gives the labels instead) without one."""
-    labels = run_files.recorded_labels(checkpoint)
+    labels = checkpoints.open_checkpoint(checkpoint, _FLAG).labels
     if not labels:
         raise ValueError(f"--checkpoint={checkpoint} has no label_list.txt beside it: give the "
                          f"model's labels in order with {flag}")

@@ -22,8 +22,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import checkpoints, results, run_files, run_identity, startup
-from modeling import BertClassifier, tf1_checkpoint
+from bert_runner import results, run_identity
+from modeling import families, checkpoint as checkpoints
+from modeling.checkpoint import run_files
 from modeling.losses import classification_loss
 
 CACHE_FILE = "teacher_logits.npz"
@@ -51,8 +52,8 @@ def load_teacher(flag_values, task_name, student_config, student_config_file, vo
     `--init_from_teacher_stride` the student is the teacher with fewer layers (config and
     --bilstm_on_top). The teacher is the model its run.json records (--bilstm_on_top).
     ValueError names the flag and files."""
-    prefix = tf1_checkpoint.resolve_checkpoint_prefix(flag_values.teacher, "--teacher")
-    record_path, record = run_files.run_record(prefix)
+    found = checkpoints.open_checkpoint(flag_values.teacher, "--teacher")
+    prefix, record_path, record = found.location, found.record_path, found.record
     wanted = "classifier/" + task_name.lower()
     if record is None or record.get("task") != wanted:
         trained = (f"a {record.get('task')!r} run ({record_path})" if record
@@ -62,7 +63,7 @@ def load_teacher(flag_values, task_name, student_config, student_config_file, vo
                          f"run_classifier.py --task_name={task_name} run")
     config_file = flag_values.teacher_bert_config_file or os.path.join(
         run_files.record_directories(prefix)[-1], "bert_config.json")
-    config = startup.load_config(config_file)
+    config = checkpoints.load_config(config_file)
     if config.vocab_size != student_config.vocab_size:
         differ = (f"its {config_file}: vocab_size {config.vocab_size}; the student's "
                   f"{student_config_file}: {student_config.vocab_size}")
@@ -107,7 +108,8 @@ def check_student_shape(teacher_config, student_config, stride, teacher_file, st
 
 
 def _teacher_model(teacher, num_labels):
-    model = BertClassifier(teacher.config, num_labels, bilstm_on_top=teacher.bilstm_on_top)
+    model = families.build_model("classifier", teacher.config, num_labels,
+                                 bilstm_on_top=teacher.bilstm_on_top)
     report = checkpoints.initialize_from_checkpoint(model, teacher.checkpoint, flag="--teacher",
                                                     config_file=teacher.config_file)
     if report.missing:

@@ -24,13 +24,13 @@ Outputs of both (every output has N rows, so TF Serving's row format works):
 """
 import tensorflow as tf
 
-from bert_runner import run_files
+from modeling.checkpoint import run_files
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import ROWS_PER_CALL, TextExport, ragged_slices
 from bert_tasks.classifier import processors, serving, windows
 from bert_tasks.windows import window_spans_graph
-from modeling import BertClassifier, BertMultiLabelClassifier
+from modeling import families
 from vocab.fast_tokenizer import FastBertTokenizer
 
 
@@ -207,8 +207,8 @@ def load_classifier(config, num_labels, checkpoint, task_name=None, config_file=
       mis-shaped (another config); its files are missing, truncated or corrupt.
     """
     multi_label = bool(task_name) and task_name.lower() == "multilabel"
-    model = (BertMultiLabelClassifier if multi_label else BertClassifier)(
-        config, num_labels, **provenance.recorded_model_options(checkpoint))
+    model = families.build_model("multi_label" if multi_label else "classifier", config,
+                                 num_labels, **provenance.recorded_model_options(checkpoint))
     labels = f"--task_name={task_name}" if task_name else "the task"
     return provenance.load_fine_tuned(model, checkpoint, serving.FORMAT_NAME, config_file,
                                       task_name=task_name, label_source=labels)

@@ -24,10 +24,9 @@ from absl import logging
 from bert_tasks.classifier import (
     distillation, features, files, metrics, outputs as glue_outputs, processors, windows)
 from bert_tasks.classifier.outputs import predicted_values
-from modeling import (
-    BertClassifier, BertMultiLabelClassifier, classification_loss, multi_label_loss,
-    regression_loss)
-from bert_runner import run_files, run_identity
+from modeling import classification_loss, families, multi_label_loss, regression_loss
+from bert_runner import run_identity
+from modeling.checkpoint import run_files
 from bert_runner.records import float_feature, int_feature
 from bert_runner.packing import slot_mean
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
@@ -199,7 +198,8 @@ class ClassifierTask(Task):
             tokenizer=None))
 
     def build_model(self, config):
-        return BertClassifier(config, self.processor.num_labels, bilstm_on_top=self.bilstm_on_top)
+        return families.build_model("classifier", config, self.processor.num_labels,
+                                    bilstm_on_top=self.bilstm_on_top)
 
     def initializer(self, model):
         """With `--init_from_teacher_stride`: the student from every k-th teacher layer."""
@@ -396,8 +396,8 @@ class MultiLabelTask(ClassifierTask):
             zeros, zeros, zeros, [0] * self.processor.num_labels, is_real_example=False))
 
     def build_model(self, config):
-        return BertMultiLabelClassifier(config, self.processor.num_labels,
-                                        bilstm_on_top=self.bilstm_on_top)
+        return families.build_model("multi_label", config, self.processor.num_labels,
+                                    bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length,

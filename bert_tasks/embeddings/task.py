@@ -25,8 +25,7 @@ from bert_runner.records import int_feature
 from bert_runner.task import Task, encoder_training_flops
 from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
-from modeling import lora
-from modeling.hf_checkpoint import save_hf_model
+from modeling.checkpoint import write_hugging_face
 from modeling.pooling import check_pooling
 from modeling.sentence_encoder import BertSentenceEncoder, in_batch_negatives_loss, same_texts
 from vocab.packing import pack_pair, pad_inputs
@@ -190,10 +189,10 @@ class SentenceEmbeddingTask(Task):
         new, old = path + ".new", path + ".old"
         for leftover in (new, old):
             shutil.rmtree(leftover, ignore_errors=True)
-        with lora.merged(result.trainer.model):  # LoRA's adapters merged into the kernels
-            save_hf_model(result.trainer.model, new, result.run.vocab_file,
-                          result.run.do_lower_case, (self.pooling, self.normalize,
-                                                     self.max_seq_length))
+        # A LoRA run's adapters merged into the kernels.
+        write_hugging_face(result.trainer.model, new, result.run.vocab_file,
+                           result.run.do_lower_case,
+                           (self.pooling, self.normalize, self.max_seq_length))
         if os.path.exists(path):
             os.replace(path, old)
         os.replace(new, path)

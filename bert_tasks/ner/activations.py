@@ -204,16 +204,16 @@ def file_fingerprint(path):
 
 
 def load_frozen_encoder(config, init_checkpoint):
-    """A `modeling.BertModel` with every weight from `init_checkpoint` (original layout or ours),
+    """The encoder of `config`'s family with every weight from `init_checkpoint` (any layout),
     not trainable. Raises ValueError naming the checkpoint when it does not fit `config`, cannot
     be read to the end (truncated, corrupt) or lacks some of the weights."""
-    from modeling import BertModel
-    from bert_runner import checkpoints
+    from modeling import families, checkpoint as checkpoints
 
-    bert = BertModel(config)
-    checkpoints.check_init_checkpoint(bert, init_checkpoint)
+    bert = families.build_model("encoder", config)
+    found = checkpoints.open_checkpoint(init_checkpoint)
+    found.check_fits(bert)
     # Refuses a checkpoint without every encoder weight (the loader's rule for every script).
-    checkpoints.initialize_from_checkpoint(bert, init_checkpoint)
+    found.load_into(bert, strict=False)
     bert.trainable = False
     return bert
 

@@ -51,7 +51,7 @@ class Table7Run:
         will be reused).
       label_list: list of str.
       bert: the frozen `modeling.BertModel`.
-      checkpoint: the file identifying the checkpoint (`checkpoints.identity_file`).
+      checkpoint: the file identifying the checkpoint (`Checkpoint.identity_file`).
       cache_dir: the local directory of the caches (one sub-directory per split).
       started: when `prepare` started (seconds since the epoch).
     """
@@ -108,11 +108,12 @@ def prepare(flags):
     Raises:
       ValueError (file errors: OSError) naming the flag, file or line.
     """
-    from bert_runner import checkpoints, results, startup
+    from bert_runner import results, startup
+    from modeling import checkpoint as checkpoints
 
     started = time.time()
-    files = startup.model_files(flags.bert_config_file, flags.vocab_file, flags.init_checkpoint,
-                                flags.max_seq_length)
+    files = checkpoints.model_files(flags.bert_config_file, flags.vocab_file,
+                                    flags.init_checkpoint, flags.max_seq_length)
     flags = dataclasses.replace(flags, bert_config_file=files.config_file,
                                 vocab_file=files.vocab_file)
     config = files.config

@@ -24,12 +24,12 @@ Signature `serving_default(text [N])`, outputs (N rows each, padded):
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_runner import run_files
+from modeling.checkpoint import run_files
 from bert_runner.serving import provenance
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
 from bert_tasks.ner import serving, tags as ner_tags
-from modeling import BertTokenClassifier
+from modeling import families
 from vocab import char_tables
 from vocab.fast_tokenizer import FastBertTokenizer
 
@@ -234,8 +234,8 @@ def export_from_flags(flag_values, files):
         label_list = provenance.recorded_labels(flag_values.checkpoint, "--entity_types")
         source = "its label_list.txt"
     model = provenance.load_fine_tuned(
-        BertTokenClassifier(files.config, len(label_list),
-                            **provenance.recorded_model_options(flag_values.checkpoint)),
+        families.build_model("token", files.config, len(label_list),
+                             **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file, label_source=source)
     export_ner(provenance.serving_precision(flag_values, model), files.vocab_file,
                flag_values.do_lower_case, flag_values.max_seq_length, label_list,

@@ -22,10 +22,10 @@ from absl import logging
 from keras import ops
 
 from modeling import masked_lm_loss
-from modeling import BertTokenClassifier
+from modeling import families
 from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
 from bert_tasks.ner.sets import NerSet
-from bert_runner import run_files
+from modeling.checkpoint import run_files
 from bert_runner.results import write_text_atomic
 from bert_runner.task import Task, collect, encoder_training_flops
 
@@ -121,7 +121,8 @@ class NerTask(Task):
         return run.training_steps(num_records, "training windows")
 
     def build_model(self, config):
-        return BertTokenClassifier(config, len(self.label_list), bilstm_on_top=self.bilstm_on_top)
+        return families.build_model("token", config, len(self.label_list),
+                                    bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return ner_features.name_to_features(self.max_seq_length)

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import BertPretrainer, classification_loss, masked_lm_loss
+from modeling import families, classification_loss, masked_lm_loss
 from modeling.config import OBJECTIVE_KEY
 from bert_tasks.pretraining.data.features import name_to_features
 from bert_tasks.pretraining.data.packing import packed_name_to_features
@@ -164,7 +164,7 @@ class PretrainingTask(Task):
                                   self._config.to_json_string())
 
     def build_model(self, config):
-        return BertPretrainer(config)
+        return families.build_model("pretrainer", config)
 
     def input_dataset(self, files, batch_size, is_training, **kwargs):
         """The records, or with `dynamic_input` (`--input_format=text|unmasked_records`) pairs

@@ -30,7 +30,7 @@ from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
 from bert_tasks.squad import features as sq_features, serving
 from bert_tasks.squad.task import PostprocessOptions
 from bert_tasks.windows import window_spans_graph
-from modeling import BertSpanLabeler
+from modeling import families
 from vocab.fast_tokenizer import FastBertTokenizer
 
 # examples._CONTEXT_WHITESPACE but " ": turned into " ", which splits.
@@ -124,7 +124,8 @@ def export_from_flags(flag_values, files):
     """export_model.py --format=squad: a run_squad model, with its windows and post-processing
     settings."""
     model = provenance.load_fine_tuned(
-        BertSpanLabeler(files.config, **provenance.recorded_model_options(flag_values.checkpoint)),
+        families.build_model("span", files.config,
+                             **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
     options = PostprocessOptions(
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,

@@ -14,7 +14,7 @@ import time
 
 from absl import logging
 
-from modeling import BertSpanLabeler, span_loss
+from modeling import families, span_loss
 from bert_runner.task import Task, encoder_training_flops
 from bert_tasks.input_files import check_is_file
 from bert_tasks.squad import evaluate, examples as sq_examples, features as sq_features, io_utils
@@ -169,7 +169,7 @@ def build_model(config, bilstm_on_top=False):
       `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]), with
       `bilstm_on_top` the paper's "+ BiLSTM" under the span layer.
     """
-    model = BertSpanLabeler(config, bilstm_on_top=bilstm_on_top)
+    model = families.build_model("span", config, bilstm_on_top=bilstm_on_top)
     model.bert.pooler.trainable = False
     return model
 

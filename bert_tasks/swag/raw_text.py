@@ -19,7 +19,7 @@ from bert_runner.serving import provenance
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import ModelExport
 from bert_tasks.swag import serving
-from modeling import BertMultipleChoice
+from modeling import families
 from vocab.fast_tokenizer import FastBertTokenizer
 
 
@@ -71,8 +71,8 @@ def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
 def export_from_flags(flag_values, files):
     """export_model.py --format=swag: a run_swag model."""
     model = provenance.load_fine_tuned(
-        BertMultipleChoice(files.config,
-                           **provenance.recorded_model_options(flag_values.checkpoint)),
+        families.build_model("multiple_choice", files.config,
+                             **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
     export_swag(provenance.serving_precision(flag_values, model), files.vocab_file,
                 flag_values.do_lower_case, flag_values.max_seq_length, flag_values.export_dir)

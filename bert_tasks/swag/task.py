@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tasks.classifier.outputs import write_test_results
-from modeling import BertMultipleChoice, classification_loss
+from modeling import families, classification_loss
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 from bert_tasks.swag import features
 from bert_tasks.swag.examples import NUM_CHOICES, SPLIT_FILES, read_swag_examples
@@ -59,7 +59,8 @@ class SwagTask(Task):
         return features.features_to_tf_example(features.padding_features(self.max_seq_length))
 
     def build_model(self, config):
-        return BertMultipleChoice(config, NUM_CHOICES, bilstm_on_top=self.bilstm_on_top)
+        return families.build_model("multiple_choice", config, NUM_CHOICES,
+                                    bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length)

@@ -199,7 +199,9 @@ def check_inputs(opts):
                          % (opts.words_file, len(problems), len(words),
                             "\n".join(problems[:_SHOWN]),
                             "\n... and %d more" % more if more > 0 else ""))
-    config = startup.load_config(opts.bert_config_file)
+    from modeling import checkpoint as checkpoints
+
+    config = checkpoints.load_config(opts.bert_config_file)
     if len(vocab_lines) != config.vocab_size:
         raise ValueError(
             "%s has %d word-pieces but vocab_size in %s is %d: appended words would not get "
@@ -217,9 +219,8 @@ def run(opts):
     the files are written in a temporary directory first, then moved in, so `output_dir` never
     holds some of them new and others half-written."""
     config, vocab_lines, vocab, words = check_inputs(opts)
-    from bert_runner import checkpoints
     from bert_runner.results import check_writable_dir
-    from modeling import BertPretrainer, tf1_checkpoint
+    from modeling import families, checkpoint as checkpoints
 
     check_writable_dir(opts.output_dir, "output_dir")
     held = [name for name in (CHECKPOINT_NAME + ".index", "bert_config.json", "vocab.txt")
@@ -229,10 +230,10 @@ def run(opts):
                          "added would replace it; choose a new or empty --output_dir"
                          % (opts.output_dir, ", ".join(held)))
     placed = place_words(words, vocab_lines, vocab)
-    model = BertPretrainer(config)
+    model = families.build_model("pretrainer", config)
     checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=True,
                                 flag="--init_checkpoint", config_file=opts.bert_config_file)
-    weights = {name: var.numpy() for name, var in tf1_checkpoint.variable_map(model).items()}
+    weights = {name: var.numpy() for name, var in checkpoints.variables_by_name(model).items()}
     weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS] = grown_rows(
         weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS], placed, vocab, opts,
         config.initializer_range)
@@ -242,14 +243,14 @@ def run(opts):
         new_lines[word.id] = word.word
     new_config = copy.deepcopy(config)
     new_config.vocab_size = len(new_lines)
-    new_model = BertPretrainer(new_config)
-    for name, var in tf1_checkpoint.variable_map(new_model).items():
+    new_model = families.build_model("pretrainer", new_config)
+    for name, var in checkpoints.variables_by_name(new_model).items():
         var.assign(weights[name])
 
     staging = os.path.join(opts.output_dir, ".add_vocab_words.tmp-%s" % uuid.uuid4().hex)
     try:
         os.makedirs(staging)
-        tf1_checkpoint.save_tf1_checkpoint(new_model, os.path.join(staging, CHECKPOINT_NAME))
+        checkpoints.write_original(new_model, os.path.join(staging, CHECKPOINT_NAME))
         new_config.to_json_file(os.path.join(staging, "bert_config.json"))
         with open(os.path.join(staging, "vocab.txt"), "w", encoding="utf-8") as f:
             f.write("".join(token + "\n" for token in new_lines))

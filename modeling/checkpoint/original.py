@@ -1,9 +1,10 @@
 """Original TF1 checkpoints (`bert_model.ckpt`) in and out, with the original variable names.
 
-The encoder's names are in `modeling.checkpoint_names`; each task model names its own head
-(`tf1_head_variables()`), so this module imports no task model. Loading needs no conversion
-step: `load_tf1_checkpoint(model, path)` reads the released files directly. `save_tf1_checkpoint` writes a TF1 V2 checkpoint (`.index` +
-`.data-00000-of-00001`) that the original code, `tf.train.load_checkpoint` and other converters read.
+A model's family names its encoder's variables (`modeling.families`); each task model names its
+own head (`tf1_head_variables()`), so this module imports no task model. Loading needs no
+conversion step: the released files are read directly. `save_tf1_checkpoint` writes a TF1 V2
+checkpoint (`.index` + `.data-00000-of-00001`) that the original code, `tf.train.load_checkpoint`
+and other converters read. Scripts reach this module through `modeling.checkpoint`.
 """
 import collections
 import collections.abc
@@ -16,22 +17,26 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling.bert_model import BertModel
-from modeling.checkpoint_names import encoder_variable_map
+from modeling import families
 
 # Checkpoint entries written by the original optimizer; never model weights.
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")
 _OPTIMIZER_NAMES = ("global_step",)
 
 
+def encoder_names(model):
+    """`[(original name, variable)]` of the encoder of `model`, by its family."""
+    return families.of_model(model).encoder_names(encoder_of(model))
+
+
 def variable_map(model):
-    """Ordered `{original name: variable}` for a `BertModel` or a task model.
+    """Ordered `{original name: variable}` for an encoder or a task model.
 
     A task model (`modeling.task_models.BertTaskModel`) names its head's variables itself, with
-    `tf1_head_variables()`; this module knows only the encoder.
+    `tf1_head_variables()`; the family names the encoder's.
     """
-    if isinstance(model, BertModel):
-        return collections.OrderedDict(encoder_variable_map(model))
+    if encoder_of(model) is model:
+        return collections.OrderedDict(encoder_names(model))
     head_variables = getattr(model, "tf1_head_variables", None)
     if head_variables is None:
         raise TypeError(
@@ -39,16 +44,15 @@ def variable_map(model):
             "original-layout names of its head (see modeling.task_models.BertTaskModel)")
     bilstm = getattr(model, "bilstm", None)
     on_top = bilstm.tf1_variables() if bilstm is not None else []
-    return collections.OrderedDict(encoder_variable_map(model.bert) + on_top
-                                   + list(head_variables()))
+    return collections.OrderedDict(encoder_names(model) + on_top + list(head_variables()))
 
 
 _SHARD_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 # A directory listing is shown in a message up to this many entries.
 _LISTED_ENTRIES = 12
-# Encoder variables of a checkpoint: `bert/...` in both layouts (original names, our paths).
-ENCODER_PREFIX = "bert/"
-_LAYER = re.compile(r"^bert/(?:encoder/)?layer_(\d+)/")
+# An encoder layer's variables in both layouts: `<scope>/encoder/layer_<i>/...` (original names)
+# and `<scope>/layer_<i>/...` (our variable paths).
+_LAYER = re.compile(r"^\w+/(?:encoder/)?layer_(\d+)/")
 
 
 def _first_layer(match):
@@ -180,8 +184,9 @@ def is_tf1_layout(shapes):
 
 
 def encoder_of(model):
-    """The `BertModel` of `model` (a `BertModel` or a task model)."""
-    return model if isinstance(model, BertModel) else model.bert
+    """The encoder of `model` (an encoder, or a task model holding one as `bert`)."""
+    encoder_class = families.of_model(model).models["encoder"]
+    return model if isinstance(model, encoder_class) else model.bert
 
 
 @dataclasses.dataclass
@@ -211,35 +216,16 @@ class Encoder:
     names: collections.abc.Collection
     num_hidden_layers: int = None
     config_file: str = None
+    family: object = None  # its `modeling.families.ModelFamily`, for the message
 
     @classmethod
     def of(cls, model, names, config_file=None):
-        return cls(set(names), encoder_of(model).config.num_hidden_layers, config_file)
+        return cls(set(names), encoder_of(model).config.num_hidden_layers, config_file,
+                   families.of_model(model))
 
 
 def is_optimizer_entry(name):
     return name in _OPTIMIZER_NAMES or name.endswith(_OPTIMIZER_SUFFIXES)
-
-
-def load_tf1_checkpoint(model, path, strict=True, flag=None, config_file=None):
-    """Loads an original-layout checkpoint into `model` (a `BertModel` or a task model).
-
-    strict=True: every model variable must be present with its shape and every checkpoint
-    weight must belong to the model; otherwise nothing is assigned and ValueError names every
-    missing, unexpected and mis-shaped variable with both shapes.
-    strict=False (fine-tuning from a pre-training checkpoint): the whole encoder must be there
-    (see `Encoder`); a head the checkpoint lacks is newly initialised, checkpoint variables the
-    model lacks (other heads, optimizer slots) are left; each variable is logged as the
-    original does (`*INIT_FROM_CKPT*`).
-    `flag` (e.g. "--init_checkpoint") and `config_file` are named in the messages.
-    """
-    prefix, reader, shapes = read_checkpoint(path, flag)
-    shapes = {n: s for n, s in shapes.items() if not is_optimizer_entry(n)}
-    names = variable_map(model)
-    encoder = Encoder.of(model, (n for n, _ in encoder_variable_map(encoder_of(model))),
-                         config_file)
-    return assign_checked(names, shapes, lambda n: read_tensor(reader, prefix, n, flag),
-                          describe_source(prefix, flag), strict, encoder=encoder)
 
 
 def assign_checked(names, source_shapes, get_tensor, source, strict, encoder=None):
@@ -293,8 +279,10 @@ def check_encoder(report, encoder, source_shapes):
     if layers and encoder.num_hidden_layers is not None:
         message += (f"; the config has num_hidden_layers={encoder.num_hidden_layers}, the "
                     f"checkpoint {max(layers) + 1} encoder layers")
-    elif not any(n.startswith(ENCODER_PREFIX) for n in source_shapes):
-        message += ("; it holds no BERT encoder (is it a BERT checkpoint? it holds "
+    elif encoder.family and not any(n.startswith(f"{encoder.family.original_scope}/")
+                                    for n in source_shapes):
+        name = encoder.family.name.upper()
+        message += (f"; it holds no {name} encoder (is it a {name} checkpoint? it holds "
                     f"{_listing(sorted(source_shapes), 3) or 'nothing'})")
     raise ValueError(message + ". Use the bert_config.json that came with the checkpoint: "
                      "nothing was loaded")

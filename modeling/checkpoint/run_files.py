@@ -1,8 +1,9 @@
 """The files a run keeps beside its checkpoints, read and written here only, through
 `tf.io.gfile` (a `gs://` output_dir behaves as a local one):
 
-    run.json          the task, hyper-parameters, model options and pretraining objective of the
-                      run (`bert_runner.driver`); a later script checks its flags against it
+    run.json          what the run is (`bert_runner.run_identity`: the task, hyper-parameters,
+                      model family and options, content hashes of what it read), written by
+                      `bert_runner.driver`; a later script checks its flags against it
     label_list.txt    a classifier's or tagger's labels in output order, one per line
                       (run_classifier --task_name=multilabel, run_ner)
 
@@ -15,7 +16,7 @@ import re
 
 import tensorflow as tf
 
-from bert_runner.results import EVAL_REPORT, write_text_atomic
+from modeling.checkpoint.files import write_text_atomic
 
 RUN_RECORD = "run.json"
 LABEL_LIST_FILE = "label_list.txt"
@@ -65,12 +66,6 @@ def read_json_object(path):
         raise ValueError(f"{path} is not a JSON object: restore it, or move the checkpoints "
                          "beside it away")
     return value
-
-
-def read_eval_report(output_dir):
-    """The eval_report.json the driver wrote in `output_dir` (`results.write_eval_report`:
-    `{"metrics": {name: number}, "baselines": {name: text}}`), or None before any evaluation."""
-    return read_json_object(os.path.join(output_dir, EVAL_REPORT))
 
 
 def output_dir_record(output_dir):

@@ -5,7 +5,7 @@ of MB: `--lora_adapters` puts them back onto the base checkpoint (any layout), m
 kernels (`modeling.lora`), and refuses a base whose weights are not the ones they were trained on.
 
     save(model, output_dir, settings)             # after training (bert_runner.driver)
-    overlay(source, model, path, flag)            # inside bert_runner.checkpoints' loading
+    overlay(source, model, path, flag)            # inside the reader (`modeling.checkpoint`)
 """
 import dataclasses
 import hashlib
@@ -14,9 +14,9 @@ import os
 
 import numpy as np
 
-from modeling import hf_checkpoint, lora, tf1_checkpoint
-from modeling.checkpoint_names import encoder_variable_map
-from bert_runner import results
+from modeling import lora
+from modeling.checkpoint import hugging_face, original
+from modeling.checkpoint.files import atomic_output
 
 ADAPTERS_FILE = "lora_adapters.safetensors"
 _METADATA_KEY = "bert_lora"
@@ -38,10 +38,10 @@ def save(model, output_dir, settings):
     tensors = {v.path: np.asarray(v) for v in model.variables
                if v.trainable or lora.is_adapter_path(v.path)}
     record = {**settings, "base_fingerprint": fingerprint(
-        np.asarray(v) for _, v in encoder_variable_map(model.bert))}
+        np.asarray(v) for _, v in original.encoder_names(model))}
     path = os.path.join(output_dir, ADAPTERS_FILE)
-    with results.atomic_output(path) as tmp_path:
-        hf_checkpoint.write_safetensors(tmp_path, tensors, {_METADATA_KEY: json.dumps(record)})
+    with atomic_output(path) as tmp_path:
+        hugging_face.write_safetensors(tmp_path, tensors, {_METADATA_KEY: json.dumps(record)})
     return path
 
 
@@ -50,8 +50,8 @@ def read(path, flag="--lora_adapters"):
     if not os.path.isfile(path):
         raise ValueError(f"{flag}={path}: no such file (a LoRA run writes {ADAPTERS_FILE} in its "
                          "output_dir)")
-    tensors = hf_checkpoint.read_safetensors(path)
-    metadata = hf_checkpoint.read_safetensors_metadata(path)
+    tensors = hugging_face.read_safetensors(path)
+    metadata = hugging_face.read_safetensors_metadata(path)
     if _METADATA_KEY not in metadata:
         raise ValueError(f"{flag}={path} is not a LoRA adapters file of this project (no "
                          f"{_METADATA_KEY} record): pass the {ADAPTERS_FILE} a LoRA run wrote")
@@ -71,14 +71,14 @@ def check_task(path, task_name, base, flag="--lora_adapters"):
 
 
 def overlay(source, model, path, flag="--lora_adapters"):
-    """`source` (a `bert_runner.checkpoints` source of the base model) with the adapters file
+    """`source` (the reader's source of the base model) with the adapters file
     `path` on top: its head and adapters by variable path, and each adapted kernel merged where
     `model` has no adapter of its own. Raises ValueError naming both files when the base is not
     the model the adapters were trained on, or the file holds variables `model` lacks."""
     tensors, settings = read(path, flag)
-    encoder = tf1_checkpoint.encoder_of(model)
+    encoder = original.encoder_of(model)
     by_variable = {id(var): name for name, var in source.names.items()}
-    order = [by_variable[id(v)] for _, v in encoder_variable_map(encoder)]
+    order = [by_variable[id(v)] for _, v in original.encoder_names(model)]
     base = fingerprint(source.get_tensor(name) for name in order)
     if base != settings.get("base_fingerprint"):
         raise ValueError(

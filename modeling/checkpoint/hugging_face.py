@@ -1,0 +1,186 @@
+"""Checkpoints in Hugging Face's layout, in and out: a directory holding `config.json`,
+`model.safetensors` (or `pytorch_model.bin`) and `vocab.txt`, or the weights file alone.
+
+The names are the family's (`modeling.families`): its Hugging Face names are derived from the
+original names by fixed rules, so a Hugging Face checkpoint is read as the original-layout
+checkpoint it names (`read_hf_as_tf1`) and every check of the original loader applies to it.
+Safetensors files are read and written with the `safetensors` package's NumPy API.
+Scripts reach this module through `modeling.checkpoint`.
+"""
+import json
+import os
+import shutil
+import uuid
+
+import numpy as np
+import safetensors
+import safetensors.numpy
+
+from modeling import families
+from modeling.checkpoint.original import encoder_names, encoder_of
+
+
+def read_config(path):
+    """The config of a Hugging Face `config.json`, by its family (`model_type`; none: BERT, as
+    transformers' oldest files); errors name the file."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            hf = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from e
+    family = families.of_hf_model_type(hf.get("model_type", "bert"), path)
+    return family.config_from_hf(hf, path)
+
+
+def read_casing(directory):
+    """The `do_lower_case` of a Hugging Face directory's `tokenizer_config.json`, or None."""
+    path = os.path.join(directory, "tokenizer_config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f).get("do_lower_case")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes `{name: np.ndarray}` as a `.safetensors` file, with `{str: str}` `metadata`."""
+    # (np.ascontiguousarray would make a scalar [1])
+    safetensors.numpy.save_file(
+        {name: np.asarray(array, order="C") for name, array in tensors.items()}, path, metadata)
+
+
+def read_safetensors_metadata(path):
+    """The `__metadata__` (`{str: str}`) of a `.safetensors` file, {} without one."""
+    with _open_safetensors(path) as f:
+        return f.metadata() or {}
+
+
+def read_safetensors(path):
+    """`{name: np.ndarray}` of a `.safetensors` file (bfloat16 as `ml_dtypes.bfloat16`)."""
+    with _open_safetensors(path) as f:
+        return {name: f.get_tensor(name) for name in f.keys()}
+
+
+def _open_safetensors(path):
+    """`safetensors.safe_open(path)` for NumPy; a file cut short, or whose header is not one, is
+    refused naming it."""
+    try:
+        return safetensors.safe_open(path, framework="np")
+    except safetensors.SafetensorError as e:
+        if "not fully covered" in str(e):
+            raise ValueError(f"{path}: truncated: its header describes more bytes of tensors than "
+                             f"the file's {os.path.getsize(path)} (an interrupted download or "
+                             "copy?)") from e
+        raise ValueError(f"{path}: corrupt safetensors header ({e})") from e
+
+
+def read_torch_state_dict(path):
+    """`{name: np.ndarray}` from a PyTorch `pytorch_model.bin` (needs torch installed)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError(
+            f"{path}: reading a PyTorch state dict needs `torch`; convert it to model.safetensors "
+            "or `pip install torch`"
+        ) from e
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return {k: v.float().numpy() for k, v in state.items()}
+
+
+def read_hf_weights(path):
+    """Reads `model.safetensors` or `pytorch_model.bin` (or a directory holding either)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for candidate in ("model.safetensors", "pytorch_model.bin"):
+            if os.path.exists(os.path.join(path, candidate)):
+                return read_hf_weights(os.path.join(path, candidate))
+        raise FileNotFoundError(f"{path}: no model.safetensors or pytorch_model.bin")
+    if path.endswith(".safetensors"):
+        return read_safetensors(path)
+    return read_torch_state_dict(path)
+
+
+def read_hf_as_tf1(path, family):
+    """`{original name: np.ndarray in the original's orientation}` of a Hugging Face checkpoint of
+    `family` (a weights file or a directory holding one); the tied decoder and `position_ids` are
+    left out."""
+    tensors = {}
+    for name, value in family.normalise_hf_names(read_hf_weights(path)).items():
+        name, transpose = family.original_name(name)
+        tensors[name] = value.T if transpose else value
+    return tensors
+
+
+def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
+    """Writes the encoder of `model` (an encoder or task model) as a Hugging Face directory that
+    transformers' model of its family (`BertModel.from_pretrained(directory)`) loads: `config.json`,
+    `model.safetensors` (float32, names without the model prefix, as the bare model saves them),
+    `vocab.txt` and `tokenizer_config.json` (the casing). The directory must not exist; it is
+    written under a temporary name and renamed. Returns `directory`.
+
+    `sentence_embedding`: None, or `(pooling, normalize, max_seq_length)` to also write the files
+    with which `sentence_transformers.SentenceTransformer(directory)` computes the vectors of
+    `modeling.pooling.pool` (`sentence_transformer_files`).
+    """
+    directory = os.fspath(directory).rstrip("/")
+    if os.path.exists(directory):
+        raise FileExistsError(f"{directory} already exists: choose a new directory")
+    encoder, family = encoder_of(model), families.of_model(model)
+    tensors = {}
+    for name, var in encoder_names(model):
+        hf, transpose = family.hf_name(name)
+        value = np.asarray(var, dtype=np.float32)
+        tensors[hf.removeprefix(family.hf_encoder_prefix)] = value.T if transpose else value
+    tmp = f"{directory}.tmp-{uuid.uuid4().hex}"
+    os.makedirs(tmp)
+    try:
+        write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(family.config_to_hf(encoder.config), f, indent=2, sort_keys=True)
+            f.write("\n")
+        with open(os.path.join(tmp, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer",
+                       "model_max_length": encoder.config.max_position_embeddings}, f, indent=2)
+            f.write("\n")
+        shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        if sentence_embedding is not None:
+            files = sentence_transformer_files(encoder.config.hidden_size, *sentence_embedding)
+            for name, value in files.items():
+                os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
+                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                    json.dump(value, f, indent=2)
+                    f.write("\n")
+            if sentence_embedding[1]:
+                os.makedirs(os.path.join(tmp, NORMALIZE_FOLDER))
+        os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+NORMALIZE_FOLDER = "2_Normalize"
+
+
+def sentence_transformer_files(hidden_size, pooling, normalize, max_seq_length):
+    """`{relative path: JSON value}` of sentence-transformers' modules over a BERT directory: the
+    transformer, `1_Pooling` ("cls", "mean" or "max", as `modeling.pooling.pool`) and with
+    `normalize` `2_Normalize` (it has no file of its own: `save_hf_model` makes its folder)."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": NORMALIZE_FOLDER,
+                        "type": "sentence_transformers.models.Normalize"})
+    files = {
+        "modules.json": modules,
+        # sentence-transformers' own lower-casing, on top of the tokenizer's: off.
+        "sentence_bert_config.json": {"max_seq_length": max_seq_length, "do_lower_case": False},
+        "1_Pooling/config.json": {
+            "word_embedding_dimension": hidden_size,
+            "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_max_tokens": pooling == "max",
+            "pooling_mode_mean_sqrt_len_tokens": False},
+    }
+    return files

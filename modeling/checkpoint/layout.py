@@ -1,0 +1,40 @@
+"""Which layout a starting point is in, from its files alone (no TensorFlow, no reading of
+weights): a Hugging Face model directory or weights file, or a TensorFlow checkpoint (an original
+TF1 one or one of this project's runs: told apart by its variable names, `modeling.checkpoint.reader`).
+"""
+import os
+
+# The weights of a Hugging Face directory (`hugging_face.read_hf_weights` reads either).
+HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+HF_DIRECTORY = "a Hugging Face model directory (config.json, model.safetensors or " \
+               "pytorch_model.bin, vocab.txt)"
+
+
+def is_hf_directory(path):
+    """True when `path` is a directory holding `config.json` and one of `HF_WEIGHT_FILES`."""
+    return bool(path) and os.path.isfile(os.path.join(path, "config.json")) and any(
+        os.path.isfile(os.path.join(path, name)) for name in HF_WEIGHT_FILES)
+
+
+def is_hf_weights_file(path):
+    """True when `path` is a Hugging Face weights file (`*.safetensors`, `pytorch_model.bin`)."""
+    return bool(path) and os.path.isfile(path) and (
+        path.endswith(".safetensors") or os.path.basename(path) == "pytorch_model.bin")
+
+
+def check_partial_directory(path, flag=None):
+    """Refuses a directory that holds part of the Hugging Face layout and no TF checkpoint (a
+    `config.json` without weights, weights without `config.json`), saying what is missing."""
+    if not path or not os.path.isdir(path) or is_hf_directory(path):
+        return
+    has_config = os.path.isfile(os.path.join(path, "config.json"))
+    weights = [n for n in HF_WEIGHT_FILES if os.path.isfile(os.path.join(path, n))]
+    if not has_config and not weights:
+        return
+    if any(n.endswith(".index") or n == "checkpoint" for n in os.listdir(path)):
+        return
+    lacks = ("model.safetensors or pytorch_model.bin" if has_config else "config.json")
+    named = f"{path} ({flag})" if flag else path
+    raise ValueError(f"{named} is neither a TensorFlow checkpoint nor a Hugging Face model "
+                     f"directory: it holds {'config.json' if has_config else weights[0]} but no "
+                     f"{lacks} (and no *.index)")

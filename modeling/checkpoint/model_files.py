@@ -1,0 +1,154 @@
+"""The config and vocabulary a run starts from, and what a run recorded about its checkpoints.
+
+The config comes from `--bert_config_file` (the original's `bert_config.json`, or a Hugging Face
+`config.json`), or from the Hugging Face directory given as the checkpoint; the vocabulary from
+`--vocab_file` or that directory. Every script reads them here (`model_files`), before any work.
+"""
+import dataclasses
+import json
+import os
+from typing import Optional
+
+from modeling.checkpoint import hugging_face, run_files
+from modeling.checkpoint.layout import (
+    HF_DIRECTORY, check_partial_directory, is_hf_directory, is_hf_weights_file)
+from modeling.config import BertConfig
+
+# The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
+# directory must agree on these (dropout rates may differ: they only change training).
+_ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                      "hidden_act")
+# Keys only a Hugging Face config.json has (the original's bert_config.json has none of them).
+_HF_CONFIG_KEYS = ("model_type", "architectures", "transformers_version")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """The model a run starts from: its config, the file it was read from (named in messages),
+    and the vocabulary (None when none was given or found)."""
+
+    config: object  # the family's config (`modeling.BertConfig`)
+    config_file: str
+    vocab_file: Optional[str]
+
+
+def hf_home(path):
+    """The Hugging Face directory `path` names (the directory itself, or the folder of a weights
+    file with its `config.json` beside it), or None."""
+    if is_hf_directory(path):
+        return path
+    if is_hf_weights_file(path):
+        folder = os.path.dirname(path) or "."
+        if os.path.isfile(os.path.join(folder, "config.json")):
+            return folder
+    return None
+
+
+def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
+                flag="--init_checkpoint"):
+    """The config and vocabulary of a run, from the flags or from a Hugging Face directory.
+
+    When `init_checkpoint` (the checkpoint flag `flag`) is a Hugging Face model directory (or a
+    weights file with its `config.json` beside it), its `config.json` is the config (its
+    `"gelu"` read as the exact erf GELU) and its `vocab.txt` the vocabulary unless `vocab_file`
+    is given; a `bert_config_file` given as well must describe the same model (else ValueError
+    naming both files) and is used (its dropout rates). Otherwise `bert_config_file` is read (it
+    is then required). `max_seq_length` is checked against the config's positions.
+    """
+    check_partial_directory(init_checkpoint, flag)
+    home = hf_home(init_checkpoint)
+    if home is None:
+        if not bert_config_file:
+            raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
+        config = load_config(bert_config_file, max_seq_length)
+        check_objective(config, bert_config_file, init_checkpoint, flag)
+        return ModelFiles(config, bert_config_file, vocab_file)
+    hf_file = os.path.join(home, "config.json")
+    config = hugging_face.read_config(hf_file)
+    config_file = hf_file
+    if bert_config_file:
+        given = load_config(bert_config_file)
+        differ = [f"{key} {getattr(given, key)!r} vs {getattr(config, key)!r}"
+                  for key in _ARCHITECTURE_KEYS if getattr(given, key) != getattr(config, key)]
+        if differ:
+            raise ValueError(
+                f"--bert_config_file={bert_config_file} does not describe the model of {flag}="
+                f"{init_checkpoint} ({hf_file}): {'; '.join(differ)}. Leave --bert_config_file "
+                "out to use the directory's config")
+        config, config_file = given, bert_config_file
+    check_max_seq_length(config, max_seq_length, config_file)
+    hf_vocab = os.path.join(home, "vocab.txt")
+    return ModelFiles(config, config_file,
+                      vocab_file or (hf_vocab if os.path.isfile(hf_vocab) else None))
+
+
+def recorded_objective(checkpoint):
+    """(pretraining objective, the file recording it) of the run that wrote `checkpoint` (a
+    directory or a checkpoint prefix), or (None, None): the "pretraining_objective" of the
+    run.json beside it (or of the run's output_dir, for a --seeds `seed_<n>` directory), else of
+    the bert_config.json beside it (run_pretraining writes one; a config without the key, as
+    the original's, is a masked LM)."""
+    for directory in run_files.record_directories(checkpoint):
+        for name, default in ((run_files.RUN_RECORD, None), ("bert_config.json", "mlm")):
+            path = os.path.join(directory, name)
+            recorded = run_files.read_json_object(path)
+            objective = (None if recorded is None
+                         else recorded.get("pretraining_objective", default))
+            if objective:
+                return objective, path
+    return None, None
+
+
+def recorded_task(checkpoint):
+    """(task name, its run.json) of the run that wrote `checkpoint` (a directory or a checkpoint
+    prefix; the run's output_dir for a --seeds `seed_<n>` directory), or (None, None)."""
+    path, record = run_files.run_record(checkpoint)
+    task = (record or {}).get("task")
+    return (task, path) if task else (None, None)
+
+
+def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoint"):
+    """Refuses a config whose pretraining objective is not the one recorded beside `checkpoint`
+    (`recorded_objective`): an LTR checkpoint with the original bert_config.json would silently
+    become a bidirectional encoder, and the reverse a causal one."""
+    recorded, path = recorded_objective(checkpoint)
+    if recorded is not None and recorded != config.pretraining_objective:
+        raise ValueError(
+            f"--bert_config_file={bert_config_file} describes a {config.pretraining_objective!r} "
+            f"model but {flag}={checkpoint} was trained as {recorded!r} ({path}): pass the config "
+            "that records its objective (the pre-training output_dir's bert_config.json)")
+
+
+def load_config(bert_config_file, max_seq_length=None):
+    """Reads and validates `bert_config.json`; checks `max_seq_length` fits its positions.
+
+    A Hugging Face `config.json` (it has `model_type`, `architectures` or
+    `transformers_version`) is read as one, by its family (`hugging_face.read_config`): for
+    BERT its `"gelu"` is the exact erf GELU, where the original's `"gelu"` is the tanh form."""
+    if _is_hf_config(bert_config_file):
+        config = hugging_face.read_config(bert_config_file)
+    else:
+        config = BertConfig.from_json_file(bert_config_file)
+    check_max_seq_length(config, max_seq_length, bert_config_file)
+    return config
+
+
+def _is_hf_config(path):
+    """Whether `path` is a Hugging Face config.json (False where it cannot be read as a JSON
+    object: `BertConfig.from_json_file` then says why)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and any(key in data for key in _HF_CONFIG_KEYS)
+
+
+def check_max_seq_length(config, max_seq_length, bert_config_file):
+    """Refuses a `max_seq_length` (None: not checked) beyond the config's positions."""
+    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"Cannot use sequence length {max_seq_length} because the BERT model was only trained "
+            f"up to sequence length {config.max_position_embeddings} ({bert_config_file})"
+        )

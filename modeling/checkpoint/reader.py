@@ -1,0 +1,323 @@
+"""The one reader: whatever a user gives as a starting point, seen as one `Checkpoint`.
+
+    checkpoint = open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None)
+    checkpoint.layout            ORIGINAL (a TF1 prefix or folder), RUN (this project's ckpt-N or
+                                 output_dir), HUGGING_FACE (a directory or weights file)
+    checkpoint.family            its model family (`modeling.families`)
+    checkpoint.record, .labels   what the run that wrote it recorded (run.json, label_list.txt)
+    checkpoint.load_into(model, strict)   every weight by the family's names, adapters merged
+    checkpoint.check_fits(model)          the same checks, reading every tensor, assigning none
+
+Our checkpoints (`ckpt-<step>` in an output_dir) store the model as `{variable path: variable}`
+(e.g. `bert/layer_0/self/query/kernel`), next to the optimizer and the input position. Keras 3
+models do not expose their sub-layers to TF's object-based checkpoints, and the paths give
+names that are the same in every task model, so a pre-training run's encoder loads into a
+classifier or span labeler by name. An original-layout checkpoint is read by original names,
+a Hugging Face one as the original-layout checkpoint its names map to
+(`hugging_face.read_hf_as_tf1`).
+
+Every load follows one rule: the whole encoder of the model the config describes must be in the
+checkpoint (else nothing is loaded: a config with another num_hidden_layers, a checkpoint of
+another model), a head it lacks is newly initialised, what it holds beyond the model (optimizer
+slots, another task's head) is left. Missing, truncated and corrupt files are refused naming the
+file (`original`). A LoRA run's checkpoint loads into a model without adapters with its kernels
+merged; its adapters file (`adapters`) loads on top of its base.
+"""
+import dataclasses
+import os
+import re
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+from modeling import families, lora
+from modeling.checkpoint import adapters, hugging_face, original, run_files
+from modeling.checkpoint.layout import (
+    HF_WEIGHT_FILES, check_partial_directory, is_hf_directory, is_hf_weights_file)
+from modeling.checkpoint.model_files import hf_home
+
+ORIGINAL, RUN, HUGGING_FACE = "original", "run", "hugging_face"
+
+
+class ModelVariables(tf.Module):
+    """Tracks every variable of a Keras model under its path (what a RUN checkpoint holds)."""
+
+    def __init__(self, model):
+        super().__init__(name="model_variables")
+        self.by_path = {v.path: v.value for v in model.variables}
+
+
+_KEY_PREFIX, _KEY_SUFFIX = "model/by_path/", "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def variable_path(key):
+    """The variable path of a checkpoint key of `ModelVariables`, or None for entries that are not
+    model weights (the optimizer's, the input position's).
+
+    Keys are `model/by_path/<path>/.ATTRIBUTES/VARIABLE_VALUE` with TF's object-graph escaping
+    of the path: "." → "..", "/" → ".S".
+    """
+    if not (key.startswith(_KEY_PREFIX) and key.endswith(_KEY_SUFFIX)):
+        return None
+    escaped = key[len(_KEY_PREFIX): -len(_KEY_SUFFIX)]
+    return re.sub(r"\.(S|\.)", lambda m: "/" if m.group(1) == "S" else ".", escaped)
+
+
+def _model_paths(model):
+    # Dropout's random-number state is not a weight (and differs between task models).
+    return {v.path: v for v in model.variables if "seed_generator" not in v.path}
+
+
+@dataclasses.dataclass
+class _Source:
+    """A checkpoint seen in the model's naming: original names (the original and Hugging Face
+    layouts) or variable paths (ours)."""
+
+    prefix: str
+    names: dict  # {name: model variable}
+    shapes: dict  # {name: shape} of the checkpoint's model weights (no optimizer slots)
+    get_tensor: object  # name -> np.ndarray
+    encoder_names: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A starting point, read once: what it is and what the run that wrote it recorded.
+
+    path: as given. flag: the flag that gave it (named in every message).
+    layout: ORIGINAL, RUN or HUGGING_FACE.
+    location: the TensorFlow checkpoint prefix, or the Hugging Face directory or weights file.
+    family: its `modeling.families.ModelFamily`.
+    shapes: `{name: shape}` of its weights, optimizer slots left out: original names (ORIGINAL)
+      or variable paths (RUN); empty for HUGGING_FACE (its weights are read when loaded).
+    config, config_file: the config it carries and its file (a Hugging Face `config.json`), or
+      None: the config then comes from --bert_config_file (`model_files`).
+    vocab_file: the vocabulary it carries (a Hugging Face directory's), or None.
+    do_lower_case: its casing, where it records one (a Hugging Face `tokenizer_config.json`,
+      a run's run.json), or None.
+    record_path, record: the run.json of the run that wrote it (None, None: none).
+    labels: the labels recorded beside it (label_list.txt), or None.
+    lora_adapters: a LoRA run's adapters file loaded on top, or None.
+    """
+
+    path: str
+    flag: Optional[str]
+    layout: str
+    location: str
+    family: families.ModelFamily
+    shapes: dict
+    config: object = None
+    config_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: Optional[bool] = None
+    record_path: Optional[str] = None
+    record: Optional[dict] = None
+    labels: Optional[list] = None
+    lora_adapters: Optional[str] = None
+
+    @property
+    def named(self):
+        """The checkpoint as messages name it: "PREFIX (--flag)"."""
+        return original.describe_source(self.location, self.flag)
+
+    def identity_file(self):
+        """The file whose size and time identify this checkpoint (a cache made from another one is
+        not reused; its content hash is the run's, `bert_runner.run_identity`): a TF checkpoint's
+        `.index`, a Hugging Face weights file."""
+        if self.layout != HUGGING_FACE:
+            return self.location + ".index"
+        if os.path.isfile(self.location):
+            return self.location
+        return next(os.path.join(self.location, name) for name in HF_WEIGHT_FILES
+                    if os.path.isfile(os.path.join(self.location, name)))
+
+    def source(self, model):
+        """This checkpoint as `model` loads it (`_Source`), adapters on top."""
+        if self.layout == HUGGING_FACE:
+            tensors = hugging_face.read_hf_as_tf1(self.location, self.family)
+            source = _Source(self.location, original.variable_map(model),
+                             {n: v.shape for n, v in tensors.items()}, tensors.__getitem__,
+                             [n for n, _ in original.encoder_names(model)])
+        else:
+            source = self._tensorflow_source(model)
+        if self.lora_adapters:
+            source = adapters.overlay(source, model, self.lora_adapters)
+        return source
+
+    def _tensorflow_source(self, model):
+        prefix, reader, shapes = original.read_checkpoint(self.location, self.flag)
+        if self.layout == ORIGINAL:
+            keys = {n: n for n in shapes if not original.is_optimizer_entry(n)}
+            names = original.variable_map(model)
+            encoder_names = [n for n, _ in original.encoder_names(model)]
+        else:
+            keys = {p: k for p, k in ((variable_path(k), k) for k in shapes)
+                    if p is not None and "seed_generator" not in p}
+            names = _model_paths(model)
+            # A LoRA model's adapters are new in any checkpoint but its own run's.
+            encoder_names = [p for p in _model_paths(original.encoder_of(model))
+                             if not lora.is_adapter_path(p)]
+
+        def read(name):
+            return original.read_tensor(reader, prefix, keys[name], self.flag)
+
+        # A LoRA run's checkpoint into a model without adapters (an export, another task): its
+        # kernels load with the adapters merged in.
+        merges = lora.checkpoint_merges(keys, names)
+        adapter_paths = {path for adapter in merges.values() for path in adapter}
+
+        def get_tensor(name):
+            if name not in merges:
+                return read(name)
+            return lora.merged_value(read(name), *(read(path) for path in merges[name]))
+
+        return _Source(prefix, names,
+                       {n: shapes[k] for n, k in keys.items() if n not in adapter_paths},
+                       get_tensor, encoder_names)
+
+    def load_into(self, model, strict, config_file=None):
+        """Loads this checkpoint into `model`: an original-layout or Hugging Face checkpoint by
+        original variable name, one of ours by variable path (see the module docstring).
+
+        strict=True: every variable on both sides, with its shape (e.g. a fine-tuned classifier
+        to export); strict=False: the whole encoder, and the heads it has; a head it lacks stays
+        newly initialised (logged as the original does, `*INIT_FROM_CKPT*`). `config_file` (the
+        model's config) is named in the messages. Returns the `original.LoadReport`.
+        """
+        source = self.source(model)
+        encoder = original.Encoder.of(model, source.encoder_names, config_file)
+        return original.assign_checked(
+            source.names, source.shapes, source.get_tensor,
+            original.describe_source(source.prefix, self.flag), strict, encoder=encoder)
+
+    def check_fits(self, model, config_file=None):
+        """Checks, before any work, that this checkpoint is readable and fits `model`.
+
+        Reads every tensor the model would take (so a truncated or corrupt `.data` file is found
+        now, named, not after the features are written) and compares names and shapes as
+        `load_into` does; assigns nothing. Raises ValueError naming the checkpoint (the config
+        file, each mismatched variable, the missing encoder variables).
+        """
+        source = self.source(model)
+        named = original.describe_source(source.prefix, self.flag)
+        mismatched = [f"  shape mismatch {name}: model {list(var.shape)}, checkpoint "
+                      f"{list(source.shapes[name])}" for name, var in source.names.items()
+                      if name in source.shapes and tuple(source.shapes[name]) != tuple(var.shape)]
+        if mismatched:
+            task = (self.record or {}).get("task")
+            written_by = ([f"  it was written by a run of task {task!r} ({self.record_path}): "
+                           "another task's head under the same names"] if task else [])
+            raise ValueError("\n".join(
+                [f"Checkpoint {named} does not fit the model of "
+                 f"{config_file or '--bert_config_file'}:"] + mismatched + written_by))
+        report = original.LoadReport(
+            named, [n for n in source.names if n in source.shapes],
+            [n for n in source.names if n not in source.shapes],
+            sorted(n for n in source.shapes if n not in source.names), [])
+        original.check_encoder(
+            report, original.Encoder.of(model, source.encoder_names, config_file),
+            source.shapes)
+        for name in report.loaded:
+            source.get_tensor(name)
+
+
+def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
+    """The `Checkpoint` at `path`: an original TF1 prefix or folder, one of our ckpt-N prefixes
+    or output_dirs (or a --seeds `seed_<n>` folder), a Hugging Face directory or weights file;
+    `lora_adapters`, a LoRA run's adapters file to load on top. `flag` is named in the messages.
+
+    Raises FileNotFoundError saying what is there instead (`original.resolve_checkpoint_prefix`),
+    ValueError for a directory with part of the Hugging Face layout or an unreadable index.
+    """
+    path = os.fspath(path)
+    check_partial_directory(path, flag)
+    if is_hf_directory(path) or is_hf_weights_file(path):
+        home = hf_home(path)
+        config_file = os.path.join(home, "config.json") if home else None
+        config = hugging_face.read_config(config_file) if home else None
+        vocab_file = os.path.join(home, "vocab.txt") if home else None
+        return Checkpoint(
+            path, flag, HUGGING_FACE, path,
+            families.of_config(config) if config else families.families()[0], {},
+            config=config, config_file=config_file,
+            vocab_file=vocab_file if vocab_file and os.path.isfile(vocab_file) else None,
+            do_lower_case=hugging_face.read_casing(home) if home else None,
+            lora_adapters=lora_adapters)
+    # The record first: an unreadable run.json is refused whatever the checkpoint beside it.
+    record_path, record = run_files.run_record(path)
+    prefix, _, shapes = original.read_checkpoint(path, flag)
+    if original.is_tf1_layout(shapes):
+        layout = ORIGINAL
+        names = {n: s for n, s in shapes.items() if not original.is_optimizer_entry(n)}
+    else:
+        layout = RUN
+        names = {p: s for p, s in ((variable_path(k), s) for k, s in shapes.items())
+                 if p is not None and "seed_generator" not in p}
+    # Our variable paths begin as the original names do (`bert/embeddings/word_embeddings`).
+    family = (families.get(record["family"]) if (record or {}).get("family")
+              else families.of_original_names(names))
+    return Checkpoint(path, flag, layout, prefix, family, names, record_path=record_path,
+                      record=record, do_lower_case=(record or {}).get("do_lower_case"),
+                      labels=run_files.recorded_labels(prefix), lora_adapters=lora_adapters)
+
+
+def load_checkpoint(model, path, strict=True, flag=None, config_file=None, lora_adapters=None):
+    """`open_checkpoint(path, flag, lora_adapters).load_into(model, strict, config_file)`."""
+    return open_checkpoint(path, flag, lora_adapters).load_into(model, strict, config_file)
+
+
+def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
+                               config_file=None, lora_adapters=None):
+    """Loads `init_checkpoint` into `model`: the whole encoder, and the heads it has
+    (`Checkpoint.load_into` with strict=False)."""
+    return load_checkpoint(model, init_checkpoint, False, flag, config_file, lora_adapters)
+
+
+def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None,
+                          lora_adapters=None):
+    """`Checkpoint.check_fits` of `init_checkpoint`, before any work."""
+    open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(model, config_file)
+
+
+def identity_file(path, flag="--init_checkpoint"):
+    """`Checkpoint.identity_file` of `path`."""
+    return open_checkpoint(path, flag).identity_file()
+
+
+def restore_newest_readable(manager, restore):
+    """Restores the newest checkpoint of `manager` that reads, falling back to older ones.
+
+    A checkpoint can be unreadable although the `checkpoint` file lists it: its `.data` file
+    truncated (a full disk, a copy cut short) or corrupt, or its files deleted. Each such one is
+    skipped with a warning, and the run resumes from the newest readable one, so only the steps
+    after it are trained again. Restoring the older checkpoint assigns every variable again,
+    so nothing of the failed attempt remains.
+
+    Args:
+      manager: a `tf.train.CheckpointManager`.
+      restore: `path -> None`, restores one checkpoint (raises if it cannot be read).
+    Returns:
+      the path restored, or None when `manager` has no checkpoint.
+    Raises:
+      ValueError naming every checkpoint when none of them reads.
+    """
+    unreadable = []
+    for path in reversed(manager.checkpoints):
+        try:
+            restore(path)
+        except (IndexError, tf.errors.OpError) as e:  # truncation raises IndexError
+            message = (str(e).strip().splitlines() or [""])[0]
+            logging.warning("Checkpoint %s is unreadable (truncated or corrupt data file?): %s: %s",
+                            path, type(e).__name__, message)
+            unreadable.append(path)
+            continue
+        if unreadable:
+            logging.warning("Resuming from %s, the newest readable checkpoint, instead of %s",
+                            path, ", ".join(unreadable))
+        return path
+    if unreadable:
+        raise ValueError(
+            "No checkpoint in %s can be read (%s): move them away to start again from "
+            "--init_checkpoint or from scratch" % (manager.directory, ", ".join(unreadable)))
+    return None

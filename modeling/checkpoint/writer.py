@@ -1,0 +1,29 @@
+"""The one writer: a model in the original layout, in Hugging Face's, or a LoRA run's adapters.
+
+Every writer merges a LoRA model's adapters into its kernels first (`modeling.lora.merged`; a
+no-op without LoRA), so what it writes is a plain model that any reader, ours or another
+project's, loads. A run's own checkpoints (`ckpt-N`, `reader.ModelVariables`) are written by
+its `tf.train.CheckpointManager` (`bert_runner.trainer`), with their run files (`run_files`).
+"""
+from modeling import lora
+from modeling.checkpoint import adapters, hugging_face, original
+
+
+def write_original(model, prefix, extra_tensors=None):
+    """`model` as an original-layout TF1 checkpoint at `prefix` (`original.save_tf1_checkpoint`:
+    atomic, the index last). Returns `prefix`."""
+    with lora.merged(model):
+        return original.save_tf1_checkpoint(model, prefix, extra_tensors)
+
+
+def write_hugging_face(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
+    """The encoder of `model` as a Hugging Face directory (`hugging_face.save_hf_model`; with
+    `sentence_embedding`, sentence-transformers' files too). Returns `directory`."""
+    with lora.merged(model):
+        return hugging_face.save_hf_model(model, directory, vocab_file, do_lower_case,
+                                          sentence_embedding)
+
+
+def write_adapters(model, output_dir, settings):
+    """A LoRA run's adapters file in `output_dir` (`adapters.save`). Returns its path."""
+    return adapters.save(model, output_dir, settings)

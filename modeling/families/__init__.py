@@ -1,0 +1,134 @@
+"""Model families: what a kind of encoder is, each in one module (`modeling.families.bert`).
+
+A family declares its config class, its encoder and task models (its heads, by the kind of task
+they serve), its variables' names in the original TF1 layout, the rules that turn those into
+Hugging Face's names and back, and how its Hugging Face `config.json` reads and writes. The
+checkpoint package (`modeling.checkpoint`) reads and writes every registered family through this
+contract, and the tasks build their models with `build_model(kind, config, ...)`, so a new family
+is its module, its tests and one `register` call here; nothing in `bert_runner/` or
+`bert_tasks/` changes (docs/adding_a_model_family.md).
+"""
+import dataclasses
+from typing import Callable, Mapping
+
+# The kinds of model a family builds, the keys of `ModelFamily.models`, with the arguments each
+# takes after the config:
+#   "encoder"          the bare encoder (sequence and pooled output)
+#   "pretrainer"       the pre-training heads
+#   "classifier"       (num_labels): one label per sequence (softmax, or regression with 1)
+#   "multi_label"      (num_labels): independent sigmoids per sequence
+#   "span"             SQuAD's start and end logits
+#   "multiple_choice"  (num_choices): SWAG's one score per choice
+#   "token"            (num_labels): one label per token (NER)
+MODEL_KINDS = ("encoder", "pretrainer", "classifier", "multi_label", "span", "multiple_choice",
+               "token")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFamily:
+    """One model family, as the checkpoint package and the tasks see it.
+
+    name: the family's name ("bert"), recorded in run.json.
+    config_class: its config (`BertConfig`); a config's family is found by its class.
+    models: `{kind: callable(config, *args, **options) -> keras.Model}` for every `MODEL_KINDS`
+      kind the family serves; task models declare their heads' original names themselves
+      (`tf1_head_variables()`).
+    encoder_names: `(encoder) -> [(original name, variable)]` in the original's creation order.
+    original_scope: the scope of the encoder's variables in the original layout ("bert"): a
+      checkpoint holding `<scope>/embeddings/word_embeddings` is of this family.
+    hf_model_types: the `model_type` values of the Hugging Face `config.json` files it reads.
+    hf_name: original name -> (Hugging Face name, whether the array is transposed).
+    original_name: Hugging Face name -> (original name, transposed): `hf_name` inverted.
+    normalise_hf_names: `{name: array}` as saved (with or without the model prefix, older
+      names) -> `{Hugging Face name: array}` of the names `original_name` inverts, without the
+      entries that duplicate tied or constant state.
+    config_from_hf: `(dict of config.json, its path) -> config`, refusing what it cannot model.
+    config_to_hf: `config -> dict` of the `config.json` transformers reads.
+    hf_encoder_prefix: the prefix the bare encoder's Hugging Face names are saved without.
+    """
+
+    name: str
+    config_class: type
+    models: Mapping[str, Callable]
+    encoder_names: Callable
+    original_scope: str
+    hf_model_types: tuple
+    hf_name: Callable
+    original_name: Callable
+    normalise_hf_names: Callable
+    config_from_hf: Callable
+    config_to_hf: Callable
+    hf_encoder_prefix: str
+
+    def build(self, kind, config, *args, **options):
+        """The family's `kind` model of `config` (see `MODEL_KINDS`)."""
+        if kind not in self.models:
+            raise ValueError(f"the {self.name} family has no {kind!r} model (it builds "
+                             f"{', '.join(self.models)})")
+        return self.models[kind](config, *args, **options)
+
+    def holds_encoder(self, names):
+        """Whether original-layout `names` hold this family's encoder."""
+        return f"{self.original_scope}/embeddings/word_embeddings" in names
+
+
+_FAMILIES = {}
+
+
+def register(family):
+    """Adds `family` (a `ModelFamily`); returns it."""
+    _FAMILIES[family.name] = family
+    return family
+
+
+def families():
+    """Every registered family, in registration order."""
+    return list(_FAMILIES.values())
+
+
+def get(name):
+    """The family named `name`; ValueError listing the known ones."""
+    if name not in _FAMILIES:
+        raise ValueError(f"unknown model family {name!r} (known: {', '.join(_FAMILIES)})")
+    return _FAMILIES[name]
+
+
+def of_config(config):
+    """The family of a config object (by its class)."""
+    for family in _FAMILIES.values():
+        if isinstance(config, family.config_class):
+            return family
+    raise TypeError(f"{type(config).__name__} is the config of no registered model family")
+
+
+def of_model(model):
+    """The family of a model the families build (its `config`)."""
+    return of_config(model.config)
+
+
+def of_hf_model_type(model_type, source):
+    """The family reading Hugging Face `config.json` files of `model_type`; ValueError naming
+    `source` (the file) for a model type no family reads."""
+    for family in _FAMILIES.values():
+        if model_type in family.hf_model_types:
+            return family
+    known = ", ".join(t for f in _FAMILIES.values() for t in f.hf_model_types)
+    raise ValueError(f"{source}: model_type {model_type!r} is not a model this project reads "
+                     f"({known})")
+
+
+def of_original_names(names):
+    """The family whose encoder original-layout `names` hold; the first family (BERT) when no
+    family's is there (the checks of the load then say what is missing)."""
+    for family in _FAMILIES.values():
+        if family.holds_encoder(names):
+            return family
+    return next(iter(_FAMILIES.values()))
+
+
+def build_model(kind, config, *args, **options):
+    """The `kind` model of `config`'s family: how a task builds its model."""
+    return of_config(config).build(kind, config, *args, **options)
+
+
+from modeling.families import bert  # noqa: E402,F401  (registers the BERT family)

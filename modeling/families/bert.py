@@ -1,0 +1,190 @@
+"""The BERT family (Devlin et al. 2018): `BertConfig`, `BertModel` and its task models, its
+variables' names in the original release's layout and in Hugging Face's, and its `config.json`.
+
+Hugging Face's `"gelu"` is the exact erf form, so imported configs use `hidden_act="gelu_exact"`;
+their tanh variants (`gelu_new`, `gelu_pytorch_tanh`) map to the original's `"gelu"`, and
+`config_to_hf` writes the inverse. The Hugging Face names are derived from the original names by
+fixed rules (`hf_name`, inverted by `original_name`), so the two layouts cannot drift apart.
+"""
+import re
+
+from modeling.bert_model import BertModel
+from modeling.checkpoint_names import dense_names, layer_norm_names
+from modeling.config import BertConfig
+from modeling.families import ModelFamily, register
+from modeling.multiple_choice import BertMultipleChoice
+from modeling.task_models import (
+    BertClassifier, BertMultiLabelClassifier, BertPretrainer, BertSpanLabeler)
+from modeling.token_classifier import BertTokenClassifier
+
+SCOPE = "bert"
+
+
+def encoder_variable_map(bert, prefix=SCOPE):
+    """`[(original name, variable)]` of a `BertModel`, in the original's creation order."""
+    emb = bert.embeddings
+    names = [
+        (f"{prefix}/embeddings/word_embeddings", emb.word_embeddings),
+        (f"{prefix}/embeddings/token_type_embeddings", emb.token_type_embeddings),
+        (f"{prefix}/embeddings/position_embeddings", emb.position_embeddings),
+    ]
+    names += layer_norm_names(f"{prefix}/embeddings/LayerNorm", emb.layer_norm)
+    for i, layer in enumerate(bert.encoder_layers):
+        p = f"{prefix}/encoder/layer_{i}"
+        names += [
+            (f"{p}/attention/self/query/kernel", layer.query_kernel),
+            (f"{p}/attention/self/query/bias", layer.query_bias),
+            (f"{p}/attention/self/key/kernel", layer.key_kernel),
+            (f"{p}/attention/self/key/bias", layer.key_bias),
+            (f"{p}/attention/self/value/kernel", layer.value_kernel),
+            (f"{p}/attention/self/value/bias", layer.value_bias),
+            (f"{p}/attention/output/dense/kernel", layer.attention_output_kernel),
+            (f"{p}/attention/output/dense/bias", layer.attention_output_bias),
+            (f"{p}/attention/output/LayerNorm/beta", layer.attention_beta),
+            (f"{p}/attention/output/LayerNorm/gamma", layer.attention_gamma),
+            (f"{p}/intermediate/dense/kernel", layer.intermediate_kernel),
+            (f"{p}/intermediate/dense/bias", layer.intermediate_bias),
+            (f"{p}/output/dense/kernel", layer.output_kernel),
+            (f"{p}/output/dense/bias", layer.output_bias),
+            (f"{p}/output/LayerNorm/beta", layer.output_beta),
+            (f"{p}/output/LayerNorm/gamma", layer.output_gamma),
+        ]
+    names += dense_names(f"{prefix}/pooler/dense", bert.pooler)
+    return names
+
+
+# config.json's activations as this project names them.
+_HF_ACTIVATIONS = {
+    "gelu": "gelu_exact",
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+# The tanh GELU of the original release under its Hugging Face name (`config_to_hf`).
+_TO_HF_ACTIVATIONS = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
+                      "linear": "linear"}
+_CONFIG_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+)
+# Head variables whose Hugging Face names do not follow the scope rules.
+_HEAD_NAMES = {
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    "output_weights": "classifier.weight",
+    "output_bias": "classifier.bias",
+    "cls/squad/output_weights": "qa_outputs.weight",
+    "cls/squad/output_bias": "qa_outputs.bias",
+}
+_HEAD_ORIGINAL_NAMES = {hf: original for original, hf in _HEAD_NAMES.items()}
+# Entries Hugging Face saves that duplicate tied or constant state.
+_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+
+
+def config_from_hf(hf, path):
+    """A `BertConfig` from the dict of a Hugging Face BERT `config.json` at `path` (named in the
+    errors)."""
+    missing = [k for k in _CONFIG_KEYS if k not in hf]
+    if missing:
+        raise ValueError(f"{path}: missing BERT config keys {missing}")
+    act = hf.get("hidden_act", "gelu")
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"{path}: hidden_act {act!r} is not supported ({sorted(_HF_ACTIVATIONS)})")
+    if abs(hf.get("layer_norm_eps", 1e-12) - 1e-12) > 0:
+        raise ValueError(f"{path}: layer_norm_eps {hf['layer_norm_eps']} is not BERT's 1e-12")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{path}: only absolute position embeddings are supported")
+    config = BertConfig.from_dict({k: hf[k] for k in _CONFIG_KEYS})
+    config.hidden_act = _HF_ACTIVATIONS[act]
+    return config.validate(source=path)
+
+
+def config_to_hf(config):
+    """The Hugging Face `config.json` dict of a `BertConfig` (for `transformers.BertModel`).
+    A left-to-right model (`config.causal`) is refused: `BertModel` would attend both ways."""
+    if config.causal:
+        raise ValueError("a left-to-right model (\"pretraining_objective\": \"ltr\") has no "
+                         "Hugging Face BertModel form: transformers' BertModel attends both ways "
+                         "and would compute other outputs; export it as a SavedModel")
+    hf = {key: getattr(config, key) for key in _CONFIG_KEYS}
+    act = (config.hidden_act or "linear").lower()
+    return {"architectures": ["BertModel"], "model_type": "bert",
+            "hidden_act": _TO_HF_ACTIVATIONS[act], "layer_norm_eps": 1e-12, "pad_token_id": 0,
+            "position_embedding_type": "absolute", **hf}
+
+
+def hf_name(original_name):
+    """Original name → (Hugging Face name, whether the array is transposed).
+
+    Dense kernels are `[in, out]` in TF1 and `[out, in]` in PyTorch; `output_weights` are
+    already `[out, in]` in both.
+    """
+    if original_name in _HEAD_NAMES:
+        return _HEAD_NAMES[original_name], False
+    name = re.sub(r"layer_(\d+)", r"layer.\1", original_name).replace("/", ".")
+    transpose = name.endswith(".kernel")
+    name = re.sub(r"\.kernel$", ".weight", name)
+    name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
+    name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
+    if re.search(r"embeddings\.\w+_embeddings$", name):
+        name += ".weight"
+    return name, transpose
+
+
+def original_name(hf_name_):
+    """Hugging Face name → (original name, whether the array is transposed): `hf_name`
+    inverted."""
+    if hf_name_ in _HEAD_ORIGINAL_NAMES:
+        return _HEAD_ORIGINAL_NAMES[hf_name_], False
+    name = re.sub(r"\.layer\.(\d+)\.", r".layer_\1.", hf_name_)
+    name = re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", name)
+    name = re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", name)
+    name = re.sub(r"(embeddings\.\w+_embeddings)\.weight$", r"\1", name)
+    transpose = name.endswith(".weight")
+    name = re.sub(r"\.weight$", ".kernel", name)
+    return name.replace(".", "/"), transpose
+
+
+def normalise_hf_names(tensors):
+    """Accepts checkpoints saved with or without the `bert.` prefix (a bare `BertModel` has
+    none) and with the old `gamma`/`beta` LayerNorm names."""
+    out = {}
+    for name, value in tensors.items():
+        if _IGNORED.search(name):
+            continue
+        name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
+        name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
+        is_head = name.startswith(("cls.", "classifier.", "qa_outputs."))
+        if not is_head and not name.startswith(f"{SCOPE}."):
+            name = f"{SCOPE}.{name}"
+        out[name] = value
+    return out
+
+
+BERT = register(ModelFamily(
+    name="bert",
+    config_class=BertConfig,
+    models={"encoder": BertModel, "pretrainer": BertPretrainer, "classifier": BertClassifier,
+            "multi_label": BertMultiLabelClassifier, "span": BertSpanLabeler,
+            "multiple_choice": BertMultipleChoice, "token": BertTokenClassifier},
+    encoder_names=encoder_variable_map,
+    original_scope=SCOPE,
+    hf_model_types=("bert",),
+    hf_name=hf_name,
+    original_name=original_name,
+    normalise_hf_names=normalise_hf_names,
+    config_from_hf=config_from_hf,
+    config_to_hf=config_to_hf,
+    hf_encoder_prefix=f"{SCOPE}.",
+))
