@@ -164,7 +164,7 @@ def _record_run(output_dir, config, identity):
     the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
     its checkpoints compares, and the model's pretraining objective
     (`modeling.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
-    against (`checkpoints.model_files`). A record stays as long as checkpoints it describes do (a
+    against (`modeling.checkpoint.model_files`). A record stays as long as checkpoints it describes do (a
     sweep's, while its seed directories hold some). Also bert_config.json, the config the
     checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
     "gelu_exact"), so that output_dir describes its model alone."""

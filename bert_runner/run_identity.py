@@ -22,6 +22,7 @@ import os
 import tensorflow as tf
 
 from bert_runner import seeds as seed_sweeps
+from modeling import families
 from modeling.checkpoint import run_files
 
 # The RunConfig fields that change what training computes. --jit_compile is not one (the steps
@@ -150,6 +151,8 @@ def of(task, run, config=None, train_examples=None, train_records=None):
     if run.init_checkpoint and tf.io.gfile.isdir(run.init_checkpoint):
         identity[INIT_PREFIX] = tf.train.latest_checkpoint(run.init_checkpoint)
     if config is not None:
+        # The reader builds the model of this family from the run's checkpoints.
+        identity[run_files.FAMILY_KEY] = families.of_config(config).name
         identity[CONFIG] = config_sha256(config)
     if train_examples is not None:
         data = task.training_data(train_examples)

@@ -52,7 +52,7 @@ class PretrainingRun:
 def read_run(directory):
     """The `PretrainingRun` of a run_pretraining output_dir; ValueError naming the directory when
     it has no bert_config.json or no checkpoint."""
-    from modeling.config import BertConfig
+    from modeling.checkpoint import load_config
 
     config_file = os.path.join(directory, "bert_config.json")
     if not tf.io.gfile.exists(config_file):
@@ -63,7 +63,7 @@ def read_run(directory):
     if not checkpoints:
         raise ValueError(f"--pretraining_dirs: {directory} holds no ckpt-<step> checkpoint")
     name = os.path.basename(os.path.normpath(directory))
-    objective = BertConfig.from_json_file(config_file).pretraining_objective
+    objective = load_config(config_file).pretraining_objective
     return PretrainingRun(directory, name, objective, config_file, checkpoints)
 
 

@@ -108,8 +108,7 @@ def follow_run_record(flag_values, checkpoint):
     A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
     from absl import logging
 
-    found = checkpoints.open_checkpoint(checkpoint, _FLAG)
-    path, record = found.record_path, found.record
+    path, record = checkpoints.run_files.run_record(checkpoint)
     for flag in (_AS_TRAINED + _AS_ASKED) if record else ():
         if record.get(flag) is None or flag not in flag_values:
             continue

@@ -12,7 +12,7 @@ from typing import Optional
 from modeling.checkpoint import hugging_face, run_files
 from modeling.checkpoint.layout import (
     HF_DIRECTORY, check_partial_directory, is_hf_directory, is_hf_weights_file)
-from modeling.config import BertConfig
+from modeling import families
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
 # directory must agree on these (dropout rates may differ: they only change training).
@@ -121,28 +121,32 @@ def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoin
 
 
 def load_config(bert_config_file, max_seq_length=None):
-    """Reads and validates `bert_config.json`; checks `max_seq_length` fits its positions.
+    """Reads and validates a model's config file by its family; checks `max_seq_length` fits its
+    positions.
 
     A Hugging Face `config.json` (it has `model_type`, `architectures` or
     `transformers_version`) is read as one, by its family (`hugging_face.read_config`): for
-    BERT its `"gelu"` is the exact erf GELU, where the original's `"gelu"` is the tanh form."""
-    if _is_hf_config(bert_config_file):
+    BERT its `"gelu"` is the exact erf GELU, where the original's `"gelu"` is the tanh form.
+    Any other file is read by the family that claims it (`families.of_config_file`: the
+    original's `bert_config.json` is BERT's)."""
+    data = _json_object(bert_config_file)
+    if any(key in data for key in _HF_CONFIG_KEYS):
         config = hugging_face.read_config(bert_config_file)
     else:
-        config = BertConfig.from_json_file(bert_config_file)
+        config = families.of_config_file(data).config_from_file(bert_config_file)
     check_max_seq_length(config, max_seq_length, bert_config_file)
     return config
 
 
-def _is_hf_config(path):
-    """Whether `path` is a Hugging Face config.json (False where it cannot be read as a JSON
-    object: `BertConfig.from_json_file` then says why)."""
+def _json_object(path):
+    """The JSON object in `path`, or {} where it cannot be read as one (the family's reader then
+    says why, naming the file)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and any(key in data for key in _HF_CONFIG_KEYS)
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def check_max_seq_length(config, max_seq_length, bert_config_file):

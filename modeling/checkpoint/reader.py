@@ -255,7 +255,8 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
         names = {p: s for p, s in ((variable_path(k), s) for k, s in shapes.items())
                  if p is not None and "seed_generator" not in p}
     # Our variable paths begin as the original names do (`bert/embeddings/word_embeddings`).
-    family = (families.get(record["family"]) if (record or {}).get("family")
+    family = (families.get(record[run_files.FAMILY_KEY])
+              if (record or {}).get(run_files.FAMILY_KEY)
               else families.of_original_names(names))
     return Checkpoint(path, flag, layout, prefix, family, names, record_path=record_path,
                       record=record, do_lower_case=(record or {}).get("do_lower_case"),

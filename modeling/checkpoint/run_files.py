@@ -45,6 +45,9 @@ def record_directories(checkpoint):
 # The name of the vocabulary's content hash in run.json (`bert_runner.run_identity`): a model
 # read with another vocabulary (a distillation teacher) is refused.
 VOCAB_KEY = "vocab"
+# The model family of the run (`modeling.families`), in run.json: the reader reads its checkpoints
+# as that family's.
+FAMILY_KEY = "family"
 
 
 def read_json_object(path):

@@ -30,6 +30,9 @@ class ModelFamily:
 
     name: the family's name ("bert"), recorded in run.json.
     config_class: its config (`BertConfig`); a config's family is found by its class.
+    claims_config: `(dict of a config file) -> bool`: whether a config file (not a Hugging Face
+      `config.json`) is this family's (BERT's: it holds every key of `bert_config.json`).
+    config_from_file: `path -> config`, reading such a file; errors name it.
     models: `{kind: callable(config, *args, **options) -> keras.Model}` for every `MODEL_KINDS`
       kind the family serves; task models declare their heads' original names themselves
       (`tf1_head_variables()`).
@@ -49,6 +52,8 @@ class ModelFamily:
 
     name: str
     config_class: type
+    claims_config: Callable
+    config_from_file: Callable
     models: Mapping[str, Callable]
     encoder_names: Callable
     original_scope: str
@@ -104,6 +109,13 @@ def of_config(config):
 def of_model(model):
     """The family of a model the families build (its `config`)."""
     return of_config(model.config)
+
+
+def of_config_file(data):
+    """The family whose config file holds `data` (`claims_config`); the first family (BERT) when
+    none claims it (its reader then says what the file lacks)."""
+    return next((f for f in _FAMILIES.values() if f.claims_config(data)),
+                next(iter(_FAMILIES.values())))
 
 
 def of_hf_model_type(model_type, source):

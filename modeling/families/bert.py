@@ -10,7 +10,7 @@ import re
 
 from modeling.bert_model import BertModel
 from modeling.checkpoint_names import dense_names, layer_norm_names
-from modeling.config import BertConfig
+from modeling.config import REQUIRED_KEYS, BertConfig
 from modeling.families import ModelFamily, register
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.task_models import (
@@ -175,6 +175,8 @@ def normalise_hf_names(tensors):
 BERT = register(ModelFamily(
     name="bert",
     config_class=BertConfig,
+    claims_config=lambda data: all(key in data for key in REQUIRED_KEYS),
+    config_from_file=BertConfig.from_json_file,
     models={"encoder": BertModel, "pretrainer": BertPretrainer, "classifier": BertClassifier,
             "multi_label": BertMultiLabelClassifier, "span": BertSpanLabeler,
             "multiple_choice": BertMultipleChoice, "token": BertTokenClassifier},

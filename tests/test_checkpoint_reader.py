@@ -1,0 +1,199 @@
+"""modeling.checkpoint: one reader for every starting point a user may give, one writer, and no
+module outside `modeling/` that reads or writes a layout itself."""
+import ast
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import BertClassifier, BertModel, checkpoint as checkpoints, enable_lora
+from modeling.checkpoint import run_files
+from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
+from refusals import message
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The checkpoint package's own modules, and the model's naming: what only `modeling/` imports.
+# `modeling.checkpoint` itself, its `run_files` (the files beside a run's checkpoints) and
+# `files` (atomic writes) are the package's public face.
+_INTERNALS = ("modeling.checkpoint.original", "modeling.checkpoint.hugging_face",
+              "modeling.checkpoint.adapters", "modeling.checkpoint.reader",
+              "modeling.checkpoint.layout", "modeling.checkpoint.model_files",
+              "modeling.checkpoint.writer", "modeling.checkpoint_names", "modeling.lora",
+              "modeling.tf1_checkpoint", "modeling.hf_checkpoint")
+
+
+def _imported_modules(path):
+    """Every module `path` imports, `from a import b` counted as `a.b` too."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_only_the_model_package_reads_or_writes_a_checkpoint_layout():
+    sources = [p for p in ROOT.rglob("*.py")
+               if p.relative_to(ROOT).parts[0] not in ("modeling", "tests")
+               and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+    assert len(sources) > 100  # the scripts, the machinery, the tasks, experiments, bench
+    found = sorted(f"{p.relative_to(ROOT)} imports {module}" for p in sources
+                   for module in _imported_modules(p) if module in _INTERNALS)
+    assert found == []
+
+
+def _outputs(model):
+    return model(encoder_inputs(tiny_expected()), training=False)["sequence_output"].numpy()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The tiny encoder from its original-layout checkpoint, and its outputs."""
+    model = BertModel(tiny_config())
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
+    return model, _outputs(model)
+
+
+def test_an_original_checkpoint_by_prefix_or_folder(reference):
+    for given in (TINY / "bert_model.ckpt", TINY):
+        found = checkpoints.open_checkpoint(given)
+        assert (found.layout, found.family.name, found.record) == (checkpoints.ORIGINAL, "bert",
+                                                                   None)
+        assert found.location == str(TINY / "bert_model.ckpt")
+        assert found.shapes["bert/embeddings/word_embeddings"] == [99, 32]
+        assert found.identity_file() == str(TINY / "bert_model.ckpt.index")
+        model = BertModel(tiny_config())
+        found.load_into(model, strict=False)
+        np.testing.assert_array_equal(_outputs(model), reference[1])
+
+
+def _run_directory(directory, model, record, labels=None):
+    """`directory` as a run leaves it: ckpt-1 of `model`, its run.json and label_list.txt."""
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=checkpoints.ModelVariables(model)), str(directory), 1)
+    manager.save(checkpoint_number=1)
+    run_files.write_output_dir_record(str(directory), record)
+    if labels:
+        run_files.write_label_list(str(directory), labels)
+
+
+def test_a_run_by_output_dir_ckpt_or_seed_folder_with_its_record_and_labels(reference, tmp_path):
+    classifier = BertClassifier(tiny_config(), 3)
+    checkpoints.load_checkpoint(classifier, TINY / "bert_model.ckpt", strict=False)
+    classifier.classifier.output_bias.assign([1.0, 2.0, 3.0])
+    _run_directory(tmp_path, classifier, {"task": "classifier/mrpc", "do_lower_case": True},
+                   ["a", "b", "c"])
+    (tmp_path / "seed_3").mkdir()
+    _run_directory(tmp_path / "seed_3", classifier, {"task": "classifier/mrpc"}, ["a", "b", "c"])
+    for given in (tmp_path, tmp_path / "ckpt-1", tmp_path / "seed_3"):
+        found = checkpoints.open_checkpoint(given, "--teacher")
+        assert (found.layout, found.family.name) == (checkpoints.RUN, "bert")
+        assert found.record["task"] == "classifier/mrpc"
+        assert found.labels == ["a", "b", "c"]
+        again = BertClassifier(tiny_config(), 3)
+        found.load_into(again, strict=True)  # the head too
+        np.testing.assert_array_equal(again.classifier.output_bias.numpy(), [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(_outputs(again.bert), reference[1])
+    assert checkpoints.open_checkpoint(tmp_path).do_lower_case is True
+    # A run's head is another task's for a model of another number of labels: said so.
+    with pytest.raises(ValueError, match="written by a run of task 'classifier/mrpc'"):
+        checkpoints.open_checkpoint(tmp_path).check_fits(BertClassifier(tiny_config(), 2))
+
+
+def test_a_hugging_face_directory_or_weights_file(reference, tmp_path):
+    directory = checkpoints.write_hugging_face(reference[0], tmp_path / "hf", TINY / "vocab.txt",
+                                               do_lower_case=True)
+    for given in (directory, f"{directory}/model.safetensors"):
+        found = checkpoints.open_checkpoint(given)
+        assert (found.layout, found.family.name) == (checkpoints.HUGGING_FACE, "bert")
+        assert found.config.to_dict() == tiny_config().to_dict()
+        assert (found.config_file, found.vocab_file, found.do_lower_case) == (
+            f"{directory}/config.json", f"{directory}/vocab.txt", True)
+        assert found.identity_file() == f"{directory}/model.safetensors"
+        model = BertModel(tiny_config())
+        found.load_into(model, strict=True)
+        np.testing.assert_allclose(_outputs(model), reference[1], atol=1e-6)
+    # The config and vocabulary of a run come from beside the weights file as from the folder.
+    files = checkpoints.model_files(None, None, f"{directory}/model.safetensors")
+    assert (files.config_file, files.vocab_file) == (f"{directory}/config.json",
+                                                     f"{directory}/vocab.txt")
+    # A weights file alone: the config from --bert_config_file.
+    alone = tmp_path / "alone.safetensors"
+    alone.write_bytes((pathlib.Path(directory) / "model.safetensors").read_bytes())
+    found = checkpoints.open_checkpoint(alone)
+    assert (found.layout, found.config, found.vocab_file) == (checkpoints.HUGGING_FACE, None, None)
+    model = BertModel(tiny_config())
+    found.load_into(model, strict=True)
+    np.testing.assert_allclose(_outputs(model), reference[1], atol=1e-6)
+
+
+def test_adapters_over_their_base_load_merged_and_write_merged(reference, tmp_path):
+    lora_model = BertClassifier(tiny_config(), 2)
+    checkpoints.load_checkpoint(lora_model, TINY / "bert_model.ckpt", strict=False)
+    enable_lora(lora_model, rank=2, alpha=4)
+    layer = lora_model.bert.encoder_layers[1]
+    rng = np.random.default_rng(3)
+    for variable in lora_model.variables:
+        if variable.path.endswith("lora_b"):
+            variable.assign(rng.normal(size=variable.shape).astype("float32"))
+    path = checkpoints.write_adapters(lora_model, str(tmp_path), {"task": "classifier/cola"})
+    assert pathlib.Path(path).name == checkpoints.ADAPTERS_FILE
+    expected = _outputs(lora_model.bert)
+    a = next(v for v in layer.variables if v.path.endswith("query/lora_a")).numpy()
+    b = next(v for v in layer.variables if v.path.endswith("query/lora_b")).numpy()
+    merged_query = layer.query_kernel.numpy() + 2.0 * (a.astype(np.float64) @ b)
+
+    plain = BertClassifier(tiny_config(), 2)
+    found = checkpoints.open_checkpoint(TINY / "bert_model.ckpt", lora_adapters=path)
+    found.load_into(plain, strict=False)
+    np.testing.assert_allclose(plain.bert.encoder_layers[1].query_kernel.numpy(), merged_query,
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(_outputs(plain.bert), expected, atol=1e-5)
+    # Onto another base: refused, naming both.
+    other = tmp_path / "other" / "bert_model.ckpt"
+    moved = BertModel(tiny_config())
+    checkpoints.load_checkpoint(moved, TINY / "bert_model.ckpt", strict=False)
+    moved.pooler.bias.assign(moved.pooler.bias + 1.0)
+    checkpoints.write_original(moved, other)
+    with pytest.raises(ValueError, match="trained on another base model"):
+        checkpoints.open_checkpoint(other, lora_adapters=path).load_into(
+            BertClassifier(tiny_config(), 2), strict=False)
+    # Every writer writes the merged model: the original layout read back is the merged one.
+    written = checkpoints.write_original(lora_model, tmp_path / "merged" / "bert_model.ckpt")
+    back = BertClassifier(tiny_config(), 2)
+    checkpoints.load_checkpoint(back, written, strict=True)
+    np.testing.assert_allclose(_outputs(back.bert), expected, atol=1e-5)
+
+
+def test_the_family_is_recorded_or_found_by_names(tmp_path):
+    found = checkpoints.open_checkpoint(TINY)
+    assert found.family.encoder_names(BertModel(tiny_config()))[0][0] == (
+        "bert/embeddings/word_embeddings")
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"family": "albert"}))
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
+        (tmp_path / name).write_bytes((TINY / name).read_bytes())
+    with pytest.raises(ValueError, match=message("checkpoint-family-unknown") + " 'albert'"):
+        checkpoints.open_checkpoint(tmp_path)
+
+
+def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatch):
+    """The original's bert_config.json is BERT's; a file another family claims is read by it."""
+    import dataclasses
+
+    from modeling import families
+    from modeling.families.bert import BERT
+
+    other = dataclasses.replace(BERT, name="other", claims_config=lambda data: "model_size" in data,
+                                config_from_file=lambda path: ("other's config", path))
+    monkeypatch.setitem(families._FAMILIES, "other", other)
+    hparams = tmp_path / "hparams.json"
+    hparams.write_text(json.dumps({"model_size": "small"}))
+    assert checkpoints.load_config(str(hparams)) == ("other's config", str(hparams))
+    assert checkpoints.load_config(str(TINY / "bert_config.json")) == tiny_config()
+    # Claimed by none: BERT's reader says what the file lacks.
+    (tmp_path / "bare.json").write_text("{}")
+    with pytest.raises(ValueError, match="missing key"):
+        checkpoints.load_config(str(tmp_path / "bare.json"))
