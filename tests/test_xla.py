@@ -7,7 +7,8 @@ evaluation metrics and prediction files agree within float tolerance, though the
 computes the real-token rows without XLA and the grid with it: every dropout mask is drawn for a
 token's grid position (`modeling.kernels.keep_mask`), the same in both layouts: every step's
 training loss and the final weights agree to float rounding too. run_ner accumulates two
-micro-batches a step.
+micro-batches a step. run_pretraining.py's two runs are tests/test_run_pretraining.py's, which
+checks its outputs too.
 """
 import json
 import os
@@ -22,7 +23,7 @@ import pytest
 from conftest import ROOT
 from modeling_helpers import TINY
 from ner_helpers import write_conll_dir
-from pretraining_helpers import PRED, SEQ, model_checkpoint_values, write_records
+from pretraining_helpers import model_checkpoint_values
 from test_run_classifier import write_keyword_mrpc
 from test_run_squad import WINDOW_FLAGS, squad_data, write_json
 from test_run_swag import write_keyword_swag
@@ -74,16 +75,8 @@ def _sentence_embeddings(tmp):
                                           "--max_seq_length=16", *FINE_TUNING], []
 
 
-def _pretraining(tmp):
-    data = write_records(tmp / "train.tfrecord", 48)
-    return "run_pretraining.py", [f"--input_file={data}", f"--max_seq_length={SEQ}",
-                                  f"--max_predictions_per_seq={PRED}", "--num_train_steps=4",
-                                  "--max_eval_steps=2"], []
-
-
 SCRIPTS = {"run_classifier": _classifier, "run_squad": _squad, "run_swag": _swag,
-           "run_ner": _ner, "run_pretraining": _pretraining,
-           "run_sentence_embeddings": _sentence_embeddings}
+           "run_ner": _ner, "run_sentence_embeddings": _sentence_embeddings}
 
 
 def _run(script, args, output_dir, jit_compile):
@@ -159,17 +152,11 @@ def _numbers(path):
     return [line.split()[-1] if line else "" for line in text.splitlines()]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script", [  # each on a pytest process of its own, when one is free
-    pytest.param(name, marks=pytest.mark.xdist_group(f"xla_{name}")) for name in sorted(SCRIPTS)])
-def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
-    path, args, prediction_files = SCRIPTS[script](tmp_path)
-    plain, compiled = tmp_path / "plain", tmp_path / "xla"
-    _run(path, args, plain, jit_compile=False)
-    log = _run(path, args, compiled, jit_compile=True)
+def assert_compiled_run_agrees(plain, compiled, log, prediction_files=()):
+    """The run in `compiled` (--jit_compile=true; its log `log`) gave what the same run without
+    XLA gave in `plain`: each step's training loss, the final weights, the evaluation metrics and
+    the numbers in `prediction_files`."""
     assert "static shapes" in log  # the encoder computed on the grid, as XLA needs
-    if "--max_sequences_per_row=4" in args:
-        _check_packed_throughput(log)
     want, got = _train_losses(plain), _train_losses(compiled)
     assert sorted(got) == sorted(want) and len(want) > 1
     np.testing.assert_allclose([got[step] for step in sorted(want)],
@@ -190,3 +177,16 @@ def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
                 np.testing.assert_allclose(a, b, err_msg=name, **TOLERANCE)
             else:
                 assert a == b, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [  # each on a pytest process of its own, when one is free
+    pytest.param(name, marks=pytest.mark.xdist_group(f"xla_{name}")) for name in sorted(SCRIPTS)])
+def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
+    path, args, prediction_files = SCRIPTS[script](tmp_path)
+    plain, compiled = tmp_path / "plain", tmp_path / "xla"
+    _run(path, args, plain, jit_compile=False)
+    log = _run(path, args, compiled, jit_compile=True)
+    if "--max_sequences_per_row=4" in args:
+        _check_packed_throughput(log)
+    assert_compiled_run_agrees(plain, compiled, log, prediction_files)
