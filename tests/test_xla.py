@@ -7,12 +7,12 @@ evaluation metrics and prediction files agree within float tolerance, though the
 computes the real-token rows without XLA and the grid with it: every dropout mask is drawn for a
 token's grid position (`modeling.kernels.keep_mask`), the same in both layouts: every step's
 training loss and the final weights agree to float rounding too. run_ner accumulates two
-micro-batches a step. run_pretraining.py's two runs are tests/test_run_pretraining.py's, which
-checks its outputs too.
+micro-batches a step. run_pretraining.py's and run_sentence_embeddings.py's two runs are in
+tests/test_run_pretraining.py and tests/test_sentence_embedding_training.py, which check their
+outputs too.
 """
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -27,7 +27,6 @@ from pretraining_helpers import model_checkpoint_values
 from test_run_classifier import write_keyword_mrpc
 from test_run_squad import WINDOW_FLAGS, squad_data, write_json
 from test_run_swag import write_keyword_swag
-from test_sentence_embedding_training import topic_pairs, write_jsonl
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -67,16 +66,8 @@ def _ner(tmp):
         "test_predictions.txt"]
 
 
-def _sentence_embeddings(tmp):
-    pairs = topic_pairs(random.Random(0), 48, negatives=1)
-    train = write_jsonl(tmp / "train.jsonl", pairs[:32])
-    dev = write_jsonl(tmp / "dev.jsonl", pairs[32:])
-    return "run_sentence_embeddings.py", [f"--train_file={train}", f"--eval_file={dev}",
-                                          "--max_seq_length=16", *FINE_TUNING], []
-
-
 SCRIPTS = {"run_classifier": _classifier, "run_squad": _squad, "run_swag": _swag,
-           "run_ner": _ner, "run_sentence_embeddings": _sentence_embeddings}
+           "run_ner": _ner}
 
 
 def _run(script, args, output_dir, jit_compile):
