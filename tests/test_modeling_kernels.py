@@ -2,6 +2,7 @@
 reference (values and gradients, float32 and bfloat16): GELU, the attention's softmax and
 dropout, dropout + residual + LayerNorm; dropout masks from a hash of the seed (the same on both
 paths); a model with `kernels="fast"` against one with `kernels="reference"`."""
+import functools
 import importlib
 import os
 import pathlib
@@ -272,62 +273,66 @@ def _tiny_batch_and_model():
     return batch, make
 
 
+def _training_step(model, batch, skip_padding):
+    """[loss, sequence_output, *gradients] of one training step, dropout on."""
+    weights = tf.cast(batch["input_mask"], tf.float32)[..., None]
+    with tf.GradientTape() as tape:
+        out = model(batch, training=True, skip_padding=skip_padding)
+        loss = (tf.reduce_sum(tf.square(out["pooled_output"]))
+                + tf.reduce_sum(tf.square(out["sequence_output"]) * weights))
+    return [loss, out["sequence_output"]] + tape.gradient(loss, model.trainable_variables)
+
+
+@pytest.fixture(scope="module")
+def traced_step():
+    """`traced_step(kernels, skip_padding)`: `_training_step` of a new model in a `tf.function`,
+    as NumPy arrays, computed once in the module."""
+    batch, make = _tiny_batch_and_model()
+
+    @functools.cache
+    def traced(kernels, skip_padding):
+        model = make(kernels)
+        step = tf.function(lambda: _training_step(model, batch, skip_padding))
+        return [np.asarray(tf.convert_to_tensor(t)) for t in step()]
+
+    return traced
+
+
+def _assert_rounding_apart(got, want):
+    """Rounding only, carried through three layers of backward pass (a different dropout mask
+    would differ by the size of the values); the key bias's gradient is 0 in exact arithmetic."""
+    scale = max(np.abs(w).max() for w in want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(a)), b, rtol=1e-5,
+                                   atol=2e-6 * scale)
+
+
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["grid", "real rows"])
-def test_a_reference_model_computes_what_the_fast_one_does(skip_padding):
+def test_a_reference_model_computes_what_the_fast_one_does(traced_step, skip_padding):
     """The same model (weights and dropout seeds) built with each `kernels`: in training, with
     dropout on, the same outputs and gradients to float rounding (the same dropout masks)."""
-    batch, make = _tiny_batch_and_model()
-    weights = tf.cast(batch["input_mask"], tf.float32)[..., None]
-    results = []
-    for name in ("fast", "reference"):
-        model = make(name)
-
-        @tf.function
-        def step():
-            with tf.GradientTape() as tape:
-                out = model(batch, training=True, skip_padding=skip_padding)
-                loss = (tf.reduce_sum(tf.square(out["pooled_output"]))
-                        + tf.reduce_sum(tf.square(out["sequence_output"]) * weights))
-            return [loss, out["sequence_output"]] + tape.gradient(loss, model.trainable_variables)
-
-        results.append([np.asarray(tf.convert_to_tensor(t)) for t in step()])
-    (fast_loss, *fast), (reference_loss, *reference) = results
+    fast_loss, *fast = traced_step("fast", skip_padding)
+    reference_loss, *reference = traced_step("reference", skip_padding)
     assert fast_loss == pytest.approx(reference_loss, rel=1e-5)
-    # Rounding only, carried through three layers of backward pass (a different mask would
-    # differ by the size of the values); the key bias's gradient is 0 in exact arithmetic.
-    scale = max(np.abs(want).max() for want in reference)
-    for got, want in zip(fast, reference):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6 * scale)
+    _assert_rounding_apart(fast, reference)
 
 
-def test_an_eager_tape_records_nothing_inside_the_kernels():
+def test_an_eager_tape_records_nothing_inside_the_kernels(traced_step):
     """Each kernel's gradient is its own (`xla.custom_gradient`): an eager tape over a model with
     the fast kernels (the row moves, GELU, attention, dropout and LayerNorm) records nothing
     inside them, so TensorFlow makes no second version of a kernel for the tape (a
     `__forward_<kernel>` function that also returns the kernel's intermediates, traced and
-    XLA-compiled once more). The gradients are those of the same step in a `tf.function`."""
+    XLA-compiled once more). The gradients are those of the same step in a `tf.function`
+    (rounding only: TensorFlow's graph rewrites fuse what eager runs op by op)."""
     from tensorflow.python.eager import context
 
     batch, make = _tiny_batch_and_model()
-
-    def step(model):
-        with tf.GradientTape() as tape:
-            out = model(batch, training=True, skip_padding=True)
-            loss = tf.reduce_sum(tf.square(out["pooled_output"]))
-        return [loss] + tape.gradient(loss, model.trainable_variables)
-
     before = set(context.context().list_function_names())
-    eager = step(make("fast"))
+    eager = _training_step(make("fast"), batch, skip_padding=True)
     made = set(context.context().list_function_names()) - before
     assert made, "the step built no kernel"
     assert not sorted(name for name in made if name.startswith("__forward_"))
-    # Rounding only (TensorFlow's graph rewrites fuse what eager runs op by op), as between the
-    # fast and the reference model above.
-    compiled = [np.asarray(tf.convert_to_tensor(t)) for t in tf.function(step)(make("fast"))]
-    scale = max(np.abs(want).max() for want in compiled)
-    for got, want in zip(eager, compiled):
-        np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)), want, rtol=1e-5,
-                                   atol=2e-6 * scale)
+    _assert_rounding_apart(eager, traced_step("fast", True))
 
 
 def test_the_kernels_choice_is_part_of_the_config():

@@ -19,6 +19,7 @@ from modeling_helpers import TINY, tiny_config
 from pretraining_helpers import (
     cli_flags, model_checkpoint_values, pretraining_command, run_cli, run_in_process,
     truncate_checkpoint, write_records)
+from test_xla import assert_compiled_run_agrees
 
 EVAL_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
              "next_sentence_accuracy", "next_sentence_loss"]
@@ -29,16 +30,29 @@ def read_eval_results(output_dir):
     return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
 
 
-def test_train_eval_outputs_and_original_layout_export(tmp_path):
-    data = write_records(tmp_path / "train.tfrecord", 64)
-    out = tmp_path / "out"
-    result = run_cli(pretraining_command(
-        data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
-        "--num_train_steps=6", "--num_warmup_steps=2", "--save_checkpoints_steps=3",
-        "--iterations_per_loop=3", "--max_eval_steps=2", "--save_tf1_checkpoint",
-        f"--init_checkpoint={TINY / 'bert_model.ckpt'}"))
-    assert "*INIT_FROM_CKPT*" in result.stderr
-    assert "examples/s" in result.stderr and "ETA" in result.stderr
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The tiny model (dropout 0.1) pre-trained and evaluated from its checkpoint by the script,
+    as usual and with --jit_compile=true: {"plain": (output_dir, log), "xla": ...}."""
+    tmp = tmp_path_factory.mktemp("pretraining")
+    data = write_records(tmp / "train.tfrecord", 64)
+    runs = {}
+    for name, jit_compile in (("plain", "false"), ("xla", "true")):
+        out = tmp / name
+        result = run_cli(pretraining_command(
+            data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
+            "--num_train_steps=6", "--num_warmup_steps=2", "--save_checkpoints_steps=3",
+            "--iterations_per_loop=3", "--max_eval_steps=2", "--save_tf1_checkpoint",
+            "--learning_rate=1e-3", f"--jit_compile={jit_compile}",
+            f"--init_checkpoint={TINY / 'bert_model.ckpt'}", config=TINY / "bert_config.json"))
+        runs[name] = out, result.stderr
+    return runs
+
+
+def test_train_eval_outputs_and_original_layout_export(trained):
+    out, log = trained["plain"]
+    assert "*INIT_FROM_CKPT*" in log
+    assert "examples/s" in log and "ETA" in log
     results = read_eval_results(out)
     assert sorted(results) == EVAL_KEYS
     assert results["global_step"] == 6
@@ -54,18 +68,20 @@ def test_train_eval_outputs_and_original_layout_export(tmp_path):
     assert {"loss", "learning_rate", "masked_lm_accuracy", "examples_per_second"} <= tags
 
 
-def test_our_checkpoints_initialise_other_task_models(tmp_path):
+def test_jit_compile_trains_and_evaluates_as_without(trained):
+    """As tests/test_xla.py checks the fine-tuning scripts."""
+    assert_compiled_run_agrees(trained["plain"][0], *trained["xla"])
+
+
+def test_our_checkpoints_initialise_other_task_models(trained):
     from modeling import BertClassifier
     from modeling.checkpoint import initialize_from_checkpoint
 
-    data = write_records(tmp_path / "train.tfrecord", 32)
-    first = tmp_path / "first"
-    run_in_process(data, first, do_train=True, train_batch_size=8, num_train_steps=2,
-                   num_warmup_steps=0)
+    run = trained["plain"][0]
     classifier = BertClassifier(tiny_config(), num_labels=2)
-    report = initialize_from_checkpoint(classifier, first)
+    report = initialize_from_checkpoint(classifier, run)
     assert sorted(report.missing) == ["classifier/output_bias", "classifier/output_weights"]
-    saved = model_checkpoint_values(first / "ckpt-2")
+    saved = model_checkpoint_values(run / "ckpt-6")
     for variable in classifier.bert.weights:
         key = "model/by_path/" + variable.path.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
         np.testing.assert_array_equal(np.asarray(variable), saved[key], err_msg=variable.path)

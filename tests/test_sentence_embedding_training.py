@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT
 from modeling_helpers import TINY
 from refusals import assert_refused, message
+from test_xla import assert_compiled_run_agrees
 
 NOUNS = ["dog", "cat", "bird", "fish", "tree", "house", "car", "road", "river", "city", "hill",
          "sun", "moon", "star", "rain", "snow", "wind"]
@@ -305,15 +306,20 @@ def test_a_line_with_both_names_of_a_field_is_refused(tmp_path):
 def test_an_embedding_model_evaluates_without_training(tmp_path):
     """--do_eval alone: the starting model in a new output_dir, a finished run in its own, and
     the base with a LoRA run's adapters (docs/lora.md) each give the figures the training run
-    gave for that model."""
+    gave for that model. The training run, with hard negatives, also runs with
+    --jit_compile=true and gives the same results (as tests/test_xla.py checks the other
+    scripts)."""
     rng = random.Random(1)
-    pairs = write_jsonl(tmp_path / "pairs.jsonl", topic_pairs(rng, 8))
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", topic_pairs(rng, 8, negatives=1))
     model = [f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16"]
     trained = tmp_path / "trained"
-    process = run_script(*model, f"--train_file={pairs}", f"--eval_file={pairs}", "--do_train",
-                         "--do_eval", f"--output_dir={trained}", "--train_batch_size=4",
-                         "--num_train_epochs=1", "--learning_rate=1e-2", "--lora_rank=2")
-    assert process.returncode == 0, process.stderr[-3000:]
+    training = [*model, f"--train_file={pairs}", f"--eval_file={pairs}", "--do_train",
+                "--do_eval", "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-2",
+                "--lora_rank=2", "--iterations_per_loop=1"]
+    for out, jit_compile in ((trained, "false"), (tmp_path / "xla", "true")):
+        process = run_script(*training, f"--output_dir={out}", f"--jit_compile={jit_compile}")
+        assert process.returncode == 0, process.stderr[-3000:]
+    assert_compiled_run_agrees(trained, tmp_path / "xla", process.stderr)
     start = json.loads((trained / "eval_start.json").read_text())["metrics"]
     after = json.loads((trained / "eval_report.json").read_text())["metrics"]
     assert after["global_step"] == 2 and after != {**start, "global_step": 2}

@@ -5,12 +5,14 @@ Each script runs twice on the same small data from the tiny checkpoint (run_clas
 packed rows), dropout on (the fixture's 0.1): once as usual, once with --jit_compile=true. Their
 evaluation metrics and prediction files agree within float tolerance, though the encoder
 computes the real-token rows without XLA and the grid with it: every dropout mask is drawn for a
-token's grid position (`modeling.kernels.keep_mask`), the same in both layouts. The `Trainer`
-alone, a few steps both ways, gives the same losses and weights to float rounding.
+token's grid position (`modeling.kernels.keep_mask`), the same in both layouts: every step's
+training loss and the final weights agree to float rounding too. run_ner accumulates two
+micro-batches a step. run_pretraining.py's and run_sentence_embeddings.py's two runs are in
+tests/test_run_pretraining.py and tests/test_sentence_embedding_training.py, which check their
+outputs too.
 """
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -19,64 +21,14 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from modeling_helpers import TINY, tiny_config
+from modeling_helpers import TINY
 from ner_helpers import write_conll_dir
-from pretraining_helpers import PRED, SEQ, write_records
+from pretraining_helpers import model_checkpoint_values
 from test_run_classifier import write_keyword_mrpc
 from test_run_squad import WINDOW_FLAGS, squad_data, write_json
 from test_run_swag import write_keyword_swag
-from test_sentence_embedding_training import topic_pairs, write_jsonl
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
-
-
-def _train_with_dropout(output_dir, jit_compile, steps=3):
-    """Per-step losses and final weights of `steps` training steps (two accumulated
-    micro-batches each) of the tiny token classifier, dropout 0.1, on sequences of mixed lengths:
-    the same initial weights and dropout seeds in every call."""
-    import keras
-    import tensorflow as tf
-
-    from bert_runner.trainer import Trainer
-    from modeling import BertTokenClassifier
-    from modeling import checkpoint as checkpoints
-    from modeling.losses import masked_lm_loss
-    from modeling.optimization import create_optimizer
-
-    config = tiny_config()
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
-    keras.utils.set_random_seed(1)  # the head's weights and every dropout's seeds
-    model = BertTokenClassifier(config, 3)
-    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
-    model.bert.static_shapes = jit_compile  # as the scripts set it (bert_runner.driver)
-    rng = np.random.default_rng(0)
-    mask = (np.arange(16)[None] < np.array([[16], [9], [3], [12]])).astype("int32")
-    batch = {"input_ids": rng.integers(1, config.vocab_size, mask.shape).astype("int32") * mask,
-             "input_mask": mask, "segment_ids": np.zeros_like(mask),
-             "label_ids": rng.integers(0, 3, mask.shape).astype("int32")}
-
-    def loss_fn(model, features, training):
-        logits = model(features, training=training)["logits"]
-        return masked_lm_loss(logits, features["label_ids"], features["input_mask"])[0], {}
-
-    trainer = Trainer(tf.distribute.get_strategy(), model,
-                      create_optimizer("adamw", 1e-2, num_train_steps=10, num_warmup_steps=0),
-                      loss_fn, str(output_dir), global_batch_size=4, steps_per_loop=1,
-                      gradient_accumulation_steps=2, jit_compile=jit_compile)
-    trainer.train(lambda context: tf.data.Dataset.from_tensors(batch).repeat(), steps)
-    return ([record.metrics["loss"] for record in trainer.history],
-            {v.path: np.asarray(v) for v in model.trainable_variables})
-
-
-def test_jit_compile_trains_as_without_with_dropout_on(tmp_path):
-    """Every dropout mask (embeddings, attention, the blocks' outputs, the head) is the same with
-    and without XLA: the losses and weights differ by float rounding only (about 1e-6; masks
-    that differ at some tokens move the first loss by about 1e-3 and the weights by 0.2)."""
-    want_losses, want = _train_with_dropout(tmp_path / "plain", jit_compile=False)
-    got_losses, got = _train_with_dropout(tmp_path / "xla", jit_compile=True)
-    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
-    for path, value in want.items():
-        np.testing.assert_allclose(got[path], value, rtol=0, atol=1e-4, err_msg=path)
 
 
 # The fine-tuning scripts' flags beside their own.
@@ -110,33 +62,19 @@ def _swag(tmp):
 def _ner(tmp):
     write_conll_dir(tmp / "data", train_documents=4, dev_documents=2, test_documents=2)
     return "run_ner.py", [f"--data_dir={tmp / 'data'}", "--max_seq_length=32",
-                          "--do_predict=true", *FINE_TUNING], ["test_predictions.txt"]
-
-
-def _sentence_embeddings(tmp):
-    pairs = topic_pairs(random.Random(0), 48, negatives=1)
-    train = write_jsonl(tmp / "train.jsonl", pairs[:32])
-    dev = write_jsonl(tmp / "dev.jsonl", pairs[32:])
-    return "run_sentence_embeddings.py", [f"--train_file={train}", f"--eval_file={dev}",
-                                          "--max_seq_length=16", *FINE_TUNING], []
-
-
-def _pretraining(tmp):
-    data = write_records(tmp / "train.tfrecord", 48)
-    return "run_pretraining.py", [f"--input_file={data}", f"--max_seq_length={SEQ}",
-                                  f"--max_predictions_per_seq={PRED}", "--num_train_steps=4",
-                                  "--max_eval_steps=2"], []
+                          "--gradient_accumulation_steps=2", "--do_predict=true", *FINE_TUNING], [
+        "test_predictions.txt"]
 
 
 SCRIPTS = {"run_classifier": _classifier, "run_squad": _squad, "run_swag": _swag,
-           "run_ner": _ner, "run_pretraining": _pretraining,
-           "run_sentence_embeddings": _sentence_embeddings}
+           "run_ner": _ner}
 
 
 def _run(script, args, output_dir, jit_compile):
     cmd = [sys.executable, str(ROOT / script), f"--bert_config_file={TINY / 'bert_config.json'}",
            f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--do_train=true", "--do_eval=true",
-           "--train_batch_size=8", "--learning_rate=1e-3", f"--jit_compile={str(jit_compile).lower()}",
+           "--train_batch_size=8", "--learning_rate=1e-3", "--iterations_per_loop=1",
+           f"--jit_compile={str(jit_compile).lower()}",
            f"--output_dir={output_dir}", *args]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -153,6 +91,25 @@ def _check_packed_throughput(log):
         expected = float(rows_per_s) * sequences / rows
         assert abs(float(examples_per_s) - expected) <= 0.05 + 0.05 * sequences / rows, (
             rows_per_s, examples_per_s)
+
+
+def _train_losses(output_dir):
+    """{step: the training loss TensorBoard got at that step}."""
+    import tensorflow as tf
+
+    losses = {}
+    for path in (output_dir / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor))
+    return losses
+
+
+def _final_weights(output_dir):
+    import tensorflow as tf
+
+    return model_checkpoint_values(tf.train.latest_checkpoint(str(output_dir)))
 
 
 def _eval_results(output_dir):
@@ -186,17 +143,19 @@ def _numbers(path):
     return [line.split()[-1] if line else "" for line in text.splitlines()]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script", [  # each on a pytest process of its own, when one is free
-    pytest.param(name, marks=pytest.mark.xdist_group(f"xla_{name}")) for name in sorted(SCRIPTS)])
-def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
-    path, args, prediction_files = SCRIPTS[script](tmp_path)
-    plain, compiled = tmp_path / "plain", tmp_path / "xla"
-    _run(path, args, plain, jit_compile=False)
-    log = _run(path, args, compiled, jit_compile=True)
+def assert_compiled_run_agrees(plain, compiled, log, prediction_files=()):
+    """The run in `compiled` (--jit_compile=true; its log `log`) gave what the same run without
+    XLA gave in `plain`: each step's training loss, the final weights, the evaluation metrics and
+    the numbers in `prediction_files`."""
     assert "static shapes" in log  # the encoder computed on the grid, as XLA needs
-    if "--max_sequences_per_row=4" in args:
-        _check_packed_throughput(log)
+    want, got = _train_losses(plain), _train_losses(compiled)
+    assert sorted(got) == sorted(want) and len(want) > 1
+    np.testing.assert_allclose([got[step] for step in sorted(want)],
+                               [want[step] for step in sorted(want)], rtol=1e-5)
+    want, got = _final_weights(plain), _final_weights(compiled)
+    assert sorted(got) == sorted(want)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-4, err_msg=name)
     want, got = _eval_results(plain), _eval_results(compiled)
     assert sorted(got) == sorted(want)
     for name, value in want.items():
@@ -209,3 +168,16 @@ def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
                 np.testing.assert_allclose(a, b, err_msg=name, **TOLERANCE)
             else:
                 assert a == b, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [  # each on a pytest process of its own, when one is free
+    pytest.param(name, marks=pytest.mark.xdist_group(f"xla_{name}")) for name in sorted(SCRIPTS)])
+def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
+    path, args, prediction_files = SCRIPTS[script](tmp_path)
+    plain, compiled = tmp_path / "plain", tmp_path / "xla"
+    _run(path, args, plain, jit_compile=False)
+    log = _run(path, args, compiled, jit_compile=True)
+    if "--max_sequences_per_row=4" in args:
+        _check_packed_throughput(log)
+    assert_compiled_run_agrees(plain, compiled, log, prediction_files)
