@@ -16,9 +16,13 @@ sentence a call, p50 over --repeats rounds after one warm-up round:
   encoder           the Keras classifier on the sentence's packed, trimmed ids in a
                     tf.function (what the signature's loop runs per group of rows).
   encoder, grid     the same on the plain grid (`static_shapes`), not the real-row block.
+  encoder, XLA      the grid's encoder compiled by XLA (`jit_compile`), one program per length
+                    (each compiled in the untimed round; the compilations' time is printed apart).
   empty call        a tf.function returning its string input: the floor of any function call.
   dense matmuls     the encoder's dense layers' matmuls alone, at the median sentence's rows
-                    and at 32 rows (the smallest real-row block of a served call).
+                    and at 32 rows (the smallest real-row block of a served call); with
+                    onnxruntime installed, the same matmuls (same weights) in an ONNX Runtime
+                    session: whose matrix products are faster, apart from everything else.
 --negligible_arithmetic gives the same graph at hidden 96: what its ops cost without the work.
 Then `Session.run` of the same SavedModel in a TF1 graph session, and one traced call's executed
 ops (RunMetadata step stats): their count, and their time summed by op type.
@@ -180,25 +184,43 @@ def main(argv):
     def empty(text):
         return tf.identity(text)
 
+    @tf.function(input_signature=[spec], jit_compile=True)
+    def encoder_xla(group):
+        bert.static_shapes = True
+        try:
+            return module._row_values(group)
+        finally:
+            bert.static_shapes = False
+
     tokens = [int(f["input_mask"].numpy().sum()) for f in features]
+    compile_start = time.perf_counter()
+    for length in sorted(set(tokens)):
+        encoder_xla(next(f for f, n in zip(features, tokens) if n == length))
+    print(f"XLA: {len(set(tokens))} lengths compiled in {time.perf_counter() - compile_start:.1f} s "
+          "(the first call of each length)")
     rows = {
         "signature": lambda t: serve(text_a=tf.constant([t]))["probabilities"].numpy(),
         "in-process serve": lambda t: module.serve(tf.constant([t]))["probabilities"].numpy(),
         "tokenizer+pack": lambda t: tokenize_pack(tf.constant([t]))["input_ids"].numpy(),
         "encoder": lambda f: encoder(f).numpy(),
         "encoder, grid": lambda f: encoder_grid(f).numpy(),
+        "encoder, XLA": lambda f: encoder_xla(f).numpy(),
         "empty call": lambda t: empty(tf.constant([t])).numpy(),
     }
     print(f"word-pieces per sentence: median {int(np.median(tokens))}, max {max(tokens)}")
     for name, run in rows.items():
         items = features if name.startswith("encoder") else texts
         print(f"{name:18s} p50 {p50(run, items, FLAGS.repeats):7.2f} ms", flush=True)
-    difference = max(np.abs(encoder(f).numpy() - encoder_grid(f).numpy()).max() for f in features)
-    print(f"max |logit difference|, grid vs exported layout: {difference:.1e}")
+    for name, other in (("grid", encoder_grid), ("XLA", encoder_xla)):
+        difference = max(np.abs(encoder(f).numpy() - other(f).numpy()).max() for f in features)
+        print(f"max |logit difference|, {name} vs exported layout: {difference:.1e}")
+    ort_matmuls = onnx_dense_matmuls(kernels, sizes["num_hidden_layers"])
     for rows_count in (int(np.median(tokens)), 32):
-        x = tf.constant(rng.standard_normal((rows_count, hidden), np.float32))
+        x = rng.standard_normal((rows_count, hidden), np.float32)
         print(f"dense matmuls alone, {rows_count} rows: p50 "
-              f"{p50(lambda x: dense_matmuls(x).numpy(), [x] * 16, FLAGS.repeats):7.2f} ms")
+              f"{p50(lambda x: dense_matmuls(x).numpy(), [tf.constant(x)] * 16, FLAGS.repeats):7.2f}"
+              " ms" + ("" if ort_matmuls is None else "; in ONNX Runtime "
+                       f"{p50(ort_matmuls, [x] * 16, FLAGS.repeats):7.2f} ms"))
     if FLAGS.op_stats:
         run_ms, ops, by_type = step_stats(FLAGS.export_dir, texts)
         print(f"{'Session.run':18s} p50 {run_ms:7.2f} ms; {ops:.0f} ops executed per call")
@@ -223,6 +245,41 @@ def onnx_rows(model, texts):
     feeds = [text_model.features([t]) for t in texts]
     print(f"{'ORT session alone':18s} p50 "
           f"{p50(lambda f: text_model.session.run(None, f), feeds, FLAGS.repeats):7.2f} ms")
+
+
+def onnx_dense_matmuls(kernels, layers):
+    """`dense_matmuls` of `main` as an ONNX Runtime session (`x [rows, hidden]` -> numpy), the
+    same kernels and arithmetic; None without onnxruntime."""
+    try:
+        import onnxruntime
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+
+    names = [f"kernel_{i}" for i in range(len(kernels))]
+    nodes, x = [], "x"
+    for layer in range(layers):
+        products = [f"l{layer}_q{i}" for i in range(4)]
+        nodes += [helper.make_node("MatMul", [x, names[i]], [products[i]]) for i in range(4)]
+        nodes += [helper.make_node("Sum", products, [f"l{layer}_y"]),
+                  helper.make_node("MatMul", [f"l{layer}_y", names[4]], [f"l{layer}_i"]),
+                  helper.make_node("MatMul", [f"l{layer}_i", names[5]], [f"l{layer}_o"]),
+                  helper.make_node("Mul", [f"l{layer}_o", "scale"], [f"l{layer}_s"]),
+                  helper.make_node("Add", [x, f"l{layer}_s"], [f"l{layer}_x"])]
+        x = f"l{layer}_x"
+    hidden = int(kernels[0].shape[0])
+    graph = helper.make_graph(
+        nodes, "dense_matmuls",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, hidden])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [None, hidden])],
+        [numpy_helper.from_array(np.asarray(k), n) for k, n in zip(kernels, names)]
+        + [numpy_helper.from_array(np.asarray(0.01, np.float32), "scale")])
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = FLAGS.num_threads
+    session = onnxruntime.InferenceSession(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
+        options, providers=["CPUExecutionProvider"])
+    return lambda x: session.run(None, {"x": x})[0]
 
 
 def serving_text_spec():

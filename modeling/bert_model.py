@@ -47,7 +47,7 @@ class BertModel(keras.Model):
             hold zeros, not the original's values. For callers that read
             only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
             With `small_row_blocks` set (an attribute, like `recompute`; raw-text exports set
-            it), a small real-row block is padded to a power of two rather than to 256 rows
+            it), a small real-row block is padded to a multiple of 8 rather than to 256 rows
             (`token_rows.padded_rows`): the same values, less work on a request of a few rows.
             With `static_shapes` set (an attribute: XLA-compiled steps, `--jit_compile`, TPUs),
             every row is computed on the grid instead: the real-row block's size depends on the

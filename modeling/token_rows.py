@@ -28,21 +28,21 @@ from modeling.kernels.xla import custom_gradient
 # oneDNN new matmul kernels); at most ROW_BUCKET - 1 rows of waste per batch.
 ROW_BUCKET = 256
 # With `small_blocks` (served requests: `BertModel.small_row_blocks`), a block below ROW_BUCKET
-# rows is padded to a power of two from SMALL_BLOCK_ROWS instead: one served sentence of 30
-# word-pieces would otherwise compute 256 rows. Fine-tuning keeps the coarse buckets, where a
-# few more distinct shapes each cost compilations on small evaluation batches.
-SMALL_BLOCK_ROWS = 32
+# rows is padded to a multiple of SMALL_BLOCK_ROWS instead: one served sentence of 24
+# word-pieces computes 24 rows, not 256 (nor the 32 of a power of two: a third more matmul work,
+# which at a request's few rows is most of its time). At most ROW_BUCKET / SMALL_BLOCK_ROWS
+# shapes below ROW_BUCKET, each compiled once per process. Fine-tuning keeps the coarse buckets,
+# where a few more distinct shapes each cost compilations on small evaluation batches.
+SMALL_BLOCK_ROWS = 8
 
 
 def padded_rows(count, small_blocks=False):
     """The block's rows for `count` real ones (int32 scalar): the next multiple of ROW_BUCKET;
-    with `small_blocks`, below that the next power of two from SMALL_BLOCK_ROWS."""
-    rows = (count + ROW_BUCKET - 1) // ROW_BUCKET * ROW_BUCKET
-    size = ROW_BUCKET // 2
-    while small_blocks and size >= SMALL_BLOCK_ROWS:  # integer compares: exact at powers of two
-        rows = ops.where(count <= size, size, rows)
-        size //= 2
-    return rows
+    with `small_blocks`, below that the next multiple of SMALL_BLOCK_ROWS."""
+    step = ROW_BUCKET
+    if small_blocks:
+        step = ops.where(count < ROW_BUCKET, SMALL_BLOCK_ROWS, ROW_BUCKET)
+    return (count + step - 1) // step * step
 
 
 def supported():

@@ -37,12 +37,12 @@ def test_layout_rows_first_rows_real_rows_then_filler():
     # [CLS] rows of all three (the padded one too), then the other real positions, then filler.
     assert list(index[:6]) == [0, 4, 8, 1, 2, 9]
     assert len(index) == token_rows.ROW_BUCKET and not index[6:].any()
-    # Served requests (small_blocks): powers of two up to ROW_BUCKET, then its multiples.
+    # Served requests (small_blocks): multiples of 8 up to ROW_BUCKET, then its multiples.
     small = token_rows.RealRows(mask, fast=True, small_blocks=True)
     np.testing.assert_array_equal(small.index, index[:token_rows.SMALL_BLOCK_ROWS])
     assert [int(token_rows.padded_rows(n, small_blocks=True))
-            for n in (1, 32, 33, 64, 65, 128, 129, 256, 257, 600)] == [
-                32, 32, 64, 64, 128, 128, 256, 256, 512, 768]
+            for n in (1, 8, 9, 24, 25, 33, 249, 255, 256, 257, 600)] == [
+                8, 8, 16, 24, 32, 40, 256, 256, 256, 512, 768]
     assert [int(token_rows.padded_rows(n)) for n in (1, 256, 257)] == [256, 256, 512]
     grid = np.arange(12 * 2, dtype="float32").reshape(3, 4, 2)
     back = np.asarray(rows.to_grid(rows.rows(grid)))
