@@ -31,6 +31,9 @@ All hold the same random BERT weights (the peer's, copied into ours) and the ori
 GELU (the peer's `gelu_new`, KerasHub's `gelu_approximate`); the probabilities are compared to
 the SavedModel's before timing.
 
+Last, `predict.py`'s first answer: the seconds from starting it on the SavedModel with one
+sentence to its exit (median of 3), what a one-off user waits for.
+
 Input: sentences of the Austen novels in `data/austen/`, shuffled with --seed. Each round runs
 every contender in turn (so load from other processes hits all alike) on the same --sentences
 sentences: at batch 1, one call per sentence, each timed (latency p50 and p99 over all calls of
@@ -306,7 +309,28 @@ def main(argv):
                   f"{np.abs(run(check) - reference).max():.2e}")
         latencies, rounds = time_rounds(runners, sentences, FLAGS.batch_size, FLAGS.repeats,
                                         FLAGS.warmup)
+        first_answer = predict_first_answer(os.path.join(tmp, "saved_model"), sentences[0])
     report(latencies, rounds, sizes_mb, len(sentences))
+    print(f"predict.py's first answer (process start to its output, one sentence, the SavedModel;"
+          f" median of {len(first_answer)}): {statistics.median(first_answer):.2f} s")
+
+
+def predict_first_answer(export_dir, sentence, runs=3):
+    """Seconds from starting `predict.py --model=export_dir SENTENCE` to its exit, `runs` times:
+    what a one-off user waits for (Python, TensorFlow, the SavedModel's load, one call)."""
+    import subprocess
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "predict.py")
+    environment = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(FLAGS.num_threads),
+                       TF_NUM_INTEROP_THREADS=str(FLAGS.num_threads))
+    seconds = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, script, f"--model={export_dir}", sentence], check=True,
+                       capture_output=True, env=environment)
+        seconds.append(time.perf_counter() - start)
+    return seconds
 
 
 def _installed(package):
