@@ -4,46 +4,49 @@ The model is written with `keras.ops`/`keras.layers`, so it also runs under the 
 TensorFlow the encoder blocks use fused kernels by default (`modeling.kernels`, `BertModel`'s
 `kernels` argument). A model family (`modeling.families`) names its variables in the original
 layout and Hugging Face's; every checkpoint is read and written through `modeling.checkpoint`.
-"""
-from modeling.activations import gelu, gelu_exact, get_activation
-from modeling.bert_model import BertModel
-from modeling.config import BertConfig
-from modeling.families import build_model
-from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
-from modeling.lora import check_rank as check_lora_rank, enable_lora, trainable_count
-from modeling.losses import (
-    classification_loss, masked_lm_loss, multi_label_loss, next_token_loss, regression_loss,
-    span_loss)
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.task_models import (
-    BertClassifier, BertMultiLabelClassifier, BertPretrainer, BertSpanLabeler, BertTaskModel)
-from modeling.token_classifier import BertTokenClassifier
 
-__all__ = [
-    "BertClassifier",
-    "BertConfig",
-    "BertModel",
-    "BertMultiLabelClassifier",
-    "BertMultipleChoice",
-    "BertPretrainer",
-    "BertSpanLabeler",
-    "BertTaskModel",
-    "BertTokenClassifier",
-    "ClassificationHead",
-    "MaskedLMHead",
-    "NextSentenceHead",
-    "SpanHead",
-    "build_model",
-    "check_lora_rank",
-    "enable_lora",
-    "classification_loss",
-    "gelu",
-    "gelu_exact",
-    "get_activation",
-    "masked_lm_loss",
-    "multi_label_loss",
-    "next_token_loss",
-    "regression_loss",
-    "span_loss",
-    "trainable_count",
-]
+The names below are imported on first use, so that the package's light parts (which layout a
+path is in, `modeling.checkpoint.layout`, read while a script's flags are checked) load without
+Keras and TensorFlow.
+"""
+import importlib
+
+# Public name: (its module, its name there).
+_PUBLIC = {
+    "BertClassifier": ("modeling.task_models", "BertClassifier"),
+    "BertConfig": ("modeling.config", "BertConfig"),
+    "BertModel": ("modeling.bert_model", "BertModel"),
+    "BertMultiLabelClassifier": ("modeling.task_models", "BertMultiLabelClassifier"),
+    "BertMultipleChoice": ("modeling.multiple_choice", "BertMultipleChoice"),
+    "BertPretrainer": ("modeling.task_models", "BertPretrainer"),
+    "BertSpanLabeler": ("modeling.task_models", "BertSpanLabeler"),
+    "BertTaskModel": ("modeling.task_models", "BertTaskModel"),
+    "BertTokenClassifier": ("modeling.token_classifier", "BertTokenClassifier"),
+    "ClassificationHead": ("modeling.heads", "ClassificationHead"),
+    "MaskedLMHead": ("modeling.heads", "MaskedLMHead"),
+    "NextSentenceHead": ("modeling.heads", "NextSentenceHead"),
+    "SpanHead": ("modeling.heads", "SpanHead"),
+    "build_model": ("modeling.families", "build_model"),
+    "check_lora_rank": ("modeling.lora", "check_rank"),
+    "classification_loss": ("modeling.losses", "classification_loss"),
+    "enable_lora": ("modeling.lora", "enable_lora"),
+    "gelu": ("modeling.activations", "gelu"),
+    "gelu_exact": ("modeling.activations", "gelu_exact"),
+    "get_activation": ("modeling.activations", "get_activation"),
+    "masked_lm_loss": ("modeling.losses", "masked_lm_loss"),
+    "multi_label_loss": ("modeling.losses", "multi_label_loss"),
+    "next_token_loss": ("modeling.losses", "next_token_loss"),
+    "regression_loss": ("modeling.losses", "regression_loss"),
+    "span_loss": ("modeling.losses", "span_loss"),
+    "trainable_count": ("modeling.lora", "trainable_count"),
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'modeling' has no attribute {name!r}")
+    module, attribute = _PUBLIC[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value

@@ -197,3 +197,16 @@ def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatc
     (tmp_path / "bare.json").write_text("{}")
     with pytest.raises(ValueError, match="missing key"):
         checkpoints.load_config(str(tmp_path / "bare.json"))
+
+
+def test_which_layout_a_path_is_in_is_told_without_tensorflow():
+    """The flags' checks (`bert_runner.flags.require_model_files`) run before a script imports
+    TensorFlow: a refusal there is one line, with none of TensorFlow's start-up logging."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from modeling.checkpoint import HF_DIRECTORY, check_partial_directory, "
+            "hf_home; print(sorted({'tensorflow', 'keras'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

@@ -6,7 +6,8 @@ holds the format's head, of the task's number of labels; then every weight must 
 (`modeling.checkpoint`, strict). Messages name `--checkpoint`.
 """
 from bert_runner.serving import registry
-from modeling import families, checkpoint as checkpoints
+from modeling import checkpoint as checkpoints, families
+from modeling.checkpoint import run_files
 
 
 def load_fine_tuned(model, checkpoint, export_format, config_file=None, task_name=None,
@@ -108,7 +109,7 @@ def follow_run_record(flag_values, checkpoint):
     A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
     from absl import logging
 
-    path, record = checkpoints.run_files.run_record(checkpoint)
+    path, record = run_files.run_record(checkpoint)
     for flag in (_AS_TRAINED + _AS_ASKED) if record else ():
         if record.get(flag) is None or flag not in flag_values:
             continue

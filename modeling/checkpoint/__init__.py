@@ -11,28 +11,51 @@ config and vocabulary a run starts from.
 
 Scripts, tasks and the machinery import this package only; the layouts' modules (`original`,
 `hugging_face`, `adapters`) and the families' names (`modeling.families`) are its own.
-"""
-from modeling.checkpoint import run_files
-from modeling.checkpoint.layout import HF_DIRECTORY, check_partial_directory, is_hf_directory
-from modeling.checkpoint.model_files import (
-    ModelFiles, check_max_seq_length, hf_home, load_config, model_files, recorded_objective,
-    recorded_task)
-from modeling.checkpoint.original import LoadReport, resolve_checkpoint_prefix
-from modeling.checkpoint.original import variable_map as variables_by_name
-from modeling.checkpoint.reader import (
-    HUGGING_FACE, ORIGINAL, RUN, Checkpoint, ModelVariables, check_init_checkpoint,
-    identity_file, initialize_from_checkpoint, load_checkpoint, open_checkpoint,
-    restore_newest_readable)
-from modeling.checkpoint.adapters import ADAPTERS_FILE, check_task as check_adapters_task
-from modeling.checkpoint.writer import write_adapters, write_hugging_face, write_original
 
-__all__ = [
-    "ADAPTERS_FILE", "Checkpoint", "HF_DIRECTORY", "HUGGING_FACE", "LoadReport", "ModelFiles",
-    "ModelVariables", "ORIGINAL", "RUN", "check_adapters_task", "check_init_checkpoint",
-    "check_max_seq_length", "check_partial_directory", "hf_home", "identity_file",
-    "initialize_from_checkpoint", "is_hf_directory", "load_checkpoint", "load_config",
-    "model_files", "open_checkpoint", "recorded_objective", "recorded_task",
-    "resolve_checkpoint_prefix", "restore_newest_readable", "run_files", "variables_by_name",
-    "write_adapters",
-    "write_hugging_face", "write_original",
-]
+The names below are imported on first use: `layout` (which layout a path is in) loads without
+TensorFlow, for the checks of a script's flags.
+"""
+import importlib
+
+# Public name: (its module, its name there).
+_PUBLIC = {
+    "ADAPTERS_FILE": ("modeling.checkpoint.adapters", "ADAPTERS_FILE"),
+    "Checkpoint": ("modeling.checkpoint.reader", "Checkpoint"),
+    "HF_DIRECTORY": ("modeling.checkpoint.layout", "HF_DIRECTORY"),
+    "HUGGING_FACE": ("modeling.checkpoint.reader", "HUGGING_FACE"),
+    "LoadReport": ("modeling.checkpoint.original", "LoadReport"),
+    "ModelFiles": ("modeling.checkpoint.model_files", "ModelFiles"),
+    "ModelVariables": ("modeling.checkpoint.reader", "ModelVariables"),
+    "ORIGINAL": ("modeling.checkpoint.reader", "ORIGINAL"),
+    "RUN": ("modeling.checkpoint.reader", "RUN"),
+    "check_adapters_task": ("modeling.checkpoint.adapters", "check_task"),
+    "check_init_checkpoint": ("modeling.checkpoint.reader", "check_init_checkpoint"),
+    "check_max_seq_length": ("modeling.checkpoint.model_files", "check_max_seq_length"),
+    "check_partial_directory": ("modeling.checkpoint.layout", "check_partial_directory"),
+    "hf_home": ("modeling.checkpoint.layout", "hf_home"),
+    "identity_file": ("modeling.checkpoint.reader", "identity_file"),
+    "initialize_from_checkpoint": ("modeling.checkpoint.reader", "initialize_from_checkpoint"),
+    "is_hf_directory": ("modeling.checkpoint.layout", "is_hf_directory"),
+    "load_checkpoint": ("modeling.checkpoint.reader", "load_checkpoint"),
+    "load_config": ("modeling.checkpoint.model_files", "load_config"),
+    "model_files": ("modeling.checkpoint.model_files", "model_files"),
+    "open_checkpoint": ("modeling.checkpoint.reader", "open_checkpoint"),
+    "recorded_objective": ("modeling.checkpoint.model_files", "recorded_objective"),
+    "recorded_task": ("modeling.checkpoint.model_files", "recorded_task"),
+    "resolve_checkpoint_prefix": ("modeling.checkpoint.original", "resolve_checkpoint_prefix"),
+    "restore_newest_readable": ("modeling.checkpoint.reader", "restore_newest_readable"),
+    "variables_by_name": ("modeling.checkpoint.original", "variable_map"),
+    "write_adapters": ("modeling.checkpoint.writer", "write_adapters"),
+    "write_hugging_face": ("modeling.checkpoint.writer", "write_hugging_face"),
+    "write_original": ("modeling.checkpoint.writer", "write_original"),
+}
+__all__ = sorted(_PUBLIC) + ["run_files"]
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'modeling.checkpoint' has no attribute {name!r}")
+    module, attribute = _PUBLIC[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value

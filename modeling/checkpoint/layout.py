@@ -22,6 +22,18 @@ def is_hf_weights_file(path):
         path.endswith(".safetensors") or os.path.basename(path) == "pytorch_model.bin")
 
 
+def hf_home(path):
+    """The Hugging Face directory `path` names (the directory itself, or the folder of a weights
+    file with its `config.json` beside it), or None."""
+    if is_hf_directory(path):
+        return path
+    if is_hf_weights_file(path):
+        folder = os.path.dirname(path) or "."
+        if os.path.isfile(os.path.join(folder, "config.json")):
+            return folder
+    return None
+
+
 def check_partial_directory(path, flag=None):
     """Refuses a directory that holds part of the Hugging Face layout and no TF checkpoint (a
     `config.json` without weights, weights without `config.json`), saying what is missing."""

@@ -10,8 +10,7 @@ import os
 from typing import Optional
 
 from modeling.checkpoint import hugging_face, run_files
-from modeling.checkpoint.layout import (
-    HF_DIRECTORY, check_partial_directory, is_hf_directory, is_hf_weights_file)
+from modeling.checkpoint.layout import HF_DIRECTORY, check_partial_directory, hf_home
 from modeling import families
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
@@ -31,18 +30,6 @@ class ModelFiles:
     config: object  # the family's config (`modeling.BertConfig`)
     config_file: str
     vocab_file: Optional[str]
-
-
-def hf_home(path):
-    """The Hugging Face directory `path` names (the directory itself, or the folder of a weights
-    file with its `config.json` beside it), or None."""
-    if is_hf_directory(path):
-        return path
-    if is_hf_weights_file(path):
-        folder = os.path.dirname(path) or "."
-        if os.path.isfile(os.path.join(folder, "config.json")):
-            return folder
-    return None
 
 
 def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,

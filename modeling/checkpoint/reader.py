@@ -34,8 +34,7 @@ from absl import logging
 from modeling import families, lora
 from modeling.checkpoint import adapters, hugging_face, original, run_files
 from modeling.checkpoint.layout import (
-    HF_WEIGHT_FILES, check_partial_directory, is_hf_directory, is_hf_weights_file)
-from modeling.checkpoint.model_files import hf_home
+    HF_WEIGHT_FILES, check_partial_directory, hf_home, is_hf_directory, is_hf_weights_file)
 
 ORIGINAL, RUN, HUGGING_FACE = "original", "run", "hugging_face"
 
