@@ -207,6 +207,8 @@ def test_which_layout_a_path_is_in_is_told_without_tensorflow():
 
     code = ("import sys; from modeling.checkpoint import HF_DIRECTORY, check_partial_directory, "
             "hf_home; print(sorted({'tensorflow', 'keras'} & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    # `-E`: a fresh interpreter, not one forked from the tests' server (tests/forked_scripts.py),
+    # which has imported TensorFlow.
+    out = subprocess.run([sys.executable, "-E", "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
     assert out.strip() == "[]"
