@@ -11,6 +11,10 @@ Contenders (each: a list of raw strings in, the two class probabilities out, tru
   SavedModel     `export_model.py`'s SavedModel (classifier's raw_text module: tf.text tokenizer, packing,
                  BertClassifier, softmax in one graph), `tf.saved_model.load`, its
                  `serving_default` signature on a string tensor of the batch.
+  SavedModel bf16  the same exported with `--mixed_precision=bf16` (bfloat16 weights and
+                 matmuls, `modeling.inference.with_bfloat16_weights`), with --bfloat16: for CPUs
+                 with bfloat16 units (AMX, AVX512_BF16); its probabilities' difference from the
+                 float32 SavedModel's is printed with the others'.
   LiteRT <q>     `export_model.py --format=litert --quantization=<q>` (bert_runner.serving.litert:
                  tokenizer inside, one text at a time in the graph), ai-edge-litert's interpreter
                  (XNNPACK) with tf.text's ops, `num_threads` threads. int8 is calibrated on
@@ -94,6 +98,7 @@ flags.DEFINE_list("litert", ["float32", "float16", "dynamic_int8", "int8"],
                   "LiteRT precisions to time (empty: none).")
 flags.DEFINE_integer("calibration_sentences", 100, "Sentences calibrating LiteRT int8.")
 flags.DEFINE_list("peers", ["onnx", "hf", "keras_hub"], "Other contenders to time.")
+flags.DEFINE_bool("bfloat16", True, "Also time the SavedModel exported with bfloat16 weights.")
 flags.DEFINE_integer("num_threads", os.cpu_count(), "Threads of every contender (see above).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the sentence order.")
 FLAGS = flags.FLAGS
@@ -237,6 +242,11 @@ def time_rounds(runners, sentences, batch_size, repeats, warmup):
     return latencies, rounds
 
 
+def directory_mb(directory):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(directory)
+               for f in fs) / 1e6
+
+
 def build_runners(model, peer, sizes, calibration, tmp):
     """{name: batch -> probabilities}; contenders whose packages are missing are left out."""
     from bert_runner.serving import litert, onnx
@@ -248,8 +258,15 @@ def build_runners(model, peer, sizes, calibration, tmp):
         model, FLAGS.vocab_file, True, FLAGS.max_seq_length, LABELS,
         os.path.join(tmp, "saved_model"))
     runners["SavedModel"] = saved_model_runner(export_dir)
-    sizes_mb = {"SavedModel": sum(os.path.getsize(os.path.join(d, f))
-                                  for d, _, fs in os.walk(export_dir) for f in fs) / 1e6}
+    sizes_mb = {"SavedModel": directory_mb(export_dir)}
+    if FLAGS.bfloat16:
+        from modeling.inference import with_bfloat16_weights
+
+        bf16_dir = raw_text.export_classifier(
+            with_bfloat16_weights(model), FLAGS.vocab_file, True, FLAGS.max_seq_length, LABELS,
+            os.path.join(tmp, "saved_model_bf16"))
+        runners["SavedModel bf16"] = saved_model_runner(bf16_dir)
+        sizes_mb["SavedModel bf16"] = directory_mb(bf16_dir)
     if FLAGS.litert:
         module = litert.text_module(convertible, FLAGS.vocab_file, True, FLAGS.max_seq_length)
         for quantization in FLAGS.litert:
