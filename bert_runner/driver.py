@@ -32,7 +32,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import check_lora_rank, checkpoint as checkpoints, enable_lora, trainable_count
-from modeling.checkpoint import run_files
+from modeling.checkpoint import identity as checkpoint_identity, run_files
 from modeling.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer
 from bert_runner import (
@@ -307,7 +307,7 @@ def evaluate_start(trainer, task, run, split):
     report = run_files.read_json_object(path)
     if report is not None:
         return report["metrics"]
-    if tf.train.latest_checkpoint(run.output_dir):
+    if checkpoint_identity.newest_checkpoint(run.output_dir):
         return None
     _log_split("evaluation of the starting model", split)
     trainer.restore(_init_from_checkpoint(trainer, run, task))
@@ -407,7 +407,7 @@ def run(task, run, seeds=None):
         prepare(task, run, config, identity, seeds)
         # A training command of other settings was refused above: these only evaluate or predict.
         changed = _changed_settings(run.output_dir, identity)
-        if changed and tf.train.latest_checkpoint(run.output_dir):
+        if changed and checkpoint_identity.newest_checkpoint(run.output_dir):
             logging.warning(
                 "%s holds a model trained with other settings than this command's: %s. Its "
                 "checkpoints are evaluated and predicted with as they are", run.output_dir,

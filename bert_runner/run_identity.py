@@ -14,7 +14,6 @@ at the same path is seen; a path moved with the same content is the same run.
 `differences` compares the names both sides hold: a record written before a name was recorded
 is not checked for it.
 """
-import functools
 import hashlib
 import json
 import os
@@ -23,7 +22,8 @@ import tensorflow as tf
 
 from bert_runner import seeds as seed_sweeps
 from modeling import families
-from modeling.checkpoint import run_files
+from modeling.checkpoint import identity as checkpoint_identity, run_files
+from modeling.checkpoint.identity import fingerprint
 
 # The RunConfig fields that change what training computes. --jit_compile is not one (the steps
 # compute the same numbers with and without XLA), nor are batch sizes of evaluation and
@@ -52,57 +52,6 @@ TRAIN_EXAMPLES = "train_examples"
 # The newest checkpoint of an --init_checkpoint directory when the run started: a directory
 # still being written (a pre-training run) starts later commands from newer checkpoints.
 INIT_PREFIX = "init_checkpoint_prefix"
-
-_CHUNK = 1 << 22
-
-
-@functools.lru_cache(maxsize=None)
-def _file_sha256(path, size, mtime):
-    """The hash of a file's content; keyed by its size and mtime too, so that a file written
-    again in the same process is hashed again."""
-    del size, mtime
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        while True:
-            chunk = f.read(_CHUNK)
-            if not chunk:
-                return digest.hexdigest()
-            digest.update(chunk)
-
-
-def file_sha256(path):
-    stat = tf.io.gfile.stat(path)
-    return _file_sha256(path, stat.length, stat.mtime_nsec)
-
-
-def fingerprint(path):
-    """A short content hash of what `path` names as a model or data file, or None when nothing
-    is there:
-
-      a TF checkpoint prefix (ours or the original's): its .index file, which holds a checksum
-          of every tensor, so the whole checkpoint without reading its data;
-      a directory holding checkpoints (an output_dir): its newest checkpoint;
-      any other directory (a Hugging Face model, a data folder): its files' names and contents;
-      a file: its content.
-    """
-    if not path:
-        return None
-    if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest:
-            return fingerprint(latest)
-        digest = hashlib.sha256()
-        for name in sorted(tf.io.gfile.listdir(path)):
-            child = os.path.join(path, name)
-            if not tf.io.gfile.isdir(child):
-                digest.update(f"{name}\0{file_sha256(child)}\0".encode())
-        return digest.hexdigest()[:16]
-    if tf.io.gfile.exists(path + ".index"):
-        return file_sha256(path + ".index")[:16]
-    if tf.io.gfile.exists(path):
-        return file_sha256(path)[:16]
-    return None
-
 
 def examples_sha256(examples):
     """A short hash of a split's examples as the task read them (their text, labels and ids, in
@@ -149,7 +98,7 @@ def of(task, run, config=None, train_examples=None, train_records=None):
     for key, field in FINGERPRINTED:
         identity[key] = fingerprint(getattr(run, field))
     if run.init_checkpoint and tf.io.gfile.isdir(run.init_checkpoint):
-        identity[INIT_PREFIX] = tf.train.latest_checkpoint(run.init_checkpoint)
+        identity[INIT_PREFIX] = checkpoint_identity.newest_checkpoint(run.init_checkpoint)
     if config is not None:
         # The reader builds the model of this family from the run's checkpoints.
         identity[run_files.FAMILY_KEY] = families.of_config(config).name
@@ -206,7 +155,7 @@ def _at_recorded_start(recorded, current):
     started from (when it is still there), not at its newest."""
     prefix = recorded.get(INIT_PREFIX)
     if (prefix and current.get("init_checkpoint") == recorded.get("init_checkpoint")
-            and current.get(INIT_PREFIX) != prefix and tf.io.gfile.exists(prefix + ".index")):
+            and current.get(INIT_PREFIX) != prefix and fingerprint(prefix)):
         return {**current, INIT_PREFIX: prefix, "init_checkpoint_sha256": fingerprint(prefix)}
     return current
 
@@ -214,5 +163,5 @@ def _at_recorded_start(recorded, current):
 def holds_checkpoints(output_dir, seed_dirs=True):
     """Whether `output_dir` (or, with `seed_dirs`, a seed directory in it) holds a checkpoint."""
     directories = [output_dir] + (seed_sweeps.seed_directories(output_dir) if seed_dirs else [])
-    return any(tf.io.gfile.isdir(d) and tf.train.latest_checkpoint(d) for d in directories)
+    return any(checkpoint_identity.newest_checkpoint(d) for d in directories)
 

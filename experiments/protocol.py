@@ -21,7 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner import run_identity
-from modeling.checkpoint import run_files
+from modeling.checkpoint import identity as checkpoint_identity, run_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +188,7 @@ def chosen_checkpoint(choice, output_dir, step=None):
     the model its report scored (at `step`, when the report says): predicting without it would
     restore the starting checkpoint with an untrained output layer, under the chosen score."""
     directory = choice.setting.output_dir(output_dir)
-    checkpoint = tf.train.latest_checkpoint(directory)
+    checkpoint = checkpoint_identity.newest_checkpoint(directory)
     if checkpoint is None:
         raise ValueError(
             f"{directory} holds the chosen run's dev report but no checkpoint of that run: "

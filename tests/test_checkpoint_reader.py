@@ -15,8 +15,8 @@ from refusals import message
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The checkpoint package's own modules, and the model's naming: what only `modeling/` imports.
-# `modeling.checkpoint` itself, its `run_files` (the files beside a run's checkpoints) and
-# `files` (atomic writes) are the package's public face.
+# `modeling.checkpoint` itself, its `run_files` (the files beside a run's checkpoints),
+# `identity` (content hashes) and `files` (atomic writes) are the package's public face.
 _INTERNALS = ("modeling.checkpoint.original", "modeling.checkpoint.hugging_face",
               "modeling.checkpoint.adapters", "modeling.checkpoint.reader",
               "modeling.checkpoint.layout", "modeling.checkpoint.model_files",
