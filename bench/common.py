@@ -99,9 +99,9 @@ def convert_to_original_layout(hf_dir, out_dir):
 
     from modeling import build_model, checkpoint as checkpoints
 
-    config = checkpoints.load_config(os.path.join(hf_dir, "config.json"))
+    config = checkpoints.model_files(None, None, hf_dir).config
     model = build_model("encoder", config)
-    checkpoints.load_checkpoint(model, hf_dir)
+    checkpoints.initialize_from_checkpoint(model, hf_dir)  # pre-training heads left
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(os.path.join(out_dir, "bert_config.json"))
     checkpoints.write_original(model, os.path.join(out_dir, "bert_model.ckpt"))

@@ -74,8 +74,8 @@ def pretrained_student(model_dir, config, stride, prefix):
 
     from modeling import build_model, checkpoint as checkpoints
 
-    teacher = build_model("encoder", checkpoints.load_config(os.path.join(model_dir, "config.json")))
-    checkpoints.load_checkpoint(teacher, model_dir)
+    teacher = build_model("encoder", checkpoints.model_files(None, None, model_dir).config)
+    checkpoints.initialize_from_checkpoint(teacher, model_dir)  # pre-training heads left
     weights = checkpoints.variables_by_name(teacher)
     student = build_model("encoder", config)
     for name, variable in checkpoints.variables_by_name(student).items():
@@ -117,7 +117,7 @@ def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
 def main(argv):
     del argv
     from bench import common
-    from modeling.checkpoint import load_config
+    from modeling.checkpoint import model_files
 
     model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_distillation_")
@@ -127,7 +127,7 @@ def main(argv):
                           FLAGS.unlabeled_examples)
         majority = max(sum(label == c for _, label in rows["dev"]) for c in (0, 1)) / len(
             rows["dev"])
-        config = load_config(os.path.join(model_dir, "config.json"))
+        config = model_files(None, None, model_dir).config
         stride = -(-config.num_hidden_layers // FLAGS.student_layers)
         files = {"vocab": os.path.join(workdir, "vocab.txt"),
                  "teacher": os.path.join(workdir, "teacher_config.json"),

@@ -20,7 +20,7 @@ sentence a call, p50 over --repeats rounds after one warm-up round:
                     (each compiled in the untimed round; the compilations' time is printed apart).
   empty call        a tf.function returning its string input: the floor of any function call.
   dense matmuls     the encoder's dense layers' matmuls alone, at the median sentence's rows
-                    and at 32 rows (the smallest real-row block of a served call); with
+                    and at 32 rows; with
                     onnxruntime installed, the same matmuls (same weights) in an ONNX Runtime
                     session: whose matrix products are faster, apart from everything else.
 --negligible_arithmetic gives the same graph at hidden 96: what its ops cost without the work.

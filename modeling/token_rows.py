@@ -41,7 +41,8 @@ def padded_rows(count, small_blocks=False):
     with `small_blocks`, below that the next multiple of SMALL_BLOCK_ROWS."""
     step = ROW_BUCKET
     if small_blocks:
-        step = ops.where(count < ROW_BUCKET, SMALL_BLOCK_ROWS, ROW_BUCKET)
+        step = ops.cast(ops.where(count < ROW_BUCKET, SMALL_BLOCK_ROWS, ROW_BUCKET),
+                        ops.dtype(count) if hasattr(count, "dtype") else "int32")
     return (count + step - 1) // step * step
 
 

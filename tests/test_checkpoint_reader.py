@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # `identity` (content hashes) and `files` (atomic writes) are the package's public face.
 _INTERNALS = ("modeling.checkpoint.original", "modeling.checkpoint.hugging_face",
               "modeling.checkpoint.adapters", "modeling.checkpoint.reader",
-              "modeling.checkpoint.layout", "modeling.checkpoint.model_files",
+              "modeling.checkpoint.layout", "modeling.checkpoint.config_files",
               "modeling.checkpoint.writer", "modeling.checkpoint_names", "modeling.lora",
               "modeling.tf1_checkpoint", "modeling.hf_checkpoint")
 
@@ -175,8 +175,9 @@ def test_the_family_is_recorded_or_found_by_names(tmp_path):
     record.write_text(json.dumps({"family": "albert"}))
     for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
         (tmp_path / name).write_bytes((TINY / name).read_bytes())
-    with pytest.raises(ValueError, match=message("checkpoint-family-unknown") + " 'albert'"):
+    with pytest.raises(ValueError, match=message("checkpoint-family-unknown") + " 'albert'") as e:
         checkpoints.open_checkpoint(tmp_path)
+    assert str(record) in str(e.value)  # the run.json that names it
 
 
 def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatch):
@@ -193,6 +194,8 @@ def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatc
     hparams.write_text(json.dumps({"model_size": "small"}))
     assert checkpoints.load_config(str(hparams)) == ("other's config", str(hparams))
     assert checkpoints.load_config(str(TINY / "bert_config.json")) == tiny_config()
+    # Every public name stays what it names once its module is imported (none is a submodule's).
+    assert callable(checkpoints.model_files) and callable(checkpoints.load_config)
     # Claimed by none: BERT's reader says what the file lacks.
     (tmp_path / "bare.json").write_text("{}")
     with pytest.raises(ValueError, match="missing key"):

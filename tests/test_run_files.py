@@ -30,7 +30,7 @@ def test_a_run_json_that_is_not_a_json_object_is_refused_by_every_reader(tmp_pat
     path = tmp_path / "run.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     assert message("run-record-unreadable") == "is not valid JSON"
-    for read in (run_files.output_dir_record, run_files.run_record, checkpoints.recorded_task,
+    for read in (run_files.output_dir_record, run_files.run_record, checkpoints.open_checkpoint,
                  checkpoints.recorded_objective, provenance.recorded_bilstm_on_top):
         with pytest.raises(ValueError, match=re.escape(f"{path} {says}")):
             read(str(tmp_path))

@@ -54,7 +54,7 @@ class ModelExport(tf.Module):
         # save its own tf.functions beside the signatures.
         self._parts = _Untracked(model=model, tokenizer=tokenizer)
         encoder = getattr(model, "bert", model)
-        # A served call holds few rows: pad its real-row block to a small power of two.
+        # A served call holds few rows: pad its real-row block to a multiple of 8, not 256.
         encoder.small_row_blocks = True
         # One row a call (LiteRT): the padded grid, no data-dependent row count.
         encoder.static_shapes = rows_per_call == 1

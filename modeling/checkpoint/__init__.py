@@ -6,8 +6,8 @@ directory or weights file, a LoRA run's adapters over its base) and returns a `C
 layout and model family, what it carries (config, vocabulary, casing), the run record and labels
 of the run that wrote it, and the loading of its weights by the family's names, adapters merged.
 The one writer (`writer`) writes the original layout, Hugging Face's and a LoRA run's adapters;
-`run_files` reads and writes the files a run keeps beside its checkpoints; `model_files` gives the
-config and vocabulary a run starts from.
+`run_files` reads and writes the files a run keeps beside its checkpoints; `config_files`
+(`model_files`) gives the config and vocabulary a run starts from.
 
 Scripts, tasks and the machinery import this package only; the layouts' modules (`original`,
 `hugging_face`, `adapters`) and the families' names (`modeling.families`) are its own.
@@ -19,29 +19,28 @@ import importlib
 
 # Public name: (its module, its name there).
 _PUBLIC = {
-    "ADAPTERS_FILE": ("modeling.checkpoint.adapters", "ADAPTERS_FILE"),
+    "ADAPTERS_FILE": ("modeling.checkpoint.layout", "ADAPTERS_FILE"),
     "Checkpoint": ("modeling.checkpoint.reader", "Checkpoint"),
     "HF_DIRECTORY": ("modeling.checkpoint.layout", "HF_DIRECTORY"),
     "HUGGING_FACE": ("modeling.checkpoint.reader", "HUGGING_FACE"),
     "LoadReport": ("modeling.checkpoint.original", "LoadReport"),
-    "ModelFiles": ("modeling.checkpoint.model_files", "ModelFiles"),
+    "ModelFiles": ("modeling.checkpoint.config_files", "ModelFiles"),
     "ModelVariables": ("modeling.checkpoint.reader", "ModelVariables"),
     "ORIGINAL": ("modeling.checkpoint.reader", "ORIGINAL"),
     "RUN": ("modeling.checkpoint.reader", "RUN"),
     "check_adapters_task": ("modeling.checkpoint.adapters", "check_task"),
     "check_init_checkpoint": ("modeling.checkpoint.reader", "check_init_checkpoint"),
-    "check_max_seq_length": ("modeling.checkpoint.model_files", "check_max_seq_length"),
+    "check_max_seq_length": ("modeling.checkpoint.config_files", "check_max_seq_length"),
     "check_partial_directory": ("modeling.checkpoint.layout", "check_partial_directory"),
     "hf_home": ("modeling.checkpoint.layout", "hf_home"),
     "identity_file": ("modeling.checkpoint.reader", "identity_file"),
     "initialize_from_checkpoint": ("modeling.checkpoint.reader", "initialize_from_checkpoint"),
     "is_hf_directory": ("modeling.checkpoint.layout", "is_hf_directory"),
     "load_checkpoint": ("modeling.checkpoint.reader", "load_checkpoint"),
-    "load_config": ("modeling.checkpoint.model_files", "load_config"),
-    "model_files": ("modeling.checkpoint.model_files", "model_files"),
+    "load_config": ("modeling.checkpoint.config_files", "load_config"),
+    "model_files": ("modeling.checkpoint.config_files", "model_files"),
     "open_checkpoint": ("modeling.checkpoint.reader", "open_checkpoint"),
-    "recorded_objective": ("modeling.checkpoint.model_files", "recorded_objective"),
-    "recorded_task": ("modeling.checkpoint.model_files", "recorded_task"),
+    "recorded_objective": ("modeling.checkpoint.config_files", "recorded_objective"),
     "resolve_checkpoint_prefix": ("modeling.checkpoint.original", "resolve_checkpoint_prefix"),
     "restore_newest_readable": ("modeling.checkpoint.reader", "restore_newest_readable"),
     "variables_by_name": ("modeling.checkpoint.original", "variable_map"),

@@ -16,9 +16,9 @@ import numpy as np
 
 from modeling import lora
 from modeling.checkpoint import hugging_face, original
+from modeling.checkpoint.layout import ADAPTERS_FILE
 from modeling.checkpoint.files import atomic_output
 
-ADAPTERS_FILE = "lora_adapters.safetensors"
 _METADATA_KEY = "bert_lora"
 
 

@@ -59,7 +59,15 @@ def read_safetensors_metadata(path):
 def read_safetensors(path):
     """`{name: np.ndarray}` of a `.safetensors` file (bfloat16 as `ml_dtypes.bfloat16`)."""
     with _open_safetensors(path) as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
+        tensors = {}
+        for name in f.keys():
+            try:
+                tensors[name] = f.get_tensor(name)
+            except (AttributeError, TypeError, safetensors.SafetensorError) as e:
+                raise ValueError(f"{path}: tensor {name} cannot be read as NumPy ({e}): a dtype "
+                                 "this reader does not know (float32, float16, bfloat16 and "
+                                 "the integer types are read)") from e
+        return tensors
 
 
 def _open_safetensors(path):

@@ -16,10 +16,16 @@ def is_hf_directory(path):
         os.path.isfile(os.path.join(path, name)) for name in HF_WEIGHT_FILES)
 
 
+# A LoRA run's adapters file (`adapters`), in its output_dir: safetensors, but not a model.
+ADAPTERS_FILE = "lora_adapters.safetensors"
+
+
 def is_hf_weights_file(path):
-    """True when `path` is a Hugging Face weights file (`*.safetensors`, `pytorch_model.bin`)."""
-    return bool(path) and os.path.isfile(path) and (
-        path.endswith(".safetensors") or os.path.basename(path) == "pytorch_model.bin")
+    """True when `path` is a Hugging Face weights file (`*.safetensors`, `pytorch_model.bin`),
+    not a LoRA run's adapters file (given with --lora_adapters, over its base)."""
+    name = os.path.basename(path or "")
+    return bool(path) and os.path.isfile(path) and name != ADAPTERS_FILE and (
+        name.endswith(".safetensors") or name == "pytorch_model.bin")
 
 
 def hf_home(path):

@@ -172,12 +172,6 @@ def _first_line(error):
     return (text.strip().splitlines() or [""])[0]
 
 
-def is_tf1_checkpoint(path, flag=None):
-    """True for original-layout checkpoints, False for this project's object-based ones."""
-    _, _, shapes = read_checkpoint(path, flag)
-    return is_tf1_layout(shapes)
-
-
 def is_tf1_layout(shapes):
     """True when the `{name: shape}` of a checkpoint has original names, not our object paths."""
     return not any(name.endswith("/.ATTRIBUTES/VARIABLE_VALUE") for name in shapes)

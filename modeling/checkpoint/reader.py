@@ -115,11 +115,6 @@ class Checkpoint:
     labels: Optional[list] = None
     lora_adapters: Optional[str] = None
 
-    @property
-    def named(self):
-        """The checkpoint as messages name it: "PREFIX (--flag)"."""
-        return original.describe_source(self.location, self.flag)
-
     def identity_file(self):
         """The file whose size and time identify this checkpoint (a cache made from another one is
         not reused; its content hash is the run's, `bert_runner.run_identity`): a TF checkpoint's
@@ -254,9 +249,13 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
         names = {p: s for p, s in ((variable_path(k), s) for k, s in shapes.items())
                  if p is not None and "seed_generator" not in p}
     # Our variable paths begin as the original names do (`bert/embeddings/word_embeddings`).
-    family = (families.get(record[run_files.FAMILY_KEY])
-              if (record or {}).get(run_files.FAMILY_KEY)
-              else families.of_original_names(names))
+    family = families.of_original_names(names)
+    if (record or {}).get(run_files.FAMILY_KEY):
+        try:
+            family = families.get(record[run_files.FAMILY_KEY])
+        except ValueError as e:
+            raise ValueError(f"{original.describe_source(prefix, flag)} was written by a run of "
+                             f"another version ({record_path}): {e}") from None
     return Checkpoint(path, flag, layout, prefix, family, names, record_path=record_path,
                       record=record, do_lower_case=(record or {}).get("do_lower_case"),
                       labels=run_files.recorded_labels(prefix), lora_adapters=lora_adapters)

@@ -92,6 +92,11 @@ _HEAD_ORIGINAL_NAMES = {hf: original for original, hf in _HEAD_NAMES.items()}
 _IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 
 
+def claims_config(data):
+    """Whether the dict of a config file is the original's `bert_config.json` (all its keys)."""
+    return all(key in data for key in REQUIRED_KEYS)
+
+
 def config_from_hf(hf, path):
     """A `BertConfig` from the dict of a Hugging Face BERT `config.json` at `path` (named in the
     errors)."""
@@ -175,7 +180,7 @@ def normalise_hf_names(tensors):
 BERT = register(ModelFamily(
     name="bert",
     config_class=BertConfig,
-    claims_config=lambda data: all(key in data for key in REQUIRED_KEYS),
+    claims_config=claims_config,
     config_from_file=BertConfig.from_json_file,
     models={"encoder": BertModel, "pretrainer": BertPretrainer, "classifier": BertClassifier,
             "multi_label": BertMultiLabelClassifier, "span": BertSpanLabeler,

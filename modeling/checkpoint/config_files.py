@@ -10,8 +10,9 @@ import os
 from typing import Optional
 
 from modeling.checkpoint import hugging_face, run_files
-from modeling.checkpoint.layout import HF_DIRECTORY, check_partial_directory, hf_home
 from modeling import families
+from modeling.checkpoint.layout import HF_DIRECTORY, check_partial_directory, hf_home
+from modeling.checkpoint.reader import open_checkpoint
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
 # directory must agree on these (dropout rates may differ: they only change training).
@@ -51,9 +52,8 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
         config = load_config(bert_config_file, max_seq_length)
         check_objective(config, bert_config_file, init_checkpoint, flag)
         return ModelFiles(config, bert_config_file, vocab_file)
-    hf_file = os.path.join(home, "config.json")
-    config = hugging_face.read_config(hf_file)
-    config_file = hf_file
+    found = open_checkpoint(init_checkpoint, flag)
+    config, config_file = found.config, found.config_file
     if bert_config_file:
         given = load_config(bert_config_file)
         differ = [f"{key} {getattr(given, key)!r} vs {getattr(config, key)!r}"
@@ -61,13 +61,11 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
         if differ:
             raise ValueError(
                 f"--bert_config_file={bert_config_file} does not describe the model of {flag}="
-                f"{init_checkpoint} ({hf_file}): {'; '.join(differ)}. Leave --bert_config_file "
-                "out to use the directory's config")
+                f"{init_checkpoint} ({found.config_file}): {'; '.join(differ)}. Leave "
+                "--bert_config_file out to use the directory's config")
         config, config_file = given, bert_config_file
     check_max_seq_length(config, max_seq_length, config_file)
-    hf_vocab = os.path.join(home, "vocab.txt")
-    return ModelFiles(config, config_file,
-                      vocab_file or (hf_vocab if os.path.isfile(hf_vocab) else None))
+    return ModelFiles(config, config_file, vocab_file or found.vocab_file)
 
 
 def recorded_objective(checkpoint):
@@ -85,14 +83,6 @@ def recorded_objective(checkpoint):
             if objective:
                 return objective, path
     return None, None
-
-
-def recorded_task(checkpoint):
-    """(task name, its run.json) of the run that wrote `checkpoint` (a directory or a checkpoint
-    prefix; the run's output_dir for a --seeds `seed_<n>` directory), or (None, None)."""
-    path, record = run_files.run_record(checkpoint)
-    task = (record or {}).get("task")
-    return (task, path) if task else (None, None)
 
 
 def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoint"):
