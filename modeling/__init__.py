@@ -9,7 +9,7 @@ The names below are imported on first use, so that the package's light parts (wh
 path is in, `modeling.checkpoint.layout`, read while a script's flags are checked) load without
 Keras and TensorFlow.
 """
-import importlib
+from modeling.lazy_names import module_getattr
 
 # Public name: (its module, its name there).
 _PUBLIC = {
@@ -42,11 +42,4 @@ _PUBLIC = {
 }
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'modeling' has no attribute {name!r}")
-    module, attribute = _PUBLIC[name]
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
+__getattr__ = module_getattr(__name__, _PUBLIC, globals())

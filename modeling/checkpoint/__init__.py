@@ -15,7 +15,7 @@ Scripts, tasks and the machinery import this package only; the layouts' modules 
 The names below are imported on first use: `layout` (which layout a path is in) loads without
 TensorFlow, for the checks of a script's flags.
 """
-import importlib
+from modeling.lazy_names import module_getattr
 
 # Public name: (its module, its name there).
 _PUBLIC = {
@@ -50,11 +50,4 @@ _PUBLIC = {
 }
 __all__ = sorted(_PUBLIC) + ["run_files"]
 
-
-def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'modeling.checkpoint' has no attribute {name!r}")
-    module, attribute = _PUBLIC[name]
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
+__getattr__ = module_getattr(__name__, _PUBLIC, globals())
