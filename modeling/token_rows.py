@@ -39,11 +39,11 @@ SMALL_BLOCK_ROWS = 8
 def padded_rows(count, small_blocks=False):
     """The block's rows for `count` real ones (int32 scalar): the next multiple of ROW_BUCKET;
     with `small_blocks`, below that the next multiple of SMALL_BLOCK_ROWS."""
-    step = ROW_BUCKET
-    if small_blocks:
-        step = ops.cast(ops.where(count < ROW_BUCKET, SMALL_BLOCK_ROWS, ROW_BUCKET),
-                        ops.dtype(count) if hasattr(count, "dtype") else "int32")
-    return (count + step - 1) // step * step
+    rows = (count + ROW_BUCKET - 1) // ROW_BUCKET * ROW_BUCKET
+    if not small_blocks:
+        return rows
+    return ops.where(count < ROW_BUCKET,
+                     (count + SMALL_BLOCK_ROWS - 1) // SMALL_BLOCK_ROWS * SMALL_BLOCK_ROWS, rows)
 
 
 def supported():

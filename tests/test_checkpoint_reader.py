@@ -196,6 +196,9 @@ def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatc
     assert checkpoints.load_config(str(TINY / "bert_config.json")) == tiny_config()
     # Every public name stays what it names once its module is imported (none is a submodule's).
     assert callable(checkpoints.model_files) and callable(checkpoints.load_config)
+    # A family's models are of the kinds the tasks build, no other.
+    with pytest.raises(ValueError, match="unknown kinds \\['regressor'\\]"):
+        dataclasses.replace(BERT, models={**BERT.models, "regressor": None})
     # Claimed by none: BERT's reader says what the file lacks.
     (tmp_path / "bare.json").write_text("{}")
     with pytest.raises(ValueError, match="missing key"):

@@ -44,6 +44,8 @@ def test_layout_rows_first_rows_real_rows_then_filler():
             for n in (1, 8, 9, 24, 25, 33, 249, 255, 256, 257, 600)] == [
                 8, 8, 16, 24, 32, 40, 256, 256, 256, 512, 768]
     assert [int(token_rows.padded_rows(n)) for n in (1, 256, 257)] == [256, 256, 512]
+    # The count's own integer type throughout (a row count summed in int64, too).
+    assert int(token_rows.padded_rows(np.int64(25), small_blocks=True)) == 32
     grid = np.arange(12 * 2, dtype="float32").reshape(3, 4, 2)
     back = np.asarray(rows.to_grid(rows.rows(grid)))
     real = mask.astype(bool)

@@ -98,6 +98,8 @@ class Checkpoint:
     record_path, record: the run.json of the run that wrote it (None, None: none).
     labels: the labels recorded beside it (label_list.txt), or None.
     lora_adapters: a LoRA run's adapters file loaded on top, or None.
+    keys, reader: a TensorFlow checkpoint's `{name: its key in the file}` (the names of
+      `shapes`) and its open `tf.train.CheckpointReader`, which every load reads through.
     """
 
     path: str
@@ -114,6 +116,8 @@ class Checkpoint:
     record: Optional[dict] = None
     labels: Optional[list] = None
     lora_adapters: Optional[str] = None
+    keys: dict = dataclasses.field(default=None, repr=False, compare=False)
+    reader: object = dataclasses.field(default=None, repr=False, compare=False)
 
     def identity_file(self):
         """The file whose size and time identify this checkpoint (a cache made from another one is
@@ -140,25 +144,21 @@ class Checkpoint:
         return source
 
     def _tensorflow_source(self, model):
-        prefix, reader, shapes = original.read_checkpoint(self.location, self.flag)
         if self.layout == ORIGINAL:
-            keys = {n: n for n in shapes if not original.is_optimizer_entry(n)}
             names = original.variable_map(model)
             encoder_names = [n for n, _ in original.encoder_names(model)]
         else:
-            keys = {p: k for p, k in ((variable_path(k), k) for k in shapes)
-                    if p is not None and "seed_generator" not in p}
             names = _model_paths(model)
             # A LoRA model's adapters are new in any checkpoint but its own run's.
             encoder_names = [p for p in _model_paths(original.encoder_of(model))
                              if not lora.is_adapter_path(p)]
 
         def read(name):
-            return original.read_tensor(reader, prefix, keys[name], self.flag)
+            return original.read_tensor(self.reader, self.location, self.keys[name], self.flag)
 
         # A LoRA run's checkpoint into a model without adapters (an export, another task): its
         # kernels load with the adapters merged in.
-        merges = lora.checkpoint_merges(keys, names)
+        merges = lora.checkpoint_merges(self.keys, names)
         adapter_paths = {path for adapter in merges.values() for path in adapter}
 
         def get_tensor(name):
@@ -166,8 +166,8 @@ class Checkpoint:
                 return read(name)
             return lora.merged_value(read(name), *(read(path) for path in merges[name]))
 
-        return _Source(prefix, names,
-                       {n: shapes[k] for n, k in keys.items() if n not in adapter_paths},
+        return _Source(self.location, names,
+                       {n: s for n, s in self.shapes.items() if n not in adapter_paths},
                        get_tensor, encoder_names)
 
     def load_into(self, model, strict, config_file=None):
@@ -240,14 +240,15 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
             lora_adapters=lora_adapters)
     # The record first: an unreadable run.json is refused whatever the checkpoint beside it.
     record_path, record = run_files.run_record(path)
-    prefix, _, shapes = original.read_checkpoint(path, flag)
+    prefix, reader, shapes = original.read_checkpoint(path, flag)
     if original.is_tf1_layout(shapes):
         layout = ORIGINAL
-        names = {n: s for n, s in shapes.items() if not original.is_optimizer_entry(n)}
+        keys = {n: n for n in shapes if not original.is_optimizer_entry(n)}
     else:
         layout = RUN
-        names = {p: s for p, s in ((variable_path(k), s) for k, s in shapes.items())
-                 if p is not None and "seed_generator" not in p}
+        keys = {p: k for p, k in ((variable_path(k), k) for k in shapes)
+                if p is not None and "seed_generator" not in p}
+    names = {name: shapes[key] for name, key in keys.items()}
     # Our variable paths begin as the original names do (`bert/embeddings/word_embeddings`).
     family = families.of_original_names(names)
     if (record or {}).get(run_files.FAMILY_KEY):
@@ -258,7 +259,8 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
                              f"another version ({record_path}): {e}") from None
     return Checkpoint(path, flag, layout, prefix, family, names, record_path=record_path,
                       record=record, do_lower_case=(record or {}).get("do_lower_case"),
-                      labels=run_files.recorded_labels(prefix), lora_adapters=lora_adapters)
+                      labels=run_files.recorded_labels(prefix), lora_adapters=lora_adapters,
+                      keys=keys, reader=reader)
 
 
 def load_checkpoint(model, path, strict=True, flag=None, config_file=None, lora_adapters=None):

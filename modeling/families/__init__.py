@@ -65,6 +65,12 @@ class ModelFamily:
     config_to_hf: Callable
     hf_encoder_prefix: str
 
+    def __post_init__(self):
+        unknown = sorted(set(self.models) - set(MODEL_KINDS))
+        if unknown:
+            raise ValueError(f"the {self.name} family declares models of unknown kinds {unknown} "
+                             f"(kinds: {', '.join(MODEL_KINDS)})")
+
     def build(self, kind, config, *args, **options):
         """The family's `kind` model of `config` (see `MODEL_KINDS`)."""
         if kind not in self.models:
