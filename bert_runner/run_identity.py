@@ -48,15 +48,17 @@ FINGERPRINTED = (("init_checkpoint_sha256", "init_checkpoint"),
                  (run_files.VOCAB_KEY, "vocab_file"))
 CONFIG = "bert_config_sha256"
 TRAIN_DATA = "train_data_sha256"
+# A distillation teacher's content (`bert_tasks.classifier`'s recorded settings).
+TEACHER_HASH = "teacher_sha256"
 TRAIN_EXAMPLES = "train_examples"
 # The newest checkpoint of an --init_checkpoint directory when the run started: a directory
 # still being written (a pre-training run) starts later commands from newer checkpoints.
 INIT_PREFIX = "init_checkpoint_prefix"
 
+
 def examples_sha256(examples):
-    """A short hash of a split's examples as the task read them (their text, labels and ids, in
-    order; a reader's object that is no list, such as NER's read file, as a whole): the training
-    data itself."""
+    """A short hash of a split's training data as `Task.training_data` gives it (the examples'
+    text, labels and ids, in order; an object that is no list, as a whole)."""
     digest = hashlib.sha256()
     for example in examples if isinstance(examples, (list, tuple)) else [examples]:
         text = repr(example)
@@ -115,10 +117,10 @@ def of(task, run, config=None, train_examples=None, train_records=None):
 
 # A path's name in the record, and the name of its content's hash: a path whose content is the
 # same is the same run (a file moved, a relative path against an absolute one).
-_HASH_OF_PATH = {**{field: key for key, field in FINGERPRINTED}, "teacher": "teacher_sha256",
+_HASH_OF_PATH = {**{field: key for key, field in FINGERPRINTED}, "teacher": TEACHER_HASH,
                  "unlabeled_file": TRAIN_DATA, INIT_PREFIX: "init_checkpoint_sha256"}
 # Hashes a command may not compute (no vocabulary given, no config at hand): not compared then.
-_HASHES = {key for key, _ in FINGERPRINTED} | {CONFIG, TRAIN_DATA, "teacher_sha256"}
+_HASHES = set(_HASH_OF_PATH.values()) | {CONFIG}
 
 # Names whose difference is said in words rather than as two hashes.
 _SAID = {TRAIN_DATA: "the training data differs",
@@ -154,10 +156,12 @@ def _at_recorded_start(recorded, current):
     """`current` with an --init_checkpoint directory taken at the checkpoint the recorded run
     started from (when it is still there), not at its newest."""
     prefix = recorded.get(INIT_PREFIX)
-    if (prefix and current.get("init_checkpoint") == recorded.get("init_checkpoint")
-            and current.get(INIT_PREFIX) != prefix and fingerprint(prefix)):
-        return {**current, INIT_PREFIX: prefix, "init_checkpoint_sha256": fingerprint(prefix)}
-    return current
+    if (not prefix or current.get("init_checkpoint") != recorded.get("init_checkpoint")
+            or current.get(INIT_PREFIX) == prefix):
+        return current
+    content = fingerprint(prefix)
+    return {**current, INIT_PREFIX: prefix, "init_checkpoint_sha256": content} if content \
+        else current
 
 
 def holds_checkpoints(output_dir, seed_dirs=True):

@@ -95,17 +95,18 @@ def in_batch_negatives_loss(queries, positives, negatives=None, scale=20.0, symm
 _HASH_MULTIPLIERS = (-1640531535, 40503)
 
 
-def same_texts(ids, all_ids):
-    """bool `[Q, P]`: whether row i of `ids` (int32 `[Q, S]`) holds the same tokens as row j of
-    `all_ids` (`[P, S]`), by two hashes of each row: `[Q, P]` comparisons, not `[Q, P, S]`."""
-    def hashes(rows):
-        positions = ops.arange(1, ops.shape(rows)[-1] + 1, dtype="int32")
-        return [ops.sum(ops.cast(rows, "int32") * (positions * m + 1), axis=-1)
-                for m in _HASH_MULTIPLIERS]
+def text_hashes(ids):
+    """int32 `[N, 2]`: two hashes of each row of token ids `ids` (int `[N, S]`), by which
+    `same_texts` compares rows (and replicas exchange them instead of the rows)."""
+    positions = ops.arange(1, ops.shape(ids)[-1] + 1, dtype="int32")
+    return ops.stack([ops.sum(ops.cast(ids, "int32") * (positions * m + 1), axis=-1)
+                      for m in _HASH_MULTIPLIERS], axis=-1)
 
-    mine, theirs = hashes(ids), hashes(all_ids)
-    return ops.logical_and(ops.equal(mine[0][:, None], theirs[0][None, :]),
-                           ops.equal(mine[1][:, None], theirs[1][None, :]))
+
+def same_texts(hashes, all_hashes):
+    """bool `[Q, P]`: whether row i of the texts hashed `hashes` (`text_hashes`, `[Q, 2]`) holds
+    the same tokens as row j of `all_hashes` (`[P, 2]`): `[Q, P]` comparisons, not `[Q, P, S]`."""
+    return ops.all(ops.equal(hashes[:, None, :], all_hashes[None, :, :]), axis=-1)
 
 
 def _without_matches(logits, matches, labels):

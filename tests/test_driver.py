@@ -327,7 +327,14 @@ def test_a_seed_sweep_is_extended_and_each_seed_records_its_run(tmp_path):
     out = tmp_path / "out"
     run = config(out, do_train=True, num_train_epochs=1.0)
     driver.run(KeywordTask(str(data)), run, seeds=[1])
+
+    def checkpoint_files(directory):
+        return {p.name: p.read_bytes() for p in directory.iterdir() if p.name.startswith("ckpt-")}
+
+    finished = checkpoint_files(out / "seed_1")
     driver.run(KeywordTask(str(data)), run, seeds=[1, 2])  # seed 1 finished, seed 2 trained
+    assert finished and checkpoint_files(out / "seed_1") == finished
+    assert checkpoint_files(out / "seed_2")
     assert "random_seed" not in json.loads((out / "run.json").read_text())
     assert [json.loads((out / f"seed_{s}" / "run.json").read_text())["random_seed"]
             for s in (1, 2)] == [1, 2]

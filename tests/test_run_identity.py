@@ -83,17 +83,22 @@ def test_a_starting_directory_is_taken_at_the_checkpoint_the_run_started_from(tm
     checkpoint = tf.train.Checkpoint(v=variable)
     first = checkpoint.save(str(tmp_path / "pretraining" / "ckpt"))
 
-    class Run:
-        init_checkpoint, lora_adapters, vocab_file = str(tmp_path / "pretraining"), None, None
+    from bert_runner.run_config import RunConfig
 
-    recorded = {"init_checkpoint": Run.init_checkpoint,
-                run_identity.INIT_PREFIX: first,
-                "init_checkpoint_sha256": run_identity.fingerprint(first)}
+    class Task:
+        name, max_seq_length = "classifier/mrpc", 128
+
+        def recorded_settings(self):
+            return {}
+
+    run = RunConfig(output_dir=str(tmp_path / "out"),
+                    init_checkpoint=str(tmp_path / "pretraining"))
+    recorded = run_identity.of(Task(), run)
+    assert recorded[run_identity.INIT_PREFIX] == first
     variable.assign([2.0])
     checkpoint.save(str(tmp_path / "pretraining" / "ckpt"))
-    newer = {"init_checkpoint": Run.init_checkpoint,
-             run_identity.INIT_PREFIX: tf.train.latest_checkpoint(Run.init_checkpoint),
-             "init_checkpoint_sha256": run_identity.fingerprint(Run.init_checkpoint)}
+    newer = run_identity.of(Task(), run)
+    assert newer[run_identity.INIT_PREFIX] != first
     assert newer["init_checkpoint_sha256"] != recorded["init_checkpoint_sha256"]
     assert run_identity.differences(recorded, newer) == []
     assert run_identity.differences({**recorded, "init_checkpoint_sha256": "00"}, newer) == [

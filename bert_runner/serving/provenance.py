@@ -5,6 +5,7 @@ names the script and task (an NER model is not exported as SQuAD, nor an MRPC mo
 holds the format's head, of the task's number of labels; then every weight must load
 (`modeling.checkpoint`, strict). Messages name `--checkpoint`.
 """
+from bert_runner import run_identity
 from bert_runner.serving import registry
 from modeling import checkpoint as checkpoints, families
 from modeling.checkpoint import run_files
@@ -94,7 +95,7 @@ def _check_fine_tuned_task(found, serving_format, task_name):
 
 # Export flags that must serve the model as its run trained it (run.json's names): the vector
 # of a sentence encoder is its pooling.
-_AS_TRAINED = ("pooling", "normalize")
+_AS_TRAINED = run_identity.MODEL_NAMES_NO_TEXT
 # Export flags that may serve it otherwise (how its outputs are read), said in a warning.
 _AS_ASKED = ("max_seq_length", "doc_stride", "long_documents", "window_aggregation",
              "version_2_with_negative")

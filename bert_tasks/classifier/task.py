@@ -179,7 +179,7 @@ class ClassifierTask(Task):
     def recorded_settings(self):
         distilled = {} if self.teacher is None else {
             "teacher": self.teacher.checkpoint,
-            "teacher_sha256": run_identity.fingerprint(self.teacher.checkpoint),
+            run_identity.TEACHER_HASH: run_identity.fingerprint(self.teacher.checkpoint),
             "distillation_temperature": self.teacher.temperature,
             "distillation_weight": self.teacher.weight,
             "unlabeled_file": self.teacher.unlabeled_file}

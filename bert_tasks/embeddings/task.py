@@ -27,7 +27,8 @@ from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
 from modeling.checkpoint import write_hugging_face
 from modeling.pooling import check_pooling
-from modeling.sentence_encoder import BertSentenceEncoder, in_batch_negatives_loss, same_texts
+from modeling.sentence_encoder import (
+    BertSentenceEncoder, in_batch_negatives_loss, same_texts, text_hashes)
 from vocab.packing import pack_pair, pad_inputs
 
 # The input pipeline shuffles within 100 records: pairs are written in an order shuffled once.
@@ -141,21 +142,23 @@ class SentenceEmbeddingTask(Task):
         if self.texts_per_pair > 2:
             negatives = tf.reshape(vectors[:, 2:], [-1, tf.shape(vectors)[-1]])
         ids = features["input_ids"]
-        query_ids, positive_ids = ids[:, 0], ids[:, 1]
-        first, all_queries, all_query_ids, all_positive_ids = 0, queries, query_ids, positive_ids
+        query_hashes, positive_hashes = text_hashes(ids[:, 0]), text_hashes(ids[:, 1])
+        first, all_queries = 0, queries
+        all_query_hashes, all_positive_hashes = query_hashes, positive_hashes
         context = tf.distribute.get_replica_context()
         if context is not None and context.num_replicas_in_sync > 1:
             # Every replica's positives and negatives are this replica's queries' negatives too.
             first = context.replica_id_in_sync_group * tf.shape(queries)[0]
             positives, all_queries = context.all_gather([positives, queries], axis=0)
             # Apart: int32 tensors live on the host, and one gather takes one kind of device.
-            all_query_ids, all_positive_ids = context.all_gather([query_ids, positive_ids], axis=0)
+            all_query_hashes, all_positive_hashes = context.all_gather(
+                [query_hashes, positive_hashes], axis=0)
             if negatives is not None:
                 negatives = context.all_gather(negatives, axis=0)
         # A pair met twice in a batch (the data repeats, then shuffles), a passage of two
         # queries, a query of two passages: no negatives of each other.
-        matches = ops.logical_or(same_texts(positive_ids, all_positive_ids),
-                                 same_texts(query_ids, all_query_ids))
+        matches = ops.logical_or(same_texts(positive_hashes, all_positive_hashes),
+                                 same_texts(query_hashes, all_query_hashes))
         loss, _ = in_batch_negatives_loss(
             queries, positives, negatives, self.scale, self.symmetric, first=first,
             all_queries=all_queries, matches=matches)

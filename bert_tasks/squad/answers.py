@@ -1,6 +1,6 @@
 """Answers from the raw-text SQuAD SavedModel's outputs (`raw_text.SquadExport`: the windows'
 logits and the word-pieces they cover), by run_squad's own post-processing: what predict.py
-prints for a `--format=squad` export. Host-side Python, no TensorFlow."""
+prints for a `--format=squad` export. Host-side Python on the outputs' NumPy arrays."""
 import dataclasses
 
 import numpy as np
