@@ -48,22 +48,39 @@ flags.DEFINE_bool(
     "next_sentence_labels. False: the masked LM alone (the paper's 'No NSP' ablation; make its "
     "data with create_pretraining_data.py --next_sentence_prediction=false).")
 flags.DEFINE_enum(
-    "pretraining_objective", "mlm", ["mlm", "ltr"],
+    "pretraining_objective", "mlm", ["mlm", "ltr", "electra"],
     "mlm: the original's masked LM (with next sentence prediction as the records say). ltr: a "
     "left-to-right language model (the paper's 'LTR & No NSP', Table 5; OpenAI GPT's "
     "objective): causal self-attention, every next token predicted, on records of "
     "create_pretraining_data.py --pretraining_objective=ltr. Recorded in "
-    "output_dir/bert_config.json, from which every script builds the same model.")
+    "output_dir/bert_config.json, from which every script builds the same model. electra: "
+    "ELECTRA's replaced-token detection (google-research/electra): a small masked-LM generator "
+    "fills the masked positions, the discriminator tells every token original or replaced; "
+    "--bert_config_file is the original's --hparams JSON, an ELECTRA run's bert_config.json or "
+    "a BERT config (the discriminator). Its defaults differ: --learning_rate=5e-4 and "
+    "--train_batch_size=128 unless given (docs/electra.md).")
+# The original ELECTRA's hparams of these names (configure_pretraining.py).
+ranged(flags.DEFINE_float(
+    "gen_weight", 1.0, "ELECTRA: the weight of the generator's masked-LM loss in the total."),
+    at_least(0))
+ranged(flags.DEFINE_float(
+    "disc_weight", 50.0, "ELECTRA: the weight of the discriminator's loss in the total."),
+    at_least(0))
+ranged(flags.DEFINE_float(
+    "temperature", 1.0, "ELECTRA: the temperature of the generator's softmax it samples from."),
+    above(0))
+# configure_pretraining.py's defaults where they differ from BERT's run_pretraining.py's.
+ELECTRA_DEFAULTS = {"learning_rate": 5e-4, "train_batch_size": 128}
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 dynamic_masking.define_flags()
-# The left-to-right model has no next-sentence loss.
+# The left-to-right model and ELECTRA have no next-sentence loss.
 cross(CrossRule(
     ("pretraining_objective", "next_sentence_prediction"),
-    lambda objective, nsp: objective != "ltr" or not nsp,
-    lambda objective, nsp: ("--pretraining_objective=ltr trains no next sentence prediction "
-                            "(the paper's 'LTR & No NSP'): leave --next_sentence_prediction out"),
-    "not with --pretraining_objective=ltr"))
+    lambda objective, nsp: objective == "mlm" or not nsp,
+    lambda objective, nsp: (f"--pretraining_objective={objective} trains no next sentence "
+                            "prediction: leave --next_sentence_prediction out"),
+    "not with --pretraining_objective=ltr or electra"))
 # Records carry their masks; these flags (at create_pretraining_data's defaults otherwise) are
 # dynamic masking's.
 cross(CrossRule(
@@ -92,7 +109,16 @@ def run():
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
-    if FLAGS.pretraining_objective == "ltr":
+    if FLAGS.pretraining_objective == "electra":
+        from bert_tasks.pretraining.electra_task import ElectraPretrainingTask
+        for name, value in ELECTRA_DEFAULTS.items():
+            if not FLAGS[name].present:
+                FLAGS[name].value = value
+        task = ElectraPretrainingTask(
+            FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.input_file,
+            FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.max_eval_steps,
+            FLAGS.gen_weight, FLAGS.disc_weight, FLAGS.temperature)
+    elif FLAGS.pretraining_objective == "ltr":
         task = LtrPretrainingTask(FLAGS.max_seq_length, FLAGS.input_file, FLAGS.num_train_steps,
                                   FLAGS.num_warmup_steps, FLAGS.max_eval_steps)
     else:

@@ -28,6 +28,8 @@ class BertModel(keras.Model):
             input for the backward pass and computes its activations again there (the same
             losses and gradients; less memory for about a third more compute, measured by
             `bench/recompute.py`).
+        embeddings: a `BertEmbeddings` layer to share with another encoder (ELECTRA's generator
+            shares its discriminator's tables), or None: this encoder's own.
         kernels: `"fast"` (the default): the encoder blocks' elementwise work and attention
             softmax as fused TensorFlow kernels (`modeling.kernels`; on other backends the
             reference); `"reference"`: `keras.ops` op by op on every backend. The same values
@@ -63,11 +65,15 @@ class BertModel(keras.Model):
           `embedding_output`    float `[B, S, H]`.
     """
 
+    # The config class a dict config is read as; whether the encoder has the tanh pooler.
+    config_class = BertConfig
+    has_pooler = True
+
     def __init__(self, config, use_one_hot_embeddings=False, recompute=False, kernels="fast",
-                 name="bert", **kwargs):
+                 embeddings=None, name="bert", **kwargs):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
-            config = BertConfig.from_dict(config)
+            config = self.config_class.from_dict(config)
         self.config = copy.deepcopy(config).validate()
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.kernels = kernels
@@ -76,16 +82,25 @@ class BertModel(keras.Model):
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
-        self.embeddings = BertEmbeddings(
+        width = self.embedding_size
+        self.embeddings = embeddings or BertEmbeddings(
             vocab_size=c.vocab_size,
             type_vocab_size=c.type_vocab_size,
             max_position_embeddings=c.max_position_embeddings,
-            hidden_size=c.hidden_size,
+            hidden_size=width,
             initializer_range=c.initializer_range,
             dropout_rate=c.hidden_dropout_prob,
             use_one_hot_embeddings=use_one_hot_embeddings,
             dtype=policy,
             name="embeddings",
+        )
+        # Tables narrower than the encoder (ELECTRA's `embedding_size`) are projected to it, as
+        # the original ELECTRA's `embeddings_project` (a dense layer, no activation).
+        self.embeddings_project = None if width == c.hidden_size else keras.layers.Dense(
+            c.hidden_size,
+            kernel_initializer=keras.initializers.GlorotUniform(),
+            dtype=policy,
+            name="embeddings_project",
         )
         self.encoder_layers = [
             TransformerLayer(
@@ -110,12 +125,21 @@ class BertModel(keras.Model):
             kernel_initializer=truncated_normal(c.initializer_range),
             dtype=policy,
             name="pooler",
-        )
+        ) if self.has_pooler else keras.layers.Identity(dtype=policy, name="pooler")
         self.build()
+
+    @property
+    def embedding_size(self):
+        """The width of the embedding tables: the config's `embedding_size` where it has one
+        (ELECTRA's), else `hidden_size`."""
+        return getattr(self.config, "embedding_size", None) or self.config.hidden_size
 
     def build(self, input_shape=None):
         hidden_shape = (None, None, self.config.hidden_size)
-        self.embeddings.build()
+        if not self.embeddings.built:  # a shared layer is built by its first encoder
+            self.embeddings.build()
+        if self.embeddings_project is not None:
+            self.embeddings_project.build((None, None, self.embedding_size))
         for layer in self.encoder_layers:
             layer.build(hidden_shape)
         self.pooler.build((None, self.config.hidden_size))
@@ -149,6 +173,8 @@ class BertModel(keras.Model):
         sequence_ids = inputs.get("sequence_ids")
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training,
                                            position_ids=inputs.get("position_ids"))
+        if self.embeddings_project is not None:
+            embedding_output = self.embeddings_project(embedding_output)
         if (skip_padding and token_rows.supported() and not self.static_shapes
                 and sequence_ids is None):
             layout = RealRows(input_mask, fast=use_fast(self.kernels),

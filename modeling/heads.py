@@ -53,17 +53,24 @@ class _TransposedDense(keras.layers.Layer):
 class MaskedLMHead(keras.layers.Layer):
     """Masked-LM logits: gather, dense with the config's activation, LayerNorm, tied decoder.
 
+    `hidden_size` is the transform's width, the embedding table's; `input_size` the encoder's
+    when it differs (ELECTRA's generator: `generator_predictions`, its encoder narrower or wider
+    than the shared tables).
+
     Call args:
-        sequence_output: float `[B, S, H]`; positions: int `[B, P]`;
-        embedding_table: the encoder's word embeddings `[V, H]` (the decoder is tied to it).
+        sequence_output: float `[B, S, input_size]`; positions: int `[B, P]`;
+        embedding_table: the encoder's word embeddings `[V, hidden_size]` (the decoder is tied
+        to it).
     Returns:
         float32 logits `[B, P, V]`.
     """
 
-    def __init__(self, vocab_size, hidden_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
+    def __init__(self, vocab_size, hidden_size, hidden_act="gelu", initializer_range=0.02,
+                 input_size=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
+        self.input_size = input_size or hidden_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
         self.transform = keras.layers.Dense(
@@ -78,7 +85,7 @@ class MaskedLMHead(keras.layers.Layer):
         )
 
     def build(self, input_shape=None):
-        self.transform.build((None, None, self.hidden_size))
+        self.transform.build((None, None, self.input_size))
         self.layer_norm.build((None, None, self.hidden_size))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.vocab_size,), initializer="zeros"
@@ -99,6 +106,7 @@ class MaskedLMHead(keras.layers.Layer):
             hidden_size=self.hidden_size,
             hidden_act=self.hidden_act,
             initializer_range=self.initializer_range,
+            input_size=self.input_size,
         )
         return config
 

@@ -14,20 +14,44 @@ def _label_log_prob(log_probs, labels):
     return -ops.squeeze(ops.take_along_axis(log_probs, labels, axis=-1), -1)
 
 
-def masked_lm_loss(logits, label_ids, label_weights):
+def masked_lm_loss(logits, label_ids, label_weights, epsilon=MASKED_LM_DENOMINATOR_EPSILON):
     """Masked-LM loss.
 
     Args:
-        logits: `[B, P, V]`; label_ids: int `[B, P]`; label_weights: float `[B, P]` (0 = padding).
+        logits: `[B, P, V]`; label_ids: int `[B, P]`; label_weights: float `[B, P]` (0 = padding);
+        epsilon: added to the denominator (BERT's 1e-5; ELECTRA's generator 1e-6).
     Returns:
-        loss scalar `Σ w·l / (Σ w + 1e-5)`, per-example loss `[B·P]`, log-probs `[B·P, V]`.
+        loss scalar `Σ w·l / (Σ w + epsilon)`, per-example loss `[B·P]`, log-probs `[B·P, V]`.
     """
     vocab_size = ops.shape(logits)[-1]
     log_probs = ops.log_softmax(ops.reshape(ops.cast(logits, "float32"), (-1, vocab_size)), axis=-1)
     per_example = _label_log_prob(log_probs, ops.reshape(label_ids, (-1,)))
     weights = ops.reshape(ops.cast(label_weights, "float32"), (-1,))
-    loss = ops.sum(weights * per_example) / (ops.sum(weights) + MASKED_LM_DENOMINATOR_EPSILON)
+    loss = ops.sum(weights * per_example) / (ops.sum(weights) + epsilon)
     return loss, per_example, log_probs
+
+
+# ELECTRA's losses divide by their weights' sum + 1e-6 (run_pretraining.get_softmax_output,
+# _get_discriminator_output).
+ELECTRA_DENOMINATOR_EPSILON = 1e-6
+
+
+def replaced_token_loss(logits, labels, input_mask):
+    """ELECTRA's discriminator loss: sigmoid cross-entropy of "replaced" at every real token.
+
+    Args:
+        logits: `[B, S]`; labels: int `[B, S]` (1 = replaced); input_mask: int `[B, S]`.
+    Returns:
+        loss scalar `Σ m·l / (Σ m + 1e-6)`, per-example loss `[B]` (each row's mean, the same
+        epsilon), and the probabilities `sigmoid(logits)` `[B, S]`; float32.
+    """
+    _, per_token, probs = multi_label_loss(logits[..., None], labels[..., None])
+    weights = ops.cast(input_mask, "float32")
+    losses = ops.reshape(per_token, ops.shape(weights)) * weights
+    per_example = ops.sum(losses, axis=-1) / (ELECTRA_DENOMINATOR_EPSILON
+                                              + ops.sum(weights, axis=-1))
+    loss = ops.sum(losses) / (ELECTRA_DENOMINATOR_EPSILON + ops.sum(weights))
+    return loss, per_example, ops.squeeze(probs, -1)
 
 
 def next_token_loss(logits, input_ids, input_mask):

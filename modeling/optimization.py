@@ -1,4 +1,6 @@
-"""The original optimizer (`optimization.py`) and schedule as Keras 3 optimizers, plus LAMB.
+"""The original optimizer (`optimization.py`) and schedule as Keras 3 optimizers, plus LAMB;
+ELECTRA's (`model/optimization.py`) too: its warm-up rule, decay power and layer-wise learning
+rates (`layerwise_rates`).
 
 Gradient clipping is not done here: the training loop clips the *aggregated* gradient by its
 global norm (1.0) before calling `apply`, as the original's `create_optimizer` does on one device.
@@ -18,37 +20,75 @@ from modeling.kernels import xla
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
+# How warm-up combines with the decay: BERT's `optimization.py` ("bert") or ELECTRA's
+# `model/optimization.py` ("electra"); a model family names its own (`ModelFamily.warmup_rule`).
+WARMUP_RULES = ("bert", "electra")
+
+
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """lr(step) = init_lr·step/W while step < W, else init_lr·(1 − min(step, N)/N).
+    """The original schedules: a polynomial decay to 0 over N steps, warmed up over W.
+
+        decay(step) = init_lr·(1 − min(step, N)/N)^power   (tf.train.polynomial_decay to 0)
+        "bert":     lr(step) = init_lr·step/W while step < W, else decay(step)
+        "electra":  lr(step) = decay(step)·min(1, step/W)
 
     The decay is counted from step 0, not from the end of warm-up, so with W > 0 the nominal
-    `init_lr` is never reached (the original's behaviour). W = 0 skips warm-up.
+    `init_lr` is never reached (both originals' behaviour). W = 0 skips warm-up under either
+    rule. ELECTRA's original divides 0/0 there at step 0, and tf.minimum(1.0, NaN) is NaN: its
+    first update would make every weight NaN (from step 1 on, min(1, step/0) = 1), so no
+    warm-up is the one reading that trains.
+
+    init_lr: the peak learning rate. num_train_steps: N (> 0). num_warmup_steps: W (a float
+    is taken as it is: ELECTRA's original does not round N·warmup_proportion). warmup_rule: one
+    of `WARMUP_RULES`. power: the decay's exponent (ELECTRA's `lr_decay_power`; 1.0: linear).
     """
 
-    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, warmup_rule="bert",
+                 power=1.0):
+        if warmup_rule not in WARMUP_RULES:
+            raise ValueError(f"Unknown warm-up rule {warmup_rule!r}; use one of "
+                             f"{', '.join(WARMUP_RULES)}")
         self.init_lr = init_lr
         self.num_train_steps = num_train_steps
         self.num_warmup_steps = num_warmup_steps
+        self.warmup_rule = warmup_rule
+        self.power = power
 
     def __call__(self, step):
         step = ops.cast(step, "float32")
         total = float(self.num_train_steps)
-        decayed = self.init_lr * (1.0 - ops.minimum(step, total) / total)
+        remaining = 1.0 - ops.minimum(step, total) / total
+        if self.power != 1.0:  # power 1.0 keeps the BERT fixtures' arithmetic exactly
+            remaining = ops.power(remaining, float(self.power))
+        decayed = self.init_lr * remaining
         if not self.num_warmup_steps:
             return decayed
-        warmup = self.init_lr * step / float(self.num_warmup_steps)
-        return ops.where(step < float(self.num_warmup_steps), warmup, decayed)
+        warmup_steps = float(self.num_warmup_steps)
+        if self.warmup_rule == "electra":
+            return decayed * ops.minimum(1.0, step / warmup_steps)
+        warmup = self.init_lr * step / warmup_steps
+        return ops.where(step < warmup_steps, warmup, decayed)
 
     def get_config(self):
         return {
             "init_lr": self.init_lr,
             "num_train_steps": self.num_train_steps,
             "num_warmup_steps": self.num_warmup_steps,
+            "warmup_rule": self.warmup_rule,
+            "power": self.power,
         }
 
 
 class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
-    """Adam moments plus decoupled weight decay selected by name, shared by both optimizers."""
+    """Adam moments plus decoupled weight decay selected by name, shared by both optimizers.
+
+    layer_rates: `{variable path: multiplier}` of every variable it trains (`layerwise_rates`):
+        each variable's update takes the learning rate times its multiplier, as ELECTRA's
+        `_get_layer_lrs` gives each its own rate (weight decay included: the decay term is
+        inside the update the rate multiplies). A variable it lacks is refused when the
+        optimizer is built, as the original refuses a variable matching no key. None: every
+        variable at the learning rate itself, with no operation added.
+    """
 
     def __init__(
         self,
@@ -58,6 +98,7 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         beta_2=0.999,
         epsilon=1e-6,
         exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+        layer_rates=None,
         name=None,
         **kwargs,
     ):
@@ -67,6 +108,8 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self.layer_rates = None if layer_rates is None else {
+            str(path): float(rate) for path, rate in layer_rates.items()}
         # What `apply_at` gives the updates for the length of one `apply`.
         self._given_learning_rate = None
         self._gradient_scale = None
@@ -83,6 +126,7 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
         # Decided here, on the Keras variables' paths: `update_step` may receive the
         # backend's variable objects, which have no path.
         self._decay_flags = [self.decays(v) for v in var_list]
+        self._rate_multipliers = [self.rate_multiplier(v) for v in var_list]
 
     def apply(self, grads, trainable_variables=None):
         self._constants = {}
@@ -144,9 +188,23 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
             return False
         return not any(re.search(p, variable.path) for p in self.exclude_from_weight_decay)
 
+    def rate_multiplier(self, variable):
+        """What a Keras `variable`'s learning rate is multiplied by (`layer_rates`; 1.0 without)."""
+        if self.layer_rates is None:
+            return 1.0
+        if variable.path not in self.layer_rates:
+            raise ValueError(f"No layer-wise learning rate for variable {variable.path} (the "
+                             "rates were made for another model)")
+        return self.layer_rates[variable.path]
+
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         slots = (self._m[index], self._v[index])
+        multiplier = self._rate_multipliers[index]
+        if multiplier != 1.0:
+            # Outside the compiled kernel, as an input: kernels stay shared across layers.
+            learning_rate = (ops.cast(learning_rate, "float32")
+                             * self._constant(multiplier, "float32"))
         inputs = [gradient, variable, *slots, learning_rate, self.iterations]
         if self._gradient_scale is not None:
             inputs.append(self._gradient_scale)
@@ -200,6 +258,7 @@ class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
             beta_2=self.beta_2,
             epsilon=self.epsilon,
             exclude_from_weight_decay=list(self.exclude_from_weight_decay),
+            layer_rates=None if self.layer_rates is None else dict(self.layer_rates),
         )
         return config
 
@@ -255,14 +314,81 @@ class Lamb(DecoupledDecayOptimizer):
 OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
 
 
-def create_optimizer(name, init_lr, num_train_steps, num_warmup_steps, weight_decay_rate=0.01):
-    """The original `create_optimizer`'s optimizer and schedule (without the train op).
+def create_optimizer(name, init_lr, num_train_steps, num_warmup_steps, weight_decay_rate=0.01,
+                     warmup_rule="bert", lr_decay_power=1.0, layer_rates=None):
+    """The original `create_optimizer`'s optimizer and schedule (without the train op): BERT's,
+    and with `warmup_rule="electra"`, `lr_decay_power` and `layer_rates` ELECTRA's.
 
     name: "adamw" (the original) or "lamb".
+    warmup_rule, lr_decay_power: the schedule's (`WarmupPolynomialDecay`: rule, power).
+    layer_rates: `{variable path: learning-rate multiplier}` (`layerwise_rates`), or None.
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"Unknown optimizer {name!r}; use one of {sorted(OPTIMIZERS)}")
     if num_train_steps <= 0:
         raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
-    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
-    return OPTIMIZERS[name](schedule, weight_decay_rate=weight_decay_rate)
+    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps,
+                                     warmup_rule=warmup_rule, power=lr_decay_power)
+    return OPTIMIZERS[name](schedule, weight_decay_rate=weight_decay_rate,
+                            layer_rates=layer_rates)
+
+
+# Where ELECTRA's `_get_layer_lrs` puts a variable, by its original-layout name: depth 0 the
+# embeddings, i + 1 encoder layer i, n_layers + 2 the task's head ("task_specific/").
+_EMBEDDING_SCOPES = ("/embeddings/", "/embeddings_project/")
+_ENCODER_LAYER = re.compile(r"encoder/layer_(\d+)/")
+
+
+def layer_depth(name, n_layers, scope):
+    """The depth of the variable of original-layout `name` in an encoder of `n_layers` layers
+    whose variables are under `scope` ("bert"), as ELECTRA's `_get_layer_lrs` counts it.
+
+    BERT's pooler, which ELECTRA lacks, is put between the top layer and the head
+    (n_layers + 1): it reads the top layer's output and feeds the head. Every other name
+    (the head, a BiLSTM on top) is the head's, n_layers + 2.
+    """
+    if any(key in name for key in _EMBEDDING_SCOPES):
+        return 0
+    layer = _ENCODER_LAYER.search(name)
+    if layer:
+        return int(layer.group(1)) + 1
+    if name.startswith(f"{scope}/pooler/"):
+        return n_layers + 1
+    return n_layers + 2
+
+
+def layerwise_rates(model, decay):
+    """`{variable path: decay^(n_layers + 2 − depth)}` for every trainable variable of `model`
+    (a task model or an encoder of `modeling.families`): ELECTRA's layer-wise learning-rate
+    decay, the rate falling by `decay` per layer from the head (1.0) down to the embeddings
+    (decay^(n_layers + 2)), for `create_optimizer`'s `layer_rates`.
+
+    The depth is read from each variable's original-layout name (`layer_depth`), from
+    `modeling.checkpoint.original.variable_map`, so it is the original's for every family and
+    task head. A LoRA adapter (`lora_a`, `lora_b`) takes its kernel's depth. A trainable
+    variable with no original name (none of this project's models has one) is trained as the
+    head is, at the full rate.
+
+    n_layers: the config's `num_hidden_layers`. decay: in (0, 1]; 1.0 gives every variable 1.0.
+    """
+    from modeling import families, lora
+    from modeling.checkpoint import original
+
+    if not 0.0 < decay <= 1.0:
+        raise ValueError(f"the layer-wise learning-rate decay must be in (0, 1], got {decay}")
+    n_layers = model.config.num_hidden_layers
+    scope = families.of_model(model).original_scope
+    depths = {id(variable): layer_depth(name, n_layers, scope)
+              for name, variable in original.variable_map(model).items()}
+    if any(lora.is_adapter_path(v.path) for v in model.trainable_variables):
+        for kernel, lora_a, lora_b, _ in lora.adapters(model).values():
+            for adapter in (lora_a, lora_b):
+                depths[id(adapter)] = depths[id(kernel)]
+    rates = {}
+    for variable in model.trainable_variables:
+        if variable.path in rates:
+            raise ValueError(f"two trainable variables of the model share the path "
+                             f"{variable.path}: their learning rates cannot be told apart")
+        rates[variable.path] = float(decay) ** (n_layers + 2 - depths.get(id(variable),
+                                                                         n_layers + 2))
+    return rates

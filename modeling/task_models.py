@@ -36,10 +36,13 @@ class BertTaskModel(keras.Model):
     head, which then reads its outputs (`encode`); the head's shapes stay the same.
     """
 
+    # The encoder's class: a family's task models differ from BERT's by it (`ElectraModel`).
+    encoder_class = BertModel
+
     def __init__(self, config, name, kernels="fast", bilstm_on_top=False, **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
-        self.bert = BertModel(config, kernels=kernels, dtype=self.dtype_policy)
+        self.bert = self.encoder_class(config, kernels=kernels, dtype=self.dtype_policy)
         self.bilstm = None
         if bilstm_on_top:
             self.bilstm = BiLstmOnTop(self.config.hidden_size, dtype=self.dtype_policy,

@@ -25,10 +25,10 @@ from bert_runner.records import int_feature
 from bert_runner.task import Task, encoder_training_flops
 from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
+from modeling import families
 from modeling.checkpoint import write_hugging_face
 from modeling.pooling import check_pooling
-from modeling.sentence_encoder import (
-    BertSentenceEncoder, in_batch_negatives_loss, same_texts, text_hashes)
+from modeling.sentence_encoder import in_batch_negatives_loss, same_texts, text_hashes
 from vocab.packing import pack_pair, pad_inputs
 
 # The input pipeline shuffles within 100 records: pairs are written in an order shuffled once.
@@ -121,8 +121,8 @@ class SentenceEmbeddingTask(Task):
         return config
 
     def build_model(self, config):
-        return BertSentenceEncoder(config, self.pooling, self.normalize,
-                                   bilstm_on_top=self.bilstm_on_top)
+        return families.build_model("sentence_encoder", config, self.pooling, self.normalize,
+                                    bilstm_on_top=self.bilstm_on_top)
 
     def feature_spec(self, is_training):
         length = self.max_seq_length

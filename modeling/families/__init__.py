@@ -20,8 +20,9 @@ from typing import Callable, Mapping
 #   "span"             SQuAD's start and end logits
 #   "multiple_choice"  (num_choices): SWAG's one score per choice
 #   "token"            (num_labels): one label per token (NER)
+#   "sentence_encoder" (pooling, normalize): one vector per text (sentence embeddings)
 MODEL_KINDS = ("encoder", "pretrainer", "classifier", "multi_label", "span", "multiple_choice",
-               "token")
+               "token", "sentence_encoder")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,13 @@ class ModelFamily:
     config_from_hf: `(dict of config.json, its path) -> config`, refusing what it cannot model.
     config_to_hf: `config -> dict` of the `config.json` transformers reads.
     hf_encoder_prefix: the prefix the bare encoder's Hugging Face names are saved without.
+    warmup_rule: the learning-rate warm-up its original code trains with
+      (`modeling.optimization.WARMUP_RULES`): "bert" (linear warm-up, then the decay counted
+      from step 0) or "electra" (the decay times min(1, step / warm-up steps)).
+    layerwise_lr_decay: `config -> float`, the layer-wise learning-rate decay its original
+      fine-tuning uses by default (1.0: none).
+    config_from_checkpoint: `({original name: shape}, source) -> config` for a family whose
+      released checkpoints come without a config file (ELECTRA's), or None.
     """
 
     name: str
@@ -64,6 +72,9 @@ class ModelFamily:
     config_from_hf: Callable
     config_to_hf: Callable
     hf_encoder_prefix: str
+    warmup_rule: str = "bert"
+    layerwise_lr_decay: Callable = lambda config: 1.0
+    config_from_checkpoint: Callable = None
 
     def __post_init__(self):
         unknown = sorted(set(self.models) - set(MODEL_KINDS))
@@ -105,10 +116,12 @@ def get(name):
 
 
 def of_config(config):
-    """The family of a config object (by its class)."""
-    for family in _FAMILIES.values():
-        if isinstance(config, family.config_class):
-            return family
+    """The family of a config object: the family of its class, else of the nearest class it
+    derives from (`ElectraConfig` is a `BertConfig`)."""
+    for cls in type(config).__mro__:
+        for family in _FAMILIES.values():
+            if family.config_class is cls:
+                return family
     raise TypeError(f"{type(config).__name__} is the config of no registered model family")
 
 
@@ -118,9 +131,11 @@ def of_model(model):
 
 
 def of_config_file(data):
-    """The family whose config file holds `data` (`claims_config`); the first family (BERT) when
-    none claims it (its reader then says what the file lacks)."""
-    return next((f for f in _FAMILIES.values() if f.claims_config(data)),
+    """The family whose config file holds `data` (`claims_config`): of several, the last
+    registered (a family whose file extends another's, as ELECTRA's bert_config.json adds keys
+    to BERT's, registers after it); the first family (BERT) when none claims it (its reader then
+    says what the file lacks)."""
+    return next((f for f in reversed(_FAMILIES.values()) if f.claims_config(data)),
                 next(iter(_FAMILIES.values())))
 
 
@@ -150,3 +165,4 @@ def build_model(kind, config, *args, **options):
 
 
 from modeling.families import bert  # noqa: E402,F401  (registers the BERT family)
+from modeling.families import electra  # noqa: E402,F401  (registers the ELECTRA family)

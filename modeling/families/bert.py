@@ -9,10 +9,11 @@ fixed rules (`hf_name`, inverted by `original_name`), so the two layouts cannot 
 import re
 
 from modeling.bert_model import BertModel
-from modeling.checkpoint_names import dense_names, layer_norm_names
+from modeling.checkpoint_names import encoder_names
 from modeling.config import REQUIRED_KEYS, BertConfig
 from modeling.families import ModelFamily, register
 from modeling.multiple_choice import BertMultipleChoice
+from modeling.sentence_encoder import BertSentenceEncoder
 from modeling.task_models import (
     BertClassifier, BertMultiLabelClassifier, BertPretrainer, BertSpanLabeler)
 from modeling.token_classifier import BertTokenClassifier
@@ -22,39 +23,11 @@ SCOPE = "bert"
 
 def encoder_variable_map(bert, prefix=SCOPE):
     """`[(original name, variable)]` of a `BertModel`, in the original's creation order."""
-    emb = bert.embeddings
-    names = [
-        (f"{prefix}/embeddings/word_embeddings", emb.word_embeddings),
-        (f"{prefix}/embeddings/token_type_embeddings", emb.token_type_embeddings),
-        (f"{prefix}/embeddings/position_embeddings", emb.position_embeddings),
-    ]
-    names += layer_norm_names(f"{prefix}/embeddings/LayerNorm", emb.layer_norm)
-    for i, layer in enumerate(bert.encoder_layers):
-        p = f"{prefix}/encoder/layer_{i}"
-        names += [
-            (f"{p}/attention/self/query/kernel", layer.query_kernel),
-            (f"{p}/attention/self/query/bias", layer.query_bias),
-            (f"{p}/attention/self/key/kernel", layer.key_kernel),
-            (f"{p}/attention/self/key/bias", layer.key_bias),
-            (f"{p}/attention/self/value/kernel", layer.value_kernel),
-            (f"{p}/attention/self/value/bias", layer.value_bias),
-            (f"{p}/attention/output/dense/kernel", layer.attention_output_kernel),
-            (f"{p}/attention/output/dense/bias", layer.attention_output_bias),
-            (f"{p}/attention/output/LayerNorm/beta", layer.attention_beta),
-            (f"{p}/attention/output/LayerNorm/gamma", layer.attention_gamma),
-            (f"{p}/intermediate/dense/kernel", layer.intermediate_kernel),
-            (f"{p}/intermediate/dense/bias", layer.intermediate_bias),
-            (f"{p}/output/dense/kernel", layer.output_kernel),
-            (f"{p}/output/dense/bias", layer.output_bias),
-            (f"{p}/output/LayerNorm/beta", layer.output_beta),
-            (f"{p}/output/LayerNorm/gamma", layer.output_gamma),
-        ]
-    names += dense_names(f"{prefix}/pooler/dense", bert.pooler)
-    return names
+    return encoder_names(bert, prefix)
 
 
 # config.json's activations as this project names them.
-_HF_ACTIVATIONS = {
+HF_ACTIVATIONS = {
     "gelu": "gelu_exact",
     "gelu_new": "gelu",
     "gelu_pytorch_tanh": "gelu",
@@ -63,9 +36,9 @@ _HF_ACTIVATIONS = {
     "linear": "linear",
 }
 # The tanh GELU of the original release under its Hugging Face name (`config_to_hf`).
-_TO_HF_ACTIVATIONS = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
+TO_HF_ACTIVATIONS = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
                       "linear": "linear"}
-_CONFIG_KEYS = (
+CONFIG_KEYS = (
     "vocab_size",
     "hidden_size",
     "num_hidden_layers",
@@ -88,8 +61,10 @@ _HEAD_NAMES = {
     "cls/squad/output_bias": "qa_outputs.bias",
 }
 _HEAD_ORIGINAL_NAMES = {hf: original for original, hf in _HEAD_NAMES.items()}
+# The Hugging Face names of heads, saved without the model prefix.
+HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
 # Entries Hugging Face saves that duplicate tied or constant state.
-_IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 
 
 def claims_config(data):
@@ -97,21 +72,21 @@ def claims_config(data):
     return all(key in data for key in REQUIRED_KEYS)
 
 
-def config_from_hf(hf, path):
+def config_from_hf(hf, path, config_class=BertConfig, keys=CONFIG_KEYS, family="BERT"):
     """A `BertConfig` from the dict of a Hugging Face BERT `config.json` at `path` (named in the
-    errors)."""
-    missing = [k for k in _CONFIG_KEYS if k not in hf]
+    errors); another family's config of the same form with its `config_class` and `keys`."""
+    missing = [k for k in keys if k not in hf]
     if missing:
-        raise ValueError(f"{path}: missing BERT config keys {missing}")
+        raise ValueError(f"{path}: missing {family} config keys {missing}")
     act = hf.get("hidden_act", "gelu")
-    if act not in _HF_ACTIVATIONS:
-        raise ValueError(f"{path}: hidden_act {act!r} is not supported ({sorted(_HF_ACTIVATIONS)})")
+    if act not in HF_ACTIVATIONS:
+        raise ValueError(f"{path}: hidden_act {act!r} is not supported ({sorted(HF_ACTIVATIONS)})")
     if abs(hf.get("layer_norm_eps", 1e-12) - 1e-12) > 0:
-        raise ValueError(f"{path}: layer_norm_eps {hf['layer_norm_eps']} is not BERT's 1e-12")
+        raise ValueError(f"{path}: layer_norm_eps {hf['layer_norm_eps']} is not {family}'s 1e-12")
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(f"{path}: only absolute position embeddings are supported")
-    config = BertConfig.from_dict({k: hf[k] for k in _CONFIG_KEYS})
-    config.hidden_act = _HF_ACTIVATIONS[act]
+    config = config_class.from_dict({k: hf[k] for k in keys})
+    config.hidden_act = HF_ACTIVATIONS[act]
     return config.validate(source=path)
 
 
@@ -122,10 +97,10 @@ def config_to_hf(config):
         raise ValueError("a left-to-right model (\"pretraining_objective\": \"ltr\") has no "
                          "Hugging Face BertModel form: transformers' BertModel attends both ways "
                          "and would compute other outputs; export it as a SavedModel")
-    hf = {key: getattr(config, key) for key in _CONFIG_KEYS}
+    hf = {key: getattr(config, key) for key in CONFIG_KEYS}
     act = (config.hidden_act or "linear").lower()
     return {"architectures": ["BertModel"], "model_type": "bert",
-            "hidden_act": _TO_HF_ACTIVATIONS[act], "layer_norm_eps": 1e-12, "pad_token_id": 0,
+            "hidden_act": TO_HF_ACTIVATIONS[act], "layer_norm_eps": 1e-12, "pad_token_id": 0,
             "position_embedding_type": "absolute", **hf}
 
 
@@ -166,11 +141,11 @@ def normalise_hf_names(tensors):
     none) and with the old `gamma`/`beta` LayerNorm names."""
     out = {}
     for name, value in tensors.items():
-        if _IGNORED.search(name):
+        if IGNORED.search(name):
             continue
         name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
         name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
-        is_head = name.startswith(("cls.", "classifier.", "qa_outputs."))
+        is_head = name.startswith(HEAD_PREFIXES)
         if not is_head and not name.startswith(f"{SCOPE}."):
             name = f"{SCOPE}.{name}"
         out[name] = value
@@ -184,7 +159,8 @@ BERT = register(ModelFamily(
     config_from_file=BertConfig.from_json_file,
     models={"encoder": BertModel, "pretrainer": BertPretrainer, "classifier": BertClassifier,
             "multi_label": BertMultiLabelClassifier, "span": BertSpanLabeler,
-            "multiple_choice": BertMultipleChoice, "token": BertTokenClassifier},
+            "multiple_choice": BertMultipleChoice, "token": BertTokenClassifier,
+            "sentence_encoder": BertSentenceEncoder},
     encoder_names=encoder_variable_map,
     original_scope=SCOPE,
     hf_model_types=("bert",),

@@ -51,11 +51,17 @@ def keep_mask(shape, rate, seed, rows=None):
     of tokens give `rows` `[..., 1]`, each token's grid position; the attention's probabilities
     `[B, N, Sq, S]` give `[B, 1, Sq, 1]`, each query's.
     """
+    return ops.greater_equal(random_bits(shape, seed, rows),
+                             _u32(min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)))
+
+
+def random_bits(shape, seed, rows=None):
+    """uint32 `shape`: the hash of each element's index (`keep_mask`) and the int `[2]` `seed`,
+    uniform over 0..2**32-1: the same bits op by op, under XLA and on every backend."""
     seed = ops.cast(seed, "uint32")
     k0 = _mix(ops.multiply(seed[0], _u32(_GOLDEN)) + _mix(seed[1]))
     k1 = _mix(k0 + _u32(_GOLDEN))
-    bits = _mix(ops.bitwise_xor(_mix(_index_plus(shape, k0, rows)), k1))
-    return ops.greater_equal(bits, _u32(min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)))
+    return _mix(ops.bitwise_xor(_mix(_index_plus(shape, k0, rows)), k1))
 
 
 def _index_plus(shape, offset, rows):
