@@ -166,6 +166,14 @@ class ElectraPretrainer(BertTaskModel):
     def get_config(self):
         return {**self._config_dict(), "temperature": self.temperature}
 
+    def required_scopes(self):
+        """A starting point must hold the generator as well as the discriminator: without it
+        the discriminator would be trained on a random generator's samples."""
+        return (("generator", "a BERT checkpoint, or an ELECTRA discriminator alone (a Hugging "
+                 "Face ElectraForPreTraining directory without its generator/); ELECTRA "
+                 "pre-training goes on from a checkpoint with its generator (a released ELECTRA "
+                 "folder, an ELECTRA pre-training run), or starts without --init_checkpoint"),)
+
     def generator_names(self):
         """`[(original name, variable)]` of the generator's encoder (its own layers; the tables
         are the discriminator's) and its head."""

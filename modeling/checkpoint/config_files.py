@@ -11,7 +11,8 @@ from typing import Optional
 
 from modeling.checkpoint import hugging_face, run_files
 from modeling import families
-from modeling.checkpoint.layout import HF_DIRECTORY, check_partial_directory, hf_home
+from modeling.checkpoint.layout import (
+    HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home, is_original_electra)
 from modeling.checkpoint.reader import open_checkpoint
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
@@ -46,6 +47,8 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     """
     check_partial_directory(init_checkpoint, flag)
     home = hf_home(init_checkpoint)
+    if home is None and not bert_config_file and is_original_electra(init_checkpoint):
+        return _released_files(init_checkpoint, vocab_file, max_seq_length, flag)
     if home is None:
         if not bert_config_file:
             raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
@@ -66,6 +69,20 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
         config, config_file = given, bert_config_file
     check_max_seq_length(config, max_seq_length, config_file)
     return ModelFiles(config, config_file, vocab_file or found.vocab_file)
+
+
+def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
+    """The files of a checkpoint that comes without a config (a released ELECTRA folder): the
+    config its family reads from its shapes, the `vocab.txt` beside it."""
+    found = open_checkpoint(init_checkpoint, flag)
+    read = found.family.config_from_checkpoint
+    if read is None or found.layout != "original":
+        raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
+    config = read(found.shapes, f"{found.location} ({flag})")
+    vocab = os.path.join(checkpoint_folder(found.location + ".index"), "vocab.txt")
+    check_max_seq_length(config, max_seq_length, found.location)
+    return ModelFiles(config, found.location,
+                      vocab_file or (vocab if os.path.isfile(vocab) else None))
 
 
 def recorded_objective(checkpoint):

@@ -3,6 +3,7 @@ weights): a Hugging Face model directory or weights file, or a TensorFlow checkp
 TF1 one or one of this project's runs: told apart by its variable names, `modeling.checkpoint.reader`).
 """
 import os
+import re
 
 # The weights of a Hugging Face directory (`hugging_face.read_hf_weights` reads either).
 HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -56,3 +57,45 @@ def check_partial_directory(path, flag=None):
     raise ValueError(f"{named} is neither a TensorFlow checkpoint nor a Hugging Face model "
                      f"directory: it holds {'config.json' if has_config else weights[0]} but no "
                      f"{lacks} (and no *.index)")
+
+
+# The first keys of an original ELECTRA pre-training checkpoint's index (sorted names, each the
+# first of its prefix, so stored whole): the released folders, which come without a config.
+_ELECTRA_KEYS = (b"discriminator_predictions/dense", b"electra/embeddings/")
+_CHECKPOINT_STATE = re.compile(r'^model_checkpoint_path:\s*"([^"]+)"', re.MULTILINE)
+
+
+def index_file(path):
+    """The `.index` of the TensorFlow checkpoint `path` names (a prefix, one of its files, or a
+    folder with a `checkpoint` state file or one `*.index`), or None, without TensorFlow."""
+    if not path:
+        return None
+    path = re.sub(r"\.(index|data-\d{5}-of-\d{5})$", "", os.fspath(path))
+    if os.path.isdir(path):
+        try:
+            with open(os.path.join(path, "checkpoint"), encoding="utf-8") as f:
+                found = _CHECKPOINT_STATE.search(f.read())
+        except OSError:
+            found = None
+        if found:
+            return index_file(os.path.join(path, found.group(1)))
+        indexes = [n for n in os.listdir(path) if n.endswith(".index")]
+        return os.path.join(path, indexes[0]) if len(indexes) == 1 else None
+    return path + ".index" if os.path.isfile(path + ".index") else None
+
+
+def is_original_electra(path):
+    """True when `path` names an original ELECTRA pre-training checkpoint (a released
+    `electra_small` folder as it unzips: its config is read from its shapes)."""
+    index = index_file(path)
+    if index is None:
+        return False
+    with open(index, "rb") as f:
+        head = f.read(1 << 16)
+    return all(key in head for key in _ELECTRA_KEYS)
+
+
+def checkpoint_folder(path):
+    """The folder of the TensorFlow checkpoint `path` names (`index_file`), or None."""
+    index = index_file(path)
+    return None if index is None else os.path.dirname(index) or "."

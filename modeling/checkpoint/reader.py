@@ -180,6 +180,7 @@ class Checkpoint:
         model's config) is named in the messages. Returns the `original.LoadReport`.
         """
         source = self.source(model)
+        _check_required_scopes(model, source)
         encoder = original.Encoder.of(model, source.encoder_names, config_file)
         return original.assign_checked(
             source.names, source.shapes, source.get_tensor,
@@ -194,6 +195,7 @@ class Checkpoint:
         file, each mismatched variable, the missing encoder variables).
         """
         source = self.source(model)
+        _check_required_scopes(model, source)
         named = original.describe_source(source.prefix, self.flag)
         mismatched = [f"  shape mismatch {name}: model {list(var.shape)}, checkpoint "
                       f"{list(source.shapes[name])}" for name, var in source.names.items()
@@ -214,6 +216,15 @@ class Checkpoint:
             source.shapes)
         for name in report.loaded:
             source.get_tensor(name)
+
+
+def _check_required_scopes(model, source):
+    """Refuses a checkpoint without a part the model cannot start without beside its encoder:
+    the scopes of its `required_scopes()` (ELECTRA's pre-training model: its generator), each
+    with why."""
+    for scope, why in getattr(model, "required_scopes", tuple)():
+        if not any(name.startswith(f"{scope}/") for name in source.shapes):
+            raise ValueError(f"Checkpoint {source.prefix} holds no {scope}: {why}")
 
 
 def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
