@@ -31,10 +31,11 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from modeling import check_lora_rank, checkpoint as checkpoints, enable_lora, trainable_count
+from modeling import (
+    check_lora_rank, checkpoint as checkpoints, enable_lora, families, trainable_count)
 from modeling.checkpoint import identity as checkpoint_identity, run_files
 from modeling.config import OBJECTIVE_KEY
-from modeling.optimization import create_optimizer
+from modeling.optimization import create_optimizer, layerwise_rates
 from bert_runner import (
     distribution, output_lock, results, run_identity, seeds as seed_sweeps, startup)
 from bert_runner.splits import existing_split, wanted_splits, write_split
@@ -203,7 +204,10 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
             logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
                          "of the padded grid")
         optimizer = create_optimizer(
-            run.optimizer, run.learning_rate, max(num_train_steps, 1), num_warmup_steps)
+            run.optimizer, run.learning_rate, max(num_train_steps, 1), num_warmup_steps,
+            warmup_rule=families.of_config(config).warmup_rule,
+            layer_rates=_layer_rates(model, run.layerwise_decay(config)) if num_train_steps
+            else None)
         if run.mixed_precision == "fp16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return Trainer(
@@ -216,6 +220,17 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
         jit_compile=run.jit_compile,
         flops_per_example=task.flops_per_example(config),
         peak_tflops=run.peak_tflops)
+
+
+def _layer_rates(model, decay):
+    """`model`'s layer-wise learning-rate multipliers at `decay`, logged; None at 1.0 (none)."""
+    if decay == 1.0:
+        return None
+    rates = layerwise_rates(model, decay)
+    logging.info("Layer-wise learning-rate decay %g: the learning rate times %.4g (the lowest "
+                 "trained variables) to %.4g (the head)", decay, min(rates.values()),
+                 max(rates.values()))
+    return rates
 
 
 def get_strategy(run):

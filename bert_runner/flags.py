@@ -59,6 +59,7 @@ def define_finetuning_flags(learning_rate=5e-5):
         "warmup_proportion", 0.1,
         "Proportion of training to perform linear learning rate warmup for. "
         "E.g., 0.1 = 10% of training."), within(0, 1).when(*TRAINING))
+    define_layerwise_lr_decay_flag()
     define_checkpoint_flags()
     define_lora_flags()
     flags.DEFINE_bool(
@@ -67,6 +68,20 @@ def define_finetuning_flags(learning_rate=5e-5):
         "encoder and the output layer, trained with it; the layer reads its outputs (per token; "
         "the two final states in place of the pooled output). Made for left-to-right "
         "(--pretraining_objective=ltr) checkpoints, whose tokens see no right context.")
+
+
+def define_layerwise_lr_decay_flag():
+    """`--layerwise_lr_decay`: ELECTRA's layer-wise learning rates
+    (`modeling.optimization.layerwise_rates`), for fine-tuning only."""
+    ranged(flags.DEFINE_float(
+        "layerwise_lr_decay", None,
+        "Layer-wise learning-rate decay (ELECTRA's fine-tuning): each variable's learning rate "
+        "is multiplied by this to the power of its distance from the head, so the head trains "
+        "at --learning_rate, the top encoder layer at this times it, and the embeddings, "
+        "num_hidden_layers + 2 steps down, at the least (BERT's pooler between the top layer "
+        "and the head). 1.0: one learning rate for every variable (BERT's original). Default: "
+        "the model family's: 1.0 for BERT; the original ELECTRA's 0.8, and 0.9 for its Large "
+        "models."), within(0, 1, low_open=True).when(*TRAINING))
 
 
 def define_lora_flags():
@@ -227,17 +242,21 @@ def define_run_flags(batch_size_rule=True):
 
 def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.FLAGS):
     """Marks the flags `names` (`bert_config_file`, `vocab_file`) required unless `--checkpoint`
-    is a Hugging Face model directory, which holds the config and the vocabulary
-    (`modeling.checkpoint.model_files`); checked when `flag_values` are parsed."""
+    is a Hugging Face model directory, which holds the config and the vocabulary, or an original
+    ELECTRA checkpoint with `vocab.txt` beside it (a released folder: its config is read from its
+    shapes) (`modeling.checkpoint.model_files`); checked when `flag_values` are parsed."""
 
     def check(values):
         missing = [name for name in names if not values[name]]
         if not missing:
             return True
-        from modeling.checkpoint import HF_DIRECTORY, check_partial_directory, hf_home
+        from modeling.checkpoint import (
+            HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home,
+            is_original_electra)
 
         directory = values[checkpoint]
-        home = hf_home(directory)
+        home = hf_home(directory) or (checkpoint_folder(directory)
+                                      if is_original_electra(directory) else None)
         if home and ("vocab_file" not in missing
                      or os.path.isfile(os.path.join(home, "vocab.txt"))):
             return True

@@ -40,6 +40,9 @@ class RunConfig:
     lora_targets: str = "query_value"
     lora_adapters: Optional[str] = None
     max_sequences_per_row: int = 1
+    # --layerwise_lr_decay; None: the model family's fine-tuning default (`layerwise_decay`).
+    # 1.0 (none) for a script without the flag: pre-training has no layer-wise decay.
+    layerwise_lr_decay: Optional[float] = 1.0
     # Distribution and numerics.
     use_tpu: bool = False
     tpu_name: Optional[str] = None
@@ -80,6 +83,15 @@ class RunConfig:
                 f"{num_examples} {unit} at --train_batch_size={self.train_batch_size} for "
                 f"--num_train_epochs={self.num_train_epochs} make 0 training steps")
         return num_train_steps, int(num_train_steps * self.warmup_proportion)
+
+    def layerwise_decay(self, config):
+        """The layer-wise learning-rate decay a run of `config`'s model trains with:
+        --layerwise_lr_decay, else the model family's (`ModelFamily.layerwise_lr_decay`)."""
+        if self.layerwise_lr_decay is not None:
+            return float(self.layerwise_lr_decay)
+        from modeling import families
+
+        return float(families.of_config(config).layerwise_lr_decay(config))
 
     @property
     def on_tpu(self):

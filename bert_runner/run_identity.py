@@ -6,13 +6,14 @@ by every reader before it reuses, resumes or serves what the run wrote.
 
 The identity is a flat `{name: JSON value}`: the task and its own settings
 (`Task.recorded_settings`: max_seq_length, long documents, pooling, teacher, ...), the
-hyper-parameters, the seed, the model options (BiLSTM, LoRA, precision, packing) and the
-fingerprints of what the run read: the starting checkpoint, its config, the vocabulary and the
-training examples. A fingerprint is a content hash, so a file edited in place or another file
-at the same path is seen; a path moved with the same content is the same run.
+hyper-parameters (the layer-wise learning-rate decay as resolved), the seed, the model options
+(BiLSTM, LoRA, precision, packing) and the fingerprints of what the run read: the starting
+checkpoint, its config, the vocabulary and the training examples. A fingerprint is a content
+hash, so a file edited in place or another file at the same path is seen; a path moved with the
+same content is the same run.
 
 `differences` compares the names both sides hold: a record written before a name was recorded
-is not checked for it.
+is not checked for it, except the layer-wise decay, which such a run trained without (1.0).
 """
 import hashlib
 import json
@@ -33,6 +34,13 @@ TRAINING_FIELDS = (
     "init_checkpoint", "mixed_precision", "gradient_accumulation_steps", "bilstm_on_top",
     "max_sequences_per_row", "lora_rank", "lora_alpha", "lora_targets", "lora_adapters",
     "random_seed", "do_lower_case")
+
+# The layer-wise learning-rate decay, recorded as resolved (`RunConfig.layerwise_decay`): the
+# flag's default is the model family's.
+LAYERWISE_DECAY = "layerwise_lr_decay"
+# What a run whose record predates a name trained with. Only a record made with the model's
+# config at hand (it holds the config's hash) would hold the name had it been recorded then.
+_BEFORE_RECORDED = {LAYERWISE_DECAY: 1.0}
 
 # What the checkpoints compute from their input besides their weights: a command that only
 # evaluates or predicts with them must give the same (another vocabulary, casing or pooling
@@ -105,6 +113,9 @@ def of(task, run, config=None, train_examples=None, train_records=None):
         # The reader builds the model of this family from the run's checkpoints.
         identity[run_files.FAMILY_KEY] = families.of_config(config).name
         identity[CONFIG] = config_sha256(config)
+        identity[LAYERWISE_DECAY] = run.layerwise_decay(config)
+    elif run.layerwise_lr_decay is not None:
+        identity[LAYERWISE_DECAY] = float(run.layerwise_lr_decay)
     if train_examples is not None:
         data = task.training_data(train_examples)
         identity[TRAIN_DATA] = examples_sha256(data)
@@ -132,8 +143,11 @@ _SAID = {TRAIN_DATA: "the training data differs",
 
 def differences(recorded, current, names=None):
     """`["name recorded -> current", ...]` for the names both identities hold (`names`: only
-    those) whose values differ; a content hash that differs is said in words."""
+    those) whose values differ; a content hash that differs is said in words. A record of a
+    run made before the layer-wise decay was recorded is read as that run trained: decay 1.0."""
     current = _at_recorded_start(recorded, current)
+    if CONFIG in recorded:
+        recorded = {**_BEFORE_RECORDED, **recorded}
     changed = []
     for name, value in current.items():
         if names is not None and name not in names:

@@ -250,6 +250,7 @@ def define_protocol_flags(learning_rates, epochs, batch_sizes):
     run_flags.define_checkpoint_flags()
     run_flags.define_tpu_flags()
     run_flags.define_run_flags(batch_size_rule=False)
+    run_flags.define_layerwise_lr_decay_flag()
 
     ranged(flags.DEFINE_list("learning_rates", learning_rates,
                              "The learning rates of the grid."), each(above(0), float))

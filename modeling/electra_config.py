@@ -17,7 +17,7 @@ import json
 
 from absl import logging
 
-from modeling.config import BertConfig
+from modeling.config import REQUIRED_KEYS, BertConfig
 
 # util/training_utils.get_bert_config: (hidden_size, num_hidden_layers) by model size.
 MODEL_SIZES = {"small": (256, 12), "base": (768, 12), "large": (1024, 24)}
@@ -205,7 +205,12 @@ def claims_config(data):
     bert_config.json with the ELECTRA keys."""
     if data and set(data) <= PRETRAINING_HPARAMS and any(k in data for k in _MODEL_HPARAMS):
         return True
-    return all(key in data for key in ELECTRA_KEYS)
+    return _is_bert_config_form(data)
+
+
+def _is_bert_config_form(data):
+    """Whether `data` is this project's form: every key of bert_config.json and ELECTRA's."""
+    return all(key in data for key in ELECTRA_KEYS + REQUIRED_KEYS)
 
 
 def config_from_file(path):
@@ -218,6 +223,6 @@ def config_from_file(path):
         raise FileNotFoundError(f"Cannot read ELECTRA config file {path}: {e}") from e
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if all(key in data for key in ELECTRA_KEYS):
+    if _is_bert_config_form(data):
         return ElectraConfig.from_dict(data).validate(source=path)
     return ElectraConfig.from_hparams(data, source=path)

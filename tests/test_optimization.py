@@ -1,6 +1,8 @@
 """The original optimizer through the real training loop, against the original's 5-step trajectory."""
 import collections
+import dataclasses
 import json
+import os
 import re
 
 import keras
@@ -8,11 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertConfig, BertPretrainer
+from modeling import BertConfig, BertPretrainer, enable_lora, families
 from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
-from modeling.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
-from modeling_helpers import TINY_TRAIN, tiny_expected
+from modeling.optimization import (
+    AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer, layerwise_rates)
+from modeling_helpers import TINY_TRAIN, tiny_config, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
 from bert_runner.trainer import Trainer, clip_scale
 
@@ -197,3 +200,268 @@ def test_clip_scale_is_what_clip_by_global_norm_multiplies_by(norm_of):
     scale = clip_scale(tf.linalg.global_norm(gradients), 1.7)
     for want, gradient in zip(clipped, gradients):
         np.testing.assert_array_equal(np.asarray(gradient * scale), np.asarray(want))
+
+
+# ---- ELECTRA's schedule and layer-wise learning rates -----------------------------------------
+
+
+def electra_learning_rate(init_lr, step, num_train_steps, warmup_steps, power):
+    """ELECTRA's model/optimization.py, restated in float64: tf.train.polynomial_decay to 0
+    (cycle=False) times min(1, step / warmup_steps)."""
+    decayed = init_lr * (1.0 - min(step, num_train_steps) / num_train_steps) ** power
+    return decayed * min(1.0, step / warmup_steps)
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_the_electra_schedule_is_the_decay_times_the_warmup_fraction(power):
+    schedule = WarmupPolynomialDecay(1e-2, num_train_steps=10, num_warmup_steps=4,
+                                     warmup_rule="electra", power=power)
+    steps = [0, 1, 2, 3, 4, 5, 7, 9, 10, 12]
+    want = [electra_learning_rate(1e-2, k, 10, 4, power) for k in steps]
+    np.testing.assert_allclose([float(schedule(k)) for k in steps], want, rtol=1e-6, atol=1e-12)
+    # Below the BERT rule's value during warm-up (decay, not init_lr, is warmed up), the same
+    # after it.
+    bert = WarmupPolynomialDecay(1e-2, 10, 4, power=power)
+    assert float(schedule(2)) < float(bert(2))
+    assert float(schedule(6)) == pytest.approx(float(bert(6)), rel=1e-6)
+    # A fractional warm-up (ELECTRA does not round N·warmup_proportion) is taken as it is.
+    fractional = WarmupPolynomialDecay(1e-2, 10, 2.5, warmup_rule="electra", power=power)
+    assert float(fractional(2)) == pytest.approx(
+        electra_learning_rate(1e-2, 2, 10, 2.5, power), rel=1e-6)
+
+
+def test_the_electra_schedule_without_warmup_is_the_decay_from_step_0():
+    """W = 0: the original divides 0/0 at step 0 and tf.minimum(1.0, NaN) is NaN (its first
+    update would make every weight NaN); here no warm-up, the decay itself from step 0, which
+    is what the original gives from step 1 on (min(1, step/0) = 1)."""
+    assert np.isnan(float(tf.minimum(1.0, tf.constant(0.0) / tf.constant(0.0))))
+    schedule = WarmupPolynomialDecay(1e-2, 10, 0, warmup_rule="electra", power=2.0)
+    got = [float(schedule(k)) for k in range(12)]
+    want = [1e-2 * (1.0 - min(k, 10) / 10) ** 2.0 for k in range(12)]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
+    assert got[0] == pytest.approx(1e-2)
+
+
+def test_the_schedule_config_round_trips():
+    schedule = WarmupPolynomialDecay(3e-4, 1000, 100, warmup_rule="electra", power=0.5)
+    copy = WarmupPolynomialDecay.from_config(schedule.get_config())
+    assert copy.get_config() == schedule.get_config() == {
+        "init_lr": 3e-4, "num_train_steps": 1000, "num_warmup_steps": 100,
+        "warmup_rule": "electra", "power": 0.5}
+    assert [float(copy(k)) for k in (0, 50, 500)] == [float(schedule(k)) for k in (0, 50, 500)]
+    with pytest.raises(ValueError, match="warm-up rule 'gpt'"):
+        WarmupPolynomialDecay(1e-3, 10, 1, warmup_rule="gpt")
+
+
+def original_layer_lrs(names, learning_rate, layer_decay, n_layers, scope):
+    """ELECTRA's `_get_layer_lrs` and apply_gradients' substring match, restated over original
+    names, with BERT's pooler (which ELECTRA lacks) between the top layer and the head and a
+    name matching no key taken as the head's (the original's "task_specific/")."""
+    key_to_depths = collections.OrderedDict({"/embeddings/": 0, "/embeddings_project/": 0,
+                                             "task_specific/": n_layers + 2,
+                                             f"{scope}/pooler/": n_layers + 1})
+    for layer in range(n_layers):
+        key_to_depths["encoder/layer_" + str(layer) + "/"] = layer + 1
+    rates = {key: learning_rate * (layer_decay ** (n_layers + 2 - depth))
+             for key, depth in key_to_depths.items()}
+    found = {}
+    for name in names:
+        keys = [key for key in rates if key in name]
+        assert len(keys) <= 1, (name, keys)
+        found[name] = rates[keys[0]] if keys else learning_rate
+    return found
+
+
+def test_layerwise_rates_are_electras_over_the_original_names():
+    config = tiny_config()
+    n = config.num_hidden_layers
+    model = families.build_model("classifier", config, 2)
+    rates = layerwise_rates(model, 0.5)
+    names = original_layout.variable_map(model)
+    assert sorted(rates) == sorted(v.path for v in model.trainable_variables)
+    want = original_layer_lrs(names, 1.0, 0.5, n, "bert")
+    for name, variable in names.items():
+        assert rates[variable.path] == pytest.approx(want[name], rel=1e-12), name
+    by_name = {name: rates[variable.path] for name, variable in names.items()}
+    assert by_name["bert/embeddings/word_embeddings"] == 0.5 ** (n + 2)
+    assert by_name["bert/embeddings/LayerNorm/gamma"] == 0.5 ** (n + 2)
+    for i in range(n):
+        assert by_name[f"bert/encoder/layer_{i}/attention/self/query/kernel"] == 0.5 ** (n + 1 - i)
+        assert by_name[f"bert/encoder/layer_{i}/output/LayerNorm/beta"] == 0.5 ** (n + 1 - i)
+    assert by_name["bert/pooler/dense/kernel"] == 0.5
+    assert by_name["output_weights"] == by_name["output_bias"] == 1.0
+    assert set(layerwise_rates(model, 1.0).values()) == {1.0}
+    with pytest.raises(ValueError, match=r"in \(0, 1\]"):
+        layerwise_rates(model, 0.0)
+
+
+def test_layerwise_rates_of_lora_adapters_and_a_bilstm_on_top():
+    config = tiny_config()
+    model = enable_lora(families.build_model("classifier", config, 2), 2, targets="all")
+    rates = layerwise_rates(model, 0.5)
+    assert sorted(rates) == sorted(v.path for v in model.trainable_variables)
+    for path, rate in rates.items():
+        if "/lora_" in path:  # its kernel's depth: layer i at 0.5^(n + 1 - i)
+            layer = int(re.search(r"layer_(\d+)/", path).group(1))
+            assert rate == 0.5 ** (config.num_hidden_layers + 1 - layer), path
+        else:
+            assert rate == 1.0, path  # the head
+    bilstm = families.build_model("classifier", config, 2, bilstm_on_top=True)
+    rates = layerwise_rates(bilstm, 0.5)
+    for name, variable in original_layout.variable_map(bilstm).items():
+        if not name.startswith("bert/"):
+            assert rates[variable.path] == 1.0, name
+
+
+def _classifier_step_start():
+    model = families.build_model("classifier", tiny_config(), 2)
+    model({"input_ids": np.ones((1, 4), np.int32), "input_mask": np.ones((1, 4), np.int32),
+           "token_type_ids": np.zeros((1, 4), np.int32)})
+    rng = np.random.default_rng(3)
+    grads = [tf.constant(rng.normal(size=v.shape) * 1e-2, tf.float32)
+             for v in model.trainable_variables]
+    return model, [np.asarray(v) for v in model.trainable_variables], grads
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_layerwise_step_is_each_variables_step_at_its_own_rate(name, compiled):
+    """Two steps with decay 0.5 (through `apply_at`, op by op and as the compiled kernels) make,
+    for every variable, the update of its group optimized alone at learning rate × multiplier
+    (the same path): the original's one optimizer per key of `_get_layer_lrs`."""
+    model, start, grads = _classifier_step_start()
+    variables = model.trainable_variables
+    rates = layerwise_rates(model, 0.5)
+    optimizer = create_optimizer(name, 1e-2, num_train_steps=10, num_warmup_steps=0,
+                                 layer_rates=rates)
+    optimizer.build(variables)
+
+    @tf.function(autograph=False)
+    def step():
+        optimizer.apply_at(grads, variables, tf.constant(0.01), compiled=compiled)
+
+    step()
+    step()
+    got = [np.asarray(v) for v in variables]
+    assert compiled == bool(optimizer._kernels)
+
+    for variable, value in zip(variables, start):
+        variable.assign(value)
+    groups = collections.defaultdict(list)
+    for index, variable in enumerate(variables):
+        groups[rates[variable.path]].append(index)
+    assert len(groups) == tiny_config().num_hidden_layers + 3
+    for multiplier, indexes in groups.items():
+        reference = create_optimizer(name, 1e-2, 10, 0)
+        group = [variables[i] for i in indexes]
+        reference_step = tf.function(
+            lambda: reference.apply_at([grads[i] for i in indexes], group,
+                                       tf.constant(0.01 * multiplier), compiled=compiled),
+            autograph=False)
+        reference_step()
+        reference_step()
+    for variable, value, before in zip(variables, got, start):
+        assert not np.array_equal(value, before), variable.path
+        np.testing.assert_allclose(value, np.asarray(variable), rtol=0, atol=1e-7,
+                                   err_msg=variable.path)
+
+
+def _op_types(optimizer, variables, grads):
+    graph = tf.function(lambda: optimizer.apply_at(grads, variables, tf.constant(0.01))
+                        ).get_concrete_function().graph
+    return sorted(op.type for op in graph.get_operations())
+
+
+def test_decay_1_adds_nothing_to_the_optimizer():
+    """No multipliers at decay 1.0: the driver passes none, and multipliers of 1.0 would add no
+    operation either; below 1.0 one constant per distinct multiplier, shared by its variables."""
+    from bert_runner import driver
+
+    model, _, grads = _classifier_step_start()
+    variables = model.trainable_variables
+    assert driver._layer_rates(model, 1.0) is None
+    plain = create_optimizer("adamw", 1e-2, 10, 1)
+    assert plain.layer_rates is None and plain.get_config()["layer_rates"] is None
+    ones = create_optimizer("adamw", 1e-2, 10, 1, layer_rates=layerwise_rates(model, 1.0))
+    assert _op_types(plain, variables, grads) == _op_types(ones, variables, grads)
+    decayed = create_optimizer("adamw", 1e-2, 10, 1, layer_rates=driver._layer_rates(model, 0.5))
+    extra = collections.Counter(_op_types(decayed, variables, grads))
+    extra.subtract(collections.Counter(_op_types(plain, variables, grads)))
+    assert extra["Const"] == tiny_config().num_hidden_layers + 2  # every depth but the head's
+    with pytest.raises(ValueError, match="No layer-wise learning rate for variable"):
+        create_optimizer("adamw", 1e-2, 10, 1, layer_rates={"other": 0.5}).build(variables)
+
+
+def test_the_driver_takes_the_warmup_rule_and_decay_of_the_models_family(monkeypatch, tmp_path):
+    """--layerwise_lr_decay unset: the family's default (BERT's 1.0: the optimizer as before);
+    a family with ELECTRA's defaults gets its warm-up rule and its decay; the flag overrides."""
+    from bert_runner import driver, run_identity
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.classifier.task import ClassifierTask
+
+    task = ClassifierTask("mrpc", 16)
+    config = tiny_config()
+    strategy = tf.distribute.get_strategy()
+    run = RunConfig(str(tmp_path), layerwise_lr_decay=None)
+    bert = driver.build_trainer(task, run, config, strategy, 10, 1).optimizer
+    assert bert._learning_rate.warmup_rule == "bert" and bert.layer_rates is None
+    assert RunConfig(str(tmp_path)).layerwise_lr_decay == 1.0  # a script without the flag
+
+    bert_family = families.of_config(config)
+    electra_like = dataclasses.replace(bert_family, warmup_rule="electra",
+                                       layerwise_lr_decay=lambda c: 0.8)
+    monkeypatch.setattr(families, "of_config", lambda c: electra_like)
+    optimizer = driver.build_trainer(task, run, config, strategy, 10, 1).optimizer
+    assert optimizer._learning_rate.warmup_rule == "electra"
+    assert min(optimizer.layer_rates.values()) == pytest.approx(0.8 ** 4)
+    assert run_identity.of(task, run, config)["layerwise_lr_decay"] == 0.8
+    given = dataclasses.replace(run, layerwise_lr_decay=0.5)
+    assert driver.build_trainer(task, given, config, strategy, 10, 1).optimizer.layer_rates[
+        "classifier/output_weights"] == 1.0
+    assert run_identity.of(task, given, config)["layerwise_lr_decay"] == 0.5
+    # Without training (no steps) the optimizer only counts steps: no rates.
+    assert driver.build_trainer(task, run, config, strategy, 0, 0).optimizer.layer_rates is None
+
+
+def test_a_record_without_the_decay_is_a_run_without_it():
+    """A run.json written before the decay was recorded (it holds the config's hash) trained
+    at decay 1.0: another decay into its output_dir is refused, the same one is not. A record
+    made without the config (a sweep's) is not read so."""
+    from bert_runner import run_identity
+
+    old = {"task": "classifier/mrpc", "bert_config_sha256": "aa"}
+    assert run_identity.differences(old, {**old, "layerwise_lr_decay": 1.0}) == []
+    assert run_identity.differences(old, {**old, "layerwise_lr_decay": 0.8}) == [
+        "layerwise_lr_decay 1.0 -> 0.8"]
+    assert run_identity.differences({**old, "layerwise_lr_decay": 0.8},
+                                    {**old, "layerwise_lr_decay": 0.8}) == []
+    sweep = {"task": "classifier/mrpc"}
+    assert run_identity.differences(sweep, {**sweep, "layerwise_lr_decay": 0.8}) == []
+
+
+def test_the_decay_flag_is_refused_out_of_its_range_and_only_for_fine_tuning():
+    """Each command stops after parsing its flags (no TensorFlow imported: a fraction of a
+    second)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    def parse(script, *args):
+        return subprocess.run(
+            [sys.executable, str(ROOT / f"{script}.py"), "--bert_config_file=/c.json",
+             "--output_dir=/out", *args, "--only_check_args"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+    for value in ("0", "1.5"):
+        result = parse("run_squad", "--vocab_file=/v.txt", "--do_train",
+                       f"--layerwise_lr_decay={value}")
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert (f"run_squad.py: error: flag --layerwise_lr_decay={float(value)}: "
+                "must be in (0, 1]") in result.stderr
+    result = parse("run_squad", "--vocab_file=/v.txt", "--do_train", "--layerwise_lr_decay=1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert parse("run_pretraining", "--input_file=/in").returncode == 0
+    result = parse("run_pretraining", "--input_file=/in", "--layerwise_lr_decay=0.8")
+    assert result.returncode != 0 and "layerwise_lr_decay" in result.stderr, result.stderr

@@ -42,19 +42,24 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     weights file with its `config.json` beside it), its `config.json` is the config (its
     `"gelu"` read as the exact erf GELU) and its `vocab.txt` the vocabulary unless `vocab_file`
     is given; a `bert_config_file` given as well must describe the same model (else ValueError
-    naming both files) and is used (its dropout rates). Otherwise `bert_config_file` is read (it
-    is then required). `max_seq_length` is checked against the config's positions.
+    naming both files) and is used (its dropout rates). An original ELECTRA checkpoint (a
+    released folder) without `bert_config_file` has its config read from its shapes by its
+    family, and its `vocab.txt` beside it is the vocabulary unless `vocab_file` is given.
+    Otherwise `bert_config_file` is read (it is then required). `max_seq_length` is checked
+    against the config's positions.
     """
     check_partial_directory(init_checkpoint, flag)
     home = hf_home(init_checkpoint)
-    if home is None and not bert_config_file and is_original_electra(init_checkpoint):
+    released = home is None and is_original_electra(init_checkpoint)
+    if released and not bert_config_file:
         return _released_files(init_checkpoint, vocab_file, max_seq_length, flag)
     if home is None:
         if not bert_config_file:
             raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
         config = load_config(bert_config_file, max_seq_length)
         check_objective(config, bert_config_file, init_checkpoint, flag)
-        return ModelFiles(config, bert_config_file, vocab_file)
+        return ModelFiles(config, bert_config_file,
+                          vocab_file or (_vocab_beside(init_checkpoint) if released else None))
     found = open_checkpoint(init_checkpoint, flag)
     config, config_file = found.config, found.config_file
     if bert_config_file:
@@ -79,10 +84,14 @@ def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
     if read is None or found.layout != "original":
         raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
     config = read(found.shapes, f"{found.location} ({flag})")
-    vocab = os.path.join(checkpoint_folder(found.location + ".index"), "vocab.txt")
     check_max_seq_length(config, max_seq_length, found.location)
-    return ModelFiles(config, found.location,
-                      vocab_file or (vocab if os.path.isfile(vocab) else None))
+    return ModelFiles(config, found.location, vocab_file or _vocab_beside(found.location))
+
+
+def _vocab_beside(checkpoint):
+    """The `vocab.txt` in the folder of `checkpoint` (a released folder's), or None."""
+    vocab = os.path.join(checkpoint_folder(checkpoint), "vocab.txt")
+    return vocab if os.path.isfile(vocab) else None
 
 
 def recorded_objective(checkpoint):
