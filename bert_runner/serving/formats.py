@@ -28,8 +28,12 @@ def _huggingface(flag_values, files):
     from modeling.checkpoint import write_hugging_face
     from modeling.pooling import check_pooling
 
-    model = provenance.load_encoder(files.config, flag_values.checkpoint,
-                                    config_file=files.config_file)
+    if flag_values.pooling:  # sentence-transformers reads an encoder
+        model, what = provenance.load_encoder(files.config, flag_values.checkpoint,
+                                              config_file=files.config_file), "encoder"
+    else:
+        model, what = _pretrainer_or_encoder(files.config, flag_values.checkpoint,
+                                             files.config_file, provenance)
     sentence_embedding = None
     if flag_values.pooling:
         check_pooling(flag_values.pooling, files.config)
@@ -37,9 +41,25 @@ def _huggingface(flag_values, files):
                               flag_values.max_seq_length)
     write_hugging_face(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case,
                        sentence_embedding)
-    logging.info("Wrote the encoder in Hugging Face's layout%s to %s",
+    logging.info("Wrote the %s in Hugging Face's layout%s to %s", what,
                  " with sentence-transformers' pooling" if sentence_embedding else "",
                  flag_values.export_dir)
+
+
+def _pretrainer_or_encoder(config, checkpoint, config_file, provenance):
+    """What the Hugging Face layout holds of `checkpoint`: its family's whole pre-training model
+    when the checkpoint holds all of it (an ELECTRA pre-training run: the discriminator and its
+    head, and the generator, written as its own folder), else its encoder; with which it is."""
+    from modeling import families
+    from modeling.checkpoint import load_checkpoint
+
+    model = families.build_model("pretrainer", config)
+    try:
+        load_checkpoint(model, checkpoint, strict=True, flag="--checkpoint",
+                        config_file=config_file)
+        return model, "pre-training model"
+    except ValueError:  # a fine-tuned model, or an encoder alone: its encoder is exported
+        return provenance.load_encoder(config, checkpoint, config_file=config_file), "encoder"
 
 
 EMBEDDING = registry.register(registry.ServingFormat(
@@ -51,7 +71,9 @@ EMBEDDING = registry.register(registry.ServingFormat(
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
     help="the encoder as config.json, model.safetensors and vocab.txt, for transformers' "
-         "BertModel.from_pretrained (with --pooling also a sentence-transformers model)",
+         "BertModel.from_pretrained (ElectraModel; an ELECTRA pre-training checkpoint as "
+         "ElectraForPreTraining with its generator in generator/) (with --pooling also a "
+         "sentence-transformers model)",
     # The layout has no sequence length: any the config's positions allow.
     export=_huggingface, needs_sequence_length=False))
 LITERT = registry.register(registry.ServingFormat(

@@ -120,12 +120,42 @@ def read_hf_as_tf1(path, family):
     return tensors
 
 
+def read_hf_for_model(path, family, model):
+    """`{original name: np.ndarray}` of the Hugging Face checkpoint at `path` (of `family`) as
+    `model` loads it: the family's `read_hf` where it has one (companion folders, refusals),
+    else `read_hf_as_tf1`."""
+    def read(where):
+        return read_hf_as_tf1(where, family)
+
+    if family.read_hf is None:
+        return read(path)
+    return family.read_hf(os.fspath(path), model, read)
+
+
+def hf_folders(model):
+    """`[(folder, config.json dict, {Hugging Face name: array})]` that `save_hf_model` writes
+    for `model`: its family's `hf_folders`, else the encoder alone as the bare model saves it
+    (names without the model prefix)."""
+    family = families.of_model(model)
+    folders = family.hf_folders(model) if family.hf_folders is not None else None
+    if folders is not None:
+        return folders
+    tensors = {}
+    for name, var in encoder_names(model):
+        hf, transpose = family.hf_name(name)
+        value = np.asarray(var, dtype=np.float32)
+        tensors[hf.removeprefix(family.hf_encoder_prefix)] = value.T if transpose else value
+    return [("", family.config_to_hf(encoder_of(model).config), tensors)]
+
+
 def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
-    """Writes the encoder of `model` (an encoder or task model) as a Hugging Face directory that
-    transformers' model of its family (`BertModel.from_pretrained(directory)`) loads: `config.json`,
-    `model.safetensors` (float32, names without the model prefix, as the bare model saves them),
-    `vocab.txt` and `tokenizer_config.json` (the casing). The directory must not exist; it is
-    written under a temporary name and renamed. Returns `directory`.
+    """Writes `model` as a Hugging Face directory that transformers' model of its family loads
+    (`BertModel.from_pretrained(directory)`): for most models their encoder, as the bare model
+    saves it; a family may write more (`ModelFamily.hf_folders`: ELECTRA's pre-training model
+    is an `ElectraForPreTraining` directory with its generator in `generator/`). Each folder
+    holds `config.json`, `model.safetensors` (float32), `vocab.txt` and `tokenizer_config.json`
+    (the casing). The directory must not exist; it is written under a temporary name and
+    renamed. Returns `directory`.
 
     `sentence_embedding`: None, or `(pooling, normalize, max_seq_length)` to also write the files
     with which `sentence_transformers.SentenceTransformer(directory)` computes the vectors of
@@ -134,24 +164,14 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
     directory = os.fspath(directory).rstrip("/")
     if os.path.exists(directory):
         raise FileExistsError(f"{directory} already exists: choose a new directory")
-    encoder, family = encoder_of(model), families.of_model(model)
-    tensors = {}
-    for name, var in encoder_names(model):
-        hf, transpose = family.hf_name(name)
-        value = np.asarray(var, dtype=np.float32)
-        tensors[hf.removeprefix(family.hf_encoder_prefix)] = value.T if transpose else value
+    encoder = encoder_of(model)
+    folders = hf_folders(model)
     tmp = f"{directory}.tmp-{uuid.uuid4().hex}"
     os.makedirs(tmp)
     try:
-        write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
-        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(family.config_to_hf(encoder.config), f, indent=2, sort_keys=True)
-            f.write("\n")
-        with open(os.path.join(tmp, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-            json.dump({"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer",
-                       "model_max_length": encoder.config.max_position_embeddings}, f, indent=2)
-            f.write("\n")
-        shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        for folder, config, tensors in folders:
+            _write_hf_folder(os.path.join(tmp, folder), config, tensors, vocab_file,
+                             do_lower_case)
         if sentence_embedding is not None:
             files = sentence_transformer_files(encoder.config.hidden_size, *sentence_embedding)
             for name, value in files.items():
@@ -165,6 +185,21 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
+
+
+def _write_hf_folder(folder, config, tensors, vocab_file, do_lower_case):
+    """One Hugging Face directory: `config.json` (`config`), `model.safetensors` (`tensors`),
+    `tokenizer_config.json` and `vocab.txt`."""
+    os.makedirs(folder, exist_ok=True)
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors, {"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"do_lower_case": bool(do_lower_case), "tokenizer_class": "BertTokenizer",
+                   "model_max_length": config["max_position_embeddings"]}, f, indent=2)
+        f.write("\n")
+    shutil.copyfile(vocab_file, os.path.join(folder, "vocab.txt"))
 
 
 NORMALIZE_FOLDER = "2_Normalize"

@@ -14,7 +14,8 @@ models do not expose their sub-layers to TF's object-based checkpoints, and the 
 names that are the same in every task model, so a pre-training run's encoder loads into a
 classifier or span labeler by name. An original-layout checkpoint is read by original names,
 a Hugging Face one as the original-layout checkpoint its names map to
-(`hugging_face.read_hf_as_tf1`).
+(`hugging_face.read_hf_as_tf1`; with the companion folders its family reads for the model,
+`hugging_face.read_hf_for_model`: ELECTRA's generator in `generator/`).
 
 Every load follows one rule: the whole encoder of the model the config describes must be in the
 checkpoint (else nothing is loaded: a config with another num_hidden_layers, a checkpoint of
@@ -133,7 +134,9 @@ class Checkpoint:
     def source(self, model):
         """This checkpoint as `model` loads it (`_Source`), adapters on top."""
         if self.layout == HUGGING_FACE:
-            tensors = hugging_face.read_hf_as_tf1(self.location, self.family)
+            # By the family's rules for this model: a family may keep part of a model in a
+            # companion folder (ELECTRA's generator) or refuse a directory for some models.
+            tensors = hugging_face.read_hf_for_model(self.location, self.family, model)
             source = _Source(self.location, original.variable_map(model),
                              {n: v.shape for n, v in tensors.items()}, tensors.__getitem__,
                              [n for n, _ in original.encoder_names(model)])

@@ -56,6 +56,20 @@ class ModelFamily:
       fine-tuning uses by default (1.0: none).
     config_from_checkpoint: `({original name: shape}, source) -> config` for a family whose
       released checkpoints come without a config file (ELECTRA's), or None.
+    read_hf: `(location, model, read) -> {original name: array}`, how `model` reads the Hugging
+      Face checkpoint at `location` (a directory, or a weights file with its `config.json`
+      beside it) when the family's checkpoints are more than one weights file or are refused
+      for some models: `read(path)` is the `{original name: array}` of one directory or weights
+      file by the family's names (`hugging_face.read_hf_as_tf1`); the family adds what it keeps
+      in companion folders (ELECTRA's pre-training model: its generator, in `generator/`) and
+      refuses (ValueError naming the files) what the model cannot start from (ELECTRA: a
+      generator given for a discriminator). None (BERT's): `read(location)`.
+    hf_folders: `(model) -> [(folder, config.json dict, {Hugging Face name: array as saved})]`
+      or None: the Hugging Face directories `write_hugging_face` writes for `model`, folder ""
+      the directory itself and others below it (ELECTRA's pre-training model: the
+      discriminator with its head, and its generator in `generator/`). None (the function's
+      answer, or the field's, as BERT's): the encoder alone, as the bare model saves it (names
+      without `hf_encoder_prefix`, `config_to_hf` of its config).
     """
 
     name: str
@@ -75,6 +89,8 @@ class ModelFamily:
     warmup_rule: str = "bert"
     layerwise_lr_decay: Callable = lambda config: 1.0
     config_from_checkpoint: Callable = None
+    read_hf: Callable = None
+    hf_folders: Callable = None
 
     def __post_init__(self):
         unknown = sorted(set(self.models) - set(MODEL_KINDS))
