@@ -223,7 +223,11 @@ class Trainer:
         """Manager of `ckpt-<step>` files holding model, optimizer (slots, step) and input position."""
         # "model" first: a variable reachable twice is saved under the first path found.
         objects = {"model": ModelVariables(self.model), "optimizer": self.optimizer}
-        if iterator is not None:
+        if iterator is not None and not isinstance(iterator, tf.__internal__.tracking.Trackable):
+            # A mirrored strategy's `DistributedIterator` cannot be saved (tensorflow#56372).
+            logging.warning("%s's input iterator cannot be checkpointed: a resumed run starts "
+                            "its input from the beginning", type(self.strategy).__name__)
+        elif iterator is not None:
             objects["iterator"] = iterator
         return tf.train.CheckpointManager(
             tf.train.Checkpoint(**objects),

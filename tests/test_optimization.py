@@ -465,3 +465,24 @@ def test_the_decay_flag_is_refused_out_of_its_range_and_only_for_fine_tuning():
     assert parse("run_pretraining", "--input_file=/in").returncode == 0
     result = parse("run_pretraining", "--input_file=/in", "--layerwise_lr_decay=0.8")
     assert result.returncode != 0 and "layerwise_lr_decay" in result.stderr, result.stderr
+
+
+def test_a_mirrored_strategy_trains_and_checkpoints_without_its_input_position(tmp_path, caplog):
+    """A mirrored strategy's input iterator cannot be saved (tensorflow#56372): the run trains
+    and writes its checkpoints without it, and says a resumed run starts its input again."""
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.build((None, 2))
+        optimizer = create_optimizer("adamw", 1e-2, num_train_steps=2, num_warmup_steps=0)
+
+    def loss(model, features, training):
+        value = tf.reduce_mean(tf.square(model(features["x"]) - features["y"]))
+        return value, {}
+
+    batch = {"x": np.ones((4, 2), "float32"), "y": np.zeros((4, 1), "float32")}
+    trainer = Trainer(strategy, model, optimizer, loss, str(tmp_path), global_batch_size=4,
+                      steps_per_loop=1)
+    trainer.train(lambda context: tf.data.Dataset.from_tensors(batch).repeat(), num_train_steps=2)
+    assert trainer.step == 2 and (tmp_path / "ckpt-2.index").exists()
+    assert "input iterator cannot be checkpointed" in caplog.text
