@@ -10,7 +10,7 @@ from absl import flags
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import (
     PAIR_OF_SENTENCES, TRAINING, CrossRule, above, at_least, cross, ranged)
-from bert_tasks.pretraining.data import dynamic_masking
+from bert_tasks.pretraining.data import dynamic_masking, electra_masking
 
 FLAGS = flags.FLAGS
 
@@ -25,7 +25,10 @@ ranged(flags.DEFINE_integer(
     "generation."), at_least(5, PAIR_OF_SENTENCES))
 ranged(flags.DEFINE_integer(
     "max_predictions_per_seq", 20,
-    "Maximum number of masked LM predictions per sequence. Must match data generation."),
+    "Maximum number of masked LM predictions per sequence. Must match data generation. "
+    "--pretraining_objective=electra on records without masks (the original ELECTRA's): the "
+    "slots each sequence has, by default the original's int((masked_lm_prob + 0.005) * "
+    "max_seq_length)."),
     at_least(1))
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
@@ -82,15 +85,25 @@ cross(CrossRule(
                             "prediction: leave --next_sentence_prediction out"),
     "not with --pretraining_objective=ltr or electra"))
 # Records carry their masks; these flags (at create_pretraining_data's defaults otherwise) are
-# dynamic masking's.
+# dynamic masking's. ELECTRA masks records without masks (the original ELECTRA's) at
+# --masked_lm_prob, the original's mask_prob (`electra_masking`); whether they have masks shows
+# only in the records, where a --masked_lm_prob they would ignore is refused.
+_MASKING_DEFAULTS = (False, 0.15, 0.8, 0.1, 0.1)
 cross(CrossRule(
-    ("input_format", "do_whole_word_mask", "masked_lm_prob", "mask_token_prob",
-     "random_token_prob", "short_seq_prob"),
-    lambda fmt, *values: fmt != "records" or values == (False, 0.15, 0.8, 0.1, 0.1),
-    lambda fmt, *values: ("--input_format=records: the records carry their masks (make them "
-                          "with create_pretraining_data.py and these flags); the masking "
-                          "flags apply to --input_format=text or unmasked_records"),
-    "the masking flags need --input_format=text or unmasked_records"))
+    ("input_format", "pretraining_objective", "do_whole_word_mask", "masked_lm_prob",
+     "mask_token_prob", "random_token_prob", "short_seq_prob"),
+    lambda fmt, objective, *values: fmt != "records" or all(
+        value == default or (name == "masked_lm_prob" and objective == "electra")
+        for name, value, default in zip(
+            ("do_whole_word_mask", "masked_lm_prob", "mask_token_prob", "random_token_prob",
+             "short_seq_prob"), values, _MASKING_DEFAULTS)),
+    lambda fmt, objective, *values: (
+        "--input_format=records: the records carry their masks (make them with "
+        "create_pretraining_data.py and these flags); the masking flags apply to "
+        "--input_format=text or unmasked_records, and --masked_lm_prob also to "
+        "--pretraining_objective=electra on records without masks (the original ELECTRA's)"),
+    "the masking flags need --input_format=text or unmasked_records (--masked_lm_prob: or "
+    "--pretraining_objective=electra)"))
 # Dynamic masking makes masked sentence pairs; the LTR model reads one unmasked segment.
 cross(CrossRule(
     ("input_format", "pretraining_objective"),
@@ -117,7 +130,8 @@ def run():
         task = ElectraPretrainingTask(
             FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.input_file,
             FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.max_eval_steps,
-            FLAGS.gen_weight, FLAGS.disc_weight, FLAGS.temperature)
+            FLAGS.gen_weight, FLAGS.disc_weight, FLAGS.temperature,
+            masking=electra_masking.ElectraMasking.from_flags(FLAGS))
     elif FLAGS.pretraining_objective == "ltr":
         task = LtrPretrainingTask(FLAGS.max_seq_length, FLAGS.input_file, FLAGS.num_train_steps,
                                   FLAGS.num_warmup_steps, FLAGS.max_eval_steps)

@@ -17,6 +17,8 @@ from modeling import masked_lm_loss
 from modeling.config import OBJECTIVE_KEY
 from modeling.electra_config import ElectraConfig
 from modeling.losses import ELECTRA_DENOMINATOR_EPSILON, replaced_token_loss
+from bert_tasks.pretraining.data import electra_masking
+from bert_tasks.pretraining.data.reading import InputError
 from bert_tasks.pretraining.task import PretrainingTask, _correct
 from bert_runner.task import encoder_training_flops
 
@@ -59,8 +61,11 @@ class ElectraPretrainingTask(PretrainingTask):
     """`PretrainingTask` for ELECTRA: same flags, splits and output_dir layout.
 
     gen_weight, disc_weight, temperature: the original's hparams of those names.
-    masker: None for records with masks; for records without (the original ELECTRA's), the
-      `data.electra_masking` masker that masks each batch (set by run_pretraining.py).
+    masking: `data.electra_masking.ElectraMasking`, how records without masks (the original
+      ELECTRA's) are masked: the vocabulary, mask_prob, and N when given (run_pretraining.py's
+      flags); records with masks are read as they are, with `max_predictions_per_seq`.
+    masker: after `existing_records`, None for records with masks, else the `ElectraMasker`
+      that masks each batch (`max_predictions_per_seq` is then its N).
     eval_results.txt: the original's `metric_fn` values: the generator's `masked_lm_accuracy`,
     `masked_lm_loss` and `sampled_masked_lm_accuracy`; the discriminator's `disc_loss`,
     `disc_auc`, `disc_accuracy`, `disc_precision`, `disc_recall`; `loss` and `global_step`.
@@ -70,23 +75,68 @@ class ElectraPretrainingTask(PretrainingTask):
 
     def __init__(self, max_seq_length, max_predictions_per_seq, input_file=None,
                  num_train_steps=0, num_warmup_steps=0, max_eval_steps=None, gen_weight=1.0,
-                 disc_weight=50.0, temperature=1.0):
+                 disc_weight=50.0, temperature=1.0, masking=None):
         super().__init__(max_seq_length, max_predictions_per_seq, False, input_file,
                          num_train_steps, num_warmup_steps, max_eval_steps)
         self.gen_weight = gen_weight
         self.disc_weight = disc_weight
         self.temperature = temperature
+        self.masking = masking or electra_masking.ElectraMasking()
+        self.masker = None
+
+    @property
+    def masked_lm(self):
+        """None (`check_records`: records with masks or without) for records read as such;
+        dynamic masking (`--input_format=unmasked_records`) reads records with masked_lm_*."""
+        return None if self.dynamic_input is None else True
 
     def recorded_settings(self):
+        masking = {} if self.masker is None else {"mask_prob": self.masking.mask_prob}
         return {**super().recorded_settings(), "gen_weight": self.gen_weight,
-                "disc_weight": self.disc_weight, "temperature": self.temperature}
+                "disc_weight": self.disc_weight, "temperature": self.temperature, **masking}
 
     def use_records(self, records):
+        """Records with masks are read as they are; records without (the original ELECTRA's)
+        get the masker of `masking`, and its N as `max_predictions_per_seq`. Raises ValueError
+        for `masking` options that would not be used (a mask_prob other than the default on
+        records with masks), or that cannot mask (no vocabulary)."""
         # The records' next-sentence labels, if any, are not read: ELECTRA has no such loss.
         self.next_sentence = False
         self.sequences_per_row = records.sequences_per_row
         logging.info("Objective: ELECTRA replaced-token detection (generator loss x %g + "
                      "discriminator loss x %g)", self.gen_weight, self.disc_weight)
+        if self.dynamic_input is not None:
+            return
+        if records.masks:
+            # The default is the original's mask_prob, so only another value was asked for.
+            if self.masking.mask_prob != electra_masking.MASK_PROB:
+                raise InputError(
+                    f"--masked_lm_prob={self.masking.mask_prob:g}: the records of --input_file="
+                    f"{self.input_file} carry their masks (masked_lm_*), which ELECTRA uses as "
+                    "they are; --masked_lm_prob masks records without (the original ELECTRA's): "
+                    "leave it out")
+            return
+        self.masker = self.masking.masker(self.max_seq_length, self.input_file)
+        self.max_predictions_per_seq = self.masker.max_predictions
+        logging.info("Records without masks (the original ELECTRA's): each batch masked as the "
+                     "original masks it, %g of the tokens (up to %d a sequence), %d%% of them "
+                     "[MASK], the rest kept", self.masking.mask_prob, self.max_predictions_per_seq,
+                     round(100 * electra_masking.MASK_TOKEN_SHARE))
+
+    def feature_spec(self, is_training):
+        spec = super().feature_spec(is_training)
+        if self.masker is None:
+            return spec
+        return {name: feature for name, feature in spec.items()
+                if not name.startswith("masked_lm")}
+
+    def input_dataset(self, files, batch_size, is_training, **kwargs):
+        """The records; without masks, each batch masked by `masker` (`data.electra_masking`:
+        static shapes `[B, N]` where the batches' are, as training's with drop_remainder)."""
+        if self.masker is None:
+            return super().input_dataset(files, batch_size, is_training, **kwargs)
+        return electra_masking.masked_records(files, self.feature_spec(is_training), self.masker,
+                                              batch_size, is_training=is_training, **kwargs)
 
     def model_config(self, config):
         """An `ElectraConfig`; a BERT config is taken as the discriminator's, with ELECTRA's

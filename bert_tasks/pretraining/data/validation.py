@@ -29,10 +29,13 @@ class RecordsInfo(object):
         `create_pretraining_data.py --next_sentence_prediction=false`).
       empty_files: files that hold no record (the others do).
       sequences_per_row: 1, or K for packed records (`data.packing`: up to K pairs a row).
+      masks: whether the records carry masked_lm_* features (False: the left-to-right model's,
+        or the original ELECTRA's, which `data.electra_masking` masks per batch).
     """
     next_sentence: bool
     empty_files: tuple = ()
     sequences_per_row: int = 1
+    masks: bool = True
 
 
 def _tf():
@@ -87,12 +90,17 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
 
     The message names the file, what the record holds, and the flag or config field to change.
     `masked_lm`: False for the left-to-right model, whose records have no masked_lm_* features
-    (`data.ltr`). `unmasked`: the records must be unmasked (`--input_format=unmasked_records`:
-    each predicted position still holds its own token, masked_lm_ids).
+    (`data.ltr`); None for ELECTRA, which takes records with them or without any (the original
+    ELECTRA's, masked per batch: `data.electra_masking`). `unmasked`: the records must be
+    unmasked (`--input_format=unmasked_records`: each predicted position still holds its own
+    token, masked_lm_ids).
     """
     def fail(message, *args):
         raise InputError("input file %s: first record: " % path + message % args)
 
+    either = masked_lm is None
+    if either:
+        masked_lm = _has_masks(features)
     predictions = _PREDICTION_FEATURES if masked_lm else ()
     if not masked_lm and any(name in features for name in _PREDICTION_FEATURES):
         fail("holds masked_lm_positions: masked-LM records, whose input_ids hold [MASK]; the "
@@ -102,7 +110,9 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
     if missing:
         ltr = ("; records of a left-to-right model (create_pretraining_data.py "
                "--pretraining_objective=ltr) have none: train them with run_pretraining.py "
-               "--pretraining_objective=ltr" if missing == list(_PREDICTION_FEATURES) else "")
+               "--pretraining_objective=ltr, and the original ELECTRA's (its "
+               "build_pretraining_dataset.py) with --pretraining_objective=electra "
+               "--input_format=records" if missing == list(_PREDICTION_FEATURES) else "")
         fail("lacks %s; pretraining records (create_pretraining_data.py) have %s%s",
              ", ".join(missing), ", ".join(_SEQUENCE_FEATURES + predictions), ltr)
     for name in _SEQUENCE_FEATURES + _PREDICTION_FEATURES + (_LABEL,):
@@ -126,7 +136,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
     slots = _sequences_per_row(features)
     if _LABEL in features and len(features[_LABEL][1]) != slots:
         fail("%s has %d values, expected %d", _LABEL, len(features[_LABEL][1]), slots)
-    if slots > 1 and not masked_lm:
+    if slots > 1 and not masked_lm and not either:
         fail("is packed (sequence_ids): the left-to-right model trains on unpacked records")
     for name in ("input_ids", "masked_lm_ids")[:2 if masked_lm else 1]:
         largest = max(features[name][1], default=0)
@@ -137,7 +147,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
     if largest >= max_seq_length:
         fail("masked_lm_positions holds position %d, beyond --max_seq_length=%d",
              largest, max_seq_length)
-    if unmasked:
+    if unmasked and masked_lm:
         _check_unmasked(features, fail)
     largest = max(features["segment_ids"][1], default=0)
     if type_vocab_size is not None and largest >= type_vocab_size:
@@ -160,6 +170,12 @@ def _check_unmasked(features, fail):
              changed, len(predicted))
 
 
+def _has_masks(features):
+    """Whether a parsed record carries masked_lm_* features (any of them: the others are then
+    required)."""
+    return any(name in features for name in _PREDICTION_FEATURES)
+
+
 def _sequences_per_row(features):
     """K of a packed record (its sequence_starts' length), 1 for an unpacked one."""
     return len(features["sequence_starts"][1]) if "sequence_ids" in features else 1
@@ -175,15 +191,18 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
       vocab_size, type_vocab_size: from the model's bert_config.json (type_vocab_size optional).
       next_sentence: True to require next_sentence_labels, None to accept either (see
         `RecordsInfo.next_sentence`).
-      masked_lm, unmasked: what the records must be (`check_example`).
+      masked_lm, unmasked: what the records must be (`check_example`; masked_lm None: with
+        masks or without, ELECTRA's).
     Raises:
       InputError naming the file and the flag or config field, when no file holds a record, a
-      first record does not fit, some files have next_sentence_labels and others not, or
-      `next_sentence` is True and they have none.
+      first record does not fit, some files have next_sentence_labels and others not (or, with
+      `masked_lm` None, some masks and others not), or `next_sentence` is True and they have
+      none.
     """
     if not files:
         raise InputError("no input files")
     with_label, without_label, empty, by_slots = [], [], [], {}
+    by_masks = {True: [], False: []}
     for path in files:
         record = first_record(path)
         if record is None:
@@ -193,6 +212,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
         check_example(path, features, max_seq_length, max_predictions_per_seq, vocab_size,
                       type_vocab_size, masked_lm, unmasked)
         (with_label if _LABEL in features else without_label).append(path)
+        by_masks[_has_masks(features)].append(path)
         by_slots.setdefault(_sequences_per_row(features), []).append(path)
     if len(by_slots) > 1:
         raise InputError("the input files hold rows of different packing: %s; train on one kind"
@@ -203,6 +223,11 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
                          "now refuses to write such files)" % _holds(empty))
     if empty:
         logging.warning("%s no records; training reads the other files", _holds(empty))
+    if by_masks[True] and by_masks[False]:
+        raise InputError(
+            "some input files carry masks (masked_lm_*: %s) and some carry none (the original "
+            "ELECTRA's: %s): train on one kind" % (describe_files(by_masks[True]),
+                                                  describe_files(by_masks[False])))
     if with_label and without_label:
         raise InputError(
             "some input files have next_sentence_labels (%s) and some have none (%s, made with "
@@ -214,7 +239,7 @@ def check_records(files, max_seq_length, max_predictions_per_seq, vocab_size,
             "--next_sentence_prediction=false); train without next sentence prediction"
             % describe_files(without_label))
     return RecordsInfo(next_sentence=bool(with_label), empty_files=tuple(empty),
-                       sequences_per_row=next(iter(by_slots), 1))
+                       sequences_per_row=next(iter(by_slots), 1), masks=bool(by_masks[True]))
 
 
 def _holds(files):
