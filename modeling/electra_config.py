@@ -203,9 +203,13 @@ def claims_config(data):
     """Whether the dict of a config file is ELECTRA's: the original's `--hparams` JSON (only
     `PretrainingConfig` keys, at least one describing the model) or this project's
     bert_config.json with the ELECTRA keys."""
+    if _is_bert_config_form(data):
+        return True
     if data and set(data) <= PRETRAINING_HPARAMS and any(k in data for k in _MODEL_HPARAMS):
         return True
-    return _is_bert_config_form(data)
+    # An --hparams JSON with a key the original does not know (read, and refused, as one).
+    return not all(key in data for key in REQUIRED_KEYS) and any(
+        key in data for key in _MODEL_HPARAMS if key != "vocab_size")
 
 
 def _is_bert_config_form(data):

@@ -3,6 +3,7 @@ it on TensorFlow 2.21: see its README): the discriminator's and generator's outp
 for given masks and samples, three optimizer steps, and the command line on the released layout.
 """
 import json
+import re
 import subprocess
 import sys
 
@@ -197,3 +198,31 @@ def test_run_pretraining_evaluates_the_generator_as_the_original(tmp_path):
     assert report["metrics"]["masked_lm_accuracy"] == pytest.approx(
         np.sum((want["gen_preds"] == want["masked_lm_ids"]) * weights) / np.sum(weights))
     assert {"disc_accuracy", "disc_auc"} <= set(report["baselines"])
+
+
+def test_refusals_name_the_file(tmp_path):
+    """A checkpoint of another size without its --hparams JSON; a key the original does not
+    have; a BERT checkpoint to continue ELECTRA pre-training from (no generator): one line,
+    exit 2, nothing written."""
+    from refusals import assert_refused, message
+
+    with pytest.raises(ValueError, match=message("electra-not-a-released-size")):
+        model_files(None, None, str(TINY))
+    hparams = json.loads((TINY / "hparams.json").read_text())
+    (tmp_path / "typo.json").write_text(json.dumps({**hparams, "generator_hiden_size": 0.5}))
+    with pytest.raises(ValueError, match=re.escape(message("electra-hparams-unknown"))) as refused:
+        load_config(str(tmp_path / "typo.json"))
+    assert "generator_hiden_size" in str(refused.value) and "typo.json" in str(refused.value)
+
+    from modeling_helpers import TINY as BERT_TINY
+    records = tmp_path / "masked.tfrecord"
+    _write_masked_records(records, dict(np.load(TINY / "expected.npz")))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "run_pretraining.py"), "--pretraining_objective=electra",
+         f"--input_file={records}", f"--output_dir={tmp_path / 'out'}",
+         f"--bert_config_file={BERT_TINY / 'bert_config.json'}",
+         f"--init_checkpoint={BERT_TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
+         "--max_predictions_per_seq=3", "--do_train", "--num_train_steps=1"],
+        capture_output=True, text=True, cwd=ROOT)
+    assert_refused(result, "electra-pretraining-no-generator")
+    assert not list((tmp_path / "out").glob("ckpt-*"))
