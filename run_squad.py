@@ -37,8 +37,10 @@ flags.DEFINE_bool(
     "version_2_with_negative", False,
     "If true, the SQuAD examples contain some that do not have an answer.")
 flags.DEFINE_float(
-    "null_score_diff_threshold", 0.0,
-    "If null_score - best_non_null is greater than the threshold predict null.")
+    "null_score_diff_threshold", None,
+    "If null_score - best_non_null is greater than the threshold predict null. Default: the "
+    "model's: 0.0 (the original BERT's), -2.75 for ELECTRA's head (the original ELECTRA's "
+    "qa_na_threshold, on its answerable logit).")
 flags.DEFINE_bool(
     "do_eval", None,
     "After --do_predict, score predictions.json with the official SQuAD EM/F1 (v2.0: also the "

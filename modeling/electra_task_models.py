@@ -1,4 +1,5 @@
-"""ELECTRA's task models: BERT's heads over ELECTRA's encoder (`ElectraModel`).
+"""ELECTRA's task models: BERT's heads over ELECTRA's encoder (`ElectraModel`); its SQuAD model,
+the original's own head, is `modeling.electra_squad.ElectraSquadModel`.
 
 The original ELECTRA's fine-tuning heads read what BERT's read, with no pooler: a sequence's
 vector is its first token's (`get_pooled_output`), which `ElectraModel` returns as
@@ -8,7 +9,7 @@ variable names and losses are BERT's.
 from modeling.electra_model import ElectraModel
 from modeling.multiple_choice import BertMultipleChoice
 from modeling.sentence_encoder import BertSentenceEncoder
-from modeling.task_models import BertClassifier, BertMultiLabelClassifier, BertSpanLabeler
+from modeling.task_models import BertClassifier, BertMultiLabelClassifier
 from modeling.token_classifier import BertTokenClassifier
 
 
@@ -20,12 +21,6 @@ class ElectraClassifier(BertClassifier):
 
 class ElectraMultiLabelClassifier(BertMultiLabelClassifier):
     """`BertMultiLabelClassifier` over the discriminator."""
-
-    encoder_class = ElectraModel
-
-
-class ElectraSpanLabeler(BertSpanLabeler):
-    """`BertSpanLabeler` over the discriminator: start and end logits of every token."""
 
     encoder_class = ElectraModel
 

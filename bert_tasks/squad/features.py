@@ -307,8 +307,10 @@ def tf_examples(examples, tokenizer, max_seq_length, doc_stride, max_query_lengt
             kept_windows.append(windows)
 
 
-def name_to_features(seq_length, is_training):
-    """The original input_fn's parsing spec; training reads the positions but not is_impossible."""
+def name_to_features(seq_length, is_training, training_features=()):
+    """The original input_fn's parsing spec; training reads the positions, and of the records'
+    other int features (is_impossible) those in `training_features`, which a model's loss
+    reads (ELECTRA's answerability)."""
     spec = {
         "unique_ids": tf.io.FixedLenFeature([], tf.int64),
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -318,5 +320,7 @@ def name_to_features(seq_length, is_training):
     if is_training:
         spec["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
         spec["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+        for name in training_features:
+            spec[name] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 

@@ -10,6 +10,15 @@ float32, or float32 arrays). The candidate filters, the n-best (which can hold n
 entries in v2), the "empty" nonce prediction of v1, the float64 softmax and the
 `json.dumps(indent=4)` files are the original's.
 
+ELECTRA's SQuAD model (`modeling.electra_squad`) gives each window its beams instead
+(`BeamResult`: the top starts, the top ends of each, the answerable logit); those are decoded by
+the original ELECTRA's rule (`finetune/qa/qa_metrics.py`, `joint_prediction` and
+`answerable_classifier`): every start x its ends that passes the same filters is a candidate
+scored by its log-probabilities (start + end), the n-best is the best n_best_size distinct texts
+(no "" entry), and in v2.0 the null odds are the least answerable logit over the windows alone:
+"" is predicted when it exceeds null_score_diff_threshold (the original's evaluation used -2.75,
+its `qa_na_threshold`), otherwise the best text.
+
 Fixed, where the original crashes (v2.0 only):
 * No non-null candidate survives (e.g. every top-n start lies in the question): the original
   raises AttributeError. We predict "" and record null odds `score_null - 0.0 - 0.0`, i.e. the
@@ -31,6 +40,21 @@ from vocab.tokenization import BasicTokenizer
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 RawResult.__doc__ = """Model output for one feature: unique_id int; start_logits, end_logits
 [max_seq_length] float sequences (lists of Python floats or float32 numpy arrays)."""
+
+BeamResult = collections.namedtuple("BeamResult", [
+    "unique_id", "start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
+    "answerable_logit"])
+BeamResult.__doc__ = """ELECTRA's model output for one feature: unique_id int; start_top_log_probs
+[K] float, start_top_index [K] int (positions in the window); end_top_log_probs [K, K] float,
+end_top_index [K, K] int (row i: the ends of start i); answerable_logit float (the log-odds of no
+answer in the window)."""
+
+
+def result_type(outputs):
+    """`BeamResult` for prediction outputs (a dict by output name) holding the beams, else
+    `RawResult`."""
+    return BeamResult if "start_top_index" in outputs else RawResult
+
 
 Predictions = collections.namedtuple("Predictions", ["predictions", "nbest", "null_odds"])
 Predictions.__doc__ = """qas_id -> text; qas_id -> list of n-best dicts; qas_id -> null score
@@ -148,6 +172,62 @@ def _prelim_predictions(windows, span_index, start_logits, end_logits, n_best_si
     return prelim
 
 
+def _beam_predictions(windows, span_index, result, max_answer_length):
+    """The valid (start, end) pairs of one window's beams: each top start with each of its top
+    ends, in that order, under `_prelim_predictions`'s filters (the original ELECTRA's
+    `write_predictions`); scores are the log-probabilities."""
+    prelim = []
+    for i, start_index in enumerate(result.start_top_index):
+        start_index = int(start_index)
+        if not windows.is_max_context(span_index, start_index):
+            continue
+        for j, end_index in enumerate(result.end_top_index[i]):
+            end_index = int(end_index)
+            if windows.piece_index(span_index, end_index) is None:
+                continue
+            if end_index < start_index or end_index - start_index + 1 > max_answer_length:
+                continue
+            prelim.append(_PrelimPrediction(span_index, start_index, end_index,
+                                            float(result.start_top_log_probs[i]),
+                                            float(result.end_top_log_probs[i][j])))
+    return prelim
+
+
+def _predict_beams(example, windows, result_by_id, n_best_size, max_answer_length,
+                   do_lower_case, version_2_with_negative, verbose_logging):
+    """`_predict_example` for `BeamResult`s: (nbest, score_null), score_null the least
+    answerable logit of the windows (v2.0; else `_NO_NULL_SCORE`)."""
+    prelim = []
+    score_null = _NO_NULL_SCORE
+    for span_index in range(len(windows.doc_spans)):
+        result = _result(windows, span_index, result_by_id, example)
+        if version_2_with_negative:
+            score_null = min(score_null, float(result.answerable_logit))
+        prelim += _beam_predictions(windows, span_index, result, max_answer_length)
+    prelim.sort(key=lambda x: x.start_logit + x.end_logit, reverse=True)  # Stable, as sorted().
+    seen = set()
+    nbest = []
+    for pred in prelim:
+        if len(nbest) >= n_best_size:
+            break
+        text, span = _span_text(example, windows, pred, do_lower_case, verbose_logging)
+        if text in seen:
+            continue
+        seen.add(text)
+        nbest.append(_NbestPrediction(text, pred.start_logit, pred.end_logit, span))
+    if not nbest:  # No valid span at all: the original's nonce answer (v1.1 and v2.0).
+        nbest.append(_NbestPrediction("empty", 0.0, 0.0))
+    return nbest, score_null
+
+
+def _result(windows, span_index, result_by_id, example):
+    unique_id = windows.first_unique_id + span_index
+    if unique_id not in result_by_id:
+        raise ValueError("no result for unique_id %d (example %r, window %d)"
+                         % (unique_id, example.qas_id, span_index))
+    return result_by_id[unique_id]
+
+
 def _span_text(example, windows, pred, do_lower_case, verbose_logging):
     """(text, span) of a non-null prelim prediction: the answer in the original's words, and
     where it lies in them (see `_NbestPrediction`)."""
@@ -222,7 +302,7 @@ def compute_predictions(examples, windows, results, n_best_size, max_answer_leng
     Args:
       examples: list of SquadExample, in the order the features were made.
       windows: list of ExampleWindows, windows[i] for examples[i] (`features.tf_examples`'s kept_windows).
-      results: iterable of RawResult, one per feature (any order).
+      results: iterable of RawResult (or BeamResult), one per feature (any order).
       n_best_size, max_answer_length: int, the original flags.
       do_lower_case: bool, as used for the features.
       version_2_with_negative: bool; v2.0 adds null answers and null odds.
@@ -240,7 +320,8 @@ def compute_predictions(examples, windows, results, n_best_size, max_answer_leng
     result_by_id = {result.unique_id: result for result in results}
     predictions, nbest_json, null_odds = {}, {}, {}
     for example, example_windows in zip(examples, windows):
-        nbest, score_null = _predict_example(
+        beams = _holds_beams(example_windows, result_by_id)
+        nbest, score_null = (_predict_beams if beams else _predict_example)(
             example, example_windows, result_by_id, n_best_size, max_answer_length,
             do_lower_case, version_2_with_negative, verbose_logging)
         probs = compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
@@ -259,13 +340,21 @@ def compute_predictions(examples, windows, results, n_best_size, max_answer_leng
             if spans is not None:
                 spans[example.qas_id] = None
             continue
-        score_diff = score_null - best_non_null.start_logit - best_non_null.end_logit
+        # ELECTRA's answerable classifier scores the null answer alone.
+        score_diff = score_null if beams else (
+            score_null - best_non_null.start_logit - best_non_null.end_logit)
         null_odds[example.qas_id] = score_diff
         is_null = score_diff > null_score_diff_threshold
         predictions[example.qas_id] = "" if is_null else best_non_null.text
         if spans is not None:
             spans[example.qas_id] = None if is_null else best_non_null.span
     return Predictions(predictions, nbest_json, null_odds)
+
+
+def _holds_beams(windows, result_by_id):
+    """Whether the example's results are `BeamResult`s (its first window's)."""
+    first = result_by_id.get(windows.first_unique_id)
+    return isinstance(first, BeamResult)
 
 
 def to_json_text(obj):

@@ -51,6 +51,7 @@ class SquadExport(ModelExport):
     format = "squad"
 
     def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options):
+        check_exportable(model)
         sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
         super().__init__("bert_squad", model, tokenizer, max_seq_length, 2 * max_seq_length)
         self.doc_stride = doc_stride
@@ -111,6 +112,16 @@ class SquadExport(ModelExport):
         return tf.concat([outputs["start_logits"], outputs["end_logits"]], axis=1)
 
 
+def check_exportable(model):
+    """Refuses a span model whose predictions are not start and end logits (one declaring its
+    `prediction_outputs`: ELECTRA's beams and answerable logit), which this graph's outputs and
+    `answers` do not carry."""
+    if hasattr(model, "prediction_outputs"):
+        raise ValueError(
+            f"{type(model).__name__} predicts beams, not start and end logits: the raw-text SQuAD"
+            " export serves start/end span heads only; predict with run_squad.py --do_predict")
+
+
 def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
                  options, export_dir):
     """Writes the raw-text SQuAD SavedModel of `model` (a `BertSpanLabeler`) to `export_dir`
@@ -123,9 +134,11 @@ def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, m
 def export_from_flags(flag_values, files):
     """export_model.py --format=squad: a run_squad model, with its windows and post-processing
     settings."""
+    model = families.build_model("span", files.config,
+                                 **provenance.recorded_model_options(flag_values.checkpoint))
+    check_exportable(model)  # before the checkpoint is read
     model = provenance.load_fine_tuned(
-        families.build_model("span", files.config,
-                             **provenance.recorded_model_options(flag_values.checkpoint)),
+        model,
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
     options = PostprocessOptions(
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,

@@ -11,6 +11,7 @@ yields several features, so an "epoch" covers fewer than all the features, as in
 import dataclasses
 import os
 import time
+from typing import Optional
 
 from absl import logging
 
@@ -30,7 +31,8 @@ class PostprocessOptions:
     max_answer_length: int = 30
     do_lower_case: bool = True
     version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
+    # None: the span model's (`null_score_diff_threshold`, ELECTRA's head: -2.75), else 0.0.
+    null_score_diff_threshold: Optional[float] = None
     verbose_logging: bool = False
 
 
@@ -62,6 +64,9 @@ class SquadTask(Task):
         self.gold_data = None
         self.scoring = False
         self.prediction_set = None
+        # The training records' further features the model's loss reads (its
+        # `training_features`), known once the model is built.
+        self.training_features = ()
 
     def read_examples(self, split):
         """The split's SquadExamples (training ones shuffled as the original main() did); the
@@ -118,10 +123,16 @@ class SquadTask(Task):
         return run.training_steps(len(examples), "questions")
 
     def build_model(self, config):
-        return build_model(config, self.bilstm_on_top)
+        model = build_model(config, self.bilstm_on_top)
+        self.training_features = tuple(getattr(model, "training_features", ()))
+        if self.options.null_score_diff_threshold is None:
+            self.options = dataclasses.replace(self.options, null_score_diff_threshold=getattr(
+                model, "null_score_diff_threshold", 0.0))
+        return model
 
     def feature_spec(self, is_training):
-        return sq_features.name_to_features(self.max_seq_length, is_training)
+        return sq_features.name_to_features(self.max_seq_length, is_training,
+                                            self.training_features)
 
     def loss(self, model, features, training):
         return span_loss_fn(model, features, training)
@@ -175,27 +186,31 @@ def build_model(config, bilstm_on_top=False):
 
 
 def span_loss_fn(model, features, training):
-    """The original loss: mean over the batch of (start CE + end CE) / 2.
+    """The original loss: mean over the batch of (start CE + end CE) / 2; a model with its own
+    loss (`span_loss(features, outputs)`, ELECTRA's joint start/end head) gives it.
 
     Args:
-      model: a `modeling.BertSpanLabeler`.
+      model: a `modeling.BertSpanLabeler`, or a family's span model.
       features: dict of int32 tensors: input_ids, input_mask, segment_ids [B, S];
-        start_positions, end_positions [B] (positions in the window; 0 = [CLS]).
+        start_positions, end_positions [B] (positions in the window; 0 = [CLS]); the model's
+        `training_features` (e.g. is_impossible [B]).
     Returns:
       (scalar float32 loss, {} — no further metrics).
     """
     outputs = model(features, training=training)
+    if hasattr(model, "span_loss"):
+        return model.span_loss(features, outputs), {}
     loss = span_loss(outputs["start_logits"], outputs["end_logits"],
                      features["start_positions"], features["end_positions"])
     return loss, {}
 
 
 def predict_step(model, features):
-    """The original PREDICT outputs: unique_ids int32 [B], start_logits, end_logits float32 [B, S]."""
+    """The original PREDICT outputs: unique_ids int32 [B], start_logits, end_logits float32 [B, S];
+    for a model that declares its `prediction_outputs` (ELECTRA's beams), those."""
     outputs = model(features, training=False)
-    return {"unique_ids": features["unique_ids"],
-            "start_logits": outputs["start_logits"],
-            "end_logits": outputs["end_logits"]}
+    names = getattr(model, "prediction_outputs", ("start_logits", "end_logits"))
+    return {"unique_ids": features["unique_ids"], **{name: outputs[name] for name in names}}
 
 
 def raw_results(batches, num_features, log_every=1000):
@@ -205,21 +220,23 @@ def raw_results(batches, num_features, log_every=1000):
     throughput at the end. Logits stay float32 numpy rows (about 3 KB per feature at length 384).
 
     Args:
-      batches: iterable of {"unique_ids": [B], "start_logits": [B, S], "end_logits": [B, S]}.
+      batches: iterable of {"unique_ids": [B], "start_logits": [B, S], "end_logits": [B, S]}, or
+        of the beams' outputs (`postprocess.BeamResult`'s fields), which yield BeamResults.
       num_features: int, the number of real records: the results of the padding records after
         them (`SquadTask.padding_record`, filling the last batch on TPU) are left out.
     """
     start = time.perf_counter()
     count = 0
     for batch in batches:
-        for unique_id, start_logits, end_logits in zip(
-                batch["unique_ids"], batch["start_logits"], batch["end_logits"]):
+        result_type = postprocess.result_type(batch)
+        for unique_id, *values in zip(
+                batch["unique_ids"], *(batch[name] for name in result_type._fields[1:])):
             if count == num_features:
                 break
             if count % log_every == 0:
                 logging.info("Processing example: %d of %d", count, num_features)
             count += 1
-            yield RawResult(int(unique_id), start_logits, end_logits)
+            yield result_type(int(unique_id), *values)
     seconds = time.perf_counter() - start
     logging.info("Predicted %d features in %.1f s: %.1f examples/s", count, seconds,
                  count / max(seconds, 1e-9))

@@ -30,9 +30,10 @@ from modeling.checkpoint_names import encoder_names
 from modeling.electra_config import ElectraConfig, claims_config, config_from_file
 from modeling.electra_model import ElectraModel
 from modeling.electra_pretrainer import ElectraPretrainer
+from modeling.electra_squad import ElectraSquadModel
 from modeling.electra_task_models import (
     ElectraClassifier, ElectraMultiLabelClassifier, ElectraMultipleChoice, ElectraSentenceEncoder,
-    ElectraSpanLabeler, ElectraTokenClassifier)
+    ElectraTokenClassifier)
 from modeling.families import ModelFamily, bert, register
 
 SCOPE = "electra"
@@ -293,7 +294,7 @@ ELECTRA = register(ModelFamily(
     config_from_file=config_from_file,
     models={"encoder": ElectraModel, "pretrainer": ElectraPretrainer,
             "classifier": ElectraClassifier, "multi_label": ElectraMultiLabelClassifier,
-            "span": ElectraSpanLabeler, "multiple_choice": ElectraMultipleChoice,
+            "span": ElectraSquadModel, "multiple_choice": ElectraMultipleChoice,
             "token": ElectraTokenClassifier, "sentence_encoder": ElectraSentenceEncoder},
     encoder_names=encoder_variable_map,
     original_scope=SCOPE,
