@@ -5,14 +5,14 @@ The config comes from `--bert_config_file` (the original's `bert_config.json`, o
 `--vocab_file` or that directory. Every script reads them here (`model_files`), before any work.
 """
 import dataclasses
-import json
 import os
 from typing import Optional
 
 from modeling.checkpoint import hugging_face, run_files
 from modeling import families
 from modeling.checkpoint.layout import (
-    HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home, is_original_electra)
+    HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home, is_original_electra,
+    json_object)
 from modeling.checkpoint.reader import open_checkpoint
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
@@ -132,24 +132,13 @@ def load_config(bert_config_file, max_seq_length=None):
     BERT its `"gelu"` is the exact erf GELU, where the original's `"gelu"` is the tanh form.
     Any other file is read by the family that claims it (`families.of_config_file`: the
     original's `bert_config.json` is BERT's)."""
-    data = _json_object(bert_config_file)
+    data = json_object(bert_config_file)
     if any(key in data for key in _HF_CONFIG_KEYS):
         config = hugging_face.read_config(bert_config_file)
     else:
         config = families.of_config_file(data).config_from_file(bert_config_file)
     check_max_seq_length(config, max_seq_length, bert_config_file)
     return config
-
-
-def _json_object(path):
-    """The JSON object in `path`, or {} where it cannot be read as one (the family's reader then
-    says why, naming the file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def check_max_seq_length(config, max_seq_length, bert_config_file):

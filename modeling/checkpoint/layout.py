@@ -2,6 +2,7 @@
 weights): a Hugging Face model directory or weights file, or a TensorFlow checkpoint (an original
 TF1 one or one of this project's runs: told apart by its variable names, `modeling.checkpoint.reader`).
 """
+import json
 import os
 import re
 
@@ -99,3 +100,14 @@ def checkpoint_folder(path):
     """The folder of the TensorFlow checkpoint `path` names (`index_file`), or None."""
     index = index_file(path)
     return None if index is None else os.path.dirname(index) or "."
+
+
+def json_object(path):
+    """The JSON object in `path`, or {} where it cannot be read as one (a missing or unreadable
+    file: the caller's reader then says why, naming the file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

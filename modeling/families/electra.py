@@ -19,13 +19,12 @@ as a bare model's (`electra.embeddings_project.*`, `electra.encoder.*`: here
 and `generator_lm_head.bias`, and holds a copy of the embedding tables, which the original
 shares with the discriminator: they must be equal to the discriminator's.
 """
-import json
 import os
 import re
 
 import numpy as np
 
-from modeling.checkpoint.layout import HF_WEIGHT_FILES, is_hf_directory
+from modeling.checkpoint.layout import HF_WEIGHT_FILES, is_hf_directory, json_object
 from modeling.checkpoint_names import encoder_names
 from modeling.electra_config import ElectraConfig, claims_config, config_from_file
 from modeling.electra_model import ElectraModel
@@ -117,7 +116,7 @@ def config_from_hf(hf, path):
                                  "ELECTRA")
     recorded = {key: hf[key] for key in _GENERATOR_KEYS if key in hf}
     if not recorded:
-        generator = _json_object(os.path.join(os.path.dirname(os.fspath(path)),
+        generator = json_object(os.path.join(os.path.dirname(os.fspath(path)),
                                               GENERATOR_FOLDER, "config.json"))
         sizes = [generator.get(k) for k in ("hidden_size", "num_hidden_layers")]
         if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
@@ -134,16 +133,6 @@ def config_to_hf(config):
             "model_type": "electra", "embedding_size": config.embedding_size,
             "summary_type": "first",
             **{key: getattr(config, key) for key in _GENERATOR_KEYS}}
-
-
-def _json_object(path):
-    """The JSON object in `path`, or {} where there is none (a missing or unreadable file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _weights_file(folder):
@@ -166,14 +155,14 @@ def _check_generator_activation(config, where):
 def _is_generator(folder, tensors):
     """Whether the Hugging Face directory `folder` (its `{original name: array}` `tensors`) is
     an ELECTRA generator: its config.json names `ElectraForMaskedLM`, or it holds its head."""
-    architectures = _json_object(os.path.join(folder, "config.json")).get("architectures") or ()
+    architectures = json_object(os.path.join(folder, "config.json")).get("architectures") or ()
     return _GENERATOR in architectures or any(n.startswith(_GENERATOR_HEAD) for n in tensors)
 
 
 def _check_generator_config(path, model):
     """Refuses a generator `config.json` at `path` that describes another generator than the
     pre-training `model` builds (`ElectraConfig.generator_config()`), naming each key."""
-    hf = _json_object(path)
+    hf = json_object(path)
     if not hf:
         raise ValueError(f"{path}: not a readable config.json (the generator of an ELECTRA "
                          "pre-training directory)")
