@@ -57,6 +57,9 @@ def main(_):
 
 
 if __name__ == "__main__":
-    for name in ("glue_dir", "output_dir", "vocab_file", "bert_config_file"):
+    for name in ("glue_dir", "output_dir"):
         flags.mark_flag_as_required(name)
+    # As run_classifier.py's: a Hugging Face directory or a released ELECTRA folder as
+    # --init_checkpoint holds its config (and vocabulary).
+    run_flags.require_model_files("vocab_file", "bert_config_file")
     cli.run(main)

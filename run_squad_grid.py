@@ -59,6 +59,9 @@ def main(_):
 
 
 if __name__ == "__main__":
-    for name in ("train_file", "predict_file", "output_dir", "vocab_file", "bert_config_file"):
+    for name in ("train_file", "predict_file", "output_dir"):
         flags.mark_flag_as_required(name)
+    # As run_classifier.py's: a Hugging Face directory or a released ELECTRA folder as
+    # --init_checkpoint holds its config (and vocabulary).
+    run_flags.require_model_files("vocab_file", "bert_config_file")
     cli.run(main)

@@ -228,8 +228,8 @@ def _layer_rates(model, decay):
         return None
     rates = layerwise_rates(model, decay)
     logging.info("Layer-wise learning-rate decay %g: the learning rate times %.4g (the lowest "
-                 "trained variables) to %.4g (the head)", decay, min(rates.values()),
-                 max(rates.values()))
+                 "trained variables) to %.4g (the highest: the head's, where the model has one)",
+                 decay, min(rates.values()), max(rates.values()))
     return rates
 
 

@@ -204,7 +204,8 @@ def predict(choice, checkpoint, run, glue_dir, max_seq_length):
         # checkpoint); MNLI's model the others apart, from that checkpoint.
         config = dataclasses.replace(base, output_dir=chosen)
         if task != choice.task:
-            config = dataclasses.replace(base, output_dir=predict_dir(run, task),
+            config = dataclasses.replace(protocol.chosen_model_files(base, chosen),
+                                         output_dir=predict_dir(run, task),
                                          init_checkpoint=checkpoint, do_eval=task == "mnli-mm")
         task_model = _task(task, glue_dir, max_seq_length)
         driver.run(task_model, config)

@@ -204,6 +204,22 @@ def chosen_checkpoint(choice, output_dir, step=None):
     return checkpoint
 
 
+def chosen_model_files(run, folder):
+    """`run` (a `RunConfig`) for a run that starts from a checkpoint of `folder` (a setting's):
+    with the grid's --bert_config_file and --vocab_file when given; otherwise (the grid started
+    from a directory holding its own: a Hugging Face or a released ELECTRA folder, which the
+    setting's checkpoint is not) the config the setting's run wrote beside its checkpoints and
+    the vocabulary of the start."""
+    if run.bert_config_file and run.vocab_file:
+        return run
+    from modeling.checkpoint import model_files
+
+    start = model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint)
+    return dataclasses.replace(
+        run, bert_config_file=run.bert_config_file or os.path.join(folder, "bert_config.json"),
+        vocab_file=start.vocab_file)
+
+
 def spread(values, scale=1.0):
     """'mean ± std (n)' of `values` times `scale` (the sample standard deviation, as --seeds'
     summary); '-' for none."""

@@ -126,9 +126,10 @@ def predict(choice, run, files):
         source = os.path.join(run.output_dir, TASK, "predict_best_threshold")
         logging.info("Predicting with the best no-answer threshold %g into %s", threshold, source)
         driver.run(files.task(run.do_lower_case, threshold, train=False),
-                   dataclasses.replace(choice.setting.run(run), output_dir=source,
-                                       do_predict=True,
-                                       init_checkpoint=checkpoint))
+                   dataclasses.replace(
+                       protocol.chosen_model_files(choice.setting.run(run),
+                                                   choice.setting.output_dir(run.output_dir)),
+                       output_dir=source, do_predict=True, init_checkpoint=checkpoint))
         names.append("null_odds.json")
     return [protocol.copy_to(os.path.join(source, name),
                              os.path.join(run.output_dir, PREDICTIONS)) for name in names]

@@ -188,6 +188,12 @@ class ElectraConfig(BertConfig):
             raise ValueError(f"Invalid ELECTRA config ({source}): " + "; ".join(problems))
         return self
 
+    @property
+    def pretraining_objective(self):
+        """"electra": replaced-token detection (every ELECTRA model's; its attention is
+        bidirectional, `causal` False)."""
+        return "electra"
+
     def with_objective(self, objective):
         """ELECTRA is pre-trained with replaced-token detection only: the config as it is."""
         return copy.deepcopy(self)
