@@ -85,9 +85,10 @@ flags.DEFINE_bool(
     "version_2_with_negative", False,
     "--format=squad: the model was trained on SQuAD 2.0 (an answer may be no answer).")
 flags.DEFINE_float(
-    "null_score_diff_threshold", 0.0,
+    "null_score_diff_threshold", None,
     "--format=squad with --version_2_with_negative: no answer where null_score - best_non_null "
-    "is greater than this.")
+    "is greater than this. Default: the model's: 0.0 (the original BERT's), -2.75 for ELECTRA's "
+    "head (the original ELECTRA's qa_na_threshold).")
 # run_ner's.
 flags.DEFINE_list(
     "entity_types", None,

@@ -12,7 +12,6 @@ from bert_tasks.squad import examples as sq_examples, features as sq_features, p
 from vocab import tokenization
 
 from conftest import FIXTURES
-from refusals import message
 
 ELECTRA = FIXTURES / "electra"
 
@@ -274,8 +273,73 @@ def test_no_answer_at_the_threshold(decoding_case):
     assert predict(others + [-3.0])[0] == answer  # the most answerable window decides
 
 
-def test_raw_text_export_refuses_the_beams(model):
-    from bert_tasks.squad import raw_text
+def test_raw_text_export_answers_as_run_squad(config, tmp_path):
+    """export_model.py --format=squad serves the beams: the SavedModel's outputs are the
+    declared ones, and `answers` (predict.py's) gives run_squad's predictions and n-best for the
+    same model (its features, `task.predict_step`, `raw_results`, `compute_predictions`), in
+    v1.1 and in v2.0 at the head's own threshold (-2.75)."""
+    import tensorflow as tf
 
-    with pytest.raises(ValueError, match=message("export-squad-beams")):
-        raw_text.check_exportable(model)
+    from bert_tasks.squad import answers, task as sq_task
+    from bert_tasks.squad.raw_text import SquadExport
+    from bert_tasks.squad.task import PostprocessOptions
+    from modeling import families
+    from modeling.checkpoint import load_checkpoint
+    from test_export import _saved
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    model = families.build_model("span", config)
+    load_checkpoint(model, str(ELECTRA / "tiny" / "electra_tiny"), strict=False)
+    rng = np.random.default_rng(3)  # a fixed head, large enough that the inputs matter
+    for _, variable in model.tf1_head_variables():
+        variable.assign(rng.normal(0.0, 1.0, variable.shape).astype(np.float32))
+    # Answerable logits (null odds) of about -4.6, -1.2 and -9.5: both sides of -2.75.
+    layer = model.span.answerable_logit
+    layer.kernel.assign(layer.kernel * 0.1)
+    layer.bias.assign(layer.bias - 22.0)
+    vocab_file = str(ELECTRA / "tiny" / "vocab.txt")
+    seq, stride, query, n_best, longest = 40, 12, 10, 5, 6
+    options = PostprocessOptions(n_best_size=n_best, max_answer_length=longest)
+    loaded, metadata = _saved(SquadExport(model, FastBertTokenizer(vocab_file, True), seq,
+                                          stride, query, options), tmp_path / "1")
+    assert metadata["null_score_diff_threshold"] == -2.75  # not given: the head's
+
+    questions = ["what did the dog see?", "where is the old house?", "who can swim"]
+    contexts = [
+        "the old dog sat by the river while the young cat slept in the warm sun near the big "
+        "house on the hill and the happy bird sang to the small fish in the blue river",
+        "The old house is on the hill,\nnear the  road.", "we swim and they run fast"]
+    out = {k: v.numpy() for k, v in loaded.signatures["serving_default"](
+        question=tf.constant(questions), context=tf.constant(contexts)).items()}
+    assert set(model.prediction_outputs) < set(out) and "start_logits" not in out
+    assert out["end_top_index"].shape[2:] == (20, 20) and max(out["window_count"]) > 1
+
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    examples = [sq_examples.SquadExample(str(i), q, sq_examples.split_context(c)[0])
+                for i, (q, c) in enumerate(zip(questions, contexts))]
+    windows = list(sq_features.iter_windows(examples, tokenizer, seq, stride, query, False))
+    features = [f for w in windows for f in sq_features.window_features(
+        w, examples[w.example_index], tokenizer, seq, False)]
+    batch = {name: np.array([getattr(f, name) for f in features], np.int32)
+             for name in ("unique_id", "input_ids", "input_mask", "segment_ids")}
+    batch["unique_ids"] = batch.pop("unique_id")
+    predicted = {k: np.asarray(v) for k, v in sq_task.predict_step(model, batch).items()}
+    results = list(sq_task.raw_results([predicted], len(features)))
+    texts = {}
+    for v2 in (False, True):
+        expected = postprocess.compute_predictions(examples, windows, results, n_best, longest,
+                                                   True, v2, -2.75)
+        got = answers.answers(questions, contexts, out,
+                              {**metadata, "version_2_with_negative": v2})
+        texts[v2] = [a.text for a in got]
+        assert texts[v2] == [expected.predictions[str(i)] for i in range(len(got))]
+        for i, answer in enumerate(got):
+            want = expected.nbest[str(i)]
+            assert [e["text"] for e in answer.nbest] == [e["text"] for e in want]
+            np.testing.assert_allclose([e["probability"] for e in answer.nbest],
+                                       [e["probability"] for e in want], atol=1e-5)
+            if answer.text:  # the offsets hold the answer
+                words = sq_examples.split_context(contexts[i][answer.start:answer.end])[0]
+                assert " ".join(words) == answer.text
+    assert texts[True] == ["" if i == 1 else text for i, text in enumerate(texts[False])]
+    assert all(texts[False]) and got[1].score == pytest.approx(expected.null_odds["1"], abs=1e-4)

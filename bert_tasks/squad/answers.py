@@ -1,7 +1,12 @@
 """Answers from the raw-text SQuAD SavedModel's outputs (`raw_text.SquadExport`: the windows'
-logits and the word-pieces they cover), by run_squad's own post-processing: what predict.py
-prints for a `--format=squad` export. Host-side Python on the outputs' NumPy arrays."""
+prediction outputs and the word-pieces they cover), by run_squad's own post-processing: what
+predict.py prints for a `--format=squad` export. Host-side Python on the outputs' NumPy arrays.
+
+The windows' outputs are start and end logits or a span model's declared ones (ELECTRA's beams);
+`postprocess.result_type` tells which result they make, and `compute_predictions` applies that
+result's rule (n-best or beams), as run_squad's `task.raw_results` and predictions.json do."""
 import dataclasses
+import math
 
 import numpy as np
 
@@ -28,8 +33,11 @@ class Answer:
         span at all, as the original).
       start, end: int, `context[start:end]` holds the answer (characters); -1, -1 for no answer.
         Words of the answer are joined by single spaces in `text`, as run_squad's.
-      probability: float, the answer's share of the n-best (run_squad's nbest probability).
-      score: float, its start logit + end logit.
+      probability: float, the answer's share of the n-best (run_squad's nbest probability); for
+        a no-answer of beams (v2.0 ELECTRA: its n-best has no "" entry) the sigmoid of its null
+        odds, the answerable classifier's probability of no answer.
+      score: float, its start logit + end logit (start + end log-probabilities for beams; the
+        null odds for a no-answer of beams).
       nbest: list of dicts (text, probability, start_logit, end_logit): nbest_predictions.json's.
     """
     text: str
@@ -44,6 +52,8 @@ def answers(questions, contexts, outputs, metadata):
     """The answers of `SquadExport`'s outputs (numpy) for `questions` and `contexts` (lists of
     str), with the export's metadata (export.json): list of `Answer`."""
     options = postprocess_options(metadata)
+    result_type = postprocess.result_type(outputs)
+    fields = result_type._fields[1:]  # after unique_id: the outputs of that name, per window
     found, windows, results = [], [], []
     unique_id = sq_features.FIRST_UNIQUE_ID
     for i, (question, context) in enumerate(zip(questions, contexts)):
@@ -64,8 +74,8 @@ def answers(questions, contexts, outputs, metadata):
             raise ValueError("the SQuAD export's windows (%d) are not run_squad's (%d) for "
                              "question %d: an export of another version?"
                              % (count, len(example_windows.doc_spans), i))
-        results += [postprocess.RawResult(unique_id + k, outputs["start_logits"][i, k],
-                                          outputs["end_logits"][i, k]) for k in range(count)]
+        results += [result_type(unique_id + k, *(outputs[name][i, k] for name in fields))
+                    for k in range(count)]
         unique_id += count
         found.append((example, char_to_word))
         windows.append(example_windows)
@@ -88,7 +98,15 @@ def postprocess_options(metadata):
 def _answer(example, char_to_word, context, predicted, span):
     text = predicted.predictions[example.qas_id]
     nbest = predicted.nbest[example.qas_id]
-    entry = next(e for e in nbest if e["text"] == text)
+    entry = next((e for e in nbest if e["text"] == text), None)
+    if entry is None:
+        # No answer by the beam rule, whose n-best holds no "" entry: the null odds decided it
+        # (the answerable logit, the log-odds of no answer), so they are its score.
+        odds = predicted.null_odds[example.qas_id]
+        # exp of a non-positive number: no overflow at any threshold.
+        sigmoid = (1.0 / (1.0 + math.exp(-odds)) if odds >= 0
+                   else math.exp(odds) / (1.0 + math.exp(odds)))
+        return Answer(text, -1, -1, sigmoid, odds, nbest)
     start = end = -1
     if span is not None:
         first, _, begin, finish = span

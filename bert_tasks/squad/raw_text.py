@@ -1,6 +1,7 @@
 """run_squad's raw-text graph (`serving` declares its format). The raw-text SQuAD SavedModel:
-question and context strings in; the windows' start and end logits and the word-pieces they cover
-out; answers from those by run_squad's own post-processing.
+question and context strings in; each window's prediction outputs (what run_squad's
+`task.predict_step` keeps: start and end logits, or the outputs a span model declares) and the
+word-pieces they cover out; answers from those by run_squad's own post-processing.
 
 In the graph (`SquadExport`): the context's split into words (`examples.split_context`'s
 whitespace), the word-pieces of each word and of the question (cut to
@@ -9,18 +10,22 @@ whitespace), the word-pieces of each word and of the question (cut to
 span layer. Signature `serving_default(question [N], context [N])`, outputs (N rows each):
 
   start_logits, end_logits  float32 [N, K, S]  per window (K: the most windows of any row)
+  (a span model declaring `prediction_outputs`, ELECTRA's head, has those instead of the logits,
+  each [N, K, ...] per window: start_top_log_probs, start_top_index [N, K, B],
+  end_top_log_probs, end_top_index [N, K, B, B], answerable_logit [N, K]; B its beam size)
   window_count              int32 [N]
   question_pieces           string [N, Q]      the question's word-pieces ("" padded)
   context_pieces            string [N, P]      the context's word-pieces ("" padded)
   piece_word                int32 [N, P]       the context word of each piece (-1 padded)
 
 `bert_tasks.squad.answers` (which predict.py uses) turns these into answers with
-`postprocess.compute_predictions`: the same n-best, filters, `get_final_text`
+`postprocess.compute_predictions`: the same n-best (or beam) rule, filters, `get_final_text`
 and v2.0 null threshold as run_squad's predictions.json, so the answer is run_squad's for the same
-logits. The windows are padded to `max_seq_length` as run_squad's are: the n-best draws its
+outputs. The windows are padded to `max_seq_length` as run_squad's are: the n-best draws its
 top-n start and end positions from every position, padding included.
 """
 import dataclasses
+import math
 
 import tensorflow as tf
 
@@ -38,25 +43,31 @@ _OTHER_CONTEXT_WHITESPACE = "[\t\r\n\u202f]"
 
 
 class SquadExport(ModelExport):
-    """The raw-text signature of a `BertSpanLabeler` (see the module docstring).
+    """The raw-text signature of a span model (see the module docstring).
 
     Args:
-      model: `BertSpanLabeler` with its weights.
+      model: `BertSpanLabeler` or a family's span model (ELECTRA's head), with its weights.
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length, doc_stride, max_query_length: run_squad's windows.
       options: `task.PostprocessOptions` (written to export.json for `answers`;
-        its do_lower_case must be the tokenizer's).
+        its do_lower_case must be the tokenizer's; a null_score_diff_threshold of None is the
+        model's, as run_squad's).
     """
 
     format = "squad"
 
     def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options):
-        check_exportable(model)
         sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
-        super().__init__("bert_squad", model, tokenizer, max_seq_length, 2 * max_seq_length)
+        self._outputs = window_outputs(model, max_seq_length)
+        super().__init__("bert_squad", model, tokenizer, max_seq_length,
+                         sum(_size(shape) for _, shape, _ in self._outputs))
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
-        self.options = dataclasses.replace(options, do_lower_case=tokenizer.do_lower_case)
+        threshold = options.null_score_diff_threshold
+        if threshold is None:  # run_squad's default: the model's (ELECTRA's head: -2.75)
+            threshold = getattr(model, "null_score_diff_threshold", 0.0)
+        self.options = dataclasses.replace(options, do_lower_case=tokenizer.do_lower_case,
+                                           null_score_diff_threshold=threshold)
 
     def signatures(self):
         return {"serving_default": self.serve_squad}
@@ -93,38 +104,59 @@ class SquadExport(ModelExport):
         features = tokenizer.pack(
             ragged_slices(query, rows, tf.zeros_like(rows), tf.gather(query_length, rows)),
             ragged_slices(pieces, rows, start, length), seq)
-        logits = tf.RaggedTensor.from_value_rowids(
+        values = tf.RaggedTensor.from_value_rowids(
             self._by_length(features, trim=False), tf.cast(rows, tf.int64),
             nrows=tf.cast(n, tf.int64))
-        dense = logits.to_tensor(shape=[None, None, 2 * seq])
+        dense = values.to_tensor(shape=[None, None, self.width])
         token_strings = tokenizer._token_strings  # noqa: SLF001 (the vocabulary, a constant)
         return {
-            "start_logits": dense[:, :, :seq],
-            "end_logits": dense[:, :, seq:],
-            "window_count": tf.cast(logits.row_lengths(), tf.int32),
+            **self._split(dense),
+            "window_count": tf.cast(values.row_lengths(), tf.int32),
             "question_pieces": tf.gather(token_strings, query).to_tensor(""),
             "context_pieces": tf.gather(token_strings, pieces).to_tensor(""),
             "piece_word": piece_word.to_tensor(-1),
         }
 
     def _row_values(self, group):
+        """The windows' outputs flattened side by side, float32 [n, width]: `_by_length` keeps
+        one float row per window. Indexes (window positions, < max_seq_length) are exact in
+        float32 and are cast back by `_split`."""
         outputs = self._parts.model(group, training=False)
-        return tf.concat([outputs["start_logits"], outputs["end_logits"]], axis=1)
+        rows = tf.shape(group["input_ids"])[0]
+        return tf.concat([tf.reshape(tf.cast(outputs[name], tf.float32), [rows, _size(shape)])
+                          for name, shape, _ in self._outputs], axis=1)
+
+    def _split(self, dense):
+        """float32 [N, K, width] -> {output name: [N, K, *shape] of its dtype}."""
+        lead = tf.shape(dense)[:2]
+        split, offset = {}, 0
+        for name, shape, dtype in self._outputs:
+            part = dense[:, :, offset:offset + _size(shape)]
+            split[name] = tf.cast(tf.reshape(part, tf.concat([lead, shape], 0)), dtype)
+            offset += _size(shape)
+        return split
 
 
-def check_exportable(model):
-    """Refuses a span model whose predictions are not start and end logits (one declaring its
-    `prediction_outputs`: ELECTRA's beams and answerable logit), which this graph's outputs and
-    `answers` do not carry."""
-    if hasattr(model, "prediction_outputs"):
-        raise ValueError(
-            f"{type(model).__name__} predicts beams, not start and end logits: the raw-text SQuAD"
-            " export serves start/end span heads only; predict with run_squad.py --do_predict")
+def window_outputs(model, max_seq_length):
+    """[(name, per-window shape, dtype)] of what run_squad's prediction keeps of `model`'s
+    outputs (`task.predict_step`): its declared `prediction_outputs` (ELECTRA's beams and
+    answerable logit), else the start and end logits. The shapes come from tracing the model on
+    windows of `max_seq_length` (nothing is computed), as the served graph pads them."""
+    names = getattr(model, "prediction_outputs", ("start_logits", "end_logits"))
+    spec = {name: tf.TensorSpec([None, max_seq_length], tf.int32)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+    traced = tf.function(lambda features: model(features, training=False))
+    outputs = traced.get_concrete_function(spec).structured_outputs
+    return [(name, outputs[name].shape[1:].as_list(), outputs[name].dtype) for name in names]
+
+
+def _size(shape):
+    return math.prod(shape)
 
 
 def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
                  options, export_dir):
-    """Writes the raw-text SQuAD SavedModel of `model` (a `BertSpanLabeler`) to `export_dir`
+    """Writes the raw-text SQuAD SavedModel of `model` (a span model) to `export_dir`
     (which must not exist; `write_saved_model`). Returns export_dir."""
     module = SquadExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
                          doc_stride, max_query_length, options)
@@ -136,7 +168,6 @@ def export_from_flags(flag_values, files):
     settings."""
     model = families.build_model("span", files.config,
                                  **provenance.recorded_model_options(flag_values.checkpoint))
-    check_exportable(model)  # before the checkpoint is read
     model = provenance.load_fine_tuned(
         model,
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
@@ -144,6 +175,7 @@ def export_from_flags(flag_values, files):
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
         do_lower_case=flag_values.do_lower_case,
         version_2_with_negative=flag_values.version_2_with_negative,
+        # Not given: the model's, as run_squad's (ELECTRA's head: -2.75; BERT's 0.0).
         null_score_diff_threshold=flag_values.null_score_diff_threshold)
     export_squad(provenance.serving_precision(flag_values, model), files.vocab_file,
                  flag_values.do_lower_case, flag_values.max_seq_length,
