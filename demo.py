@@ -3,6 +3,7 @@
     python demo.py                      # 316 s measured on 2 CPU cores (docs/demo.md)
     python demo.py --quick              # tiny steps: every stage runs (DEMO_QUICK=1 too)
     python demo.py --table5             # instead: the paper's Table 5 in miniature
+    python demo.py --electra            # instead: BERT against ELECTRA at equal CPU time
 
 Each stage runs one of the project's command-line scripts as a subprocess (so the demo also
 proves the CLIs) in `--output_dir`, prints its command so that it can be re-run, shows its
@@ -36,7 +37,10 @@ progress, and prints its metrics beside their baselines and where its outputs ar
 
 `--table5` runs `experiments.table5` instead: three pre-training objectives on the same
 data, each fine-tuned on three of these tasks, printed beside the paper's Table 5
-(docs/run_pretraining.md).
+(docs/run_pretraining.md). `--electra` runs `experiments.electra` instead: the demo's BERT and
+an ELECTRA of the same size pre-trained for the same CPU seconds, each fine-tuned with several
+seeds on the demo's tasks, beside random weights and the ELECTRA paper's figures
+(docs/electra_experiment.md).
 TensorFlow is not imported here, only in the stages' processes.
 `python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
 the novels (the test suite checks that they are identical).
@@ -44,6 +48,7 @@ the novels (the test suite checks that they are identical).
 import collections
 import csv
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -61,6 +66,7 @@ from bert_runner import cli
 from demo_data import NOVELS, first_documents, read_novel
 from demo_data.names_and_places import capitalised_word_tags, names_and_places_conll
 from demo_data.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
+from experiments import electra as electra_experiment
 from experiments.table5 import (
     NOTE as TABLE5_NOTE, PRETRAININGS, ROWS, miniature_table, paper_table)
 from demo_data.which_novel import novel_task_tsvs
@@ -76,13 +82,34 @@ MARKER = ".bert_demo"
 flags.DEFINE_string("output_dir", None,
                     "Work directory for every stage's data and outputs; cleared if it holds an "
                     "earlier demo run, refused if it holds anything else. Default: ./demo_output "
-                    "(./table5_output with --table5).")
+                    "(./table5_output with --table5, ./electra_output with --electra, which keeps "
+                    "its folder and reuses the finished runs in it).")
 flags.DEFINE_bool("table5", False,
                   "Instead of the demo: the paper's Table 5 in miniature. Pre-trains the model "
                   "three ways on the same data for the same steps (masked LM + next sentence, "
                   "masked LM alone, left-to-right LM), fine-tunes each (and the left-to-right "
                   "one with a BiLSTM on top, and random weights) on the next-sentence, "
                   "which-novel and who-question tasks, and prints the table beside the paper's.")
+flags.DEFINE_bool("electra", False,
+                  "Instead of the demo: BERT against ELECTRA at equal CPU time. Pre-trains the "
+                  "demo's BERT (masked LM + next sentence) and an ELECTRA discriminator of the "
+                  "same size (generator 0.25 of its width) on the same records for the same CPU "
+                  "seconds of training steps (--electra_cpu_budget), fine-tunes each and random "
+                  "weights on the demo's four tasks with --electra_seeds, and prints and writes "
+                  "(electra_results.md) the table beside the ELECTRA paper's. Finished runs in "
+                  "--output_dir are reused.")
+flags.DEFINE_float("electra_cpu_budget", None,
+                   "With --electra: the CPU seconds of training steps each pre-training gets "
+                   "(its steps: this divided by the CPU seconds per step measured for its "
+                   f"objective). Default: {electra_experiment.CPU_BUDGET:g} "
+                   f"({electra_experiment.QUICK_CPU_BUDGET:g} with --quick).")
+flags.DEFINE_list("electra_seeds", ["1", "2", "3"],
+                  "With --electra: the fine-tuning seeds of every row and task.")
+flags.register_validator("electra_cpu_budget", lambda v: v is None or v > 0,
+                         "--electra_cpu_budget must be a positive number of CPU seconds")
+flags.register_validator(
+    "electra_seeds", lambda v: bool(v) and all(re.fullmatch(r"\d+", s) for s in v)
+    and len(set(v)) == len(v), "--electra_seeds must be distinct non-negative integers, e.g. 1,2,3")
 flags.DEFINE_bool("quick", os.environ.get("DEMO_QUICK", "").lower() in ("1", "true", "yes"),
                   "Tiny data and a few steps per stage: checks the pipeline in one to two minutes, "
                   "without meaningful metrics. Default: true when the environment variable "
@@ -192,6 +219,10 @@ def write_text(path, text):
 _PROGRESS = re.compile(
     r"(step \d+/\d+|\| ETA|Wrote |wrote \d+ features|Predicted \d+ features|\d+/\d+ examples|"
     r"Running (training|evaluation|prediction)|Num (split )?examples|Num steps)")
+# The trainer's log line after each loop of training steps (bert_runner/trainer.py `_log`).
+_TRAINING_STEP = re.compile(r"\bstep (\d+)/\d+ loss ")
+# Scripts whose outputs their command and input file determine: --electra reuses them.
+DATA_SCRIPTS = ("build_vocab.py", "create_pretraining_data.py")
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 
 
@@ -209,6 +240,8 @@ class Pipeline:
         self.num_stages = num_stages
         self.done = []          # (stage title, (wall seconds, CPU seconds), metrics text)
         self.start = time.monotonic()
+        # --electra keeps its folder: the vocabulary and the records are not made again.
+        self.reuse_data_stages = False
 
     def path(self, *parts):
         return os.path.join(self.work_dir, *parts)
@@ -217,15 +250,31 @@ class Pipeline:
         print(f"\n[{len(self.done) + 1}/{self.num_stages}] {title}  "
               f"(at {time.monotonic() - self.start:.0f} s)", flush=True)
 
-    def run(self, name, script, **flag_values):
+    def run(self, name, script, marks=None, **flag_values):
         """Runs `python <script> --flag=value ...`, echoing its progress lines.
 
+        marks: a list to which each training log line ("step N/M loss ...") appends (N, the
+        process's CPU seconds at that line), to time the steps apart from the process's start.
         Returns (wall seconds, CPU seconds) of the command. Exits the demo with the log's tail if
-        the command fails.
+        the command fails. With `reuse_data_stages`, a data script whose same command finished
+        on the same input (logs/<name>.done) is not run again: its recorded times are returned.
         """
         args = [f"--{k}={v}" for k, v in flag_values.items()]
-        print("  $ " + shlex.join(["python", shown(os.path.join(ROOT, script))] + args), flush=True)
+        command = ["python", shown(os.path.join(ROOT, script))] + args
+        print("  $ " + shlex.join(command), flush=True)
         log_path = self.path("logs", name + ".log")
+        done_path = self.path("logs", name + ".done")
+        reusable = self.reuse_data_stages and script in DATA_SCRIPTS
+        done = reusable and {"command": command,
+                             "input_sha256": _file_sha256(flag_values.get("input_file"))}
+        if (reusable and os.path.exists(done_path)
+                and os.path.exists(flag_values.get("output_file", ""))):
+            with open(done_path, encoding="utf-8") as f:
+                recorded = json.load(f)
+            if {k: recorded.get(k) for k in done} == done:
+                print(f"    reused: the same command finished on the same input "
+                      f"({shown(log_path)})", flush=True)
+                return tuple(recorded["times"])
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
         start, cpu_start = time.monotonic(), _children_cpu_seconds()
         tail = collections.deque(maxlen=25)
@@ -235,6 +284,11 @@ class Pipeline:
             for line in process.stdout:
                 log.write(line)
                 tail.append(line.rstrip())
+                step = _TRAINING_STEP.search(line) if marks is not None else None
+                if step:
+                    cpu = process_cpu_seconds(process.pid)
+                    if cpu is not None:
+                        marks.append((int(step.group(1)), cpu))
                 if _PROGRESS.search(line):
                     message = _ABSL_PREFIX.sub("", line.rstrip())
                     print(f"    {time.monotonic() - start:5.0f} s  {message}", flush=True)
@@ -242,7 +296,10 @@ class Pipeline:
             print("\n".join("  | " + line for line in tail), file=sys.stderr)
             sys.exit(f"demo: {script} failed (exit status {process.returncode}); "
                      f"full log: {shown(log_path)}")
-        return time.monotonic() - start, _children_cpu_seconds() - cpu_start
+        times = time.monotonic() - start, _children_cpu_seconds() - cpu_start
+        if reusable:
+            write_text(done_path, json.dumps({**done, "times": times}) + "\n")
+        return times
 
     def report(self, title, times, metrics, outputs):
         """Prints and records a finished stage; `times` = (wall seconds, CPU seconds)."""
@@ -262,20 +319,45 @@ class Pipeline:
         print(f"Outputs and logs: {shown(self.work_dir)}")
 
 
+def process_cpu_seconds(pid):
+    """The user + system CPU seconds of a running process, all its threads (/proc/<pid>/stat's
+    utime and stime); None where /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # After the command's name: state is field 3 of stat(5), utime 14 and stime 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _file_sha256(path):
+    if not path or not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _children_cpu_seconds():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def prepare_work_dir(work_dir):
-    """Creates `work_dir` (with `logs/`), clearing an earlier demo run's; refuses other folders."""
+def prepare_work_dir(work_dir, keep=False):
+    """Creates `work_dir` (with `logs/`), clearing an earlier demo run's (keeping it with `keep`:
+    --electra reuses its finished runs); refuses other folders."""
     if os.path.isdir(work_dir) and os.listdir(work_dir):
         if not os.path.exists(os.path.join(work_dir, MARKER)):
             sys.exit(f"demo: --output_dir={work_dir} is not empty and not an earlier demo's "
                      f"folder: choose another --output_dir")
-        shutil.rmtree(work_dir)
-    os.makedirs(os.path.join(work_dir, "logs"))
-    write_text(os.path.join(work_dir, MARKER), "Made by demo.py; cleared by its next run.\n")
+        if not keep:
+            shutil.rmtree(work_dir)
+    os.makedirs(os.path.join(work_dir, "logs"), exist_ok=True)
+    write_text(os.path.join(work_dir, MARKER), "Made by demo.py; cleared by its next run (kept "
+               "by --electra, which reuses its finished runs).\n")
 
 
 def read_eval_report(output_dir):
@@ -346,18 +428,18 @@ def stage_data(pipe, scale):
             gutenberg_to_corpus(read_novel(n)), scale.pretraining_chapters).splitlines() if line)
         + "\n" for n in scale.pretraining_novels)
     write_text(pipe.path("corpus.txt"), corpus)
-    os.makedirs(pipe.path("novels"))
+    os.makedirs(pipe.path("novels"), exist_ok=True)
     files, test_labels = novel_task_tsvs(scale.sentences_per_label)
     for name, text in files.items():
         write_text(pipe.path("novels", name), text)
-    os.makedirs(pipe.path("next_sentence"))
+    os.makedirs(pipe.path("next_sentence"), exist_ok=True)
     # The choice task starts from the classifier (stage 6): none of its sentences is one the
     # classifier was trained on.
     classifier_sentences = {line.split("\t")[0] for line in files["train.tsv"].splitlines()[1:]}
     files, swag_labels = next_sentence_choice_csvs(scale.swag_examples, classifier_sentences)
     for name, text in files.items():
         write_text(pipe.path("next_sentence", name), text)
-    os.makedirs(pipe.path("names_and_places"))
+    os.makedirs(pipe.path("names_and_places"), exist_ok=True)
     files, ner_sentences = names_and_places_conll(scale.ner_chapters)
     for name, text in files.items():
         write_text(pipe.path("names_and_places", name), text)
@@ -662,6 +744,320 @@ def table5(pipe, scale):
     print(TABLE5_NOTE)
 
 
+# --- --electra: BERT against ELECTRA at equal CPU time (experiments/electra.py). ---
+
+ELECTRA_DIR = "electra"
+
+
+def _pretraining_flags(pipe, scale, pretraining, steps, output_dir, evaluate=True):
+    """run_pretraining.py's flags: the demo's pre-training settings for both objectives (ELECTRA's
+    own defaults, batch 128, would not be the same run), `steps` of them."""
+    values = dict(
+        pretraining.flags, input_file=shown(pipe.path(ELECTRA_DIR, "pretraining_data.tfrecord")),
+        output_dir=shown(output_dir),
+        bert_config_file=shown(pipe.path(ELECTRA_DIR, pretraining.config_file)),
+        do_train=True, train_batch_size=scale.pretraining_batch,
+        max_seq_length=scale.pretraining_seq_length,
+        max_predictions_per_seq=scale.max_predictions_per_seq, num_train_steps=steps,
+        num_warmup_steps=steps // 20, learning_rate=scale.pretraining_learning_rate)
+    if evaluate:
+        values.update(do_eval=True, eval_batch_size=scale.pretraining_batch,
+                      max_eval_steps=scale.eval_steps)
+    return values
+
+
+def electra_calibrate(pipe, scale, pretraining):
+    """CPU seconds per training step of `pretraining` on this machine: a short run, timed between
+    its first and last training log lines. Kept in electra/calibration.json and reused while the
+    settings are the same (the steps of the runs already made depend on it)."""
+    pipe.header(f"run_pretraining.py: CPU seconds per step of {pretraining.name} (a short run)")
+    steps, loop = ((electra_experiment.QUICK_CALIBRATION_STEPS,
+                    electra_experiment.QUICK_CALIBRATION_LOOP) if FLAGS.quick else
+                   (electra_experiment.CALIBRATION_STEPS, electra_experiment.CALIBRATION_LOOP))
+    output_dir = pipe.path(ELECTRA_DIR, "calibration", pretraining.folder)
+    values = _pretraining_flags(pipe, scale, pretraining, steps, output_dir, evaluate=False)
+    with open(values["bert_config_file"], encoding="utf-8") as f:
+        settings = {"flags": {k: v for k, v in values.items() if k != "output_dir"},
+                    "config": json.load(f), "cpu": _cpu_name(), "iterations_per_loop": loop}
+    path = pipe.path(ELECTRA_DIR, "calibration.json")
+    recorded = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            recorded = json.load(f)
+    earlier = recorded.get(pretraining.folder)
+    if earlier and earlier["settings"] == settings:
+        print(f"  reused: {earlier['seconds_per_step']:.4f} CPU s per step, measured earlier "
+              f"({shown(path)}; delete it to measure again)", flush=True)
+        pipe.report(f"calibrate {pretraining.folder}", (0.0, 0.0),
+                    f"{earlier['seconds_per_step']:.4f} CPU s/step (earlier run)", shown(path))
+        return earlier["seconds_per_step"]
+    # A finished run there would be restored, not trained, and time nothing.
+    shutil.rmtree(output_dir, ignore_errors=True)
+    marks = []
+    times = pipe.run(f"calibrate_{pretraining.folder}", "run_pretraining.py", marks=marks,
+                     iterations_per_loop=loop, **values)
+    seconds = electra_experiment.cpu_seconds_per_step(marks)
+    recorded[pretraining.folder] = {"settings": settings, "seconds_per_step": seconds,
+                                    "marks": marks}
+    write_text(path, json.dumps(recorded, indent=2) + "\n")
+    shutil.rmtree(output_dir, ignore_errors=True)  # its checkpoints are of no further use
+    pipe.report(f"calibrate {pretraining.folder}", times,
+                f"{seconds:.4f} CPU s per step (steps {marks[0][0]}-{marks[-1][0]}: "
+                f"{marks[-1][1] - marks[0][1]:.1f} CPU s)", shown(path))
+    return seconds
+
+
+def _eval_metrics(output_dir):
+    """`read_eval_report` without importing TensorFlow into this process: ({metric: value},
+    {metric: baseline text}) of output_dir/eval_report.json."""
+    path = os.path.join(output_dir, "eval_report.json")
+    if not os.path.exists(path):
+        raise ValueError(f"{output_dir} has no eval_report.json: the stage evaluated nothing")
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    return report["metrics"], report["baselines"]
+
+
+def _cpu_name():
+    """The CPU's model name (the calibration is this machine's)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = re.findall(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+    except OSError:
+        names = []
+    return f"{names[0] if names else 'unknown CPU'} x{os.cpu_count()}"
+
+
+def _flops_per_step(log):
+    """The model's FLOPs per training step as the trainer logs them (its TFLOP/s over its
+    steps/s, the last training line of the `log` text), or None."""
+    lines = re.findall(r"([\d.]+) steps/s .* ([\d.]+) model TFLOP/s", log)
+    if not lines:
+        return None
+    steps_per_s, tflops = map(float, lines[-1])
+    return tflops * 1e12 / steps_per_s if steps_per_s else None
+
+
+def electra_pretrain(pipe, scale, pretraining, budget_dir, seconds_per_step, budget):
+    """Pre-trains `pretraining` for the steps that spend `budget` CPU seconds at
+    `seconds_per_step`. Returns its row of the pre-training table (a dict)."""
+    steps = electra_experiment.steps_for_budget(budget, seconds_per_step, minimum=4)
+    pipe.header(f"run_pretraining.py: {pretraining.name}, {steps} steps "
+                f"({budget:g} CPU s / {seconds_per_step:.4f} CPU s per step)")
+    output_dir = pipe.path(budget_dir, pretraining.folder, "pretraining")
+    os.makedirs(output_dir, exist_ok=True)
+    marks = []
+    name = f"{budget_dir.replace(os.sep, '_')}_{pretraining.folder}_run_pretraining"
+    times = pipe.run(name, "run_pretraining.py", marks=marks,
+                     iterations_per_loop=max(1, steps // 10),
+                     **_pretraining_flags(pipe, scale, pretraining, steps, output_dir))
+    with open(pipe.path("logs", name + ".log"), encoding="utf-8") as f:
+        log = f.read()
+    # What the run itself spent; a finished run restored (not trained) keeps its first record.
+    timing_path = os.path.join(output_dir, "cpu_seconds.json")
+    timing = {"per_step": None, "process_cpu": times[1], "wall": times[0], "reused": False,
+              "resumed": "Resuming from" in log,
+              "flops_per_step": _flops_per_step(log)}
+    if len(marks) >= 2:
+        timing["per_step"] = electra_experiment.cpu_seconds_per_step(marks)
+    if "already holds a finished run" in log and os.path.exists(timing_path):
+        with open(timing_path, encoding="utf-8") as f:
+            timing = {**json.load(f), "reused": True}
+    elif not timing["resumed"]:
+        write_text(timing_path, json.dumps({**timing, "marks": marks}, indent=2) + "\n")
+    results, baselines = _eval_metrics(output_dir)
+    # The discriminator's precision and recall add little beside its accuracy and AUC.
+    metrics = ", ".join(f"{m.replace('_', ' ')} {v:.3f} (baseline: {baselines[m]})"
+                        for m, v in results.items()
+                        if m in baselines and m not in ("disc_precision", "disc_recall"))
+    flops = timing.get("flops_per_step")
+    row = {"name": pretraining.name, "steps": steps, "calibration": seconds_per_step,
+           "per_step": timing["per_step"], "process_cpu": timing["process_cpu"],
+           "wall": timing["wall"], "reused": timing["reused"], "metrics": metrics,
+           "gflops_per_step": flops and flops / 1e9}
+    spent = ("-" if timing["per_step"] is None
+             else f"{timing['per_step'] * steps:.0f} CPU s of training steps")
+    pipe.report(name, times, f"{steps} steps, {spent}; {metrics}",
+                f"{shown(output_dir)}/ (ckpt-{steps}, bert_config.json, eval_report.json)")
+    return row
+
+
+def electra_start(pipe, budget_dir, row):
+    """(folder of the row's fine-tuning outputs, its model flags): the row's pre-training
+    directory as --init_checkpoint with the bert_config.json that run wrote, or random weights
+    with the demo's config."""
+    for pretraining in electra_experiment.PRETRAININGS:
+        if pretraining.name == row:
+            pretrained = pipe.path(budget_dir, pretraining.folder, "pretraining")
+            return os.path.join(budget_dir, pretraining.folder), {
+                "bert_config_file": shown(os.path.join(pretrained, "bert_config.json")),
+                "init_checkpoint": shown(pretrained)}
+    return os.path.join(ELECTRA_DIR, "random_init"), {
+        "bert_config_file": shown(pipe.path("bert_config.json"))}
+
+
+def electra_fine_tune(pipe, scale, budget_dir, row, task, seeds, squad):
+    """Fine-tunes `row`'s start on `task` once per seed (`--seeds`, or one run_squad.py per
+    seed, which has no such flag). Returns the task's metric per seed."""
+    folder, model = electra_start(pipe, budget_dir, row)
+    pipe.header(f"{task.script}: {task.title}, from {row}, seeds {','.join(map(str, seeds))}")
+    output_dir = pipe.path(folder, task.key)
+    name = f"{folder.replace(os.sep, '_')}_{task.key}"
+    # The demo's fine-tuning settings; the same layer-wise rates for both families (ELECTRA's
+    # default would be 0.8): only the starting weights differ between rows.
+    common = dict(vocab_file=shown(pipe.vocab_file), **model, layerwise_lr_decay=1.0,
+                  do_train=True)
+    if task.key != "who_questions":
+        data, length, batch, learning_rate, epochs, examples, extra = {
+            "next_sentence": ("next_sentence", scale.swag_seq_length, scale.swag_batch, 5e-5,
+                              scale.swag_epochs, scale.swag_examples[0], {}),
+            "which_novel": ("novels", scale.classifier_seq_length, scale.classifier_batch, 3e-4,
+                            scale.classifier_epochs, 2 * scale.sentences_per_label[0],
+                            {"task_name": "sst-2"}),
+            "names_places": ("names_and_places", scale.ner_seq_length, scale.ner_batch, 3e-4,
+                             scale.ner_epochs, _count_sentences(pipe.path(
+                                 "names_and_places", "train.txt")), {}),
+        }[task.key]
+        times = pipe.run(
+            name, task.script, **extra, **common, do_eval=True, eval_batch_size=32,
+            data_dir=shown(pipe.path(data)), max_seq_length=length, train_batch_size=batch,
+            learning_rate=learning_rate, num_train_epochs=epochs,
+            iterations_per_loop=steps_per_log(examples, batch, epochs),
+            seeds=",".join(map(str, seeds)), output_dir=shown(output_dir))
+        values = [_eval_metrics(os.path.join(output_dir, f"seed_{seed}"))[0][task.metric]
+                  for seed in seeds]
+    else:
+        with open(squad["train"], encoding="utf-8") as f:
+            num_train = count_questions(json.load(f))
+        wall = cpu = 0.0
+        values = []
+        for seed in seeds:
+            seed_dir = os.path.join(output_dir, f"seed_{seed}")
+            seed_times = pipe.run(
+                f"{name}_seed_{seed}", task.script, **common, train_file=shown(squad["train"]),
+                do_predict=True, predict_file=shown(squad["dev"]),
+                train_batch_size=scale.squad_batch, predict_batch_size=32, learning_rate=3e-4,
+                num_train_epochs=scale.squad_epochs,
+                iterations_per_loop=steps_per_log(num_train, scale.squad_batch,
+                                                  scale.squad_epochs),
+                max_seq_length=scale.squad_seq_length, doc_stride=scale.squad_doc_stride,
+                max_query_length=scale.squad_query_length, random_seed=seed,
+                output_dir=shown(seed_dir))
+            wall, cpu = wall + seed_times[0], cpu + seed_times[1]
+            with open(os.path.join(seed_dir, "eval_results.json"), encoding="utf-8") as f:
+                values.append(json.load(f)[task.metric])
+        times = (wall, cpu)
+    shown_values = [electra_experiment.shown_value(task, v) for v in values]
+    mean, std = electra_experiment.mean_std(shown_values)
+    pipe.report(name, times, f"{task.title} {mean:.1f} ± {std:.1f} (seeds: " + ", ".join(
+        f"{v:.1f}" for v in shown_values) + ")", f"{shown(output_dir)}/seed_<seed>/")
+    return values
+
+
+def _count_sentences(conll_path):
+    """The blank-line separated blocks of a CoNLL file (its sentences, and its -DOCSTART-
+    lines): about the tagger's training windows, for its progress lines."""
+    with open(conll_path, encoding="utf-8") as f:
+        return sum(1 for block in f.read().split("\n\n") if block.strip())
+
+
+def electra_baselines(pipe, squad):
+    """The table's baseline rows, [(name, {task key: value in the table's units})], and a line
+    saying what they are: the majority label (the most frequent training answer for the who
+    questions, every word O for the tagger); a simple rule where the demo has one (word
+    overlap, capitalised words as PER)."""
+    from bert_tasks.ner import conlleval
+    from bert_tasks.squad.evaluate import evaluate
+
+    with open(pipe.path("next_sentence", "val.csv"), encoding="utf-8", newline="") as f:
+        choice_rows = list(csv.DictReader(f))
+    choice_labels = [int(row["label"]) for row in choice_rows]
+    with open(pipe.path("novels", "dev.tsv"), encoding="utf-8") as f:
+        novel_labels = [line.rstrip("\n").split("\t")[1] for line in f.readlines()[1:]]
+    with open(squad["train"], encoding="utf-8") as f:
+        train = json.load(f)
+    with open(squad["dev"], encoding="utf-8") as f:
+        dev = json.load(f)
+    answers = collections.Counter(qa["answers"][0]["text"] for article in train["data"]
+                                  for p in article["paragraphs"] for qa in p["qas"])
+    frequent = answers.most_common(1)[0][0]
+    squad_f1 = evaluate(dev, {qa["id"]: frequent for article in dev["data"]
+                              for p in article["paragraphs"] for qa in p["qas"]})["f1"]
+    with open(pipe.path("names_and_places", "dev.txt"), encoding="utf-8") as f:
+        blocks = [[line.split() for line in block.splitlines() if line.strip()]
+                  for block in f.read().split("\n\n")]
+    sentences = [b for b in blocks if b and b[0][0] != "-DOCSTART-"]
+    gold = [[tags[-1] for tags in b] for b in sentences]
+
+    def ner_f1(predicted):
+        return conlleval.metrics(conlleval.count_sequences(gold, predicted))["overall"]["f1"]
+
+    def majority(labels):
+        return 100.0 * collections.Counter(labels).most_common(1)[0][1] / len(labels)
+
+    baselines = [
+        ("majority label", {
+            "next_sentence": majority(choice_labels), "which_novel": majority(novel_labels),
+            "who_questions": squad_f1,
+            "names_places": ner_f1([["O"] * len(tags) for tags in gold])}),
+        ("a simple rule", {
+            "next_sentence": 100.0 * word_overlap_accuracy(choice_rows, choice_labels),
+            "names_places": ner_f1([capitalised_word_tags([t[0] for t in b])
+                                    for b in sentences])}),
+    ]
+    footnote = (f"Baselines, on the same dev sets: *majority label*: the most frequent dev label "
+                f"(the choice's chance is 25.0), for the who questions always the most frequent "
+                f"training answer (\"{frequent}\"), for the tagger every word O; *a simple "
+                f"rule*: the ending sharing the most words of 4+ letters with the context, every "
+                f"capitalised word (not first in its sentence) as PER.")
+    return baselines, footnote
+
+
+def electra(pipe, scale):
+    """BERT against ELECTRA at equal CPU time (`experiments.electra`)."""
+    budget = FLAGS.electra_cpu_budget or (electra_experiment.QUICK_CPU_BUDGET if FLAGS.quick
+                                          else electra_experiment.CPU_BUDGET)
+    seeds = [int(seed) for seed in FLAGS.electra_seeds]
+    pipe.reuse_data_stages = True
+    _, squad, _, _ = stage_data(pipe, scale)
+    stage_vocab(pipe, scale)
+    stage_pretraining_data(pipe, scale, Start("", folder=ELECTRA_DIR))
+    with open(pipe.path("bert_config.json"), encoding="utf-8") as f:
+        bert_config = json.load(f)
+    write_text(pipe.path(ELECTRA_DIR, "bert_config.json"), json.dumps(bert_config, indent=2) + "\n")
+    write_text(pipe.path(ELECTRA_DIR, "electra_config.json"), json.dumps(
+        electra_experiment.electra_config(bert_config), indent=2) + "\n")
+    per_step = {p.name: electra_calibrate(pipe, scale, p)
+                for p in electra_experiment.PRETRAININGS}
+    # Another budget pre-trains into another folder: the finished runs of each are kept.
+    budget_dir = os.path.join(ELECTRA_DIR, f"cpu_{budget:g}s")
+    runs = [electra_pretrain(pipe, scale, p, budget_dir, per_step[p.name], budget)
+            for p in electra_experiment.PRETRAININGS]
+    results = {}
+    for row in electra_experiment.ROWS:
+        results[row] = {task.key: electra_fine_tune(pipe, scale, budget_dir, row, task, seeds,
+                                                    squad)
+                        for task in electra_experiment.TASKS}
+    pipe.summary()
+    flops = [r["gflops_per_step"] for r in runs]
+    baselines, footnote = electra_baselines(pipe, squad)
+    text = "\n\n".join([
+        f"## BERT against ELECTRA at equal CPU time ({budget:g} CPU s of pre-training steps "
+        f"each, {_cpu_name()}; fine-tuning seeds {', '.join(map(str, seeds))})",
+        electra_experiment.results_table(results, baselines), footnote,
+        electra_experiment.pretraining_table(runs)
+        + ("" if None in flops else "\n\nThe model's FLOPs per training step (the trainer's "
+           "count): " + ", ".join(f"{r['name']} {r['gflops_per_step']:.1f} GFLOP"
+                                  for r in runs) + "."),
+        electra_experiment.paper_table(),
+        electra_experiment.note(bert_config, batch=scale.pretraining_batch,
+                                learning_rate=scale.pretraining_learning_rate)])
+    path = pipe.path("electra_results.md")
+    write_text(path, text + "\n")
+    print("\n" + text)
+    print(f"Written to {shown(path)}")
+
+
 def main(argv):
     del argv
     if FLAGS.write_squad_data:
@@ -671,18 +1067,29 @@ def main(argv):
             write_text(path, squad_json(dataset))
             print(f"{path}: {count_questions(dataset)} questions")
         return
+    if FLAGS.table5 and FLAGS.electra:
+        sys.exit("demo: --table5 and --electra are two experiments: run one at a time")
     scale = QUICK if FLAGS.quick else TABLE5 if FLAGS.table5 else FULL
-    work_dir = os.path.abspath(
-        FLAGS.output_dir or ("./table5_output" if FLAGS.table5 else "./demo_output"))
-    prepare_work_dir(work_dir)
-    # Table 5: data, vocabulary, 2 stages per pre-training, 3 fine-tunings per row.
+    work_dir = os.path.abspath(FLAGS.output_dir or (
+        "./table5_output" if FLAGS.table5 else "./electra_output" if FLAGS.electra
+        else "./demo_output"))
+    prepare_work_dir(work_dir, keep=FLAGS.electra)
+    # Table 5: data, vocabulary, 2 stages per pre-training, 3 fine-tunings per row. --electra:
+    # data, vocabulary, records, a calibration and a pre-training per objective, a fine-tuning
+    # per row and task.
     pipe = Pipeline(work_dir, num_stages=2 + 2 * len(PRETRAININGS) + 3 * len(ROWS)
-                    if FLAGS.table5 else 10)
-    print(f"BERT {'Table 5 in miniature' if FLAGS.table5 else 'demo'}"
-          f"{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
+                    if FLAGS.table5 else 3 + 2 * len(electra_experiment.PRETRAININGS)
+                    + len(electra_experiment.ROWS) * len(electra_experiment.TASKS)
+                    if FLAGS.electra else 10)
+    title = ("Table 5 in miniature" if FLAGS.table5 else "against ELECTRA at equal CPU time"
+             if FLAGS.electra else "demo")
+    print(f"BERT {title}{' (--quick)' if FLAGS.quick else ''}: every stage runs one of the "
           f"project's scripts in {shown(work_dir)}; logs in {shown(pipe.path('logs'))}/")
     if FLAGS.table5:
         table5(pipe, scale)
+        return
+    if FLAGS.electra:
+        electra(pipe, scale)
         return
     test_labels, squad, swag_labels, ner_sentences = stage_data(pipe, scale)
     stage_vocab(pipe, scale)

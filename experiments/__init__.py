@@ -4,4 +4,7 @@
             the metric against the pre-training steps (the paper's Figure 2)
   table5    `python demo.py --table5`: three pre-training objectives, each fine-tuned on the
             demo's tasks, beside the paper's Table 5
+  electra   `python demo.py --electra`: BERT and ELECTRA of the same size pre-trained for the
+            same CPU time, each fine-tuned with several seeds on the demo's tasks, beside the
+            ELECTRA paper's figures
 """

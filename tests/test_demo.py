@@ -101,3 +101,45 @@ def test_bundled_squad_data_is_the_generators_and_consistent(tmp_path):
                     assert paragraph["context"][start:start + len(answer["text"])] == answer["text"]
                     assert qa["question"].endswith("?") and "who" in qa["question"].lower()
     assert total_size < 200_000
+
+
+def test_electra_budget_and_table():
+    # experiments.electra's arithmetic and table on made-up results (`demo.py --electra` itself
+    # pre-trains for many minutes and is not run here).
+    from experiments import electra
+
+    # The first log line (start and tracing included) is left out of the per-step time.
+    assert electra.cpu_seconds_per_step([(20, 9.0), (60, 13.0), (120, 19.0)]) == 0.1
+    with pytest.raises(ValueError):
+        electra.cpu_seconds_per_step([(20, 9.0)])
+    assert electra.steps_for_budget(240, 0.15) == 1600
+    assert electra.steps_for_budget(1, 0.5, minimum=4) == 4
+    bert = {"vocab_size": 2000, "hidden_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "intermediate_size": 256, "hidden_act": "gelu"}
+    config = electra.electra_config(bert)
+    assert {k: config[k] for k in bert} == bert  # the discriminator is the BERT model
+    assert (config["embedding_size"], config["generator_hidden_size"]) == (128, 0.25)
+
+    results = {
+        "ELECTRA": {"next_sentence": [0.30, 0.34, 0.32], "which_novel": [0.7, 0.72, 0.74],
+                    "who_questions": [60.0, 62.0, 64.0], "names_places": [70.0, 72.0, 74.0]},
+        "BERT (MLM + NSP)": {"next_sentence": [0.30, 0.30, 0.30], "which_novel": [0.7, 0.7, 0.7],
+                             "who_questions": [60.0, 60.0, 60.0],
+                             "names_places": [70.0, 70.0, 70.0]},
+        "No pre-training": {"next_sentence": [0.25, 0.25, 0.25]},
+    }
+    table = electra.results_table(results, [("majority label", {
+        "next_sentence": 27.0, "which_novel": 50.0, "who_questions": 10.0, "names_places": 0.0})])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()]
+    assert rows[0][-1] == "mean of the tasks" and len(rows) == 2 + 3 + 1 + 1
+    # Rows in the table's order; accuracies in percent; mean ± sample std over the seeds.
+    assert rows[2][:2] == ["BERT (MLM + NSP)", "30.0 ± 0.0"]
+    # The mean of the tasks per seed: 57.5, 60.0, 61.0.
+    assert rows[3] == ["ELECTRA", "32.0 ± 2.0", "72.0 ± 2.0", "62.0 ± 2.0", "72.0 ± 2.0",
+                       "59.5 ± 1.8"]
+    assert rows[4][1:3] == ["25.0 ± 0.0", "-"] and rows[4][-1] == "-"  # incomplete row
+    # The difference ± its standard error: sqrt(2²/3 + 0²/3) = 1.15.
+    assert rows[5][:2] == ["ELECTRA − BERT (± s.e.)", "+2.0 ± 1.2"]
+    assert rows[6] == ["*majority label*", "27.0", "50.0", "10.0", "0.0", "21.8"]
+    paper = electra.paper_table().splitlines()
+    assert paper[2].split("|")[1:-1] == [" Small ", " 75.1 ", " 79.9 ", " +4.8 "]
