@@ -256,8 +256,9 @@ def test_masked_lm_prob_is_electras_mask_prob_on_records():
 
 
 def test_run_pretraining_trains_electra_on_the_originals_records(tmp_path):
-    """One run, as run_pretraining.py --pretraining_objective=electra --do_train --do_eval
-    --jit_compile makes it, on the original's records: masked per batch, static shapes."""
+    """One run, as run_pretraining.py --pretraining_objective=electra --do_train --jit_compile
+    makes it, on the original's records: masked per batch, static shapes (evaluation's metrics
+    are tests/test_electra_fixtures.py's)."""
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
@@ -268,14 +269,10 @@ def test_run_pretraining_trains_electra_on_the_originals_records(tmp_path):
     out = tmp_path / "out"
     result = driver.run(task, RunConfig(
         str(out), bert_config_file=str(config), vocab_file=str(TINY_TRAIN / "vocab.txt"),
-        do_train=True, do_eval=True, train_batch_size=4, eval_batch_size=4, learning_rate=5e-4,
+        do_train=True, train_batch_size=4, learning_rate=5e-4,
         save_checkpoints_steps=3, iterations_per_loop=3, jit_compile=True))
     assert task.max_predictions_per_seq == 4
     assert result.trainer.step == 3
     (record,) = result.trainer.history
     assert np.isfinite(record.metrics["loss"]) and record.metrics["masked_lm_loss"] > 0
-    metrics = result.eval_results
-    for name in ("masked_lm_accuracy", "sampled_masked_lm_accuracy", "disc_auc",
-                 "disc_accuracy", "loss"):
-        assert np.isfinite(metrics[name]), (name, metrics)
     assert '"mask_prob": 0.15' in (out / "run.json").read_text()

@@ -2,7 +2,6 @@
 import collections
 import dataclasses
 import json
-import os
 import re
 
 import keras
@@ -323,8 +322,7 @@ def _classifier_step_start():
     return model, [np.asarray(v) for v in model.trainable_variables], grads
 
 
-@pytest.mark.parametrize("name", ["adamw", "lamb"])
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name,compiled", [("adamw", True), ("lamb", False)])
 def test_a_layerwise_step_is_each_variables_step_at_its_own_rate(name, compiled):
     """Two steps with decay 0.5 (through `apply_at`, op by op and as the compiled kernels) make,
     for every variable, the update of its group optimized alone at learning rate × multiplier
@@ -366,30 +364,19 @@ def test_a_layerwise_step_is_each_variables_step_at_its_own_rate(name, compiled)
                                    err_msg=variable.path)
 
 
-def _op_types(optimizer, variables, grads):
-    graph = tf.function(lambda: optimizer.apply_at(grads, variables, tf.constant(0.01))
-                        ).get_concrete_function().graph
-    return sorted(op.type for op in graph.get_operations())
-
-
 def test_decay_1_adds_nothing_to_the_optimizer():
-    """No multipliers at decay 1.0: the driver passes none, and multipliers of 1.0 would add no
-    operation either; below 1.0 one constant per distinct multiplier, shared by its variables."""
+    """No multipliers at decay 1.0: the driver passes none, so the optimizer runs as without
+    the flag; a variable the multipliers leave out is refused, as the original's optimizer
+    refuses a variable no rate names."""
     from bert_runner import driver
 
-    model, _, grads = _classifier_step_start()
-    variables = model.trainable_variables
+    model, _, _ = _classifier_step_start()
     assert driver._layer_rates(model, 1.0) is None
     plain = create_optimizer("adamw", 1e-2, 10, 1)
     assert plain.layer_rates is None and plain.get_config()["layer_rates"] is None
-    ones = create_optimizer("adamw", 1e-2, 10, 1, layer_rates=layerwise_rates(model, 1.0))
-    assert _op_types(plain, variables, grads) == _op_types(ones, variables, grads)
-    decayed = create_optimizer("adamw", 1e-2, 10, 1, layer_rates=driver._layer_rates(model, 0.5))
-    extra = collections.Counter(_op_types(decayed, variables, grads))
-    extra.subtract(collections.Counter(_op_types(plain, variables, grads)))
-    assert extra["Const"] == tiny_config().num_hidden_layers + 2  # every depth but the head's
     with pytest.raises(ValueError, match="No layer-wise learning rate for variable"):
-        create_optimizer("adamw", 1e-2, 10, 1, layer_rates={"other": 0.5}).build(variables)
+        create_optimizer("adamw", 1e-2, 10, 1, layer_rates={"other": 0.5}).build(
+            model.trainable_variables)
 
 
 def test_the_driver_takes_the_warmup_rule_and_decay_of_the_models_family(monkeypatch, tmp_path):
@@ -437,34 +424,6 @@ def test_a_record_without_the_decay_is_a_run_without_it():
                                     {**old, "layerwise_lr_decay": 0.8}) == []
     sweep = {"task": "classifier/mrpc"}
     assert run_identity.differences(sweep, {**sweep, "layerwise_lr_decay": 0.8}) == []
-
-
-def test_the_decay_flag_is_refused_out_of_its_range_and_only_for_fine_tuning():
-    """Each command stops after parsing its flags (no TensorFlow imported: a fraction of a
-    second)."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    def parse(script, *args):
-        return subprocess.run(
-            [sys.executable, str(ROOT / f"{script}.py"), "--bert_config_file=/c.json",
-             "--output_dir=/out", *args, "--only_check_args"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-
-    for value in ("0", "1.5"):
-        result = parse("run_squad", "--vocab_file=/v.txt", "--do_train",
-                       f"--layerwise_lr_decay={value}")
-        assert result.returncode == 2, result.stderr[-2000:]
-        assert (f"run_squad.py: error: flag --layerwise_lr_decay={float(value)}: "
-                "must be in (0, 1]") in result.stderr
-    result = parse("run_squad", "--vocab_file=/v.txt", "--do_train", "--layerwise_lr_decay=1")
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert parse("run_pretraining", "--input_file=/in").returncode == 0
-    result = parse("run_pretraining", "--input_file=/in", "--layerwise_lr_decay=0.8")
-    assert result.returncode != 0 and "layerwise_lr_decay" in result.stderr, result.stderr
 
 
 def test_a_mirrored_strategy_trains_and_checkpoints_without_its_input_position(tmp_path, caplog):
