@@ -79,6 +79,26 @@ def test_discriminator_and_generator_match_the_original(tiny):
     assert float(total) == pytest.approx(float(want["total_loss"]), abs=1e-4)
 
 
+def test_xla_compiles_the_model_with_its_sampling_and_draws_the_same_tokens(tiny):
+    """The pre-training model, sampling included, compiles under XLA (static shapes, as a TPU
+    needs) and gives what it gives op by op: the same samples from the same seed (hashed
+    noise, not TensorFlow's random ops), the same replaced tokens and logits."""
+    import keras
+
+    model, want = tiny
+    features = _masked_features(want, sampled=False)
+    model.bert.static_shapes = model.generator.static_shapes = True
+    seed = keras.ops.convert_to_numpy(model.seed_generator.state)
+    eager = model(features)
+    model.seed_generator.state.assign(seed)
+    compiled = tf.function(lambda f: model(f), jit_compile=True)(features)
+    np.testing.assert_array_equal(compiled["sampled_ids"], eager["sampled_ids"])
+    np.testing.assert_array_equal(compiled["is_replaced"], eager["is_replaced"])
+    for name in ("masked_lm_logits", "discriminator_logits"):
+        np.testing.assert_allclose(compiled[name], eager[name], atol=FORWARD_ATOL)
+    model.bert.static_shapes = model.generator.static_shapes = False
+
+
 def test_replaced_ids_follow_the_originals_scatter_quirks(tiny):
     """A sample equal to the original token is labelled original; two samples at one position
     give their floored mean, as the original's scatter_update."""

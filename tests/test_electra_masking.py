@@ -256,9 +256,9 @@ def test_masked_lm_prob_is_electras_mask_prob_on_records():
 
 
 def test_run_pretraining_trains_electra_on_the_originals_records(tmp_path):
-    """One run, as run_pretraining.py --pretraining_objective=electra --do_train --jit_compile
-    makes it, on the original's records: masked per batch, static shapes (evaluation's metrics
-    are tests/test_electra_fixtures.py's)."""
+    """One run, as run_pretraining.py --pretraining_objective=electra --do_train makes it, on
+    the original's records, masked per batch (evaluation's metrics and the step under XLA are
+    tests/test_electra_fixtures.py's)."""
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
@@ -270,7 +270,7 @@ def test_run_pretraining_trains_electra_on_the_originals_records(tmp_path):
     result = driver.run(task, RunConfig(
         str(out), bert_config_file=str(config), vocab_file=str(TINY_TRAIN / "vocab.txt"),
         do_train=True, train_batch_size=4, learning_rate=5e-4,
-        save_checkpoints_steps=3, iterations_per_loop=3, jit_compile=True))
+        save_checkpoints_steps=3, iterations_per_loop=3))
     assert task.max_predictions_per_seq == 4
     assert result.trainer.step == 3
     (record,) = result.trainer.history
