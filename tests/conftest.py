@@ -153,7 +153,7 @@ def pytest_collection_finish(session):
 def pytest_addoption(parser):
     parser.addoption("--record-group-seconds", action="store_true",
                      help=f"write {GROUP_SECONDS.name}: the seconds each xdist group took in this "
-                          "run (with pytest.ini's -n 3)")
+                          "run (with pytest.ini's -n 4)")
 
 
 def _group(item):
