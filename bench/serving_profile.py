@@ -184,15 +184,14 @@ def main(argv):
             x = x + 0.01 * tf.matmul(tf.matmul(y, kernels[4]), kernels[5])
         return x
 
+    # NumPy arrays become Const nodes of the graph that uses them (a captured tensor would be
+    # an input): TensorFlow then fuses each matmul with the bias after it into a oneDNN inner
+    # product that keeps its constant weights packed from call to call.
+    weights = [kernel.numpy() for kernel in kernels]
     biases = [rng.standard_normal(kernel.shape[1], np.float32) * 0.02 for kernel in kernels]
 
     @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32)])
     def constant_dense_matmuls(x):
-        # NumPy arrays become Const nodes of this graph (a captured tensor would be an input):
-        # TensorFlow then fuses each matmul with the bias after it into a oneDNN inner product
-        # that keeps its constant weights packed from call to call.
-        weights = [kernel.numpy() for kernel in kernels]
-
         def dense(rows, i):
             return tf.nn.bias_add(tf.matmul(rows, weights[i]), biases[i])
 
