@@ -1,6 +1,6 @@
 r"""Accuracy after conversion, measured: a fine-tuned classifier's dev accuracy as a SavedModel
-(`export_model.py`), as LiteRT at each precision and on ONNX Runtime, on the same rows, with the
-size on disk of each. With --pooling, an encoder's sentence vectors instead: their cosine to the
+(`export_model.py`) in float32 and with bfloat16 weights (`--mixed_precision=bf16`), as LiteRT at
+each precision and on ONNX Runtime, on the same rows, with the size on disk of each. With --pooling, an encoder's sentence vectors instead: their cosine to the
 SavedModel's.
 
     python bench/export_accuracy.py --task_name=sst-2 --data_dir=$DATA \
@@ -52,6 +52,9 @@ flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], "Measure a sentence-e
 flags.DEFINE_bool("normalize", False, "With --pooling: L2-normalise the vectors.")
 flags.DEFINE_list("quantizations", ["float32", "float16", "dynamic_int8", "int8"],
                   "LiteRT precisions to measure.")
+flags.DEFINE_bool("bfloat16", True, "Measure the SavedModel exported with bfloat16 weights "
+                  "(export_model.py --mixed_precision=bf16). On a CPU without bfloat16 units "
+                  "its matmuls are converted to float32 and back: slow, with the same values.")
 flags.DEFINE_bool("onnx", True, "Measure the ONNX export too (when tf2onnx and onnxruntime are "
                   "installed).")
 flags.DEFINE_integer("max_rows", None, "Measure the first N dev rows (default: all).")
@@ -124,6 +127,7 @@ def main(argv):
     from bert_runner.serving import embedding, litert, provenance
     from bert_tasks.classifier import processors, raw_text
     from modeling import checkpoint as checkpoints
+    from modeling.inference import with_bfloat16_weights
 
     files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                     FLAGS.max_seq_length, flag="--checkpoint")
@@ -154,17 +158,21 @@ def main(argv):
 
     results = collections.OrderedDict()
     refused = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        saved_dir = os.path.join(tmp, "saved_model")
+    def export_saved_model(served, saved_dir):
         if FLAGS.pooling:
-            embedding.export_embedding(model, files.vocab_file, FLAGS.do_lower_case,
-                                    FLAGS.max_seq_length, FLAGS.pooling, FLAGS.normalize,
-                                    saved_dir)
+            embedding.export_embedding(served, files.vocab_file, FLAGS.do_lower_case,
+                                       FLAGS.max_seq_length, FLAGS.pooling, FLAGS.normalize,
+                                       saved_dir)
         else:
-            raw_text.export_classifier(model, files.vocab_file, FLAGS.do_lower_case,
-                                                 FLAGS.max_seq_length, labels, saved_dir)
-        results["SavedModel float32"] = (run_saved_model(saved_dir, text_a, text_b, key),
-                                         dir_size(saved_dir))
+            raw_text.export_classifier(served, files.vocab_file, FLAGS.do_lower_case,
+                                       FLAGS.max_seq_length, labels, saved_dir)
+        return run_saved_model(saved_dir, text_a, text_b, key), dir_size(saved_dir)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        results["SavedModel float32"] = export_saved_model(model, os.path.join(tmp, "saved_model"))
+        if FLAGS.bfloat16:
+            results["SavedModel bf16"] = export_saved_model(
+                with_bfloat16_weights(model), os.path.join(tmp, "saved_model_bf16"))
         module = litert.text_module(convertible, files.vocab_file, FLAGS.do_lower_case,
                                     FLAGS.max_seq_length)
         for quantization in FLAGS.quantizations:

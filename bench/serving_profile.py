@@ -20,11 +20,15 @@ sentence a call, p50 over --repeats rounds after one warm-up round:
                     (each compiled in the untimed round; the compilations' time is printed apart).
   empty call        a tf.function returning its string input: the floor of any function call.
   dense matmuls     the encoder's dense layers' matmuls alone, at the median sentence's rows
-                    and at 32 rows; then the same with the weights as graph constants, each
-                    matmul followed by a bias (oneDNN's fused inner product, weights packed
-                    once); with
-                    onnxruntime installed, the same matmuls (same weights) in an ONNX Runtime
-                    session: whose matrix products are faster, apart from everything else.
+                    and at 32 rows, in each form TensorFlow can be asked for them: as the model
+                    computes them; with the weights as graph constants, each matmul followed by
+                    a bias (oneDNN's fused inner product, weights packed once); with the weights
+                    stored transposed (W^T x^T, then the product transposed back); as a batch
+                    matmul (BatchMatMulV2, oneDNN's matmul primitive); as a 1x1 convolution of
+                    constant weights with their biases (oneDNN's convolution, weights reordered
+                    once). With onnxruntime installed, the same matmuls (same weights) in an
+                    ONNX Runtime session: whose matrix products are faster, apart from
+                    everything else.
 --negligible_arithmetic gives the same graph at hidden 96: what its ops cost without the work.
 Then `Session.run` of the same SavedModel in a TF1 graph session, and one traced call's executed
 ops (RunMetadata step stats): their count, and their time summed by op type.
@@ -177,28 +181,31 @@ def main(argv):
     kernels = [tf.constant(rng.standard_normal(shape, np.float32) * 0.02)
                for shape in [(hidden, hidden)] * 4 + [(hidden, inner), (inner, hidden)]]
 
-    @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32)])
-    def dense_matmuls(x):
-        for _ in range(sizes["num_hidden_layers"]):
-            y = tf.add_n([tf.matmul(x, k) for k in kernels[:4]])
-            x = x + 0.01 * tf.matmul(tf.matmul(y, kernels[4]), kernels[5])
-        return x
-
     # NumPy arrays become Const nodes of the graph that uses them (a captured tensor would be
     # an input): TensorFlow then fuses each matmul with the bias after it into a oneDNN inner
     # product that keeps its constant weights packed from call to call.
     weights = [kernel.numpy() for kernel in kernels]
+    transposed = [tf.constant(w.T) for w in weights]
     biases = [rng.standard_normal(kernel.shape[1], np.float32) * 0.02 for kernel in kernels]
 
-    @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32)])
-    def constant_dense_matmuls(x):
-        def dense(rows, i):
-            return tf.nn.bias_add(tf.matmul(rows, weights[i]), biases[i])
+    def as_columns(rows, i):
+        return tf.transpose(tf.matmul(transposed[i], rows, transpose_b=True))
 
-        for _ in range(sizes["num_hidden_layers"]):
-            y = tf.add_n([dense(x, i) for i in range(4)])
-            x = x + 0.01 * dense(dense(y, 4), 5)
-        return x
+    def convolution(rows, i):
+        out = tf.nn.conv2d(rows[None, None], weights[i][None, None], 1, "VALID")
+        return tf.nn.bias_add(out, biases[i])[0, 0]
+
+    # The same matmuls as TensorFlow can be asked for them: which form its kernels run fastest.
+    dense_forms = {
+        "as the model": lambda rows, i: tf.matmul(rows, kernels[i]),
+        "graph constants with their biases":
+            lambda rows, i: tf.nn.bias_add(tf.matmul(rows, weights[i]), biases[i]),
+        "weights transposed (W^T x^T)": as_columns,
+        "batch matmul": lambda rows, i: tf.linalg.matmul(rows[None], kernels[i][None])[0],
+        "1x1 convolution, constants with biases": convolution,
+    }
+    matmul_chains = {name: dense_chain(dense, sizes["num_hidden_layers"], hidden)
+                     for name, dense in dense_forms.items()}
 
     @tf.function(input_signature=[serving_text_spec()])
     def empty(text):
@@ -230,12 +237,13 @@ def main(argv):
     for rows_count in (int(np.median(tokens)), 32):
         x = rng.standard_normal((rows_count, hidden), np.float32)
         inputs = [tf.constant(x)] * 16
-        print(f"dense matmuls alone, {rows_count} rows: p50 "
-              f"{p50(lambda x: dense_matmuls(x).numpy(), inputs, FLAGS.repeats):7.2f} ms; "
-              "as graph constants with their biases "
-              f"{p50(lambda x: constant_dense_matmuls(x).numpy(), inputs, FLAGS.repeats):7.2f}"
-              " ms" + ("" if ort_matmuls is None else "; in ONNX Runtime "
-                       f"{p50(ort_matmuls, [x] * 16, FLAGS.repeats):7.2f} ms"))
+        print(f"dense matmuls alone, {rows_count} rows:")
+        for name, chain in matmul_chains.items():
+            print(f"  {name:40s} p50 "
+                  f"{p50(lambda x: chain(x).numpy(), inputs, FLAGS.repeats):7.2f} ms")
+        if ort_matmuls is not None:
+            print(f"  {'in ONNX Runtime':40s} p50 "
+                  f"{p50(ort_matmuls, [x] * 16, FLAGS.repeats):7.2f} ms", flush=True)
     if FLAGS.op_stats:
         run_ms, ops, by_type = step_stats(FLAGS.export_dir, texts)
         print(f"{'Session.run':18s} p50 {run_ms:7.2f} ms; {ops:.0f} ops executed per call")
@@ -245,6 +253,21 @@ def main(argv):
             print(f"  {op:40s} {ms:7.2f} ms")
     if FLAGS.onnx_dir:
         onnx_rows(model, texts)
+
+
+def dense_chain(dense, layers, hidden):
+    """The encoder's dense matmuls alone, `dense(rows, i)` the product with kernel i (query, key,
+    value, attention output, intermediate, output): a tf.function of `x [rows, hidden]`."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, hidden], tf.float32)])
+    def chain(x):
+        for _ in range(layers):
+            y = tf.add_n([dense(x, i) for i in range(4)])
+            x = x + 0.01 * dense(dense(y, 4), 5)
+        return x
+
+    return chain
 
 
 def onnx_rows(model, texts):
@@ -263,7 +286,7 @@ def onnx_rows(model, texts):
 
 
 def onnx_dense_matmuls(kernels, layers):
-    """`dense_matmuls` of `main` as an ONNX Runtime session (`x [rows, hidden]` -> numpy), the
+    """`dense_chain`'s matmuls as an ONNX Runtime session (`x [rows, hidden]` -> numpy), the
     same kernels and arithmetic; None without onnxruntime."""
     try:
         import onnxruntime

@@ -39,9 +39,9 @@ def export_dir(tmp_path_factory):
     return directory
 
 
-@pytest.fixture(scope="module")
-def loaded(export_dir):
-    """The Predictor, with the signature calls its load made in `warm_up_calls`."""
+def recording_calls(patch):
+    """The Predictor's signature calls from here on (patched by `patch`), as (name, {input:
+    rows})."""
     from bert_runner.serving import predictor
 
     calls, call = [], predictor.Predictor._call
@@ -50,8 +50,17 @@ def loaded(export_dir):
         calls.append((name, {key: len(value) for key, value in tensors.items()}))
         return call(self, name, **tensors)
 
+    patch.setattr(predictor.Predictor, "_call", recording)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def loaded(export_dir):
+    """The Predictor, with the signature calls its load made in `warm_up_calls`."""
+    from bert_runner.serving import predictor
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(predictor.Predictor, "_call", recording)
+        calls = recording_calls(patch)
         model = predictor.Predictor(str(export_dir))
     model.warm_up_calls = calls
     return model
@@ -62,6 +71,18 @@ def test_the_load_calls_every_signature_predict_uses_once(loaded):
     are built at load with one one-row input, so neither first answer pays for it."""
     assert loaded.warm_up_calls == [("serving_default", {"text_a": 1}),
                                     ("pairs", {"text_a": 1, "text_b": 1})]
+
+
+def test_predict_py_calls_only_the_signature_its_inputs_use(export_dir, monkeypatch):
+    """predict.py has read every input before the load: two single texts are one call of
+    serving_default, with no warm-up call before it and no `pairs` built for nothing."""
+    from bert_runner.serving import predictor
+
+    calls = recording_calls(monkeypatch)
+    out = io.StringIO()
+    predictor.run(str(export_dir), ["The dog runs fast.", "the cat sleeps"], out=out)
+    assert calls == [("serving_default", {"text_a": 2})]
+    assert len(out.getvalue().splitlines()) == 2
 
 
 def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded):

@@ -94,12 +94,15 @@ class Predictor:
 
     Args:
       export_dir: the SavedModel directory (`--export_dir` of export_model.py).
+      warm_up: call every signature `predict` may use once at load, so that every answer after
+        it takes milliseconds (a server's first request included). Off where all the inputs
+        are known before the load (`run`): their own call builds only the signatures they use.
     Raises:
       ValueError naming the directory: not a SavedModel, not one of export_model.py's, or lacking
       a signature its format needs.
     """
 
-    def __init__(self, export_dir):
+    def __init__(self, export_dir, warm_up=True):
         self.export_dir = export_dir
         if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
             raise ValueError("--model=%s is not a SavedModel directory (no saved_model.pb): %s"
@@ -127,8 +130,9 @@ class Predictor:
         # The first call of a loaded signature builds and optimises its graph (seconds): made
         # here for every signature `predict` may call, so that every answer after the load
         # takes milliseconds, a classifier's first pair included.
-        for count in self.serving.warm_up_fields or (self.serving.fields[0],):
-            self.predict([Input("\t".join(["warm up"] * count), "warm-up")])
+        if warm_up:
+            for count in self.serving.warm_up_fields or (self.serving.fields[0],):
+                self.predict([Input("\t".join(["warm up"] * count), "warm-up")])
         logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
                      time.perf_counter() - started)
 
@@ -187,7 +191,9 @@ def run(export_dir, texts=(), input_file=None, stdin=None, output_format="text",
     input's text)."""
     inputs = read_inputs(texts, input_file, stdin)
     answered = [item for item in inputs if item.text.strip()]
-    predictor = Predictor(export_dir)
+    # Every input is read before the load: their call builds what they use, and a one-off
+    # answer does not wait for signatures it never calls.
+    predictor = Predictor(export_dir, warm_up=False)
     started = time.perf_counter()
     results = iter(predictor.predict(answered))
     logging.info("Answered %d input(s) in %.1f ms", len(answered),
