@@ -64,6 +64,7 @@ def run(export_dir, inputs, output_format, out):
 
     inputs = [item for item in inputs if item.text.strip()]
     check_pairs(inputs)
-    for answer in rerank(Predictor(export_dir), inputs):
+    # Every input is read: their call builds only the `pairs` signature (as predictor.run).
+    for answer in rerank(Predictor(export_dir, warm_up=False), inputs):
         out.write((json.dumps(answer, ensure_ascii=False) if output_format == "json"
                    else describe(answer)) + "\n")
