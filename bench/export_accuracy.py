@@ -1,7 +1,7 @@
 r"""Accuracy after conversion, measured: a fine-tuned classifier's dev accuracy as a SavedModel
 (`export_model.py`) in float32 and with bfloat16 weights (`--mixed_precision=bf16`), as LiteRT at
-each precision and on ONNX Runtime, on the same rows, with the size on disk of each. With --pooling, an encoder's sentence vectors instead: their cosine to the
-SavedModel's.
+each precision and on ONNX Runtime, on the same rows, with the size on disk of each. With
+--pooling, an encoder's sentence vectors instead: their cosine to the float32 SavedModel's.
 
     python bench/export_accuracy.py --task_name=sst-2 --data_dir=$DATA \
       --bert_config_file=$MODEL/bert_config.json --vocab_file=$MODEL/vocab.txt \
@@ -158,6 +158,7 @@ def main(argv):
 
     results = collections.OrderedDict()
     refused = {}
+
     def export_saved_model(served, saved_dir):
         if FLAGS.pooling:
             embedding.export_embedding(served, files.vocab_file, FLAGS.do_lower_case,
