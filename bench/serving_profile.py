@@ -185,8 +185,8 @@ def main(argv):
     # an input): TensorFlow then fuses each matmul with the bias after it into a oneDNN inner
     # product that keeps its constant weights packed from call to call.
     weights = [kernel.numpy() for kernel in kernels]
-    transposed = [tf.constant(w.T) for w in weights]
     biases = [rng.standard_normal(kernel.shape[1], np.float32) * 0.02 for kernel in kernels]
+    transposed = [tf.constant(w.T) for w in weights]  # inputs of the graph, as `kernels`
 
     def as_columns(rows, i):
         return tf.transpose(tf.matmul(transposed[i], rows, transpose_b=True))
