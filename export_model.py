@@ -46,9 +46,12 @@ flags.DEFINE_string(
 ranged(flags.DEFINE_integer(
     "max_seq_length", 128,
     "The maximum total input sequence length after WordPiece tokenization. Sequences longer than "
-    "this will be truncated. Use the value the model was fine-tuned with."), at_least(3, PAIR))
+    "this will be truncated. Use the value the model was fine-tuned with (left out: the one its "
+    "run.json records)."), at_least(3, PAIR))
 flags.DEFINE_string("task_name", None, "The name of the task the model was fine-tuned on "
-                    "(gives the label names and their number); --format=classifier only.")
+                    "(gives the label names and their number); --format=classifier, litert or "
+                    "onnx. Default: the task of the run_classifier run that wrote --checkpoint "
+                    "(its run.json).")
 # run_classifier's, for its models.
 flags.DEFINE_list(
     "labels", None,
@@ -70,11 +73,13 @@ flags.DEFINE_enum(
 ranged(flags.DEFINE_integer(
     "doc_stride", None,
     "Word-pieces between the starts of consecutive windows: --format=squad (default 128, "
-    "run_squad's) and --long_documents (default 64, run_classifier's)."),
+    "run_squad's) and --long_documents (default 64, run_classifier's); left out: the one the "
+    "run's run.json records."),
     at_least(1, words="at least"))
 ranged(flags.DEFINE_integer(
     "max_query_length", 64,
-    "--format=squad: questions are cut to this many word-pieces (run_squad's flag)."),
+    "--format=squad: questions are cut to this many word-pieces (run_squad's flag; left out: "
+    "the one the run's run.json records)."),
     at_least(1))
 ranged(flags.DEFINE_integer(
     "n_best_size", 20, "--format=squad: the n-best size of the answers' post-processing."),
@@ -99,8 +104,10 @@ flags.DEFINE_string(
     "The model: the output_dir of the --format's script (run_classifier, run_squad, run_ner, "
     "run_swag: its latest ckpt-N; its run.json must name that script), a ckpt-N prefix, or an "
     "original-layout TF1 checkpoint holding that script's head; for --format=embedding and "
-    "huggingface any checkpoint holding the encoder, or a Hugging Face model directory (then "
-    "--bert_config_file and --vocab_file are optional).")
+    "huggingface any checkpoint holding the encoder, or a Hugging Face model directory. "
+    "--bert_config_file and --vocab_file are optional with a Hugging Face directory (its own) "
+    "and with a run's output_dir or a checkpoint in it (the bert_config.json the run wrote, the "
+    "vocabulary it read).")
 flags.DEFINE_enum(
     "mixed_precision", None, ["bf16"],
     "bf16: serve in bfloat16 with the weights stored in bfloat16 (half the size; LayerNorm and "

@@ -186,6 +186,19 @@ def lines_file(output_file, input_file=None):
     return path
 
 
+def check_input_file(input_file):
+    """Refuses, before the model is loaded, an --input_file that cannot be read (missing, a
+    directory, no permission), naming the flag."""
+    from bert_runner.results import file_error_reason
+
+    try:
+        with open(input_file, "rb"):
+            pass
+    except OSError as e:
+        raise ValueError(f"--input_file={input_file} cannot be read ({file_error_reason(e)})") \
+            from None
+
+
 def check_output_files(output_file, input_file, output_format=None):
     """Refuses, before any work, outputs that would replace --input_file: --output_file itself
     (every mode), and with `output_format` "npy" its lines file (`lines_file`)."""
@@ -260,6 +273,7 @@ def main(_):
     from bert_runner import results, startup
 
     # Refused before the model runs (a file in the way, no permission), naming the flag.
+    check_input_file(FLAGS.input_file)
     results.check_writable_dir(os.path.dirname(os.path.abspath(FLAGS.output_file)), "output_file")
     check_output_files(FLAGS.output_file, FLAGS.input_file,
                        FLAGS.output_format if FLAGS.pooling else None)

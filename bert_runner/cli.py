@@ -96,7 +96,9 @@ def _parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        _exit_refused(f"{error}\nPass --helpfull to see every flag with its range.")
+        # The hint rides on the first line: a refusal is one line per problem.
+        first, *rest = str(error).splitlines() or [""]
+        _exit_refused("\n".join([f"{first} (--helpfull lists every flag with its range)", *rest]))
     except SystemExit as exit_:
         if exit_.code == 1 and any(a.lstrip("-").startswith("help") for a in argv[1:]):
             sys.exit(0)
@@ -114,14 +116,25 @@ def _guarded(main):
             if _show_traceback():
                 logging.exception("Refused:")
             _exit_refused(message)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interruption:
             # `finally` blocks have removed incomplete outputs and released output_dir.
             sys.stderr.write(f"{os.path.basename(sys.argv[0])}: interrupted; incomplete outputs "
                              "were removed (a training run resumes from its newest checkpoint "
                              "when run again)\n")
-            sys.exit(128 + signal.SIGINT)
+            sys.exit(128 + getattr(interruption, "signum", signal.SIGINT))
 
     return guarded_main
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`), raised where the script is, so that it unwinds as Ctrl-C does: the same
+    clean-up and message, and exit code 143."""
+
+    signum = signal.SIGTERM
+
+
+def _terminate(signum, frame):
+    raise Terminated()
 
 
 def freeze_imported_objects():
@@ -146,9 +159,12 @@ def run(main):
     exit codes."""
     module = sys.modules["__main__"]
     module.__doc__ = (module.__doc__ or "").rstrip("\n") + "\n" + EXIT_CODES
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, _terminate)
     if os.environ.get(FLAG_RULES_VARIABLE):
         with open(os.environ[FLAG_RULES_VARIABLE], "w", encoding="utf-8") as f:
             json.dump(flag_ranges.declared(flags.FLAGS), f)
     freeze_imported_objects()
-    app.run(_guarded(main), flags_parser=_parse_flags)
+    try:
+        app.run(_guarded(main), flags_parser=_parse_flags)
+    except Terminated:  # before main (parsing the flags): nothing to clean up, still 143
+        sys.exit(128 + signal.SIGTERM)

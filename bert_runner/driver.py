@@ -17,11 +17,16 @@ trains (resuming from the newest checkpoint in output_dir, else starting from
 without training restores the newest checkpoint; then evaluates (eval_results.txt, with the
 task's baselines in the log) and predicts (the task's prediction files).
 
+A run refused (or failing, or interrupted) in an output_dir it created, before it wrote anything
+but its run.json, bert_config.json, label_list.txt and records there, removes them and the
+directory: a directory that existed is never removed, nor a file another run wrote.
+
 An output_dir belongs to one task and one model: `prepare` refuses a directory whose
 `output_dir/run.json` names another task, `--bilstm_on_top` or pretraining objective, before
 anything in it is overwritten; the task, its hyper-parameters and the objective are recorded
 there once every check has passed.
 """
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -83,7 +88,7 @@ def prepare(task, run, config, identity, seeds=None):
     if run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
                                           config_file=run.bert_config_file,
-                                          lora_adapters=run.lora_adapters)
+                                          lora_adapters=run.lora_adapters, task=task.name)
         keras.backend.clear_session(free_memory=False)  # see run_task
 
 
@@ -282,6 +287,19 @@ def _init_from_checkpoint(trainer, run, task):
         lora_adapters=run.lora_adapters)
 
 
+def _examples_per_row(task, split):
+    """The examples a training row holds on average, for the progress lines: a packed split's
+    count, or (a callable, asked once the training dataset is made) what pre-training's text
+    input packed (`--input_format=text --max_sequences_per_row`), whose rows are made in its
+    input pipeline; 1.0 for rows of one example."""
+    if split.num_rows:
+        return split.num_examples / split.num_rows
+    dynamic_input = getattr(task, "dynamic_input", None)
+    if dynamic_input is not None and hasattr(dynamic_input, "examples_per_row"):
+        return lambda: dynamic_input.examples_per_row
+    return 1.0
+
+
 def train(trainer, task, run, config, split, num_train_steps):
     """Trains to `num_train_steps` (resuming, else from `--init_checkpoint`); then the
     original-layout checkpoint with `--save_tf1_checkpoint`.
@@ -294,7 +312,7 @@ def train(trainer, task, run, config, split, num_train_steps):
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
                   init_fn=_init_from_checkpoint(trainer, run, task),
                   checkpoint_iterator=run.checkpoint_iterator,
-                  examples_per_row=split.num_examples / split.num_rows if split.num_rows else 1.0)
+                  examples_per_row=_examples_per_row(task, split))
     if not trainer.history and trainer.step >= num_train_steps > 0:
         logging.warning(
             "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "
@@ -414,11 +432,22 @@ def run(task, run, seeds=None):
     task.check_examples(examples)
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
-    results.check_writable_dir(run.output_dir, "output_dir")
+    # A multi-worker run's other workers share the chief's output_dir: the chief's to remove.
+    made = _missing_dirs(run.output_dir) if distribution.is_chief(strategy) else []
+    with _dirs_removed_if_failed(made):
+        results.check_writable_dir(run.output_dir, "output_dir")
+        return _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing,
+                                  examples, strategy, made)
+
+
+def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, examples, strategy,
+                       made):
+    """`run`'s work once output_dir exists: `made` lists the folders this run created."""
     identity = run_identity.of(
         task, run, config, train_examples=examples.get("train") if run.do_train else None,
         train_records=existing.get("train") if run.do_train else None)
-    with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)):
+    with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)), \
+            _run_files_removed_if_failed(run.output_dir, made, _run_file_names(task)):
         prepare(task, run, config, identity, seeds)
         # A training command of other settings was refused above: these only evaluate or predict.
         changed = _changed_settings(run.output_dir, identity)
@@ -465,3 +494,77 @@ def run(task, run, seeds=None):
             results.write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"),
                                       summary)
         return by_seed
+
+
+def _missing_dirs(output_dir):
+    """The folders `output_dir` needs created, itself first, up to the first that exists; none on
+    an object store (`gs://`), where folders are only names' prefixes."""
+    if "://" in output_dir:
+        return []
+    missing = []
+    path = os.path.abspath(output_dir)
+    while not os.path.lexists(path) and path != os.path.dirname(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+def _run_file_names(task):
+    """What a run writes in output_dir before anything a user keeps (checkpoints, results,
+    predictions): its records, config and labels, its splits' TFRecords, which every run writes
+    anew; and the lock, which `output_lock` removes."""
+    return {run_files.RUN_RECORD, "bert_config.json", run_files.LABEL_LIST_FILE,
+            output_lock.LOCK_FILE, *(name + ".tf_record" for name in task.splits.values())}
+
+
+def _holds_only(directory, names):
+    """Whether `directory` holds nothing but files named in `names` and folders of such (a seed
+    sweep's seed_<n>)."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            if not _holds_only(entry.path, names):
+                return False
+        elif entry.name not in names:
+            return False
+    return True
+
+
+def _remove_run_files(directory, names):
+    """Removes `directory`'s files named in `names` (but the lock) and its folders of such."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            _remove_run_files(entry.path, names)
+            os.rmdir(entry.path)
+        elif entry.name != output_lock.LOCK_FILE:
+            os.remove(entry.path)
+
+
+@contextlib.contextmanager
+def _run_files_removed_if_failed(output_dir, made, names):
+    """When the block fails (a refusal, a bug, an interruption) in an output_dir this run `made`
+    that holds only the run's own files (`_run_file_names`), removes them, so that nothing is
+    left but the lock; anything else in it keeps every file. Inside the lock: no other run can
+    have written there meanwhile."""
+    try:
+        yield
+    except BaseException:
+        # Left as they are where they cannot be removed: the block's error is the one to tell.
+        with contextlib.suppress(OSError):
+            if made and _holds_only(output_dir, names):
+                _remove_run_files(output_dir, names)
+        raise
+
+
+@contextlib.contextmanager
+def _dirs_removed_if_failed(made):
+    """When the block fails, removes the folders in `made` (created by this run, deepest first)
+    that are empty by then; a folder another run has written to since keeps its files."""
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            try:
+                os.rmdir(path)
+            except OSError:
+                break
+        raise

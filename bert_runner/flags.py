@@ -242,9 +242,13 @@ def define_run_flags(batch_size_rule=True):
 
 def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.FLAGS):
     """Marks the flags `names` (`bert_config_file`, `vocab_file`) required unless `--checkpoint`
-    is a Hugging Face model directory, which holds the config and the vocabulary, or an original
-    ELECTRA checkpoint with `vocab.txt` beside it (a released folder: its config is read from its
-    shapes) (`modeling.checkpoint.model_files`); checked when `flag_values` are parsed."""
+    supplies them: a Hugging Face model directory, which holds the config and the vocabulary; an
+    original ELECTRA checkpoint with `vocab.txt` beside it (a released folder: its config is read
+    from its shapes) (`modeling.checkpoint.model_files`); or a run's output_dir or a checkpoint in
+    it (without `--checkpoint`: the command's own `--output_dir`, when it holds checkpoints to
+    evaluate, predict with or resume), whose bert_config.json and vocabulary then become the
+    flags' values (`modeling.checkpoint.run_model_files`), so that every later reader of the
+    flags takes the run's. Checked when `flag_values` are parsed."""
 
     def check(values):
         missing = [name for name in names if not values[name]]
@@ -264,10 +268,42 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
             check_partial_directory(directory, f"--{checkpoint}")
         except ValueError as e:
             raise flags.ValidationError(str(e)) from None
-        raise flags.ValidationError(
-            f"--{missing[0]} is required unless --{checkpoint} is {HF_DIRECTORY}")
+        if not home and _take_run_files(missing, directory, checkpoint, flag_values):
+            return True
+        from modeling.checkpoint import run_model_files
+
+        raise flags.ValidationError(f"--{missing[0]} is required unless --{checkpoint} is "
+                                    f"{HF_DIRECTORY}, or {run_model_files.RUN_DIRECTORY}")
 
     flags.register_multi_flags_validator([*names, checkpoint], check, flag_values=flag_values)
+
+
+def _take_run_files(missing, directory, checkpoint, flag_values):
+    """Sets the `missing` model-file flags to what the run whose checkpoint `directory` is (else
+    the command's own --output_dir, when it holds checkpoints) supplies; True when it supplies
+    all of them. A vocabulary the run read that is gone or changed is refused naming it."""
+    from modeling.checkpoint import checkpoint_folder, run_model_files
+
+    flag = f"--{checkpoint}"
+    if not directory and "output_dir" in flag_values:
+        output_dir = flag_values["output_dir"].value
+        if output_dir and checkpoint_folder(output_dir):
+            directory, flag = output_dir, "--output_dir"
+    found = run_model_files.of_checkpoint(directory) if directory else None
+    if found is None:
+        return False
+    if "bert_config_file" in missing and not found.config_file:
+        return False
+    if "vocab_file" in missing and found.vocab_problem:
+        raise flags.ValidationError(run_model_files.vocab_refusal(flag, directory, found))
+    supplied = {"bert_config_file": found.config_file, "vocab_file": found.vocab_file}
+    if not all(supplied[name] for name in missing):
+        return False
+    for name in missing:
+        # Set as parsed values (not `present`): the scripts, the driver and the run's record
+        # read these flags as if they had been given.
+        flag_values[name].value = supplied[name]
+    return True
 
 
 def define_embedding_flags():

@@ -3,6 +3,7 @@
 Paths go through `tf.io.gfile`, so `output_dir` may be a `gs://` path, as in the original.
 """
 import json
+import numbers
 import os
 import uuid
 
@@ -54,10 +55,22 @@ START_REPORT = "eval_start.json"
 
 
 def write_eval_report(output_dir, metrics, baselines, name=EVAL_REPORT):
-    """output_dir/eval_report.json: `{"metrics": {name: number}, "baselines": {name: text}}`."""
-    record = {"metrics": {key: float(value) for key, value in sorted(metrics.items())},
+    """output_dir/eval_report.json: `{"metrics": {name: number}, "baselines": {name: text}}`;
+    an integer metric (global_step) is written as one, as eval_results.txt writes it."""
+    record = {"metrics": {key: _json_number(key, value) for key, value in sorted(metrics.items())},
               "baselines": dict(sorted(baselines.items()))}
     write_text_atomic(os.path.join(output_dir, name), json.dumps(record, indent=2) + "\n")
+
+
+# Metrics that count (steps): integers even when the caller made every metric a float.
+_COUNTS = ("global_step",)
+
+
+def _json_number(key, value):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    value = float(value)
+    return int(value) if key in _COUNTS and value.is_integer() else value
 
 
 def write_eval_results(path, results):

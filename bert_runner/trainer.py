@@ -13,6 +13,7 @@ One training step, per replica:
 `iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop.
 """
 import collections
+import glob
 import os
 import shutil
 import time
@@ -44,6 +45,27 @@ def write_scalar_summary(name, value):
     """A TensorBoard scalar, written with core TF only (`tf.summary.scalar` needs the
     `tensorboard` package, which TF 2.21 no longer installs)."""
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_scalar_metadata())
+
+
+def eta_seconds(num_train_steps, step, now, since):
+    """Seconds left to reach `num_train_steps` from `step` at time `now`, at the pace kept since
+    `since`, a (step, time) pair: the start of training for the first loop call's line, then the
+    end of that call, whose time also went into tracing and compiling the step (seconds to
+    minutes that the later calls do not take again)."""
+    since_step, since_time = since
+    return (num_train_steps - step) * (now - since_time) / max(step - since_step, 1)
+
+
+def remove_unfinished_saves(directory):
+    """Removes the `ckpt-<N>_temp` folders in `directory`: TensorFlow writes a checkpoint's
+    shards there and moves them to `ckpt-<N>.*` when the save completes, so one that is left
+    holds a save that never finished (as large as a checkpoint). Returns the folders removed."""
+    removed = []
+    for path in sorted(tf.io.gfile.glob(os.path.join(glob.escape(directory), "ckpt-*_temp"))):
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+            removed.append(path)
+    return removed
 
 
 def clip_scale(norm, clip_norm):
@@ -266,10 +288,13 @@ class Trainer:
         checkpoint_iterator: save the input position too, so a resumed run sees exactly the
             batches an uninterrupted one would (not supported by every multi-worker setup).
         examples_per_row: the examples a row of the batches holds on average, for packed rows
-            (`bert_runner.packing`): the log then counts rows/s and the examples/s they hold.
+            (`bert_runner.packing`): the log then counts rows/s and the examples/s they hold. A
+            callable is asked once the dataset is made (rows packed by the input pipeline).
         """
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
+        if callable(examples_per_row):
+            examples_per_row = examples_per_row()
         manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
         restored = restore_newest_readable(
             manager,
@@ -280,37 +305,53 @@ class Trainer:
             init_fn()
         writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.chief else None
         start_step, start_time = self.step, time.time()
+        pace_since = (start_step, start_time)
         first_record = len(self.history)
         metrics = {}
-        while self.step < num_train_steps:
-            steps = min(self.steps_per_loop, num_train_steps - self.step,
-                        self.save_checkpoints_steps - self.step % self.save_checkpoints_steps)
-            loop_start = time.time()
-            metrics = {k: float(v) for k, v in self._train_loop(iterator, tf.constant(steps)).items()}
-            self._log(metrics, steps, time.time() - loop_start, start_step, start_time,
-                      num_train_steps, writer, examples_per_row)
-            if self.step % self.save_checkpoints_steps == 0 or self.step >= num_train_steps:
-                path = manager.save(checkpoint_number=self.step)
-                if self.chief:
-                    logging.info("Saved checkpoint %s", path)
+        try:
+            while self.step < num_train_steps:
+                steps = min(self.steps_per_loop, num_train_steps - self.step,
+                            self.save_checkpoints_steps - self.step % self.save_checkpoints_steps)
+                loop_start = time.time()
+                metrics = {k: float(v)
+                           for k, v in self._train_loop(iterator, tf.constant(steps)).items()}
+                loop_end = time.time()
+                self._log(metrics, steps, loop_end - loop_start, pace_since, num_train_steps,
+                          writer, examples_per_row)
+                if len(self.history) == first_record + 1:
+                    pace_since = (self.step, loop_end)
+                if self.step % self.save_checkpoints_steps == 0 or self.step >= num_train_steps:
+                    path = manager.save(checkpoint_number=self.step)
+                    if self.chief:
+                        logging.info("Saved checkpoint %s", path)
+        except BaseException:
+            # Ctrl-C or SIGTERM (`bert_runner.cli`) during a save leaves its shards behind. What
+            # cannot be removed is left for the next save: the interruption is what to report.
+            try:
+                for path in remove_unfinished_saves(self._checkpoint_dir()):
+                    logging.info("Removed %s, an unfinished checkpoint save", path)
+            except (OSError, tf.errors.OpError) as error:
+                logging.warning("Could not remove an unfinished checkpoint save: %s", error)
+            raise
+        finally:
+            if not self.chief:
+                shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
         if len(self.history) > first_record:
             # The first loop call also traces (and compiles) the step. bench/finetuning.py reads this.
             logging.info("Trained steps %d-%d in %.2f s, checkpoints included (first loop call "
                          "%.2f s)", start_step, self.step, time.time() - start_time,
                          self.history[first_record].seconds)
-        if not self.chief:
-            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
         return metrics
 
-    def _log(self, metrics, steps, seconds, start_step, start_time, num_train_steps, writer,
+    def _log(self, metrics, steps, seconds, pace_since, num_train_steps, writer,
              examples_per_row):
+        """Logs one loop call's progress line; `pace_since` as `eta_seconds` takes it."""
         step = self.step
         self.history.append(LoopRecord(step, metrics, seconds))
         steps_per_s = steps / max(seconds, 1e-9)
         rows_per_s = steps_per_s * self.global_batch_size
         examples_per_s = rows_per_s * examples_per_row
-        done = step - start_step
-        eta = (num_train_steps - step) * (time.time() - start_time) / max(done, 1)
+        eta = eta_seconds(num_train_steps, step, time.time(), pace_since)
         lr = float(self.optimizer.learning_rate)
         rows = f"{rows_per_s:.1f} packed rows/s, " if examples_per_row != 1 else ""
         line = (f"step {step}/{num_train_steps} loss {metrics['loss']:.4f} lr {lr:.3g} "

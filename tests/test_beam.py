@@ -137,3 +137,20 @@ def test_a_runner_without_beam_names_the_requirements_file(monkeypatch, shards, 
     assert beam_pipelines.REQUIREMENTS_FILE == "requirements-beam.txt"
     assert (ROOT / beam_pipelines.REQUIREMENTS_FILE).is_file()
     assert not list(tmp_path.iterdir())
+
+
+def test_an_output_that_is_an_input_is_refused_before_the_pipeline(monkeypatch, tmp_path):
+    """Checked before Beam runs anything (so without apache-beam here): a shard name or the vocab
+    that is an input file would be replaced by what is made from it."""
+    monkeypatch.setattr(beam_pipelines, "_beam", lambda runner: None)
+    text = "Some text here.\nAnd more of it.\n"
+    shard = tmp_path / "x-00000-of-00001"
+    shard.write_text(text)
+    opts = pipeline.Options(input_file=str(shard), output_file=str(tmp_path / "x"),
+                            vocab_file=VOCAB)
+    with pytest.raises(ValueError, match=message("output-file-is-input")):
+        beam_pipelines.make_pretraining_data(opts, "DirectRunner")
+    opts = building.Options(input_file=str(tmp_path / "*"), output_file=str(shard))
+    with pytest.raises(ValueError, match=message("output-file-is-input")):
+        beam_pipelines.build_vocab(opts, "DirectRunner")
+    assert shard.read_text() == text and os.listdir(tmp_path) == [shard.name]

@@ -2,6 +2,7 @@
 output, a learned vocab that beats a random one, bounded memory, clear errors, atomic output."""
 import collections
 import os
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer
 from bert_tasks.pretraining.vocab_building import building, layout, learner, quality, words
 from bert_tasks.pretraining.vocab_building.word_table import WordTable
+from refusals import assert_refused, message
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUSTEN = os.path.join(ROOT, "data", "austen")
@@ -217,6 +219,31 @@ def test_input_without_words_fails_naming_the_files(tmp_path):
     with pytest.raises(InputError, match=r"a_empty\.txt, .*b_control\.txt: no words in 3 lines"):
         building.run(_options(tmp_path, tmp_path / "vocab.txt"))
     assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_an_output_file_that_is_an_input_is_refused(tmp_path, monkeypatch):
+    """--output_file=--input_file exited 0 having replaced the text with its vocab."""
+    text = "\n".join(_austen_lines("emma.txt", 0, 200)) + "\n"
+    corpus = tmp_path / "x.txt"
+    corpus.write_text(text, encoding="utf-8")
+    process = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "build_vocab.py"), "--input_file=%s" % corpus,
+         "--output_file=%s" % corpus, "--vocab_size=1200", "--min_count=1"],
+        capture_output=True, text=True, cwd=ROOT)
+    assert_refused(process, "output-file-is-input")
+    assert "--input_file=%s" % corpus in process.stderr
+    assert corpus.read_text(encoding="utf-8") == text
+    # A list or a glob of inputs, another spelling of the path, a link.
+    (tmp_path / "w.txt").write_text("Other words.\n")
+    os.symlink(corpus, tmp_path / "link.txt")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for input_file, output_file in (("w.txt,x.txt", "./x.txt"), ("*.txt", "sub/../x.txt"),
+                                    ("x.txt", "link.txt"), ("link.txt", str(corpus))):
+        with pytest.raises(InputError, match=re.escape(message("output-file-is-input"))):
+            building.run(_options(tmp_path, output_file, input_file=input_file))
+        assert corpus.read_text(encoding="utf-8") == text
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "sub", "w.txt", "x.txt"]
 
 
 def test_cli_exits_2_with_the_message(tmp_path):

@@ -218,3 +218,40 @@ def test_which_layout_a_path_is_in_is_told_without_tensorflow():
     out = subprocess.run([sys.executable, "-E", "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_shape_mismatch_says_why_from_the_runs_record(reference, tmp_path):
+    """A run's encoder read with a config of another hidden_size: the run's own bert_config.json
+    is named with the keys that differ, not another task's head (whatever task the run was); a
+    head of other shapes is another task's only when the run was another task."""
+    from modeling import BertConfig
+
+    pretraining = tmp_path / "pretraining"
+    pretraining.mkdir()
+    _run_directory(pretraining, reference[0], {"task": "pretraining"})
+    (pretraining / "bert_config.json").write_text(tiny_config().to_json_string())
+    wider = tmp_path / "wider.json"
+    wider.write_text(json.dumps({**tiny_config().to_dict(), "hidden_size": 64}))
+    for task in ("pretraining", None):
+        with pytest.raises(ValueError, match=message("checkpoint-encoder-other-config")) as error:
+            checkpoints.open_checkpoint(pretraining).check_fits(
+                BertModel(BertConfig.from_json_file(wider)), str(wider), task=task)
+        text = str(error.value)
+        assert message("checkpoint-shape-mismatch") in text
+        assert (f"its run ({pretraining / 'run.json'}) trained the model of "
+                f"{pretraining / 'bert_config.json'}, not that of {wider} (hidden_size 64, the "
+                f"run's 32): pass --bert_config_file={pretraining / 'bert_config.json'}") in text
+        assert "another task's head" not in text
+
+    classifier = BertClassifier(tiny_config(), 3)
+    checkpoints.load_checkpoint(classifier, TINY / "bert_model.ckpt", strict=False)
+    run = tmp_path / "multilabel"
+    run.mkdir()
+    _run_directory(run, classifier, {"task": "classifier/multilabel"})
+    found = checkpoints.open_checkpoint(run)
+    with pytest.raises(ValueError, match="shape mismatch classifier/output_weights") as error:
+        found.check_fits(BertClassifier(tiny_config(), 2), task="classifier/multilabel")
+    assert "another task's head" not in str(error.value)
+    assert "a run of this task ('classifier/multilabel'" in str(error.value)
+    with pytest.raises(ValueError, match="another task's head under the same names"):
+        found.check_fits(BertClassifier(tiny_config(), 2), task="ner")

@@ -46,14 +46,37 @@ def test_refused_interrupted_and_failed_mains_exit_as_documented(capsys):
             raise error
         return cli._guarded(main)
 
-    for error, code in ((ValueError("--x=0: must be > 0"), 2), (KeyboardInterrupt(), 130)):
+    for error, code in ((ValueError("--x=0: must be > 0"), 2), (KeyboardInterrupt(), 130),
+                        (cli.Terminated(), 143)):
         with pytest.raises(SystemExit) as exit_:
             main_raising(error)([])
         assert exit_.value.code == code
     stderr = capsys.readouterr().err
-    assert "error: --x=0: must be > 0\n" in stderr and "interrupted; incomplete outputs" in stderr
+    assert "error: --x=0: must be > 0\n" in stderr
+    assert stderr.count("interrupted; incomplete outputs") == 2  # Ctrl-C and SIGTERM alike
     with pytest.raises(KeyError):  # A bug keeps its traceback: absl exits 1 with it.
         main_raising(KeyError("x"))([])
+
+
+def test_sigterm_unwinds_as_ctrl_c_does(tmp_path):
+    """A script sent SIGTERM (here by itself, so the signal arrives at a known point) runs its
+    `finally` blocks, says it was interrupted and exits 143."""
+    program = (
+        "import os, signal, sys\n"
+        "from bert_runner import cli\n"
+        "def main(_):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        signal.pause()\n"
+        "    finally:\n"
+        f"        open({str(tmp_path / 'cleaned')!r}, 'w').close()\n"
+        "cli.run(main)\n")
+    process = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+    assert process.returncode == 143, process.stderr
+    assert "interrupted; incomplete outputs were removed" in process.stderr
+    assert "Traceback" not in process.stderr
+    assert (tmp_path / "cleaned").exists()
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -172,6 +172,40 @@ def _cli(*args):
             "--vocab_file=" + VOCAB_FILE] + list(args)
 
 
+def test_an_output_file_that_is_an_input_is_refused(tmp_path, data_dir, monkeypatch):
+    """--output_file=--input_file (or the vocab) exited 0 having replaced it with records."""
+    text = (data_dir / "corpus.txt").read_bytes()
+    corpus = _write(tmp_path / "a.txt", text, "wb")
+    process = subprocess.run(_cli("--input_file=%s" % corpus, "--output_file=%s" % corpus),
+                             capture_output=True, text=True)
+    refusals.assert_refused(process, "output-file-is-input")
+    assert "--input_file=%s" % corpus in process.stderr
+    assert corpus.read_bytes() == text
+    # Any of several outputs, any input of a list or a glob, any spelling of the path; the vocab.
+    vocab_copy = _write(tmp_path / "vocab.txt", open(VOCAB_FILE, "rb").read(), "wb")
+    os.symlink(corpus, tmp_path / "link.txt")
+    os.link(corpus, tmp_path / "hard.txt")
+    monkeypatch.chdir(tmp_path)
+    for input_file, output_file in (
+            ("b.txt,a.txt", "out.tfrecord,./a.txt"),
+            ("*.txt", "out.tfrecord,sub/../a.txt"),
+            ("a.txt", "link.txt"),
+            ("a.txt", "hard.txt"),
+            ("link.txt", str(corpus)),
+            ("a.txt", "vocab.txt")):
+        _write(tmp_path / "b.txt", "More text.\n")
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        options = dict(FIXTURE_FLAGS, input_file=input_file, output_file=output_file,
+                       vocab_file=str(vocab_copy))
+        with pytest.raises(InputError, match=re.escape(refusals.message("output-file-is-input"))):
+            pipeline.run(pipeline.Options(**options))
+        assert corpus.read_bytes() == text and vocab_copy.read_bytes() == open(
+            VOCAB_FILE, "rb").read()
+        assert not (tmp_path / "out.tfrecord").exists()
+    with pytest.raises(InputError, match=re.escape("--vocab_file=%s" % vocab_copy)):
+        pipeline.run(pipeline.Options(**dict(options, output_file=str(vocab_copy))))
+
+
 def _start_long_run(tmp_path, data_dir, *args):
     """Starts the CLI on 40 copies of the fixture corpus at dupe_factor 50 (a run long enough to
     be killed); returns (process, output path in its own directory)."""

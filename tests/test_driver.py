@@ -201,6 +201,32 @@ def test_zero_training_steps_are_refused_before_training(tmp_path):
     assert not (tmp_path / "out" / "run.lock").exists()
 
 
+def test_a_failed_run_removes_the_output_dir_it_made_until_it_holds_what_is_kept(tmp_path,
+                                                                                monkeypatch):
+    """A run that fails after writing its records and run.json into the output_dir it created
+    leaves no directory; one that fails after training keeps every file (its checkpoints
+    resume)."""
+    data = write_data(tmp_path / "data")
+
+    def lost_device(*args, **kwargs):
+        raise RuntimeError("lost device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(driver, "run_task", lost_device)
+        with pytest.raises(RuntimeError, match="lost device"):
+            driver.run(KeywordTask(str(data)), config(tmp_path / "out", do_train=True,
+                                                      do_eval=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+    task = KeywordTask(str(data))
+    task.finish = lost_device
+    with pytest.raises(RuntimeError, match="lost device"):
+        driver.run(task, config(tmp_path / "out", do_train=True, num_train_epochs=0.25))
+    held = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert {"run.json", "train.tf_record", "checkpoint", "ckpt-2.index"} <= set(held), held
+    assert "run.lock" not in held
+
+
 def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, caplog):
     data = write_data(tmp_path / "data")
     out = tmp_path / "out"

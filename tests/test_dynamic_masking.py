@@ -6,6 +6,7 @@ nothing here can flake, with tolerances of 5 standard errors of the sample sizes
 import collections
 import random
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -268,6 +269,48 @@ def test_a_dynamic_format_without_vocab_is_refused():
     values.max_sequences_per_row = 2  # records carry their own packing
     with pytest.raises(ValueError, match=re.escape(message("packed-dynamic-masking"))):
         dynamic_masking.MaskingOptions.from_flags(values)
+
+
+@pytest.mark.parametrize("input_format, renamed, case", [
+    ("text", "[MASK]", "dynamic-masking-vocab-lacks-token"),
+    ("unmasked_records", "[MASK]", "dynamic-masking-vocab-lacks-token"),
+    ("text", None, "dynamic-masking-vocab-unreadable"),
+])
+def test_a_dynamic_formats_bad_vocab_is_refused_before_the_output_dir(tmp_path, input_format,
+                                                                      renamed, case):
+    """The masks and pairs need [CLS], [SEP], [MASK] (and [UNK] for text): without one, the run
+    died with a KeyError after output_dir held run.json and bert_config.json."""
+    from pretraining_helpers import pretraining_command
+    from refusals import assert_refused
+
+    text, vocab, config = _tiny_text_model(tmp_path)
+    if renamed:
+        vocab.write_text(vocab.read_text().replace(renamed + "\n", renamed.lower() + "\n"))
+    else:
+        vocab = tmp_path / "absent" / "vocab.txt"
+    out = tmp_path / "out"
+    process = subprocess.run(pretraining_command(
+        text, out, f"--input_format={input_format}", f"--vocab_file={vocab}", "--do_train",
+        "--num_train_steps=1", "--num_warmup_steps=0", "--train_batch_size=2", config=config),
+        capture_output=True, text=True, timeout=300)
+    assert_refused(process, case)
+    assert str(vocab) in process.stderr and (renamed or "") in process.stderr
+    assert not out.exists()
+
+
+def test_only_text_needs_unk(tmp_path):
+    """[UNK] is what the text's unknown words become; records already hold their ids."""
+    from vocab.tokenization import VocabError
+    from refusals import message
+
+    _, vocab, _ = _tiny_text_model(tmp_path)
+    vocab.write_text(vocab.read_text().replace("[UNK]\n", "[unk]\n"))
+    records = dynamic_masking.MaskingOptions(input_format="unmasked_records", vocab_file=str(vocab))
+    assert dynamic_masking.DynamicInput(records, 16, 4).vocab["[MASK]"] == 4
+    text = dynamic_masking.MaskingOptions(input_format="text", vocab_file=str(vocab))
+    with pytest.raises(VocabError, match=re.escape(message("dynamic-masking-vocab-lacks-token"))
+                       + r" \[UNK\] "):
+        dynamic_masking.DynamicInput(text, 16, 4)
 
 
 def test_packed_text_rows_mask_each_pair_as_unpacked(corpus_documents, tmp_path):

@@ -165,3 +165,23 @@ def test_an_output_file_that_is_the_input_file_is_refused(tmp_path):
             extract_features.check_output_files(str(output_file), str(lines), output_format)
     extract_features.check_output_files(str(tmp_path / "out.npy"), str(lines), "npy")
     extract_features.check_output_files(str(tmp_path / "input.jsonl"), str(lines))
+
+
+def test_an_input_file_that_cannot_be_read_is_refused_naming_the_flag(tmp_path):
+    """A missing --input_file: one line naming the flag, before the model is loaded (it said
+    only "No such file or directory: <path>")."""
+    import extract_features
+
+    missing = tmp_path / "missing.txt"
+    process = subprocess.run([
+        sys.executable, str(ROOT / "extract_features.py"), f"--input_file={missing}",
+        f"--output_file={tmp_path / 'features.jsonl'}",
+        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
+    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert_refused(process, "extract-features-input-unreadable")
+    assert f"--input_file={missing} cannot be read (No such file or directory)" in process.stderr
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match=re.escape(
+            f"--input_file={tmp_path} cannot be read (Is a directory)")):
+        extract_features.check_input_file(str(tmp_path))

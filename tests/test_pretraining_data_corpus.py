@@ -1,7 +1,12 @@
 """bert_tasks.pretraining.data.corpus: book text -> one sentence per line, blank line between chapters."""
 import os
+import subprocess
+import sys
+
+import pytest
 
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus, split_sentences
+from refusals import assert_refused
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,3 +54,33 @@ def test_austen_novel_gives_one_document_per_chapter():
     documents = corpus.rstrip("\n").split("\n\n")
     assert len(documents) == 24 + 1  # 24 chapters and the title page
     assert all(line.strip() == line and line for doc in documents for line in doc.split("\n"))
+
+
+def _corpus(*paths):
+    return subprocess.run([sys.executable, "-m", "bert_tasks.pretraining.data.corpus", *paths],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def test_the_command_writes_every_files_corpus(tmp_path):
+    (tmp_path / "a.txt").write_text(BOOK, encoding="utf-8", newline="")
+    (tmp_path / "b.txt").write_text("Une phrase. Deux phrases.\n", encoding="utf-8")
+    process = _corpus(str(tmp_path / "a.txt"), str(tmp_path / "b.txt"))
+    assert process.returncode == 0 and process.stderr == ""
+    assert process.stdout == gutenberg_to_corpus(BOOK) + "Une phrase.\nDeux phrases.\n\n"
+
+
+@pytest.mark.parametrize("bad, case, named", [
+    ("missing.txt", "corpus-input-unreadable", "missing.txt: No such file or directory"),
+    ("folder", "corpus-input-unreadable", "folder: Is a directory"),
+    ("latin1.txt", "corpus-input-not-utf8", "latin1.txt line 3"),
+])
+def test_a_bad_file_is_refused_before_any_text_is_written(tmp_path, bad, case, named):
+    """A missing file was a FileNotFoundError traceback; bytes that are not UTF-8, a
+    UnicodeDecodeError traceback after the earlier files' text was already on stdout."""
+    (tmp_path / "a.txt").write_text(BOOK, encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "latin1.txt").write_bytes("Fine.\n\nCaf\u00e9 au lait.\n".encode("latin-1"))
+    process = _corpus(str(tmp_path / "a.txt"), str(tmp_path / bad), str(tmp_path / "a.txt"))
+    assert_refused(process, case)
+    assert named in process.stderr and len(process.stderr.splitlines()) == 1
+    assert process.stdout == ""

@@ -1,13 +1,17 @@
 """Truncated checkpoints: resuming falls back to the newest readable ckpt-N (end to end, after a
-SIGKILL: test_run_pretraining.py); a truncated --init_checkpoint is named."""
+SIGKILL: test_run_pretraining.py); a truncated --init_checkpoint is named; a run refused for its
+--init_checkpoint removes the output_dir it created, and only that."""
 import re
 import shutil
+import subprocess
 
 import pytest
 import tensorflow as tf
 
 from modeling_helpers import TINY_TRAIN
-from pretraining_helpers import run_in_process, truncate_checkpoint, write_records
+from pretraining_helpers import (
+    pretraining_command, run_in_process, truncate_checkpoint, write_records)
+from refusals import assert_refused, message
 from modeling.checkpoint import restore_newest_readable
 
 
@@ -51,3 +55,29 @@ def test_a_truncated_init_checkpoint_is_named(tmp_path):
         run_in_process(data, tmp_path / "out", do_train=True, num_train_steps=1,
                        init_checkpoint=str(tmp_path / "bert_model.ckpt"))
     assert not list((tmp_path / "out").glob("ckpt-*"))
+
+
+def test_a_refused_run_removes_the_output_dir_it_created(tmp_path):
+    """A missing --init_checkpoint is refused once output_dir exists and is locked: the script
+    exits 2 and leaves neither output_dir nor the folder it made for it."""
+    data = write_records(tmp_path / "train.tfrecord", 8)
+    out = tmp_path / "made" / "out"
+    process = subprocess.run(pretraining_command(
+        data, out, "--do_train", "--num_train_steps=1", "--num_warmup_steps=0",
+        "--train_batch_size=2", f"--init_checkpoint={tmp_path / 'bert_model.ckpt'}"),
+        capture_output=True, text=True, timeout=300)
+    assert_refused(process, "checkpoint-index-missing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.tfrecord"]
+
+
+def test_a_refused_run_keeps_an_output_dir_that_existed(tmp_path):
+    data = write_records(tmp_path / "train.tfrecord", 8)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("the user's\n")
+    for out, held in (("empty", []), ("kept", ["notes.txt"])):
+        with pytest.raises(OSError, match=re.escape(message("checkpoint-index-missing"))):
+            run_in_process(data, tmp_path / out, do_train=True, num_train_steps=1,
+                           init_checkpoint=str(tmp_path / "bert_model.ckpt"))
+        assert sorted(p.name for p in (tmp_path / out).iterdir()) == held
+    assert (tmp_path / "kept" / "notes.txt").read_text() == "the user's\n"

@@ -94,19 +94,24 @@ def _check_fine_tuned_task(found, serving_format, task_name):
 
 
 # Export flags that must serve the model as its run trained it (run.json's names): the vector
-# of a sentence encoder is its pooling.
-_AS_TRAINED = run_identity.MODEL_NAMES_NO_TEXT
+# of a sentence encoder is its pooling; another casing gives the model other word-pieces.
+_AS_TRAINED = ("do_lower_case",) + run_identity.MODEL_NAMES_NO_TEXT
 # Export flags that may serve it otherwise (how its outputs are read), said in a warning.
-_AS_ASKED = ("max_seq_length", "doc_stride", "long_documents", "window_aggregation",
-             "version_2_with_negative")
+_AS_ASKED = ("max_seq_length", "doc_stride", "max_query_length", "long_documents",
+             "window_aggregation", "version_2_with_negative")
+# The formats that export a run_classifier model by its --task_name (litert and onnx without
+# --pooling).
+_TASK_NAME_FORMATS = ("classifier", "litert", "onnx")
 
 
 def follow_run_record(flag_values, checkpoint):
     """Sets the export flags left out to what the run that wrote `checkpoint` recorded (its
-    run.json): the sequence length it was trained at, its pooling and normalisation, its
-    long-document windows, its SQuAD version. A given pooling or normalisation other than the
-    run's is refused naming the record (the vector would be another model's); another sequence
-    length, windows or version is served as asked, with a warning.
+    run.json): the sequence length it was trained at, its casing, its pooling and normalisation,
+    its long-document or SQuAD windows (and SQuAD's question length), its SQuAD version, and a
+    run_classifier run's --task_name. A given casing, pooling or normalisation other than the
+    run's is refused naming the record (the model would read other word-pieces, or the vector
+    would be another model's); another sequence length, windows or version is served as asked,
+    with a warning.
     A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
     from absl import logging
 
@@ -124,6 +129,21 @@ def follow_run_record(flag_values, checkpoint):
         elif given != recorded:
             logging.warning("--%s=%s, but %s was trained with --%s=%s (%s): served as asked",
                             flag, given, checkpoint, flag, recorded, path)
+    if record:
+        _follow_task_name(flag_values, record)
+
+
+def _follow_task_name(flag_values, record):
+    """--task_name left out of a classifier's export: the task its run fine-tuned (a given one
+    is checked against the record when the checkpoint loads, `_check_fine_tuned_task`)."""
+    recorded = record.get("task")
+    if ("task_name" not in flag_values or flag_values["task_name"].value
+            or not isinstance(recorded, str) or not recorded.startswith("classifier/")):
+        return
+    serving_format = flag_values["format"].value if "format" in flag_values else "classifier"
+    pooled = "pooling" in flag_values and flag_values["pooling"].value
+    if serving_format in _TASK_NAME_FORMATS and not pooled:
+        flag_values["task_name"].value = recorded.partition("/")[2]
 
 
 def _flag_text(value):

@@ -40,7 +40,7 @@ from bert_runner.flag_ranges import CrossRule, cross
 
 from bert_tasks.pretraining.data.reading import (
     InputError, describe_files, expand_input_files, iter_line_blocks)
-from bert_tasks.pretraining.data.writing import check_output_files
+from bert_tasks.pretraining.data.writing import check_output_files, read_files
 
 REQUIREMENTS_FILE = "requirements-beam.txt"
 _METRICS_NAMESPACE = "bert"
@@ -155,7 +155,7 @@ def make_pretraining_data(opts, runner, beam_pipeline_options=""):
                          "shard number is appended (-00000-of-0000N)" % opts.output_file)
     input_files = expand_input_files(opts.input_file)
     output_files = shard_output_files(opts.output_file, len(input_files))
-    check_output_files(output_files)
+    check_output_files(output_files, pipeline.files_read(opts, input_files))
     _check_vocab(opts.vocab_file)
     logging.info("*** Beam (%s): %d input files -> %s-*-of-%05d ***", runner, len(input_files),
                  opts.output_file, len(input_files))
@@ -221,7 +221,8 @@ def count_words(opts, runner, beam_pipeline_options=""):
         raise InputError("--num_workers=%d with --runner=%s: the runner's workers do the work; "
                          "set them in --beam_pipeline_options" % (opts.num_workers, runner))
     input_files = expand_input_files(opts.input_file)
-    check_output_files([opts.output_file])
+    check_output_files([opts.output_file],
+                       read_files("--input_file", opts.input_file, input_files))
     capacity = 2 * opts.max_input_words
     counts_prefix = _join(os.path.dirname(opts.output_file) or ".",
                           ".%s.%s.word_counts" % (os.path.basename(opts.output_file),

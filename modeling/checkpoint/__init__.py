@@ -7,7 +7,8 @@ layout and model family, what it carries (config, vocabulary, casing), the run r
 of the run that wrote it, and the loading of its weights by the family's names, adapters merged.
 The one writer (`writer`) writes the original layout, Hugging Face's and a LoRA run's adapters;
 `run_files` reads and writes the files a run keeps beside its checkpoints; `config_files`
-(`model_files`) gives the config and vocabulary a run starts from.
+(`model_files`) gives the config and vocabulary a run starts from, and `run_model_files` those a
+run's output_dir supplies for its own checkpoints.
 
 Scripts, tasks and the machinery import this package only; the layouts' modules (`original`,
 `hugging_face`, `adapters`) and the families' names (`modeling.families`) are its own.
@@ -46,6 +47,6 @@ _PUBLIC = {
     "write_hugging_face": ("modeling.checkpoint.writer", "write_hugging_face"),
     "write_original": ("modeling.checkpoint.writer", "write_original"),
 }
-__all__ = sorted(_PUBLIC) + ["run_files"]
+__all__ = sorted(_PUBLIC) + ["run_files", "run_model_files"]
 
 __getattr__ = module_getattr(__name__, _PUBLIC, globals())

@@ -8,7 +8,7 @@ import dataclasses
 import os
 from typing import Optional
 
-from modeling.checkpoint import hugging_face, run_files
+from modeling.checkpoint import hugging_face, run_files, run_model_files
 from modeling import families
 from modeling.checkpoint.layout import (
     HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home, is_original_electra,
@@ -36,7 +36,8 @@ class ModelFiles:
 
 def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
                 flag="--init_checkpoint"):
-    """The config and vocabulary of a run, from the flags or from a Hugging Face directory.
+    """The config and vocabulary of a run, from the flags, a Hugging Face directory or a run's
+    output_dir.
 
     When `init_checkpoint` (the checkpoint flag `flag`) is a Hugging Face model directory (or a
     weights file with its `config.json` beside it), its `config.json` is the config (its
@@ -45,6 +46,9 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     naming both files) and is used (its dropout rates). An original ELECTRA checkpoint (a
     released folder) without `bert_config_file` has its config read from its shapes by its
     family, and its `vocab.txt` beside it is the vocabulary unless `vocab_file` is given.
+    A run's output_dir (or a checkpoint in it) without `bert_config_file` gives the
+    bert_config.json the run wrote beside its run.json and, unless `vocab_file` is given, the
+    vocabulary the run read (`run_model_files`; ValueError naming it when it is gone or changed).
     Otherwise `bert_config_file` is read (it is then required). `max_seq_length` is checked
     against the config's positions.
     """
@@ -55,7 +59,7 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
         return _released_files(init_checkpoint, vocab_file, max_seq_length, flag)
     if home is None:
         if not bert_config_file:
-            raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
+            bert_config_file, vocab_file = _run_files(init_checkpoint, vocab_file, flag)
         config = load_config(bert_config_file, max_seq_length)
         check_objective(config, bert_config_file, init_checkpoint, flag)
         return ModelFiles(config, bert_config_file,
@@ -76,13 +80,32 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     return ModelFiles(config, config_file, vocab_file or found.vocab_file)
 
 
+def required_unless(name, flag):
+    """The refusal of a command without `--name` (bert_config_file, vocab_file) whose checkpoint
+    flag `flag` supplies none."""
+    return (f"--{name} is required unless {flag} is {HF_DIRECTORY}, or "
+            f"{run_model_files.RUN_DIRECTORY}")
+
+
+def _run_files(init_checkpoint, vocab_file, flag):
+    """(config file, vocabulary) of the run whose checkpoint `init_checkpoint` is, when the config
+    is not given: its bert_config.json, and the vocabulary it read unless `vocab_file` is given
+    (None where it recorded none)."""
+    found = run_model_files.of_checkpoint(init_checkpoint) if init_checkpoint else None
+    if found is None or not found.config_file:
+        raise ValueError(required_unless("bert_config_file", flag))
+    if not vocab_file and found.vocab_problem:
+        raise ValueError(run_model_files.vocab_refusal(flag, init_checkpoint, found))
+    return found.config_file, vocab_file or found.vocab_file
+
+
 def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
     """The files of a checkpoint that comes without a config (a released ELECTRA folder): the
     config its family reads from its shapes, the `vocab.txt` beside it."""
     found = open_checkpoint(init_checkpoint, flag)
     read = found.family.config_from_checkpoint
     if read is None or found.layout != "original":
-        raise ValueError(f"--bert_config_file is required unless {flag} is {HF_DIRECTORY}")
+        raise ValueError(required_unless("bert_config_file", flag))
     config = read(found.shapes, f"{found.location} ({flag})")
     check_max_seq_length(config, max_seq_length, found.location)
     return ModelFiles(config, found.location, vocab_file or _vocab_beside(found.location))

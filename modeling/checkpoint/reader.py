@@ -189,27 +189,33 @@ class Checkpoint:
             source.names, source.shapes, source.get_tensor,
             original.describe_source(source.prefix, self.flag), strict, encoder=encoder)
 
-    def check_fits(self, model, config_file=None):
+    def check_fits(self, model, config_file=None, task=None):
         """Checks, before any work, that this checkpoint is readable and fits `model`.
 
         Reads every tensor the model would take (so a truncated or corrupt `.data` file is found
         now, named, not after the features are written) and compares names and shapes as
         `load_into` does; assigns nothing. Raises ValueError naming the checkpoint (the config
-        file, each mismatched variable, the missing encoder variables).
+        file, each mismatched variable, the missing encoder variables) and, from the record of
+        the run that wrote it, why they differ: the encoder's shapes, the config that run
+        trained (its bert_config.json) against `config_file`; the head's alone, that run's task
+        when it is not `task` (the task loading it; None: not known).
         """
         source = self.source(model)
         _check_required_scopes(model, source)
         named = original.describe_source(source.prefix, self.flag)
-        mismatched = [f"  shape mismatch {name}: model {list(var.shape)}, checkpoint "
-                      f"{list(source.shapes[name])}" for name, var in source.names.items()
-                      if name in source.shapes and tuple(source.shapes[name]) != tuple(var.shape)]
-        if mismatched:
-            task = (self.record or {}).get("task")
-            written_by = ([f"  it was written by a run of task {task!r} ({self.record_path}): "
-                           "another task's head under the same names"] if task else [])
+        wrong = [name for name, var in source.names.items()
+                 if name in source.shapes and tuple(source.shapes[name]) != tuple(var.shape)]
+        if wrong:
+            mismatched = [f"  shape mismatch {name}: model {list(source.names[name].shape)}, "
+                          f"checkpoint {list(source.shapes[name])}" for name in wrong]
+            encoder_names = set(source.encoder_names)
+            if any(name in encoder_names for name in wrong):
+                why = self._recorded_config_hint(model, config_file)
+            else:
+                why = self._recorded_task_hint(task)
             raise ValueError("\n".join(
                 [f"Checkpoint {named} does not fit the model of "
-                 f"{config_file or '--bert_config_file'}:"] + mismatched + written_by))
+                 f"{config_file or '--bert_config_file'}:"] + mismatched + why))
         report = original.LoadReport(
             named, [n for n in source.names if n in source.shapes],
             [n for n in source.names if n not in source.shapes],
@@ -219,6 +225,46 @@ class Checkpoint:
             source.shapes)
         for name in report.loaded:
             source.get_tensor(name)
+
+    def _recorded_task_hint(self, task):
+        """The line saying that a head of other shapes is another task's, when the run that
+        wrote this checkpoint recorded a task other than `task` (or `task` is not known)."""
+        recorded = (self.record or {}).get("task")
+        if not recorded:
+            return []
+        if recorded == task:
+            return [f"  it was written by a run of this task ({recorded!r}, {self.record_path}) "
+                    "with a head of other shapes: another label set"]
+        return [f"  it was written by a run of task {recorded!r} ({self.record_path}): another "
+                "task's head under the same names"]
+
+    def _recorded_config_hint(self, model, config_file):
+        """The line naming the config the run that wrote this checkpoint trained (its
+        bert_config.json beside run.json) and the keys where it differs from `model`'s (built
+        from `config_file`): the encoder's shapes are another model size's."""
+        if not self.record_path:
+            return []
+        recorded_file = os.path.join(os.path.dirname(self.record_path), "bert_config.json")
+        recorded = run_files.read_json_object(recorded_file) if os.path.isfile(
+            recorded_file) else None
+        if recorded is None:
+            return [f"  the encoder is another model size's than "
+                    f"{config_file or '--bert_config_file'} describes: pass the config its run "
+                    f"({self.record_path}) trained"]
+        given = original.encoder_of(model).config.to_dict()
+        differ = [f"{key} {given[key]!r}, the run's {recorded[key]!r}"
+                  for key in _ARCHITECTURE_KEYS
+                  if key in given and key in recorded and given[key] != recorded[key]]
+        return [f"  the encoder is another model size's: its run ({self.record_path}) trained "
+                f"the model of {recorded_file}, not that of {config_file or '--bert_config_file'}"
+                + (f" ({'; '.join(differ)})" if differ else "")
+                + f": pass --bert_config_file={recorded_file}, or leave it out"]
+
+
+# The config keys that decide the encoder's shapes.
+_ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                      "embedding_size")
 
 
 def _check_required_scopes(model, source):
@@ -290,9 +336,10 @@ def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
 
 
 def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None,
-                          lora_adapters=None):
-    """`Checkpoint.check_fits` of `init_checkpoint`, before any work."""
-    open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(model, config_file)
+                          lora_adapters=None, task=None):
+    """`Checkpoint.check_fits` of `init_checkpoint` (for `task`, the loading task's name), before
+    any work."""
+    open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(model, config_file, task)
 
 
 def identity_file(path, flag="--init_checkpoint"):

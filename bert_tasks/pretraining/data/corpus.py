@@ -12,9 +12,15 @@ documents), for books such as the bundled Project Gutenberg novels in `data/aust
   (`Mr.`, `Mrs.`, `Dr.`, `St.`, ...). A heuristic, good enough for next sentence prediction.
 
     python -m bert_tasks.pretraining.data.corpus data/austen/*.txt > austen_corpus.txt
+
+Every file is checked (it exists, can be read, is UTF-8) before the first line is written: the
+output is usually a shell redirect, which a refusal halfway could not take back. A refusal is
+one line on stderr naming the file (and line), with exit code 2.
 """
 import re
 import sys
+
+PROG = "python -m bert_tasks.pretraining.data.corpus"
 
 _GUTENBERG_START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
 _GUTENBERG_END = re.compile(r"^\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
@@ -66,11 +72,36 @@ def gutenberg_to_corpus(text):
     return "".join("\n".join(doc) + "\n\n" for doc in documents if doc)
 
 
+def check_input(path):
+    """Raises ValueError naming `path` (and the line) if it cannot be read or is not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ValueError("cannot read input file %s: %s" % (path, e.strerror or e)) from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        raise ValueError("input file %s line %d is not valid UTF-8 (byte 0x%02x at column %d)"
+                         % (path, data.count(b"\n", 0, e.start) + 1, data[e.start],
+                            e.start - line_start + 1)) from None
+
+
 def main(paths):
+    """Writes the corpus of `paths` to stdout; returns the exit code (2: refused, nothing
+    written)."""
+    try:
+        for path in paths:
+            check_input(path)
+    except ValueError as e:
+        sys.stderr.write("%s: error: %s; nothing was written\n" % (PROG, e))
+        return 2
     for path in paths:
         with open(path, encoding="utf-8") as f:
             sys.stdout.write(gutenberg_to_corpus(f.read()))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -138,6 +138,8 @@ class TextPairs(object):
     """
 
     pack_options = None
+    # The pairs a row of `arrays()` holds on average (more than 1 once packed).
+    pairs_per_row = 1.0
 
     def __init__(self, documents, vocab, max_seq_length, short_seq_prob, next_sentence, seed):
         self.documents = [d for d in documents if d]
@@ -182,6 +184,7 @@ class TextPairs(object):
                                                             masked_lm_prob))
         rows += fit.flush()
         pairs, num_rows, unpacked, packed = fit.stats()
+        self.pairs_per_row = pairs / max(num_rows, 1)
         logging.info("Packed %d pairs into %d rows of up to %d: padding %.1f%% of the tokens, "
                      "%.1f%% unpacked", pairs, num_rows, slots, 100 * packed, 100 * unpacked)
         out = {"input_ids": np.zeros((len(rows), self.max_seq_length), np.int32)}
@@ -432,13 +435,24 @@ class DynamicInput(object):
 
     # Passes of pairs made from the text (create_pretraining_data's default dupe_factor).
     PAIRING_PASSES = 10
+    # The pairs a row of the last text dataset made holds on average: the driver's progress
+    # lines count rows/s and the pairs/s they hold, known only once the rows are packed here.
+    examples_per_row = 1.0
 
     def __init__(self, options, max_seq_length, max_predictions_per_seq, tokenizer="auto"):
+        """Raises VocabError (a ValueError) for a vocab file that cannot be read or lacks a
+        token the input needs, before run_pretraining creates its output_dir."""
         from vocab import tokenization
         self.options, self.tokenizer = options, tokenizer
         self.max_seq_length, self.max_predictions = max_seq_length, max_predictions_per_seq
         self.vocab = tokenization.load_vocab(options.vocab_file)
+        tokenization.check_vocab(self.vocab, options.vocab_file, self.required_tokens)
         self.documents = None
+
+    @property
+    def required_tokens(self):
+        """The tokens the masks and pairs are made of ([UNK] too for the text's word-pieces)."""
+        return (("[UNK]",) if self.reads_text else ()) + ("[CLS]", "[SEP]", "[MASK]")
 
     @property
     def reads_text(self):
@@ -480,8 +494,10 @@ class DynamicInput(object):
             if self.options.max_sequences_per_row > 1:
                 pairs.pack(self.options.max_sequences_per_row, self.max_predictions,
                            self.options.masked_lm_prob)
-            return text_dataset(pairs, self.masker(), batch_size, seed, self.PAIRING_PASSES,
-                                repeat is not False, input_context)
+            dataset = text_dataset(pairs, self.masker(), batch_size, seed, self.PAIRING_PASSES,
+                                   repeat is not False, input_context)
+            self.examples_per_row = pairs.pairs_per_row
+            return dataset
         from bert_runner import inputs
         from bert_tasks.pretraining.data.features import name_to_features
         spec = {name: feature for name, feature in name_to_features(

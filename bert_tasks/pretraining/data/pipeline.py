@@ -30,7 +30,8 @@ from bert_tasks.pretraining.data import processing
 from bert_tasks.pretraining.data.documents import TOKENIZERS, LineTokenizer, build_documents
 from bert_tasks.pretraining.data.reading import (
     InputError, describe_files, expand_input_files, iter_chunks, iter_line_blocks, total_bytes)
-from bert_tasks.pretraining.data.writing import ShardedRecordWriter, check_output_files
+from bert_tasks.pretraining.data.writing import (
+    ShardedRecordWriter, check_output_files, read_files)
 
 _SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
 # Building the fast tokenizer (TensorFlow graph) takes seconds: reuse it across runs in a process.
@@ -150,12 +151,19 @@ def run(opts, pool=None):
                          % (pool.num_workers, opts.num_workers))
     input_files = expand_input_files(opts.input_file)
     output_files = opts.output_file.split(",")
-    check_output_files(output_files)
+    check_output_files(output_files, files_read(opts, input_files))
     if opts.num_workers > 1 and pool is None:
         # The workers start while this process builds the tokenizer.
         with processing.WorkerPool(opts.num_workers) as own_pool:
             return _run(opts, input_files, output_files, own_pool)
     return _run(opts, input_files, output_files, pool)
+
+
+def files_read(opts, input_files):
+    """The files a run reads, for `check_output_files`: the text and the vocabulary."""
+    return (read_files("--input_file", opts.input_file, input_files)
+            + read_files("--vocab_file", opts.vocab_file, [opts.vocab_file] if opts.vocab_file
+                         else []))
 
 
 def _run(opts, input_files, output_files, pool):

@@ -60,8 +60,32 @@ def remove_stale_temporaries(output_files):
     return removed
 
 
-def check_output_files(output_files):
+def read_files(flag, value, paths):
+    """`check_output_files`' `inputs` for the files `paths` that flag `flag=value` reads."""
+    return [(flag, value, path) for path in paths]
+
+
+def _file_identities(path):
+    """What tells `path`'s file under any other name: its real path (another spelling such as
+    `./a.txt` or `d/../a.txt`, a symbolic link) and, once it exists, its device and inode (a
+    hard link). A URL (gs://) only by its spelling."""
+    if "://" in path:
+        return {path}
+    identities = {os.path.realpath(path)}
+    try:
+        status = os.stat(path)
+    except OSError:  # not there (yet): no other name can reach it
+        return identities
+    return identities | {(status.st_dev, status.st_ino)}
+
+
+def check_output_files(output_files, inputs=()):
     """Raises InputError before any work if the outputs cannot be written where asked.
+
+    Args:
+      output_files: the entries of --output_file.
+      inputs: (flag, its value, a file it reads) for every file the run reads: an output that
+        is one of them would destroy it (the outputs replace their paths when complete).
 
     A local directory is tried by creating and removing an empty file in it: permissions alone
     do not tell (root, read-only file systems).
@@ -69,6 +93,19 @@ def check_output_files(output_files):
     tf = _tf()
     if len(set(output_files)) != len(output_files):
         raise InputError("--output_file lists the same file twice: %s" % ",".join(output_files))
+    read = {}  # identity -> (flag, value, file); each input's identities computed once
+    for flag, value, source in inputs:
+        for identity in _file_identities(source):
+            read.setdefault(identity, (flag, value, source))
+    for path in output_files:
+        for identity in _file_identities(path) if path and read else ():
+            if identity in read:
+                flag, value, source = read[identity]
+                raise InputError(
+                    "--output_file=%s would write over its own input: %s is read from %s=%s%s; "
+                    "choose another --output_file" % (
+                        ",".join(output_files), path, flag, value,
+                        "" if source in (path, value) else " (%s)" % source))
     for path in output_files:
         if not path:
             raise InputError("--output_file has an empty entry: %r" % ",".join(output_files))

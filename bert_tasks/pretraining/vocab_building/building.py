@@ -20,7 +20,7 @@ from bert_tasks.pretraining.data.pipeline import Progress
 from bert_tasks.pretraining.data.processing import WorkerError, _exit_with_parent
 from bert_tasks.pretraining.data.reading import (
     InputError, describe_files, expand_input_files, iter_line_blocks, total_bytes)
-from bert_tasks.pretraining.data.writing import check_output_files
+from bert_tasks.pretraining.data.writing import check_output_files, read_files
 from bert_tasks.pretraining.vocab_building import layout, learner, words
 from bert_tasks.pretraining.vocab_building.word_table import WordTable
 
@@ -92,7 +92,8 @@ def run(opts):
     start = time.monotonic()
     check_options(opts)
     input_files = expand_input_files(opts.input_file)
-    check_output_files([opts.output_file])
+    check_output_files([opts.output_file],
+                       read_files("--input_file", opts.input_file, input_files))
     stats = BuildStats()
     return learn_and_write(opts, input_files, _count_words(opts, input_files, stats), stats, start)
 

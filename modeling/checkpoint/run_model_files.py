@@ -1,0 +1,164 @@
+"""The config and vocabulary a run's output_dir supplies for its own checkpoints, so that a run
+directory (or a `ckpt-N` in it, or a --seeds `seed_<n>` folder) is a starting point on its own,
+as a Hugging Face directory is:
+
+    found = of_checkpoint("/tmp/embeddings/ckpt-6")
+    found.config_file     /tmp/embeddings/bert_config.json (the driver writes it beside run.json)
+    found.vocab_file      the vocabulary the run read, or None with `found.vocab_problem` saying why
+
+run.json records the vocabulary by its content hash only (`bert_runner.run_identity`), not by its
+path. The vocabulary is therefore looked for where a run keeps or found one: a `vocab.txt` in the
+run's folders or one level below them (an embedding run's `sentence_transformers/`), then beside
+the checkpoint the run started from (its recorded --init_checkpoint: a Hugging Face directory or
+a released folder; another run's, followed the same way). Only a file whose content has the
+recorded hash is taken: a file of the same name with other word-pieces would give the model other
+ids.
+
+Reads local files with `os` and `json` only: the scripts' flag checks use it before TensorFlow is
+imported (`bert_runner.flags.require_model_files`).
+"""
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from typing import Optional
+
+from modeling.checkpoint.layout import checkpoint_folder, hf_home
+
+RUN_RECORD = "run.json"  # `run_files.RUN_RECORD`
+CONFIG_FILE = "bert_config.json"
+VOCAB_FILE = "vocab.txt"
+VOCAB_KEY = "vocab"  # `run_files.VOCAB_KEY`: the vocabulary's content hash in run.json
+# A run started from a run started from ...: how far back the vocabulary is followed.
+_MAX_RUNS_BACK = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class RunModelFiles:
+    """What a run's folders supply: its record, its config file and its vocabulary (None: the
+    run read none, or `vocab_problem` says why it is not at hand: gone, changed, kept nowhere)."""
+
+    record_path: str
+    config_file: Optional[str]
+    vocab_file: Optional[str]
+    vocab_problem: Optional[str] = None
+
+
+def record_directories(path):
+    """The folders describing the run that wrote `path` (an output_dir or a checkpoint prefix in
+    it): its own, then for a `seed_<n>` folder the sweep's output_dir (`run_files`' rule)."""
+    if not path or "://" in path:
+        return []
+    directory = path if os.path.isdir(path) else (os.path.dirname(path) or ".")
+    directories = [directory]
+    full = os.path.abspath(directory)
+    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
+        directories.append(os.path.dirname(full))
+    return directories
+
+
+def _record(directories):
+    for directory in directories:
+        path = os.path.join(directory, RUN_RECORD)
+        try:
+            with open(path, encoding="utf-8-sig") as f:
+                record = json.load(f)
+        except OSError:
+            continue
+        except ValueError:
+            # The checkpoint reader refuses it, naming it: not a run's files then.
+            return None, None
+        return (path, record) if isinstance(record, dict) else (None, None)
+    return None, None
+
+
+def of_checkpoint(path):
+    """The `RunModelFiles` of the run that wrote `path` (an output_dir, a `ckpt-N` prefix in it,
+    a `seed_<n>` folder), or None when no run.json describes it (an original checkpoint, a
+    Hugging Face directory)."""
+    return _of_checkpoint(path, _MAX_RUNS_BACK)
+
+
+def _of_checkpoint(path, runs_back):
+    directories = record_directories(path)
+    record_path, record = _record(directories)
+    if record is None:
+        return None
+    config_file = next((os.path.join(d, CONFIG_FILE) for d in directories
+                        if os.path.isfile(os.path.join(d, CONFIG_FILE))), None)
+    vocab_file, problem = _recorded_vocab(record, record_path, directories, runs_back)
+    return RunModelFiles(record_path, config_file, vocab_file, problem)
+
+
+def _sha256_prefix(path):
+    """`modeling.checkpoint.identity.fingerprint` of a file: its SHA-256, 16 hex digits."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _vocabs_in(directories):
+    """The `vocab.txt` files in `directories` and in their sub-folders (a Hugging Face copy of the
+    model the run wrote there)."""
+    found = []
+    for directory in directories:
+        found.append(os.path.join(directory, VOCAB_FILE))
+        try:
+            children = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        found += [os.path.join(directory, child, VOCAB_FILE) for child in children
+                  if os.path.isdir(os.path.join(directory, child))]
+    return [path for path in found if os.path.isfile(path)]
+
+
+def _recorded_vocab(record, record_path, directories, runs_back):
+    """(the vocabulary file whose content is the one `record` hashes, None) or (None, why not)."""
+    digest = record.get(VOCAB_KEY)
+    if not isinstance(digest, str):
+        return None, None  # a run that read no text (pre-training on records)
+    candidates = _vocabs_in(directories)
+    gone = None
+    start = record.get("init_checkpoint")
+    if isinstance(start, str) and start and "://" not in start:
+        home = hf_home(start) or checkpoint_folder(start) or (
+            start if os.path.isdir(start) else None)
+        if home is not None:
+            beside = os.path.join(home, VOCAB_FILE)
+            if os.path.isfile(beside):
+                candidates.append(beside)
+            elif hf_home(start):  # a Hugging Face directory's own vocabulary, deleted
+                gone = (f"{beside}, the vocabulary of the Hugging Face directory it started "
+                        "from, no longer exists")
+            started_from = _of_checkpoint(start, runs_back - 1) if runs_back else None
+            if started_from is not None and started_from.vocab_file:
+                candidates.append(started_from.vocab_file)
+        elif not os.path.exists(start) and not os.path.exists(start + ".index"):
+            gone = f"{start}, the checkpoint it started from, no longer exists"
+    candidates = list(dict.fromkeys(candidates))
+    for candidate in candidates:
+        if _sha256_prefix(candidate) == digest:
+            return candidate, None
+    if gone:
+        return None, f"{gone} ({record_path})"
+    if candidates:
+        return None, (f"{', '.join(candidates)} hold(s) another vocabulary than the one its run "
+                      f"read ({record_path} records its content)")
+    return None, (f"its run ({record_path}) read a vocabulary kept neither beside it nor beside "
+                  "the checkpoint it started from")
+
+
+# What a checkpoint flag may name instead of --bert_config_file and --vocab_file, beside a
+# Hugging Face directory (`layout.HF_DIRECTORY`).
+RUN_DIRECTORY = ("a run's output_dir (or a checkpoint in it) whose bert_config.json and "
+                 "vocabulary are at hand")
+
+
+def vocab_refusal(flag, path, found):
+    """The one-line refusal of a run's checkpoint (`found`, its `RunModelFiles`) given as `flag`
+    =`path` without --vocab_file, when its vocabulary is not at hand."""
+    return (f"--vocab_file is required with {flag}={path}: {found.vocab_problem}; pass the "
+            "vocab.txt its run read")

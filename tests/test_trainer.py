@@ -1,0 +1,122 @@
+"""bert_runner.trainer's progress lines and interrupted saves, on a one-layer model: the ETA at
+the pace after the first loop call (a fake clock), a save interrupted mid-way (a patched save)
+leaves no `ckpt-<step>_temp/`, and packed text counts the pairs its rows hold."""
+import re
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_runner import cli, trainer as trainer_lib
+from bert_runner.trainer import Trainer, eta_seconds, remove_unfinished_saves
+from modeling.optimization import create_optimizer
+
+
+def _loss(model, features, training):
+    return tf.reduce_mean(tf.square(model(features["x"]) - features["y"])), {}
+
+
+def _batches(context):
+    batch = {"x": np.ones((4, 2), "float32"), "y": np.zeros((4, 1), "float32")}
+    return tf.data.Dataset.from_tensors(batch).repeat()
+
+
+def _trainer(output_dir, **kwargs):
+    model = keras.Sequential([keras.layers.Dense(1)])
+    model.build((None, 2))
+    optimizer = create_optimizer("adamw", 1e-2, num_train_steps=8, num_warmup_steps=0)
+    return Trainer(tf.distribute.get_strategy(), model, optimizer, _loss, str(output_dir),
+                   global_batch_size=4, **kwargs)
+
+
+def test_the_eta_is_the_pace_since_the_first_loop_call(tmp_path, monkeypatch, caplog):
+    """The first loop call takes 100 s on the fake clock (tracing), the others 1 s each: the
+    first line's ETA is at that call's pace, the later ones at 1 s a step."""
+    clock = types.SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(trainer_lib, "time", types.SimpleNamespace(time=lambda: clock.now))
+    trainer = _trainer(tmp_path, steps_per_loop=1)
+    loop = trainer._train_loop
+
+    def timed_loop(iterator, steps):
+        clock.now += 100.0 if not trainer.history else 1.0
+        return loop(iterator, steps)
+
+    trainer._train_loop = timed_loop
+    caplog.set_level("INFO")
+    trainer.train(_batches, num_train_steps=5)
+    etas = [int(re.search(r" ETA (\d+) s", m).group(1)) for m in caplog.messages
+            if m.startswith("step ")]
+    assert etas == [400, 3, 2, 1, 0]
+    assert [record.seconds for record in trainer.history] == [100.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_eta_seconds():
+    assert eta_seconds(400, 200, 130.0, (0, 0.0)) == pytest.approx(130.0)
+    # After a first call of 120 s for 20 steps, 180 steps in 10 s: 200 more take about 11 s.
+    assert eta_seconds(400, 200, 130.0, (20, 120.0)) == pytest.approx(200 * 10 / 180)
+    assert eta_seconds(400, 20, 120.0, (20, 120.0)) == 0.0  # no step since: no pace yet
+
+
+def test_a_save_interrupted_midway_leaves_no_temporary_folder(tmp_path, monkeypatch, caplog):
+    """SIGTERM (as `bert_runner.cli` raises it) after the save wrote its shards, before they were
+    moved to ckpt-2.*: the shards' folder is removed and the interruption goes on; another
+    directory's folder of the same name is not this run's."""
+    other = tmp_path / "other" / "ckpt-2_temp"
+    other.mkdir(parents=True)
+    out = tmp_path / "out"
+
+    def interrupted_save(manager, checkpoint_number=None, **kwargs):
+        temporary = out / f"ckpt-{checkpoint_number}_temp"
+        temporary.mkdir()
+        (temporary / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 1024)
+        raise cli.Terminated()
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", interrupted_save)
+    trainer = _trainer(out, steps_per_loop=1, save_checkpoints_steps=2)
+    caplog.set_level("INFO")
+    with pytest.raises(cli.Terminated):
+        trainer.train(_batches, num_train_steps=4)
+    assert trainer.step == 2
+    assert sorted(p.name for p in out.iterdir()) == ["train"]
+    assert other.is_dir()
+    assert f"Removed {out / 'ckpt-2_temp'}, an unfinished checkpoint save" in caplog.messages
+
+
+def test_remove_unfinished_saves_takes_only_save_folders(tmp_path):
+    (tmp_path / "ckpt-3_temp").mkdir()
+    (tmp_path / "ckpt-3_temp" / "part-00000-of-00001.index").write_bytes(b"")
+    for kept in ("ckpt-2.index", "ckpt-4_temp", "checkpoint"):
+        (tmp_path / kept).write_text("")  # a file, not a save's folder
+    (tmp_path / "eval_temp").mkdir()
+    assert remove_unfinished_saves(str(tmp_path)) == [str(tmp_path / "ckpt-3_temp")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint", "ckpt-2.index", "ckpt-4_temp", "eval_temp"]
+
+
+def test_packed_text_counts_the_pairs_its_rows_hold(tmp_path, caplog):
+    """run_pretraining --input_format=text --max_sequences_per_row: the rows are packed in the
+    input pipeline; the progress line gives packed rows/s and examples/s at the pairs a row
+    holds, as the packing logged them."""
+    from bert_runner import driver
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.pretraining.data import dynamic_masking
+    from bert_tasks.pretraining.task import PretrainingTask
+    from test_dynamic_masking import _tiny_text_model
+
+    text, vocab, config = _tiny_text_model(tmp_path)
+    task = PretrainingTask(32, 8, None, str(text), num_train_steps=2, num_warmup_steps=0)
+    options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), max_sequences_per_row=3)
+    task.dynamic_input = dynamic_masking.DynamicInput(options, 32, 8, tokenizer="faithful")
+    caplog.set_level("INFO")
+    driver.run(task, RunConfig(
+        str(tmp_path / "out"), bert_config_file=str(config), vocab_file=str(vocab),
+        do_train=True, train_batch_size=4, learning_rate=1e-3, save_checkpoints_steps=2,
+        iterations_per_loop=2))
+    pairs, rows = map(int, re.search(r"Packed (\d+) pairs into (\d+) rows", caplog.text).groups())
+    assert pairs > rows
+    line = re.search(r"steps/s ([\d.]+) packed rows/s, ([\d.]+) examples/s", caplog.text)
+    assert line, caplog.text
+    rows_per_s, examples_per_s = map(float, line.groups())
+    assert examples_per_s == pytest.approx(rows_per_s * pairs / rows, rel=0.02, abs=0.1)
