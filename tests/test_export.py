@@ -609,6 +609,26 @@ def test_the_formats_are_declared_without_tensorflow(monkeypatch):
         "False\n"]
 
 
+def export_flags(*argv):
+    """export_model.py's flags that follow a run's record (`provenance.follow_run_record`), with
+    their defaults, parsed from `argv`."""
+    from absl import flags
+
+    values = flags.FlagValues()
+    flags.DEFINE_string("format", "classifier", "", flag_values=values)
+    flags.DEFINE_string("task_name", None, "", flag_values=values)
+    flags.DEFINE_bool("do_lower_case", True, "", flag_values=values)
+    flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], "", flag_values=values)
+    flags.DEFINE_bool("normalize", False, "", flag_values=values)
+    flags.DEFINE_bool("long_documents", False, "", flag_values=values)
+    for name, default in (("max_seq_length", 128), ("doc_stride", None),
+                          ("max_query_length", 64)):
+        flags.DEFINE_integer(name, default, "", flag_values=values)
+    flags.DEFINE_bool("version_2_with_negative", False, "", flag_values=values)
+    values(["export_model.py", *argv])
+    return values
+
+
 def test_an_export_serves_the_model_as_its_run_trained_it(tmp_path, caplog):
     """The flags an export leaves out take the values its run.json records (a sentence encoder
     trained at 16 tokens with mean pooling is exported so, not at the default 128 with no
@@ -616,40 +636,28 @@ def test_an_export_serves_the_model_as_its_run_trained_it(tmp_path, caplog):
     is served with a warning."""
     import logging
 
-    from absl import flags
-
     from bert_runner.serving import provenance
-
-    def flag_values(*argv):
-        values = flags.FlagValues()
-        flags.DEFINE_integer("max_seq_length", 128, "", flag_values=values)
-        flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], "", flag_values=values)
-        flags.DEFINE_bool("normalize", False, "", flag_values=values)
-        flags.DEFINE_bool("long_documents", False, "", flag_values=values)
-        flags.DEFINE_integer("doc_stride", None, "", flag_values=values)
-        values(["export_model.py", *argv])
-        return values
 
     run = tmp_path / "embeddings"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({
         "task": "embeddings", "max_seq_length": 16, "pooling": "mean", "normalize": True}))
-    given = flag_values()
+    given = export_flags()
     provenance.follow_run_record(given, str(run))
     assert (given.max_seq_length, given.pooling, given.normalize) == (16, "mean", True)
     with pytest.raises(ValueError, match=re.escape(message("export-not-as-trained"))) as error:
-        provenance.follow_run_record(flag_values("--pooling=cls"), str(run))
+        provenance.follow_run_record(export_flags("--pooling=cls"), str(run))
     assert str(error.value).endswith(f"was trained with --pooling=mean ({run / 'run.json'}): "
                                      "pass that, or leave --pooling out")
     with pytest.raises(ValueError, match="--normalize=false, but .* --normalize=true"):
-        provenance.follow_run_record(flag_values("--nonormalize"), str(run))
+        provenance.follow_run_record(export_flags("--nonormalize"), str(run))
     caplog.set_level(logging.WARNING)
-    longer = flag_values("--max_seq_length=48")
+    longer = export_flags("--max_seq_length=48")
     provenance.follow_run_record(longer, str(run))
     assert longer.max_seq_length == 48 and "was trained with --max_seq_length=16" in caplog.text
     # A checkpoint no run of this project wrote keeps the flags as given.
     (run / "run.json").unlink()
-    untouched = flag_values()
+    untouched = export_flags()
     provenance.follow_run_record(untouched, str(run))
     assert (untouched.max_seq_length, untouched.pooling) == (128, None)
 
@@ -659,38 +667,23 @@ def test_an_export_takes_every_setting_its_run_recorded(tmp_path):
     exported with all three (not the default 64-piece questions, which would not fit 60), its
     casing and SQuAD version; a classifier run's --task_name and casing likewise; a given flag
     wins (another casing is refused: the model would read other word-pieces)."""
-    from absl import flags
-
     from bert_runner.serving import provenance
-
-    def flag_values(*argv):
-        values = flags.FlagValues()
-        flags.DEFINE_string("format", "classifier", "", flag_values=values)
-        flags.DEFINE_string("task_name", None, "", flag_values=values)
-        flags.DEFINE_bool("do_lower_case", True, "", flag_values=values)
-        flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], "", flag_values=values)
-        for name, default in (("max_seq_length", 128), ("doc_stride", None),
-                              ("max_query_length", 64)):
-            flags.DEFINE_integer(name, default, "", flag_values=values)
-        flags.DEFINE_bool("version_2_with_negative", False, "", flag_values=values)
-        values(["export_model.py", *argv])
-        return values
 
     squad = tmp_path / "squad"
     squad.mkdir()
     (squad / "run.json").write_text(json.dumps({
         "task": "squad", "max_seq_length": 60, "doc_stride": 23, "max_query_length": 20,
         "version_2_with_negative": True, "do_lower_case": False}))
-    given = flag_values("--format=squad")
+    given = export_flags("--format=squad")
     provenance.follow_run_record(given, str(squad))
     assert (given.max_seq_length, given.doc_stride, given.max_query_length,
             given.version_2_with_negative, given.do_lower_case, given.task_name) == (
         60, 23, 20, True, False, None)
-    asked = flag_values("--format=squad", "--max_query_length=12")
+    asked = export_flags("--format=squad", "--max_query_length=12")
     provenance.follow_run_record(asked, str(squad))
     assert (asked.max_query_length, asked.doc_stride) == (12, 23)
     with pytest.raises(ValueError, match=re.escape(message("export-not-as-trained"))) as error:
-        provenance.follow_run_record(flag_values("--format=squad", "--do_lower_case"), str(squad))
+        provenance.follow_run_record(export_flags("--format=squad", "--do_lower_case"), str(squad))
     assert "--do_lower_case=true, but" in str(error.value)
 
     classifier = tmp_path / "classifier"
@@ -699,13 +692,13 @@ def test_an_export_takes_every_setting_its_run_recorded(tmp_path):
         "task": "classifier/mrpc", "max_seq_length": 32, "doc_stride": None,
         "do_lower_case": True}))
     for serving_format in ("classifier", "litert", "onnx"):
-        given = flag_values(f"--format={serving_format}")
+        given = export_flags(f"--format={serving_format}")
         provenance.follow_run_record(given, str(classifier))
         assert (given.task_name, given.max_seq_length, given.doc_stride) == ("mrpc", 32, None)
     # The encoder of a classifier run, pooled into a vector: no task.
-    pooled = flag_values("--format=onnx", "--pooling=mean")
+    pooled = export_flags("--format=onnx", "--pooling=mean")
     provenance.follow_run_record(pooled, str(classifier))
     assert pooled.task_name is None
-    named = flag_values("--task_name=MRPC")
+    named = export_flags("--task_name=MRPC")
     provenance.follow_run_record(named, str(classifier))
     assert named.task_name == "MRPC"

@@ -31,6 +31,18 @@ def _run(tmp_path, *extra):
     return out
 
 
+def _refusal(tmp_path, *extra, input_file=TINY / "extract_features" / "input.txt",
+             output_file=None, bert_config_file=TINY / "bert_config.json"):
+    """extract_features.py on the tiny model, `extra` flags added, run in `tmp_path`: its
+    CompletedProcess (text), for the tests of what it refuses."""
+    return subprocess.run([
+        sys.executable, str(ROOT / "extract_features.py"), f"--input_file={input_file}",
+        f"--output_file={output_file or tmp_path / 'features.jsonl'}",
+        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={bert_config_file}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16", *extra,
+    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+
 def _layer_values(records):
     return np.concatenate([layer["values"] for record in records for feature in record["features"]
                            for layer in feature["layers"]])
@@ -115,13 +127,7 @@ def test_a_config_with_other_layers_than_the_checkpoint_is_refused(tmp_path):
     config = json.loads((TINY / "bert_config.json").read_text())
     config["num_hidden_layers"] = 12
     (tmp_path / "bert_config.json").write_text(json.dumps(config))
-    out = tmp_path / "features.jsonl"
-    process = subprocess.run([
-        sys.executable, str(ROOT / "extract_features.py"),
-        f"--input_file={TINY / 'extract_features' / 'input.txt'}", f"--output_file={out}",
-        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={tmp_path / 'bert_config.json'}",
-        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
-    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    process = _refusal(tmp_path, bert_config_file=tmp_path / "bert_config.json")
     assert_refused(process, "checkpoint-encoder-missing")
     assert f"the model of {tmp_path / 'bert_config.json'}: 160 of its 199" in process.stderr
     assert os.listdir(tmp_path) == ["bert_config.json"]
@@ -129,13 +135,7 @@ def test_a_config_with_other_layers_than_the_checkpoint_is_refused(tmp_path):
 
 def test_an_output_file_that_cannot_be_written_is_refused_before_the_model_runs(tmp_path):
     (tmp_path / "a_file").write_text("")
-    process = subprocess.run([
-        sys.executable, str(ROOT / "extract_features.py"),
-        f"--input_file={TINY / 'extract_features' / 'input.txt'}",
-        f"--output_file={tmp_path / 'a_file' / 'features.jsonl'}",
-        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
-        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
-    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    process = _refusal(tmp_path, output_file=tmp_path / "a_file" / "features.jsonl")
     assert_refused(process, "output-dir-not-writable")
     assert f"--output_file={tmp_path / 'a_file'}: cannot write there" in process.stderr
     assert "Wrote" not in process.stderr and ".tmp" not in process.stderr
@@ -149,12 +149,8 @@ def test_an_output_file_that_is_the_input_file_is_refused(tmp_path):
     lines.write_bytes((TINY / "extract_features" / "input.txt").read_bytes())
     (tmp_path / "sub").mkdir()
     os.symlink(lines, tmp_path / "link.txt")
-    process = subprocess.run([
-        sys.executable, str(ROOT / "extract_features.py"), f"--input_file={lines}",
-        f"--output_file={tmp_path / 'sub' / '..' / 'input.txt'}",
-        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
-        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16", "--layers=-1",
-    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    process = _refusal(tmp_path, "--layers=-1", input_file=lines,
+                       output_file=tmp_path / "sub" / ".." / "input.txt")
     assert_refused(process, "extract-features-output-is-input")
     assert lines.read_bytes() == (TINY / "extract_features" / "input.txt").read_bytes()
     # Every mode, any spelling of the path: a link, the npy mode's lines file.
@@ -173,12 +169,7 @@ def test_an_input_file_that_cannot_be_read_is_refused_naming_the_flag(tmp_path):
     import extract_features
 
     missing = tmp_path / "missing.txt"
-    process = subprocess.run([
-        sys.executable, str(ROOT / "extract_features.py"), f"--input_file={missing}",
-        f"--output_file={tmp_path / 'features.jsonl'}",
-        f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
-        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16",
-    ], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    process = _refusal(tmp_path, input_file=missing)
     assert_refused(process, "extract-features-input-unreadable")
     assert f"--input_file={missing} cannot be read (No such file or directory)" in process.stderr
     assert os.listdir(tmp_path) == []
