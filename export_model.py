@@ -118,20 +118,23 @@ flags.DEFINE_string(
     "The directory to create (must not exist), e.g. <serving model dir>/<version>.")
 mode(ModeRule(("window_aggregation",), ("long_documents",), bool, "with --long_documents",
               "without it every text is truncated to max_seq_length"))
+# --task_name left out is the run's (its run.json, followed in `main`, which checks these rules
+# again with it): a multi-label run's threshold and labels are given without it.
 mode(ModeRule(("multi_label_threshold",), ("task_name",),
-              lambda task: (task or "").lower() == "multilabel", "with --task_name=multilabel",
+              lambda task: task is None or task.lower() == "multilabel",
+              "with --task_name=multilabel",
               "the other tasks predict one label by its highest probability"))
 mode(ModeRule(("quantization", "calibration_file"), ("format",), lambda fmt: fmt == "litert",
               "with --format=litert", "the other formats keep the model's float32 weights"))
 mode(ModeRule(("calibration_file",), ("quantization",), lambda q: q == "int8",
               "with --quantization=int8", "only full int8 calibrates activation ranges"))
 # Each format's own flags: given to another format they would silently do nothing.
-_CLASSIFIERS = ("classifier", "litert", "onnx")
-mode(ModeRule(("task_name",), ("format",), lambda fmt: fmt in _CLASSIFIERS,
+mode(ModeRule(("task_name",), ("format",), lambda fmt: fmt in registry.CLASSIFIER_FORMATS,
               "with --format=classifier, litert or onnx", "the other formats' models have no "
               "GLUE task"))
 mode(ModeRule(("labels",), ("format", "task_name"),
-              lambda fmt, task: fmt in _CLASSIFIERS and (task or "").lower() == "multilabel",
+              lambda fmt, task: (fmt in registry.CLASSIFIER_FORMATS
+                                 and (task is None or task.lower() == "multilabel")),
               "with --task_name=multilabel", "the other tasks' labels are the task's own"))
 mode(ModeRule(("long_documents",), ("format",), lambda fmt: fmt == "classifier",
               "with --format=classifier", "the other formats cut every text to max_seq_length"))
@@ -156,6 +159,10 @@ def main(_):
 
     serving_format = registry.get(FLAGS.format)
     provenance.follow_run_record(FLAGS, FLAGS.checkpoint)
+    try:  # the rules between flags again, with the values the run's record gave
+        FLAGS.validate_all_flags()
+    except flags.Error as error:
+        raise ValueError(str(error)) from None
     max_seq_length = FLAGS.max_seq_length if serving_format.needs_sequence_length else None
     files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
                                     max_seq_length, flag="--checkpoint")

@@ -502,7 +502,9 @@ def _missing_dirs(output_dir):
     if "://" in output_dir:
         return []
     missing = []
-    path = os.path.abspath(output_dir)
+    # The real path: `link/../out` is the folder the link's target's parent holds, which
+    # abspath, reading `..` as text, would take for another one.
+    path = os.path.realpath(output_dir)
     while not os.path.lexists(path) and path != os.path.dirname(path):
         missing.append(path)
         path = os.path.dirname(path)
@@ -530,12 +532,15 @@ def _holds_only(directory, names):
 
 
 def _remove_run_files(directory, names):
-    """Removes `directory`'s files named in `names` (but the lock) and its folders of such."""
+    """Removes `directory`'s files named in `names` (but the lock) and its folders of such; a
+    file of another name that appeared since `_holds_only` looked (another command's write
+    check) keeps its folder."""
     for entry in os.scandir(directory):
         if entry.is_dir(follow_symlinks=False):
             _remove_run_files(entry.path, names)
-            os.rmdir(entry.path)
-        elif entry.name != output_lock.LOCK_FILE:
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.path)
+        elif entry.name in names and entry.name != output_lock.LOCK_FILE:
             os.remove(entry.path)
 
 

@@ -255,8 +255,7 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
         if not missing:
             return True
         from modeling.checkpoint import (
-            HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home,
-            is_original_electra)
+            check_partial_directory, checkpoint_folder, hf_home, is_original_electra)
 
         directory = values[checkpoint]
         home = hf_home(directory) or (checkpoint_folder(directory)
@@ -272,10 +271,11 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
             return True
         from modeling.checkpoint import run_model_files
 
-        raise flags.ValidationError(f"--{missing[0]} is required unless --{checkpoint} is "
-                                    f"{HF_DIRECTORY}, or {run_model_files.RUN_DIRECTORY}")
+        raise flags.ValidationError(run_model_files.required_unless(missing[0], f"--{checkpoint}"))
 
-    flags.register_multi_flags_validator([*names, checkpoint], check, flag_values=flag_values)
+    # --output_dir too: without a checkpoint flag, a run's own output_dir may supply them.
+    watched = [*names, checkpoint] + (["output_dir"] if "output_dir" in flag_values else [])
+    flags.register_multi_flags_validator(watched, check, flag_values=flag_values)
 
 
 def _take_run_files(missing, directory, checkpoint, flag_values):

@@ -702,3 +702,28 @@ def test_an_export_takes_every_setting_its_run_recorded(tmp_path):
     named = export_flags("--task_name=MRPC")
     provenance.follow_run_record(named, str(classifier))
     assert named.task_name == "MRPC"
+
+
+@pytest.mark.parametrize("task,refused", [("multilabel", False), ("sst-2", True)])
+def test_a_runs_task_decides_the_multi_label_flags_of_its_export(tmp_path, task, refused):
+    """--multi_label_threshold and --labels with --task_name left out: the task is the run's
+    (its run.json), so a multi-label run's export takes them, and another task's refuses them
+    as it refuses them with that --task_name given. The run here holds no checkpoint: an export
+    that got past its flags stops there."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"task": f"classifier/{task}"}))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run(
+        [sys.executable, "export_model.py", f"--bert_config_file={TINY / 'bert_config.json'}",
+         f"--vocab_file={VOCAB}", f"--checkpoint={run}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+         "--multi_label_threshold=0.3", "--labels=a,b",
+         f"--export_dir={tmp_path / 'serving' / '1'}"],
+        cwd=ROOT, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True,
+        timeout=300)
+    assert process.returncode == 2 and "Traceback" not in process.stderr, process.stderr[-3000:]
+    said = "--multi_label_threshold only with --task_name=multilabel"
+    assert (said in process.stderr) == refused, process.stderr[-3000:]
+    assert (f"{run}/bert_model.ckpt for bert_model.ckpt.index" in process.stderr) != refused, \
+        process.stderr[-3000:]
+    assert not (tmp_path / "serving").exists()

@@ -99,9 +99,6 @@ _AS_TRAINED = ("do_lower_case",) + run_identity.MODEL_NAMES_NO_TEXT
 # Export flags that may serve it otherwise (how its outputs are read), said in a warning.
 _AS_ASKED = ("max_seq_length", "doc_stride", "max_query_length", "long_documents",
              "window_aggregation", "version_2_with_negative")
-# The formats that export a run_classifier model by its --task_name (litert and onnx without
-# --pooling).
-_TASK_NAME_FORMATS = ("classifier", "litert", "onnx")
 
 
 def follow_run_record(flag_values, checkpoint):
@@ -142,7 +139,7 @@ def _follow_task_name(flag_values, record):
         return
     serving_format = flag_values["format"].value if "format" in flag_values else "classifier"
     pooled = "pooling" in flag_values and flag_values["pooling"].value
-    if serving_format in _TASK_NAME_FORMATS and not pooled:
+    if serving_format in registry.CLASSIFIER_FORMATS and not pooled:
         flag_values["task_name"].value = recorded.partition("/")[2]
 
 

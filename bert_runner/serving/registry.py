@@ -18,6 +18,9 @@ import importlib
 from typing import Callable, Optional, Tuple
 
 _FORMATS = {}
+# The formats that export a run_classifier model, named by its --task_name (litert and onnx
+# also convert a pooled encoder, which has none).
+CLASSIFIER_FORMATS = ("classifier", "litert", "onnx")
 
 
 @dataclasses.dataclass(frozen=True)

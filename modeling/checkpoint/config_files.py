@@ -11,8 +11,7 @@ from typing import Optional
 from modeling.checkpoint import hugging_face, run_files, run_model_files
 from modeling import families
 from modeling.checkpoint.layout import (
-    HF_DIRECTORY, check_partial_directory, checkpoint_folder, hf_home, is_original_electra,
-    json_object)
+    check_partial_directory, checkpoint_folder, hf_home, is_original_electra, json_object)
 from modeling.checkpoint.reader import open_checkpoint
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
@@ -80,20 +79,13 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     return ModelFiles(config, config_file, vocab_file or found.vocab_file)
 
 
-def required_unless(name, flag):
-    """The refusal of a command without `--name` (bert_config_file, vocab_file) whose checkpoint
-    flag `flag` supplies none."""
-    return (f"--{name} is required unless {flag} is {HF_DIRECTORY}, or "
-            f"{run_model_files.RUN_DIRECTORY}")
-
-
 def _run_files(init_checkpoint, vocab_file, flag):
     """(config file, vocabulary) of the run whose checkpoint `init_checkpoint` is, when the config
     is not given: its bert_config.json, and the vocabulary it read unless `vocab_file` is given
     (None where it recorded none)."""
     found = run_model_files.of_checkpoint(init_checkpoint) if init_checkpoint else None
     if found is None or not found.config_file:
-        raise ValueError(required_unless("bert_config_file", flag))
+        raise ValueError(run_model_files.required_unless("bert_config_file", flag))
     if not vocab_file and found.vocab_problem:
         raise ValueError(run_model_files.vocab_refusal(flag, init_checkpoint, found))
     return found.config_file, vocab_file or found.vocab_file
@@ -105,7 +97,7 @@ def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
     found = open_checkpoint(init_checkpoint, flag)
     read = found.family.config_from_checkpoint
     if read is None or found.layout != "original":
-        raise ValueError(required_unless("bert_config_file", flag))
+        raise ValueError(run_model_files.required_unless("bert_config_file", flag))
     config = read(found.shapes, f"{found.location} ({flag})")
     check_max_seq_length(config, max_seq_length, found.location)
     return ModelFiles(config, found.location, vocab_file or _vocab_beside(found.location))

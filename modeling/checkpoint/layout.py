@@ -102,6 +102,22 @@ def checkpoint_folder(path):
     return None if index is None else os.path.dirname(index) or "."
 
 
+# A run's record beside its checkpoints (`run_files`), and the name of its vocabulary's content
+# hash there (`bert_runner.run_identity`): a model read with another vocabulary is refused.
+RUN_RECORD = "run.json"
+VOCAB_KEY = "vocab"
+
+
+def run_directories(directory):
+    """The folders whose files describe the run that wrote into `directory`: itself, then for a
+    --seeds `seed_<n>` folder the sweep's output_dir (where run.json is)."""
+    # A local path made absolute (its name, even for "."); a URL (gs://, file://) as it is.
+    full = directory.rstrip("/") if "://" in directory else os.path.abspath(directory)
+    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
+        return [directory, os.path.dirname(full)]
+    return [directory]
+
+
 def json_object(path):
     """The JSON object in `path`, or {} where it cannot be read as one (a missing or unreadable
     file: the caller's reader then says why, naming the file)."""

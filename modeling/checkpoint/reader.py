@@ -255,10 +255,12 @@ class Checkpoint:
         differ = [f"{key} {given[key]!r}, the run's {recorded[key]!r}"
                   for key in _ARCHITECTURE_KEYS
                   if key in given and key in recorded and given[key] != recorded[key]]
+        if not differ:  # the run's own sizes: the shapes differ for another reason
+            return []
         return [f"  the encoder is another model size's: its run ({self.record_path}) trained "
                 f"the model of {recorded_file}, not that of {config_file or '--bert_config_file'}"
-                + (f" ({'; '.join(differ)})" if differ else "")
-                + f": pass --bert_config_file={recorded_file}, or leave it out"]
+                f" ({'; '.join(differ)}): pass --bert_config_file={recorded_file}, or leave it "
+                "out"]
 
 
 # The config keys that decide the encoder's shapes.

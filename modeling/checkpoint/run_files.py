@@ -12,13 +12,15 @@ what tells which model the checkpoints beside it are of.
 """
 import json
 import os
-import re
 
 import tensorflow as tf
 
 from modeling.checkpoint.files import write_text_atomic
+from modeling.checkpoint import layout
+from modeling.checkpoint.layout import RUN_RECORD, run_directories
 
-RUN_RECORD = "run.json"
+# The vocabulary's content hash in run.json, under the name its readers use here.
+VOCAB_KEY = layout.VOCAB_KEY
 LABEL_LIST_FILE = "label_list.txt"
 
 
@@ -33,18 +35,9 @@ def record_directories(checkpoint):
     output_dir (where run.json is)."""
     if not checkpoint:
         return []
-    directory = _directory(checkpoint)
-    # A local path made absolute (its name, even for "."); a URL (gs://, file://) as it is.
-    full = directory.rstrip("/") if "://" in directory else os.path.abspath(directory)
-    directories = [directory]
-    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
-        directories.append(os.path.dirname(full))
-    return directories
+    return run_directories(_directory(checkpoint))
 
 
-# The name of the vocabulary's content hash in run.json (`bert_runner.run_identity`): a model
-# read with another vocabulary (a distillation teacher) is refused.
-VOCAB_KEY = "vocab"
 # The model family of the run (`modeling.families`), in run.json: the reader reads its checkpoints
 # as that family's.
 FAMILY_KEY = "family"

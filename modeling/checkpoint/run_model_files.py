@@ -21,15 +21,13 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from typing import Optional
 
-from modeling.checkpoint.layout import checkpoint_folder, hf_home
+from modeling.checkpoint.layout import (
+    HF_DIRECTORY, RUN_RECORD, VOCAB_KEY, checkpoint_folder, hf_home, run_directories)
 
-RUN_RECORD = "run.json"  # `run_files.RUN_RECORD`
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
-VOCAB_KEY = "vocab"  # `run_files.VOCAB_KEY`: the vocabulary's content hash in run.json
 # A run started from a run started from ...: how far back the vocabulary is followed.
 _MAX_RUNS_BACK = 4
 
@@ -47,15 +45,10 @@ class RunModelFiles:
 
 def record_directories(path):
     """The folders describing the run that wrote `path` (an output_dir or a checkpoint prefix in
-    it): its own, then for a `seed_<n>` folder the sweep's output_dir (`run_files`' rule)."""
+    it), as `run_files.record_directories` finds them; none on an object store (gs://)."""
     if not path or "://" in path:
         return []
-    directory = path if os.path.isdir(path) else (os.path.dirname(path) or ".")
-    directories = [directory]
-    full = os.path.abspath(directory)
-    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
-        directories.append(os.path.dirname(full))
-    return directories
+    return run_directories(path if os.path.isdir(path) else (os.path.dirname(path) or "."))
 
 
 def _record(directories):
@@ -137,7 +130,11 @@ def _recorded_vocab(record, record_path, directories, runs_back):
             if started_from is not None and started_from.vocab_file:
                 candidates.append(started_from.vocab_file)
         elif not os.path.exists(start) and not os.path.exists(start + ".index"):
-            gone = f"{start}, the checkpoint it started from, no longer exists"
+            # run.json keeps the flag as typed: a relative path is the run's directory's.
+            gone = (f"{start}, the checkpoint it started from, no longer exists"
+                    if os.path.isabs(start) else
+                    f"{start}, the checkpoint it started from (a path relative to where the run "
+                    "was started), is not found from this directory")
     candidates = list(dict.fromkeys(candidates))
     for candidate in candidates:
         if _sha256_prefix(candidate) == digest:
@@ -155,6 +152,12 @@ def _recorded_vocab(record, record_path, directories, runs_back):
 # Hugging Face directory (`layout.HF_DIRECTORY`).
 RUN_DIRECTORY = ("a run's output_dir (or a checkpoint in it) whose bert_config.json and "
                  "vocabulary are at hand")
+
+
+def required_unless(name, flag):
+    """The refusal of a command without `--name` (bert_config_file, vocab_file) whose checkpoint
+    flag `flag` supplies none."""
+    return f"--{name} is required unless {flag} is {HF_DIRECTORY}, or {RUN_DIRECTORY}"
 
 
 def vocab_refusal(flag, path, found):
