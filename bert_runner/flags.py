@@ -289,14 +289,11 @@ def _take_run_files(missing, directory, checkpoint, flag_values):
         output_dir = flag_values["output_dir"].value
         if output_dir and checkpoint_folder(output_dir):
             directory, flag = output_dir, "--output_dir"
-    found = run_model_files.of_checkpoint(directory) if directory else None
-    if found is None:
-        return False
-    if "bert_config_file" in missing and not found.config_file:
-        return False
-    if "vocab_file" in missing and found.vocab_problem:
-        raise flags.ValidationError(run_model_files.vocab_refusal(flag, directory, found))
-    supplied = {"bert_config_file": found.config_file, "vocab_file": found.vocab_file}
+    try:
+        files = run_model_files.supplied(directory, flag, "vocab_file" in missing)
+    except ValueError as e:
+        raise flags.ValidationError(str(e)) from None
+    supplied = dict(zip(("bert_config_file", "vocab_file"), files or (None, None)))
     if not all(supplied[name] for name in missing):
         return False
     for name in missing:

@@ -83,12 +83,10 @@ def _run_files(init_checkpoint, vocab_file, flag):
     """(config file, vocabulary) of the run whose checkpoint `init_checkpoint` is, when the config
     is not given: its bert_config.json, and the vocabulary it read unless `vocab_file` is given
     (None where it recorded none)."""
-    found = run_model_files.of_checkpoint(init_checkpoint) if init_checkpoint else None
-    if found is None or not found.config_file:
+    files = run_model_files.supplied(init_checkpoint, flag, not vocab_file)
+    if files is None:
         raise ValueError(run_model_files.required_unless("bert_config_file", flag))
-    if not vocab_file and found.vocab_problem:
-        raise ValueError(run_model_files.vocab_refusal(flag, init_checkpoint, found))
-    return found.config_file, vocab_file or found.vocab_file
+    return files[0], vocab_file or files[1]
 
 
 def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):

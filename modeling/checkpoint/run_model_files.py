@@ -160,8 +160,15 @@ def required_unless(name, flag):
     return f"--{name} is required unless {flag} is {HF_DIRECTORY}, or {RUN_DIRECTORY}"
 
 
-def vocab_refusal(flag, path, found):
-    """The one-line refusal of a run's checkpoint (`found`, its `RunModelFiles`) given as `flag`
-    =`path` without --vocab_file, when its vocabulary is not at hand."""
-    return (f"--vocab_file is required with {flag}={path}: {found.vocab_problem}; pass the "
-            "vocab.txt its run read")
+def supplied(path, flag, needs_vocab):
+    """(config file, vocabulary or None) that the run whose checkpoint `flag`=`path` is supplies
+    (its bert_config.json, the vocabulary it read), or None where no run's config is there.
+    Raises ValueError naming what is gone when `needs_vocab` (no --vocab_file given) and the
+    vocabulary the run read is not at hand."""
+    found = of_checkpoint(path) if path else None
+    if found is None or not found.config_file:
+        return None
+    if needs_vocab and found.vocab_problem:
+        raise ValueError(f"--vocab_file is required with {flag}={path}: {found.vocab_problem}; "
+                         "pass the vocab.txt its run read")
+    return found.config_file, found.vocab_file
