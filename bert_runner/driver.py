@@ -126,7 +126,7 @@ def _check_recorded_identity(recorded, run, identity, path):
             raise OutputDirError(
                 f"--output_dir={run.output_dir} holds checkpoints of another run ({path}): "
                 f"{'; '.join(changed)}. Use another --output_dir, or the settings of that run: "
-                "nothing in it was changed.")
+                f"nothing in it was changed.{_schedule_hint(recorded, identity, path)}")
     names = run_identity.MODEL_NAMES if run.vocab_file else run_identity.MODEL_NAMES_NO_TEXT
     changed = run_identity.differences(recorded, identity, names=names)
     if changed:
@@ -134,6 +134,15 @@ def _check_recorded_identity(recorded, run, identity, path):
             f"--output_dir={run.output_dir} holds checkpoints of a model that reads its input "
             f"otherwise ({path}): {'; '.join(changed)}. Evaluate and predict with that run's "
             "settings: nothing in it was changed.")
+
+
+def _schedule_hint(recorded, identity, path):
+    """How to train a recorded run's model on where only its schedule differs (more steps,
+    another learning rate): as the paper's second phase, a new run from its weights."""
+    if not run_identity.only_schedule_differs(recorded, identity):
+        return ""
+    return (" To train its model on with this schedule, start another --output_dir with "
+            f"--init_checkpoint={os.path.dirname(path)} (its weights; the optimizer starts anew).")
 
 
 def _check_recorded_model(recorded, run, config):

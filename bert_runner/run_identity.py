@@ -133,6 +133,10 @@ _HASH_OF_PATH = {**{field: key for key, field in FINGERPRINTED}, "teacher": TEAC
 # Hashes a command may not compute (no vocabulary given, no config at hand): not compared then.
 _HASHES = set(_HASH_OF_PATH.values()) | {CONFIG}
 
+# How long and at what rates a run trains. A run that differs from a recorded one only in them
+# trains the same model on another schedule, which a new run started from its weights gives.
+SCHEDULE = ("learning_rate", "num_train_epochs", "warmup_proportion", "num_train_steps",
+            "num_warmup_steps")
 # Names whose difference is said in words rather than as two hashes.
 _SAID = {TRAIN_DATA: "the training data differs",
          "init_checkpoint_sha256": "the starting checkpoint's content differs",
@@ -164,6 +168,12 @@ def differences(recorded, current, names=None):
         else:
             changed.append(f"{name} {recorded[name]!r} -> {value!r}")
     return changed
+
+
+def only_schedule_differs(recorded, current):
+    """Whether `current` differs from `recorded` in some of `SCHEDULE` and nothing else."""
+    return bool(differences(recorded, current)) and not differences(
+        recorded, current, names=[name for name in current if name not in SCHEDULE])
 
 
 def _at_recorded_start(recorded, current):

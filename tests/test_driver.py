@@ -278,6 +278,14 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
         with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-another-run"))
                            + ".*" + re.escape(said)):
             driver.run(KeywordTask(str(data)), dataclasses.replace(run, **change))
+    # Where only the schedule differs, the refusal says how to train that model on.
+    hint = f"start another --output_dir with --init_checkpoint={out} (its weights"
+    with pytest.raises(driver.OutputDirError, match=re.escape(hint)):
+        driver.run(KeywordTask(str(data)), dataclasses.replace(run, num_train_epochs=6.0))
+    with pytest.raises(driver.OutputDirError) as refused:
+        driver.run(KeywordTask(str(data)), dataclasses.replace(run, random_seed=7,
+                                                               learning_rate=3e-3))
+    assert "--init_checkpoint=" not in str(refused.value)
     other_data = write_data(tmp_path / "other", sizes=(("train", 48), ("dev", 16), ("test", 12)))
     with pytest.raises(driver.OutputDirError, match="the training data differs; training "
                                                     "examples 64 -> 48"):
