@@ -150,11 +150,15 @@ np.savez({out!r}, *[np.asarray(w) for w in trainer.model.get_weights()])
 
 
 def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path):
+    # Every record masks as many tokens: the masked-LM loss, normalised per replica, then
+    # weighs each token as one process does (docs/run_pretraining.md).
     data = write_records(tmp_path / "train.tfrecord", 64)
     # --init_checkpoint too: its start-up check must not run TensorFlow before the strategy exists.
+    # Evaluation capped at 2 steps of 8 covers the same 16 records as in one process.
     flags = dict(do_train=True, train_batch_size=8, num_train_steps=4, num_warmup_steps=1,
                  learning_rate=1e-3, iterations_per_loop=2, save_checkpoints_steps=4,
-                 init_checkpoint=str(TINY / "bert_model.ckpt"))
+                 init_checkpoint=str(TINY / "bert_model.ckpt"), do_eval=True, eval_batch_size=8,
+                 max_eval_steps=2)
     args = cli_flags(**flags)
     cluster = {"worker": [f"localhost:{free_port()}", f"localhost:{free_port()}"]}
     processes = []
@@ -180,3 +184,7 @@ def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path)
         np.testing.assert_allclose(workers[0][key], np.asarray(weight), atol=1e-5)
     assert (tmp_path / "multi" / "ckpt-4.index").exists()
     assert not list((tmp_path / "multi").glob(".worker_tmp_*"))
+    reports = [json.loads((tmp_path / name / "eval_report.json").read_text())
+               for name in ("multi", "single")]
+    assert reports[0]["baselines"] == reports[1]["baselines"]
+    assert reports[0]["metrics"] == pytest.approx(reports[1]["metrics"], rel=1e-4)
