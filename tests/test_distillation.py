@@ -2,6 +2,7 @@
 student started from the tiny teacher's layer 0 (`--init_from_teacher_stride=2`) learns the
 teacher's answers from the training set and unlabelled text, with the teacher's logits computed
 once; the refusals."""
+import dataclasses
 import json
 import logging
 import random
@@ -119,6 +120,14 @@ def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp
         again = distillation.teacher_logits(distilled, converted, 2, str(tmp_path))
     np.testing.assert_array_equal(first, again)
     assert any("read from" in m for m in caplog.messages)
+    # The same weights read by another config are another teacher: its logits computed again.
+    relu = type(distilled.config).from_dict({**distilled.config.to_dict(), "hidden_act": "relu"})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="absl"):
+        other = distillation.teacher_logits(dataclasses.replace(distilled, config=relu),
+                                            converted, 2, str(tmp_path))
+    assert not any("read from" in m for m in caplog.messages)
+    assert np.abs(other - first).max() > 1e-4
 
 
 def _flags(teacher, **given):

@@ -2,6 +2,7 @@
 four" exists), activations computed once and cached, BiLSTM taggers that learn well above the
 all-O baseline, and the table beside the paper's figures. In process: every input checked before
 any activation is computed, and the temporary files of a killed run removed from the cache."""
+import dataclasses
 import json
 import os
 import shutil
@@ -141,6 +142,12 @@ def test_prepare_checks_and_windows_then_a_reusable_cache_needs_none(tmp_path):
     assert len(list((tmp_path / "out" / "activations" / "dev").glob("layer_*.npy"))) == 3
     again = feature_based_run.prepare(flags)
     assert all(data.windows is None for data in again.sets.values())
+    # The same weights read by another config are other activations: computed again.
+    config = json.loads((TINY / "bert_config.json").read_text())
+    relu = tmp_path / "relu_config.json"
+    relu.write_text(json.dumps({**config, "hidden_act": "relu"}))
+    other = feature_based_run.prepare(dataclasses.replace(flags, bert_config_file=str(relu)))
+    assert all(data.windows for data in other.sets.values())
 
 
 def _fake_complete_cache(directory, settings):

@@ -25,6 +25,7 @@ from absl import logging
 from bert_runner import results, run_identity
 from modeling import families, checkpoint as checkpoints
 from modeling.checkpoint import run_files
+from modeling.checkpoint.identity import fingerprint
 from modeling.losses import classification_loss
 
 CACHE_FILE = "teacher_logits.npz"
@@ -125,9 +126,8 @@ def teacher_logits(teacher, features, num_labels, output_dir, batch_size=64):
     ids = np.asarray([f.input_ids for f in features], np.int32)
     key = hashlib.sha256(ids.tobytes() + np.asarray(
         [f.segment_ids for f in features], np.int8).tobytes()).hexdigest()
-    identity = checkpoints.identity_file(teacher.checkpoint, "--teacher")
-    stat = tf.io.gfile.stat(identity)
-    key += (f"|{teacher.checkpoint}|{stat.length}|{stat.mtime_nsec}"
+    # The teacher by content: its weights and the config that reads them.
+    key += (f"|{fingerprint(teacher.checkpoint)}|{run_identity.config_sha256(teacher.config)}"
             f"|bilstm_on_top={teacher.bilstm_on_top}")
     path = os.path.join(output_dir, CACHE_FILE)
     if tf.io.gfile.exists(path):

@@ -197,12 +197,6 @@ def check_cache_dir(directory):
                          "--output_dir" % (directory, e.strerror or e)) from None
 
 
-def file_fingerprint(path):
-    """{path, bytes, mtime_ns} of a file, so a cache made from another version is not reused."""
-    stat = os.stat(path)
-    return {"path": os.path.abspath(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
 def load_frozen_encoder(config, init_checkpoint):
     """The encoder of `config`'s family with every weight from `init_checkpoint` (any layout),
     not trainable. Raises ValueError naming the checkpoint when it does not fit `config`, cannot

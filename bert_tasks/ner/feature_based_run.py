@@ -17,8 +17,10 @@ from typing import Dict, List, Optional
 
 from absl import logging
 
+from bert_runner import run_identity
 from bert_tasks.ner import activations, conll, feature_based, tags
 from bert_tasks.ner.sets import NerSet
+from modeling.checkpoint.identity import fingerprint
 
 SPLITS = ("train", "dev")
 
@@ -51,7 +53,7 @@ class Table7Run:
         will be reused).
       label_list: list of str.
       bert: the frozen `modeling.BertModel`.
-      checkpoint: the file identifying the checkpoint (`Checkpoint.identity_file`).
+      model: what identifies the model (`model_identity`).
       cache_dir: the local directory of the caches (one sub-directory per split).
       started: when `prepare` started (seconds since the epoch).
     """
@@ -62,13 +64,13 @@ class Table7Run:
     sets: Dict[str, NerSet]
     label_list: List[str]
     bert: object
-    checkpoint: str
+    model: dict
     cache_dir: str
     started: float
 
     def settings(self, split):
         """What the activations of `split` depend on (`cache_settings`)."""
-        return cache_settings(self.flags, self.sets[split].path, self.checkpoint, self.label_list)
+        return cache_settings(self.flags, self.sets[split].path, self.model, self.label_list)
 
     def build_caches(self, batch_size):
         """{split: ActivationCache}, reused or computed now."""
@@ -79,13 +81,18 @@ class Table7Run:
             windows=data.windows, started=self.started) for split, data in self.sets.items()}
 
 
-def cache_settings(flags, data_file, checkpoint, label_list):
-    """What the activations of `data_file` depend on: a cache made from anything else is
-    computed again."""
+def model_identity(init_checkpoint, config):
+    """The model whose activations are cached, by content: the checkpoint's weights and the
+    config that reads them (another activation function, say, on the same weights)."""
+    return {"init_checkpoint_sha256": fingerprint(init_checkpoint),
+            "bert_config_sha256": run_identity.config_sha256(config)}
+
+
+def cache_settings(flags, data_file, model, label_list):
+    """What the activations of `data_file` depend on, files by their content: a cache made from
+    anything else is computed again."""
     return {
-        "data_file": activations.file_fingerprint(data_file),
-        "init_checkpoint": activations.file_fingerprint(checkpoint),
-        "vocab_file": activations.file_fingerprint(flags.vocab_file),
+        **model, "data_sha256": fingerprint(data_file), "vocab_sha256": fingerprint(flags.vocab_file),
         "do_lower_case": flags.do_lower_case, "max_seq_length": flags.max_seq_length,
         "document_context": flags.document_context, "label_list": label_list,
     }
@@ -130,14 +137,14 @@ def prepare(flags):
     for data in sets.values():
         data.check_labels(label_list)
     logging.info("Labels: %s", " ".join(label_list))
-    checkpoint = checkpoints.identity_file(flags.init_checkpoint)
+    model = model_identity(flags.init_checkpoint, config)
     for split, data in sets.items():
         # Tokenized now, so that a bad window setting fails before any activation; a cache that
         # will be reused needs no windows.
-        settings = cache_settings(flags, data.path, checkpoint, label_list)
+        settings = cache_settings(flags, data.path, model, label_list)
         if not activations.ActivationCache.reusable(os.path.join(cache_dir, split), settings,
                                                     config.num_hidden_layers):
             data.make_windows(tokenizer, flags.max_seq_length, flags.document_context)
     bert = activations.load_frozen_encoder(config, flags.init_checkpoint)
-    return Table7Run(flags, config, tokenizer, choices, sets, label_list, bert, checkpoint,
-                     cache_dir, started)
+    return Table7Run(flags, config, tokenizer, choices, sets, label_list, bert, model, cache_dir,
+                     started)
