@@ -1,4 +1,5 @@
 """Distribution strategy and numeric policy from flags."""
+import json
 import os
 
 import keras
@@ -23,14 +24,38 @@ def get_strategy(name="default", use_tpu=False, tpu_name=None, tpu_zone=None, gc
     if name == "multi_worker_mirrored":
         if "TF_CONFIG" not in os.environ:
             raise ValueError("--distribution_strategy=multi_worker_mirrored needs TF_CONFIG set")
+        check_tf_config(os.environ["TF_CONFIG"])
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=tpu_name, zone=tpu_zone, project=gcp_project)
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+                tpu=tpu_name, zone=tpu_zone, project=gcp_project)
+        except ValueError as e:  # no TPU named, none found in the environment
+            raise ValueError(f"--distribution_strategy=tpu: {e} (--tpu_name, --tpu_zone, "
+                             "--gcp_project)") from None
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     raise ValueError(f"Unknown distribution strategy {name!r}")
+
+
+def check_tf_config(text):
+    """Raises ValueError naming TF_CONFIG unless `text` describes a cluster and this process's
+    task in it, as `MultiWorkerMirroredStrategy` reads it (whose own errors name nothing)."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"TF_CONFIG is not JSON ({e}): {text[:80]!r}") from None
+    cluster = value.get("cluster") if isinstance(value, dict) else None
+    task = value.get("task") if isinstance(value, dict) else None
+    if not isinstance(cluster, dict) or not cluster or not isinstance(task, dict):
+        raise ValueError('TF_CONFIG needs a "cluster" ({"worker": ["host:port", ...]}) and this '
+                         'process\'s "task" ({"type": "worker", "index": 0})')
+    hosts = cluster.get(task.get("type"))
+    index = task.get("index")
+    if not isinstance(hosts, list) or not isinstance(index, int) or not 0 <= index < len(hosts):
+        raise ValueError(f"TF_CONFIG's task {json.dumps(task)} is not one of its cluster's: "
+                         f"{json.dumps(cluster)}")
 
 
 # CPU features that compute bfloat16 matmuls natively (AVX512_BF16 dot products, AMX tiles).

@@ -2,6 +2,7 @@
 line naming the flag or file, exit code 2, no traceback unless asked for; anything else keeps its
 traceback (exit 1); `--helpfull` lists the exit codes and exits 0."""
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -9,12 +10,12 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_runner import cli
+from bert_runner import cli, distribution
 import forked_scripts
 from conftest import ROOT
 from modeling_helpers import TINY
 from ner_helpers import write_conll_dir
-from refusals import assert_refused
+from refusals import assert_refused, message
 
 SCRIPTS = ("run_classifier", "run_squad", "run_swag", "run_ner", "run_ner_feature_based",
            "run_pretraining", "create_pretraining_data", "build_vocab", "extract_features",
@@ -142,3 +143,25 @@ def test_scripts_run_onednn_on_every_x86_cpu_unless_told_not_to(monkeypatch):
     monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
     importlib.reload(cli)
     assert os.environ["TF_ENABLE_ONEDNN_OPTS"] == "0"
+
+
+def test_a_cluster_or_tpu_that_is_not_described_is_refused_naming_what_describes_it(tmp_path):
+    data = write_conll_dir(tmp_path / "data")
+    args = ["--do_train=true", "--max_seq_length=32", f"--data_dir={data}",
+            f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
+            f"--output_dir={tmp_path / 'out'}"]
+    result = run_script("run_ner", *args, "--distribution_strategy=multi_worker_mirrored",
+                        TF_CONFIG='{"cluster": ')
+    assert_refused(result, "tf-config-not-json")
+    assert not (tmp_path / "out").exists()
+    cluster = {"worker": ["localhost:1", "localhost:2"]}
+    for task in ({"type": "worker", "index": 2}, {"type": "chief", "index": 0}, {}):
+        with pytest.raises(ValueError, match=message("tf-config-task-not-in-cluster")):
+            distribution.check_tf_config(json.dumps({"cluster": cluster, "task": task}))
+    with pytest.raises(ValueError, match='needs a "cluster"'):
+        distribution.check_tf_config(json.dumps({"task": {"type": "worker", "index": 0}}))
+    distribution.check_tf_config(json.dumps({"cluster": cluster,
+                                             "task": {"type": "worker", "index": 1}}))
+    result = run_script("run_ner", *args, "--distribution_strategy=tpu")
+    assert_refused(result, "tpu-not-named")
+    assert "--tpu_name" in result.stderr
