@@ -24,6 +24,7 @@ from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import PAIR, ModeRule, at_least, mode, ranged, within
 from bert_runner.serving import registry
 from bert_runner.serving.formats import QUANTIZATIONS
+from bert_tasks.ner.tags import entity_types_rule
 from bert_tasks.serving import register_all
 
 FLAGS = flags.FLAGS
@@ -95,10 +96,10 @@ flags.DEFINE_float(
     "is greater than this. Default: the model's: 0.0 (the original BERT's), -2.75 for ELECTRA's "
     "head (the original ELECTRA's qa_na_threshold).")
 # run_ner's.
-flags.DEFINE_list(
+ranged(flags.DEFINE_list(
     "entity_types", None,
     "--format=ner: the entity types in label order (run_ner's flag). Default: the label_list.txt "
-    "run_ner wrote beside the checkpoint.")
+    "run_ner wrote beside the checkpoint."), entity_types_rule())
 flags.DEFINE_string(
     "checkpoint", None,
     "The model: the output_dir of the --format's script (run_classifier, run_squad, run_ner, "

@@ -10,7 +10,7 @@ from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import ONE_WORD, at_least, ranged
-from bert_tasks.ner.tags import SCHEMES
+from bert_tasks.ner.tags import SCHEMES, entity_types_rule
 
 FLAGS = flags.FLAGS
 
@@ -25,10 +25,11 @@ ranged(flags.DEFINE_integer(
     "Word-pieces per window: [CLS], the scored sentence with its document context, [SEP]. "
     "Longer sentences are split over several windows."), at_least(3, ONE_WORD, words="at least"))
 run_flags.define_split_flags(test="the test set (predicted and scored)")
-flags.DEFINE_list(
+ranged(flags.DEFINE_list(
     "entity_types", None,
     "Entity types in label order, e.g. PER,ORG,LOC,MISC; the labels are O, B-<type>, I-<type>. "
-    "Default: the types of the training file, sorted (or the list recorded in output_dir).")
+    "Default: the types of the training file, sorted (or the list recorded in output_dir)."),
+    entity_types_rule())
 flags.DEFINE_bool(
     "document_context", True,
     "Surround each sentence with its document's neighbouring text up to max_seq_length (the "

@@ -15,6 +15,7 @@ from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import ONE_WORD, above, at_least, ranged, seed
+from bert_tasks.ner.tags import entity_types_rule
 
 FLAGS = flags.FLAGS
 
@@ -30,8 +31,10 @@ ranged(flags.DEFINE_integer(
     at_least(3, ONE_WORD, words="at least"))
 flags.DEFINE_bool("document_context", True,
                   "Surround each sentence with its document's neighbouring text (the paper).")
-flags.DEFINE_list("entity_types", None,
-                  "Entity types, in label order (default: those of the training file, sorted).")
+ranged(flags.DEFINE_list(
+    "entity_types", None,
+    "Entity types, in label order (default: those of the training file, sorted)."),
+    entity_types_rule())
 flags.DEFINE_list(
     "choices", None,
     "Table 7 rows to run (default: all): embeddings, second_to_last, last, "

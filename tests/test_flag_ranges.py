@@ -173,6 +173,8 @@ CASES = [
       "--max_answer_length=0"],
      ["doc_stride", "max_query_length", "n_best_size", "max_answer_length"], None),
     ("run_ner", ["--max_seq_length=2"], ["max_seq_length"], None),
+    ("run_ner", ["--entity_types=PER,LOC,PER"], ["entity_types"], "flag-entity-types-not-types"),
+    ("export_model", ["--format=ner", "--entity_types=B-PER"], ["entity_types"], None),
     ("create_pretraining_data", ["--mask_token_prob=0.9", "--random_token_prob=0.2"],
      [_cross("mask_token_prob", "random_token_prob")], "flag-masking-rates-above-one"),
     ("create_pretraining_data",

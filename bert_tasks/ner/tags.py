@@ -16,6 +16,8 @@ word and splits the name into two wrong chunks. Under IOB1 a word after a chunk 
 continues it unless tagged `B-`, which the training data uses only where two chunks touch.
 """
 
+from bert_runner.flag_ranges import Rule
+
 OUTSIDE = "O"
 
 
@@ -80,6 +82,19 @@ def label_list(entity_types):
     for chunk_type in entity_types:
         labels += ["B-" + chunk_type, "I-" + chunk_type]
     return labels
+
+
+def _distinct_types(types):
+    return len(set(types)) == len(types) and all(
+        t and not any(c.isspace() for c in t) and t != OUTSIDE and parse_tag(t) is None
+        and parse_tag("B-" + t) is not None for t in types)
+
+
+def entity_types_rule():
+    """--entity_types' range: each a type as a tag names it after B-/I- (PER, not B-PER or O),
+    none empty or twice, so that every label of the model is a tag a sentence can have."""
+    return Rule("must be distinct entity types such as PER,ORG: none empty, none a tag (B-PER, "
+                "O), no spaces", _distinct_types)
 
 
 def entity_types_of(tag_lists):
