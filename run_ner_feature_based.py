@@ -70,6 +70,9 @@ def _check_choices(values):
     if unknown:
         raise flags.ValidationError("unknown --choices %s; known: %s"
                                     % (", ".join(unknown), ", ".join(CHOICES_BY_KEY)))
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise flags.ValidationError("--choices names %s more than once" % ", ".join(twice))
     return True
 
 

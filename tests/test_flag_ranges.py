@@ -190,6 +190,8 @@ CASES = [
      [_cross("runner", "num_workers")], "flag-runner-with-num-workers"),
     ("build_vocab", ["--runner=DirectRunner", "--max_input_lines=10"],
      [_cross("runner", "max_input_lines")], None),
+    ("create_pretraining_data", ["--beam_pipeline_options=--direct_num_workers=2"],
+     [_cross("beam_pipeline_options", "runner")], None),
     ("run_pretraining", ["--do_whole_word_mask", "--masked_lm_prob=0.2"],
      [_cross("input_format", "pretraining_objective", "do_whole_word_mask", "masked_lm_prob",
              "mask_token_prob", "random_token_prob", "short_seq_prob")],
@@ -356,3 +358,10 @@ def test_a_partial_hugging_face_directory_says_what_it_lacks(tmp_path):
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert_refused(result, "checkpoint-directory-neither-layout")
     assert "is required" not in result.stderr
+
+
+def test_table7_choices_are_known_and_each_given_once():
+    result = parse("run_ner_feature_based", "--choices=last,embeddings,last")
+    assert result.returncode == 2 and "--choices names last more than once" in result.stderr
+    result = parse("run_ner_feature_based", "--choices=last,top")
+    assert result.returncode == 2 and "unknown --choices top" in result.stderr

@@ -136,6 +136,9 @@ def test_prepare_checks_and_windows_then_a_reusable_cache_needs_none(tmp_path):
     flags = _table7_flags(tmp_path)
     run = feature_based_run.prepare(flags)
     assert [c.key for c in run.choices] == ["embeddings", "last"]
+    # The paper's all-layer row takes every layer of the model at hand, and says how many.
+    assert [c.title for c in feature_based_run.resolve_choices(["weighted_sum_all"], 6)] == [
+        "Weighted Sum All 6 Layers"]
     assert all(data.windows for data in run.sets.values())
     assert not list(tmp_path.rglob("*.npy*"))  # nothing computed yet
     run.build_caches(batch_size=8)

@@ -39,6 +39,13 @@ class FeatureChoice:
     last: object
     paper_dev_f1: float
 
+    def for_model(self, num_hidden_layers):
+        """This choice for a model of `num_hidden_layers` encoder layers: its title names how
+        many it sums where it takes them all (BERT-Base's 12 in the paper). ValueError where the
+        model is too shallow for it."""
+        self.layers(num_hidden_layers)
+        return dataclasses.replace(self, title=self.title.format(layers=num_hidden_layers))
+
     def layers(self, num_hidden_layers):
         """Indexes into the activation cache (0 = embeddings, k = encoder layer k)."""
         if self.first is None:
@@ -61,7 +68,8 @@ FEATURE_CHOICES = (
     FeatureChoice("weighted_sum_last_four", "Weighted Sum Last Four Hidden", "weighted_sum",
                   -3, 0, 95.9),
     FeatureChoice("concat_last_four", "Concat Last Four Hidden", "concat", -3, 0, 96.1),
-    FeatureChoice("weighted_sum_all", "Weighted Sum All 12 Layers", "weighted_sum", 1, 0, 95.5),
+    FeatureChoice("weighted_sum_all", "Weighted Sum All {layers} Layers", "weighted_sum", 1, 0,
+                  95.5),
 )
 CHOICES_BY_KEY = {choice.key: choice for choice in FEATURE_CHOICES}
 # The paper's fine-tuned BERT-Base, the row above the feature-based ones in Table 7.

@@ -103,9 +103,7 @@ def resolve_choices(keys, num_hidden_layers):
     shallow for."""
     choices = ([feature_based.CHOICES_BY_KEY[k] for k in keys] if keys
                else list(feature_based.FEATURE_CHOICES))
-    for choice in choices:
-        choice.layers(num_hidden_layers)
-    return choices
+    return [choice.for_model(num_hidden_layers) for choice in choices]
 
 
 def prepare(flags):

@@ -36,7 +36,7 @@ import uuid
 from absl import flags
 from absl import logging
 
-from bert_runner.flag_ranges import CrossRule, cross
+from bert_runner.flag_ranges import CrossRule, ModeRule, cross, mode
 
 from bert_tasks.pretraining.data.reading import (
     InputError, describe_files, expand_input_files, iter_line_blocks)
@@ -67,6 +67,8 @@ def define_flags():
                                  "runs on the runner's workers: set them in "
                                  "--beam_pipeline_options"),
         "with --runner, set the runner's workers in --beam_pipeline_options"))
+    mode(ModeRule(("beam_pipeline_options",), ("runner",), bool, "with --runner",
+                  "a run here takes no Beam options"))
 
 
 class BeamMissing(ValueError):
