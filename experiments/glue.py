@@ -167,6 +167,19 @@ def identity(setting, run, glue_dir, max_seq_length):
         setting.task, glue_dir, max_seq_length))
 
 
+def evaluated(setting, glue_dir, max_seq_length):
+    """What `setting`'s dev report scores (`protocol.reports`): the task's dev examples."""
+    return {"eval_data_sha256": _examples_sha256(setting.task, glue_dir, max_seq_length, "eval")}
+
+
+@functools.lru_cache(maxsize=None)
+def _examples_sha256(task_name, glue_dir, max_seq_length, split):
+    from bert_runner import run_identity
+
+    return run_identity.examples_sha256(
+        _task(task_name, glue_dir, max_seq_length).read_examples(split))
+
+
 @functools.lru_cache(maxsize=None)
 def _train_examples(task_name, glue_dir, max_seq_length):
     """A task's training examples, read once for all its settings."""
@@ -182,6 +195,13 @@ def fine_tune(setting, run, glue_dir, max_seq_length):
 
 def value_of(report, metric):
     return report["metrics"][metric]
+
+
+def test_data(task, glue_dir, max_seq_length):
+    """{task predicted: its test examples' hash} of what the chosen model of `task` predicts:
+    a submission file is kept only for the same chosen setting and the same test data."""
+    return {name: _examples_sha256(name, glue_dir, max_seq_length, "predict")
+            for name in predicted_tasks(task)}
 
 
 def predict_dir(run, task):
@@ -348,7 +368,7 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
     reports = protocol.reports(
         settings, select_only, results.read_eval_report,
         lambda setting, directory: fine_tune(setting, run, glue_dir, max_seq_length),
-        run.output_dir)
+        run.output_dir, lambda setting: evaluated(setting, glue_dir, max_seq_length))
     choices = protocol.choose(settings, reports, metric_of, value_of)
     submission = os.path.join(run.output_dir, SUBMISSION)
     chosen = read_chosen(submission)
@@ -363,7 +383,9 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
                      choice.setting.name, choice.metric, choice.value, choice.finished,
                      choice.diverged)
         files = [os.path.join(submission, name) for name in submission_names(choice.task)]
-        if (chosen.get(choice.task, {}).get("setting") == choice.setting.name
+        earlier = chosen.get(choice.task, {})
+        if (earlier.get("setting") == choice.setting.name
+                and earlier.get("test_data") == test_data(choice.task, glue_dir, max_seq_length)
                 and all(map(tf.io.gfile.exists, files))):
             logging.info("%s: the same choice as before: its predictions are kept", choice.task)
             continue
@@ -377,7 +399,8 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
         for path in predict(choice, checkpoint, run, glue_dir, max_seq_length):
             logging.info("Wrote %s", path)
         current[choice.task] = task_rows(choice, run, glue_dir)
-        chosen[choice.task] = {"setting": choice.setting.name, "rows": current[choice.task]}
+        chosen[choice.task] = {"setting": choice.setting.name, "rows": current[choice.task],
+                               "test_data": test_data(choice.task, glue_dir, max_seq_length)}
         results.write_text_atomic(os.path.join(submission, CHOSEN), json.dumps(chosen) + "\n")
     for choice in choices.values():
         if choice.task in current:
@@ -385,7 +408,8 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
         earlier = chosen.get(choice.task) if choice.setting is None else None
         current[choice.task] = task_rows(choice, run, glue_dir, earlier)
         if choice.setting is not None:
-            chosen[choice.task] = {"setting": choice.setting.name, "rows": current[choice.task]}
+            chosen[choice.task] = {**chosen.get(choice.task, {}), "setting": choice.setting.name,
+                                   "rows": current[choice.task]}
     if "wnli" in tasks:
         path, wnli_class = predict_wnli_majority(run, glue_dir)
         logging.info("Wrote %s (WNLI: the training set's majority class %r)", path, wnli_class)

@@ -5,11 +5,14 @@ setting runs, which dev value decides, and what the chosen model predicts.
 
 A setting is finished when its report (the dev scores its run wrote) exists: the command run again
 skips it, and a setting killed halfway resumes from its newest checkpoint (the driver's resume).
+A report is used only when it scored what this command scores (`EVALUATED`: the dev data's
+content and the flags that score it); otherwise its finished model is evaluated again.
 A setting folder is reused only when its run.json records the run this command would make there
 (`check_comparable`), a dev value that is not finite never wins (`choose`), and the chosen model
 predicts only from the checkpoint its report scored (`chosen_checkpoint`).
 """
 import dataclasses
+import json
 import math
 import os
 import re
@@ -20,8 +23,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import run_identity
+from bert_runner import results, run_identity
 from modeling.checkpoint import identity as checkpoint_identity, run_files
+
+
+# In a setting's folder: what its report scored, as this grid ran it (`reports`).
+EVALUATED = "evaluated.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +44,8 @@ class Setting:
     @property
     def name(self):
         """The setting's folder under its task's: e.g. `lr2e-05_ep3_bs32_r1`."""
-        return (f"lr{self.learning_rate:g}_ep{self.num_train_epochs:g}_bs{self.train_batch_size}"
-                f"_r{self.restart}")
+        return (f"lr{_exact(self.learning_rate)}_ep{_exact(self.num_train_epochs)}"
+                f"_bs{self.train_batch_size}_r{self.restart}")
 
     def seed(self, base_seed):
         """Restart k: another data order and classifier initialisation, from the same checkpoint."""
@@ -54,8 +61,22 @@ class Setting:
             train_batch_size=self.train_batch_size, random_seed=self.seed(run.random_seed))
 
 
+def _exact(number):
+    """`number` as `:g` writes it (2e-05, 3) where that reads back as the same number, else in
+    full: two values of a grid never share a folder or a command line."""
+    short = f"{number:g}"
+    return short if float(short) == number else repr(float(number))
+
+
 def grid(tasks, learning_rates, epochs, batch_sizes, restarts):
-    """Every `Setting` of `tasks`, in order: task, learning rate, epochs, batch size, restart."""
+    """Every `Setting` of `tasks`, in order: task, learning rate, epochs, batch size, restart.
+    Raises ValueError for a value given twice in one list (1 and 1.0 too): it would be one
+    setting counted twice."""
+    for flag, values in (("--learning_rates", learning_rates), ("--epochs", epochs),
+                         ("--train_batch_sizes", batch_sizes)):
+        twice = sorted({_exact(v) for v in values if list(values).count(v) > 1})
+        if twice:
+            raise ValueError(f"{flag} gives {', '.join(twice)} more than once")
     return [Setting(task, lr, ep, bs, restart)
             for task in tasks for lr in learning_rates for ep in epochs for bs in batch_sizes
             for restart in range(1, restarts + 1)]
@@ -66,8 +87,8 @@ def command(script, setting, run, args, not_passed=()):
     setting's), then every field of `run` (a `RunConfig`) that differs from its default (model
     files, precision, distribution, ...) and is not in `not_passed`."""
     args = {**args, "train_batch_size": setting.train_batch_size,
-            "learning_rate": f"{setting.learning_rate:g}",
-            "num_train_epochs": f"{setting.num_train_epochs:g}",
+            "learning_rate": _exact(setting.learning_rate),
+            "num_train_epochs": _exact(setting.num_train_epochs),
             "random_seed": setting.seed(run.random_seed),
             "output_dir": setting.output_dir(run.output_dir)}
     for field in dataclasses.fields(run):
@@ -108,23 +129,47 @@ def check_comparable(settings, output_dir, identity_of, read_report, implied=Non
                          "Use another --output_dir; nothing was trained or chosen")
 
 
-def reports(settings, select_only, read_report, fine_tune, output_dir):
+def reports(settings, select_only, read_report, fine_tune, output_dir, evaluated_of):
     """{setting: its report (`read_report(setting's folder)`, None: not finished)}. Without
     `select_only` each setting not finished is fine-tuned first (`fine_tune(setting, folder)`);
-    a finished one is not run again."""
+    a finished one is not trained again.
+
+    What a report scored (`evaluated_of(setting)`: the dev data's content, the scoring flags) is
+    kept beside it in `EVALUATED`, written when this grid first reads the report (one of a
+    --print_commands line is taken as the grid's). A report that scored otherwise than this
+    command would is not used: its setting is run again, which evaluates its finished model
+    anew (the driver trains no finished run again), or under `select_only` left out."""
     found = {}
     for number, setting in enumerate(settings, 1):
         directory = setting.output_dir(output_dir)
-        found[setting] = read_report(directory)
-        if select_only:
-            continue
-        if found[setting] is not None:
-            logging.info("%s/%s: finished before (%s)", setting.task, setting.name, directory)
-            continue
-        logging.info("Setting %d of %d: %s/%s, fine-tuning into %s", number, len(settings),
-                     setting.task, setting.name, directory)
-        fine_tune(setting, directory)
-        found[setting] = read_report(directory)
+        report = read_report(directory)
+        expected = evaluated_of(setting)
+        recorded = run_files.read_json_object(os.path.join(directory, EVALUATED))
+        if report is not None and recorded is not None and recorded != expected:
+            logging.warning("%s/%s: its report scored otherwise than this command (%s): %s",
+                            setting.task, setting.name,
+                            ", ".join(run_identity.differences(recorded, expected)),
+                            "left out (run without --select_only to score it again)"
+                            if select_only else "its model is evaluated again")
+            report = None
+            if not select_only:  # the starting model's scores too were of the other data
+                start = os.path.join(directory, results.START_REPORT)
+                if tf.io.gfile.exists(start):
+                    tf.io.gfile.remove(start)
+        elif report is not None:
+            if not select_only:
+                logging.info("%s/%s: finished before (%s)", setting.task, setting.name,
+                             directory)
+        elif not select_only:
+            logging.info("Setting %d of %d: %s/%s, fine-tuning into %s", number, len(settings),
+                         setting.task, setting.name, directory)
+        if report is None and not select_only:
+            fine_tune(setting, directory)
+            report = read_report(directory)
+        if report is not None and recorded != expected:
+            results.write_text_atomic(os.path.join(directory, EVALUATED),
+                                      json.dumps(expected, sort_keys=True) + "\n")
+        found[setting] = report
     return found
 
 

@@ -101,6 +101,15 @@ def _train_examples(files, do_lower_case):
     return files.task(do_lower_case).read_examples("train")
 
 
+def evaluated(files):
+    """What a setting's eval_results.json scores (`protocol.reports`): the dev file's content
+    and the flags that make its answers."""
+    from modeling.checkpoint.identity import fingerprint
+
+    return {"predict_file_sha256": fingerprint(files.predict_file),
+            "n_best_size": files.n_best_size, "max_answer_length": files.max_answer_length}
+
+
 def implied_identity(report):
     """What a report shows of its run: v2.0's scores hold `best_f1`, v1.1's do not."""
     return {"version_2_with_negative": "best_f1" in report}
@@ -165,7 +174,8 @@ def run_squad_grid(files, run, learning_rates, epochs, batch_sizes, restarts,
                               implied_identity)
     reports = protocol.reports(
         settings, select_only, read_report,
-        lambda setting, directory: fine_tune(setting, run, files), run.output_dir)
+        lambda setting, directory: fine_tune(setting, run, files), run.output_dir,
+        lambda setting: evaluated(files))
     choice = protocol.choose(settings, reports, lambda task: metric(files),
                              lambda report, name: report[name])[TASK]
     if choice.setting is None:

@@ -156,6 +156,26 @@ def test_grid_choice_resume_and_submission_files(tmp_path):
     other = run_glue(glue_dir, out, "--select_only", "--max_seq_length=32")
     assert_refused(other, "grid-setting-not-comparable")
     assert "max_seq_length 16 -> 32" in other.stderr
+    # One value twice in a grid list (1e-3 and 0.001) would be one setting counted twice.
+    twice = run_glue(glue_dir, out, "--learning_rates=1e-3,0.001")
+    assert twice.returncode == 2 and "--learning_rates gives 0.001 more than once" in twice.stderr
+
+    # Another dev set: every finished model is scored on it, none trained again; another test
+    # set: the chosen model predicts it (the same choice's files are not kept).
+    dev = glue_dir / "MNLI" / "dev_matched.tsv"
+    lines = dev.read_text(encoding="utf-8").splitlines(keepends=True)
+    dev.write_text("".join(lines[:-1]), encoding="utf-8")
+    test = glue_dir / "MNLI" / "test_matched.tsv"
+    test.write_text("".join(test.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]),
+                    encoding="utf-8")
+    rescored = run_glue(glue_dir, out)
+    assert rescored.returncode == 0, rescored.stderr[-3000:]
+    assert rescored.stderr.count("its report scored otherwise than this command "
+                                 "(eval_data_sha256") == 4
+    assert "fine-tuning into" not in rescored.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in settings[0].glob("ckpt-*")} == kept
+    assert "the same choice as before" not in rescored.stderr
+    assert len((submission / "MNLI-m.tsv").read_text().splitlines()) == 1 + 4
 
 
 def test_bad_flags_are_refused_before_any_run(tmp_path):
@@ -210,3 +230,14 @@ def test_squad_grid_chooses_the_best_threshold_f1_and_predicts_at_it(tmp_path):
     assert len(predictions) == 8
     assert sorted(p.name for p in (out / "predictions").iterdir()) == [
         "nbest_predictions.json", "null_odds.json", "predictions.json"]
+
+    # Other answer flags: the finished models answer again with them, none is trained again.
+    kept = {p.name: p.stat().st_mtime_ns for p in (out / "squad").glob("lr*/ckpt-*")}
+    again = subprocess.run([*command, "--n_best_size=2"], capture_output=True, text=True,
+                           timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count("its report scored otherwise than this command "
+                              "(n_best_size 20 -> 2)") == 2
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "squad").glob("lr*/ckpt-*")} == kept
+    nbest = json.loads((out / "predictions" / "nbest_predictions.json").read_text())
+    assert max(len(answers) for answers in nbest.values()) <= 2
