@@ -192,12 +192,17 @@ def merged_rows(earlier, rows):
     return kept + [row for row in rows if key(row) in new]
 
 
-def write_outputs(rows, csv_path, png_path, title, baseline=None):
+def write_outputs(rows, csv_path, png_path, title, baseline=None, keep_earlier=True):
     """Writes the CSV, then the PNG if matplotlib is installed (else one warning naming
     `PLOT_REQUIREMENTS`), with `baseline` (a `Baseline`, or None) as a dashed horizontal line.
-    An earlier CSV's rows of other checkpoints are kept (`merged_rows`), and said so.
-    Returns the PNG path, or None when it was not drawn."""
+    An earlier CSV's rows of other checkpoints are kept (`merged_rows`), and said so, unless
+    `keep_earlier` is false (they scored another dev set or metric). Returns the PNG path, or
+    None when it was not drawn."""
     earlier = read_csv_rows(csv_path)
+    if earlier and not keep_earlier:
+        logging.warning("%s: its %d earlier rows scored another dev set or metric: replaced by "
+                        "this sweep's", csv_path, len(earlier))
+        earlier = []
     merged = merged_rows(earlier, rows)
     if len(merged) > len(rows):
         logging.info("%s: kept %d rows of the earlier sweep (checkpoints this command did not "
@@ -253,19 +258,29 @@ def parse_steps(values):
 
 
 SWEEP_RECORD = "sweep.json"
+CSV_NAME = "sweep.csv"
+# In sweep.json: what sweep.csv's rows scored (the metric, the dev data's content).
+_EVALUATED = "evaluated"
 # What differs between the fine-tunings of one sweep: each starts from its own checkpoint.
 _PER_CHECKPOINT = ("init_checkpoint", "init_checkpoint_sha256", "bert_config_sha256")
 
 
-def check_sweep_identity(output_dir, runs, identity):
+def check_sweep_identity(output_dir, runs, identity, steps, evaluated):
     """Refuses a sweep into an `output_dir` that holds fine-tunings of another sweep (another
     task, data, sequence length, schedule or seed), before any work: its step folders would be
     resumed as this sweep's and sweep.csv would put both side by side. The sweep's identity
     (`identity` without what each checkpoint changes) is compared with the sweep.json it wrote
-    and with the run.json of every step folder there, then recorded in sweep.json."""
+    and with the run.json of every step folder there, then recorded in sweep.json. So is each
+    line's: sweep.csv's line of a run's name must be of that pre-training dir, and a chosen
+    step's folder a fine-tuning of that checkpoint's content.
+
+    Returns whether sweep.csv's earlier rows scored what this sweep scores (`evaluated`: the
+    metric and the dev data's content, recorded in sweep.json) and may be kept beside its own."""
+    _check_lines(output_dir, runs, steps)
     common = {k: v for k, v in identity.items() if k not in _PER_CHECKPOINT}
     record_path = os.path.join(output_dir, SWEEP_RECORD)
-    recorded = [(record_path, run_files.read_json_object(record_path))]
+    sweep_record = run_files.read_json_object(record_path) or {}
+    recorded = [(record_path, sweep_record)]
     for run in runs:
         directory = os.path.join(output_dir, run.name)
         if tf.io.gfile.isdir(directory):
@@ -277,7 +292,36 @@ def check_sweep_identity(output_dir, runs, identity):
             raise ValueError(
                 f"--output_dir={output_dir} holds fine-tunings of another sweep ({path}): "
                 f"{'; '.join(changed)}. Use another --output_dir: nothing in it was changed.")
-    results.write_text_atomic(record_path, json.dumps(common, indent=2) + "\n")
+    results.write_text_atomic(record_path,
+                              json.dumps({**common, _EVALUATED: evaluated}, indent=2) + "\n")
+    return sweep_record.get(_EVALUATED) == evaluated
+
+
+def _check_lines(output_dir, runs, steps):
+    """Refuses (ValueError) a pre-training run whose name sweep.csv's line holds for another dir,
+    or a chosen step whose folder fine-tuned another checkpoint's content (the dir written
+    again, or another dir of that name)."""
+    from modeling.checkpoint.identity import fingerprint
+
+    earlier = read_csv_rows(os.path.join(output_dir, CSV_NAME))
+    for run in runs:
+        others = sorted({row.pretraining_dir for row in earlier if row.run == run.name
+                         and os.path.realpath(row.pretraining_dir)
+                         != os.path.realpath(run.directory)})
+        if others:
+            raise ValueError(
+                f"--output_dir={output_dir}: the line {run.name!r} of its {CSV_NAME} is of "
+                f"{others[0]}, not {run.directory}: two pre-training runs would share it. Use "
+                "another --output_dir: nothing in it was changed.")
+        for step in steps[run.directory]:
+            path = os.path.join(output_dir, run.name, f"step_{step}", run_files.RUN_RECORD)
+            record = run_files.read_json_object(path) if step else None
+            content = fingerprint(run.checkpoints.get(step)) if step else None
+            if record and record.get("init_checkpoint_sha256") not in (None, content):
+                raise ValueError(
+                    f"--output_dir={output_dir} holds a fine-tuning of another checkpoint than "
+                    f"{run.checkpoints[step]} ({path}): the starting checkpoint's content "
+                    "differs. Use another --output_dir: nothing in it was changed.")
 
 
 def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_template, every=None,
@@ -304,8 +348,10 @@ def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_templat
         logging.info("%s: %s, steps %s", run.label, run.directory,
                      ", ".join(map(str, chosen[run.directory])))
     template = dataclasses.replace(run_template, do_train=True, do_eval=True, do_predict=False)
-    check_sweep_identity(run_template.output_dir, runs, run_identity.of(
-        task, template, train_examples=task.read_examples("train")))
+    evaluated = {"metric": metric,
+                 "eval_data_sha256": run_identity.examples_sha256(task.read_examples("eval"))}
+    keep_earlier = check_sweep_identity(run_template.output_dir, runs, run_identity.of(
+        task, template, train_examples=task.read_examples("train")), chosen, evaluated)
 
     def fine_tune(config_file, checkpoint, output_dir):
         run = dataclasses.replace(template, output_dir=output_dir, bert_config_file=config_file,
@@ -314,8 +360,8 @@ def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_templat
 
     output_dir = run_template.output_dir
     rows = sweep(runs, chosen, fine_tune, output_dir, metric, baseline)
-    png = write_outputs(rows, os.path.join(output_dir, "sweep.csv"),
+    png = write_outputs(rows, os.path.join(output_dir, CSV_NAME),
                         os.path.join(output_dir, "sweep.png"),
                         f"{task_name} {metric} after fine-tuning each pre-training checkpoint",
-                        baseline)
+                        baseline, keep_earlier)
     return rows, png

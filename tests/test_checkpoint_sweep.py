@@ -209,6 +209,15 @@ def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
     for row, result in zip(table, rows):
         assert 0 <= float(row["value"]) <= 1 and float(row["eval_loss"]) > 0
         assert row["value"] == f"{result.value:.4f}"
+    # Another dir of the same name would join this line: refused before any fine-tuning.
+    namesake = _pretraining_dir(tmp_path / "b" / "pt_ltr", "ltr", [1, 2])
+    with pytest.raises(ValueError, match="the line 'pt_ltr' of its sweep.csv is of "):
+        figure2.run_sweep([namesake], "mrpc", str(tmp_path / "data"), 16, template)
+    # Another metric: the earlier rows, of the other one, are not kept beside this sweep's.
+    rows, _ = figure2.run_sweep([directory], "mrpc", str(tmp_path / "data"), 16, template,
+                                steps=[2], metric="eval_loss")
+    assert [(r.pretraining_step, r.metric) for r in figure2.read_csv_rows(
+        str(tmp_path / "sweep" / "sweep.csv"))] == [(2, "eval_loss")]
     # The sweep again on other data, or with another seed: refused before any fine-tuning
     # (its step folders would be resumed on the new data, sweep.csv would mix both).
     csv_before = (tmp_path / "sweep" / "sweep.csv").read_text()
