@@ -115,26 +115,13 @@ def _recorded_vocab(record, record_path, directories, runs_back):
         return None, None  # a run that read no text (pre-training on records)
     candidates = _vocabs_in(directories)
     gone = None
-    start = record.get("init_checkpoint")
-    if isinstance(start, str) and start and "://" not in start:
-        home = hf_home(start) or checkpoint_folder(start) or (
-            start if os.path.isdir(start) else None)
-        if home is not None:
-            beside = os.path.join(home, VOCAB_FILE)
-            if os.path.isfile(beside):
-                candidates.append(beside)
-            elif hf_home(start):  # a Hugging Face directory's own vocabulary, deleted
-                gone = (f"{beside}, the vocabulary of the Hugging Face directory it started "
-                        "from, no longer exists")
-            started_from = _of_checkpoint(start, runs_back - 1) if runs_back else None
-            if started_from is not None and started_from.vocab_file:
-                candidates.append(started_from.vocab_file)
-        elif not os.path.exists(start) and not os.path.exists(start + ".index"):
-            # run.json keeps the flag as typed: a relative path is the run's directory's.
-            gone = (f"{start}, the checkpoint it started from, no longer exists"
-                    if os.path.isabs(start) else
-                    f"{start}, the checkpoint it started from (a path relative to where the run "
-                    "was started), is not found from this directory")
+    # The checkpoints the run read its model from: the one it started from and, for a student,
+    # the teacher it distilled (which read the same vocabulary).
+    for key, how in (("init_checkpoint", "it started from"),
+                     ("teacher", "it distilled as its teacher")):
+        found, missing = _vocabs_beside(record.get(key), how, runs_back)
+        candidates += found
+        gone = gone or missing
     candidates = list(dict.fromkeys(candidates))
     for candidate in candidates:
         if _sha256_prefix(candidate) == digest:
@@ -146,6 +133,32 @@ def _recorded_vocab(record, record_path, directories, runs_back):
                       f"read ({record_path} records its content)")
     return None, (f"its run ({record_path}) read a vocabulary kept neither beside it nor beside "
                   "the checkpoint it started from")
+
+
+def _vocabs_beside(start, how, runs_back):
+    """([vocabulary files beside the checkpoint `start` and of the run that wrote it], why one
+    that should be there is not, or None)."""
+    if not isinstance(start, str) or not start or "://" in start:
+        return [], None
+    home = hf_home(start) or checkpoint_folder(start) or (start if os.path.isdir(start) else None)
+    if home is None:
+        if os.path.exists(start) or os.path.exists(start + ".index"):
+            return [], None
+        # run.json keeps the flag as typed: a relative path is the run's directory's.
+        return [], (f"{start}, the checkpoint {how}, no longer exists" if os.path.isabs(start)
+                    else f"{start}, the checkpoint {how} (a path relative to where the run was "
+                    "started), is not found from this directory")
+    found, gone = [], None
+    beside = os.path.join(home, VOCAB_FILE)
+    if os.path.isfile(beside):
+        found.append(beside)
+    elif hf_home(start):  # a Hugging Face directory's own vocabulary, deleted
+        gone = (f"{beside}, the vocabulary of the Hugging Face directory {how}, no longer "
+                "exists")
+    started_from = _of_checkpoint(start, runs_back - 1) if runs_back else None
+    if started_from is not None and started_from.vocab_file:
+        found.append(started_from.vocab_file)
+    return found, gone
 
 
 # What a checkpoint flag may name instead of --bert_config_file and --vocab_file, beside a
