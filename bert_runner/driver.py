@@ -192,10 +192,10 @@ def _record_run(output_dir, config, identity):
         results.write_text_atomic(config_path, config.to_json_string())
 
 
-def _changed_settings(output_dir, identity):
-    """`["name old -> new", ...]` for the settings recorded in output_dir's run.json that this
-    command's `identity` changes."""
-    return run_identity.differences(run_files.run_record(output_dir)[1] or {}, identity)
+def _changed_settings(output_dir, identity, names):
+    """`["name old -> new", ...]` for the settings of `names` recorded in output_dir's run.json
+    that this command's `identity` changes."""
+    return run_identity.differences(run_files.run_record(output_dir)[1] or {}, identity, names)
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
@@ -469,7 +469,9 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
             _run_files_removed_if_failed(run.output_dir, made, _run_file_names(task)):
         prepare(task, run, config, identity, seeds)
         # A training command of other settings was refused above: these only evaluate or predict.
-        changed = _changed_settings(run.output_dir, identity)
+        used = [name for name in identity if name not in run_identity.TRAINING_ONLY
+                and name not in task.training_only_settings]
+        changed = _changed_settings(run.output_dir, identity, used)
         if changed and checkpoint_identity.newest_checkpoint(run.output_dir):
             logging.warning(
                 "%s holds a model trained with other settings than this command's: %s. Its "

@@ -137,6 +137,11 @@ _HASHES = set(_HASH_OF_PATH.values()) | {CONFIG}
 # trains the same model on another schedule, which a new run started from its weights gives.
 SCHEDULE = ("learning_rate", "num_train_epochs", "warmup_proportion", "num_train_steps",
             "num_warmup_steps")
+# What only training reads, besides a task's `training_only_settings`: a command that only
+# evaluates or predicts with a run's checkpoints leaves these flags at their defaults, so their
+# differences from the run's are not worth saying.
+TRAINING_ONLY = (*TRAINING_FIELDS, *SCHEDULE, LAYERWISE_DECAY, TRAIN_DATA, TRAIN_EXAMPLES,
+                 INIT_PREFIX, "init_checkpoint_sha256", "lora_adapters_sha256")
 # Names whose difference is said in words rather than as two hashes.
 _SAID = {TRAIN_DATA: "the training data differs",
          "init_checkpoint_sha256": "the starting checkpoint's content differs",

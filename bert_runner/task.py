@@ -17,6 +17,8 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     write_run_files(output_dir)             the task's own files beside run.json (NER's labels)
     recorded_settings()                     {name: JSON value}: the task's settings recorded in
                                             run.json (a later command that changes one is told)
+    training_only_settings                  names of those that only training reads (a command
+                                            that only evaluates or predicts gives none)
     training_data(examples)                 what of the training examples identifies them (the
                                             examples; NER's read file without its path)
     records(examples, split, tokenizer)     yields the split's `tf.train.Example`s; keeps what
@@ -71,6 +73,7 @@ class Task:
     splits = STANDARD_SPLITS
     eval_batches = None
     compare_with_start = False
+    training_only_settings = ()
     # --bilstm_on_top, set by the driver: `build_model` passes it to the task model.
     bilstm_on_top = False
     # --init_checkpoint, set by the driver: a task that records its labels checks them against

@@ -255,10 +255,13 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
             == json.loads((TINY / "bert_config.json").read_text()))
     assert not list(out.glob("*.tmp-*")) and not (out / "run.lock").exists()
 
-    # Evaluation alone restores the run's last checkpoint, as the Estimator did.
+    # Evaluation alone restores the run's last checkpoint, as the Estimator did; the training
+    # flags it leaves at their defaults are not said to differ from the run's.
     first = (out / "eval_results.txt").read_text()
-    driver.run(KeywordTask(str(data)), config(out, do_eval=True))
+    with caplog.at_level(logging.WARNING):
+        driver.run(KeywordTask(str(data)), config(out, do_eval=True))
     assert (out / "eval_results.txt").read_text() == first
+    assert "trained with other settings" not in caplog.text
 
     # The same command again: the finished run is resumed, not retrained.
     caplog.set_level(logging.INFO)

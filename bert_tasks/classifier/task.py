@@ -176,6 +176,10 @@ class ClassifierTask(Task):
         yield from records
         logging.info("%s: %d examples in %d windows", split, len(counts), sum(counts))
 
+    # Distillation: what the student is trained with.
+    training_only_settings = ("teacher", run_identity.TEACHER_HASH, "distillation_temperature",
+                              "distillation_weight", "unlabeled_file")
+
     def recorded_settings(self):
         distilled = {} if self.teacher is None else {
             "teacher": self.teacher.checkpoint,
