@@ -6,6 +6,8 @@ the ideal order putting every relevant candidate first).
     metrics = ranking_metrics(scores, relevant)     # scores [Q, P]; relevant: Q sets of columns
     metrics = list_metrics(lists, scores, relevant)  # each query its own candidates (a reranker)
 """
+import math
+
 import numpy as np
 
 RECALL_AT = (1, 10)
@@ -44,13 +46,32 @@ def ranking_metrics(scores, relevant):
     return metrics_from_ranks(ranks_of_relevant(scores, relevant))
 
 
-def chance_metrics(num_candidates, relevant_counts, seed=0, draws=20):
-    """The metrics of a random order (the mean over `draws` shuffles): the baseline beside them."""
-    rng = np.random.default_rng(seed)
-    relevant = [range(count) for count in relevant_counts]
-    draws_ = [ranking_metrics(rng.random((len(relevant), num_candidates)), relevant)
-              for _ in range(draws)]
-    return {name: float(np.mean([d[name] for d in draws_])) for name in draws_[0]}
+def _expected(num_candidates, num_relevant):
+    """The metrics' expected values over every order of `num_candidates` candidates of which
+    `num_relevant` are relevant, each order equally likely: a random order's, exactly."""
+    n, r = num_candidates, num_relevant
+    cut = min(CUTOFF, n)
+    metrics = {f"recall_at_{k}": min(k, n) / n for k in RECALL_AT}
+    # The first relevant candidate is at rank j with probability C(n - j, r - 1) / C(n, r).
+    metrics["mrr_at_10"] = sum(math.comb(n - j, r - 1) / j for j in range(1, cut + 1)) / (
+        math.comb(n, r))
+    # Each relevant candidate's rank is uniform on 1..n.
+    gains = sum(1.0 / math.log2(j + 1) for j in range(1, cut + 1))
+    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(r, CUTOFF) + 1))
+    metrics["ndcg_at_10"] = r * gains / n / ideal
+    return metrics
+
+
+def _mean_expected(sizes):
+    """The mean over queries of `_expected` of each (candidates, relevant) in `sizes`."""
+    each = [_expected(n, r) for n, r in sizes]
+    return {name: float(np.mean([e[name] for e in each])) for name in each[0]}
+
+
+def chance_metrics(num_candidates, relevant_counts):
+    """The metrics of a random order, exactly (their expected values): the baseline beside
+    them."""
+    return _mean_expected([(num_candidates, count) for count in relevant_counts])
 
 
 def candidate_lists(queries):
@@ -80,8 +101,7 @@ def list_metrics(lists, scores, relevant):
     return metrics_from_ranks(ranks)
 
 
-def list_chance_metrics(lists, relevant, seed=0, draws=20):
-    """`list_metrics` of random orders (the mean over `draws`)."""
-    rng = np.random.default_rng(seed)
-    draws_ = [list_metrics(lists, rng.random(len(relevant)), relevant) for _ in range(draws)]
-    return {name: float(np.mean([d[name] for d in draws_])) for name in draws_[0]}
+def list_chance_metrics(lists, relevant):
+    """`list_metrics` of a random order of each list, exactly (their expected values)."""
+    return _mean_expected([(len(group), sum(bool(relevant[i]) for i in group))
+                           for group in _relevant_lists(lists, relevant)])

@@ -2,6 +2,7 @@
 over replicas), the ranking metrics, and the script end to end on the tiny model: retrieval
 better than the starting model's, the vectors served from its checkpoint and from the
 sentence-transformers directory it writes, and its refusals."""
+import itertools
 import json
 import os
 import random
@@ -83,9 +84,14 @@ def test_ranking_metrics_by_hand():
     ideal_two = 1 + 1 / np.log2(3)
     ndcg = [1 / np.log2(3), 1.0, (1 / np.log2(4) + 1 / np.log2(5)) / ideal_two]
     assert metrics["ndcg_at_10"] == pytest.approx(np.mean(ndcg))
-    chance = ranking.chance_metrics(4, [1, 1, 1], draws=400)
-    assert chance["recall_at_1"] == pytest.approx(0.25, abs=0.03)
-    assert chance["recall_at_10"] == 1.0  # 4 candidates: always in the top 10
+    # A random order's, exactly: the mean over all 24 orders of 4 candidates.
+    orders = np.array(list(itertools.permutations(range(4))), np.float64)
+    for relevant in ([{0}] * 24, [{0, 2}] * 24):
+        chance = ranking.chance_metrics(4, [len(r) for r in relevant])
+        expected = ranking.ranking_metrics(-orders, relevant)
+        assert chance == pytest.approx(expected, abs=1e-12)
+    assert ranking.chance_metrics(4, [1])["mrr_at_10"] == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert ranking.chance_metrics(40, [1])["recall_at_1"] == pytest.approx(1 / 40)
 
 
 def topic_pairs(rng, count, negatives=0):

@@ -161,8 +161,10 @@ class Predictor:
         for item in inputs:
             parts = item.text.split("\t")
             if len(parts) < fewest or (most is not None and len(parts) > most):
-                raise ValueError("%s has %d tab-separated field(s); a %s export takes %s"
-                                 % (item.source, len(parts), self.format, form))
+                raise ValueError("%s has %d tab-separated field(s); %s %s export takes %s"
+                                 % (item.source, len(parts),
+                                    "an" if self.format[:1] in "aeiou" else "a", self.format,
+                                    form))
             if any(not part.strip() for part in parts):
                 raise ValueError("%s has an empty text: give text in each field (%s)"
                                  % (item.source, form))
