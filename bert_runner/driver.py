@@ -139,10 +139,12 @@ def _check_recorded_identity(recorded, run, identity, path):
 def _schedule_hint(recorded, identity, path):
     """How to train a recorded run's model on where only its schedule differs (more steps,
     another learning rate): as the paper's second phase, a new run from its weights."""
-    if not run_identity.only_schedule_differs(recorded, identity):
+    directory = os.path.dirname(path)
+    if (not run_identity.only_schedule_differs(recorded, identity)
+            or not checkpoint_identity.newest_checkpoint(directory)):  # a seed sweep's own
         return ""
     return (" To train its model on with this schedule, start another --output_dir with "
-            f"--init_checkpoint={os.path.dirname(path)} (its weights; the optimizer starts anew).")
+            f"--init_checkpoint={directory} (its weights; the optimizer starts anew).")
 
 
 def _check_recorded_model(recorded, run, config):

@@ -148,7 +148,8 @@ def reports(settings, select_only, read_report, fine_tune, output_dir, evaluated
         if report is not None and recorded is not None and recorded != expected:
             logging.warning("%s/%s: its report scored otherwise than this command (%s): %s",
                             setting.task, setting.name,
-                            ", ".join(run_identity.differences(recorded, expected)),
+                            ", ".join(run_identity.differences(recorded, expected))
+                            or f"its {EVALUATED} records otherwise",
                             "left out (run without --select_only to score it again)"
                             if select_only else "its model is evaluated again")
             report = None
