@@ -194,9 +194,9 @@ def _record_run(output_dir, config, identity):
         results.write_text_atomic(config_path, config.to_json_string())
 
 
-def _changed_settings(output_dir, identity, names):
-    """`["name old -> new", ...]` for the settings of `names` recorded in output_dir's run.json
-    that this command's `identity` changes."""
+def _changed_settings(output_dir, identity, names=None):
+    """`["name old -> new", ...]` for the settings (of `names`, when given) recorded in
+    output_dir's run.json that this command's `identity` changes."""
     return run_identity.differences(run_files.run_record(output_dir)[1] or {}, identity, names)
 
 
