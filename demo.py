@@ -46,6 +46,7 @@ TensorFlow is not imported here, only in the stages' processes.
 the novels (the test suite checks that they are identical).
 """
 import collections
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -55,6 +56,7 @@ import re
 import resource
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -232,6 +234,28 @@ def shown(path):
     return path if relative.startswith("..") else relative
 
 
+# How long an interrupted stage may take to remove its incomplete outputs before it is killed.
+_STAGE_STOP_SECONDS = 120
+
+
+@contextlib.contextmanager
+def _stopped_with(process):
+    """Passes an interruption of this script (Ctrl-C, `kill`) on to the stage's `process` and
+    waits for it to remove its incomplete outputs: a signal sent to this process alone would
+    otherwise leave the stage running on (SIGINT) or wait for it to finish (SIGTERM)."""
+    try:
+        yield
+    except KeyboardInterrupt as interruption:
+        if process.poll() is None:
+            process.send_signal(getattr(interruption, "signum", signal.SIGINT))
+            try:
+                process.wait(timeout=_STAGE_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        raise
+
+
 class Pipeline:
     """Runs the stages' commands in `work_dir`, logging each to `work_dir/logs/<name>.log`."""
 
@@ -280,7 +304,8 @@ class Pipeline:
         tail = collections.deque(maxlen=25)
         with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
                 [sys.executable, os.path.join(ROOT, script)] + args, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, text=True, env=env) as process:
+                stderr=subprocess.STDOUT, text=True, env=env) as process, \
+                _stopped_with(process):
             for line in process.stdout:
                 log.write(line)
                 tail.append(line.rstrip())

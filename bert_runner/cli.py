@@ -134,7 +134,21 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum, frame):
+    _ignore_further_signals()
     raise Terminated()
+
+
+def _interrupt(signum, frame):
+    _ignore_further_signals()
+    raise KeyboardInterrupt()
+
+
+def _ignore_further_signals():
+    """Once the script unwinds, another SIGINT or SIGTERM (Ctrl-C pressed again, or a parent
+    passing on the signal its process group also got) would cut its clean-up short: it is
+    ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def freeze_imported_objects():
@@ -160,6 +174,8 @@ def run(main):
     module = sys.modules["__main__"]
     module.__doc__ = (module.__doc__ or "").rstrip("\n") + "\n" + EXIT_CODES
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     if os.environ.get(FLAG_RULES_VARIABLE):
         with open(os.environ[FLAG_RULES_VARIABLE], "w", encoding="utf-8") as f:
             json.dump(flag_ranges.declared(flags.FLAGS), f)

@@ -454,8 +454,8 @@ def run(task, run, seeds=None):
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
     # A multi-worker run's other workers share the chief's output_dir: the chief's to remove.
-    made = _missing_dirs(run.output_dir) if distribution.is_chief(strategy) else []
-    with _dirs_removed_if_failed(made):
+    made = results.missing_dirs(run.output_dir) if distribution.is_chief(strategy) else []
+    with results.dirs_removed_if_failed(made):
         results.check_writable_dir(run.output_dir, "output_dir")
         return _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing,
                                   examples, strategy, made)
@@ -519,21 +519,6 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
         return by_seed
 
 
-def _missing_dirs(output_dir):
-    """The folders `output_dir` needs created, itself first, up to the first that exists; none on
-    an object store (`gs://`), where folders are only names' prefixes."""
-    if "://" in output_dir:
-        return []
-    missing = []
-    # The real path: `link/../out` is the folder the link's target's parent holds, which
-    # abspath, reading `..` as text, would take for another one.
-    path = os.path.realpath(output_dir)
-    while not os.path.lexists(path) and path != os.path.dirname(path):
-        missing.append(path)
-        path = os.path.dirname(path)
-    return missing
-
-
 def _run_file_names(task):
     """What a run writes in output_dir before anything a user keeps (checkpoints, results,
     predictions): its records, config and labels, its splits' TFRecords, which every run writes
@@ -583,16 +568,3 @@ def _run_files_removed_if_failed(output_dir, made, names):
         raise
 
 
-@contextlib.contextmanager
-def _dirs_removed_if_failed(made):
-    """When the block fails, removes the folders in `made` (created by this run, deepest first)
-    that are empty by then; a folder another run has written to since keeps its files."""
-    try:
-        yield
-    except BaseException:
-        for path in made:
-            try:
-                os.rmdir(path)
-            except OSError:
-                break
-        raise

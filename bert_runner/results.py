@@ -2,6 +2,7 @@
 
 Paths go through `tf.io.gfile`, so `output_dir` may be a `gs://` path, as in the original.
 """
+import contextlib
 import json
 import numbers
 import os
@@ -93,3 +94,33 @@ def read_eval_report(output_dir):
     """The eval_report.json the driver wrote in `output_dir` (`write_eval_report`:
     `{"metrics": {name: number}, "baselines": {name: text}}`), or None before any evaluation."""
     return read_json_object(os.path.join(output_dir, EVAL_REPORT))
+
+
+def missing_dirs(output_dir):
+    """The folders `output_dir` needs created, itself first, up to the first that exists; none on
+    an object store (`gs://`), where folders are only names' prefixes."""
+    if "://" in output_dir:
+        return []
+    missing = []
+    # The real path: `link/../out` is the folder the link's target's parent holds, which
+    # abspath, reading `..` as text, would take for another one.
+    path = os.path.realpath(output_dir)
+    while not os.path.lexists(path) and path != os.path.dirname(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+@contextlib.contextmanager
+def dirs_removed_if_failed(made):
+    """When the block fails, removes the folders in `made` (created by this run, deepest first)
+    that are empty by then; a folder another run has written to since keeps its files."""
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            try:
+                os.rmdir(path)
+            except OSError:
+                break
+        raise

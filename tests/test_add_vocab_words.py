@@ -152,3 +152,20 @@ def test_the_script_refuses_in_one_line(tmp_path, vocab_file):
         timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert_refused(process, "add-words-split")
     assert "line 2 'mrs.'" in process.stderr
+
+
+def test_a_checkpoint_that_does_not_load_leaves_no_output_dir(tmp_path, vocab_file):
+    with pytest.raises(OSError, match="bert_model.ckpt"):  # a refusal (`cli.refusal`)
+        _run(tmp_path, vocab_file, "dogs\n", checkpoint=tmp_path / "none" / "bert_model.ckpt")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_removed_character_is_said_and_a_long_word_warned(tmp_path, vocab_file, caplog):
+    with pytest.raises(ValueError, match="line 1 'zz\\\\u200bqx' loses characters the "
+                                         "BasicTokenizer removes .* seen as 'zzqx': add 'zzqx'"):
+        _run(tmp_path, vocab_file, "zz\u200bqx\n")
+    long_word = "q" * 150
+    with caplog.at_level("WARNING"):
+        _run(tmp_path, vocab_file, f"{long_word}\n")
+    assert "1 word(s) longer than 100 characters (line 1" in caplog.text
+    assert "Hugging Face's BertTokenizer reads such a word as [UNK]" in caplog.text

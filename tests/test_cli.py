@@ -4,6 +4,7 @@ traceback (exit 1); `--helpfull` lists the exit codes and exits 0."""
 import errno
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -70,6 +71,9 @@ def test_sigterm_unwinds_as_ctrl_c_does(tmp_path):
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "        signal.pause()\n"
         "    finally:\n"
+        "        # Signals during the clean-up (Ctrl-C again, a parent passing one on) wait.\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
         f"        open({str(tmp_path / 'cleaned')!r}, 'w').close()\n"
         "cli.run(main)\n")
     process = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
@@ -78,6 +82,35 @@ def test_sigterm_unwinds_as_ctrl_c_does(tmp_path):
     assert "interrupted; incomplete outputs were removed" in process.stderr
     assert "Traceback" not in process.stderr
     assert (tmp_path / "cleaned").exists()
+
+
+def test_demo_passes_an_interruption_on_to_its_stage_and_waits_for_it(tmp_path):
+    """demo.py's stage gets the signal demo.py got (alone, as from `kill`), and demo.py goes on
+    unwinding only once the stage has cleaned up."""
+    stage = (
+        "import pathlib, signal, sys, time\n"
+        "def stop(signum, frame):\n"
+        "    time.sleep(0.5)\n"
+        f"    pathlib.Path({str(tmp_path / 'stage')!r}).write_text(str(signum))\n"
+        "    sys.exit(128 + signum)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('ready', flush=True)\n"
+        "signal.pause()\n")
+    program = (
+        "import subprocess, sys\n"
+        "import demo\n"
+        "from bert_runner import cli\n"
+        f"process = subprocess.Popen([sys.executable, '-c', {stage!r}], stdout=subprocess.PIPE)\n"
+        "try:\n"
+        "    with process, demo._stopped_with(process):\n"
+        "        process.stdout.readline()\n"
+        "        raise cli.Terminated()\n"
+        "except cli.Terminated:\n"
+        "    print(process.returncode)\n")
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.stdout.split() == [str(128 + signal.SIGTERM)], result.stderr[-3000:]
+    assert (tmp_path / "stage").read_text() == str(int(signal.SIGTERM))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

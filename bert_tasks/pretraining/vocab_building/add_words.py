@@ -114,6 +114,10 @@ def read_words(words_file):
     return words
 
 
+# Hugging Face's WordpieceTokenizer's max_input_chars_per_word (the original's is 200).
+_HF_MAX_CHARS_PER_WORD = 100
+
+
 def word_problems(words, vocab, do_lower_case):
     """Why words cannot be one word-piece of their own: a list of messages, one a word.
 
@@ -127,7 +131,14 @@ def word_problems(words, vocab, do_lower_case):
     problems = []
     for line, word in words:
         where = "line %d %r" % (line, word)
-        if keep_case.tokenize(word) != [word]:
+        kept = keep_case.tokenize(word)
+        if len(kept) == 1 and kept != [word]:
+            seen = tokenizer.tokenize(word)[0]
+            problems.append("%s loses characters the BasicTokenizer removes (control, format or "
+                            "zero-width ones) and is seen as %r%s"
+                            % (where, seen, (" (already in the vocabulary)" if seen in vocab
+                                             else ": add %r" % seen)))
+        elif kept != [word]:
             problems.append("%s is split by the BasicTokenizer into %s: punctuation, spaces and "
                             "CJK characters are always split off, so no text has it as one word"
                             % (where, " ".join(map(repr, tokenizer.tokenize(word))) or "nothing"))
@@ -199,6 +210,14 @@ def check_inputs(opts):
                          % (opts.words_file, len(problems), len(words),
                             "\n".join(problems[:_SHOWN]),
                             "\n... and %d more" % more if more > 0 else ""))
+    long_words = [(line, word) for line, word in words if len(word) > _HF_MAX_CHARS_PER_WORD]
+    if long_words:
+        logging.warning(
+            "--words_file=%s: %d word(s) longer than %d characters (line %d %r...): this "
+            "project's tokenizer, as the original's, keeps words of up to %d characters whole, "
+            "but Hugging Face's BertTokenizer reads such a word as [UNK]", opts.words_file,
+            len(long_words), _HF_MAX_CHARS_PER_WORD, long_words[0][0], long_words[0][1][:20],
+            tokenization.MAX_INPUT_CHARS_PER_WORD)
     from modeling import checkpoint as checkpoints
 
     config = checkpoints.load_config(opts.bert_config_file)
@@ -219,6 +238,15 @@ def run(opts):
     the files are written in a temporary directory first, then moved in, so `output_dir` never
     holds some of them new and others half-written."""
     config, vocab_lines, vocab, words = check_inputs(opts)
+    from bert_runner.results import dirs_removed_if_failed, missing_dirs
+
+    # A refusal below (the checkpoint does not fit) leaves no folder it made behind.
+    with dirs_removed_if_failed(missing_dirs(opts.output_dir)):
+        return _write(opts, config, vocab_lines, vocab, words)
+
+
+def _write(opts, config, vocab_lines, vocab, words):
+    """`run`'s work once the inputs are checked."""
     from bert_runner.results import check_writable_dir
     from modeling import families, checkpoint as checkpoints
 
