@@ -765,7 +765,11 @@ def table5(pipe, scale):
     for description, accuracies in pretraining_accuracies.items():
         print(f"  {description}: " + ", ".join(
             f"{m.replace('_', ' ')} {v:.3f} (baseline: {b})" for m, (v, b) in accuracies.items()))
-    print("\n" + paper_table() + "\n\n" + miniature_table(results) + "\n")
+    baselines, footnote = electra_baselines(pipe, squad, tagger=False)
+    print("\n" + paper_table() + "\n\n" + miniature_table(results, [
+        (name, [values.get(key) for key in ("next_sentence", "which_novel", "who_questions")])
+        for name, values in baselines]) + "\n")
+    print(footnote + "\n")
     print(TABLE5_NOTE)
 
 
@@ -986,11 +990,12 @@ def _count_sentences(conll_path):
         return sum(1 for block in f.read().split("\n\n") if block.strip())
 
 
-def electra_baselines(pipe, squad):
+def electra_baselines(pipe, squad, tagger=True):
     """The table's baseline rows, [(name, {task key: value in the table's units})], and a line
     saying what they are: the majority label (the most frequent training answer for the who
     questions, every word O for the tagger); a simple rule where the demo has one (word
-    overlap, capitalised words as PER)."""
+    overlap, capitalised words as PER). `tagger=False`: without the tagger's (Table 5 has no
+    tagger column)."""
     from bert_tasks.ner import conlleval
     from bert_tasks.squad.evaluate import evaluate
 
@@ -1008,33 +1013,36 @@ def electra_baselines(pipe, squad):
     frequent = answers.most_common(1)[0][0]
     squad_f1 = evaluate(dev, {qa["id"]: frequent for article in dev["data"]
                               for p in article["paragraphs"] for qa in p["qas"]})["f1"]
-    with open(pipe.path("names_and_places", "dev.txt"), encoding="utf-8") as f:
-        blocks = [[line.split() for line in block.splitlines() if line.strip()]
-                  for block in f.read().split("\n\n")]
-    sentences = [b for b in blocks if b and b[0][0] != "-DOCSTART-"]
-    gold = [[tags[-1] for tags in b] for b in sentences]
-
-    def ner_f1(predicted):
-        return conlleval.metrics(conlleval.count_sequences(gold, predicted))["overall"]["f1"]
-
     def majority(labels):
         return 100.0 * collections.Counter(labels).most_common(1)[0][1] / len(labels)
 
     baselines = [
         ("majority label", {
             "next_sentence": majority(choice_labels), "which_novel": majority(novel_labels),
-            "who_questions": squad_f1,
-            "names_places": ner_f1([["O"] * len(tags) for tags in gold])}),
+            "who_questions": squad_f1}),
         ("a simple rule", {
-            "next_sentence": 100.0 * word_overlap_accuracy(choice_rows, choice_labels),
-            "names_places": ner_f1([capitalised_word_tags([t[0] for t in b])
-                                    for b in sentences])}),
+            "next_sentence": 100.0 * word_overlap_accuracy(choice_rows, choice_labels)}),
     ]
+    if tagger:
+        with open(pipe.path("names_and_places", "dev.txt"), encoding="utf-8") as f:
+            blocks = [[line.split() for line in block.splitlines() if line.strip()]
+                      for block in f.read().split("\n\n")]
+        sentences = [b for b in blocks if b and b[0][0] != "-DOCSTART-"]
+        gold = [[tags[-1] for tags in b] for b in sentences]
+
+        def ner_f1(predicted):
+            return conlleval.metrics(conlleval.count_sequences(gold, predicted))["overall"]["f1"]
+
+        baselines[0][1]["names_places"] = ner_f1([["O"] * len(tags) for tags in gold])
+        baselines[1][1]["names_places"] = ner_f1([capitalised_word_tags([t[0] for t in b])
+                                                 for b in sentences])
     footnote = (f"Baselines, on the same dev sets: *majority label*: the most frequent dev label "
                 f"(the choice's chance is 25.0), for the who questions always the most frequent "
-                f"training answer (\"{frequent}\"), for the tagger every word O; *a simple "
-                f"rule*: the ending sharing the most words of 4+ letters with the context, every "
-                f"capitalised word (not first in its sentence) as PER.")
+                f"training answer (\"{frequent}\")"
+                + (", for the tagger every word O" if tagger else "")
+                + "; *a simple rule*: the ending sharing the most words of 4+ letters with the "
+                "context" + (", every capitalised word (not first in its sentence) as PER"
+                             if tagger else "") + ".")
     return baselines, footnote
 
 

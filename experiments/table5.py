@@ -89,20 +89,22 @@ def paper_table():
     return format_table(PAPER_COLUMNS, list(PAPER_ROWS.items()), "Paper, Table 5 (BERT-Base)")
 
 
-def miniature_table(results):
+def miniature_table(results, baselines=()):
     """`results`: {row name: (next sentence accuracy, which novel accuracy, who questions F1)},
     accuracies in [0, 1] and F1 in [0, 100] as the scripts report them; printed in percent, as
-    the paper's. Rows in `ROWS` order; a row without results is left out."""
+    the paper's. Rows in `ROWS` order; a row without results is left out. `baselines`: rows
+    [(name, values in percent, None where none applies)] after them."""
     rows = [(row.name, [None if v is None else (100 * v if i < 2 else v)
                         for i, v in enumerate(results[row.name])])
             for row in ROWS if row.name in results]
+    rows += [(f"Baseline: {name}", list(values)) for name, values in baselines]
     return format_table([c for c, _ in COLUMNS], rows, "Here (L=2, H=128, the novels)")
 
 
 NOTE = """\
 What a few minutes of 2 CPU cores can show, and what they cannot:
-* The model is 2 layers of width 128, pre-trained for the demo's steps (minutes) on 4 MB of
-  novels; BERT-Base is 12 layers of 768, 1M steps of 256 sequences of up to 512 tokens on 3.3
+* The model is 2 layers of width 128, pre-trained for the demo's steps (minutes) on the bundled
+  novels (4 MB; a part of them with --quick); BERT-Base is 12 layers of 768, 1M steps of 256 sequences of up to 512 tokens on 3.3
   billion words. Each figure here is one fine-tuning run with one seed: differences of a few
   points between rows are not evidence, only large gaps are.
 * The tasks stand in for the paper's: which novel a sentence is from is single-sentence

@@ -36,3 +36,10 @@ def test_tables():
     assert len(mini) == 3  # header, then the rows in the table's order; missing rows left out
     assert mini[1].split()[-3:] == ["62.5", "-", "70.0"]  # accuracies in percent, F1 as is
     assert mini[2].startswith("No NSP") and mini[2].split()[-3:] == ["50.0", "75.0", "61.2"]
+    # The baselines after the rows, in the table's units already.
+    with_baselines = table5.miniature_table(
+        {"No NSP": (0.5, 0.75, 61.25)},
+        [("majority label", [25.0, 50.0, 12.5]), ("a simple rule", [40.0, None, None])])
+    assert [line.split()[-3:] for line in with_baselines.splitlines()[2:]] == [
+        ["25.0", "50.0", "12.5"], ["40.0", "-", "-"]]
+    assert with_baselines.splitlines()[2].startswith("Baseline: majority label")
