@@ -342,7 +342,8 @@ def train(trainer, task, run, config, split, num_train_steps):
     if run.lora_rank and trainer.chief:
         path = checkpoints.write_adapters(trainer.model, run.output_dir, {
             "task": task.name, "rank": run.lora_rank, "alpha": run.lora_alpha,
-            "targets": run.lora_targets, "base": run.init_checkpoint})
+            "targets": run.lora_targets, "base": run.init_checkpoint,
+            "labels": run_files.recorded_labels(run.output_dir)})
         logging.info("Wrote the LoRA adapters and the head (%.1f KB) to %s",
                      os.path.getsize(path) / 1024, path)
     if run.save_tf1_checkpoint and trainer.chief:
@@ -434,6 +435,7 @@ def run(task, run, seeds=None):
     wanted = wanted_splits(task, run)
     task.bilstm_on_top = run.bilstm_on_top
     task.init_checkpoint = run.init_checkpoint
+    task.lora_adapters = run.lora_adapters
     task.output_dir = run.output_dir
     # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
     # below name the file the config was read from.

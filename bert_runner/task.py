@@ -79,6 +79,9 @@ class Task:
     # --init_checkpoint, set by the driver: a task that records its labels checks them against
     # those recorded beside it (`modeling.checkpoint.run_files.labels_governing`).
     init_checkpoint = None
+    # --lora_adapters, set by the driver: their head, and the labels recorded with it, replace
+    # the starting checkpoint's.
+    lora_adapters = None
     # --output_dir, set by the driver: where the model a run without training uses is.
     output_dir = None
 

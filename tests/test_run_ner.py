@@ -3,6 +3,7 @@ checkpoint on learnable IOB1 CoNLL data the test writes, both checkpoint layouts
 predictions files scored as conlleval does; in process through the driver: predicting from the
 written TF1 checkpoint, and bad input named before any work."""
 import os
+import re
 import subprocess
 import sys
 
@@ -137,6 +138,23 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     task.init_checkpoint = str(output_dir / "bert_model.ckpt")
     with pytest.raises(ValueError, match=message("ner-labels-differ")):
         task.check_examples(test)
+    # LoRA adapters carry their head, and the labels in its order, in their own record.
+    from modeling import BertClassifier, checkpoint as checkpoints
+    from modeling_helpers import tiny_config
+
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    adapters = checkpoints.write_adapters(BertClassifier(tiny_config(), 5), str(tmp_path), {
+        "task": "ner", "labels": labels})
+    for entity_types, governed in ((None, labels), (["LOC", "PER"], None)):
+        task = NerTask(str(empty), 32, str(tmp_path / "out"), entity_types=entity_types)
+        task.init_checkpoint, task.lora_adapters = str(TINY / "bert_model.ckpt"), adapters
+        if governed is None:
+            with pytest.raises(ValueError, match=re.escape(message("ner-labels-differ"))
+                               + f".*{re.escape(adapters)}"):
+                task.check_examples(test)
+        else:
+            task.check_examples(test)
+            assert task.label_list == governed
 
 
 def test_bad_input_is_named_before_any_work(tmp_path):

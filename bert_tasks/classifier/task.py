@@ -376,7 +376,8 @@ class MultiLabelTask(ClassifierTask):
         takes the labels recorded beside the model it uses (output_dir's, else
         --init_checkpoint's label_list.txt)."""
         if split != "train" and self.processor.labels is None and self.output_dir:
-            source = run_files.labels_governing(self.output_dir, self.init_checkpoint)
+            source = run_files.labels_governing(self.output_dir, self.init_checkpoint,
+                                                self.lora_adapters)
             if source and run_files.recorded_labels(source):
                 self.processor.labels = tuple(run_files.recorded_labels(source))
                 logging.info("Labels of the model at %s (its %s): %s", source,
@@ -387,7 +388,7 @@ class MultiLabelTask(ClassifierTask):
         """label_list.txt; refused when the model the run starts from (output_dir's, else
         --init_checkpoint's) was trained with other labels, or the same in another order (the
         label_list.txt beside it)."""
-        source = run_files.labels_governing(output_dir, self.init_checkpoint)
+        source = run_files.labels_governing(output_dir, self.init_checkpoint, self.lora_adapters)
         if source:
             run_files.check_recorded_labels(self.label_names, source, "--labels",
                                             ",".join(self.label_names))

@@ -94,11 +94,12 @@ class NerTask(Task):
             except FileNotFoundError:
                 pass
         # The labels of the model the run starts from (the multi-label classifier's rule).
-        source = run_files.labels_governing(self.output_dir, self.init_checkpoint)
+        source = run_files.labels_governing(self.output_dir, self.init_checkpoint,
+                                            self.lora_adapters)
         recorded = run_files.recorded_labels(source) if source else None
         self.label_list = tags.resolve_label_list(
             self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
-            source and run_files.label_list_path(source))
+            source and run_files.labels_record_path(source))
         for data in examples.values():
             data.check_labels(self.label_list)
         logging.info("Labels: %s", " ".join(self.label_list))

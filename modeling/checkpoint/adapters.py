@@ -58,6 +58,14 @@ def read(path, flag="--lora_adapters"):
     return tensors, json.loads(metadata[_METADATA_KEY])
 
 
+def recorded_labels(path):
+    """The labels of the run that wrote the adapters file `path` (its head's outputs, in
+    order), or None (a task without labels, or a file written before they were recorded)."""
+    metadata = hugging_face.read_safetensors_metadata(path)
+    labels = json.loads(metadata.get(_METADATA_KEY, "{}")).get("labels")
+    return list(labels) if labels is not None else None
+
+
 def check_task(path, task_name, base, flag="--lora_adapters"):
     """Refuses adapters without a base to load them onto (`base`: --init_checkpoint), or of
     another task than `task_name` (an MRPC head scores nothing of CoLA, whatever its shape)."""

@@ -89,8 +89,21 @@ def label_list_path(checkpoint):
     return os.path.join(_directory(checkpoint), LABEL_LIST_FILE)
 
 
+def labels_record_path(checkpoint):
+    """Where `recorded_labels(checkpoint)` reads them: a LoRA adapters file itself, else the
+    label_list.txt beside the checkpoint."""
+    if str(checkpoint).endswith(layout.ADAPTERS_FILE):
+        return checkpoint
+    return label_list_path(checkpoint)
+
+
 def recorded_labels(checkpoint):
-    """The labels recorded beside `checkpoint` as a list of str; None when there are none."""
+    """The labels recorded beside `checkpoint` as a list of str (LoRA adapters: in their
+    file's record); None when there are none."""
+    if str(checkpoint).endswith(layout.ADAPTERS_FILE) and tf.io.gfile.exists(checkpoint):
+        from modeling.checkpoint import adapters
+
+        return adapters.recorded_labels(checkpoint)
     path = label_list_path(checkpoint)
     if not tf.io.gfile.exists(path):
         return None
@@ -102,15 +115,16 @@ def write_label_list(output_dir, labels):
     write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE), "\n".join(labels) + "\n")
 
 
-def labels_governing(output_dir, init_checkpoint):
+def labels_governing(output_dir, init_checkpoint, lora_adapters=None):
     """Where the labels of the model a run starts from are recorded: `output_dir` when it holds
-    a checkpoint (the run resumes, evaluates or predicts with it), else `init_checkpoint` when
-    another run recorded labels beside it (its head is loaded with the encoder); None when
-    neither."""
+    a checkpoint (the run resumes, evaluates or predicts with it), else `lora_adapters` (their
+    head is loaded onto the base) or `init_checkpoint` (its head is loaded with the encoder),
+    the first whose run recorded labels; None when none did."""
     if tf.train.latest_checkpoint(output_dir):
         return output_dir
-    if init_checkpoint and recorded_labels(init_checkpoint) is not None:
-        return init_checkpoint
+    for start in (lora_adapters, init_checkpoint):
+        if start and recorded_labels(start) is not None:
+            return start
     return None
 
 
@@ -122,5 +136,6 @@ def check_recorded_labels(labels, checkpoint, flag, given):
     if recorded is not None and list(labels) != recorded:
         raise ValueError(
             f"{flag}={given}: the model at {checkpoint} was trained with the labels "
-            f"{','.join(recorded)} in this order (its {LABEL_LIST_FILE}); give them in that "
-            f"order, or leave {flag} out")
+            f"{','.join(recorded)} in this order (its "
+            f"{'record' if labels_record_path(checkpoint) == checkpoint else LABEL_LIST_FILE}); "
+            f"give them in that order, or leave {flag} out")
