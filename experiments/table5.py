@@ -104,9 +104,10 @@ def miniature_table(results, baselines=()):
 NOTE = """\
 What a few minutes of 2 CPU cores can show, and what they cannot:
 * The model is 2 layers of width 128, pre-trained for the demo's steps (minutes) on the bundled
-  novels (4 MB; a part of them with --quick); BERT-Base is 12 layers of 768, 1M steps of 256 sequences of up to 512 tokens on 3.3
-  billion words. Each figure here is one fine-tuning run with one seed: differences of a few
-  points between rows are not evidence, only large gaps are.
+  novels (4 MB; a part of them with --quick); BERT-Base is 12 layers of 768, 1M steps of 256
+  sequences of up to 512 tokens on 3.3 billion words. Each figure here is one fine-tuning run
+  with one seed: differences of a few points between rows are not evidence, only large gaps
+  are.
 * The tasks stand in for the paper's: which novel a sentence is from is single-sentence
   classification as SST-2 (the paper's rows hardly differ on it either); the who-questions are
   span extraction as SQuAD, where the paper's LTR model lost most (no right context for a

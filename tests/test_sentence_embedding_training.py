@@ -90,7 +90,8 @@ def test_ranking_metrics_by_hand():
         chance = ranking.chance_metrics(4, [len(r) for r in relevant])
         expected = ranking.ranking_metrics(-orders, relevant)
         assert chance == pytest.approx(expected, abs=1e-12)
-    assert ranking.chance_metrics(4, [1])["mrr_at_10"] == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert ranking.chance_metrics(4, [1])["mrr_at_10"] == pytest.approx(
+        (1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
     assert ranking.chance_metrics(40, [1])["recall_at_1"] == pytest.approx(1 / 40)
 
 

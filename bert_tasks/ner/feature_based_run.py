@@ -92,7 +92,8 @@ def cache_settings(flags, data_file, model, label_list):
     """What the activations of `data_file` depend on, files by their content: a cache made from
     anything else is computed again."""
     return {
-        **model, "data_sha256": fingerprint(data_file), "vocab_sha256": fingerprint(flags.vocab_file),
+        **model, "data_sha256": fingerprint(data_file),
+        "vocab_sha256": fingerprint(flags.vocab_file),
         "do_lower_case": flags.do_lower_case, "max_seq_length": flags.max_seq_length,
         "document_context": flags.document_context, "label_list": label_list,
     }
