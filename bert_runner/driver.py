@@ -262,22 +262,14 @@ def _dataset_fn(task, split, run, is_training):
         # Evaluation and prediction read every record on every worker, unsharded, so the chief's
         # local results cover the whole set, in file order. A worker's step then takes the whole
         # batch over its own replicas: --max_eval_steps covers as many records as in one process.
-        replicas = context.num_replicas_in_sync if is_training else (
-            context.num_replicas_in_sync // context.num_input_pipelines)
+        batch_size = split.batch_size * (1 if is_training else context.num_input_pipelines)
         return task.input_dataset(
-            list(split.files), _per_replica_batch_size(split.batch_size, replicas),
+            list(split.files), context.get_per_replica_batch_size(batch_size),
             is_training=is_training, input_context=context if is_training else None,
             seed=run.random_seed, drop_remainder=is_training or run.on_tpu,
             repeat=is_training or split.repeat, **packed)
 
     return dataset_fn
-
-
-def _per_replica_batch_size(batch_size, replicas):
-    if batch_size % replicas:
-        raise ValueError(f"The batch size {batch_size} must divide evenly into {replicas} "
-                         "replicas")
-    return batch_size // replicas
 
 
 def _log_split(title, split):
