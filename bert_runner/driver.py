@@ -304,9 +304,12 @@ def _examples_per_row(task, split):
     """The examples a training row holds on average, for the progress lines: a packed split's
     count, or (a callable, asked once the training dataset is made) what pre-training's text
     input packed (`--input_format=text --max_sequences_per_row`), whose rows are made in its
-    input pipeline; 1.0 for rows of one example."""
+    input pipeline; None for packed records read as a stream (rows not counted); 1.0 for rows of
+    one example."""
     if split.num_rows:
         return split.num_examples / split.num_rows
+    if getattr(task, "sequences_per_row", 1) > 1:
+        return None
     dynamic_input = getattr(task, "dynamic_input", None)
     if dynamic_input is not None and hasattr(dynamic_input, "examples_per_row"):
         return lambda: dynamic_input.examples_per_row

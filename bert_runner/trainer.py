@@ -289,7 +289,8 @@ class Trainer:
             batches an uninterrupted one would (not supported by every multi-worker setup).
         examples_per_row: the examples a row of the batches holds on average, for packed rows
             (`bert_runner.packing`): the log then counts rows/s and the examples/s they hold. A
-            callable is asked once the dataset is made (rows packed by the input pipeline).
+            callable is asked once the dataset is made (rows packed by the input pipeline);
+            None: packed rows of an unknown mean (pre-training's packed records), rows/s alone.
         """
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         iterator = iter(dataset)
@@ -350,12 +351,16 @@ class Trainer:
         self.history.append(LoopRecord(step, metrics, seconds))
         steps_per_s = steps / max(seconds, 1e-9)
         rows_per_s = steps_per_s * self.global_batch_size
-        examples_per_s = rows_per_s * examples_per_row
         eta = eta_seconds(num_train_steps, step, time.time(), pace_since)
         lr = float(self.optimizer.learning_rate)
-        rows = f"{rows_per_s:.1f} packed rows/s, " if examples_per_row != 1 else ""
+        rates = {}
+        if examples_per_row != 1:
+            rates["packed rows/s"] = rows_per_s
+        if examples_per_row is not None:
+            rates["examples/s"] = rows_per_s * examples_per_row
+        pace = ", ".join(f"{value:.1f} {name}" for name, value in rates.items())
         line = (f"step {step}/{num_train_steps} loss {metrics['loss']:.4f} lr {lr:.3g} "
-                f"{steps_per_s:.2f} steps/s {rows}{examples_per_s:.1f} examples/s ETA {eta:.0f} s")
+                f"{steps_per_s:.2f} steps/s {pace} ETA {eta:.0f} s")
         if self.flops_per_example:
             # A packed row computes what one example's row of the grid does.
             tflops = rows_per_s * self.flops_per_example / 1e12
@@ -366,7 +371,10 @@ class Trainer:
         logging.info(line)
         if writer is not None:
             with writer.as_default(step=step):
-                for name, value in {**metrics, "learning_rate": lr, "examples_per_second": examples_per_s}.items():
+                summaries = {**metrics, "learning_rate": lr}
+                summaries.update({name.replace("/s", "_per_second").replace(" ", "_"): value
+                                  for name, value in rates.items()})
+                for name, value in summaries.items():
                     write_scalar_summary(name, value)
             writer.flush()
 

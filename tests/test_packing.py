@@ -148,6 +148,10 @@ def test_create_pretraining_data_packs_and_run_pretraining_trains_on_the_rows(tm
                             max_seq_length=64, max_predictions_per_seq=10, num_train_steps=3,
                             do_train=True, do_eval=True, train_batch_size=4, eval_batch_size=4)
     assert any("Packed records: up to 3 sequences a row" in m for m in caplog.messages)
+    # The records are read as a stream, so the pairs a row holds are not counted: the progress
+    # lines give packed rows/s, and no examples/s that would be the rows' pace.
+    progress = [m for m in caplog.messages if m.startswith("step ")]
+    assert progress and all("packed rows/s" in m and "examples/s" not in m for m in progress)
     results = result.eval_results
     assert np.isfinite(results["loss"]) and 0 <= results["next_sentence_accuracy"] <= 1
     assert json.loads((tmp_path / "out" / "run.json").read_text())["task"] == "pretraining"
