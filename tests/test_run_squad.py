@@ -4,6 +4,7 @@ prediction with scores, the original's flag checks."""
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -95,7 +96,10 @@ def test_fine_tunes_predicts_and_scores(trained):
     scores = json.loads((output_dir / "eval_results.json").read_text())
     assert sorted(scores) == ["exact_match", "f1"]
     assert scores["f1"] >= 90.0, scores
-    assert "f1 = %s" % scores["f1"] in log
+    # Beside each score, the best constant answer's (bert_tasks.squad.evaluate.constant_baselines).
+    for key in ("exact_match", "f1"):
+        assert re.search(r"%s = %s \(always \".+\" \d+\.\d\d\)" % (key, re.escape(str(scores[key]))),
+                         log), key
     nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
     assert all(1 <= len(entries) <= 20 for entries in nbest.values())
     assert not (output_dir / "null_odds.json").exists()
@@ -139,6 +143,14 @@ def test_v2_predict_only_restores_and_scores(trained, tmp_path, caplog):
     assert scores["total"] == 12 and scores["HasAns_total"] == 8 and scores["NoAns_total"] == 4
     assert {"best_f1", "best_f1_thresh", "best_exact", "best_exact_thresh"} <= set(scores)
     assert scores["HasAns_f1"] >= 90.0, scores  # Learnt; no-answer was never trained.
+    # Beside it, the better of no answer (a third of the questions) and the most frequent text.
+    from bert_tasks.squad import evaluate
+
+    name, shown = re.search(r"  f1 = %s \(always (no answer|\".+\") ([\d.]+)\)"
+                            % scores["f1"], caplog.text).groups()
+    text = "" if name == "no answer" else json.loads(name)
+    f1 = evaluate.evaluate(dev, {qid: text for qid in answers}, version="2.0")["f1"]
+    assert shown == "%.2f" % f1 and f1 >= 100 / 3
 
 
 def test_malformed_json_names_file_and_path(tmp_path):

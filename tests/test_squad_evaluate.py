@@ -38,6 +38,24 @@ def test_v1_max_over_gold_answers_and_unanswered():
     assert list(got) == ["exact_match", "f1"]
 
 
+def test_best_constant_answer_beside_the_scores():
+    """run_squad's baseline: the most frequent first gold answer given to every question, or,
+    for v2.0, no answer where that scores more."""
+    data = _data(_qa("a", "Mr Darcy", "Darcy"), _qa("b", "Mr Darcy"), _qa("c", "Elizabeth"),
+                 _qa("d", "Darcy, Mr"))
+    # a, b exact; c 0; d: F1 2/2 after normalisation ("darcy mr" against "mr darcy"), not exact.
+    assert ev.constant_baselines(data, False) == {"exact_match": 'always "Mr Darcy" 50.00',
+                                                  "f1": 'always "Mr Darcy" 75.00'}
+    unanswerable = dict(is_impossible=True)
+    v2 = _data(_qa("a", "Jane"), _qa("b", "Jane"), _qa("c", **unanswerable),
+               _qa("d", **unanswerable), _qa("e", **unanswerable))
+    assert ev.constant_baselines(v2, True) == {"exact": "always no answer 60.00",
+                                               "f1": "always no answer 60.00"}
+    v2 = _data(_qa("a", "Jane"), _qa("b", "Jane"), _qa("c", "Jane"), _qa("d", **unanswerable))
+    assert ev.constant_baselines(v2, True) == {"exact": 'always "Jane" 75.00',
+                                               "f1": 'always "Jane" 75.00'}
+
+
 def test_v2_thresholds_and_best_threshold_search():
     data = _data(_qa("a", "Paris"), _qa("b", is_impossible=True), _qa("c", "blue sky"))
     preds = {"a": "Paris", "b": "something", "c": "sky"}

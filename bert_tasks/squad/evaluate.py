@@ -341,6 +341,36 @@ def score_predictions(gold_data, predictions, version_2_with_negative, source="<
     return evaluate(gold_data, predictions.predictions, source=source)
 
 
+def constant_baselines(gold_data, version_2_with_negative, source="<data>"):
+    """The best constant answer's scores, printed beside run_squad's as a classifier's are beside
+    the evaluated set's majority label: the same text given to every question, either the most
+    frequent first gold answer or, with `version_2_with_negative`, no answer ("").
+
+    Args:
+      gold_data, version_2_with_negative, source: as `score_predictions` takes them.
+    Returns:
+      dict metric name -> text naming the answer and its score, for the metrics both share.
+    """
+    questions = gold_answers(gold_data, source)
+    counts = collections.Counter(texts[0] for _, texts in questions if texts)
+    candidates = [text for text, _ in counts.most_common(1)]
+    if version_2_with_negative:
+        candidates.append("")
+    best = None
+    for text in candidates:
+        answers = {qid: text for qid, _ in questions}
+        scored = (evaluate_v2(questions, answers) if version_2_with_negative
+                  else evaluate(gold_data, answers, source=source))
+        if best is None or scored["f1"] > best[1]["f1"]:
+            best = (text, scored)
+    if best is None:
+        return {}
+    text, scored = best
+    name = "always no answer" if text == "" else "always %s" % json.dumps(text, ensure_ascii=False)
+    return {key: "%s %.2f" % (name, value) for key, value in scored.items()
+            if key in ("exact_match", "exact", "f1")}
+
+
 def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_prob_thresh=1.0,
                    out_file=None):
     """Reads the three files, scores, logs the metrics and writes them to `out_file` (JSON, as the

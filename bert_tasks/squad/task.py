@@ -154,15 +154,20 @@ class SquadTask(Task):
             o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
 
     def finish(self, result, output_dir):
-        """The official scores of the predictions, in the log and eval_results.json."""
+        """The official scores of the predictions, in the log beside the best constant
+        answer's, and in eval_results.json."""
         if not self.scoring:
             return
-        metrics = evaluate.score_predictions(
-            self.gold_data, result.predictions, self.options.version_2_with_negative,
-            self.files["predict"])
+        version_2, source = self.options.version_2_with_negative, self.files["predict"]
+        metrics = evaluate.score_predictions(self.gold_data, result.predictions, version_2,
+                                             source)
+        baselines = evaluate.constant_baselines(self.gold_data, version_2, source)
         logging.info("***** SQuAD scores (official evaluation) *****")
         for key, value in metrics.items():
-            logging.info("  %s = %s", key, value)
+            if key in baselines:
+                logging.info("  %s = %s (%s)", key, value, baselines[key])
+            else:
+                logging.info("  %s = %s", key, value)
         evaluate.write_metrics(os.path.join(output_dir, "eval_results.json"), metrics)
 
     def flops_per_example(self, config):
