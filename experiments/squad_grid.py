@@ -13,7 +13,7 @@ predicts again only from the checkpoint its report scored. The chosen model's pr
 `<output_dir>/predictions/` (predictions.json, nbest_predictions.json; v2.0: predicted again at
 that threshold, with null_odds.json), and `squad_results.tsv` and the printed table hold the
 choice and its seed, the spread of the dev value over its restarts and over every finished
-setting, and the paper's dev scores.
+setting, the dev value of the best constant answer (`dev baseline`) and the paper's dev scores.
 """
 import dataclasses
 import functools
@@ -144,10 +144,20 @@ def predict(choice, run, files):
                              os.path.join(run.output_dir, PREDICTIONS)) for name in names]
 
 
+def dev_baseline(files):
+    """The dev F1 of one answer given to every question, the best of the most frequent and (v2.0)
+    no answer (`bert_tasks.squad.evaluate.constant_baselines`)."""
+    from bert_tasks.squad import evaluate, io_utils
+
+    return evaluate.constant_baselines(io_utils.read_json(files.predict_file),
+                                       files.version_2_with_negative, files.predict_file)["f1"]
+
+
 def table(choice, files, run):
     """(header, rows) of the results table."""
     header = ("task", "chosen setting", "dev metric", "dev", "dev EM", "restarts at chosen",
-              "all settings", "finished", "diverged", "seed", "paper dev (EM / F1)")
+              "all settings", "finished", "diverged", "seed", "dev baseline",
+              "paper dev (EM / F1)")
     paper = "; ".join(f"{model} {em} / {f1}" for model, (em, f1)
                       in PAPER_DEV[files.version_2_with_negative].items())
     version = "squad v2.0" if files.version_2_with_negative else "squad v1.1"
@@ -155,12 +165,13 @@ def table(choice, files, run):
               str(choice.diverged))
     if choice.setting is None:
         chosen = f"(all {choice.diverged} diverged)" if choice.diverged else "(none finished)"
-        return header, [(version, chosen, choice.metric, "-", "-", "-", *counts, "-", paper)]
+        return header, [(version, chosen, choice.metric, "-", "-", "-", *counts, "-",
+                         dev_baseline(files), paper)]
     exact = choice.report.get("best_exact" if files.version_2_with_negative else "exact_match")
     return header, [(version, choice.setting.name, choice.metric, f"{choice.value:.2f}",
                      "-" if exact is None else f"{exact:.2f}",
                      protocol.spread(choice.restart_values()), *counts,
-                     str(choice.setting.seed(run.random_seed)), paper)]
+                     str(choice.setting.seed(run.random_seed)), dev_baseline(files), paper)]
 
 
 def run_squad_grid(files, run, learning_rates, epochs, batch_sizes, restarts,

@@ -7,7 +7,9 @@ and AX from the MNLI model, WNLI the training set's majority class), the table, 
 --select_only."""
 import json
 import os
+import pathlib
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from modeling_helpers import TINY
+from bert_tasks.squad import evaluate
 from experiments import protocol
 from refusals import assert_refused
 from test_run_squad import squad_data, write_json
@@ -219,8 +222,18 @@ def test_squad_grid_chooses_the_best_threshold_f1_and_predicts_at_it(tmp_path):
               for d in sorted((out / "squad").glob("lr*"))}
     assert sorted(scores) == ["lr0.001_ep1_bs16_r1", "lr1e-05_ep1_bs16_r1"]
     best = max(scores, key=lambda name: (scores[name]["best_f1"], -sorted(scores).index(name)))
-    row = (out / "squad_results.tsv").read_text().splitlines()[1].split("\t")
+    header, row = [line.split("\t") for line in
+                   (out / "squad_results.tsv").read_text().splitlines()[:2]]
     assert row[:4] == ["squad v2.0", best, "best_f1", f"{scores[best]['best_f1']:.2f}"]
+    # The dev set's best constant answer: no answer (a quarter of its questions) or a text.
+    name, shown = re.fullmatch(r"always (no answer|\".+\") ([\d.]+)",
+                               row[header.index("dev baseline")]).groups()
+    gold = json.loads(pathlib.Path(dev).read_text())
+    text = "" if name == "no answer" else json.loads(name)
+    f1 = evaluate.evaluate(gold, {qa["id"]: text for article in gold["data"]
+                                  for paragraph in article["paragraphs"]
+                                  for qa in paragraph["qas"]}, version="2.0")["f1"]
+    assert shown == f"{f1:.2f}" and f1 >= 25.0
     threshold = scores[best]["best_f1_thresh"]
     assert f"best no-answer threshold {threshold:g}" in result.stderr
     at_threshold = json.loads((out / "squad" / "predict_best_threshold" / "eval_results.json")
