@@ -145,6 +145,8 @@ mode(ModeRule(("doc_stride",), ("format", "long_documents"),
 mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
                "null_score_diff_threshold"), ("format",), lambda fmt: fmt == "squad",
               "with --format=squad", "the other formats answer no questions"))
+mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
+              "with --version_2_with_negative", "v1.1 answers every question"))
 mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt == "ner", "with --format=ner",
               "the other formats tag no entities"))
 mode(ModeRule(("pooling", "normalize"), ("format",),

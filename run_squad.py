@@ -9,7 +9,7 @@ for prediction.
 from absl import flags
 
 from bert_runner import cli, flags as run_flags
-from bert_runner.flag_ranges import TRAINING, at_least, ranged
+from bert_runner.flag_ranges import TRAINING, ModeRule, at_least, mode, ranged
 from bert_tasks.squad import flags as squad_flags
 
 FLAGS = flags.FLAGS
@@ -48,6 +48,8 @@ flags.DEFINE_bool(
     "output_dir/eval_results.json and the log. Default: score when predict_file has answers.")
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
+mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
+              "with --version_2_with_negative", "v1.1 answers every question"))
 
 
 def main(_):

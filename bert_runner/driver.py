@@ -73,7 +73,9 @@ def prepare(task, run, config, identity, seeds=None):
     command's (`--bilstm_on_top`, the config's pretraining objective), or, for a command that
     trains, checkpoints of a run whose identity (`bert_runner.run_identity`) differs from this
     command's `identity` (OutputDirError); and checks that `--init_checkpoint` is readable and
-    fits the task's model for `config` (names the file and every mismatched variable)."""
+    fits the task's model for `config` (names the file and every mismatched variable); for a
+    command that only evaluates or predicts, that output_dir's own checkpoints fit it, and that
+    an `--init_checkpoint` they take the place of is not used."""
     path, recorded = run_files.run_record(run.output_dir)
     path = path or os.path.join(run.output_dir, run_files.RUN_RECORD)
     if recorded is not None and recorded.get("task") != task.name:
@@ -85,10 +87,24 @@ def prepare(task, run, config, identity, seeds=None):
         _check_recorded_model(recorded, run, config)
     for record_path, record, expected in _recorded_runs(run.output_dir, identity, seeds):
         _check_recorded_identity(record, run, expected, record_path)
-    if run.init_checkpoint:
+    restored = (not run.do_train and not seeds
+                and checkpoint_identity.newest_checkpoint(run.output_dir))
+    if restored:
+        unused = [f"--{name}={value}" for name, value in (
+            ("init_checkpoint", run.init_checkpoint), ("lora_adapters", run.lora_adapters))
+            if value]
+        if unused:
+            logging.warning("%s not used: --output_dir=%s holds checkpoints, and the newest (%s) "
+                            "is evaluated and predicted with", " and ".join(unused),
+                            run.output_dir, os.path.basename(restored))
+        checkpoints.check_init_checkpoint(task.build_model(config), run.output_dir,
+                                          "--output_dir", config_file=run.bert_config_file,
+                                          task=task.name, read_tensors=False)
+    elif run.init_checkpoint:
         checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
                                           config_file=run.bert_config_file,
                                           lora_adapters=run.lora_adapters, task=task.name)
+    if restored or run.init_checkpoint:
         keras.backend.clear_session(free_memory=False)  # see run_task
 
 
@@ -181,16 +197,17 @@ def _record_run(output_dir, config, identity):
     the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
     its checkpoints compares, and the model's pretraining objective
     (`modeling.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
-    against (`modeling.checkpoint.model_files`). A record stays as long as checkpoints it describes do (a
-    sweep's, while its seed directories hold some). Also bert_config.json, the config the
+    against (`modeling.checkpoint.model_files`). Also bert_config.json, the config the
     checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
-    "gelu_exact"), so that output_dir describes its model alone."""
-    if (run_files.run_record(output_dir)[1] is None
-            or not run_identity.holds_checkpoints(output_dir)):
+    "gelu_exact", the objective recorded), so that output_dir describes its model alone. Both
+    stay as long as checkpoints they describe do (a sweep's, while its seed directories hold
+    some): a command that only evaluates or predicts with another config changes neither."""
+    holds_checkpoints = run_identity.holds_checkpoints(output_dir)
+    if run_files.run_record(output_dir)[1] is None or not holds_checkpoints:
         run_files.write_output_dir_record(
             output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective})
     config_path = os.path.join(output_dir, "bert_config.json")
-    if not tf.io.gfile.exists(config_path):
+    if not tf.io.gfile.exists(config_path) or not holds_checkpoints:
         results.write_text_atomic(config_path, config.to_json_string())
 
 

@@ -143,6 +143,8 @@ def test_input_without_text_fails_naming_the_files(tmp_path, chunk_size_mb):
 
 @pytest.mark.parametrize("overrides,message", [
     ({"input_file": "/nonexistent/*.txt"}, "matches no file"),
+    ({"input_file": "/tmp"}, re.escape("'/tmp' is a directory: give the files in it (e.g. "
+                                       "'/tmp/*')")),
     ({"vocab_file": "/nonexistent/vocab.txt"}, "vocab"),
     ({"output_file": "/nonexistent/dir/out.tfrecord"}, "does not exist"),
     ({"output_file": "/sys/out.tfrecord"}, refusals.message("output-file-not-writable")),

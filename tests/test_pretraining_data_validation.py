@@ -41,7 +41,7 @@ def test_fitting_records(records, no_nsp_records):
                       r"--max_seq_length=64: set --max_seq_length=128"),
     ((128, 16, 30522), r"masked_lm_positions has 20 values but --max_predictions_per_seq=16: "
                        r"set --max_predictions_per_seq=20"),
-    ((128, 20, 1000), r"input_ids holds token id \d+ but vocab_size in bert_config.json is 1000"),
+    ((128, 20, 1000), r"input_ids holds token id \d+ but the model config's vocab_size is 1000"),
 ])
 def test_mismatch_names_file_value_and_flag(records, args, message):
     with pytest.raises(InputError, match=message):
@@ -49,8 +49,8 @@ def test_mismatch_names_file_value_and_flag(records, args, message):
 
 
 def test_segment_ids_beyond_type_vocab_size(records):
-    with pytest.raises(InputError, match="segment_ids holds 1 but type_vocab_size in "
-                                         "bert_config.json is 1"):
+    with pytest.raises(InputError, match="segment_ids holds 1 but the model config's "
+                                         "type_vocab_size is 1"):
         check_records([records], 128, 20, 30522, type_vocab_size=1)
 
 

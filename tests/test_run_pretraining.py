@@ -88,6 +88,33 @@ def test_our_checkpoints_initialise_other_task_models(trained):
     assert len(report.loaded) == len(original_layout.encoder_names(classifier))
 
 
+def test_evaluating_with_another_config_leaves_the_run_as_it_was(trained, tmp_path, caplog):
+    """A command that only evaluates: checked up front against output_dir's own checkpoints (one
+    message naming the config), it never rewrites the run's bert_config.json, and it says that
+    the --init_checkpoint its checkpoints take the place of is not used."""
+    import logging
+    import shutil
+
+    caplog.set_level(logging.INFO)
+    run = tmp_path / "run"
+    shutil.copytree(trained["plain"][0], run)
+    data = trained["plain"][0].parent / "train.tfrecord"
+    recorded = (run / "bert_config.json").read_text()
+    config = json.loads((TINY / "bert_config.json").read_text())
+    wider = tmp_path / "wider.json"
+    wider.write_text(json.dumps({**config, "intermediate_size": 2 * config["intermediate_size"]}))
+    with pytest.raises(ValueError, match=r"ckpt-6 \(--output_dir\) does not fit the model of "
+                       + str(wider)):
+        run_in_process(data, run, config=wider, do_eval=True, eval_batch_size=8, max_eval_steps=1)
+    relu = tmp_path / "relu.json"
+    relu.write_text(json.dumps({**config, "hidden_act": "relu"}))
+    run_in_process(data, run, config=relu, do_eval=True, eval_batch_size=8, max_eval_steps=1,
+                   init_checkpoint=str(TINY / "bert_model.ckpt"))
+    assert (run / "bert_config.json").read_text() == recorded
+    assert "--init_checkpoint=%s not used" % (TINY / "bert_model.ckpt") in caplog.text
+    assert "trained with other settings than this command's" in caplog.text
+
+
 def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_path, caplog):
     """SIGKILL, then the newest checkpoint's data file cut short (as by a full disk): the run
     resumes from the one before and ends with the uninterrupted run's weights. The killed run is

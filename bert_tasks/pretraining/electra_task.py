@@ -151,7 +151,6 @@ class ElectraPretrainingTask(PretrainingTask):
             logging.info("A BERT config for ELECTRA: the discriminator is its model, the "
                          "generator %g of its width", ElectraConfig(1).generator_hidden_size)
             config = ElectraConfig.from_bert(config)
-        self._config = config
         return config
 
     def build_model(self, config):

@@ -8,7 +8,6 @@ gradient, as the original optimizer does (no update, no weight decay), so both k
 initial values (or those of `--init_checkpoint`): fine-tuning trains the pooler from there.
 """
 import dataclasses
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -20,7 +19,6 @@ from bert_tasks.pretraining.data.features import name_to_features
 from bert_tasks.pretraining.data.packing import packed_name_to_features
 from bert_tasks.pretraining.data.reading import expand_input_files
 from bert_tasks.pretraining.data.validation import check_records
-from bert_runner import results
 from bert_runner.packing import filled_slots, slot_mean
 from bert_runner.task import Task, encoder_training_flops
 
@@ -154,14 +152,7 @@ class PretrainingTask(Task):
                 f"--bert_config_file records \"{OBJECTIVE_KEY}\": \"{recorded}\" but "
                 f"--pretraining_objective={self.objective}: pass --pretraining_objective="
                 f"{recorded} to go on pre-training that model, or a config without the key")
-        self._config = config.with_objective(self.objective)
-        return self._config
-
-    def write_run_files(self, output_dir):
-        """output_dir/bert_config.json: the model of the checkpoints, its objective recorded, so
-        `--bert_config_file=<output_dir>/bert_config.json` fine-tunes them as they were trained."""
-        results.write_text_atomic(os.path.join(output_dir, "bert_config.json"),
-                                  self._config.to_json_string())
+        return config.with_objective(self.objective)
 
     def build_model(self, config):
         return families.build_model("pretrainer", config)

@@ -189,11 +189,13 @@ class Checkpoint:
             source.names, source.shapes, source.get_tensor,
             original.describe_source(source.prefix, self.flag), strict, encoder=encoder)
 
-    def check_fits(self, model, config_file=None, task=None):
+    def check_fits(self, model, config_file=None, task=None, read_tensors=True):
         """Checks, before any work, that this checkpoint is readable and fits `model`.
 
         Reads every tensor the model would take (so a truncated or corrupt `.data` file is found
-        now, named, not after the features are written) and compares names and shapes as
+        now, named, not after the features are written; not with `read_tensors=False`, for a
+        run's own checkpoints, whose restore falls back past one that does not read: see
+        `restore_newest_readable`) and compares names and shapes as
         `load_into` does; assigns nothing. Raises ValueError naming the checkpoint (the config
         file, each mismatched variable, the missing encoder variables) and, from the record of
         the run that wrote it, why they differ: the encoder's shapes, the config that run
@@ -223,7 +225,7 @@ class Checkpoint:
         original.check_encoder(
             report, original.Encoder.of(model, source.encoder_names, config_file),
             source.shapes)
-        for name in report.loaded:
+        for name in report.loaded if read_tensors else ():
             source.get_tensor(name)
 
     def _recorded_task_hint(self, task):
@@ -338,10 +340,11 @@ def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
 
 
 def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None,
-                          lora_adapters=None, task=None):
+                          lora_adapters=None, task=None, read_tensors=True):
     """`Checkpoint.check_fits` of `init_checkpoint` (for `task`, the loading task's name), before
     any work."""
-    open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(model, config_file, task)
+    open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(model, config_file, task,
+                                                                     read_tensors)
 
 
 def identity_file(path, flag="--init_checkpoint"):

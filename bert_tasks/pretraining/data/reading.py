@@ -31,10 +31,13 @@ def expand_input_files(input_file):
     for pattern in input_file.split(","):
         if not pattern:
             continue  # "a.txt," : the original globbed "" to nothing as well.
-        matches = sorted(tf.io.gfile.glob(pattern))
-        matches = [m for m in matches if not tf.io.gfile.isdir(m)]
+        found = sorted(tf.io.gfile.glob(pattern))
+        matches = [m for m in found if not tf.io.gfile.isdir(m)]
         if not matches:
-            raise InputError("--input_file: %r matches no file" % pattern)
+            raise InputError("--input_file: %r %s" % (pattern, (
+                "is a directory: give the files in it (e.g. '%s/*')" % pattern.rstrip("/")
+                if found == [pattern.rstrip("/") or "/"] or tf.io.gfile.isdir(pattern)
+                else "matches only directories" if found else "matches no file")))
         files.extend(matches)
     return files
 

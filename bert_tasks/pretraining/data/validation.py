@@ -141,7 +141,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
     for name in ("input_ids", "masked_lm_ids")[:2 if masked_lm else 1]:
         largest = max(features[name][1], default=0)
         if largest >= vocab_size:
-            fail("%s holds token id %d but vocab_size in bert_config.json is %d: the data was "
+            fail("%s holds token id %d but the model config's vocab_size is %d: the data was "
                  "made with a larger vocab_file than the model's", name, largest, vocab_size)
     largest = max(features["masked_lm_positions"][1], default=0) if masked_lm else 0
     if largest >= max_seq_length:
@@ -151,7 +151,7 @@ def check_example(path, features, max_seq_length, max_predictions_per_seq, vocab
         _check_unmasked(features, fail)
     largest = max(features["segment_ids"][1], default=0)
     if type_vocab_size is not None and largest >= type_vocab_size:
-        fail("segment_ids holds %d but type_vocab_size in bert_config.json is %d",
+        fail("segment_ids holds %d but the model config's type_vocab_size is %d",
              largest, type_vocab_size)
 
 
