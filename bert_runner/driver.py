@@ -75,7 +75,8 @@ def prepare(task, run, config, identity, seeds=None):
     command's `identity` (OutputDirError); and checks that `--init_checkpoint` is readable and
     fits the task's model for `config` (names the file and every mismatched variable); for a
     command that only evaluates or predicts, that output_dir's own checkpoints fit it, and that
-    an `--init_checkpoint` they take the place of is not used."""
+    an `--init_checkpoint` they take the place of is not used, or that one without the task's
+    head leaves it untrained (warnings)."""
     path, recorded = run_files.run_record(run.output_dir)
     path = path or os.path.join(run.output_dir, run_files.RUN_RECORD)
     if recorded is not None and recorded.get("task") != task.name:
@@ -101,9 +102,16 @@ def prepare(task, run, config, identity, seeds=None):
                                           "--output_dir", config_file=run.bert_config_file,
                                           task=task.name, read_tensors=False)
     elif run.init_checkpoint:
-        checkpoints.check_init_checkpoint(task.build_model(config), run.init_checkpoint,
-                                          config_file=run.bert_config_file,
-                                          lora_adapters=run.lora_adapters, task=task.name)
+        new = checkpoints.check_init_checkpoint(
+            task.build_model(config), run.init_checkpoint, config_file=run.bert_config_file,
+            lora_adapters=run.lora_adapters, task=task.name)
+        # A pooler alone is new where a span or tag model is read for its own task, which never
+        # uses it (`checkpoints.is_pooler`).
+        if not run.do_train and any(not checkpoints.is_pooler(name) for name in new):
+            logging.warning(
+                "--init_checkpoint=%s has no %s: newly initialised at random, and this command "
+                "trains nothing, so its evaluation and predictions are of an untrained head",
+                run.init_checkpoint, ", ".join(new))
     if restored or run.init_checkpoint:
         keras.backend.clear_session(free_memory=False)  # see run_task
 

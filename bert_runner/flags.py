@@ -276,6 +276,23 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
     # --output_dir too: without a checkpoint flag, a run's own output_dir may supply them.
     watched = [*names, checkpoint] + (["output_dir"] if "output_dir" in flag_values else [])
     flags.register_multi_flags_validator(watched, check, flag_values=flag_values)
+    if "do_lower_case" in flag_values:
+        flags.register_validator(checkpoint, lambda directory: _take_casing(
+            directory, flag_values), flag_values=flag_values)
+
+
+def _take_casing(directory, flag_values):
+    """Sets `--do_lower_case`, when the command line does not give it, to the casing a Hugging
+    Face directory `directory` records (its tokenizer_config.json), as its config and vocabulary
+    are taken from it: a cased model's text is then not lower-cased by the flag's default."""
+    if directory and not flag_values["do_lower_case"].present:
+        from modeling.checkpoint import hf_home, read_casing
+
+        home = hf_home(directory)
+        casing = read_casing(home) if home else None
+        if casing is not None:
+            flag_values["do_lower_case"].value = casing  # as if given, for every later reader
+    return True
 
 
 def _take_run_files(missing, directory, checkpoint, flag_values):

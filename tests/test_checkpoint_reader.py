@@ -212,7 +212,7 @@ def test_which_layout_a_path_is_in_is_told_without_tensorflow():
     import sys
 
     code = ("import sys; from modeling.checkpoint import HF_DIRECTORY, check_partial_directory, "
-            "hf_home; print(sorted({'tensorflow', 'keras'} & set(sys.modules)))")
+            "hf_home, read_casing; print(sorted({'tensorflow', 'keras'} & set(sys.modules)))")
     # `-E`: a fresh interpreter, not one forked from the tests' server (tests/forked_scripts.py),
     # which has imported TensorFlow.
     out = subprocess.run([sys.executable, "-E", "-c", code], cwd=ROOT, capture_output=True,

@@ -301,6 +301,44 @@ def test_initialises_from_a_run_pretraining_output_dir(tmp_path):
         np.testing.assert_array_equal(ours, theirs)
 
 
+def test_a_span_models_directory_without_pooler_loads_and_an_untrained_head_is_said(
+        tmp_path, caplog):
+    """Hugging Face's BertForQuestionAnswering saves no pooler: its encoder still loads, with
+    a new pooler as a new head. Evaluating or predicting from it without training says that
+    the classifier is untrained; training from it does not."""
+    import logging
+
+    from modeling import BertClassifier, BertModel
+    from modeling import checkpoint as checkpoints
+    from modeling.checkpoint.hugging_face import read_safetensors, write_safetensors
+    from modeling_helpers import tiny_config
+    from test_modeling_hf_import import hf_checkpoint_from_fixture
+
+    hf = tmp_path / "squad_model"
+    hf.mkdir()
+    hf_checkpoint_from_fixture(hf)
+    weights = read_safetensors(hf / "model.safetensors")
+    write_safetensors(hf / "model.safetensors", {
+        name: value for name, value in weights.items() if ".pooler." not in name})
+    (hf / "vocab.txt").write_text((TINY / "vocab.txt").read_text())
+    pooler = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    assert checkpoints.open_checkpoint(hf).check_fits(BertModel(tiny_config())) == pooler
+    assert sorted(checkpoints.open_checkpoint(hf).check_fits(BertClassifier(tiny_config(), 2))) \
+        == sorted(pooler + ["output_bias", "output_weights"])
+
+    write_keyword_mrpc(tmp_path / "data", num_train=8, num_dev=8, num_test=4)
+    caplog.set_level(logging.INFO)
+    untrained = "trains nothing, so its evaluation and predictions are of an untrained head"
+    run_in_process(tmp_path / "data", tmp_path / "predicted", do_predict=True,
+                   init_checkpoint=str(hf), bert_config_file=None, vocab_file=str(hf / "vocab.txt"))
+    assert f"--init_checkpoint={hf} has no " in caplog.text and untrained in caplog.text
+    caplog.clear()
+    run_in_process(tmp_path / "data", tmp_path / "trained", do_train=True, train_batch_size=8,
+                   num_train_epochs=1.0, init_checkpoint=str(hf), bert_config_file=None,
+                   vocab_file=str(hf / "vocab.txt"))
+    assert untrained not in caplog.text
+
+
 @pytest.mark.parametrize("problem", ["truncated", "config"])
 def test_a_bad_init_checkpoint_is_named_before_any_feature_is_written(tmp_path, problem):
     import json

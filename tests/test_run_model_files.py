@@ -110,6 +110,32 @@ def test_a_run_supplies_the_config_and_vocabulary_it_used(runs):
         _flag_values("output_dir")(["x", f"--output_dir={classifier.parent / 'new'}"])
 
 
+def test_a_hugging_face_directory_gives_its_casing_unless_the_flag_is_given(runs, tmp_path):
+    """A cased directory's text is not lower-cased by --do_lower_case's default (True)."""
+    from absl import flags
+
+    from bert_runner import flags as run_flags
+
+    hf = runs[0]
+    cased = tmp_path / "cased"
+    shutil.copytree(hf, cased)
+    (cased / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+
+    def parsed(*args):
+        values = flags.FlagValues()
+        for name in ("bert_config_file", "vocab_file", "init_checkpoint"):
+            flags.DEFINE_string(name, None, "", flag_values=values)
+        flags.DEFINE_bool("do_lower_case", True, "", flag_values=values)
+        run_flags.require_model_files("vocab_file", "bert_config_file", flag_values=values)
+        values(["x", *args])
+        return values.do_lower_case
+
+    assert parsed(f"--init_checkpoint={cased}") is False
+    assert parsed(f"--init_checkpoint={cased / 'model.safetensors'}") is False
+    assert parsed(f"--init_checkpoint={cased}", "--do_lower_case=true") is True
+    assert parsed(f"--init_checkpoint={hf}") is True  # the tiny model's directory is uncased
+
+
 def test_a_vocabulary_that_is_gone_or_changed_is_refused_naming_it(runs):
     from absl import flags
 

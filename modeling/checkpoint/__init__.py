@@ -36,6 +36,8 @@ _PUBLIC = {
     "identity_file": ("modeling.checkpoint.reader", "identity_file"),
     "initialize_from_checkpoint": ("modeling.checkpoint.reader", "initialize_from_checkpoint"),
     "is_original_electra": ("modeling.checkpoint.layout", "is_original_electra"),
+    "is_pooler": ("modeling.checkpoint.original", "is_pooler"),
+    "read_casing": ("modeling.checkpoint.layout", "read_casing"),
     "load_checkpoint": ("modeling.checkpoint.reader", "load_checkpoint"),
     "load_config": ("modeling.checkpoint.config_files", "load_config"),
     "model_files": ("modeling.checkpoint.config_files", "model_files"),

@@ -42,6 +42,12 @@ def hf_home(path):
     return None
 
 
+def read_casing(directory):
+    """The `do_lower_case` of a Hugging Face directory's `tokenizer_config.json`, or None."""
+    value = json_object(os.path.join(directory, "tokenizer_config.json")).get("do_lower_case")
+    return value if isinstance(value, bool) else None
+
+
 def check_partial_directory(path, flag=None):
     """Refuses a directory that holds part of the Hugging Face layout and no TF checkpoint (a
     `config.json` without weights, weights without `config.json`), saying what is missing."""

@@ -251,10 +251,17 @@ def assign_checked(names, source_shapes, get_tensor, source, strict, encoder=Non
     return report
 
 
+def is_pooler(name):
+    """Whether `name` is of the encoder's pooler (`<scope>/pooler/dense/*`)."""
+    return "/pooler/" in name
+
+
 def check_encoder(report, encoder, source_shapes):
     """Refuses a checkpoint that lacks part of the model's encoder, or holds encoder variables
-    the model lacks (see `Encoder`)."""
-    missing = [n for n in report.missing if n in encoder.names]
+    the model lacks (see `Encoder`). The pooler is not required: Hugging Face's span and tag
+    models (`BertForQuestionAnswering`, `BertForTokenClassification`) are saved without it, as
+    their tasks never read it; a model that does is given a new one, as a new head."""
+    missing = [n for n in report.missing if n in encoder.names and not is_pooler(n)]
     # Layers beyond the model's: a variable of the model's layer 0 under another layer's name
     # (optimizer slots and anything else the checkpoint holds are left alone).
     extra = [n for n in report.unexpected

@@ -35,7 +35,8 @@ from absl import logging
 from modeling import families, lora
 from modeling.checkpoint import adapters, hugging_face, original, run_files
 from modeling.checkpoint.layout import (
-    HF_WEIGHT_FILES, check_partial_directory, hf_home, is_hf_directory, is_hf_weights_file)
+    HF_WEIGHT_FILES, check_partial_directory, hf_home, is_hf_directory, is_hf_weights_file,
+    read_casing)
 
 ORIGINAL, RUN, HUGGING_FACE = "original", "run", "hugging_face"
 
@@ -201,6 +202,9 @@ class Checkpoint:
         the run that wrote it, why they differ: the encoder's shapes, the config that run
         trained (its bert_config.json) against `config_file`; the head's alone, that run's task
         when it is not `task` (the task loading it; None: not known).
+
+        Returns the names of the model's variables the checkpoint lacks, which loading it leaves
+        newly initialised (a new head; the pooler: see `original.check_encoder`).
         """
         source = self.source(model)
         _check_required_scopes(model, source)
@@ -227,6 +231,7 @@ class Checkpoint:
             source.shapes)
         for name in report.loaded if read_tensors else ():
             source.get_tensor(name)
+        return report.missing
 
     def _recorded_task_hint(self, task):
         """The line saying that a head of other shapes is another task's, when the run that
@@ -300,7 +305,7 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
             families.of_config(config) if config else families.families()[0], {},
             config=config, config_file=config_file,
             vocab_file=vocab_file if vocab_file and os.path.isfile(vocab_file) else None,
-            do_lower_case=hugging_face.read_casing(home) if home else None,
+            do_lower_case=read_casing(home) if home else None,
             lora_adapters=lora_adapters)
     # The record first: an unreadable run.json is refused whatever the checkpoint beside it.
     record_path, record = run_files.run_record(path)
@@ -342,9 +347,9 @@ def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
 def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None,
                           lora_adapters=None, task=None, read_tensors=True):
     """`Checkpoint.check_fits` of `init_checkpoint` (for `task`, the loading task's name), before
-    any work."""
-    open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(model, config_file, task,
-                                                                     read_tensors)
+    any work: returns the model's variables it would leave newly initialised."""
+    return open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(
+        model, config_file, task, read_tensors)
 
 
 def identity_file(path, flag="--init_checkpoint"):
