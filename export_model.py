@@ -156,10 +156,16 @@ mode(ModeRule(("pooling", "normalize"), ("format",),
 
 
 def main(_):
+    import tensorflow as tf
+
     from bert_runner import startup
     from bert_runner.serving import provenance
     from modeling import checkpoint as checkpoints
 
+    # Every format writes a new directory: refused before a checkpoint is read, not after.
+    # (gfile: a SavedModel may go to a bucket)
+    if tf.io.gfile.exists(FLAGS.export_dir):
+        raise FileExistsError(f"{FLAGS.export_dir} already exists: choose a new --export_dir")
     serving_format = registry.get(FLAGS.format)
     provenance.follow_run_record(FLAGS, FLAGS.checkpoint)
     try:  # the rules between flags again, with the values the run's record gave

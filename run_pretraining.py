@@ -9,7 +9,7 @@ from absl import flags
 
 from bert_runner import cli, flags as run_flags
 from bert_runner.flag_ranges import (
-    PAIR_OF_SENTENCES, TRAINING, CrossRule, above, at_least, cross, ranged)
+    PAIR_OF_SENTENCES, TRAINING, CrossRule, ModeRule, above, at_least, cross, mode, ranged)
 from bert_tasks.pretraining.data import dynamic_masking, electra_masking
 
 FLAGS = flags.FLAGS
@@ -77,6 +77,9 @@ ELECTRA_DEFAULTS = {"learning_rate": 5e-4, "train_batch_size": 128}
 run_flags.define_tpu_flags()
 run_flags.define_run_flags()
 dynamic_masking.define_flags()
+mode(ModeRule(("gen_weight", "disc_weight", "temperature"), ("pretraining_objective",),
+              lambda objective: objective == "electra", "with --pretraining_objective=electra",
+              "the other objectives have no generator"))
 # The left-to-right model and ELECTRA have no next-sentence loss.
 cross(CrossRule(
     ("pretraining_objective", "next_sentence_prediction"),

@@ -103,8 +103,9 @@ class ElectraConfig(BertConfig):
                 "vocab_size": hparams.get("vocab_size", 30522), **overrides}
         # get_bert_config: heads and feed-forward width follow the (overridden) hidden size,
         # unless overridden themselves.
-        args.setdefault("num_attention_heads", max(1, args["hidden_size"] // 64))
-        args.setdefault("intermediate_size", 4 * args["hidden_size"])
+        if isinstance(args["hidden_size"], int):  # else `validate` names it
+            args.setdefault("num_attention_heads", max(1, args["hidden_size"] // 64))
+            args.setdefault("intermediate_size", 4 * args["hidden_size"])
         act = args.get("hidden_act", "gelu")
         if act not in _ACTIVATIONS:
             raise ValueError(f"{source}: hidden_act {act!r} is not one of the original's "
@@ -181,9 +182,16 @@ class ElectraConfig(BertConfig):
         if not problems:
             hidden = int(round(self.hidden_size * self.generator_hidden_size))
             layers = int(round(self.num_hidden_layers * self.generator_layers))
+            heads = max(1, hidden // 64)  # as `generator_config` gives it
             if hidden < 1 or layers < 1:
                 problems.append(f"the generator would have hidden size {hidden} and {layers} "
                                 "layers: generator_hidden_size and generator_layers too small")
+            elif hidden % heads:
+                problems.append(
+                    f"the generator would be {hidden} wide (generator_hidden_size "
+                    f"{self.generator_hidden_size:g} of hidden_size {self.hidden_size}) with "
+                    f"{heads} heads (one per 64), and {hidden} is not a multiple of {heads}: "
+                    "choose generator_hidden_size so that its width is")
         if problems:
             raise ValueError(f"Invalid ELECTRA config ({source}): " + "; ".join(problems))
         return self

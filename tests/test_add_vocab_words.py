@@ -13,7 +13,7 @@ import tensorflow as tf
 from modeling import checkpoint as checkpoints
 from bert_tasks.pretraining.vocab_building import add_words
 from conftest import ROOT
-from modeling import BertPretrainer
+from modeling import BertModel, BertPretrainer, BertConfig
 from modeling.checkpoint import original as original_layout
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected, tiny_pretrainer
 from refusals import assert_refused, message
@@ -169,3 +169,65 @@ def test_a_removed_character_is_said_and_a_long_word_warned(tmp_path, vocab_file
         _run(tmp_path, vocab_file, f"{long_word}\n")
     assert "1 word(s) longer than 100 characters (line 1" in caplog.text
     assert "Hugging Face's BertTokenizer reads such a word as [UNK]" in caplog.text
+
+
+def _hf_encoder(directory, vocab_file, do_lower_case):
+    """The tiny encoder alone as a Hugging Face `BertModel` directory (no pre-training head),
+    with `vocab_file` and the casing recorded in its tokenizer_config.json."""
+    encoder = BertModel(tiny_config())
+    checkpoints.load_checkpoint(encoder, TINY / "bert_model.ckpt", strict=False)
+    return encoder, checkpoints.write_hugging_face(encoder, directory, vocab_file, do_lower_case)
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_a_hugging_face_encoder_gets_its_rows_and_no_head(tmp_path, vocab_file, do_lower_case):
+    """Its config, vocabulary and casing are the directory's own; the encoder is written with
+    the new rows, and no head is made up for it."""
+    encoder, directory = _hf_encoder(tmp_path / "hf", vocab_file, do_lower_case)
+    # A capitalised word is refused under lower-casing: added, it shows the directory's casing.
+    words = "dogs\nwalked\nbirds\nsinging\n" + ("" if do_lower_case else "Cats\n")
+    (tmp_path / "words.txt").write_text(words, encoding="utf-8")
+    result = add_words.run(add_words.Options(
+        vocab_file=None, bert_config_file=None, init_checkpoint=directory,
+        words_file=str(tmp_path / "words.txt"), output_dir=str(tmp_path / "out")))
+    size = 100 if do_lower_case else 101  # three [unused*] slots, then appended
+    assert [w.id for w in result.words] == [95, 96, 97, 99] + ([] if do_lower_case else [100])
+    assert result.heads == [] and result.vocab_size == size
+    config = BertConfig.from_json_file(str(tmp_path / "out" / "bert_config.json"))
+    assert config.to_dict() == {**tiny_config().to_dict(), "vocab_size": size}
+
+    old, new = _tensors(TINY / "bert_model.ckpt"), _tensors(result.checkpoint)
+    assert set(new) == {name for name in old if not name.startswith("cls/")}
+    for name in set(new) - {add_words.WORD_EMBEDDINGS}:
+        assert np.array_equal(new[name], old[name]), name
+    table, old_table = new[add_words.WORD_EMBEDDINGS], old[add_words.WORD_EMBEDDINGS]
+    assert table.shape == (size, 32)
+    others = [i for i in range(99) if i not in (95, 96, 97)]
+    assert np.array_equal(table[others], old_table[others])
+    vocab = tokenization.load_vocab(str(vocab_file))
+    for word in result.words:
+        np.testing.assert_allclose(table[word.id], old_table[[vocab[p] for p in word.old_pieces]]
+                                   .mean(axis=0), atol=1e-7)
+
+    # Text of the old vocabulary gives the same outputs.
+    model = BertModel(config)
+    checkpoints.load_checkpoint(model, result.checkpoint)  # strict: the encoder, whole
+    inputs = encoder_inputs(tiny_expected())
+    for key in ("sequence_output", "pooled_output"):
+        assert np.array_equal(np.asarray(model(inputs)[key]), np.asarray(encoder(inputs)[key]))
+
+
+def test_the_script_takes_a_hugging_face_directory_alone(tmp_path, vocab_file):
+    """No --vocab_file, --bert_config_file or --do_lower_case: the directory's, its cased
+    tokenizer_config.json included."""
+    _, directory = _hf_encoder(tmp_path / "hf", vocab_file, do_lower_case=False)
+    (tmp_path / "words.txt").write_text("Cats\n", encoding="utf-8")
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "add_vocab_words.py"), f"--init_checkpoint={directory}",
+         f"--words_file={tmp_path / 'words.txt'}", f"--output_dir={tmp_path / 'out'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "the encoder alone" in process.stderr and "--do_lower_case=False" in process.stderr
+    assert tokenization.read_vocab_lines(str(tmp_path / "out" / "vocab.txt"))[95] == "Cats"
+

@@ -253,6 +253,24 @@ def test_export_refuses_existing_dir_and_bad_labels(classifier, tmp_path):
         raw_text.ClassifierExport(classifier, FastBertTokenizer(VOCAB), MAX_SEQ_LENGTH, ["a", "b"])
 
 
+@pytest.mark.parametrize("export_format", ["huggingface", "classifier"])
+def test_cli_refuses_an_existing_export_dir_before_reading_the_checkpoint(tmp_path,
+                                                                         export_format):
+    """The refusal comes first: no model is built or loaded for a directory that is refused."""
+    from refusals import assert_refused
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.run(
+        [sys.executable, "export_model.py", f"--format={export_format}",
+         "--bert_config_file=%s" % (TINY / "bert_config.json"), "--vocab_file=%s" % VOCAB,
+         "--checkpoint=%s" % (TINY / "bert_model.ckpt"), "--export_dir=%s" % tmp_path]
+        + (["--task_name=MNLI"] if export_format == "classifier" else []),
+        cwd=ROOT, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True,
+        timeout=300)
+    assert_refused(process, "export-dir-exists")
+    assert str(tmp_path) in process.stderr and "Initialised" not in process.stderr
+
+
 def test_bfloat16_export_serves_within_its_rounding(classifier):
     """`export_model.py --mixed_precision=bf16` exports this copy."""
     import tensorflow as tf

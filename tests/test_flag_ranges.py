@@ -145,6 +145,8 @@ CASES = [
      [_cross("long_documents", "format")], None),
     ("export_model", ["--format=ner", "--entity_types=PER,LOC", "--doc_stride=8"],
      [_cross("doc_stride", "format", "long_documents")], None),
+    ("run_pretraining", ["--do_train", "--temperature=2"],
+     [_cross("gen_weight", "disc_weight", "temperature", "pretraining_objective")], None),
     ("run_squad", ["--do_predict", "--null_score_diff_threshold=-1"],
      [_cross("null_score_diff_threshold", "version_2_with_negative")], None),
     ("export_model", ["--format=squad", "--null_score_diff_threshold=-1"],

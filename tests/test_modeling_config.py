@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -95,3 +96,28 @@ def test_activation_names():
         np.testing.assert_array_equal(np.asarray(get_activation(identity)(x)), x)
     with pytest.raises(ValueError, match="Unsupported activation: swish"):
         get_activation("swish")
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ({"hidden_size": "32"}, "hidden_size must be a positive integer, got '32'"),
+    # 0.25 of 516 is 129 wide, with two heads (one per 64): the original would fail in the model.
+    ({"hidden_size": 516, "num_attention_heads": 4}, "the generator would be 129 wide (generator_hidden_size 0.25 of "
+                           "hidden_size 516) with 2 heads"),
+])
+def test_electra_hparams_that_build_no_model_are_refused_naming_the_file(overrides, expected):
+    from modeling.electra_config import ElectraConfig
+
+    hparams = {"model_size": "small", "vocab_size": 99,
+               "model_hparam_overrides": {"num_hidden_layers": 2, **overrides}}
+    with pytest.raises(ValueError, match=r"\(hparams\.json\): .*" + re.escape(expected)):
+        ElectraConfig.from_hparams(hparams, source="hparams.json")
+
+
+def test_an_electra_config_is_not_pre_trained_as_a_masked_lm():
+    from bert_tasks.pretraining.task import PretrainingTask
+    from modeling.electra_config import ElectraConfig
+
+    config = ElectraConfig.from_hparams({"model_size": "small", "vocab_size": 99})
+    with pytest.raises(ValueError, match="describes an ELECTRA model .*: pass "
+                                         "--pretraining_objective=electra"):
+        PretrainingTask(64, 10).model_config(config)

@@ -3,6 +3,8 @@ and `save_hf_model`'s directory read back (weights, outputs, the file format).""
 import json
 import re
 import struct
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -91,6 +93,28 @@ def test_corrupt_safetensors_names_the_file(tmp_path):
         checkpoints.load_checkpoint(BertModel(tiny_config()), tmp_path / "model.safetensors")
 
 
+def test_unreadable_pytorch_weights_name_the_file(tmp_path, monkeypatch):
+    """torch's own errors for a `pytorch_model.bin` cut short name no file ("[Errno 22] Invalid
+    argument", from its zip reader): the refusal names it. torch itself is stood in for, with
+    what it raises and returns."""
+    weights = tmp_path / "pytorch_model.bin"
+    weights.write_bytes(b"PK\x03\x04")
+
+    def cut_short(path, **options):
+        raise OSError(22, "Invalid argument")
+
+    fake_torch = types.SimpleNamespace(load=cut_short, is_tensor=lambda v: False)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    with pytest.raises(ValueError, match=re.escape(message("hf-torch-unreadable"))) as error:
+        checkpoints.load_checkpoint(BertModel(tiny_config()), weights)
+    assert str(error.value).startswith(f"{weights}: ")
+    assert "Invalid argument" in str(error.value) and "\n" not in str(error.value)
+    # A file that loads but holds no state dict (a bare tensor, a training checkpoint).
+    fake_torch.load = lambda path, **options: {"state_dict": {}}
+    with pytest.raises(ValueError, match=re.escape(message("hf-torch-unreadable"))):
+        checkpoints.load_checkpoint(BertModel(tiny_config()), weights)
+
+
 def test_tf1_name_inverts_hf_name():
     for name in original_layout.variable_map(BertPretrainer(tiny_config())):
         assert tf1_name(hf_name(name)[0]) == (name, hf_name(name)[1])
@@ -143,3 +167,34 @@ def test_written_directory_reads_back_identical(tmp_path, hidden_act, hf_act):
                                   np.asarray(model(inputs)["sequence_output"]))
     with pytest.raises(FileExistsError, match="already exists"):
         save_hf_model(model, out, TINY / "vocab.txt", do_lower_case=True)
+
+
+def test_pretraining_model_writes_its_heads_and_reads_back(tmp_path):
+    """The pre-training model goes out as transformers' `BertForPreTraining` saves it (its
+    encoder under `bert.`, both heads under `cls.`, the decoder left to the tying to the word
+    embeddings) and comes back with every weight (checked by hand with transformers: see
+    docs/modeling.md)."""
+    model = BertPretrainer(tiny_config())
+    checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt")  # strict: the heads too
+    save_hf_model(model, tmp_path / "hf", TINY / "vocab.txt", do_lower_case=True)
+    hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf["architectures"] == ["BertForPreTraining"]
+    _, header, _ = _header(tmp_path / "hf" / "model.safetensors")
+    header.pop("__metadata__")
+    assert {name: v["shape"] for name, v in header.items() if name.startswith("cls.")} == {
+        "cls.predictions.bias": [99],
+        "cls.predictions.transform.dense.weight": [32, 32],
+        "cls.predictions.transform.dense.bias": [32],
+        "cls.predictions.transform.LayerNorm.weight": [32],
+        "cls.predictions.transform.LayerNorm.bias": [32],
+        "cls.seq_relationship.weight": [2, 32],
+        "cls.seq_relationship.bias": [2]}
+    assert len(header) == 46 and "bert.embeddings.word_embeddings.weight" in header
+
+    back = BertPretrainer(config_from_hf(tmp_path / "hf" / "config.json"))
+    checkpoints.load_checkpoint(back, tmp_path / "hf")  # strict: every variable
+    ours, theirs = original_layout.variable_map(model), original_layout.variable_map(back)
+    assert list(ours) == list(theirs)
+    for name in ours:
+        np.testing.assert_array_equal(np.asarray(ours[name]), np.asarray(theirs[name]),
+                                      err_msg=name)

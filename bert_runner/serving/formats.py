@@ -19,9 +19,12 @@ def _describe_embedding(result):
 
 
 def _huggingface(flag_values, files):
-    """The encoder of any checkpoint as config.json, model.safetensors and vocab.txt
-    (`modeling.checkpoint.write_hugging_face`); with --pooling also sentence-transformers' module
-    files."""
+    """The encoder of any checkpoint, or a pre-training checkpoint's whole model, as config.json,
+    model.safetensors and vocab.txt (`modeling.checkpoint.write_hugging_face`); with --pooling
+    the encoder and sentence-transformers' module files."""
+    import json
+    import os
+
     from absl import logging
 
     from bert_runner.serving import provenance
@@ -39,17 +42,20 @@ def _huggingface(flag_values, files):
         check_pooling(flag_values.pooling, files.config)
         sentence_embedding = (flag_values.pooling, flag_values.normalize,
                               flag_values.max_seq_length)
-    write_hugging_face(model, flag_values.export_dir, files.vocab_file, flag_values.do_lower_case,
-                       sentence_embedding)
-    logging.info("Wrote the %s in Hugging Face's layout%s to %s", what,
-                 " with sentence-transformers' pooling" if sentence_embedding else "",
-                 flag_values.export_dir)
+    directory = write_hugging_face(model, flag_values.export_dir, files.vocab_file,
+                                   flag_values.do_lower_case, sentence_embedding)
+    # The class transformers loads it as says what the directory holds (its heads or none).
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+        architectures = ", ".join(json.load(f)["architectures"])
+    logging.info("Wrote the %s in Hugging Face's layout (%s)%s to %s", what, architectures,
+                 " with sentence-transformers' pooling" if sentence_embedding else "", directory)
 
 
 def _pretrainer_or_encoder(config, checkpoint, config_file, provenance):
     """What the Hugging Face layout holds of `checkpoint`: its family's whole pre-training model
-    when the checkpoint holds all of it (an ELECTRA pre-training run: the discriminator and its
-    head, and the generator, written as its own folder), else its encoder; with which it is."""
+    when the checkpoint holds all of it (BERT's: the encoder and both heads; ELECTRA's: the
+    discriminator and its head, and the generator, written as its own folder), else its encoder;
+    with which it is."""
     from modeling import families
     from modeling.checkpoint import load_checkpoint
 
@@ -71,9 +77,9 @@ EMBEDDING = registry.register(registry.ServingFormat(
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
     help="the encoder as config.json, model.safetensors and vocab.txt, for transformers' "
-         "BertModel.from_pretrained (ElectraModel; an ELECTRA pre-training checkpoint as "
-         "ElectraForPreTraining with its generator in generator/) (with --pooling also a "
-         "sentence-transformers model)",
+         "BertModel.from_pretrained (ElectraModel; a BERT pre-training checkpoint as "
+         "BertForPreTraining, an ELECTRA one as ElectraForPreTraining with its generator in "
+         "generator/) (with --pooling the encoder and a sentence-transformers model)",
     # The layout has no sequence length: any the config's positions allow.
     export=_huggingface, needs_sequence_length=False))
 LITERT = registry.register(registry.ServingFormat(

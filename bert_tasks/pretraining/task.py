@@ -146,6 +146,11 @@ class PretrainingTask(Task):
         every script that loads the checkpoints. A config that records another objective (a
         pre-training run's own bert_config.json) is refused: its checkpoints would be continued
         as another model. A config without the key (the original's) starts either."""
+        if config.pretraining_objective == "electra":
+            raise ValueError(
+                f"--bert_config_file describes an ELECTRA model (embedding_size "
+                f"{config.embedding_size}, a generator {config.generator_hidden_size:g} of its "
+                f"width): pass --pretraining_objective=electra to pre-train it")
         recorded = config.to_dict().get(OBJECTIVE_KEY)
         if recorded is not None and recorded != self.objective:
             raise ValueError(

@@ -9,6 +9,7 @@ Scripts reach this module through `modeling.checkpoint`.
 """
 import json
 import os
+import pickle
 import shutil
 import uuid
 
@@ -30,17 +31,6 @@ def read_config(path):
             raise ValueError(f"{path}: not valid JSON ({e})") from e
     family = families.of_hf_model_type(hf.get("model_type", "bert"), path)
     return family.config_from_hf(hf, path)
-
-
-def read_casing(directory):
-    """The `do_lower_case` of a Hugging Face directory's `tokenizer_config.json`, or None."""
-    path = os.path.join(directory, "tokenizer_config.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f).get("do_lower_case")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, bool) else None
 
 
 def write_safetensors(path, tensors, metadata=None):
@@ -84,7 +74,8 @@ def _open_safetensors(path):
 
 
 def read_torch_state_dict(path):
-    """`{name: np.ndarray}` from a PyTorch `pytorch_model.bin` (needs torch installed)."""
+    """`{name: np.ndarray}` from a PyTorch `pytorch_model.bin` (needs torch installed); a file
+    torch cannot read, or that holds no dict of tensors, is refused naming it."""
     try:
         import torch
     except ImportError as e:
@@ -92,7 +83,21 @@ def read_torch_state_dict(path):
             f"{path}: reading a PyTorch state dict needs `torch`; convert it to model.safetensors "
             "or `pip install torch`"
         ) from e
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    # A file cut short fails deep in torch's zip reader ("[Errno 22] Invalid argument", no
+    # file named); a file that is no pickle of tensors fails in its weights-only unpickler.
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        # (the unpickler's own message is a page of advice on trusting the file)
+        cause = ("torch's weights-only unpickler refused it"
+                 if isinstance(e, pickle.UnpicklingError)
+                 else (str(e).splitlines() or [type(e).__name__])[0])
+        raise ValueError(f"{path}: cannot be read as a PyTorch state dict ({cause}): truncated or "
+                         "corrupt (an interrupted download or copy?)") from e
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        held = "other values" if isinstance(state, dict) else f"a {type(state).__name__}"
+        raise ValueError(f"{path}: cannot be read as a PyTorch state dict: it holds {held}, not "
+                         "tensors by name")
     return {k: v.float().numpy() for k, v in state.items()}
 
 
@@ -132,6 +137,17 @@ def read_hf_for_model(path, family, model):
     return family.read_hf(os.fspath(path), model, read)
 
 
+def hf_tensors(family, names):
+    """`{Hugging Face name: float32 array as saved}` of `[(original name, variable)]` by
+    `family`'s names (`hf_name`; kernels transposed to PyTorch's `[out, in]`)."""
+    tensors = {}
+    for name, var in names:
+        hf, transpose = family.hf_name(name)
+        value = np.asarray(var, dtype=np.float32)
+        tensors[hf] = value.T if transpose else value
+    return tensors
+
+
 def hf_folders(model):
     """`[(folder, config.json dict, {Hugging Face name: array})]` that `save_hf_model` writes
     for `model`: its family's `hf_folders`, else the encoder alone as the bare model saves it
@@ -140,19 +156,17 @@ def hf_folders(model):
     folders = family.hf_folders(model) if family.hf_folders is not None else None
     if folders is not None:
         return folders
-    tensors = {}
-    for name, var in encoder_names(model):
-        hf, transpose = family.hf_name(name)
-        value = np.asarray(var, dtype=np.float32)
-        tensors[hf.removeprefix(family.hf_encoder_prefix)] = value.T if transpose else value
+    tensors = {name.removeprefix(family.hf_encoder_prefix): value
+               for name, value in hf_tensors(family, encoder_names(model)).items()}
     return [("", family.config_to_hf(encoder_of(model).config), tensors)]
 
 
 def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
     """Writes `model` as a Hugging Face directory that transformers' model of its family loads
     (`BertModel.from_pretrained(directory)`): for most models their encoder, as the bare model
-    saves it; a family may write more (`ModelFamily.hf_folders`: ELECTRA's pre-training model
-    is an `ElectraForPreTraining` directory with its generator in `generator/`). Each folder
+    saves it; a family may write more (`ModelFamily.hf_folders`: BERT's pre-training model is a
+    `BertForPreTraining` directory, ELECTRA's an `ElectraForPreTraining` directory with its
+    generator in `generator/`). Each folder
     holds `config.json`, `model.safetensors` (float32), `vocab.txt` and `tokenizer_config.json`
     (the casing). The directory must not exist; it is written under a temporary name and
     renamed. Returns `directory`.

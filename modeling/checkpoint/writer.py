@@ -18,10 +18,10 @@ def write_original(model, prefix, extra_tensors=None):
 
 def write_hugging_face(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
     """`model` as a Hugging Face directory (`hugging_face.save_hf_model`): its encoder as the
-    family's bare model (`BertModel`, `ElectraModel`), or what its family writes for it (ELECTRA's
-    pre-training model: `ElectraForPreTraining` with the generator as `ElectraForMaskedLM` in
-    `generator/`); with `sentence_embedding`, sentence-transformers' files too. Returns
-    `directory`."""
+    family's bare model (`BertModel`, `ElectraModel`), or what its family writes for it (the
+    pre-training models: BERT's as `BertForPreTraining`, ELECTRA's as `ElectraForPreTraining`
+    with the generator as `ElectraForMaskedLM` in `generator/`); with `sentence_embedding`,
+    sentence-transformers' files too. Returns `directory`."""
     with lora.merged(model):
         return hugging_face.save_hf_model(model, directory, vocab_file, do_lower_case,
                                           sentence_embedding)

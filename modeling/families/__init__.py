@@ -67,9 +67,10 @@ class ModelFamily:
     hf_folders: `(model) -> [(folder, config.json dict, {Hugging Face name: array as saved})]`
       or None: the Hugging Face directories `write_hugging_face` writes for `model`, folder ""
       the directory itself and others below it (ELECTRA's pre-training model: the
-      discriminator with its head, and its generator in `generator/`). None (the function's
-      answer, or the field's, as BERT's): the encoder alone, as the bare model saves it (names
-      without `hf_encoder_prefix`, `config_to_hf` of its config).
+      discriminator with its head, and its generator in `generator/`; BERT's: the encoder and
+      both heads as `BertForPreTraining`). None (the function's answer for the other models, or
+      the field's): the encoder alone, as the bare model saves it (names without
+      `hf_encoder_prefix`, `config_to_hf` of its config).
     """
 
     name: str

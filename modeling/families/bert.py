@@ -65,6 +65,8 @@ _HEAD_ORIGINAL_NAMES = {hf: original for original, hf in _HEAD_NAMES.items()}
 HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
 # Entries Hugging Face saves that duplicate tied or constant state.
 IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+# transformers' class of a directory holding the encoder and both pre-training heads.
+PRETRAINING_ARCHITECTURE = "BertForPreTraining"
 
 
 def claims_config(data):
@@ -136,6 +138,21 @@ def original_name(hf_name_):
     return name.replace(".", "/"), transpose
 
 
+def hf_folders(model):
+    """The Hugging Face directory of `model` (`ModelFamily.hf_folders`): for the pre-training
+    model, the encoder and both heads as `BertForPreTraining` saves them (`bert.*`, `cls.*`; the
+    decoder left to transformers' tying to the word embeddings and to `cls.predictions.bias`,
+    as it saves it); None for the others (the encoder as `BertModel`)."""
+    if not isinstance(model, BertPretrainer):
+        return None
+    # (imported here: the checkpoint package imports the families)
+    from modeling.checkpoint.hugging_face import hf_tensors
+
+    tensors = hf_tensors(BERT, encoder_variable_map(model.bert) + model.tf1_head_variables())
+    return [("", {**config_to_hf(model.config), "architectures": [PRETRAINING_ARCHITECTURE]},
+             tensors)]
+
+
 def normalise_hf_names(tensors):
     """Accepts checkpoints saved with or without the `bert.` prefix (a bare `BertModel` has
     none) and with the old `gamma`/`beta` LayerNorm names."""
@@ -170,4 +187,5 @@ BERT = register(ModelFamily(
     config_from_hf=config_from_hf,
     config_to_hf=config_to_hf,
     hf_encoder_prefix=f"{SCOPE}.",
+    hf_folders=hf_folders,
 ))

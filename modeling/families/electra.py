@@ -237,16 +237,6 @@ def read_hf(location, model, read):
     return tensors
 
 
-def _hf_tensors(names):
-    """`{Hugging Face name: float32 array as saved}` of `[(original name, variable)]`."""
-    tensors = {}
-    for name, var in names:
-        hf, transpose = hf_name(name)
-        value = np.asarray(var, dtype=np.float32)
-        tensors[hf] = value.T if transpose else value
-    return tensors
-
-
 def hf_folders(model):
     """The Hugging Face directories of `model` (`ModelFamily.hf_folders`): for the pre-training
     model, the discriminator with its head (`ElectraForPreTraining`) and in `generator/` the
@@ -255,9 +245,12 @@ def hf_folders(model):
     (the encoder as `ElectraModel`)."""
     if not isinstance(model, ElectraPretrainer):
         return None
+    # (imported here: the checkpoint package imports the families)
+    from modeling.checkpoint.hugging_face import hf_tensors
+
     config, encoder = model.config, encoder_variable_map(model.bert)
     _check_generator_activation(config, "the ELECTRA pre-training model")
-    discriminator = _hf_tensors(encoder + model.discriminator_predictions.original_names(
+    discriminator = hf_tensors(ELECTRA, encoder + model.discriminator_predictions.original_names(
         "discriminator_predictions"))
     tables = [(name, var) for name, var in encoder if name.startswith(_TABLES)]
     own = [(f"{SCOPE}/{name[len(_GENERATOR_SCOPE) + 1:]}"
@@ -267,7 +260,7 @@ def hf_folders(model):
                         if key not in _GENERATOR_KEYS}
     return [("", {**config_to_hf(config), "architectures": [_DISCRIMINATOR]}, discriminator),
             (GENERATOR_FOLDER, {**generator_config, "architectures": [_GENERATOR]},
-             _hf_tensors(tables + own))]
+             hf_tensors(ELECTRA, tables + own))]
 
 
 def layerwise_lr_decay(config):

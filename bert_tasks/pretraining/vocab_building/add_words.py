@@ -6,7 +6,8 @@ Each new word becomes one word-piece of the vocabulary and one row of the model:
   line of `vocab.txt`, so the vocabulary keeps its size and the checkpoint its shapes (the
   original README's advice, done for you and checked).
 * The words left over are appended: `bert/embeddings/word_embeddings` and the masked-LM output
-  bias `cls/predictions/output_bias` grow by one row each, `vocab_size` grows with them.
+  bias `cls/predictions/output_bias` (when the checkpoint has the masked-LM head) grow by one row
+  each, `vocab_size` grows with them.
 
 A new word's row (`new_word_init`):
 
@@ -17,10 +18,13 @@ A new word's row (`new_word_init`):
   its row and bias as they are, so a checkpoint whose words all went into slots is the input
   checkpoint, tensor for tensor.
 
-The other tensors are copied bit for bit. Only the model's weights are written (what a released
+The other tensors are copied bit for bit. What the checkpoint holds of the pre-training model is
+written: the encoder, and the heads it has (none for an encoder alone, as a Hugging Face
+`BertModel` directory or a sentence encoder). Only the model's weights are written (what a released
 `bert_model.ckpt` holds): optimizer slots (`adam_m`, `adam_v`) and `global_step` are dropped,
 because no script here (nor the original) reads them from `--init_checkpoint`: a run from it starts
-its optimizer afresh.
+its optimizer afresh. The config and vocabulary of a Hugging Face directory or a run's output_dir
+are its own when not given (`modeling.checkpoint.model_files`), and so is the casing it records.
 
 Refused, every word named with its line: a word that is already a whole word-piece of the
 vocabulary; one the BasicTokenizer would split (punctuation, spaces, CJK characters) or, with
@@ -35,6 +39,7 @@ import os
 import re
 import shutil
 import uuid
+from typing import Optional
 
 import numpy as np
 from absl import logging
@@ -53,13 +58,18 @@ _SHOWN = 20
 
 @dataclasses.dataclass(frozen=True)
 class Options(object):
-    """The flags of `add_vocab_words.py` (see its definitions for their meaning)."""
-    vocab_file: str
-    bert_config_file: str
+    """The flags of `add_vocab_words.py` (see its definitions for their meaning).
+
+    `vocab_file`, `bert_config_file`: None where `init_checkpoint` supplies them (a Hugging Face
+    directory, a run's output_dir). `do_lower_case`: None for the casing the checkpoint records
+    (a Hugging Face directory's tokenizer_config.json, a run's run.json), else True.
+    """
+    vocab_file: Optional[str]
+    bert_config_file: Optional[str]
     init_checkpoint: str
     words_file: str
     output_dir: str
-    do_lower_case: bool = True
+    do_lower_case: Optional[bool] = None
     new_word_init: str = "mean_of_pieces"
     random_seed: int = 12345
 
@@ -80,14 +90,15 @@ class Result(object):
     words: list  # NewWord, in the order of the words file
     vocab_size: int  # of the written vocabulary and config
     checkpoint: str  # the written checkpoint's prefix
+    heads: list  # the original names of the head variables written (none: the encoder alone)
 
 
 def read_words(words_file):
     """The words of `words_file` (one a line; blank lines skipped; spaces around a word dropped)
     as [(line number, word)], each word once (later repetitions are logged and skipped).
 
-    Read with plain Python, not TensorFlow's file API as a corpus is: a refused word is then
-    said before TensorFlow is even imported.
+    Read with plain Python, not TensorFlow's file API as a corpus is: a words file that cannot
+    be read is refused before TensorFlow is even imported.
     """
     with open(words_file, "rb") as f:
         data = f.read().removeprefix(codecs.BOM_UTF8)
@@ -173,7 +184,8 @@ def place_words(words, vocab_lines, vocab):
 
 
 def grown_rows(embeddings, bias, placed, vocab, opts, initializer_range):
-    """The word-embedding table and output bias with the new words' rows (new arrays)."""
+    """The word-embedding table `[V', H]` and output bias `[V']` with the new words' rows (new
+    arrays) from the old `[V, H]` and `[V]`; `bias` None (no masked-LM head) stays None."""
     num_appended = sum(word.slot is None for word in placed)
     new_rows = np.zeros((num_appended, embeddings.shape[1]), dtype=embeddings.dtype)
     if opts.new_word_init == "random":
@@ -181,28 +193,45 @@ def grown_rows(embeddings, bias, placed, vocab, opts, initializer_range):
         new_rows[:] = keras.random.truncated_normal(
             new_rows.shape, stddev=initializer_range, seed=opts.random_seed)
     embeddings = np.concatenate([embeddings, new_rows])
-    bias = np.concatenate([bias, np.zeros(num_appended, dtype=bias.dtype)])
+    if bias is not None:
+        bias = np.concatenate([bias, np.zeros(num_appended, dtype=bias.dtype)])
     if opts.new_word_init == "mean_of_pieces":
         for word in placed:
             ids = [vocab[piece] for piece in word.old_pieces]
             embeddings[word.id] = embeddings[ids].mean(axis=0)
-            bias[word.id] = bias[ids].mean()
+            if bias is not None:
+                bias[word.id] = bias[ids].mean()
     return embeddings, bias
 
 
 def check_inputs(opts):
-    """Reads and checks the words, the vocabulary and the config before any model is built; the
-    words first, so that a refused word is said at once.
+    """Reads and checks the words, the vocabulary and the config before any model is built.
 
-    Returns (config, vocab lines, {token: id}, [(line, word)]); raises ValueError naming the
-    file (and the words with their lines).
+    The config and vocabulary are `opts`' files, else those `opts.init_checkpoint` supplies (a
+    Hugging Face directory, a run's output_dir: `modeling.checkpoint.model_files`); the casing
+    `opts.do_lower_case`, else the one the checkpoint records, else lower case.
+
+    Returns (`opts` with those files and casing, config, vocab lines, {token: id}, [(line,
+    word)]); raises ValueError naming the file (and the words with their lines).
     """
     if opts.new_word_init not in INIT_CHOICES:
         raise ValueError("--new_word_init=%s: must be one of %s"
                          % (opts.new_word_init, ", ".join(INIT_CHOICES)))
+    words = read_words(opts.words_file)
+    from modeling import checkpoint as checkpoints
+    from modeling.checkpoint import run_model_files
+
+    files = checkpoints.model_files(opts.bert_config_file, opts.vocab_file, opts.init_checkpoint)
+    if files.vocab_file is None:
+        raise ValueError(run_model_files.required_unless("vocab_file", "--init_checkpoint"))
+    do_lower_case = opts.do_lower_case
+    if do_lower_case is None:
+        recorded = checkpoints.open_checkpoint(opts.init_checkpoint).do_lower_case
+        do_lower_case = True if recorded is None else recorded
+    opts = dataclasses.replace(opts, vocab_file=files.vocab_file,
+                               bert_config_file=files.config_file, do_lower_case=do_lower_case)
     vocab_lines = tokenization.read_vocab_lines(opts.vocab_file)
     vocab = tokenization.load_vocab(opts.vocab_file)
-    words = read_words(opts.words_file)
     problems = word_problems(words, vocab, opts.do_lower_case)
     if problems:
         more = len(problems) - _SHOWN
@@ -218,9 +247,7 @@ def check_inputs(opts):
             "but Hugging Face's BertTokenizer reads such a word as [UNK]", opts.words_file,
             len(long_words), _HF_MAX_CHARS_PER_WORD, long_words[0][0], long_words[0][1][:20],
             tokenization.MAX_INPUT_CHARS_PER_WORD)
-    from modeling import checkpoint as checkpoints
-
-    config = checkpoints.load_config(opts.bert_config_file)
+    config = files.config
     if len(vocab_lines) != config.vocab_size:
         raise ValueError(
             "%s has %d word-pieces but vocab_size in %s is %d: appended words would not get "
@@ -229,7 +256,7 @@ def check_inputs(opts):
                                      config.vocab_size))
     tokenization.validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
     startup.warn_if_case_mismatch(vocab, opts.vocab_file, opts.do_lower_case)
-    return config, vocab_lines, vocab, words
+    return opts, config, vocab_lines, vocab, words
 
 
 def run(opts):
@@ -237,7 +264,7 @@ def run(opts):
     `opts.output_dir`; returns a `Result`. Everything is checked before anything is written, and
     the files are written in a temporary directory first, then moved in, so `output_dir` never
     holds some of them new and others half-written."""
-    config, vocab_lines, vocab, words = check_inputs(opts)
+    opts, config, vocab_lines, vocab, words = check_inputs(opts)
     from bert_runner.results import dirs_removed_if_failed, missing_dirs
 
     # A refusal below (the checkpoint does not fit) leaves no folder it made behind.
@@ -259,26 +286,33 @@ def _write(opts, config, vocab_lines, vocab, words):
                          % (opts.output_dir, ", ".join(held)))
     placed = place_words(words, vocab_lines, vocab)
     model = families.build_model("pretrainer", config)
-    checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=True,
-                                flag="--init_checkpoint", config_file=opts.bert_config_file)
+    # The whole encoder is required (the loader refuses less); the heads are written where the
+    # checkpoint has them: an encoder alone (a Hugging Face BertModel) gets none invented.
+    report = checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=False,
+                                         flag="--init_checkpoint",
+                                         config_file=opts.bert_config_file)
     weights = {name: var.numpy() for name, var in checkpoints.variables_by_name(model).items()}
-    weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS] = grown_rows(
-        weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS], placed, vocab, opts,
-        config.initializer_range)
+    heads = [name for name, _ in model.tf1_head_variables() if name in report.loaded]
+    weights[WORD_EMBEDDINGS], bias = grown_rows(
+        weights[WORD_EMBEDDINGS], weights[OUTPUT_BIAS] if OUTPUT_BIAS in heads else None, placed,
+        vocab, opts, config.initializer_range)
+    if bias is not None:
+        weights[OUTPUT_BIAS] = bias
 
     new_lines = list(vocab_lines) + [None] * sum(w.slot is None for w in placed)
     for word in placed:
         new_lines[word.id] = word.word
     new_config = copy.deepcopy(config)
     new_config.vocab_size = len(new_lines)
-    new_model = families.build_model("pretrainer", new_config)
-    for name, var in checkpoints.variables_by_name(new_model).items():
+    encoder = families.build_model("encoder", new_config)
+    for name, var in checkpoints.variables_by_name(encoder).items():
         var.assign(weights[name])
 
     staging = os.path.join(opts.output_dir, ".add_vocab_words.tmp-%s" % uuid.uuid4().hex)
     try:
         os.makedirs(staging)
-        checkpoints.write_original(new_model, os.path.join(staging, CHECKPOINT_NAME))
+        checkpoints.write_original(encoder, os.path.join(staging, CHECKPOINT_NAME),
+                                   {name: weights[name] for name in heads})
         new_config.to_json_file(os.path.join(staging, "bert_config.json"))
         with open(os.path.join(staging, "vocab.txt"), "w", encoding="utf-8") as f:
             f.write("".join(token + "\n" for token in new_lines))
@@ -289,16 +323,22 @@ def _write(opts, config, vocab_lines, vocab, words):
             os.replace(os.path.join(staging, name), os.path.join(opts.output_dir, name))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _log(placed, opts, len(vocab_lines), len(new_lines))
-    return Result(placed, len(new_lines), os.path.join(opts.output_dir, CHECKPOINT_NAME))
+    _log(placed, opts, len(vocab_lines), len(new_lines), heads)
+    return Result(placed, len(new_lines), os.path.join(opts.output_dir, CHECKPOINT_NAME), heads)
 
 
-def _log(placed, opts, old_size, new_size):
+def _log(placed, opts, old_size, new_size, heads):
     in_slots = [w for w in placed if w.slot is not None]
     for word in placed:
         logging.info("  %s: id %d (%s), was %s", word.word, word.id,
                      word.slot or "appended", " ".join(word.old_pieces))
+    # The heads by their scopes (cls/predictions, cls/seq_relationship).
+    scopes = sorted({"/".join(name.split("/")[:2]) for name in heads})
     logging.info("Added %d words to %s: %d into [unused*] slots, %d appended (vocab_size %d -> "
-                 "%d; new rows: %s). Wrote vocab.txt, bert_config.json and %s in %s",
+                 "%d; new rows: %s). Wrote vocab.txt, bert_config.json and %s (%s) in %s; its "
+                 "text is tokenized with --do_lower_case=%s",
                  len(placed), opts.vocab_file, len(in_slots), len(placed) - len(in_slots),
-                 old_size, new_size, opts.new_word_init, CHECKPOINT_NAME, opts.output_dir)
+                 old_size, new_size, opts.new_word_init, CHECKPOINT_NAME,
+                 "the encoder and " + ", ".join(scopes) if scopes
+                 else "the encoder alone: the checkpoint holds no pre-training head",
+                 opts.output_dir, opts.do_lower_case)
