@@ -101,8 +101,9 @@ def test_activation_names():
 @pytest.mark.parametrize("overrides,expected", [
     ({"hidden_size": "32"}, "hidden_size must be a positive integer, got '32'"),
     # 0.25 of 516 is 129 wide, with two heads (one per 64): the original would fail in the model.
-    ({"hidden_size": 516, "num_attention_heads": 4}, "the generator would be 129 wide (generator_hidden_size 0.25 of "
-                           "hidden_size 516) with 2 heads"),
+    ({"hidden_size": 516, "num_attention_heads": 4},
+     "the generator would be 129 wide (generator_hidden_size 0.25 of hidden_size 516) with 2 "
+     "heads"),
 ])
 def test_electra_hparams_that_build_no_model_are_refused_naming_the_file(overrides, expected):
     from modeling.electra_config import ElectraConfig

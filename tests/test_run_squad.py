@@ -98,8 +98,8 @@ def test_fine_tunes_predicts_and_scores(trained):
     assert scores["f1"] >= 90.0, scores
     # Beside each score, the best constant answer's (bert_tasks.squad.evaluate.constant_baselines).
     for key in ("exact_match", "f1"):
-        assert re.search(r"%s = %s \(always \".+\" \d+\.\d\d\)" % (key, re.escape(str(scores[key]))),
-                         log), key
+        shown = r"%s = %s \(always \".+\" \d+\.\d\d\)" % (key, re.escape(str(scores[key])))
+        assert re.search(shown, log), key
     nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
     assert all(1 <= len(entries) <= 20 for entries in nbest.values())
     assert not (output_dir / "null_odds.json").exists()

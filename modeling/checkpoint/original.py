@@ -261,7 +261,8 @@ def check_encoder(report, encoder, source_shapes):
     the model lacks (see `Encoder`). The pooler is not required: Hugging Face's span and tag
     models (`BertForQuestionAnswering`, `BertForTokenClassification`) are saved without it, as
     their tasks never read it; a model that does is given a new one, as a new head."""
-    missing = [n for n in report.missing if n in encoder.names and not is_pooler(n)]
+    required = {n for n in encoder.names if not is_pooler(n)}
+    missing = [n for n in report.missing if n in required]
     # Layers beyond the model's: a variable of the model's layer 0 under another layer's name
     # (optimizer slots and anything else the checkpoint holds are left alone).
     extra = [n for n in report.unexpected
@@ -271,7 +272,7 @@ def check_encoder(report, encoder, source_shapes):
     config = encoder.config_file or "--bert_config_file"
     message = f"Checkpoint {report.checkpoint} does not hold the encoder of the model of {config}: "
     if missing:
-        message += (f"{len(missing)} of its {len(encoder.names)} encoder variables are missing "
+        message += (f"{len(missing)} of its {len(required)} encoder variables are missing "
                     f"({_listing(missing, 3)})")
     else:
         message += (f"it holds {len(extra)} encoder variables the model lacks "
