@@ -129,7 +129,7 @@ def test_a_config_with_other_layers_than_the_checkpoint_is_refused(tmp_path):
     (tmp_path / "bert_config.json").write_text(json.dumps(config))
     process = _refusal(tmp_path, bert_config_file=tmp_path / "bert_config.json")
     assert_refused(process, "checkpoint-encoder-missing")
-    assert f"the model of {tmp_path / 'bert_config.json'}: 160 of its 199" in process.stderr
+    assert f"the model of {tmp_path / 'bert_config.json'}: 160 of its 197" in process.stderr
     assert os.listdir(tmp_path) == ["bert_config.json"]
 
 
