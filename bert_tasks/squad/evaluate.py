@@ -358,9 +358,9 @@ def constant_baselines(gold_data, version_2_with_negative, source="<data>"):
         candidates.append("")
     best = None
     for text in candidates:
-        answers = {qid: text for qid, _ in questions}
-        scored = (evaluate_v2(questions, answers) if version_2_with_negative
-                  else evaluate(gold_data, answers, source=source))
+        # Scored as `score_predictions` scores the model's answers.
+        scored = evaluate(gold_data, {qid: text for qid, _ in questions},
+                          version="2.0" if version_2_with_negative else "auto", source=source)
         if best is None or scored["f1"] > best[1]["f1"]:
             best = (text, scored)
     if best is None:

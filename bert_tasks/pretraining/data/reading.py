@@ -36,7 +36,7 @@ def expand_input_files(input_file):
         if not matches:
             raise InputError("--input_file: %r %s" % (pattern, (
                 "is a directory: give the files in it (e.g. '%s/*')" % pattern.rstrip("/")
-                if found == [pattern.rstrip("/") or "/"] or tf.io.gfile.isdir(pattern)
+                if tf.io.gfile.isdir(pattern)
                 else "matches only directories" if found else "matches no file")))
         files.extend(matches)
     return files
