@@ -6,8 +6,8 @@ Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON o
 values rounded to 6 decimals, exactly as the original writes it (`linex_index` sic).
 
 With `--pooling=cls|mean|max` (and `--normalize`): one vector per line from the last layer
-(`modeling.pooling`; `--layers`, the token features' layers, is refused with it), computed by the
-graph of the embedding SavedModel (`bert_runner.serving.embedding.EmbeddingExport`: the fast
+(`modeling.layers.pooling`; `--layers`, the token features' layers, is refused with it), computed
+by the graph of the embedding SavedModel (`bert_runner.serving.embedding.EmbeddingExport`: the fast
 tokenizer, rows sorted by length). `--output_format=jsonl` writes
 `{"linex_index": i, "text": line, "embedding": [...]}` per line; `npy` writes the float32 array
 [lines, hidden_size] to `--output_file` (`X.npy`) and the lines, in order, to `X.txt`. No output
@@ -269,7 +269,7 @@ def write_sentence_vectors(vectors, examples, output_file, output_format, input_
 
 
 def main(_):
-    from modeling import families, checkpoint as checkpoints
+    from modeling import checkpoint as checkpoints, families
     from bert_runner import results, startup
 
     # Refused before the model runs (a file in the way, no permission), naming the flag.

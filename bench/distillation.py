@@ -91,7 +91,7 @@ def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
 
     from bert_tasks.classifier import features, processors
     from modeling import BertClassifier, checkpoint as checkpoints
-    from modeling.config import BertConfig
+    from modeling.bert.config import BertConfig
     from vocab import tokenization
 
     processor = processors.get_processor("sst-2")
@@ -154,7 +154,7 @@ def main(argv):
         if FLAGS.student_start == "teacher":
             student.append(f"--init_from_teacher_stride={stride}")
         else:
-            from modeling.config import BertConfig
+            from modeling.bert.config import BertConfig
 
             student.append("--init_checkpoint=" + pretrained_student(
                 model_dir, BertConfig.from_json_file(files["student"]), stride,

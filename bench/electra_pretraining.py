@@ -106,7 +106,7 @@ FLAGS = flags.FLAGS
 
 
 def electra_config():
-    from modeling.electra_config import ElectraConfig
+    from modeling.electra.config import ElectraConfig
 
     return ElectraConfig(
         FLAGS.vocab_size, embedding_size=FLAGS.embedding_size, hidden_size=FLAGS.hidden_size,
@@ -290,7 +290,7 @@ def build_ours(task, config, peer_state, jit_compile):
     with tf.distribute.get_strategy().scope():
         model = task.build_model(task.model_config(config))
     # bert_runner.driver.build_trainer: XLA-compiled steps compute on static shapes.
-    model.bert.static_shapes = jit_compile
+    model.encoder.static_shapes = jit_compile
     return assign_peer_weights(model, peer_state)
 
 

@@ -9,7 +9,7 @@ For each precision it times, round-robin so that background load hits every row 
   ours tf.function      the same call in `tf.function`
   ours XLA              the same call in `tf.function(jit_compile=True)`
   ours real rows        `model(inputs, training=False, skip_padding=True)` in `tf.function`:
-                        the encoder layers on the real tokens only (`modeling.token_rows`);
+                        the encoder layers on the real tokens only (`modeling.layers.token_rows`);
                         the same values at every real position and for the pooled output,
                         what a classifier, a tagger or a feature extractor reads
   peer transformers     `BertModel` in eval mode under `torch.inference_mode()`

@@ -1,7 +1,7 @@
-r"""The encoder's fast kernels (`modeling.kernels`, `modeling.attention`; `fast=True`) against the
-same functions run op by op (`fast=False`, the `keras.ops` reference), forward and forward +
-backward, in one process, round-robin. Shapes are a MiniLM-L6 fine-tuning step's (batch 32 x 128,
-about 3,072 real rows of width 384, 12 heads):
+r"""The encoder's fast kernels (`modeling.layers.kernels`, `modeling.layers.attention`;
+`fast=True`) against the same functions run op by op (`fast=False`, the `keras.ops` reference),
+forward and forward + backward, in one process, round-robin. Shapes are a MiniLM-L6 fine-tuning
+step's (batch 32 x 128, about 3,072 real rows of width 384, 12 heads):
 
     python bench/fused_kernels.py                  # float32 and bfloat16, ~1 minute
     python bench/fused_kernels.py --rows=1024 --width=768 --heads=12 --batch_size=8   # BERT-Base
@@ -39,8 +39,8 @@ def cases(dtype, fast):
     import numpy as np
     import tensorflow as tf
 
-    from modeling import kernels
-    from modeling.attention import attention
+    from modeling.layers import kernels
+    from modeling.layers.attention import attention
 
     rng = np.random.default_rng(0)
 

@@ -152,7 +152,7 @@ def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
     # Pre-training computes the grid unless told (`skip_padding`); fine-tuning skips padding
     # unless its shapes must be static (`static_shapes`, as under XLA).
     model.skip_padding = layout == "real rows"
-    model.bert.static_shapes = layout != "real rows"
+    model.encoder.static_shapes = layout != "real rows"
     trainer = Trainer(tf.distribute.get_strategy(), model,
                       create_optimizer("adamw", 1e-4, 10000, 100), task.loss,
                       tempfile.mkdtemp(dir=workdir), global_batch_size=rows,

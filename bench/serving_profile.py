@@ -163,7 +163,7 @@ def main(argv):
     def encoder(group):
         return module._row_values(group)
 
-    bert = getattr(model, "bert", model)
+    bert = getattr(model, "encoder", model)
 
     def on_grid(group):
         # Traced once with the grid layout: a trimmed single text has no padding to skip.

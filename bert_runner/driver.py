@@ -39,7 +39,7 @@ from absl import logging
 from modeling import (
     check_lora_rank, checkpoint as checkpoints, enable_lora, families, trainable_count)
 from modeling.checkpoint import identity as checkpoint_identity, run_files
-from modeling.config import OBJECTIVE_KEY
+from modeling.bert.config import OBJECTIVE_KEY
 from modeling.optimization import create_optimizer, layerwise_rates
 from bert_runner import (
     distribution, output_lock, results, run_identity, seeds as seed_sweeps, startup)
@@ -204,7 +204,7 @@ def _record_run(output_dir, config, identity):
     """Writes `output_dir`/run.json, once every check passed (a refused run leaves none to block
     the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
     its checkpoints compares, and the model's pretraining objective
-    (`modeling.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
+    (`modeling.bert.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
     against (`modeling.checkpoint.model_files`). Also bert_config.json, the config the
     checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
     "gelu_exact", the objective recorded), so that output_dir describes its model alone. Both
@@ -238,9 +238,9 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
             trained, total = trainable_count(model)
             logging.info("LoRA rank %d on %s: %d of %d weights trained (%.2f%%)", run.lora_rank,
                          run.lora_targets, trained, total, 100.0 * trained / total)
-        model.bert.recompute = run.recompute_activations
+        model.encoder.recompute = run.recompute_activations
         # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
-        model.bert.static_shapes = run.static_shapes
+        model.encoder.static_shapes = run.static_shapes
         if run.static_shapes:
             logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
                          "of the padded grid")

@@ -85,7 +85,7 @@ def define_layerwise_lr_decay_flag():
 
 
 def define_lora_flags():
-    """LoRA (`modeling.lora`): `--lora_rank`, `--lora_alpha`, `--lora_targets`, and
+    """LoRA (`modeling.layers.lora`): `--lora_rank`, `--lora_alpha`, `--lora_targets`, and
     `--lora_adapters` to load a LoRA run's adapters onto its base checkpoint."""
     ranged(flags.DEFINE_integer(
         "lora_rank", 0,
@@ -321,7 +321,7 @@ def _take_run_files(missing, directory, checkpoint, flag_values):
 
 
 def define_embedding_flags():
-    """`--pooling` and `--normalize`: one vector per text (`modeling.pooling.pool`)."""
+    """`--pooling` and `--normalize`: one vector per text (`modeling.layers.pooling.pool`)."""
     flags.DEFINE_enum(
         "pooling", None, ["cls", "mean", "max"],
         "One vector per input line from the last layer: cls (the [CLS] row), mean (the mean over "

@@ -3,10 +3,10 @@
 Under XLA (GPUs, TPUs) every step computes the whole `[batch, max_seq_length]` grid, so padding
 costs as much as text. Packing fills a row's padding with more sequences (Krell et al. 2021,
 arXiv 2107.02027). Each sequence keeps what it has unpacked: its positions restart at 0
-(`position_ids`), its attention stays inside it (`sequence_ids`, `modeling.attention.mask_bias`),
-and its own [CLS] is pooled (`sequence_starts`, `modeling.BertModel.pool`), so a head sees the
-same vectors as on the unpacked rows and a loss averaged over the filled slots (`slot_mean`) is
-the unpacked batch's mean over rows.
+(`position_ids`), its attention stays inside it (`sequence_ids`,
+`modeling.layers.attention.mask_bias`), and its own [CLS] is pooled (`sequence_starts`,
+`modeling.BertModel.pool`), so a head sees the same vectors as on the unpacked rows and a loss
+averaged over the filled slots (`slot_mean`) is the unpacked batch's mean over rows.
 
 This module holds what pre-training and fine-tuning share: the first-fit packer (`FirstFit`),
 the filled slots of a batch, and the packing of fine-tuning records (`RecordPacker`, used by

@@ -157,7 +157,7 @@ class Task:
 
     def model_config(self, config):
         """The config of the model this task trains, from the one read: by default the same
-        (pre-training records its objective in it, `modeling.config.OBJECTIVE_KEY`). Raises
+        (pre-training records its objective in it, `modeling.bert.config.OBJECTIVE_KEY`). Raises
         ValueError naming the flag for a config the task cannot train."""
         return config
 

@@ -1,7 +1,7 @@
 """The Keras 3 BERT model: config, encoder, heads, losses and task models.
 
 The model is written with `keras.ops`/`keras.layers`, so it also runs under the JAX backend; on
-TensorFlow the encoder blocks use fused kernels by default (`modeling.kernels`, `BertModel`'s
+TensorFlow the encoder blocks use fused kernels by default (`modeling.layers.kernels`, `BertModel`'s
 `kernels` argument). A model family (`modeling.families`) names its variables in the original
 layout and Hugging Face's; every checkpoint is read and written through `modeling.checkpoint`.
 
@@ -13,32 +13,32 @@ from modeling.lazy_names import module_getattr
 
 # Public name: (its module, its name there).
 _PUBLIC = {
-    "BertClassifier": ("modeling.task_models", "BertClassifier"),
-    "BertConfig": ("modeling.config", "BertConfig"),
-    "BertModel": ("modeling.bert_model", "BertModel"),
-    "BertMultiLabelClassifier": ("modeling.task_models", "BertMultiLabelClassifier"),
-    "BertMultipleChoice": ("modeling.multiple_choice", "BertMultipleChoice"),
-    "BertPretrainer": ("modeling.task_models", "BertPretrainer"),
-    "BertSpanLabeler": ("modeling.task_models", "BertSpanLabeler"),
-    "BertTaskModel": ("modeling.task_models", "BertTaskModel"),
-    "BertTokenClassifier": ("modeling.token_classifier", "BertTokenClassifier"),
-    "ClassificationHead": ("modeling.heads", "ClassificationHead"),
-    "MaskedLMHead": ("modeling.heads", "MaskedLMHead"),
-    "NextSentenceHead": ("modeling.heads", "NextSentenceHead"),
-    "SpanHead": ("modeling.heads", "SpanHead"),
+    "BertClassifier": ("modeling.bert.task_models", "BertClassifier"),
+    "BertConfig": ("modeling.bert.config", "BertConfig"),
+    "BertModel": ("modeling.bert.encoder", "BertModel"),
+    "BertMultiLabelClassifier": ("modeling.bert.task_models", "BertMultiLabelClassifier"),
+    "BertMultipleChoice": ("modeling.bert.multiple_choice", "BertMultipleChoice"),
+    "BertPretrainer": ("modeling.bert.task_models", "BertPretrainer"),
+    "BertSpanLabeler": ("modeling.bert.task_models", "BertSpanLabeler"),
+    "BertTaskModel": ("modeling.bert.task_models", "BertTaskModel"),
+    "BertTokenClassifier": ("modeling.bert.token_classifier", "BertTokenClassifier"),
+    "ClassificationHead": ("modeling.layers.heads", "ClassificationHead"),
+    "MaskedLMHead": ("modeling.layers.heads", "MaskedLMHead"),
+    "NextSentenceHead": ("modeling.layers.heads", "NextSentenceHead"),
+    "SpanHead": ("modeling.layers.heads", "SpanHead"),
     "build_model": ("modeling.families", "build_model"),
-    "check_lora_rank": ("modeling.lora", "check_rank"),
+    "check_lora_rank": ("modeling.layers.lora", "check_rank"),
     "classification_loss": ("modeling.losses", "classification_loss"),
-    "enable_lora": ("modeling.lora", "enable_lora"),
-    "gelu": ("modeling.activations", "gelu"),
-    "gelu_exact": ("modeling.activations", "gelu_exact"),
-    "get_activation": ("modeling.activations", "get_activation"),
+    "enable_lora": ("modeling.layers.lora", "enable_lora"),
+    "gelu": ("modeling.layers.activations", "gelu"),
+    "gelu_exact": ("modeling.layers.activations", "gelu_exact"),
+    "get_activation": ("modeling.layers.activations", "get_activation"),
     "masked_lm_loss": ("modeling.losses", "masked_lm_loss"),
     "multi_label_loss": ("modeling.losses", "multi_label_loss"),
     "next_token_loss": ("modeling.losses", "next_token_loss"),
     "regression_loss": ("modeling.losses", "regression_loss"),
     "span_loss": ("modeling.losses", "span_loss"),
-    "trainable_count": ("modeling.lora", "trainable_count"),
+    "trainable_count": ("modeling.layers.lora", "trainable_count"),
 }
 __all__ = sorted(_PUBLIC)
 

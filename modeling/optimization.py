@@ -12,7 +12,7 @@ import re
 import keras
 from keras import ops
 
-from modeling.kernels import xla
+from modeling.layers.kernels import xla
 
 # optimization.create_optimizer's exclusions, matched with re.search against variable paths.
 # This project's layers keep the original scope words (`LayerNorm`, `bias`, `output_bias`) in
@@ -371,7 +371,8 @@ def layerwise_rates(model, decay):
 
     n_layers: the config's `num_hidden_layers`. decay: in (0, 1]; 1.0 gives every variable 1.0.
     """
-    from modeling import families, lora
+    from modeling import families
+    from modeling.layers import lora
     from modeling.checkpoint import original
 
     if not 0.0 < decay <= 1.0:

@@ -76,7 +76,7 @@ def test_words_take_the_unused_slots_and_old_text_gives_the_same_outputs(tmp_pat
     model = BertPretrainer(tiny_config())
     checkpoints.initialize_from_checkpoint(model, result.checkpoint)
     inputs = encoder_inputs(tiny_expected())
-    before, after = tiny_pretrainer().bert(inputs), model.bert(inputs)
+    before, after = tiny_pretrainer().encoder(inputs), model.encoder(inputs)
     for key in ("sequence_output", "pooled_output"):
         assert np.array_equal(np.asarray(before[key]), np.asarray(after[key])), key
 

@@ -20,7 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 _INTERNALS = ("modeling.checkpoint.original", "modeling.checkpoint.hugging_face",
               "modeling.checkpoint.adapters", "modeling.checkpoint.reader",
               "modeling.checkpoint.layout", "modeling.checkpoint.config_files",
-              "modeling.checkpoint.writer", "modeling.checkpoint_names", "modeling.lora",
+              "modeling.checkpoint.writer", "modeling.bert.checkpoint_names",
+              "modeling.layers.lora",
               "modeling.tf1_checkpoint", "modeling.hf_checkpoint")
 
 
@@ -95,7 +96,7 @@ def test_a_run_by_output_dir_ckpt_or_seed_folder_with_its_record_and_labels(refe
         again = BertClassifier(tiny_config(), 3)
         found.load_into(again, strict=True)  # the head too
         np.testing.assert_array_equal(again.classifier.output_bias.numpy(), [1.0, 2.0, 3.0])
-        np.testing.assert_array_equal(_outputs(again.bert), reference[1])
+        np.testing.assert_array_equal(_outputs(again.encoder), reference[1])
     assert checkpoints.open_checkpoint(tmp_path).do_lower_case is True
     # A run's head is another task's for a model of another number of labels: said so.
     with pytest.raises(ValueError, match="written by a run of task 'classifier/mrpc'"):
@@ -133,14 +134,14 @@ def test_adapters_over_their_base_load_merged_and_write_merged(reference, tmp_pa
     lora_model = BertClassifier(tiny_config(), 2)
     checkpoints.load_checkpoint(lora_model, TINY / "bert_model.ckpt", strict=False)
     enable_lora(lora_model, rank=2, alpha=4)
-    layer = lora_model.bert.encoder_layers[1]
+    layer = lora_model.encoder.encoder_layers[1]
     rng = np.random.default_rng(3)
     for variable in lora_model.variables:
         if variable.path.endswith("lora_b"):
             variable.assign(rng.normal(size=variable.shape).astype("float32"))
     path = checkpoints.write_adapters(lora_model, str(tmp_path), {"task": "classifier/cola"})
     assert pathlib.Path(path).name == checkpoints.ADAPTERS_FILE
-    expected = _outputs(lora_model.bert)
+    expected = _outputs(lora_model.encoder)
     a = next(v for v in layer.variables if v.path.endswith("query/lora_a")).numpy()
     b = next(v for v in layer.variables if v.path.endswith("query/lora_b")).numpy()
     merged_query = layer.query_kernel.numpy() + 2.0 * (a.astype(np.float64) @ b)
@@ -148,9 +149,9 @@ def test_adapters_over_their_base_load_merged_and_write_merged(reference, tmp_pa
     plain = BertClassifier(tiny_config(), 2)
     found = checkpoints.open_checkpoint(TINY / "bert_model.ckpt", lora_adapters=path)
     found.load_into(plain, strict=False)
-    np.testing.assert_allclose(plain.bert.encoder_layers[1].query_kernel.numpy(), merged_query,
+    np.testing.assert_allclose(plain.encoder.encoder_layers[1].query_kernel.numpy(), merged_query,
                                rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(_outputs(plain.bert), expected, atol=1e-5)
+    np.testing.assert_allclose(_outputs(plain.encoder), expected, atol=1e-5)
     # Onto another base: refused, naming both.
     other = tmp_path / "other" / "bert_model.ckpt"
     moved = BertModel(tiny_config())
@@ -164,7 +165,7 @@ def test_adapters_over_their_base_load_merged_and_write_merged(reference, tmp_pa
     written = checkpoints.write_original(lora_model, tmp_path / "merged" / "bert_model.ckpt")
     back = BertClassifier(tiny_config(), 2)
     checkpoints.load_checkpoint(back, written, strict=True)
-    np.testing.assert_allclose(_outputs(back.bert), expected, atol=1e-5)
+    np.testing.assert_allclose(_outputs(back.encoder), expected, atol=1e-5)
 
 
 def test_the_family_is_recorded_or_found_by_names(tmp_path):
@@ -185,7 +186,7 @@ def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatc
     import dataclasses
 
     from modeling import families
-    from modeling.families.bert import BERT
+    from modeling.bert.family import BERT
 
     other = dataclasses.replace(BERT, name="other", claims_config=lambda data: "model_size" in data,
                                 config_from_file=lambda path: ("other's config", path))

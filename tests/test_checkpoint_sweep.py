@@ -14,7 +14,7 @@ import keras
 import pytest
 
 from modeling import BertPretrainer, BertConfig
-from modeling.config import OBJECTIVE_KEY
+from modeling.bert.config import OBJECTIVE_KEY
 from modeling_helpers import TINY, TINY_TRAIN, save_like_the_trainer
 from bert_runner.run_config import RunConfig
 from experiments import figure2

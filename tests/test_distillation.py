@@ -58,7 +58,7 @@ def teacher(tmp_path_factory):
 
 def _teacher(folder, unlabeled=None, layer_stride=2):
     from bert_tasks.classifier.distillation import Teacher
-    from modeling.config import BertConfig
+    from modeling.bert.config import BertConfig
 
     return Teacher(str(folder / "teacher" / "ckpt-24"),
                    BertConfig.from_json_file(str(TINY / "bert_config.json")),
@@ -71,7 +71,7 @@ def test_the_student_starts_from_every_kth_teacher_layer(teacher):
 
     from bert_tasks.classifier.distillation import init_from_teacher
     from modeling import BertClassifier
-    from modeling.config import BertConfig
+    from modeling.bert.config import BertConfig
 
     student = BertClassifier(BertConfig.from_json_file(str(teacher / "student_config.json")), 2)
     init_from_teacher(student, _teacher(teacher), 2)
@@ -83,7 +83,7 @@ def test_the_student_starts_from_every_kth_teacher_layer(teacher):
         np.testing.assert_array_equal(
             np.asarray(variable),
             taught.get_tensor(f"model/by_path/{key}/.ATTRIBUTES/VARIABLE_VALUE"), key)
-    assert len(student.bert.encoder_layers) == 1
+    assert len(student.encoder.encoder_layers) == 1
 
 
 def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp_path, caplog):
@@ -150,7 +150,7 @@ def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
     from bert_tasks.classifier import distillation, features
     from bert_tasks.classifier.task import ClassifierTask
     from modeling import BertClassifier
-    from modeling.config import BertConfig
+    from modeling.bert.config import BertConfig
     from vocab import tokenization
 
     write_keyword_mrpc(tmp_path / "data", num_train=16, num_dev=4, num_test=6)

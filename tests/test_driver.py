@@ -322,8 +322,8 @@ def test_recompute_activations_flag_reaches_every_encoder_layer(tmp_path):
     for recompute in (False, True):
         run = RunConfig(str(tmp_path), recompute_activations=recompute)
         trainer = driver.build_trainer(PretrainingTask(16, 4), run, tiny_config(), strategy, 1, 0)
-        assert trainer.model.bert.recompute is recompute
-        assert all(layer.recompute is recompute for layer in trainer.model.bert.encoder_layers)
+        assert trainer.model.encoder.recompute is recompute
+        assert all(layer.recompute is recompute for layer in trainer.model.encoder.encoder_layers)
 
 
 def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):

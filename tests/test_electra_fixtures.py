@@ -14,7 +14,7 @@ import tensorflow as tf
 from conftest import FIXTURES, ROOT
 from modeling import families
 from modeling.checkpoint import load_checkpoint, load_config, model_files, variables_by_name
-from modeling.electra_config import ElectraConfig
+from modeling.electra.config import ElectraConfig
 from modeling.optimization import create_optimizer
 from bert_runner.trainer import Trainer
 from bert_tasks.pretraining.electra_task import ElectraPretrainingTask
@@ -56,7 +56,7 @@ def test_discriminator_and_generator_match_the_original(tiny):
     model, want = tiny
     unmasked = {"input_ids": want["input_ids"], "input_mask": want["input_mask"],
                 "token_type_ids": want["segment_ids"]}
-    outputs = model.bert(unmasked)
+    outputs = model.encoder(unmasked)
     np.testing.assert_allclose(outputs["embedding_output"], want["disc_embedding_output"],
                                atol=FORWARD_ATOL)
     np.testing.assert_allclose(np.stack(outputs["all_encoder_layers"]),
@@ -87,7 +87,7 @@ def test_xla_compiles_the_model_with_its_sampling_and_draws_the_same_tokens(tiny
 
     model, want = tiny
     features = _masked_features(want, sampled=False)
-    model.bert.static_shapes = model.generator.static_shapes = True
+    model.encoder.static_shapes = model.generator.static_shapes = True
     seed = keras.ops.convert_to_numpy(model.seed_generator.state)
     eager = model(features)
     model.seed_generator.state.assign(seed)
@@ -96,13 +96,13 @@ def test_xla_compiles_the_model_with_its_sampling_and_draws_the_same_tokens(tiny
     np.testing.assert_array_equal(compiled["is_replaced"], eager["is_replaced"])
     for name in ("masked_lm_logits", "discriminator_logits"):
         np.testing.assert_allclose(compiled[name], eager[name], atol=FORWARD_ATOL)
-    model.bert.static_shapes = model.generator.static_shapes = False
+    model.encoder.static_shapes = model.generator.static_shapes = False
 
 
 def test_replaced_ids_follow_the_originals_scatter_quirks(tiny):
     """A sample equal to the original token is labelled original; two samples at one position
     give their floored mean, as the original's scatter_update."""
-    from modeling.electra_pretrainer import replace_tokens
+    from modeling.electra.pretrainer import replace_tokens
 
     _, want = tiny
     _, replaced, labels = replace_tokens(_masked_features(want), want["sampled_ids"])

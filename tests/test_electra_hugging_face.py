@@ -23,7 +23,7 @@ from modeling import families  # noqa: E402
 from modeling.checkpoint import original as original_layout  # noqa: E402
 from modeling.checkpoint.hugging_face import (  # noqa: E402
     read_config, read_hf_weights, write_safetensors)
-from modeling.electra_config import ElectraConfig  # noqa: E402
+from modeling.electra.config import ElectraConfig  # noqa: E402
 from modeling.families import electra  # noqa: E402
 from modeling_helpers import save_like_the_trainer  # noqa: E402
 from refusals import message  # noqa: E402
@@ -182,7 +182,7 @@ def test_transformers_electra_model_loads_into_the_encoder(hf):
     classifier = families.build_model("classifier", found.config, 3)
     checkpoints.open_checkpoint(hf["root"] / "alone").load_into(classifier, strict=False)
     np.testing.assert_array_equal(
-        np.asarray(classifier.bert.encoder_layers[1].query_kernel),
+        np.asarray(classifier.encoder.encoder_layers[1].query_kernel),
         hf["discriminator"].electra.encoder.layer[1].attention.self.query.weight.detach().numpy().T)
 
 
@@ -270,7 +270,7 @@ def test_task_model_written_as_electra_model(tmp_path):
     assert not (tmp_path / "out" / "generator").exists()
     theirs = _loads_cleanly(transformers.ElectraModel, out)
     batch = _batch()
-    ours = model.bert({"input_ids": batch["original_ids"], "input_mask": batch["input_mask"],
+    ours = model.encoder({"input_ids": batch["original_ids"], "input_mask": batch["input_mask"],
                        "token_type_ids": batch["segment_ids"]})["sequence_output"]
     with torch.no_grad():
         expected = theirs(**_torch_inputs(batch, "original_ids")).last_hidden_state.numpy()
@@ -300,12 +300,12 @@ def test_the_pretrainer_needs_the_generator_of_its_discriminator(hf, tmp_path):
     config = checkpoints.open_checkpoint(hf["root"] / "discriminator").config
     model = families.build_model("pretrainer", config)
     # The discriminator alone: refused by the model's required parts, nothing loaded.
-    before = np.asarray(model.bert.encoder_layers[0].query_kernel).copy()
+    before = np.asarray(model.encoder.encoder_layers[0].query_kernel).copy()
     with pytest.raises(ValueError,
                        match=re.escape(message("electra-pretraining-no-generator"))) as refused:
         checkpoints.open_checkpoint(hf["root"] / "alone").load_into(model, strict=False)
     assert str(hf["root"] / "alone") in str(refused.value) and "generator/" in str(refused.value)
-    np.testing.assert_array_equal(np.asarray(model.bert.encoder_layers[0].query_kernel), before)
+    np.testing.assert_array_equal(np.asarray(model.encoder.encoder_layers[0].query_kernel), before)
 
     # A generator whose embedding tables are not the discriminator's.
     other = shutil.copytree(hf["root"] / "discriminator", tmp_path / "other")

@@ -1,4 +1,4 @@
-"""ELECTRA's SQuAD head (`modeling.electra_squad`) against the original's own
+"""ELECTRA's SQuAD head (`modeling.electra.squad`) against the original's own
 `get_prediction_module` (fixtures/electra/squad, made by make_electra_squad_fixture.py), its
 loss, its names, run_squad's task wiring, and the beam decoding against a restatement of the
 original's `qa_metrics.write_predictions`."""
@@ -35,7 +35,7 @@ def model(config):
 
 def _head(original):
     """An `ElectraSquadHead` holding the fixture's weights (original names in creation order)."""
-    from modeling.electra_squad import ElectraSquadHead
+    from modeling.electra.squad import ElectraSquadHead
 
     hidden = original["sequence"].shape[-1]
     beam = original["predict/start_top_index"].shape[-1]
@@ -51,7 +51,7 @@ def _head(original):
 
 
 def _call(head, original, training):
-    from modeling.electra_squad import answer_mask
+    from modeling.electra.squad import answer_mask
 
     mask = answer_mask(original["input_mask"], original["segment_ids"])
     starts = original["start_positions"] if training else None
@@ -138,7 +138,7 @@ def test_squad_task_reads_the_declared_outputs(config, model):
 
     # XLA compiles the head's training step: the gold start is a feature (the encoder's own
     # compilation is tested elsewhere; its output is fed here).
-    from modeling.electra_squad import answer_mask
+    from modeling.electra.squad import answer_mask
 
     sequence = np.random.default_rng(1).normal(size=(2, 16, config.hidden_size)).astype("float32")
 

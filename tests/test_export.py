@@ -192,7 +192,7 @@ def _binary(classifier):
     from modeling import BertClassifier
 
     model = BertClassifier(tiny_config(), 2)
-    for ours, theirs in zip(model.bert.weights, classifier.bert.weights, strict=True):
+    for ours, theirs in zip(model.encoder.weights, classifier.encoder.weights, strict=True):
         ours.assign(theirs)
     return model
 

@@ -21,7 +21,7 @@ def _features(seed=0):
 @pytest.mark.parametrize("targets,adapted", [("query_value", 2), ("all", 6)])
 def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     from modeling import BertClassifier
-    from modeling import lora
+    from modeling.layers import lora
 
     config = tiny_config()
     model = BertClassifier(config, 2)
@@ -108,7 +108,7 @@ def test_exports_serve_the_merged_weights(lora_run, tmp_path):
 
     from conftest import ROOT
     from modeling.checkpoint.hugging_face import read_hf_as_tf1
-    from modeling.families.bert import BERT
+    from modeling.bert.family import BERT
 
     _, out = lora_run
     process = subprocess.run(

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import BertClassifier, BertConfig, BertModel, BertSpanLabeler, next_token_loss
-from modeling.config import OBJECTIVE_KEY
+from modeling.bert.config import OBJECTIVE_KEY
 from modeling_helpers import TINY, TINY_TRAIN
 from refusals import message
 from bert_tasks.pretraining.data.features import ExampleEncoder, name_to_features
@@ -115,7 +115,7 @@ def test_the_objective_is_recorded_only_for_ltr(tmp_path):
 
 
 def test_an_ltr_model_has_no_hugging_face_form():
-    from modeling.families.bert import config_to_hf
+    from modeling.bert.family import config_to_hf
 
     with pytest.raises(ValueError, match=message("hf-export-ltr")):
         config_to_hf(_config("ltr"))
@@ -214,7 +214,7 @@ def test_ltr_pretraining_records_its_objective_and_evaluates(ltr_run, caplog):
     assert config[OBJECTIVE_KEY] == "ltr"
     assert {k: v for k, v in config.items() if k != OBJECTIVE_KEY} == json.loads(
         (TINY_TRAIN / "bert_config.json").read_text())
-    assert result.trainer.model.bert.config.causal
+    assert result.trainer.model.encoder.config.causal
     metrics = result.eval_results
     assert sorted(metrics) == ["global_step", "loss", "next_token_accuracy", "next_token_loss"]
     assert metrics["global_step"] == 4 and 0 < metrics["next_token_loss"] < 10
@@ -247,12 +247,12 @@ def test_run_classifier_fine_tunes_the_ltr_checkpoint_with_the_bilstm(ltr_run, t
                     num_train_epochs=1.0, learning_rate=1e-3, bilstm_on_top=bilstm_on_top)
     result = driver.run(ClassifierTask("mrpc", SEQ, str(tmp_path / "data")), run)
     model = result.trainer.model
-    assert model.bert.config.causal and (model.bilstm is not None) == bilstm_on_top
+    assert model.encoder.config.causal and (model.bilstm is not None) == bilstm_on_top
     assert result.trainer.step == 2 and 0 <= result.eval_results["eval_accuracy"] <= 1
     pretrained = tf.train.load_checkpoint(str(out / "ckpt-4"))
     word_embeddings = [k for k in pretrained.get_variable_to_shape_map()
                        if "word_embeddings" in k and "OPTIMIZER" not in k][0]
-    assert not np.array_equal(np.asarray(model.bert.embeddings.word_embeddings),
+    assert not np.array_equal(np.asarray(model.encoder.embeddings.word_embeddings),
                               pretrained.get_tensor(word_embeddings))  # fine-tuned from it
 
 
@@ -286,7 +286,7 @@ def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
     config's: the original config with an LTR checkpoint would make a bidirectional encoder. A
     causal model's [CLS] sees only itself: --pooling=cls is refused for it."""
     from modeling import checkpoint as checkpoints
-    from modeling.pooling import check_pooling
+    from modeling.layers.pooling import check_pooling
 
     run_dir = tmp_path / "ltr_run"
     run_dir.mkdir()

@@ -242,7 +242,7 @@ def test_a_new_head_round_trips_through_tf1_checkpoints_without_touching_the_nam
     import keras
 
     from modeling import BertTaskModel
-    from modeling.checkpoint_names import dense_names
+    from modeling.bert.checkpoint_names import dense_names
 
     class ScoreModel(BertTaskModel):
         def __init__(self, config, name="score_model", **kwargs):
@@ -251,7 +251,7 @@ def test_a_new_head_round_trips_through_tf1_checkpoints_without_touching_the_nam
             self.score.build((None, config.hidden_size))
 
         def call(self, features, training=False):
-            return {"score": self.score(self.bert(features)["pooled_output"])}
+            return {"score": self.score(self.encoder(features)["pooled_output"])}
 
         def get_config(self):
             return self._config_dict()
@@ -288,7 +288,7 @@ def test_get_config_round_trip_rebuilds_the_same_model():
     clone = BertPretrainer.from_config(model.get_config())
     clone.set_weights(model.get_weights())
     expected = tiny_expected()
-    a = model.bert(encoder_inputs(expected))["pooled_output"]
-    b = clone.bert(encoder_inputs(expected))["pooled_output"]
+    a = model.encoder(encoder_inputs(expected))["pooled_output"]
+    b = clone.encoder(encoder_inputs(expected))["pooled_output"]
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert BertModel.from_config(model.bert.get_config()).config == model.config
+    assert BertModel.from_config(model.encoder.get_config()).config == model.config

@@ -106,7 +106,7 @@ def test_activation_names():
      "heads"),
 ])
 def test_electra_hparams_that_build_no_model_are_refused_naming_the_file(overrides, expected):
-    from modeling.electra_config import ElectraConfig
+    from modeling.electra.config import ElectraConfig
 
     hparams = {"model_size": "small", "vocab_size": 99,
                "model_hparam_overrides": {"num_hidden_layers": 2, **overrides}}
@@ -116,7 +116,7 @@ def test_electra_hparams_that_build_no_model_are_refused_naming_the_file(overrid
 
 def test_an_electra_config_is_not_pre_trained_as_a_masked_lm():
     from bert_tasks.pretraining.task import PretrainingTask
-    from modeling.electra_config import ElectraConfig
+    from modeling.electra.config import ElectraConfig
 
     config = ElectraConfig.from_hparams({"model_size": "small", "vocab_size": 99})
     with pytest.raises(ValueError, match="describes an ELECTRA model .*: pass "

@@ -13,7 +13,7 @@ ATOL = 1e-5
 def run():
     expected = tiny_expected()
     model = tiny_pretrainer()
-    encoder = model.bert(encoder_inputs(expected))
+    encoder = model.encoder(encoder_inputs(expected))
     heads = model(pretraining_features(expected))
     return expected, model, encoder, heads
 
@@ -70,8 +70,8 @@ def test_masked_lm_loss_denominator_has_the_epsilon():
 def test_optional_inputs_default_as_the_original(run):
     expected, model, _, _ = run
     ids = expected["input_ids"]
-    implicit = model.bert({"input_ids": ids})
-    explicit = model.bert({"input_ids": ids, "input_mask": np.ones_like(ids),
+    implicit = model.encoder({"input_ids": ids})
+    explicit = model.encoder({"input_ids": ids, "input_mask": np.ones_like(ids),
                            "token_type_ids": np.zeros_like(ids)})
     np.testing.assert_array_equal(np.asarray(implicit["sequence_output"]),
                                   np.asarray(explicit["sequence_output"]))
@@ -85,23 +85,23 @@ def test_only_keys_are_masked_and_padding_rows_are_computed(run):
     _, model, _, _ = run
     ids = expected["input_ids"].copy()
     ids[2, 12] = 7
-    changed = model.bert({**encoder_inputs(expected), "input_ids": ids})["sequence_output"]
+    changed = model.encoder({**encoder_inputs(expected), "input_ids": ids})["sequence_output"]
     np.testing.assert_allclose(np.asarray(changed)[2, :8], np.asarray(encoder["sequence_output"])[2, :8],
                                atol=1e-6)
 
 
 def test_token_type_gather_equals_the_original_one_hot_matmul(run):
     expected, model, _, _ = run
-    table = np.asarray(model.bert.embeddings.token_type_embeddings)
+    table = np.asarray(model.encoder.embeddings.token_type_embeddings)
     one_hot = np.eye(table.shape[0], dtype="float32")[expected["segment_ids"]]
-    gathered = np.asarray(model.bert.embeddings.token_type_embeddings)[expected["segment_ids"]]
+    gathered = np.asarray(model.encoder.embeddings.token_type_embeddings)[expected["segment_ids"]]
     np.testing.assert_array_equal(one_hot @ table, gathered)
 
 
 def test_one_hot_word_embeddings_give_the_same_outputs(run):
     expected, model, encoder, _ = run
     one_hot_model = BertModel(tiny_config(), use_one_hot_embeddings=True)
-    one_hot_model.set_weights(model.bert.get_weights())
+    one_hot_model.set_weights(model.encoder.get_weights())
     out = one_hot_model(encoder_inputs(expected))
     np.testing.assert_allclose(np.asarray(out["sequence_output"]),
                                np.asarray(encoder["sequence_output"]), atol=1e-6)
@@ -110,9 +110,9 @@ def test_one_hot_word_embeddings_give_the_same_outputs(run):
 def test_dropout_only_when_training(run):
     expected, model, _, _ = run
     inputs = encoder_inputs(expected)
-    a = np.asarray(model.bert(inputs, training=False)["sequence_output"])
-    b = np.asarray(model.bert(inputs, training=False)["sequence_output"])
-    c = np.asarray(model.bert(inputs, training=True)["sequence_output"])
+    a = np.asarray(model.encoder(inputs, training=False)["sequence_output"])
+    b = np.asarray(model.encoder(inputs, training=False)["sequence_output"])
+    c = np.asarray(model.encoder(inputs, training=True)["sequence_output"])
     np.testing.assert_array_equal(a, b)
     assert np.max(np.abs(a - c)) > 1e-3
 

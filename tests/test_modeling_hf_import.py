@@ -15,7 +15,7 @@ from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
 from modeling.checkpoint.hugging_face import read_config as config_from_hf
 from modeling.checkpoint.hugging_face import save_hf_model, write_safetensors
-from modeling.families.bert import hf_name, original_name as tf1_name
+from modeling.bert.family import hf_name, original_name as tf1_name
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
 from refusals import message
 
@@ -60,7 +60,7 @@ def test_every_tensor_lands_where_its_name_says(tmp_path):
     # The exact erf GELU (Hugging Face's "gelu"), not the original's tanh approximation: at
     # these points the two differ by up to 5e-4.
     x = tf.constant([-3.0, -1.5, -0.5, 0.5, 1.5, 3.0])
-    activation = model.bert.encoder_layers[0].activation
+    activation = model.encoder.encoder_layers[0].activation
     np.testing.assert_allclose(np.asarray(activation(x)), np.asarray(gelu_exact(x)), atol=1e-6)
 
 

@@ -19,7 +19,7 @@ from modeling import classification_loss, masked_lm_loss
 from modeling_helpers import encoder_inputs, pretraining_features, tiny_expected, tiny_pretrainer
 e = tiny_expected()
 model = tiny_pretrainer()
-enc = model.bert(encoder_inputs(e))
+enc = model.encoder(encoder_inputs(e))
 out = model(pretraining_features(e))
 mlm, _, mlm_log_probs = masked_lm_loss(out["masked_lm_logits"], e["masked_lm_ids"], e["masked_lm_weights"])
 nsp, _, _ = classification_loss(out["next_sentence_logits"], e["next_sentence_labels"])

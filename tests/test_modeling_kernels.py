@@ -1,6 +1,6 @@
-"""`modeling.kernels` and `modeling.attention`: the fast kernels against their `keras.ops`
-reference (values and gradients, float32 and bfloat16): GELU, the attention's softmax and
-dropout, dropout + residual + LayerNorm; dropout masks from a hash of the seed (the same on both
+"""`modeling.layers.kernels` and `modeling.layers.attention`: the fast kernels against their
+`keras.ops` reference (values and gradients, float32 and bfloat16): GELU, the attention's softmax
+and dropout, dropout + residual + LayerNorm; dropout masks from a hash of the seed (the same on both
 paths); a model with `kernels="fast"` against one with `kernels="reference"`."""
 import functools
 import importlib
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import kernels
-from modeling.attention import attention
+from modeling.layers import kernels
+from modeling.layers.attention import attention
 
 
 def _value_and_grad(fn, x, upstream):
@@ -122,7 +122,7 @@ def test_a_compiled_dropout_kernel_holds_no_constant_of_its_tensors_size():
     """The element index is computed in the kernel from one small range per axis: an index
     constant of the tensor's size (4 bytes an element) would be kept in the program and read
     from memory on every call. So with the rows' numbers (the attention's queries' positions)."""
-    kernel = importlib.import_module("modeling.kernels.dropout")._dropout_kernel(0.1)
+    kernel = importlib.import_module("modeling.layers.kernels.dropout")._dropout_kernel(0.1)
     for rows in (None, tf.reshape(tf.range(4 * 16), [4, 1, 16, 1])):
         hlo = kernel.function.experimental_get_compiler_ir(
             tf.zeros([4, 3, 16, 16]), tf.constant([1, 2], tf.int64), rows)(stage="optimized_hlo")
@@ -164,8 +164,8 @@ def test_a_kernel_is_traced_once_for_every_length_of_its_first_axis():
     block and of its groups, a last smaller batch): one trace for three lengths, each length
     compiled apart and computing the reference's values and gradient, dropout masks included
     (drawn from the element index, which depends on the length)."""
-    # The module, which `modeling.kernels.dropout` (the function) hides.
-    kernel = importlib.import_module("modeling.kernels.dropout")._dropout_kernel(0.375)
+    # The module, which `modeling.layers.kernels.dropout` (the function) hides.
+    kernel = importlib.import_module("modeling.layers.kernels.dropout")._dropout_kernel(0.375)
     seed = keras.random.SeedGenerator(3).next()
     for rows in (5, 7, 1):
         x = tf.random.stateless_normal([rows, 6, 16], seed=[rows, 1])
@@ -190,7 +190,7 @@ def test_an_eager_call_runs_the_program_a_traced_call_runs():
     eager = kernels.gelu(x, approximate=True, bias=bias, fast=True)
     traced = tf.function(lambda v: kernels.gelu(v, approximate=True, bias=bias, fast=True))(x)
     np.testing.assert_array_equal(np.asarray(eager), np.asarray(traced))
-    forward = importlib.import_module("modeling.kernels.gelu")._kernels(True)[0]
+    forward = importlib.import_module("modeling.layers.kernels.gelu")._kernels(True)[0]
     name = forward.function.get_concrete_function(
         tf.TensorSpec([None, 41]), tf.TensorSpec([41])).name
     files = [f for f in os.listdir(cache) if name in pathlib.Path(cache, f).read_bytes()]
@@ -345,6 +345,6 @@ def test_the_kernels_choice_is_part_of_the_config():
     assert BertModel.from_config(model.get_config()).encoder_layers[0].kernels == "reference"
     classifier = BertClassifier(tiny_config(), 3, kernels="reference")
     copy = with_bfloat16_weights(classifier)  # built again from the config
-    assert copy.bert.encoder_layers[-1].kernels == "reference"
+    assert copy.encoder.encoder_layers[-1].kernels == "reference"
     with pytest.raises(ValueError, match="kernels must be one of"):
         BertModel(tiny_config(), kernels="fused")

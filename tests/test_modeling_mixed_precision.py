@@ -27,7 +27,7 @@ def pretrainer(policy):
 def test_forward_under_mixed_precision(policy, atol):
     expected = tiny_expected()
     model = pretrainer(policy)
-    layer = model.bert.encoder_layers[0]
+    layer = model.encoder.encoder_layers[0]
     assert layer.compute_dtype == policy.split("_")[1]  # the policy reaches the encoder layers
     assert layer.intermediate_kernel.dtype == "float32"  # variables stay float32
     assert layer.attention_gamma.dtype == "float32"  # LayerNorm variables too
@@ -36,7 +36,7 @@ def test_forward_under_mixed_precision(policy, atol):
     loss, _, _ = masked_lm_loss(outputs["masked_lm_logits"], expected["masked_lm_ids"],
                                 expected["masked_lm_weights"])
     assert float(loss) == pytest.approx(float(expected["masked_lm_loss"]), abs=atol)
-    sequence = model.bert(
+    sequence = model.encoder(
         {"input_ids": expected["input_ids"], "input_mask": expected["input_mask"],
          "token_type_ids": expected["segment_ids"]})["sequence_output"]
     np.testing.assert_allclose(np.asarray(sequence, "float32"), expected["sequence_output"], atol=20 * atol)
@@ -51,12 +51,12 @@ def test_a_training_step_under_bfloat16(tmp_path):
     optimizer = create_optimizer("adamw", 1e-3, 10, 0)
     trainer = Trainer(tf.distribute.get_strategy(), model, optimizer, pretraining_loss, str(tmp_path),
                       global_batch_size=3, steps_per_loop=2, save_checkpoints_steps=100)
-    before = np.asarray(model.bert.pooler.kernel).copy()
+    before = np.asarray(model.encoder.pooler.kernel).copy()
     trainer.train(lambda context: tf.data.Dataset.from_tensors(features).repeat(), num_train_steps=2)
     (record,) = trainer.history
     metrics = record.metrics
     assert np.isfinite(metrics["loss"]) and trainer.step == 2
-    assert not np.array_equal(np.asarray(model.bert.pooler.kernel), before)
+    assert not np.array_equal(np.asarray(model.encoder.pooler.kernel), before)
 
 
 def test_fp16_training_follows_the_original_float32_trajectory(tmp_path):

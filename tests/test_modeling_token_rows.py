@@ -1,6 +1,6 @@
-"""The encoder on the real tokens' rows only (`skip_padding`, `modeling.token_rows`): the same
-values at every real position and for the pooled output, and the same gradients, as on the whole
-padded grid; the original checkpoint's golden outputs through the task models that use it."""
+"""The encoder on the real tokens' rows only (`skip_padding`, `modeling.layers.token_rows`): the
+same values at every real position and for the pooled output, and the same gradients, as on the
+whole padded grid; the original checkpoint's golden outputs through the task models that use it."""
 import numpy as np
 import pytest
 
@@ -29,7 +29,7 @@ def model():
 
 
 def test_layout_rows_first_rows_real_rows_then_filler():
-    from modeling import token_rows
+    from modeling.layers import token_rows
 
     mask = np.array([[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 0, 0]], "int32")
     rows = token_rows.RealRows(mask, fast=True)
@@ -103,7 +103,7 @@ def test_real_rows_give_the_grid_gradients(model):
 def test_real_rows_match_the_original_at_real_positions():
     # The encoder's outputs on real rows against the original's, at the golden tests' tolerance.
     expected = tiny_expected()
-    encoder = tiny_pretrainer().bert(encoder_inputs(expected), skip_padding=True)
+    encoder = tiny_pretrainer().encoder(encoder_inputs(expected), skip_padding=True)
     mask = expected["input_mask"].astype(bool)
     close = lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=0, atol=1e-5)  # noqa
     close(np.asarray(encoder["sequence_output"])[mask], expected["sequence_output"][mask])

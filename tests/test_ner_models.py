@@ -42,8 +42,9 @@ def test_logits_are_the_layer_on_every_real_position(model):
     features = token_features()
     logits = model(features)["logits"]
     assert logits.shape == (2, 8, len(LABELS)) and logits.dtype == "float32"
-    sequence = model.bert({"input_ids": features["input_ids"], "input_mask": features["input_mask"],
-                           "token_type_ids": features["segment_ids"]})["sequence_output"]
+    sequence = model.encoder({"input_ids": features["input_ids"],
+                              "input_mask": features["input_mask"],
+                              "token_type_ids": features["segment_ids"]})["sequence_output"]
     layer = model.classifier
     expected = np.asarray(sequence) @ np.asarray(layer.output_weights).T + np.asarray(
         layer.output_bias)
@@ -57,8 +58,9 @@ def test_tf1_names_and_round_trip(tmp_path, model):
     assert list(names)[-2:] == ["output_weights", "output_bias"]  # run_classifier's place
     assert tuple(names["output_weights"].shape) == (len(LABELS), 32)
     expected = tiny_expected()
-    sequence = model.bert({"input_ids": expected["input_ids"], "input_mask": expected["input_mask"],
-                           "token_type_ids": expected["segment_ids"]})["sequence_output"]
+    sequence = model.encoder({"input_ids": expected["input_ids"],
+                              "input_mask": expected["input_mask"],
+                              "token_type_ids": expected["segment_ids"]})["sequence_output"]
     np.testing.assert_allclose(sequence, expected["sequence_output"], atol=1e-5)
     prefix = original_layout.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
     again = BertTokenClassifier(tiny_config(), len(LABELS))

@@ -297,7 +297,7 @@ def test_initialises_from_a_run_pretraining_output_dir(tmp_path):
         classifier, save_like_the_trainer(pretrained, tmp_path / "pretraining"))
     for ours, theirs in zip(_weights(classifier.classifier), head):
         np.testing.assert_array_equal(ours, theirs)
-    for ours, theirs in zip(_weights(classifier.bert), _weights(pretrained.bert)):
+    for ours, theirs in zip(_weights(classifier.encoder), _weights(pretrained.encoder)):
         np.testing.assert_array_equal(ours, theirs)
 
 

@@ -82,7 +82,7 @@ def test_our_checkpoints_initialise_other_task_models(trained):
     report = initialize_from_checkpoint(classifier, run)
     assert sorted(report.missing) == ["classifier/output_bias", "classifier/output_weights"]
     saved = model_checkpoint_values(run / "ckpt-6")
-    for variable in classifier.bert.weights:
+    for variable in classifier.encoder.weights:
         key = "model/by_path/" + variable.path.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
         np.testing.assert_array_equal(np.asarray(variable), saved[key], err_msg=variable.path)
     assert len(report.loaded) == len(original_layout.encoder_names(classifier))

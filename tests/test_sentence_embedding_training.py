@@ -49,7 +49,7 @@ def reference_loss(queries, positives, negatives, scale, symmetric):
 @pytest.mark.parametrize("with_negatives", [False, True])
 def test_in_batch_negatives_loss_is_the_softmax_over_every_passage_of_the_batch(
         symmetric, with_negatives):
-    from modeling.sentence_encoder import in_batch_negatives_loss
+    from modeling.bert.sentence_encoder import in_batch_negatives_loss
 
     rng = np.random.default_rng(0)
     queries, positives = rng.normal(size=(6, 8)), rng.normal(size=(6, 8))
@@ -265,7 +265,7 @@ def test_a_matching_pair_is_no_negative_of_it(symmetric):
     a query of two passages: the matching pairs' texts are left out of each other's softmax (both
     ways with the symmetric loss), so the loss is the softmax over the other texts only (and is
     unchanged where nothing matches). Rows are matched by hashes of their token ids."""
-    from modeling.sentence_encoder import in_batch_negatives_loss, same_texts, text_hashes
+    from modeling.bert.sentence_encoder import in_batch_negatives_loss, same_texts, text_hashes
 
     rng = np.random.default_rng(1)
     texts = rng.normal(size=(6, 8)).astype("float32")

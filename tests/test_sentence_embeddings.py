@@ -64,7 +64,7 @@ def test_the_shared_loader_takes_the_directory(hf_dir):
     report = checkpoints.initialize_from_checkpoint(model, hf_dir)
     assert report.missing == ["output_weights", "output_bias"]  # the head: newly initialised
     np.testing.assert_array_equal(
-        np.asarray(model.bert.encoder_layers[1].output_kernel),
+        np.asarray(model.encoder.encoder_layers[1].output_kernel),
         tf.train.load_checkpoint(str(TINY / "bert_model.ckpt")).get_tensor(
             "bert/encoder/layer_1/output/dense/kernel"))
 
@@ -87,9 +87,10 @@ def _reference(model, pooling):
 
 
 def test_pooling_over_real_tokens(hf_dir):
-    """`modeling.pooling.pool` against NumPy on the full padded features ([CLS], mean, max)."""
+    """`modeling.layers.pooling.pool` against NumPy on the full padded features ([CLS], mean,
+    max)."""
     from modeling import BertModel
-    from modeling.pooling import pool
+    from modeling.layers.pooling import pool
     from modeling import checkpoint as checkpoints
 
     model = BertModel(tiny_config())

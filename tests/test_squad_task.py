@@ -22,7 +22,7 @@ def test_span_model_trains_everything_but_the_pooler():
     """The span loss does not reach the pooler: the original's optimizer skipped its None
     gradient; here it is not trainable, and every trainable variable gets a gradient."""
     model = task.build_model(tiny_config())
-    pooler = {id(v) for v in model.bert.pooler.weights}
+    pooler = {id(v) for v in model.encoder.pooler.weights}
     assert pooler and not pooler & {id(v) for v in model.trainable_variables}
     rng = np.random.default_rng(0)
     features = {

@@ -7,7 +7,7 @@ import pytest
 from modeling import BertClassifier
 from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
-from modeling.multiple_choice import BertMultipleChoice
+from modeling.bert.multiple_choice import BertMultipleChoice
 from modeling_helpers import TINY, tiny_config, tiny_expected
 
 
@@ -33,8 +33,9 @@ def test_scores_are_the_pooled_output_dotted_with_one_vector(model):
     assert logits.shape == (2, 4) and logits.dtype == "float32"
     # Each choice is scored on its own: the same sequence through the bare encoder.
     flat = {k: v.reshape(8, 8) for k, v in features.items()}
-    pooled = model.bert({"input_ids": flat["input_ids"], "input_mask": flat["input_mask"],
-                         "token_type_ids": flat["segment_ids"]})["pooled_output"]
+    pooled = model.encoder({"input_ids": flat["input_ids"],
+                              "input_mask": flat["input_mask"],
+                              "token_type_ids": flat["segment_ids"]})["pooled_output"]
     vector = np.asarray(model.scorer.output_weights)
     assert vector.shape == (1, 32)
     np.testing.assert_allclose(np.asarray(logits).reshape(-1), np.asarray(pooled) @ vector[0],
@@ -47,7 +48,7 @@ def test_scores_are_the_pooled_output_dotted_with_one_vector(model):
 
 def test_the_vector_is_the_only_new_parameter(model):
     classifier = BertClassifier(tiny_config(), 1)
-    encoder = {v.path for v in classifier.bert.variables}
+    encoder = {v.path for v in classifier.encoder.variables}
     new = [v for v in model.trainable_variables if v.path not in encoder]
     assert [(v.path, tuple(v.shape)) for v in new] == [("swag/output_weights", (1, 32))]
 
@@ -57,8 +58,9 @@ def test_tf1_names_and_round_trip(tmp_path, model):
     assert list(names)[-1] == "cls/swag/output_weights"
     # The encoder came from the original checkpoint.
     expected = tiny_expected()
-    sequence = model.bert({"input_ids": expected["input_ids"], "input_mask": expected["input_mask"],
-                           "token_type_ids": expected["segment_ids"]})["sequence_output"]
+    sequence = model.encoder({"input_ids": expected["input_ids"],
+                              "input_mask": expected["input_mask"],
+                              "token_type_ids": expected["segment_ids"]})["sequence_output"]
     np.testing.assert_allclose(sequence, expected["sequence_output"], atol=1e-5)
     prefix = original_layout.save_tf1_checkpoint(model, tmp_path / "bert_model.ckpt")
     again = BertMultipleChoice(tiny_config())

@@ -5,7 +5,7 @@ Each script runs twice on the same small data from the tiny checkpoint (run_clas
 packed rows), dropout on (the fixture's 0.1): once as usual, once with --jit_compile=true. Their
 evaluation metrics and prediction files agree within float tolerance, though the encoder
 computes the real-token rows without XLA and the grid with it: every dropout mask is drawn for a
-token's grid position (`modeling.kernels.keep_mask`), the same in both layouts: every step's
+token's grid position (`modeling.layers.kernels.keep_mask`), the same in both layouts: every step's
 training loss and the final weights agree to float rounding too. run_ner accumulates two
 micro-batches a step. run_pretraining.py's and run_sentence_embeddings.py's two runs are in
 tests/test_run_pretraining.py and tests/test_sentence_embedding_training.py, which check their

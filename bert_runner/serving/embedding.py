@@ -1,4 +1,4 @@
-"""The sentence-embedding format: raw text in, one vector per text out (`modeling.pooling` of
+"""The sentence-embedding format: raw text in, one vector per text out (`modeling.layers.pooling` of
 the last layer: [CLS], mean or max over the real tokens, optionally L2-normalised), from the
 encoder of any checkpoint. The machinery's own format: no task owns it.
 
@@ -8,19 +8,20 @@ gives the single-text encoding); output `embedding` float32 [N, H].
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import ROWS_PER_CALL, TextExport
-from modeling.pooling import check_pooling, pool
+from modeling.layers.pooling import check_pooling, pool
 from vocab.fast_tokenizer import FastBertTokenizer
 
 
 class EmbeddingExport(TextExport):
-    """The raw-text signatures of a sentence encoder: one vector per text (`modeling.pooling`).
+    """The raw-text signatures of a sentence encoder: one vector per text
+    (`modeling.layers.pooling`).
 
     Args:
       model: `BertModel` with its weights.
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length: int, texts are cut to this many word-pieces with [CLS] and [SEP].
-      pooling: "cls", "mean" or "max" (`modeling.pooling.pool`; "cls" is refused for a
-        left-to-right model, `modeling.pooling.check_pooling`).
+      pooling: "cls", "mean" or "max" (`modeling.layers.pooling.pool`; "cls" is refused for a
+        left-to-right model, `modeling.layers.pooling.check_pooling`).
       normalize: L2-normalise each vector.
       rows_per_call: int, rows per model call.
     """

@@ -29,7 +29,7 @@ def _huggingface(flag_values, files):
 
     from bert_runner.serving import provenance
     from modeling.checkpoint import write_hugging_face
-    from modeling.pooling import check_pooling
+    from modeling.layers.pooling import check_pooling
 
     if flag_values.pooling:  # sentence-transformers reads an encoder
         model, what = provenance.load_encoder(files.config, flag_values.checkpoint,

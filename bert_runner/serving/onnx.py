@@ -50,7 +50,7 @@ def ids_function(convertible):
     "predictions", an encoder's "embedding"), on a reference-kernel copy of its model."""
     model = conversion.reference_copy(convertible.model)
     # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
-    getattr(model, "bert", model).static_shapes = True
+    getattr(model, "encoder", model).static_shapes = True
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in _FEATURES]
 
     @tf.function(input_signature=spec)

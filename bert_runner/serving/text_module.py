@@ -53,7 +53,7 @@ class ModelExport(tf.Module):
         # variables uninitialised. The tokenizer holds constants only: tracking it would just
         # save its own tf.functions beside the signatures.
         self._parts = _Untracked(model=model, tokenizer=tokenizer)
-        encoder = getattr(model, "bert", model)
+        encoder = getattr(model, "encoder", model)
         # A served call holds few rows: pad its real-row block to a multiple of 8, not 256.
         encoder.small_row_blocks = True
         # One row a call (LiteRT): the padded grid, no data-dependent row count.

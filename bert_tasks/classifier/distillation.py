@@ -23,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner import results, run_identity
-from modeling import families, checkpoint as checkpoints
+from modeling import checkpoint as checkpoints, families
 from modeling.checkpoint import run_files
 from modeling.checkpoint.identity import fingerprint
 from modeling.losses import classification_loss
@@ -186,4 +186,4 @@ def init_from_teacher(model, teacher, num_labels):
             path = f"{head}{_LAYER}{int(index) * stride}/{tail}"
         variable.assign(source[path])
     logging.info("Student initialised from the teacher %s: its layers %s", teacher.checkpoint,
-                 ", ".join(str(i * stride) for i in range(model.bert.config.num_hidden_layers)))
+                 ", ".join(str(i * stride) for i in range(model.encoder.config.num_hidden_layers)))

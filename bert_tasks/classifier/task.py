@@ -24,7 +24,7 @@ from absl import logging
 from bert_tasks.classifier import (
     distillation, features, files, metrics, outputs as glue_outputs, processors, windows)
 from bert_tasks.classifier.outputs import predicted_values
-from modeling import classification_loss, families, multi_label_loss, regression_loss
+from modeling import classification_loss, multi_label_loss, regression_loss, families
 from bert_runner import run_identity
 from modeling.checkpoint import run_files
 from bert_runner.records import float_feature, int_feature

@@ -1,5 +1,5 @@
 """Sentence embeddings as a `bert_runner.task.Task`: pairs files in, the encoder trained with
-in-batch negatives (`modeling.sentence_encoder`), retrieval metrics out.
+in-batch negatives (`modeling.bert.sentence_encoder`), retrieval metrics out.
 
 Training records hold K = 2 + hard negatives texts per pair (query, positive, negatives), each
 `[CLS] text [SEP]` padded to max_seq_length; the loss scores each query against every positive
@@ -27,8 +27,8 @@ from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
 from modeling import families
 from modeling.checkpoint import write_hugging_face
-from modeling.pooling import check_pooling
-from modeling.sentence_encoder import in_batch_negatives_loss, same_texts, text_hashes
+from modeling.layers.pooling import check_pooling
+from modeling.bert.sentence_encoder import in_batch_negatives_loss, same_texts, text_hashes
 from vocab.packing import pack_pair, pad_inputs
 
 # The input pipeline shuffles within 100 records: pairs are written in an order shuffled once.
@@ -42,7 +42,7 @@ class SentenceEmbeddingTask(Task):
       max_seq_length: the records' sequence length (every text is truncated to it).
       train_file, eval_file: pairs files (`bert_tasks.embeddings.pairs`).
       corpus_file: more passages for the retrieval evaluation, one a line (or None).
-      pooling, normalize: the vector (`modeling.pooling.pool`).
+      pooling, normalize: the vector (`modeling.layers.pooling.pool`).
       scale: the cosine similarities' multiplier in the loss; symmetric: the loss both ways.
       train_batch_size, accumulation: the training batch (all replicas together) and the
         micro-batches it is split into: each micro-batch is one softmax's in-batch negatives.

@@ -21,8 +21,7 @@ import numpy as np
 from absl import logging
 from keras import ops
 
-from modeling import masked_lm_loss
-from modeling import families
+from modeling import masked_lm_loss, families
 from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
 from bert_tasks.ner.sets import NerSet
 from modeling.checkpoint import run_files

@@ -14,8 +14,8 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import masked_lm_loss
-from modeling.config import OBJECTIVE_KEY
-from modeling.electra_config import ElectraConfig
+from modeling.bert.config import OBJECTIVE_KEY
+from modeling.electra.config import ElectraConfig
 from modeling.losses import ELECTRA_DENOMINATOR_EPSILON, replaced_token_loss
 from bert_tasks.pretraining.data import electra_masking
 from bert_tasks.pretraining.data.reading import InputError

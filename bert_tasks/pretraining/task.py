@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import families, classification_loss, masked_lm_loss
-from modeling.config import OBJECTIVE_KEY
+from modeling import classification_loss, masked_lm_loss, families
+from modeling.bert.config import OBJECTIVE_KEY
 from bert_tasks.pretraining.data.features import name_to_features
 from bert_tasks.pretraining.data.packing import packed_name_to_features
 from bert_tasks.pretraining.data.reading import expand_input_files
@@ -77,7 +77,7 @@ class PretrainingTask(Task):
     # `data.dynamic_masking.DynamicInput` for --input_format=text|unmasked_records (set by
     # run_pretraining.py); None: the records carry their masks.
     dynamic_input = None
-    # The `modeling.config.PRETRAINING_OBJECTIVES` entry this task trains (`ltr_task`: "ltr").
+    # The `modeling.bert.config.PRETRAINING_OBJECTIVES` entry this task trains (`ltr_task`: "ltr").
     objective = "mlm"
     # Whether the records carry masked_lm_* features (`check_records`; `ltr_task`: False).
     masked_lm = True

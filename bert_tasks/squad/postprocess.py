@@ -10,7 +10,7 @@ float32, or float32 arrays). The candidate filters, the n-best (which can hold n
 entries in v2), the "empty" nonce prediction of v1, the float64 softmax and the
 `json.dumps(indent=4)` files are the original's.
 
-ELECTRA's SQuAD model (`modeling.electra_squad`) gives each window its beams instead
+ELECTRA's SQuAD model (`modeling.electra.squad`) gives each window its beams instead
 (`BeamResult`: the top starts, the top ends of each, the answerable logit); those are decoded by
 the original ELECTRA's rule (`finetune/qa/qa_metrics.py`, `joint_prediction` and
 `answerable_classifier`): every start x its ends that passes the same filters is a candidate

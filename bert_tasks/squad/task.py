@@ -15,7 +15,7 @@ from typing import Optional
 
 from absl import logging
 
-from modeling import families, span_loss
+from modeling import span_loss, families
 from bert_runner.task import Task, encoder_training_flops
 from bert_tasks.input_files import check_is_file
 from bert_tasks.squad import evaluate, examples as sq_examples, features as sq_features, io_utils
@@ -186,7 +186,7 @@ def build_model(config, bilstm_on_top=False):
       `bilstm_on_top` the paper's "+ BiLSTM" under the span layer.
     """
     model = families.build_model("span", config, bilstm_on_top=bilstm_on_top)
-    model.bert.pooler.trainable = False
+    model.encoder.pooler.trainable = False
     return model
 
 

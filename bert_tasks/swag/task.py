@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tasks.classifier.outputs import write_test_results
-from modeling import families, classification_loss
+from modeling import classification_loss, families
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 from bert_tasks.swag import features
 from bert_tasks.swag.examples import NUM_CHOICES, SPLIT_FILES, read_swag_examples

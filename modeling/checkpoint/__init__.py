@@ -22,7 +22,7 @@ from modeling.lazy_names import module_getattr
 _PUBLIC = {
     "ADAPTERS_FILE": ("modeling.checkpoint.layout", "ADAPTERS_FILE"),
     "Checkpoint": ("modeling.checkpoint.reader", "Checkpoint"),
-    "HF_DIRECTORY": ("modeling.checkpoint.layout", "HF_DIRECTORY"),
+    "HF_DIRECTORY": ("modeling.hf_directory", "HF_DIRECTORY"),
     "HUGGING_FACE": ("modeling.checkpoint.reader", "HUGGING_FACE"),
     "ModelFiles": ("modeling.checkpoint.config_files", "ModelFiles"),
     "ModelVariables": ("modeling.checkpoint.reader", "ModelVariables"),

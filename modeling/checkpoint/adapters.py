@@ -2,7 +2,8 @@
 what the run trained (every adapter, the head) and how (rank, alpha, targets, task), with a
 fingerprint of the frozen base model they belong to. A few hundred KB where the model is hundreds
 of MB: `--lora_adapters` puts them back onto the base checkpoint (any layout), merged into its
-kernels (`modeling.lora`), and refuses a base whose weights are not the ones they were trained on.
+kernels (`modeling.layers.lora`), and refuses a base whose weights are not the ones they were
+trained on.
 
     save(model, output_dir, settings)             # after training (bert_runner.driver)
     overlay(source, model, path, flag)            # inside the reader (`modeling.checkpoint`)
@@ -14,7 +15,7 @@ import os
 
 import numpy as np
 
-from modeling import lora
+from modeling.layers import lora
 from modeling.checkpoint import hugging_face, original
 from modeling.checkpoint.layout import ADAPTERS_FILE
 from modeling.checkpoint.files import atomic_output

@@ -11,7 +11,8 @@ from typing import Optional
 from modeling.checkpoint import hugging_face, run_files, run_model_files
 from modeling import families
 from modeling.checkpoint.layout import (
-    check_partial_directory, checkpoint_folder, hf_home, is_original_electra, json_object)
+    check_partial_directory, checkpoint_folder, hf_home, is_original_electra)
+from modeling.hf_directory import json_object
 from modeling.checkpoint.reader import open_checkpoint
 
 # The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face

@@ -137,17 +137,6 @@ def read_hf_for_model(path, family, model):
     return family.read_hf(os.fspath(path), model, read)
 
 
-def hf_tensors(family, names):
-    """`{Hugging Face name: float32 array as saved}` of `[(original name, variable)]` by
-    `family`'s names (`hf_name`; kernels transposed to PyTorch's `[out, in]`)."""
-    tensors = {}
-    for name, var in names:
-        hf, transpose = family.hf_name(name)
-        value = np.asarray(var, dtype=np.float32)
-        tensors[hf] = value.T if transpose else value
-    return tensors
-
-
 def hf_folders(model):
     """`[(folder, config.json dict, {Hugging Face name: array})]` that `save_hf_model` writes
     for `model`: its family's `hf_folders`, else the encoder alone as the bare model saves it
@@ -157,7 +146,7 @@ def hf_folders(model):
     if folders is not None:
         return folders
     tensors = {name.removeprefix(family.hf_encoder_prefix): value
-               for name, value in hf_tensors(family, encoder_names(model)).items()}
+               for name, value in family.hf_tensors(encoder_names(model)).items()}
     return [("", family.config_to_hf(encoder_of(model).config), tensors)]
 
 
@@ -173,7 +162,7 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
 
     `sentence_embedding`: None, or `(pooling, normalize, max_seq_length)` to also write the files
     with which `sentence_transformers.SentenceTransformer(directory)` computes the vectors of
-    `modeling.pooling.pool` (`sentence_transformer_files`).
+    `modeling.layers.pooling.pool` (`sentence_transformer_files`).
     """
     directory = os.fspath(directory).rstrip("/")
     if os.path.exists(directory):
@@ -221,7 +210,7 @@ NORMALIZE_FOLDER = "2_Normalize"
 
 def sentence_transformer_files(hidden_size, pooling, normalize, max_seq_length):
     """`{relative path: JSON value}` of sentence-transformers' modules over a BERT directory: the
-    transformer, `1_Pooling` ("cls", "mean" or "max", as `modeling.pooling.pool`) and with
+    transformer, `1_Pooling` ("cls", "mean" or "max", as `modeling.layers.pooling.pool`) and with
     `normalize` `2_Normalize` (it has no file of its own: `save_hf_model` makes its folder)."""
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling",

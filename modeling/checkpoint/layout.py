@@ -2,21 +2,10 @@
 weights): a Hugging Face model directory or weights file, or a TensorFlow checkpoint (an original
 TF1 one or one of this project's runs: told apart by its variable names, `modeling.checkpoint.reader`).
 """
-import json
 import os
 import re
 
-# The weights of a Hugging Face directory (`hugging_face.read_hf_weights` reads either).
-HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-HF_DIRECTORY = "a Hugging Face model directory (config.json, model.safetensors or " \
-               "pytorch_model.bin, vocab.txt)"
-
-
-def is_hf_directory(path):
-    """True when `path` is a directory holding `config.json` and one of `HF_WEIGHT_FILES`."""
-    return bool(path) and os.path.isfile(os.path.join(path, "config.json")) and any(
-        os.path.isfile(os.path.join(path, name)) for name in HF_WEIGHT_FILES)
-
+from modeling.hf_directory import HF_WEIGHT_FILES, is_hf_directory, json_object
 
 # A LoRA run's adapters file (`adapters`), in its output_dir: safetensors, but not a model.
 ADAPTERS_FILE = "lora_adapters.safetensors"
@@ -122,14 +111,3 @@ def run_directories(directory):
     if re.fullmatch(r"seed_\d+", os.path.basename(full)):
         return [directory, os.path.dirname(full)]
     return [directory]
-
-
-def json_object(path):
-    """The JSON object in `path`, or {} where it cannot be read as one (a missing or unreadable
-    file: the caller's reader then says why, naming the file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

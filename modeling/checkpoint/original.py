@@ -32,7 +32,7 @@ def encoder_names(model):
 def variable_map(model):
     """Ordered `{original name: variable}` for an encoder or a task model.
 
-    A task model (`modeling.task_models.BertTaskModel`) names its head's variables itself, with
+    A task model (`modeling.bert.task_models.BertTaskModel`) names its head's variables itself, with
     `tf1_head_variables()`; the family names the encoder's.
     """
     if encoder_of(model) is model:
@@ -41,7 +41,7 @@ def variable_map(model):
     if head_variables is None:
         raise TypeError(
             f"{type(model).__name__} has no tf1_head_variables(): a task model must declare the "
-            "original-layout names of its head (see modeling.task_models.BertTaskModel)")
+            "original-layout names of its head (see modeling.bert.task_models.BertTaskModel)")
     bilstm = getattr(model, "bilstm", None)
     on_top = bilstm.tf1_variables() if bilstm is not None else []
     return collections.OrderedDict(encoder_names(model) + on_top + list(head_variables()))
@@ -180,7 +180,7 @@ def is_tf1_layout(shapes):
 def encoder_of(model):
     """The encoder of `model` (an encoder, or a task model holding one as `bert`)."""
     encoder_class = families.of_model(model).models["encoder"]
-    return model if isinstance(model, encoder_class) else model.bert
+    return model if isinstance(model, encoder_class) else model.encoder
 
 
 @dataclasses.dataclass
@@ -203,14 +203,14 @@ class Encoder:
       another model: a config with another num_hidden_layers, a checkpoint of another model).
       A fine-tuning head the checkpoint lacks is only newly initialised.
     num_hidden_layers: the config's, for the message.
-    config_file: the bert_config.json the model was built from, for the message (default: the
-      flag's name).
+    config_file: the config file the model was built from, for the message (default: the
+      flag's name, `ModelFamily.config_flag`).
     """
 
     names: collections.abc.Collection
     num_hidden_layers: int = None
     config_file: str = None
-    family: object = None  # its `modeling.families.ModelFamily`, for the message
+    family: object = None  # its `modeling.family.ModelFamily`, for the message
 
     @classmethod
     def of(cls, model, names, config_file=None):
@@ -241,7 +241,7 @@ def assign_checked(names, source_shapes, get_tensor, source, strict, encoder=Non
             report.loaded.append(name)
     report.unexpected = sorted(n for n in source_shapes if n not in names)
     if report.mismatched or (strict and (report.missing or report.unexpected)):
-        raise ValueError(_describe_problems(report, names, strict))
+        raise ValueError(_describe_problems(report, names, strict, encoder))
     if encoder is not None:
         check_encoder(report, encoder, source_shapes)
     for name in report.loaded:
@@ -269,7 +269,8 @@ def check_encoder(report, encoder, source_shapes):
              if _LAYER.match(n) and _LAYER.sub(_first_layer, n, count=1) in encoder.names]
     if not missing and not extra:
         return
-    config = encoder.config_file or "--bert_config_file"
+    family = encoder.family or families.of_original_names(())
+    config = family.config_flag(encoder.config_file)
     message = f"Checkpoint {report.checkpoint} does not hold the encoder of the model of {config}: "
     if missing:
         message += (f"{len(missing)} of its {len(required)} encoder variables are missing "
@@ -286,17 +287,18 @@ def check_encoder(report, encoder, source_shapes):
         name = encoder.family.name.upper()
         message += (f"; it holds no {name} encoder (is it a {name} checkpoint? it holds "
                     f"{_listing(sorted(source_shapes), 3) or 'nothing'})")
-    raise ValueError(message + ". Use the bert_config.json that came with the checkpoint: "
+    raise ValueError(message + f". Use the {family.config_file} that came with the checkpoint: "
                      "nothing was loaded")
 
 
-def _describe_problems(report, names, strict):
+def _describe_problems(report, names, strict, encoder=None):
+    config_file = encoder.family.config_file if encoder and encoder.family else "bert_config.json"
     lines = [f"Checkpoint {report.checkpoint} does not match the model:"]
     for name, model_shape, ckpt_shape in report.mismatched:
         lines.append(f"  shape mismatch {name}: model {list(model_shape)}, checkpoint {list(ckpt_shape)}")
         if name.endswith("word_embeddings"):
             lines.append(
-                "    (vocab_size in bert_config.json must equal the checkpoint's vocabulary size)"
+                f"    (vocab_size in {config_file} must equal the checkpoint's vocabulary size)"
             )
     if strict:
         lines += [f"  missing from checkpoint: {n} {list(names[n].shape)}" for n in report.missing]

@@ -32,11 +32,13 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from modeling import families, lora
+from modeling import families
+from modeling.layers import lora
 from modeling.checkpoint import adapters, hugging_face, original, run_files
 from modeling.checkpoint.layout import (
-    HF_WEIGHT_FILES, check_partial_directory, hf_home, is_hf_directory, is_hf_weights_file,
-    read_casing)
+    check_partial_directory, hf_home, is_hf_weights_file, read_casing)
+from modeling.hf_directory import HF_WEIGHT_FILES, is_hf_directory
+from modeling.family import ModelFamily
 
 ORIGINAL, RUN, HUGGING_FACE = "original", "run", "hugging_face"
 
@@ -89,7 +91,7 @@ class Checkpoint:
     path: as given. flag: the flag that gave it (named in every message).
     layout: ORIGINAL, RUN or HUGGING_FACE.
     location: the TensorFlow checkpoint prefix, or the Hugging Face directory or weights file.
-    family: its `modeling.families.ModelFamily`.
+    family: its `modeling.family.ModelFamily`.
     shapes: `{name: shape}` of its weights, optimizer slots left out: original names (ORIGINAL)
       or variable paths (RUN); empty for HUGGING_FACE (its weights are read when loaded).
     config, config_file: the config it carries and its file (a Hugging Face `config.json`), or
@@ -108,7 +110,7 @@ class Checkpoint:
     flag: Optional[str]
     layout: str
     location: str
-    family: families.ModelFamily
+    family: ModelFamily
     shapes: dict
     config: object = None
     config_file: Optional[str] = None
@@ -221,7 +223,7 @@ class Checkpoint:
                 why = self._recorded_task_hint(task)
             raise ValueError("\n".join(
                 [f"Checkpoint {named} does not fit the model of "
-                 f"{config_file or '--bert_config_file'}:"] + mismatched + why))
+                 f"{families.of_model(model).config_flag(config_file)}:"] + mismatched + why))
         report = original.LoadReport(
             named, [n for n in source.names if n in source.shapes],
             [n for n in source.names if n not in source.shapes],
@@ -251,12 +253,13 @@ class Checkpoint:
         from `config_file`): the encoder's shapes are another model size's."""
         if not self.record_path:
             return []
+        config_file = families.of_model(model).config_flag(config_file)
         recorded_file = os.path.join(os.path.dirname(self.record_path), "bert_config.json")
         recorded = run_files.read_json_object(recorded_file) if os.path.isfile(
             recorded_file) else None
         if recorded is None:
             return [f"  the encoder is another model size's than "
-                    f"{config_file or '--bert_config_file'} describes: pass the config its run "
+                    f"{config_file} describes: pass the config its run "
                     f"({self.record_path}) trained"]
         given = original.encoder_of(model).config.to_dict()
         differ = [f"{key} {given[key]!r}, the run's {recorded[key]!r}"
@@ -265,7 +268,7 @@ class Checkpoint:
         if not differ:  # the run's own sizes: the shapes differ for another reason
             return []
         return [f"  the encoder is another model size's: its run ({self.record_path}) trained "
-                f"the model of {recorded_file}, not that of {config_file or '--bert_config_file'}"
+                f"the model of {recorded_file}, not that of {config_file}"
                 f" ({'; '.join(differ)}): pass --bert_config_file={recorded_file}, or leave it "
                 "out"]
 

@@ -24,7 +24,8 @@ import os
 from typing import Optional
 
 from modeling.checkpoint.layout import (
-    HF_DIRECTORY, RUN_RECORD, VOCAB_KEY, checkpoint_folder, hf_home, run_directories)
+    RUN_RECORD, VOCAB_KEY, checkpoint_folder, hf_home, run_directories)
+from modeling.hf_directory import HF_DIRECTORY
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"

@@ -4,7 +4,7 @@ At `max_seq_length=512` over half the tokens of Wikipedia's pairs are padding (K
 2021, arXiv 2107.02027; `bench/packing.py` prints the share on the bundled novels); a packed row
 fills that room with more pairs, so a step of the same static shape trains on more tokens. Each
 pair keeps what it has unpacked: its positions restart at 0 (`position_ids`), its attention
-stays inside it (`sequence_ids`, `modeling.attention.mask_bias`), its masked tokens are
+stays inside it (`sequence_ids`, `modeling.layers.attention.mask_bias`), its masked tokens are
 predicted as before and its next-sentence label is read from its own [CLS] (`sequence_starts`);
 the losses are the means over the same masked tokens and the same pairs. Packed and unpacked
 batches of the same pairs give the same losses and gradients (tests/test_packing.py).

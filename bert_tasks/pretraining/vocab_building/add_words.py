@@ -275,7 +275,7 @@ def run(opts):
 def _write(opts, config, vocab_lines, vocab, words):
     """`run`'s work once the inputs are checked."""
     from bert_runner.results import check_writable_dir
-    from modeling import families, checkpoint as checkpoints
+    from modeling import checkpoint as checkpoints, families
 
     check_writable_dir(opts.output_dir, "output_dir")
     held = [name for name in (CHECKPOINT_NAME + ".index", "bert_config.json", "vocab.txt")

@@ -1,15 +1,15 @@
 """`BertSentenceEncoder`: the encoder giving one vector per text (sentence embeddings), trained
 with in-batch negatives (`in_batch_negatives_loss`; run_sentence_embeddings.py).
 
-There is no head: the vector is the encoder's last layer pooled (`modeling.pooling.pool`: "cls",
-"mean" or "max", optionally L2-normalised), so the checkpoint holds the encoder's variables alone,
-under the names every other model's encoder has, and any script loads it as an encoder
+There is no head: the vector is the encoder's last layer pooled (`modeling.layers.pooling.pool`:
+"cls", "mean" or "max", optionally L2-normalised), so the checkpoint holds the encoder's variables
+alone, under the names every other model's encoder has, and any script loads it as an encoder
 (extract_features.py --pooling, export_model.py --format=embedding).
 """
 from keras import ops
 
-from modeling.pooling import POOLING_METHODS, pool
-from modeling.task_models import BertTaskModel
+from modeling.layers.pooling import POOLING_METHODS, pool
+from modeling.bert.task_models import BertTaskModel
 
 _TEXT_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_type_ids")
 

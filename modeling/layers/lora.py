@@ -28,17 +28,17 @@ ADAPTER_VARIABLES = ("lora_a", "lora_b", "lora_scale")
 
 
 def enable_lora(model, rank, alpha=None, targets="query_value"):
-    """Freezes every variable of `model.bert` (embeddings, layers, pooler) and adds adapters of
+    """Freezes every variable of `model.encoder` (embeddings, layers, pooler) and adds adapters of
     `rank` to the `targets` kernels of each encoder layer; the rest of `model` (its head, a
     BiLSTM on top) stays trainable. `alpha` None: the rank (scale 1). Returns `model`."""
     if targets not in TARGETS:
         raise ValueError(f"LoRA targets {targets!r} are not one of {', '.join(TARGETS)}")
     if rank < 1:
         raise ValueError(f"the LoRA rank must be at least 1, got {rank}")
-    for variable in model.bert.variables:
+    for variable in model.encoder.variables:
         variable.trainable = False
     scale = float(alpha if alpha is not None else rank) / rank
-    for layer in model.bert.encoder_layers:
+    for layer in model.encoder.encoder_layers:
         layer.enable_lora(rank, scale, TARGETS[targets])
     return model
 
@@ -55,7 +55,7 @@ def check_rank(rank, config, config_file=None):
 def adapters(model):
     """`{kernel path: (kernel, lora_a, lora_b, lora_scale)}` of `model`'s encoder layers."""
     found = {}
-    for layer in getattr(model, "bert", model).encoder_layers:
+    for layer in getattr(model, "encoder", model).encoder_layers:
         for kernel, (a, b, scale) in layer.lora_adapters():
             found[kernel.path] = (kernel, a, b, scale)
     return found

@@ -1,16 +1,16 @@
 """ELECTRA's task models: BERT's heads over ELECTRA's encoder (`ElectraModel`); its SQuAD model,
-the original's own head, is `modeling.electra_squad.ElectraSquadModel`.
+the original's own head, is `modeling.electra.squad.ElectraSquadModel`.
 
 The original ELECTRA's fine-tuning heads read what BERT's read, with no pooler: a sequence's
 vector is its first token's (`get_pooled_output`), which `ElectraModel` returns as
 `pooled_output`, so each model here is its BERT counterpart with `encoder_class` changed; heads,
 variable names and losses are BERT's.
 """
-from modeling.electra_model import ElectraModel
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.sentence_encoder import BertSentenceEncoder
-from modeling.task_models import BertClassifier, BertMultiLabelClassifier
-from modeling.token_classifier import BertTokenClassifier
+from modeling.electra.encoder import ElectraModel
+from modeling.bert.multiple_choice import BertMultipleChoice
+from modeling.bert.sentence_encoder import BertSentenceEncoder
+from modeling.bert.task_models import BertClassifier, BertMultiLabelClassifier
+from modeling.bert.token_classifier import BertTokenClassifier
 
 
 class ElectraClassifier(BertClassifier):

@@ -2,8 +2,8 @@
 import keras
 from keras import ops
 
-from modeling.hashed_dropout import HashedDropout
-from modeling.initializers import truncated_normal
+from modeling.layers.hashed_dropout import HashedDropout
+from modeling.layers.initializers import truncated_normal
 
 # The original's contrib layer_norm epsilon; Keras' default (1e-3) moves outputs by ~1e-2.
 LAYER_NORM_EPSILON = 1e-12

@@ -17,7 +17,7 @@ import json
 
 from absl import logging
 
-from modeling.config import REQUIRED_KEYS, BertConfig
+from modeling.bert.config import REQUIRED_KEYS, BertConfig
 
 # util/training_utils.get_bert_config: (hidden_size, num_hidden_layers) by model size.
 MODEL_SIZES = {"small": (256, 12), "base": (768, 12), "large": (1024, 24)}
@@ -44,7 +44,7 @@ _MODEL_HPARAMS = ("model_size", "model_hparam_overrides", "embedding_size", "voc
 _UNSUPPORTED = {"uniform_generator": False, "two_tower_generator": False,
                 "untied_generator_embeddings": False, "untied_generator": True,
                 "electric_objective": False, "electra_objective": True}
-# The original's activation names as this project's (`modeling.activations`).
+# The original's activation names as this project's (`modeling.layers.activations`).
 _ACTIVATIONS = {"gelu": "gelu_exact", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
 

@@ -10,7 +10,7 @@ keep it.
 """
 import keras
 
-from modeling.task_models import BertClassifier
+from modeling.bert.task_models import BertClassifier
 
 
 class BertTokenClassifier(BertClassifier):

@@ -1,6 +1,6 @@
 """`ElectraModel`: the encoder of the original ELECTRA's `model/modeling.BertModel`, as Keras 3."""
-from modeling.bert_model import BertModel
-from modeling.electra_config import ElectraConfig
+from modeling.bert.encoder import BertModel
+from modeling.electra.config import ElectraConfig
 
 
 class ElectraModel(BertModel):

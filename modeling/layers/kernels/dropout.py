@@ -11,14 +11,14 @@ the same hash, so they draw the same masks, on every backend.
 An element's index is its flat index in the tensor, or, with `rows`, its row's number times the
 row's size plus its place in the row: the encoder numbers each token's row by its position on
 the padded `[B, S]` grid, so a token draws the same mask whether its row is computed on the grid
-(XLA), among the real-token rows only, or in a group of rows (`modeling.token_rows`).
+(XLA), among the real-token rows only, or in a group of rows (`modeling.layers.token_rows`).
 """
 import functools
 
 import numpy as np
 from keras import ops
 
-from modeling.kernels import xla
+from modeling.layers.kernels import xla
 
 # lowbias32 (C. Wellons' hash prospector): a full-avalanche 32-bit mix.
 _MIX = (0x7FEB352D, 0x846CA68B)

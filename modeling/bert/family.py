@@ -8,15 +8,15 @@ fixed rules (`hf_name`, inverted by `original_name`), so the two layouts cannot 
 """
 import re
 
-from modeling.bert_model import BertModel
-from modeling.checkpoint_names import encoder_names
-from modeling.config import REQUIRED_KEYS, BertConfig
-from modeling.families import ModelFamily, register
-from modeling.multiple_choice import BertMultipleChoice
-from modeling.sentence_encoder import BertSentenceEncoder
-from modeling.task_models import (
+from modeling.bert.encoder import BertModel
+from modeling.bert.checkpoint_names import encoder_names
+from modeling.bert.config import REQUIRED_KEYS, BertConfig
+from modeling.family import ModelFamily
+from modeling.bert.multiple_choice import BertMultipleChoice
+from modeling.bert.sentence_encoder import BertSentenceEncoder
+from modeling.bert.task_models import (
     BertClassifier, BertMultiLabelClassifier, BertPretrainer, BertSpanLabeler)
-from modeling.token_classifier import BertTokenClassifier
+from modeling.bert.token_classifier import BertTokenClassifier
 
 SCOPE = "bert"
 
@@ -145,10 +145,7 @@ def hf_folders(model):
     as it saves it); None for the others (the encoder as `BertModel`)."""
     if not isinstance(model, BertPretrainer):
         return None
-    # (imported here: the checkpoint package imports the families)
-    from modeling.checkpoint.hugging_face import hf_tensors
-
-    tensors = hf_tensors(BERT, encoder_variable_map(model.bert) + model.tf1_head_variables())
+    tensors = BERT.hf_tensors(encoder_variable_map(model.encoder) + model.tf1_head_variables())
     return [("", {**config_to_hf(model.config), "architectures": [PRETRAINING_ARCHITECTURE]},
              tensors)]
 
@@ -169,7 +166,7 @@ def normalise_hf_names(tensors):
     return out
 
 
-BERT = register(ModelFamily(
+BERT = ModelFamily(
     name="bert",
     config_class=BertConfig,
     claims_config=claims_config,
@@ -188,4 +185,4 @@ BERT = register(ModelFamily(
     config_to_hf=config_to_hf,
     hf_encoder_prefix=f"{SCOPE}.",
     hf_folders=hf_folders,
-))
+)

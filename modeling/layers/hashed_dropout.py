@@ -1,13 +1,13 @@
 """`HashedDropout`: `keras.layers.Dropout` with the encoder's hashed masks (`kernels.dropout`)."""
 import keras
 
-from modeling.kernels import dropout, use_fast
+from modeling.layers.kernels import dropout, use_fast
 
 
 class HashedDropout(keras.layers.Layer):
     """Dropout at `rate` whose mask is a hash of each element's index and a seed drawn from the
-    layer's `SeedGenerator` (`modeling.kernels.dropout`), where `keras.layers.Dropout` draws it
-    from the backend's random ops. The same seed gives the same mask whether the step runs op
+    layer's `SeedGenerator` (`modeling.layers.kernels.dropout`), where `keras.layers.Dropout` draws
+    it from the backend's random ops. The same seed gives the same mask whether the step runs op
     by op or XLA-compiles (TensorFlow's random ops give XLA another stream), so a
     `--jit_compile` run trains what the same run without it trains.
 

@@ -12,8 +12,8 @@ import math
 
 from keras import ops
 
-from modeling import activations
-from modeling.kernels import xla
+from modeling.layers import activations
+from modeling.layers.kernels import xla
 
 
 def gelu(x, *, approximate, bias=None, fast):
@@ -23,7 +23,8 @@ def gelu(x, *, approximate, bias=None, fast):
     Args:
         x: `[..., I]` a dense layer's matmul, in the compute dtype.
         bias: `[I]` that layer's bias (added in the dtype of `x`, as the layer adds it), or None.
-        fast: the TensorFlow kernel (`modeling.kernels.use_fast`); else the `keras.ops` reference.
+        fast: the TensorFlow kernel (`modeling.layers.kernels.use_fast`); else the `keras.ops`
+        reference.
     Returns:
         `[..., I]` in the dtype of `x`, the GELU computed in float32 (the fast kernel) or in the
         dtype of `x` (the reference).

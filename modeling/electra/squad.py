@@ -26,9 +26,9 @@ names only `qa_hidden` (its "qa_logits" is the name of a squeeze op, not of a la
 import keras
 from keras import ops
 
-from modeling.activations import gelu_exact
-from modeling.electra_model import ElectraModel
-from modeling.task_models import BertTaskModel
+from modeling.layers.activations import gelu_exact
+from modeling.electra.encoder import ElectraModel
+from modeling.bert.task_models import BertTaskModel
 
 # The original's configure_finetuning defaults.
 BEAM_SIZE = 20

@@ -4,19 +4,19 @@ import functools
 import keras
 from keras import ops
 
-from modeling import activations
-from modeling.attention import attention
-from modeling.embeddings import LAYER_NORM_EPSILON
-from modeling.initializers import truncated_normal
-from modeling.kernels import dropout_add_layer_norm, gelu, use_fast
+from modeling.layers import activations
+from modeling.layers.attention import attention
+from modeling.layers.embeddings import LAYER_NORM_EPSILON
+from modeling.layers.initializers import truncated_normal
+from modeling.layers.kernels import dropout_add_layer_norm, gelu, use_fast
 
 
 class TransformerLayer(keras.layers.Layer):
     """`a = LN(x + drop(dense(attn(x))))`, `y = LN(a + drop(dense(act(dense(a)))))`: the
     original `transformer_model`'s loop body.
 
-    The elementwise steps are `modeling.kernels` functions (GELU, dropout + residual +
-    LayerNorm) and `modeling.attention.attention`; `kernels` chooses their fast TensorFlow
+    The elementwise steps are `modeling.layers.kernels` functions (GELU, dropout + residual +
+    LayerNorm) and `modeling.layers.attention.attention`; `kernels` chooses their fast TensorFlow
     versions or the `keras.ops` reference. Each dense layer's bias is added by the function that
     reads its matmul (a GELU or LayerNorm kernel, the move onto the attention heads), which is
     where the fast kernels take it.
@@ -26,18 +26,18 @@ class TransformerLayer(keras.layers.Layer):
     compute. The dropout seeds are drawn before, outside the recomputed function, so the second
     pass draws the same masks and the gradients are those of the stored-activation layer.
 
-    Variables (paths under the layer's; the original's names in `modeling.families.bert`):
+    Variables (paths under the layer's; the original's names in `modeling.bert.family`):
     `self/{query,key,value}/{kernel,bias}`, `attention_output_dense/{kernel,bias}`,
     `attention_output_LayerNorm/{gamma,beta}`, `intermediate_dense/{kernel,bias}`,
     `output_dense/{kernel,bias}`, `output_LayerNorm/{gamma,beta}`, created in this order (the
     original's); LayerNorm variables are float32 under every dtype policy.
 
     With `causal=True` (a left-to-right model, `BertConfig.causal`) each position attends to the
-    positions up to itself only (`modeling.attention.mask_bias`).
+    positions up to itself only (`modeling.layers.attention.mask_bias`).
 
     Call args:
         x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real
-            rows (`modeling.token_rows`).
+            rows (`modeling.layers.token_rows`).
         layout: `GridRows` or `RealRows` of the batch's int `[B, S]` input mask.
         training: enables dropout.
         first_row_apart: compute each sequence's first row (`[CLS]`) and the other rows as two
@@ -81,7 +81,8 @@ class TransformerLayer(keras.layers.Layer):
         self.attention_dropout = _seed_generator(attention_dropout_rate)
         self.attention_output_dropout = _seed_generator(hidden_dropout_rate)
         self.output_dropout = _seed_generator(hidden_dropout_rate)
-        # {kernel path: (lora_a, lora_b, lora_scale)}: `enable_lora`'s adapters (`modeling.lora`).
+        # {kernel path: (lora_a, lora_b, lora_scale)}: `enable_lora`'s adapters
+        # (`modeling.layers.lora`).
         self._lora = {}
 
     def build(self, input_shape=None):
@@ -190,7 +191,8 @@ class TransformerLayer(keras.layers.Layer):
     def enable_lora(self, rank, scale, targets):
         """Adds `lora_a [in, rank]`, `lora_b [rank, out]` and `lora_scale` (= `scale`) beside each
         kernel of `targets` ("query", "key", "value", "attention_output", "intermediate",
-        "output"), under the kernel's own scope (`.../self/query/lora_a`); see `modeling.lora`."""
+        "output"), under the kernel's own scope (`.../self/query/lora_a`); see
+        `modeling.layers.lora`."""
         self._tracker.unlock()
         try:
             for target in targets:
@@ -223,7 +225,7 @@ class TransformerLayer(keras.layers.Layer):
 
     def _intermediate_activation(self, x):
         """`act(x + bias)` with the intermediate dense layer's bias; a GELU is one kernel with
-        the bias (`modeling.kernels.gelu`)."""
+        the bias (`modeling.layers.kernels.gelu`)."""
         if self.activation in (activations.gelu, activations.gelu_exact):
             return gelu(x, approximate=self.activation is activations.gelu,
                         bias=self.intermediate_bias, fast=self._fast)

@@ -1,15 +1,17 @@
-"""Model families: what a kind of encoder is, each in one module (`modeling.families.bert`).
+"""The model-family contract: what a kind of encoder declares, so that the checkpoint package,
+the optimizer and the tasks serve it without naming it.
 
-A family declares its config class, its encoder and task models (its heads, by the kind of task
-they serve), its variables' names in the original TF1 layout, the rules that turn those into
-Hugging Face's names and back, and how its Hugging Face `config.json` reads and writes. The
-checkpoint package (`modeling.checkpoint`) reads and writes every registered family through this
-contract, and the tasks build their models with `build_model(kind, config, ...)`, so a new family
-is its module, its tests and one `register` call here; nothing in `bert_runner/` or
-`bert_tasks/` changes (docs/adding_a_model_family.md).
+A family (`modeling.bert.family.BERT`, `modeling.electra.family.ELECTRA`) declares its config
+class, its encoder and task models (its heads, by the kind of task they serve), its variables'
+names in the original TF1 layout, the rules that turn those into Hugging Face's names and back,
+and how its Hugging Face `config.json` reads and writes. This module imports no family and no
+checkpoint code: both import it, and `modeling.families` lists the families
+(docs/adding_a_model_family.md).
 """
 import dataclasses
 from typing import Callable, Mapping
+
+import numpy as np
 
 # The kinds of model a family builds, the keys of `ModelFamily.models`, with the arguments each
 # takes after the config:
@@ -71,6 +73,9 @@ class ModelFamily:
       both heads as `BertForPreTraining`). None (the function's answer for the other models, or
       the field's): the encoder alone, as the bare model saves it (names without
       `hf_encoder_prefix`, `config_to_hf` of its config).
+    config_file: what its users call the config file they give as --bert_config_file (the
+      original's flag, which every family's scripts keep), in messages: BERT's
+      "bert_config.json", ELECTRA's "--hparams JSON".
     """
 
     name: str
@@ -92,6 +97,7 @@ class ModelFamily:
     config_from_checkpoint: Callable = None
     read_hf: Callable = None
     hf_folders: Callable = None
+    config_file: str = "bert_config.json"
 
     def __post_init__(self):
         unknown = sorted(set(self.models) - set(MODEL_KINDS))
@@ -106,80 +112,25 @@ class ModelFamily:
                              f"{', '.join(self.models)})")
         return self.models[kind](config, *args, **options)
 
+    def hf_tensors(self, names):
+        """`{Hugging Face name: float32 array as saved}` of `[(original name, variable)]` by the
+        family's names (`hf_name`; kernels transposed to PyTorch's `[out, in]`)."""
+        tensors = {}
+        for name, var in names:
+            hf, transpose = self.hf_name(name)
+            value = np.asarray(var, dtype=np.float32)
+            tensors[hf] = value.T if transpose else value
+        return tensors
+
+    def config_flag(self, config_file=None):
+        """How a message names the config a model was built from: its path when known, else the
+        flag, with what this family's file is when it is not BERT's."""
+        if config_file:
+            return str(config_file)
+        if self.config_file == "bert_config.json":
+            return "--bert_config_file"
+        return f"--bert_config_file (the {self.config_file})"
+
     def holds_encoder(self, names):
         """Whether original-layout `names` hold this family's encoder."""
         return f"{self.original_scope}/embeddings/word_embeddings" in names
-
-
-_FAMILIES = {}
-
-
-def register(family):
-    """Adds `family` (a `ModelFamily`); returns it."""
-    _FAMILIES[family.name] = family
-    return family
-
-
-def families():
-    """Every registered family, in registration order."""
-    return list(_FAMILIES.values())
-
-
-def get(name):
-    """The family named `name`; ValueError listing the known ones."""
-    if name not in _FAMILIES:
-        raise ValueError(f"unknown model family {name!r} (known: {', '.join(_FAMILIES)})")
-    return _FAMILIES[name]
-
-
-def of_config(config):
-    """The family of a config object: the family of its class, else of the nearest class it
-    derives from (`ElectraConfig` is a `BertConfig`)."""
-    for cls in type(config).__mro__:
-        for family in _FAMILIES.values():
-            if family.config_class is cls:
-                return family
-    raise TypeError(f"{type(config).__name__} is the config of no registered model family")
-
-
-def of_model(model):
-    """The family of a model the families build (its `config`)."""
-    return of_config(model.config)
-
-
-def of_config_file(data):
-    """The family whose config file holds `data` (`claims_config`): of several, the last
-    registered (a family whose file extends another's, as ELECTRA's bert_config.json adds keys
-    to BERT's, registers after it); the first family (BERT) when none claims it (its reader then
-    says what the file lacks)."""
-    return next((f for f in reversed(_FAMILIES.values()) if f.claims_config(data)),
-                next(iter(_FAMILIES.values())))
-
-
-def of_hf_model_type(model_type, source):
-    """The family reading Hugging Face `config.json` files of `model_type`; ValueError naming
-    `source` (the file) for a model type no family reads."""
-    for family in _FAMILIES.values():
-        if model_type in family.hf_model_types:
-            return family
-    known = ", ".join(t for f in _FAMILIES.values() for t in f.hf_model_types)
-    raise ValueError(f"{source}: model_type {model_type!r} is not a model this project reads "
-                     f"({known})")
-
-
-def of_original_names(names):
-    """The family whose encoder original-layout `names` hold; the first family (BERT) when no
-    family's is there (the checks of the load then say what is missing)."""
-    for family in _FAMILIES.values():
-        if family.holds_encoder(names):
-            return family
-    return next(iter(_FAMILIES.values()))
-
-
-def build_model(kind, config, *args, **options):
-    """The `kind` model of `config`'s family: how a task builds its model."""
-    return of_config(config).build(kind, config, *args, **options)
-
-
-from modeling.families import bert  # noqa: E402,F401  (registers the BERT family)
-from modeling.families import electra  # noqa: E402,F401  (registers the ELECTRA family)

@@ -24,16 +24,17 @@ import re
 
 import numpy as np
 
-from modeling.checkpoint.layout import HF_WEIGHT_FILES, is_hf_directory, json_object
-from modeling.checkpoint_names import encoder_names
-from modeling.electra_config import ElectraConfig, claims_config, config_from_file
-from modeling.electra_model import ElectraModel
-from modeling.electra_pretrainer import ElectraPretrainer
-from modeling.electra_squad import ElectraSquadModel
-from modeling.electra_task_models import (
+from modeling.bert.checkpoint_names import encoder_names
+from modeling.hf_directory import HF_WEIGHT_FILES, is_hf_directory, json_object
+from modeling.electra.config import ElectraConfig, claims_config, config_from_file
+from modeling.electra.encoder import ElectraModel
+from modeling.electra.pretrainer import ElectraPretrainer
+from modeling.electra.squad import ElectraSquadModel
+from modeling.electra.task_models import (
     ElectraClassifier, ElectraMultiLabelClassifier, ElectraMultipleChoice, ElectraSentenceEncoder,
     ElectraTokenClassifier)
-from modeling.families import ModelFamily, bert, register
+from modeling.bert import family as bert
+from modeling.family import ModelFamily
 
 SCOPE = "electra"
 # The original's fine-tuning default (configure_finetuning.py), and its large model's.
@@ -245,12 +246,9 @@ def hf_folders(model):
     (the encoder as `ElectraModel`)."""
     if not isinstance(model, ElectraPretrainer):
         return None
-    # (imported here: the checkpoint package imports the families)
-    from modeling.checkpoint.hugging_face import hf_tensors
-
-    config, encoder = model.config, encoder_variable_map(model.bert)
+    config, encoder = model.config, encoder_variable_map(model.encoder)
     _check_generator_activation(config, "the ELECTRA pre-training model")
-    discriminator = hf_tensors(ELECTRA, encoder + model.discriminator_predictions.original_names(
+    discriminator = ELECTRA.hf_tensors(encoder + model.discriminator_predictions.original_names(
         "discriminator_predictions"))
     tables = [(name, var) for name, var in encoder if name.startswith(_TABLES)]
     own = [(f"{SCOPE}/{name[len(_GENERATOR_SCOPE) + 1:]}"
@@ -260,7 +258,7 @@ def hf_folders(model):
                         if key not in _GENERATOR_KEYS}
     return [("", {**config_to_hf(config), "architectures": [_DISCRIMINATOR]}, discriminator),
             (GENERATOR_FOLDER, {**generator_config, "architectures": [_GENERATOR]},
-             hf_tensors(ELECTRA, tables + own))]
+             ELECTRA.hf_tensors(tables + own))]
 
 
 def layerwise_lr_decay(config):
@@ -269,7 +267,7 @@ def layerwise_lr_decay(config):
         LAYERWISE_LR_DECAY
 
 
-ELECTRA = register(ModelFamily(
+ELECTRA = ModelFamily(
     name="electra",
     config_class=ElectraConfig,
     claims_config=claims_config,
@@ -290,6 +288,7 @@ ELECTRA = register(ModelFamily(
     warmup_rule="electra",
     layerwise_lr_decay=layerwise_lr_decay,
     config_from_checkpoint=ElectraConfig.from_original_shapes,
+    config_file="--hparams JSON",
     read_hf=read_hf,
     hf_folders=hf_folders,
-))
+)

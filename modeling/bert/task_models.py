@@ -1,16 +1,16 @@
 """The encoder with a head attached: pre-training, sequence classification, SQuAD spans.
 
 Each model takes the feature dict its script's TFRecords decode to and returns a dict of logits;
-losses are in `modeling.losses`. The encoder is always reachable as `.bert`. A new head subclasses
-`BertTaskModel` and names its variables in the original checkpoint layout with
+losses are in `modeling.losses`. The encoder is always reachable as `.encoder`. A new head
+subclasses `BertTaskModel` and names its variables in the original checkpoint layout with
 `tf1_head_variables()`; nothing else needs to know about it to load or save TF1 checkpoints.
 """
 import keras
 
-from modeling.bert_model import BertModel
-from modeling.bilstm import BiLstmOnTop
-from modeling.checkpoint_names import dense_names, layer_norm_names, output_layer_names
-from modeling.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
+from modeling.bert.encoder import BertModel
+from modeling.layers.bilstm import BiLstmOnTop
+from modeling.bert.checkpoint_names import dense_names, layer_norm_names, output_layer_names
+from modeling.layers.heads import ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead
 
 
 def _encoder_inputs(features):
@@ -25,15 +25,15 @@ def _encoder_inputs(features):
 
 
 class BertTaskModel(keras.Model):
-    """Base of the task models: the encoder as `.bert`, a config, serialisation.
+    """Base of the task models: the encoder as `.encoder`, a config, serialisation.
 
     Subclasses build their head in `__init__` (built there, so variables exist before the first
     call and checkpoints can be loaded at once), implement `call(features, training)` returning a
     dict of float32 tensors, `get_config()`, and `tf1_head_variables()`.
 
     `kernels` is the encoder's (`BertModel`): `"fast"` or `"reference"`. `bilstm_on_top`: the
-    paper's "+ BiLSTM" (`modeling.bilstm.BiLstmOnTop`, as `.bilstm`) between the encoder and the
-    head, which then reads its outputs (`encode`); the head's shapes stay the same.
+    paper's "+ BiLSTM" (`modeling.layers.bilstm.BiLstmOnTop`, as `.bilstm`) between the encoder and
+    the head, which then reads its outputs (`encode`); the head's shapes stay the same.
     """
 
     # The encoder's class: a family's task models differ from BERT's by it (`ElectraModel`).
@@ -42,7 +42,7 @@ class BertTaskModel(keras.Model):
     def __init__(self, config, name, kernels="fast", bilstm_on_top=False, **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
-        self.bert = self.encoder_class(config, kernels=kernels, dtype=self.dtype_policy)
+        self.encoder = self.encoder_class(config, kernels=kernels, dtype=self.dtype_policy)
         self.bilstm = None
         if bilstm_on_top:
             self.bilstm = BiLstmOnTop(self.config.hidden_size, dtype=self.dtype_policy,
@@ -53,7 +53,7 @@ class BertTaskModel(keras.Model):
         """The encoder's outputs for a TFRecord feature dict; with the BiLSTM on top, its
         per-token outputs as `sequence_output` and its final states as `pooled_output`."""
         inputs = _encoder_inputs(features)
-        outputs = self.bert(inputs, training=training, skip_padding=skip_padding)
+        outputs = self.encoder(inputs, training=training, skip_padding=skip_padding)
         if self.bilstm is None:
             return outputs
         mask = inputs["input_mask"]
@@ -64,14 +64,14 @@ class BertTaskModel(keras.Model):
 
     @property
     def config(self):
-        return self.bert.config
+        return self.encoder.config
 
     def _config_dict(self):
         return {
             "name": self.name,
             "config": self.config.to_dict(),
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "kernels": self.bert.kernels,
+            "kernels": self.encoder.kernels,
             "bilstm_on_top": self.bilstm is not None,
         }
 
@@ -114,14 +114,13 @@ class BertPretrainer(BertTaskModel):
     skip_padding = False
 
     def call(self, features, training=False):
-        outputs = self.bert(_encoder_inputs(features), training=training,
+        outputs = self.encoder(_encoder_inputs(features), training=training,
                             skip_padding=self.skip_padding)
-        mlm = self.masked_lm(
-            outputs["sequence_output"], features["masked_lm_positions"], self.bert.embedding_table
-        )
+        mlm = self.masked_lm(outputs["sequence_output"], features["masked_lm_positions"],
+                             self.encoder.embedding_table)
         pooled = outputs["pooled_output"]
         if "sequence_starts" in features:
-            pooled = self.bert.pool(outputs["sequence_output"], features["sequence_starts"])
+            pooled = self.encoder.pool(outputs["sequence_output"], features["sequence_starts"])
         nsp = keras.ops.cast(self.next_sentence(pooled), "float32")
         return {"masked_lm_logits": mlm, "next_sentence_logits": nsp}
 
@@ -159,7 +158,7 @@ class BertClassifier(BertTaskModel):
         outputs = self.encode(features, training=training, skip_padding=True)
         pooled = outputs["pooled_output"]
         if "sequence_starts" in features:
-            pooled = self.bert.pool(outputs["sequence_output"], features["sequence_starts"])
+            pooled = self.encoder.pool(outputs["sequence_output"], features["sequence_starts"])
         return {"logits": keras.ops.cast(self.classifier(pooled, training=training), "float32")}
 
     def get_config(self):

@@ -12,10 +12,10 @@
 import keras
 from keras import ops
 
-from modeling.activations import get_activation
-from modeling.embeddings import LAYER_NORM_EPSILON
-from modeling.hashed_dropout import HashedDropout
-from modeling.initializers import truncated_normal
+from modeling.layers.activations import get_activation
+from modeling.layers.embeddings import LAYER_NORM_EPSILON
+from modeling.layers.hashed_dropout import HashedDropout
+from modeling.layers.initializers import truncated_normal
 
 
 def gather_positions(sequence_output, positions):

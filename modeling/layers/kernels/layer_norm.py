@@ -11,8 +11,8 @@ import functools
 
 from keras import ops
 
-from modeling.kernels import xla
-from modeling.kernels.dropout import dropout
+from modeling.layers.kernels import xla
+from modeling.layers.kernels.dropout import dropout
 
 
 def dropout_add_layer_norm(h, residual, gamma, beta, *, epsilon, rate=0.0, seed=None, rows=None,
@@ -25,12 +25,12 @@ def dropout_add_layer_norm(h, residual, gamma, beta, *, epsilon, rate=0.0, seed=
         h: `[..., H]` a sub-layer's output; residual: `[..., H]` its input (same dtype as h).
         gamma, beta: `[H]` the LayerNorm's scale and offset.
         epsilon: LayerNorm's variance epsilon.
-        rate, seed: dropout on `h + bias` (`modeling.kernels.dropout`); None: no dropout.
+        rate, seed: dropout on `h + bias` (`modeling.layers.kernels.dropout`); None: no dropout.
         rows: int `[..., 1]`, the number of each row of `h` its dropout mask is drawn for
-            (`modeling.kernels.keep_mask`), or None: the flat index of each element.
+            (`modeling.layers.kernels.keep_mask`), or None: the flat index of each element.
         bias: `[H]` the bias of the dense layer that made `h` (added in the dtype of `h`, as that
             layer adds it), or None.
-        fast: the TensorFlow kernels (`modeling.kernels.use_fast`); else the `keras.ops`
+        fast: the TensorFlow kernels (`modeling.layers.kernels.use_fast`); else the `keras.ops`
             reference.
     Returns:
         `[..., H]` in the dtype of `h`.

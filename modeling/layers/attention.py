@@ -1,12 +1,12 @@
 """Scaled dot-product attention over the heads: the original `attention_layer` after its query,
-key and value projections (which the encoder block makes, `modeling.transformer_layer`)."""
+key and value projections (which the encoder block makes, `modeling.layers.transformer_layer`)."""
 import functools
 import math
 
 from keras import ops
 
-from modeling.kernels import xla
-from modeling.kernels.dropout import dropout, grid_positions
+from modeling.layers.kernels import xla
+from modeling.layers.kernels.dropout import dropout, grid_positions
 
 # The original adds (1 - mask) * -10000 to the attention scores, not -inf: fully padded rows
 # still produce a (uniform) softmax rather than NaN.
@@ -45,14 +45,14 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
             dtype.
         input_mask: int `[B, S]`, 1 for real tokens (keys at 0 get -10000 added). An integer
             tensor, so that Keras' mixed-precision input casting cannot round it.
-        dropout_rate, seed: dropout on the probabilities (`modeling.kernels.dropout`); seed None:
-            no dropout.
+        dropout_rate, seed: dropout on the probabilities (`modeling.layers.kernels.dropout`); seed
+            None: no dropout.
         query_positions: int `[B, Sq]`, each query's position on the grid of the batch's
             `B * S` tokens (`b * S + s`), or None: the first `Sq` positions of each sequence. The
             dropout mask of a query's probabilities `[N, S]` is drawn for its position
-            (`modeling.kernels.keep_mask`'s `rows`), so a query draws the same mask with any
+            (`modeling.layers.kernels.keep_mask`'s `rows`), so a query draws the same mask with any
             other queries beside it.
-        fast: `fast_attention` (`modeling.kernels.use_fast`); else `keras.ops` op by op.
+        fast: `fast_attention` (`modeling.layers.kernels.use_fast`); else `keras.ops` op by op.
         causal: query i attends to keys 0..i only (`mask_bias`); q and k then have the same
             positions, `Sq == S`.
         sequence_ids: int `[B, S]` of packed rows: a query attends to its own sequence's keys

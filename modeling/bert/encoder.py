@@ -4,13 +4,13 @@ import copy
 import keras
 from keras import ops
 
-from modeling import token_rows
-from modeling.config import BertConfig
-from modeling.embeddings import BertEmbeddings
-from modeling.initializers import truncated_normal
-from modeling.kernels import use_fast
-from modeling.token_rows import GridRows, RealRows
-from modeling.transformer_layer import TransformerLayer
+from modeling.layers import token_rows
+from modeling.bert.config import BertConfig
+from modeling.layers.embeddings import BertEmbeddings
+from modeling.layers.initializers import truncated_normal
+from modeling.layers.kernels import use_fast
+from modeling.layers.token_rows import GridRows, RealRows
+from modeling.layers.transformer_layer import TransformerLayer
 
 
 class BertModel(keras.Model):
@@ -31,7 +31,7 @@ class BertModel(keras.Model):
         embeddings: a `BertEmbeddings` layer to share with another encoder (ELECTRA's generator
             shares its discriminator's tables), or None: this encoder's own.
         kernels: `"fast"` (the default): the encoder blocks' elementwise work and attention
-            softmax as fused TensorFlow kernels (`modeling.kernels`; on other backends the
+            softmax as fused TensorFlow kernels (`modeling.layers.kernels`; on other backends the
             reference); `"reference"`: `keras.ops` op by op on every backend. The same values
             to float rounding, the same dropout masks.
 
@@ -44,7 +44,7 @@ class BertModel(keras.Model):
             sequence); every real position then gets the values it has unpacked.
         training: enables dropout (the original forces dropout to 0 when not training).
         skip_padding: compute the encoder layers on the real tokens' rows only
-            (`modeling.token_rows.RealRows`; on backends without data-dependent shapes, on
+            (`modeling.layers.token_rows.RealRows`; on backends without data-dependent shapes, on
             every row as usual). Real rows get the same values; padded rows of the outputs
             hold zeros, not the original's values. For callers that read
             only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
@@ -149,7 +149,7 @@ class BertModel(keras.Model):
     def recompute(self):
         """Whether training recomputes the encoder layers' activations in the backward pass.
         Settable after construction (before the first traced call), e.g. on a task model's
-        `.bert`: `model.bert.recompute = True`."""
+        `.encoder`: `model.encoder.recompute = True`."""
         return all(layer.recompute for layer in self.encoder_layers)
 
     @recompute.setter

@@ -7,7 +7,7 @@
 | layer                      | original scope               | variables                            |
 |----------------------------|------------------------------|--------------------------------------|
 | shared embedding tables    | electra/embeddings           | word, token type, position, LayerNorm |
-| discriminator (`.bert`)    | electra/embeddings_project, electra/encoder | as BERT's encoder      |
+| discriminator (`.encoder`) | electra/embeddings_project, electra/encoder | as BERT's encoder     |
 | generator (`.generator`)   | generator/embeddings_project, generator/encoder | as BERT's encoder  |
 | `GeneratorHead`            | generator_predictions        | dense [Hg, E], LayerNorm, output_bias [V] |
 | `DiscriminatorHead`        | discriminator_predictions    | dense [H, H], dense_1 [H, 1]         |
@@ -19,13 +19,13 @@ step draws the same tokens op by op and under XLA; the shapes are static (`[B, P
 import keras
 from keras import ops
 
-from modeling.activations import get_activation
-from modeling.checkpoint_names import dense_names, encoder_names, layer_norm_names
-from modeling.electra_model import ElectraModel
-from modeling.heads import MaskedLMHead
-from modeling.initializers import truncated_normal
-from modeling.kernels.dropout import random_bits
-from modeling.task_models import BertTaskModel, _encoder_inputs
+from modeling.layers.activations import get_activation
+from modeling.bert.checkpoint_names import dense_names, encoder_names, layer_norm_names
+from modeling.electra.encoder import ElectraModel
+from modeling.layers.heads import MaskedLMHead
+from modeling.layers.initializers import truncated_normal
+from modeling.layers.kernels.dropout import random_bits
+from modeling.bert.task_models import BertTaskModel, _encoder_inputs
 
 # pretrain_helpers.sample_from_softmax's guards against log(0).
 _GUMBEL_EPSILON = 1e-9
@@ -133,8 +133,8 @@ class ElectraPretrainer(BertTaskModel):
         super().__init__(config, name, **kwargs)
         c = self.config
         self.temperature = temperature
-        self.generator = ElectraModel(c.generator_config(), embeddings=self.bert.embeddings,
-                                      kernels=self.bert.kernels, dtype=self.dtype_policy,
+        self.generator = ElectraModel(c.generator_config(), embeddings=self.encoder.embeddings,
+                                      kernels=self.encoder.kernels, dtype=self.dtype_policy,
                                       name="generator")
         g = self.generator.config
         self.generator_predictions = MaskedLMHead(
@@ -152,13 +152,13 @@ class ElectraPretrainer(BertTaskModel):
         generated = self.generator(inputs, training=training)
         logits = self.generator_predictions(generated["sequence_output"],
                                             features["masked_lm_positions"],
-                                            self.bert.embedding_table)
+                                            self.encoder.embedding_table)
         sampled = features.get("sampled_ids")
         if sampled is None:
             sampled = ops.stop_gradient(
                 sample_tokens(logits, self.seed_generator.next(), self.temperature))
         _, replaced, labels = replace_tokens(features, sampled)
-        discriminated = self.bert({**inputs, "input_ids": replaced}, training=training)
+        discriminated = self.encoder({**inputs, "input_ids": replaced}, training=training)
         return {"masked_lm_logits": logits, "sampled_ids": sampled, "is_replaced": labels,
                 "discriminator_logits": self.discriminator_predictions(
                     discriminated["sequence_output"])}

@@ -15,13 +15,14 @@ the real-token one, which needs a backend with data-dependent shapes (TensorFlow
 Both split the rows into each sequence's first row (`[CLS]`, all a pooler reads) and the others,
 so a block can compute the two groups apart. Both number every row by its token's position on
 the grid (`positions`, `query_positions`), which dropout draws its masks for
-(`modeling.kernels.keep_mask`): a token gets the same masks in either layout and either group.
+(`modeling.layers.kernels.keep_mask`): a token gets the same masks in either layout and either
+group.
 """
 import keras
 from keras import ops
 
-from modeling.kernels import grid_positions, heads_to_rows, rows_to_heads, take_rows
-from modeling.kernels.xla import custom_gradient
+from modeling.layers.kernels import grid_positions, heads_to_rows, rows_to_heads, take_rows
+from modeling.layers.kernels.xla import custom_gradient
 
 # The real-row block is padded with filler rows to a multiple of this: a run meets a few distinct
 # shapes rather than one per batch (each new shape costs the XLA-compiled GELU a compilation and
@@ -55,7 +56,7 @@ class GridRows:
     """Rows on the padded grid: `[B, S, H]`, every position (the original's layout).
 
     `sequence_ids`: int `[B, S]` for packed rows (several sequences in one row, each attending
-    to itself only: `modeling.attention.mask_bias`), else None.
+    to itself only: `modeling.layers.attention.mask_bias`), else None.
     """
 
     def __init__(self, input_mask, sequence_ids=None):
@@ -179,7 +180,8 @@ class RealRows:
 
     Args:
         input_mask: int `[B, S]`, 1 for real tokens.
-        fast: the moves as TensorFlow kernels (`modeling.kernels.use_fast`), else `keras.ops`.
+        fast: the moves as TensorFlow kernels (`modeling.layers.kernels.use_fast`), else
+            `keras.ops`.
         small_blocks: `padded_rows`' small buckets (serving).
     """
 

@@ -1,11 +1,11 @@
 """Moves of token rows between the real-row block `[M, H]` and the attention's grid
-(`modeling.token_rows`): gathers with zeros where a row reads nothing, one XLA kernel each on
+(`modeling.layers.token_rows`): gathers with zeros where a row reads nothing, one XLA kernel each on
 TensorFlow (a gather, a select, and for the heads a bias add and a transpose, in one pass)."""
 import functools
 
 from keras import ops
 
-from modeling.kernels import xla
+from modeling.layers.kernels import xla
 
 
 def take_rows(x, index, valid, *, fast):

@@ -21,14 +21,14 @@ kernels="reference")`), which each function receives as `fast=use_fast(kernels)`
 | `xla` | what the fast kernels share |
 
 The attention's kernel (oneDNN's matmul, scale, mask and softmax, XLA's dropout) is with its
-math in `modeling.attention`.
+math in `modeling.layers.attention`.
 """
 import keras
 
-from modeling.kernels.dropout import dropout, grid_positions, keep_mask
-from modeling.kernels.gelu import gelu
-from modeling.kernels.layer_norm import dropout_add_layer_norm
-from modeling.kernels.rows import heads_to_rows, rows_to_heads, take_rows
+from modeling.layers.kernels.dropout import dropout, grid_positions, keep_mask
+from modeling.layers.kernels.gelu import gelu
+from modeling.layers.kernels.layer_norm import dropout_add_layer_norm
+from modeling.layers.kernels.rows import heads_to_rows, rows_to_heads, take_rows
 
 KERNELS = ("fast", "reference")
 

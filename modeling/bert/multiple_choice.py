@@ -13,9 +13,9 @@ The original release has no SWAG script; in TF1 checkpoints the vector is stored
 import keras
 from keras import ops
 
-from modeling.hashed_dropout import HashedDropout
-from modeling.initializers import truncated_normal
-from modeling.task_models import BertTaskModel
+from modeling.layers.hashed_dropout import HashedDropout
+from modeling.layers.initializers import truncated_normal
+from modeling.bert.task_models import BertTaskModel
 
 
 class ChoiceScoreHead(keras.layers.Layer):
