@@ -154,6 +154,14 @@ def pytest_addoption(parser):
     parser.addoption("--record-group-seconds", action="store_true",
                      help=f"write {GROUP_SECONDS.name}: the seconds each xdist group took in this "
                           "run (with pytest.ini's -n 4)")
+    parser.addoption("--run_large", action="store_true",
+                     help="also run the large tier: the tests marked `large` (tests/README.md)")
+
+
+# The two tiers (tests/README.md), in KerasHub's form: tests marked `large` (the quick demo, the
+# XLA-against-eager runs, the grids, multi-worker and killed runs, conversions, longer trainings)
+# run only with --run_large; the default run proves fidelity and each script's main path.
+LARGE_SKIP = pytest.mark.skip(reason="large tier: run with --run_large")
 
 
 def _group(item):
@@ -163,7 +171,10 @@ def _group(item):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
+    run_large = config.getoption("run_large")
     for item in items:
+        if not run_large and item.get_closest_marker("large") is not None:
+            item.add_marker(LARGE_SKIP)
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}

@@ -181,6 +181,7 @@ def test_the_png_is_drawn_with_the_baseline(tmp_path):
     assert drawn["label"] == "majority class '1' 0.5000"
 
 
+@pytest.mark.large
 def test_a_sweep_fine_tunes_each_checkpoint_through_the_driver(tmp_path):
     """The smallest real run: an LTR dir with 2 checkpoints (its config builds the causal
     encoder), each fine-tuned 2 steps on the keyword task without --bilstm_on_top (with it:

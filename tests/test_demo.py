@@ -22,7 +22,7 @@ def run_demo(*args, env=None):
                           timeout=600)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 @pytest.mark.xdist_group(QUICK_DEMO_GROUP)  # shares conftest.quick_demo
 def test_quick_demo_runs_every_stage(quick_demo):
     # The README's command (conftest.quick_demo), run over an earlier demo's folder: cleared.

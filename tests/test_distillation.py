@@ -86,6 +86,7 @@ def test_the_student_starts_from_every_kth_teacher_layer(teacher):
     assert len(student.encoder.encoder_layers) == 1
 
 
+@pytest.mark.large
 def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp_path, caplog):
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
@@ -144,6 +145,7 @@ def _flags(teacher, **given):
         "init_from_teacher_stride": 0, "bilstm_on_top": False, "do_lower_case": True, **given})
 
 
+@pytest.mark.large
 def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
     """A teacher trained with --bilstm_on_top is the model its run.json records: the
     probabilities the student learns are those the teacher predicts itself (test_results.tsv)."""

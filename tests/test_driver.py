@@ -356,6 +356,7 @@ def test_another_tasks_checkpoint_says_whose_it_is(tmp_path):
     assert f"written by a run of task 'ner' ({tmp_path / 'run.json'})" in str(error.value)
 
 
+@pytest.mark.large
 def test_a_seed_sweep_is_extended_and_each_seed_records_its_run(tmp_path):
     """--seeds: the output_dir's run.json records the sweep (every setting but the seed), each
     seed_<n> directory its own run; more seeds of the same sweep extend it, a sweep of other

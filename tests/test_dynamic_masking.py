@@ -347,6 +347,7 @@ def test_packed_text_rows_mask_each_pair_as_unpacked(corpus_documents, tmp_path)
         assert (masked["position_ids"][row][starts[arrays["length"][row] > 0]] == 0).all()
 
 
+@pytest.mark.large
 def test_run_pretraining_trains_from_packed_text(tmp_path):
     from bert_runner import driver
     from bert_runner.run_config import RunConfig

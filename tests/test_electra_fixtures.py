@@ -79,6 +79,7 @@ def test_discriminator_and_generator_match_the_original(tiny):
     assert float(total) == pytest.approx(float(want["total_loss"]), abs=1e-4)
 
 
+@pytest.mark.large
 def test_xla_compiles_the_model_with_its_sampling_and_draws_the_same_tokens(tiny):
     """The pre-training model, sampling included, compiles under XLA (static shapes, as a TPU
     needs) and gives what it gives op by op: the same samples from the same seed (hashed

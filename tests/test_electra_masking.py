@@ -255,6 +255,7 @@ def test_masked_lm_prob_is_electras_mask_prob_on_records():
     assert refused.returncode == 2 and message("flag-masking-with-records") in refused.stderr
 
 
+@pytest.mark.large
 def test_run_pretraining_trains_electra_on_the_originals_records(tmp_path):
     """One run, as run_pretraining.py --pretraining_objective=electra --do_train makes it, on
     the original's records, masked per batch (evaluation's metrics and the step under XLA are

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from conftest import FIXTURES, ROOT
 from test_run_classifier import read_eval_results, write_keyword_mrpc
@@ -26,6 +27,7 @@ def _run(script, *args):
     return result
 
 
+@pytest.mark.large
 def test_fine_tune_export_and_predict_from_the_released_layout(tmp_path):
     write_keyword_mrpc(tmp_path / "data", num_train=16, num_dev=8, num_test=6)
     out = tmp_path / "out"

@@ -273,6 +273,7 @@ def test_no_answer_at_the_threshold(decoding_case):
     assert predict(others + [-3.0])[0] == answer  # the most answerable window decides
 
 
+@pytest.mark.large
 def test_raw_text_export_answers_as_run_squad(config, tmp_path):
     """export_model.py --format=squad serves the beams: the SavedModel's outputs are the
     declared ones, and `answers` (predict.py's) gives run_squad's predictions and n-best for the

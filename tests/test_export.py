@@ -271,6 +271,7 @@ def test_cli_refuses_an_existing_export_dir_before_reading_the_checkpoint(tmp_pa
     assert str(tmp_path) in process.stderr and "Initialised" not in process.stderr
 
 
+@pytest.mark.large
 def test_bfloat16_export_serves_within_its_rounding(classifier):
     """`export_model.py --mixed_precision=bf16` exports this copy."""
     import tensorflow as tf
@@ -403,6 +404,7 @@ def _run_squad_predictions(model, questions, contexts, version_2):
                                                     version_2)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("version_2", [False, True])
 def test_squad_export_answers_as_run_squad(squad_export, version_2):
     """The SavedModel's tokenization is FullTokenizer's, and its answers (text, n-best) are
@@ -486,6 +488,7 @@ def _chunks(tags):
     return [tuple(chunk) for chunk in chunks]
 
 
+@pytest.mark.large
 def test_ner_export_tags_as_run_ner(ner_export):
     """Words are BasicTokenizer's (cased) split with their character offsets, the tags run_ner's
     for the same model, the entities their chunks."""
@@ -551,6 +554,7 @@ def test_swag_export_scores_as_run_swag():
     assert np.ptp(expected) > 0.05
 
 
+@pytest.mark.large
 def test_multi_label_long_document_export_as_run_classifier():
     """--task_name=multilabel with --long_documents: run_classifier's windows, their logits
     aggregated per text, a sigmoid per label and the threshold."""

@@ -105,6 +105,7 @@ def _run(model, singles=SINGLES, pairs=PAIRS, per_text=False):
     return out
 
 
+@pytest.mark.large
 def test_float32_model_gives_the_saved_models_outputs(float32_export, saved_model_outputs):
     from bert_runner.serving import litert
 
@@ -126,6 +127,7 @@ def test_float32_model_gives_the_saved_models_outputs(float32_export, saved_mode
     assert empty["probabilities"].shape == (0, 3) and empty["label"].shape == (0,)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("quantization, tolerance", [("float16", 0.01), ("int8", 0.5)])
 def test_quantized_models_convert_and_run(request, float32_export, monkeypatch, quantization,
                                           tolerance):

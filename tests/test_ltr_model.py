@@ -229,6 +229,7 @@ def test_a_config_recording_ltr_is_refused_for_a_masked_lm(ltr_run, tmp_path):
             ltr_run[0] / "bert_config.json"))
 
 
+@pytest.mark.large
 def test_run_classifier_fine_tunes_the_ltr_checkpoint_with_the_bilstm(ltr_run, tmp_path):
     """Through the driver in process: the output dir's config builds the causal encoder, the
     BiLSTM is new and trained, the encoder comes from the checkpoint. (Without --bilstm_on_top:

@@ -307,7 +307,8 @@ def _assert_rounding_apart(got, want):
                                    atol=2e-6 * scale)
 
 
-@pytest.mark.parametrize("skip_padding", [False, True], ids=["grid", "real rows"])
+@pytest.mark.parametrize("skip_padding", [
+    pytest.param(False, id="grid"), pytest.param(True, id="real rows", marks=pytest.mark.large)])
 def test_a_reference_model_computes_what_the_fast_one_does(traced_step, skip_padding):
     """The same model (weights and dropout seeds) built with each `kernels`: in training, with
     dropout on, the same outputs and gradients to float rounding (the same dropout masks)."""

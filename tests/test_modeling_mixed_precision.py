@@ -42,6 +42,7 @@ def test_forward_under_mixed_precision(policy, atol):
     np.testing.assert_allclose(np.asarray(sequence, "float32"), expected["sequence_output"], atol=20 * atol)
 
 
+@pytest.mark.large
 def test_a_training_step_under_bfloat16(tmp_path):
     """(fp16: `test_fp16_training_follows_the_original_float32_trajectory`.)"""
     expected = tiny_expected()

@@ -43,6 +43,7 @@ def runs():
     return stored, recomputed
 
 
+@pytest.mark.large
 def test_same_losses_and_gradients(runs):
     (stored, _), (recomputed, _) = runs
     for (loss, grads), (loss_r, grads_r) in zip(stored, recomputed):
@@ -54,6 +55,7 @@ def test_same_losses_and_gradients(runs):
     assert float(stored[0][0]) != float(stored[1][0])
 
 
+@pytest.mark.large
 def test_the_backward_pass_recomputes(runs):
     """The recomputing graph runs each layer's forward pass a second time, in the gradient."""
     (_, graph), (_, graph_r) = runs

@@ -78,6 +78,7 @@ def test_get_config_round_trip(model):
     np.testing.assert_array_equal(rebuilt(features)["logits"], model(features)["logits"])
 
 
+@pytest.mark.large
 def test_bf16(model):
     mixed = BertTokenClassifier(tiny_config(), len(LABELS), dtype="mixed_bfloat16")
     mixed.set_weights(model.get_weights())

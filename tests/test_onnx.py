@@ -31,6 +31,7 @@ def classifier():
     return export_classifier()
 
 
+@pytest.mark.large
 def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
     _require_onnx()
     import tensorflow as tf
@@ -57,6 +58,7 @@ def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
     assert features["input_ids"].shape == (2, 6)  # padded to the batch's longest row only
 
 
+@pytest.mark.large
 def test_embedding_gives_the_saved_models_vectors(tmp_path):
     _require_onnx()
     import tensorflow as tf

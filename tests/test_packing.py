@@ -130,7 +130,7 @@ def test_packed_and_unpacked_batches_give_the_same_losses_and_gradients():
                                    err_msg=variable.path)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_create_pretraining_data_packs_and_run_pretraining_trains_on_the_rows(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="absl")
     opts = dict(input_file=str(FIXTURES / "pretraining_data" / "tiny_corpus.txt"),

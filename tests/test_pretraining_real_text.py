@@ -1,6 +1,8 @@
 """Pre-training on real English learns: held-out masked-LM accuracy rises clearly above step 0."""
 import json
 
+import pytest
+
 from conftest import ROOT
 from pretraining_helpers import run_in_process
 from test_run_pretraining import read_eval_results
@@ -40,6 +42,7 @@ def make_records(text, path, vocab_file, seed):
     return path
 
 
+@pytest.mark.large
 def test_masked_lm_accuracy_rises_on_held_out_austen(tmp_path):
     from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 

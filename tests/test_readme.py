@@ -73,7 +73,7 @@ def test_quickstart_commands_parsing():
         quickstart_commands("no markers")
 
 
-@pytest.mark.slow
+@pytest.mark.large
 @pytest.mark.xdist_group(QUICK_DEMO_GROUP)  # shares conftest.quick_demo
 @pytest.mark.parametrize("command", _readme_commands())
 def test_quickstart_command_runs(command, request):

@@ -53,6 +53,7 @@ def write_rerank_task(data_dir, seed=0, queries=(48, 16, 4), candidates=4):
         (data_dir / f"{name}.tsv").write_text("\n".join([header, *lines]) + "\n")
 
 
+@pytest.mark.large
 def test_a_reranker_trains_ranks_and_serves(tmp_path):
     write_rerank_task(tmp_path / "data")
     out = tmp_path / "out"

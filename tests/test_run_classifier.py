@@ -70,7 +70,6 @@ def checkpoint_values(prefix):
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-@pytest.mark.slow
 def test_fine_tunes_a_keyword_task_from_the_tiny_checkpoint(tmp_path):
     # With --long_documents: every training example fits (its records and training are the
     # original's); every 4th dev and test pair has a first sentence longer than the window,
@@ -127,6 +126,7 @@ def run_in_process(data_dir, output_dir, task_name="mrpc", seeds=None, **flags):
     return driver.run(ClassifierTask(task_name, 24, str(data_dir)), run, seeds=seeds)
 
 
+@pytest.mark.large
 def test_seeds_run_apart_and_start_from_the_checkpoint_encoder_exactly(tmp_path):
     write_keyword_mrpc(tmp_path / "data", num_train=64, num_dev=16, num_test=4)
     out = tmp_path / "out"

@@ -83,7 +83,7 @@ def _report(directory):
     return json.loads((directory / "eval_report.json").read_text())["metrics"]
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_grid_choice_resume_and_submission_files(tmp_path):
     glue_dir, out = tmp_path / "glue", tmp_path / "out"
     test_rows = write_mini_glue(glue_dir)
@@ -194,7 +194,7 @@ def test_bad_flags_are_refused_before_any_run(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_squad_grid_chooses_the_best_threshold_f1_and_predicts_at_it(tmp_path):
     """SQuAD v2.0 on a 2-value learning-rate grid: the setting of the best `best_f1` chosen, its
     model predicting the dev set again at that setting's best no-answer threshold."""

@@ -168,6 +168,7 @@ def test_a_vocabulary_that_is_gone_or_changed_is_refused_naming_it(runs):
         checkpoints.model_files(None, str(TINY / "vocab.txt"), str(classifier))
 
 
+@pytest.mark.large
 def test_the_documented_commands_take_a_runs_files(runs, tmp_path):
     """docs/sentence_embeddings.md: extract_features.py --init_checkpoint=OUTPUT_DIR/ckpt-N
     --pooling=mean --normalize, for a run started from a Hugging Face directory."""

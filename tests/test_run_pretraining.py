@@ -30,23 +30,37 @@ def read_eval_results(output_dir):
     return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
 
 
+def _pretrain(tmp, name, jit_compile):
+    """The tiny model (dropout 0.1) pre-trained and evaluated from its checkpoint by the script
+    on `tmp`'s records: (output_dir, log)."""
+    data = tmp / "train.tfrecord"
+    if not data.exists():
+        write_records(data, 64)
+    out = tmp / name
+    result = run_cli(pretraining_command(
+        data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
+        "--num_train_steps=6", "--num_warmup_steps=2", "--save_checkpoints_steps=3",
+        "--iterations_per_loop=3", "--max_eval_steps=2", "--save_tf1_checkpoint",
+        "--learning_rate=1e-3", f"--jit_compile={jit_compile}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", config=TINY / "bert_config.json"))
+    return out, result.stderr
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """The tiny model (dropout 0.1) pre-trained and evaluated from its checkpoint by the script,
-    as usual and with --jit_compile=true: {"plain": (output_dir, log), "xla": ...}."""
-    tmp = tmp_path_factory.mktemp("pretraining")
-    data = write_records(tmp / "train.tfrecord", 64)
-    runs = {}
-    for name, jit_compile in (("plain", "false"), ("xla", "true")):
-        out = tmp / name
-        result = run_cli(pretraining_command(
-            data, out, "--do_train", "--do_eval", "--train_batch_size=8", "--eval_batch_size=8",
-            "--num_train_steps=6", "--num_warmup_steps=2", "--save_checkpoints_steps=3",
-            "--iterations_per_loop=3", "--max_eval_steps=2", "--save_tf1_checkpoint",
-            "--learning_rate=1e-3", f"--jit_compile={jit_compile}",
-            f"--init_checkpoint={TINY / 'bert_model.ckpt'}", config=TINY / "bert_config.json"))
-        runs[name] = out, result.stderr
-    return runs
+def records_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pretraining")
+
+
+@pytest.fixture(scope="module")
+def trained(records_dir):
+    """{"plain": (output_dir, log)} of `_pretrain` as usual."""
+    return {"plain": _pretrain(records_dir, "plain", "false")}
+
+
+@pytest.fixture(scope="module")
+def trained_xla(records_dir):
+    """(output_dir, log) of `_pretrain` with --jit_compile=true (the large tier's)."""
+    return _pretrain(records_dir, "xla", "true")
 
 
 def test_train_eval_outputs_and_original_layout_export(trained):
@@ -68,9 +82,10 @@ def test_train_eval_outputs_and_original_layout_export(trained):
     assert {"loss", "learning_rate", "masked_lm_accuracy", "examples_per_second"} <= tags
 
 
-def test_jit_compile_trains_and_evaluates_as_without(trained):
+@pytest.mark.large
+def test_jit_compile_trains_and_evaluates_as_without(trained, trained_xla):
     """As tests/test_xla.py checks the fine-tuning scripts."""
-    assert_compiled_run_agrees(trained["plain"][0], *trained["xla"])
+    assert_compiled_run_agrees(trained["plain"][0], *trained_xla)
 
 
 def test_our_checkpoints_initialise_other_task_models(trained):
@@ -115,6 +130,7 @@ def test_evaluating_with_another_config_leaves_the_run_as_it_was(trained, tmp_pa
     assert "trained with other settings than this command's" in caplog.text
 
 
+@pytest.mark.large
 def test_killed_run_resumes_to_the_same_weights_past_a_truncated_checkpoint(tmp_path, caplog):
     """SIGKILL, then the newest checkpoint's data file cut short (as by a full disk): the run
     resumes from the one before and ends with the uninterrupted run's weights. The killed run is
@@ -176,6 +192,7 @@ np.savez({out!r}, *[np.asarray(w) for w in trainer.model.get_weights()])
 """
 
 
+@pytest.mark.large
 def test_two_workers_train_like_one_process_with_the_same_global_batch(tmp_path):
     # Every record masks as many tokens: the masked-LM loss, normalised per replica, then
     # weighs each token as one process does (docs/run_pretraining.md).

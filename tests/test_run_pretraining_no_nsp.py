@@ -15,6 +15,7 @@ UNTRAINED = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias",
              "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias"]
 
 
+@pytest.mark.large
 def test_records_without_labels_train_the_masked_lm_alone(tmp_path, caplog):
     """Auto-detected from the records: no next-sentence loss or metrics; the pooler and the
     next-sentence head get no gradient and keep their --init_checkpoint values; the checkpoint,

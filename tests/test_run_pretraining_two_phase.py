@@ -4,6 +4,7 @@ length, then the rest at the full length, from phase 1's checkpoint with new dat
 import json
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
 from pretraining_helpers import model_checkpoint_values, run_in_process
@@ -29,6 +30,7 @@ def _make_data(corpus, output, max_seq_length, max_predictions_per_seq, seed):
     return output
 
 
+@pytest.mark.large
 def test_two_phases_short_then_long_sequences(tmp_path, caplog):
     from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 

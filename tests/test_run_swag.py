@@ -82,7 +82,6 @@ def read_eval_results(path):
     return dict(line.rstrip("\n").split(" = ") for line in open(path, encoding="utf-8"))
 
 
-@pytest.mark.slow
 def test_fine_tunes_the_tiny_original_checkpoint_above_chance(tmp_path):
     import tensorflow as tf
 

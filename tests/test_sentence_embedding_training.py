@@ -124,6 +124,7 @@ def run_script(*args):
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
+@pytest.mark.large
 def test_trains_retrieval_above_the_start_and_serves_the_vectors(tmp_path):
     rng = random.Random(0)
     pairs = topic_pairs(rng, 200, negatives=1)
@@ -173,6 +174,7 @@ def test_trains_retrieval_above_the_start_and_serves_the_vectors(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(vectors[0], axis=1), 1.0, rtol=1e-5)
 
 
+@pytest.mark.large
 def test_negatives_are_gathered_across_replicas(tmp_path):
     """Under a MirroredStrategy of two CPU devices, each replica's loss scores its queries
     against both replicas' passages: the step's gradients are the one-device batch's."""
@@ -311,23 +313,40 @@ def test_a_line_with_both_names_of_a_field_is_refused(tmp_path):
     assert str(error.value).startswith(f'{path}:2: the pair has both "query" and "anchor"')
 
 
+_EMBEDDING_MODEL = [f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16"]
+
+
+def train_with_hard_negatives(tmp_path, out, jit_compile="false"):
+    """A LoRA embedding run of 2 steps on 8 pairs with hard negatives, into `out`: its pairs file
+    and log."""
+    pairs = tmp_path / "pairs.jsonl"
+    if not pairs.exists():
+        write_jsonl(pairs, topic_pairs(random.Random(1), 8, negatives=1))
+    process = run_script(
+        *_EMBEDDING_MODEL, f"--train_file={pairs}", f"--eval_file={pairs}", "--do_train",
+        "--do_eval", "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-2",
+        "--lora_rank=2", "--iterations_per_loop=1", f"--output_dir={out}",
+        f"--jit_compile={jit_compile}")
+    assert process.returncode == 0, process.stderr[-3000:]
+    return pairs, process.stderr
+
+
+@pytest.mark.large
+def test_an_embedding_run_with_jit_compile_agrees(tmp_path):
+    """The training run with hard negatives gives the same results with --jit_compile=true (as
+    tests/test_xla.py checks the other scripts)."""
+    train_with_hard_negatives(tmp_path, tmp_path / "trained")
+    _, log = train_with_hard_negatives(tmp_path, tmp_path / "xla", jit_compile="true")
+    assert_compiled_run_agrees(tmp_path / "trained", tmp_path / "xla", log)
+
+
 def test_an_embedding_model_evaluates_without_training(tmp_path):
     """--do_eval alone: the starting model in a new output_dir, a finished run in its own, and
     the base with a LoRA run's adapters (docs/lora.md) each give the figures the training run
-    gave for that model. The training run, with hard negatives, also runs with
-    --jit_compile=true and gives the same results (as tests/test_xla.py checks the other
-    scripts)."""
-    rng = random.Random(1)
-    pairs = write_jsonl(tmp_path / "pairs.jsonl", topic_pairs(rng, 8, negatives=1))
-    model = [f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--max_seq_length=16"]
+    gave for that model."""
+    model = _EMBEDDING_MODEL
     trained = tmp_path / "trained"
-    training = [*model, f"--train_file={pairs}", f"--eval_file={pairs}", "--do_train",
-                "--do_eval", "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-2",
-                "--lora_rank=2", "--iterations_per_loop=1"]
-    for out, jit_compile in ((trained, "false"), (tmp_path / "xla", "true")):
-        process = run_script(*training, f"--output_dir={out}", f"--jit_compile={jit_compile}")
-        assert process.returncode == 0, process.stderr[-3000:]
-    assert_compiled_run_agrees(trained, tmp_path / "xla", process.stderr)
+    pairs, _ = train_with_hard_negatives(tmp_path, trained)
     start = json.loads((trained / "eval_start.json").read_text())["metrics"]
     after = json.loads((trained / "eval_report.json").read_text())["metrics"]
     assert after["global_step"] == 2 and after != {**start, "global_step": 2}

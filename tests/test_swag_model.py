@@ -80,6 +80,7 @@ def test_get_config_round_trip(model):
     assert three(choice_features(num_choices=3))["logits"].shape == (2, 3)
 
 
+@pytest.mark.large
 def test_bf16(model):
     mixed = BertMultipleChoice(tiny_config(), dtype="mixed_bfloat16")
     mixed.set_weights(model.get_weights())

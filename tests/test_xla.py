@@ -170,7 +170,7 @@ def assert_compiled_run_agrees(plain, compiled, log, prediction_files=()):
                 assert a == b, name
 
 
-@pytest.mark.slow
+@pytest.mark.large
 @pytest.mark.parametrize("script", [  # each on a pytest process of its own, when one is free
     pytest.param(name, marks=pytest.mark.xdist_group(f"xla_{name}")) for name in sorted(SCRIPTS)])
 def test_jit_compile_trains_evaluates_and_predicts_as_without(tmp_path, script):
