@@ -242,7 +242,7 @@ def export_from_flags(flag_values, files):
 
 
 def convertible(model, label_names):
-    """The `families.Convertible` of `model` (a single-label or regression `BertClassifier`) with
+    """The `registry.Convertible` of `model` (a single-label or regression `BertClassifier`) with
     its labels (None for regression): what LiteRT and ONNX convert."""
 
     def ids_outputs(classifier, features):
@@ -251,7 +251,7 @@ def convertible(model, label_names):
             return {"predictions": logits[:, 0]}
         return {"probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    return families.Convertible(
+    return registry.Convertible(
         model=model, metadata={"labels": label_names, "pooling": None, "normalize": False},
         text_module=lambda classifier, tokenizer, max_seq_length: ClassifierExport(
             classifier, tokenizer, max_seq_length, label_names, rows_per_call=1),

@@ -218,7 +218,7 @@ def check_inputs(opts):
         raise ValueError("--new_word_init=%s: must be one of %s"
                          % (opts.new_word_init, ", ".join(INIT_CHOICES)))
     words = read_words(opts.words_file)
-    from modeling import checkpoint as checkpoints
+    from modeling import checkpoint as checkpoints, families
     from modeling.checkpoint import run_model_files
 
     files = checkpoints.model_files(opts.bert_config_file, opts.vocab_file, opts.init_checkpoint)
@@ -251,9 +251,9 @@ def check_inputs(opts):
     if len(vocab_lines) != config.vocab_size:
         raise ValueError(
             "%s has %d word-pieces but vocab_size in %s is %d: appended words would not get "
-            "their own rows of the checkpoint. Pass the vocab.txt and bert_config.json that came "
-            "with the checkpoint" % (opts.vocab_file, len(vocab_lines), opts.bert_config_file,
-                                     config.vocab_size))
+            "their own rows of the checkpoint. Pass the vocab.txt and %s that came with the "
+            "checkpoint" % (opts.vocab_file, len(vocab_lines), opts.bert_config_file,
+                            config.vocab_size, families.of_config(config).config_file))
     tokenization.validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
     startup.warn_if_case_mismatch(vocab, opts.vocab_file, opts.do_lower_case)
     return opts, config, vocab_lines, vocab, words
