@@ -272,6 +272,7 @@ def _alive(pid):
         return False
 
 
+@pytest.mark.large
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_exit_when_the_run_is_killed(tmp_path, data_dir):
     """SIGKILL of a run with workers: no output, and the workers do not linger."""

@@ -291,6 +291,7 @@ def test_bfloat16_export_serves_within_its_rounding(classifier):
     np.testing.assert_allclose(got["probabilities"].numpy(), expected, atol=0.03, rtol=0)
 
 
+@pytest.mark.large
 def test_regression_signature_returns_scores():
     """num_labels=1 (STS-B): `predictions` [N] is the raw output, as the original writes it."""
     import tensorflow as tf

@@ -322,7 +322,8 @@ def _classifier_step_start():
     return model, [np.asarray(v) for v in model.trainable_variables], grads
 
 
-@pytest.mark.parametrize("name,compiled", [("adamw", True), ("lamb", False)])
+@pytest.mark.parametrize("name,compiled", [
+    pytest.param("adamw", True, marks=pytest.mark.large), ("lamb", False)])
 def test_a_layerwise_step_is_each_variables_step_at_its_own_rate(name, compiled):
     """Two steps with decay 0.5 (through `apply_at`, op by op and as the compiled kernels) make,
     for every variable, the update of its group optimized alone at learning rate × multiplier

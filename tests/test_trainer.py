@@ -95,6 +95,7 @@ def test_remove_unfinished_saves_takes_only_save_folders(tmp_path):
         "checkpoint", "ckpt-2.index", "ckpt-4_temp", "eval_temp"]
 
 
+@pytest.mark.large
 def test_packed_text_counts_the_pairs_its_rows_hold(tmp_path, caplog):
     """run_pretraining --input_format=text --max_sequences_per_row: the rows are packed in the
     input pipeline; the progress line gives packed rows/s and examples/s at the pairs a row
