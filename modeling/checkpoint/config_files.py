@@ -156,9 +156,11 @@ def load_config(bert_config_file, max_seq_length=None):
 
 
 def check_max_seq_length(config, max_seq_length, bert_config_file):
-    """Refuses a `max_seq_length` (None: not checked) beyond the config's positions."""
+    """Refuses a `max_seq_length` (None: not checked) beyond the config's positions, in the
+    original's words, naming the config's family ("the ELECTRA model")."""
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
+        family = families.of_config(config).name.upper()
         raise ValueError(
-            f"Cannot use sequence length {max_seq_length} because the BERT model was only trained "
-            f"up to sequence length {config.max_position_embeddings} ({bert_config_file})"
+            f"Cannot use sequence length {max_seq_length} because the {family} model was only "
+            f"trained up to sequence length {config.max_position_embeddings} ({bert_config_file})"
         )
