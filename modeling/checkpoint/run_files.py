@@ -22,7 +22,7 @@ from modeling.checkpoint.layout import RUN_RECORD, run_directories
 # The vocabulary's content hash in run.json, under the name its readers use here.
 VOCAB_KEY = layout.VOCAB_KEY
 VOCAB_PATH_KEY = layout.VOCAB_PATH_KEY
-LABEL_LIST_FILE = "label_list.txt"
+LABEL_LIST_FILE = layout.LABEL_LIST_FILE
 
 
 def _directory(checkpoint):
