@@ -850,7 +850,7 @@ def test_a_head_transformers_has_no_class_for_is_refused_naming_what_exports(tmp
                            max_position_embeddings=40).validate()
     run = tmp_path / "run"
     _fine_tuned_run(run, "classifier/mrpc", "classifier", 2, None, config)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(ValueError, match=re.escape(message("export-hf-no-class"))) as error:
         _export_huggingface(run, tmp_path / "hf")
     assert str(error.value) == (
         f"--checkpoint={run} (classifier/mrpc): transformers has no class for the electra "
@@ -885,3 +885,30 @@ def test_run_classifier_predicts_the_same_from_the_runs_hugging_face_export(tmp_
     ours = np.loadtxt(tmp_path / "run" / "test_results.tsv")
     np.testing.assert_allclose(np.loadtxt(tmp_path / "again" / "test_results.tsv"), ours,
                                atol=1e-6)
+
+
+@pytest.mark.large
+def test_the_cli_refuses_a_head_transformers_has_no_class_for_in_one_line(tmp_path):
+    """export_model.py --format=huggingface of a run_ner --bilstm_on_top run: exit 2, one line,
+    no traceback, nothing written."""
+    run = tmp_path / "run"
+    _fine_tuned_run(run, "ner", "token", 3, ["B-PER", "I-PER", "O"])
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "bilstm_on_top": True}))
+    from modeling import families
+    from modeling_helpers import save_like_the_trainer
+
+    for path in run.glob("ckpt-*"):
+        path.unlink()
+    (run / "checkpoint").unlink()
+    save_like_the_trainer(families.build_model("token", tiny_config(), 3, bilstm_on_top=True), run)
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "export_model.py"), "--format=huggingface",
+         f"--checkpoint={run}", f"--vocab_file={VOCAB}", f"--export_dir={tmp_path / 'hf'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    from refusals import assert_refused
+
+    assert_refused(process, "export-hf-no-class")
+    assert "a BiLSTM on top of the encoder (--bilstm_on_top)" in process.stderr
+    assert "Export it with --format=ner (a SavedModel)" in process.stderr
+    assert not (tmp_path / "hf").exists()
