@@ -166,11 +166,14 @@ class ModelFamily:
 
     def head_of_hf_config(self, hf):
         """The `HfHead` a Hugging Face `config.json` (dict) names by its `architectures` (and
-        `problem_type`, where heads share a class), or None (a bare model, a pre-training one)."""
+        `problem_type`, where heads share a class), or None (a bare model, a pre-training one,
+        or the class configured to compute another head than ours: ELECTRA's multiple choice
+        with a projection)."""
         architectures = hf.get("architectures") or ()
         num_labels = len(hf.get("id2label") or {}) or 2
         heads = [h for h in self.hf_heads.values()
-                 if isinstance(h, HfHead) and h.architecture in architectures]
+                 if isinstance(h, HfHead) and h.architecture in architectures
+                 and all(hf.get(key) == value for key, value in h.config.items())]
         return next((h for h in heads if h.problem_type(num_labels) == hf.get("problem_type")),
                     heads[0] if heads else None)
 

@@ -381,3 +381,23 @@ def test_transformers_loads_each_head_with_no_missing_key_and_our_logits(
     if labels:
         assert theirs.config.id2label == dict(enumerate(labels))
     assert theirs.config.problem_type == problem_type
+
+
+def test_a_class_configured_for_another_head_is_not_read_as_ours(tmp_path):
+    """An ElectraForMultipleChoice directory whose config projects the summary (transformers'
+    default, summary_use_proj) computes another head than ours: its classifier is not read as
+    the choice scorer (which stays newly initialised), rather than computing other scores."""
+    from modeling import families
+
+    model = _head_model("electra", "multiple_choice", 3)
+    directory = checkpoints.write_hugging_face(model, tmp_path / "hf", TINY / "vocab.txt", True,
+                                               head=True)
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert families.get("electra").head_of_hf_config(config).architecture == \
+        "ElectraForMultipleChoice"
+    config.update(summary_use_proj=True, summary_activation="gelu")
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    assert families.get("electra").head_of_hf_config(config) is None
+    back = families.build_model("multiple_choice", _head_config("electra"), 3)
+    report = checkpoints.load_checkpoint(back, directory, strict=False)
+    assert "cls/swag/output_weights" in report.missing

@@ -217,14 +217,15 @@ def load_classifier(config, num_labels, checkpoint, task_name=None, config_file=
 def _classifier_from_flags(flag_values, files, task_name):
     """(the run_classifier model of `task_name` with every weight from --checkpoint, its task's
     processor): a multi-label model's labels from --labels or its label_list.txt."""
-    multi_label = task_name.lower() == "multilabel"
-    labels = flag_values.labels
-    if multi_label and labels:
-        run_files.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
-                                        ",".join(labels))
-    elif multi_label:
-        labels = provenance.recorded_labels(flag_values.checkpoint, "--labels")
-    processor = processors.get_processor(task_name, labels if multi_label else None)
+    labels = None
+    if task_name.lower() == "multilabel":
+        labels = flag_values.labels
+        if labels:
+            run_files.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
+                                            ",".join(labels))
+        else:
+            labels = provenance.recorded_labels(flag_values.checkpoint, "--labels")
+    processor = processors.get_processor(task_name, labels)
     model = load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
                             task_name=task_name, config_file=files.config_file)
     return model, processor
