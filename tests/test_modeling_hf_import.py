@@ -401,3 +401,46 @@ def test_a_class_configured_for_another_head_is_not_read_as_ours(tmp_path):
     back = families.build_model("multiple_choice", _head_config("electra"), 3)
     report = checkpoints.load_checkpoint(back, directory, strict=False)
     assert "cls/swag/output_weights" in report.missing
+
+
+@pytest.mark.large
+def test_transformers_pipelines_answer_as_our_model_on_the_exports(tmp_path):
+    """transformers' pipeline() on the exports ("text-classification", "token-classification"),
+    its own tokenizer from the directory's files, against our tokenizer and model: the same labels
+    and tags, probabilities within 1e-4 (accents and capitals included)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    from vocab.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(str(TINY / "vocab.txt"), do_lower_case=True)
+
+    def ours(model, text):
+        pieces = ["[CLS]"] + tokenizer.tokenize(text) + ["[SEP]"]
+        ids = np.array([tokenizer.convert_tokens_to_ids(pieces)], np.int32)
+        logits = np.asarray(model({"input_ids": ids, "input_mask": np.ones_like(ids),
+                                   "segment_ids": np.zeros_like(ids)})["logits"])[0]
+        return pieces, np.asarray(tf.nn.softmax(logits, axis=-1))
+
+    texts = ["the dog runs fast", "a big red car and a small blue car", "Thé BIG cät SINGS?"]
+    labels = ["neg", "neu", "pos"]
+    model = _head_model("bert", "classifier", 3)
+    pipe = transformers.pipeline("text-classification", top_k=None, model=str(
+        checkpoints.write_hugging_face(model, tmp_path / "cls", TINY / "vocab.txt", True,
+                                       head=True, labels=labels)))
+    for text in texts:
+        theirs = {r["label"]: r["score"] for r in pipe([text])[0]}
+        np.testing.assert_allclose([theirs[label] for label in labels], ours(model, text)[1],
+                                   atol=1e-4)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    model = _head_model("bert", "token", 5)
+    pipe = transformers.pipeline("token-classification", ignore_labels=[], model=str(
+        checkpoints.write_hugging_face(model, tmp_path / "tok", TINY / "vocab.txt", True,
+                                       head=True, labels=tags)))
+    for text in texts:
+        pieces, probabilities = ours(model, text)
+        found = pipe(text)
+        assert [r["word"] for r in found] == pieces[1:-1]
+        assert [r["entity"] for r in found] == [tags[int(p.argmax())]
+                                                for p in probabilities[1:-1]]
+        np.testing.assert_allclose([r["score"] for r in found],
+                                   probabilities[1:-1].max(axis=-1), atol=1e-4)
