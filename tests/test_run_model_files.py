@@ -261,3 +261,28 @@ def test_a_run_from_scratch_records_its_vocabulary_and_is_found_there(tmp_path, 
         checkpoints.model_files(None, None, str(run))
     assert f"{vocab}, the vocabulary it read, no longer exists ({run}/run.json)" in str(
         error.value)
+
+
+@pytest.mark.large
+def test_export_takes_the_vocabulary_a_run_from_scratch_recorded(tmp_path):
+    """export_model.py of a run trained from scratch with a --vocab_file kept elsewhere, given
+    neither --vocab_file nor --bert_config_file: the run's recorded vocabulary (it was refused,
+    asking for --vocab_file again)."""
+    from modeling.checkpoint.identity import fingerprint
+    from test_export import _fine_tuned_run
+
+    vocab = tmp_path / "elsewhere" / "vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_bytes((TINY / "vocab.txt").read_bytes())
+    run = tmp_path / "run"
+    _fine_tuned_run(run, "ner", "token", 3, ["B-PER", "I-PER", "O"])
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(
+        {**record, "init_checkpoint": None, "vocab": fingerprint(str(vocab)),
+         "vocab_file": str(vocab)}))
+    process = subprocess.run([
+        sys.executable, str(ROOT / "export_model.py"), "--format=huggingface",
+        f"--checkpoint={run}", f"--export_dir={tmp_path / 'hf'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == vocab.read_bytes()
