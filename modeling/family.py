@@ -9,7 +9,7 @@ checkpoint code: both import it, and `modeling.families` lists the families
 (docs/adding_a_model_family.md).
 """
 import dataclasses
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -160,8 +160,8 @@ class ModelFamily:
             head = ("a BiLSTM on top of the encoder (--bilstm_on_top), which no transformers "
                     "class has")
         if not isinstance(head, HfHead):
-            raise NoHfClass(f"transformers has no class for the {self.name} {kind} model: "
-                            f"{head or 'no head of that kind'}")
+            raise NoHfClass(f"transformers has no class for the {self.name.upper()} {kind} "
+                            f"model: {head or 'no head of that kind'}")
         return head
 
     def head_of_hf_config(self, hf):

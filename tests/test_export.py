@@ -853,7 +853,7 @@ def test_a_head_transformers_has_no_class_for_is_refused_naming_what_exports(tmp
     with pytest.raises(ValueError, match=re.escape(message("export-hf-no-class"))) as error:
         _export_huggingface(run, tmp_path / "hf")
     assert str(error.value) == (
-        f"--checkpoint={run} (classifier/mrpc): transformers has no class for the electra "
+        f"--checkpoint={run} (classifier/mrpc): transformers has no class for the ELECTRA "
         "classifier model: the original ELECTRA's classifier (dropout and one dense layer on the "
         "first token) is not ElectraForSequenceClassification's head (classifier.dense, GELU, "
         "classifier.out_proj), which cannot compute it exactly. Export it with "

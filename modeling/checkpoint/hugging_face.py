@@ -18,7 +18,7 @@ import safetensors
 import safetensors.numpy
 
 from modeling import families
-from modeling.checkpoint.original import encoder_names, encoder_of
+from modeling.checkpoint.original import encoder_names, encoder_of, is_pooler
 from modeling.checkpoint.layout import LABEL_LIST_FILE
 from modeling.hf_directory import json_object
 
@@ -183,9 +183,8 @@ def head_folder(model, labels=None):
     family = families.of_model(model)
     head = family.hf_head(model)
     encoder = encoder_of(model)
-    names = [(name, var) for name, var in encoder_names(model)
-             if head.pooler or "/pooler/" not in name]
-    tensors = family.hf_tensors(names)
+    tensors = family.hf_tensors([(name, var) for name, var in encoder_names(model)
+                                 if head.pooler or not is_pooler(name)])
     for name, var in model.tf1_head_variables():
         tensors[head.names[name]] = np.asarray(var, dtype=np.float32)
     for name, shape in head.zeros.items():
@@ -196,8 +195,8 @@ def head_folder(model, labels=None):
     if head.labels:
         names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
         if len(names) != num_labels:
-            raise ValueError(f"{len(names)} labels ({', '.join(names)}) for a {head.architecture} "
-                             f"of {num_labels} outputs")
+            raise ValueError(f"{len(names)} labels ({', '.join(names)}) for a "
+                             f"{head.architecture} of {num_labels} outputs")
         config["id2label"] = {str(i): name for i, name in enumerate(names)}
         config["label2id"] = {name: i for i, name in enumerate(names)}
     problem_type = head.problem_type(num_labels)
