@@ -1,6 +1,7 @@
 """Export a trained model: a SavedModel that takes raw text and returns what the model's script
 predicts (a classifier's probabilities, a SQuAD answer's logits, NER entities, SWAG endings'
-probabilities) or a sentence vector; or the encoder in Hugging Face's layout.
+probabilities) or a sentence vector; or the model in Hugging Face's layout (a fine-tuned run's
+with its head, as transformers' class for it).
 
     python export_model.py --task_name=MRPC --bert_config_file=$BERT_BASE_DIR/bert_config.json \
       --vocab_file=$BERT_BASE_DIR/vocab.txt --do_lower_case=True --max_seq_length=128 \
@@ -114,6 +115,10 @@ flags.DEFINE_enum(
     "bf16: serve in bfloat16 with the weights stored in bfloat16 (half the size; LayerNorm and "
     "softmax in float32): about 2x faster on CPUs with bfloat16 units, probabilities within "
     "bfloat16 rounding. Default: float32, the original's values. SavedModel formats only.")
+flags.DEFINE_bool(
+    "encoder_only", False,
+    "--format=huggingface: the encoder alone (BertModel, ElectraModel), not a fine-tuned run's "
+    "model with its head nor a pre-training checkpoint's heads.")
 flags.DEFINE_string(
     "export_dir", None,
     "The directory to create (must not exist), e.g. <serving model dir>/<version>.")
@@ -149,6 +154,8 @@ mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool
               "with --version_2_with_negative", "v1.1 answers every question"))
 mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt == "ner", "with --format=ner",
               "the other formats tag no entities"))
+mode(ModeRule(("encoder_only",), ("format",), lambda fmt: fmt == "huggingface",
+              "with --format=huggingface", "the other formats serve a head or a pooled vector"))
 mode(ModeRule(("pooling", "normalize"), ("format",),
               lambda fmt: fmt in ("embedding", "huggingface", "litert", "onnx"),
               "with --format=embedding, huggingface, litert or onnx",

@@ -6,7 +6,8 @@ Input: one example per line, `text_a` or `text_a ||| text_b`. Output: one JSON o
 values rounded to 6 decimals, exactly as the original writes it (`linex_index` sic).
 
 With `--pooling=cls|mean|max` (and `--normalize`): one vector per line from the last layer
-(`modeling.layers.pooling`; `--layers`, the token features' layers, is refused with it), computed
+(`modeling.layers.pooling`; `--layers`, the token features' layers, is refused with it, but for
+-1, the layer it pools), computed
 by the graph of the embedding SavedModel (`bert_runner.serving.embedding.EmbeddingExport`: the fast
 tokenizer, rows sorted by length). `--output_format=jsonl` writes
 `{"linex_index": i, "text": line, "embedding": [...]}` per line; `npy` writes the float32 array
@@ -50,8 +51,10 @@ ranged(flags.DEFINE_integer(
 mode(ModeRule(("output_format", "normalize"), ("pooling",), lambda pooling: pooling is not None,
               "with --pooling", "without it extract_features writes the original's JSON lines of "
               "token vectors"))
-mode(ModeRule(("layers",), ("pooling",), lambda pooling: pooling is None, "without --pooling",
-              "--pooling pools the last layer"))
+mode(ModeRule(("layers",), ("pooling",), lambda pooling: pooling is None,
+              "without --pooling or as -1", "--pooling pools the last layer",
+              # -1, the layer --pooling pools anyway: taken
+              anyway=lambda name, value: value.replace(" ", "") == "-1"))
 flags.DEFINE_enum(
     "mixed_precision", None, ["bf16"],
     "bf16: compute in bfloat16 with the weights stored in bfloat16 (LayerNorm and softmax in "

@@ -200,7 +200,7 @@ def _check_recorded_model(recorded, run, config):
             "one: pass the config that run was started with, or use another --output_dir")
 
 
-def _record_run(output_dir, config, identity):
+def _record_run(output_dir, config, identity, vocab_file=None):
     """Writes `output_dir`/run.json, once every check passed (a refused run leaves none to block
     the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
     its checkpoints compares, and the model's pretraining objective
@@ -209,11 +209,16 @@ def _record_run(output_dir, config, identity):
     checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
     "gelu_exact", the objective recorded), so that output_dir describes its model alone. Both
     stay as long as checkpoints they describe do (a sweep's, while its seed directories hold
-    some): a command that only evaluates or predicts with another config changes neither."""
+    some): a command that only evaluates or predicts with another config changes neither.
+    `vocab_file`: the vocabulary the run read, whose path is recorded beside its hash."""
     holds_checkpoints = run_identity.holds_checkpoints(output_dir)
     if run_files.run_record(output_dir)[1] is None or not holds_checkpoints:
+        # Where its vocabulary was, beside its content hash: a later command that leaves
+        # --vocab_file out finds it there while the content is the same (`run_model_files`).
+        where = run_files.vocab_location(vocab_file)
         run_files.write_output_dir_record(
-            output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective})
+            output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective,
+                         **({run_files.VOCAB_PATH_KEY: where} if where else {})})
     config_path = os.path.join(output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path) or not holds_checkpoints:
         results.write_text_atomic(config_path, config.to_json_string())
@@ -511,14 +516,15 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
             steps = run.training_steps(splits["train"].num_rows, unit="packed rows")
         elif "train" in splits:
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
-        _record_run(run.output_dir, config, _sweep_identity(identity) if seeds else identity)
+        _record_run(run.output_dir, config, _sweep_identity(identity) if seeds else identity,
+                    run.vocab_file)
 
         def run_once(seed_run):
             task.output_dir = seed_run.output_dir  # a seed's files in its own directory
             if seeds and distribution.is_chief(strategy):
                 tf.io.gfile.makedirs(seed_run.output_dir)
                 _record_run(seed_run.output_dir, config,
-                            {**identity, "random_seed": seed_run.random_seed})
+                            {**identity, "random_seed": seed_run.random_seed}, run.vocab_file)
             result = run_task(task, seed_run, config, splits.get("train"), *steps,
                               eval_split=splits.get("eval"), predict_split=splits.get("predict"),
                               strategy=strategy)

@@ -150,13 +150,16 @@ class ModeRule:
     """Flags that act only in one mode of a script (`mode_flags`' values, `active(*values)`):
     given on the command line outside it, each is refused, as it would silently do nothing.
     `mode` says the mode ("with --pooling"), `why` what runs without it; "only <mode>" is
-    appended to the help of each flag of `flag_names`."""
+    appended to the help of each flag of `flag_names`. `anyway(name, value)`: whether a flag's
+    value says what the script does outside the mode anyway (`extract_features.py --pooling
+    --layers=-1`, the layer it pools): taken, not refused."""
 
     flag_names: Tuple[str, ...]
     mode_flags: Tuple[str, ...]
     active: Callable[..., bool]
     mode: str
     why: str
+    anyway: Callable[[str, object], bool] = lambda name, value: False
 
 
 def _single_checker(rule, flag_values):
@@ -182,7 +185,8 @@ def _mode_checker(rule, flag_values):
     def check(values):
         if rule.active(*[values[name] for name in rule.mode_flags]):
             return True
-        given = [name for name in rule.flag_names if flag_values[name].present]
+        given = [name for name in rule.flag_names if flag_values[name].present
+                 and not rule.anyway(name, values[name])]
         if not given:
             return True
         raise flags.ValidationError(

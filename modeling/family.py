@@ -27,6 +27,36 @@ MODEL_KINDS = ("encoder", "pretrainer", "classifier", "multi_label", "span", "mu
                "token", "sentence_encoder")
 
 
+class NoHfClass(ValueError):
+    """A task model transformers has no class for (its family's `hf_heads` says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HfHead:
+    """A task model's head as the transformers class that computes it (`ModelFamily.hf_heads`).
+
+    architecture: the class ("BertForSequenceClassification"), config.json's `architectures`.
+    names: `{original head name: Hugging Face name}`; the arrays are the same (output layers,
+      `[out, in]` in both layouts).
+    zeros: `{Hugging Face name: shape}` the class holds and the model has not (a bias that
+      cancels in the softmax): written as zeros, read back as nothing.
+    pooler: whether the class holds the encoder's pooler (transformers' token and span classes
+      have none).
+    problem_type: `num_labels -> config.json's "problem_type"` (None: none written); also how
+      a directory of an architecture several heads share is told apart when read.
+    labels: whether config.json names its outputs (`id2label`, `label2id`).
+    config: config.json keys the class needs to compute the model's outputs.
+    """
+
+    architecture: str
+    names: Mapping[str, str]
+    zeros: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    pooler: bool = True
+    problem_type: Callable = lambda num_labels: None
+    labels: bool = False
+    config: Mapping[str, object] = dataclasses.field(default_factory=dict)
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelFamily:
     """One model family, as the checkpoint package and the tasks see it.
@@ -76,6 +106,10 @@ class ModelFamily:
     config_file: what its users call the config file they give as --bert_config_file (the
       original's flag, which every family's scripts keep), in messages: BERT's
       "bert_config.json", ELECTRA's "--hparams JSON".
+    hf_heads: `{kind: HfHead or str}`: the transformers class of each fine-tuned kind of model
+      (`MODEL_KINDS`), which `write_hugging_face` writes with its head and the reader reads
+      back by its `architectures`; a str says why transformers has no class for that kind
+      (ELECTRA's own SQuAD head), the refusal `hf_head` raises. A kind absent: no class either.
     """
 
     name: str
@@ -98,6 +132,7 @@ class ModelFamily:
     read_hf: Callable = None
     hf_folders: Callable = None
     config_file: str = "bert_config.json"
+    hf_heads: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         unknown = sorted(set(self.models) - set(MODEL_KINDS))
@@ -111,6 +146,36 @@ class ModelFamily:
             raise ValueError(f"the {self.name} family has no {kind!r} model (it builds "
                              f"{', '.join(self.models)})")
         return self.models[kind](config, *args, **options)
+
+    def kind_of(self, model):
+        """The `MODEL_KINDS` kind of `model` (one of this family's models), or None."""
+        return next((kind for kind, built in self.models.items() if type(model) is built), None)
+
+    def hf_head(self, model):
+        """The `HfHead` of the task model `model`; raises `NoHfClass` saying why transformers
+        has none for it (its kind's refusal, a BiLSTM on top)."""
+        kind = self.kind_of(model)
+        head = self.hf_heads.get(kind)
+        if getattr(model, "bilstm", None) is not None:
+            head = ("a BiLSTM on top of the encoder (--bilstm_on_top), which no transformers "
+                    "class has")
+        if not isinstance(head, HfHead):
+            raise NoHfClass(f"transformers has no class for the {self.name.upper()} {kind} "
+                            f"model: {head or 'no head of that kind'}")
+        return head
+
+    def head_of_hf_config(self, hf):
+        """The `HfHead` a Hugging Face `config.json` (dict) names by its `architectures` (and
+        `problem_type`, where heads share a class), or None (a bare model, a pre-training one,
+        or the class configured to compute another head than ours: ELECTRA's multiple choice
+        with a projection)."""
+        architectures = hf.get("architectures") or ()
+        num_labels = len(hf.get("id2label") or {}) or 2
+        heads = [h for h in self.hf_heads.values()
+                 if isinstance(h, HfHead) and h.architecture in architectures
+                 and all(hf.get(key) == value for key, value in h.config.items())]
+        return next((h for h in heads if h.problem_type(num_labels) == hf.get("problem_type")),
+                    heads[0] if heads else None)
 
     def hf_tensors(self, names):
         """`{Hugging Face name: float32 array as saved}` of `[(original name, variable)]` by the

@@ -750,3 +750,166 @@ def test_a_runs_task_decides_the_multi_label_flags_of_its_export(tmp_path, task,
     assert (f"{run}/bert_model.ckpt for bert_model.ckpt.index" in process.stderr) != refused, \
         process.stderr[-3000:]
     assert not (tmp_path / "serving").exists()
+
+
+# export_model.py --format=huggingface of a fine-tuned run: (run.json task, model kind, outputs,
+# labels written beside the checkpoint or None, the class written).
+HF_RUNS = [
+    ("ner", "token", 3, ["B-PER", "I-PER", "O"], "BertForTokenClassification"),
+    ("classifier/multilabel", "multi_label", 3, ["animal", "sport", "weather"],
+     "BertForSequenceClassification"),
+    ("classifier/sts-b", "classifier", 1, None, "BertForSequenceClassification"),
+    ("classifier/mnli", "classifier", 3, None, "BertForSequenceClassification"),
+    ("squad", "span", None, None, "BertForQuestionAnswering"),
+    ("swag", "multiple_choice", 4, None, "BertForMultipleChoice"),
+]
+
+
+def _fine_tuned_run(directory, task, kind, outputs, labels, config=None):
+    """A fine-tuning script's output_dir: the tiny model of `kind` with a random head saved as
+    the trainer saves it, its run.json (`task`), bert_config.json and label_list.txt."""
+    from modeling import families
+    from modeling_helpers import save_like_the_trainer
+
+    config = config or tiny_config()
+    model = families.build_model(kind, config, *(() if outputs is None else (outputs,)))
+    rng = np.random.default_rng(5)
+    for var in model.variables:
+        if "seed_generator" not in var.path:
+            value = rng.normal(0.0, 0.2, var.shape) + (1.0 if "gamma" in var.path else 0.0)
+            var.assign(value.astype(np.float32))
+    save_like_the_trainer(model, directory)
+    (directory / "run.json").write_text(json.dumps(
+        {"task": task, "max_seq_length": MAX_SEQ_LENGTH, "do_lower_case": True,
+         "family": families.of_config(config).name,
+         "pretraining_objective": config.pretraining_objective}))
+    (directory / "bert_config.json").write_text(config.to_json_string())
+    if labels:
+        (directory / "label_list.txt").write_text("\n".join(labels) + "\n")
+    return model
+
+
+def _export_huggingface(run, export_dir, **flags):
+    """export_model.py --format=huggingface's export of `run` (flags as parsed, defaults)."""
+    import types
+
+    from bert_runner.serving import formats
+    from bert_tasks.serving import register_all
+    from modeling import checkpoint as checkpoints
+
+    register_all()
+    values = types.SimpleNamespace(**{
+        "format": "huggingface", "checkpoint": str(run), "export_dir": str(export_dir),
+        "pooling": None, "normalize": False, "encoder_only": False, "do_lower_case": True,
+        "max_seq_length": MAX_SEQ_LENGTH, "task_name": None, "labels": None,
+        "entity_types": None, "mixed_precision": None, **flags})
+    formats.HUGGINGFACE.export(values, checkpoints.model_files(None, VOCAB, str(run)))
+
+
+@pytest.mark.parametrize("task,kind,outputs,labels,architecture", HF_RUNS,
+                         ids=[case[0] for case in HF_RUNS])
+def test_a_fine_tuned_run_exports_as_the_transformers_class_of_its_head(
+        tmp_path, task, kind, outputs, labels, architecture):
+    """A run's output_dir goes out as the class of its head (not its encoder alone), its labels
+    the run's (label_list.txt, or its task's), and loads back (our reader, as --init_checkpoint
+    loads it) with the same logits."""
+    from bert_tasks.classifier import processors
+    from modeling import checkpoint as checkpoints, families
+
+    run = tmp_path / "run"
+    model = _fine_tuned_run(run, task, kind, outputs, labels)
+    _export_huggingface(run, tmp_path / "hf")
+    hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf["architectures"] == [architecture]
+    if task.startswith("classifier/") and not labels:
+        labels = processors.get_processor(task.partition("/")[2]).get_labels()
+    if labels:
+        assert [hf["id2label"][str(i)] for i in range(len(labels))] == labels
+        assert (tmp_path / "hf" / "label_list.txt").read_text().split() == labels
+    assert hf.get("problem_type") == {"classifier/multilabel": "multi_label_classification",
+                                      "classifier/sts-b": "regression",
+                                      "classifier/mnli": "single_label_classification"}.get(task)
+    back = families.build_model(kind, tiny_config(), *(() if outputs is None else (outputs,)))
+    checkpoints.initialize_from_checkpoint(back, str(tmp_path / "hf"))
+    ids = np.random.default_rng(1).integers(5, 99, (2, MAX_SEQ_LENGTH)).astype(np.int32)
+    features = {"input_ids": ids, "input_mask": np.ones_like(ids),
+                "segment_ids": np.zeros_like(ids)}
+    if kind == "multiple_choice":
+        features = {k: np.stack([v] * outputs, axis=1) for k, v in features.items()}
+    for key, value in model(features).items():
+        np.testing.assert_array_equal(np.asarray(back(features)[key]), np.asarray(value))
+
+
+def test_a_head_transformers_has_no_class_for_is_refused_naming_what_exports(tmp_path):
+    """An ELECTRA classifier run (its original head is not ElectraForSequenceClassification's):
+    one line saying so and what can be exported instead, nothing written; --encoder_only
+    writes its encoder (ElectraModel)."""
+    from modeling.electra.config import ElectraConfig
+
+    config = ElectraConfig(vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, intermediate_size=48,
+                           max_position_embeddings=40).validate()
+    run = tmp_path / "run"
+    _fine_tuned_run(run, "classifier/mrpc", "classifier", 2, None, config)
+    with pytest.raises(ValueError, match=re.escape(message("export-hf-no-class"))) as error:
+        _export_huggingface(run, tmp_path / "hf")
+    assert str(error.value) == (
+        f"--checkpoint={run} (classifier/mrpc): transformers has no class for the ELECTRA "
+        "classifier model: the original ELECTRA's classifier (dropout and one dense layer on the "
+        "first token) is not ElectraForSequenceClassification's head (classifier.dense, GELU, "
+        "classifier.out_proj), which cannot compute it exactly. Export it with "
+        "--format=classifier (a SavedModel), or its encoder alone with --format=huggingface "
+        "--encoder_only")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    _export_huggingface(run, tmp_path / "encoder", encoder_only=True)
+    hf = json.loads((tmp_path / "encoder" / "config.json").read_text())
+    assert hf["architectures"] == ["ElectraModel"]
+
+
+@pytest.mark.large
+def test_run_classifier_predicts_the_same_from_the_runs_hugging_face_export(tmp_path):
+    """A run_classifier run exported with --format=huggingface, then given as --init_checkpoint
+    to a predicting run_classifier (its config, vocabulary and labels the directory's): the
+    test_results.tsv of the run itself."""
+    from test_run_classifier import run_in_process, write_keyword_mrpc
+
+    write_keyword_mrpc(tmp_path / "data", num_train=16, num_dev=8, num_test=8)
+    run_in_process(tmp_path / "data", tmp_path / "run", do_train=True, do_predict=True,
+                   train_batch_size=8, num_train_epochs=1.0,
+                   init_checkpoint=str(TINY / "bert_model.ckpt"))
+    _export_huggingface(tmp_path / "run", tmp_path / "hf", max_seq_length=24)
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["id2label"] == {
+        "0": "0", "1": "1"}
+    run_in_process(tmp_path / "data", tmp_path / "again", do_predict=True,
+                   init_checkpoint=str(tmp_path / "hf"), bert_config_file=None,
+                   vocab_file=str(tmp_path / "hf" / "vocab.txt"))
+    ours = np.loadtxt(tmp_path / "run" / "test_results.tsv")
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "again" / "test_results.tsv"), ours,
+                               atol=1e-6)
+
+
+@pytest.mark.large
+def test_the_cli_refuses_a_head_transformers_has_no_class_for_in_one_line(tmp_path):
+    """export_model.py --format=huggingface of a run_ner --bilstm_on_top run: exit 2, one line,
+    no traceback, nothing written."""
+    run = tmp_path / "run"
+    _fine_tuned_run(run, "ner", "token", 3, ["B-PER", "I-PER", "O"])
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "bilstm_on_top": True}))
+    from modeling import families
+    from modeling_helpers import save_like_the_trainer
+
+    for path in run.glob("ckpt-*"):
+        path.unlink()
+    (run / "checkpoint").unlink()
+    save_like_the_trainer(families.build_model("token", tiny_config(), 3, bilstm_on_top=True), run)
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "export_model.py"), "--format=huggingface",
+         f"--checkpoint={run}", f"--vocab_file={VOCAB}", f"--export_dir={tmp_path / 'hf'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    from refusals import assert_refused
+
+    assert_refused(process, "export-hf-no-class")
+    assert "a BiLSTM on top of the encoder (--bilstm_on_top)" in process.stderr
+    assert "Export it with --format=ner (a SavedModel)" in process.stderr
+    assert not (tmp_path / "hf").exists()

@@ -176,3 +176,22 @@ def test_an_input_file_that_cannot_be_read_is_refused_naming_the_flag(tmp_path):
     with pytest.raises(ValueError, match=re.escape(
             f"--input_file={tmp_path} cannot be read (Is a directory)")):
         extract_features.check_input_file(str(tmp_path))
+
+
+def test_pooling_takes_layers_minus_one_the_layer_it_pools_and_refuses_others(tmp_path):
+    """`--pooling=mean --layers=-1` says what --pooling does anyway: taken (it was refused);
+    another --layers with --pooling is still refused, naming the flag."""
+    def parse(*extra):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "extract_features.py"),
+             f"--input_file={TINY / 'extract_features' / 'input.txt'}",
+             f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={TINY / 'vocab.txt'}",
+             f"--bert_config_file={TINY / 'bert_config.json'}",
+             f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--pooling=mean", *extra,
+             "--only_check_args"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    taken = parse("--layers=-1")
+    assert taken.returncode == 0, taken.stderr
+    refused = parse("--layers=-1,-2")
+    assert refused.returncode != 0
+    assert "--layers only without --pooling or as -1" in refused.stderr

@@ -158,6 +158,8 @@ CASES = [
      [_cross("entity_types", "format")], None),
     ("export_model", ["--format=swag", "--pooling=mean"], [_cross("pooling", "normalize", "format")],
      None),
+    ("export_model", ["--format=onnx", "--encoder_only"], [_cross("encoder_only", "format")],
+     None),
     ("run_swag", ["--do_train", "--train_batch_size=30", "--gradient_accumulation_steps=4"],
      [_cross("gradient_accumulation_steps", "train_batch_size")], "flag-accumulation-uneven"),
     ("run_pretraining", ["--do_train", "--train_batch_size=0"], ["train_batch_size"],

@@ -198,3 +198,249 @@ def test_pretraining_model_writes_its_heads_and_reads_back(tmp_path):
     for name in ours:
         np.testing.assert_array_equal(np.asarray(ours[name]), np.asarray(theirs[name]),
                                       err_msg=name)
+
+
+# A fine-tuned model of each kind, written with its head (`save_hf_model(head=True)`): the
+# transformers class, its config.json and safetensors names, and our reader's logits back.
+HEAD_CASES = [
+    # (family, kind, outputs, labels, architecture, problem_type, head names and shapes)
+    ("bert", "classifier", 3, ["neg", "neu", "pos"], "BertForSequenceClassification",
+     "single_label_classification", {"classifier.weight": [3, 32], "classifier.bias": [3]}),
+    ("bert", "classifier", 1, None, "BertForSequenceClassification", "regression",
+     {"classifier.weight": [1, 32], "classifier.bias": [1]}),
+    ("bert", "multi_label", 4, ["a", "b", "c", "d"], "BertForSequenceClassification",
+     "multi_label_classification", {"classifier.weight": [4, 32], "classifier.bias": [4]}),
+    ("bert", "token", 5, ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], "BertForTokenClassification",
+     None, {"classifier.weight": [5, 32], "classifier.bias": [5]}),
+    ("bert", "span", None, None, "BertForQuestionAnswering", None,
+     {"qa_outputs.weight": [2, 32], "qa_outputs.bias": [2]}),
+    ("bert", "multiple_choice", 3, None, "BertForMultipleChoice", None,
+     {"classifier.weight": [1, 32], "classifier.bias": [1]}),
+    ("electra", "token", 5, ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+     "ElectraForTokenClassification", None,
+     {"classifier.weight": [5, 32], "classifier.bias": [5]}),
+    ("electra", "multiple_choice", 3, None, "ElectraForMultipleChoice", None,
+     {"classifier.weight": [1, 32], "classifier.bias": [1]}),
+]
+
+
+def _head_config(family):
+    if family == "bert":
+        config = tiny_config()
+        config.hidden_act = "gelu_exact"  # transformers' "gelu": its logits match ours exactly
+        return config
+    from modeling.electra.config import ElectraConfig
+
+    return ElectraConfig(vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=48,
+                         max_position_embeddings=40).validate()
+
+
+def _head_model(family, kind, outputs, seed=3):
+    """The `kind` model of the family's tiny config, every weight drawn at random (its head
+    large, so that every token moves the logits)."""
+    from modeling import families
+
+    model = families.build_model(kind, _head_config(family), *(
+        () if outputs is None else (outputs,)))
+    rng = np.random.default_rng(seed)
+    for var in model.variables:
+        if "seed_generator" not in var.path:
+            value = rng.normal(0.0, 0.1, var.shape) + (1.0 if "gamma" in var.path else 0.0)
+            var.assign(value.astype(np.float32))
+    for _, var in model.tf1_head_variables():
+        var.assign(rng.normal(0.0, 1.0, var.shape).astype(np.float32))
+    return model
+
+
+def _head_features(kind, choices=3):
+    """A batch for `kind`: 3 rows of 12 ids (one padded), two segments; [2, choices, 12] for
+    multiple choice."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 99, (3, 12)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 8:] = 0
+    segments = np.zeros_like(ids)
+    segments[:, 6:] = 1
+    features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+    if kind == "multiple_choice":
+        features = {k: np.stack([v[:choices], v[::-1][:choices]]) for k, v in features.items()}
+    return features
+
+
+def _real(kind, features, logits):
+    """The logits at real tokens (a token classifier's padded rows hold nothing)."""
+    return logits * features["input_mask"][..., None] if kind == "token" else logits
+
+
+@pytest.mark.parametrize("family,kind,outputs,labels,architecture,problem_type,head",
+                         HEAD_CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in HEAD_CASES])
+def test_a_fine_tuned_model_is_written_as_its_transformers_class_and_reads_back(
+        tmp_path, family, kind, outputs, labels, architecture, problem_type, head):
+    from modeling import families
+
+    model = _head_model(family, kind, outputs)
+    directory = checkpoints.write_hugging_face(model, tmp_path / "hf", TINY / "vocab.txt", True,
+                                               head=True, labels=labels)
+    hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf["architectures"] == [architecture] and hf["model_type"] == family
+    assert hf.get("problem_type") == problem_type
+    if kind in ("classifier", "multi_label", "token"):
+        names = labels or [f"LABEL_{i}" for i in range(outputs)]
+        assert hf["id2label"] == {str(i): name for i, name in enumerate(names)}
+        assert hf["label2id"] == {name: i for i, name in enumerate(names)}
+    else:
+        assert "id2label" not in hf
+    # The run's labels also as its label_list.txt, which the scripts read beside a checkpoint.
+    label_list = tmp_path / "hf" / "label_list.txt"
+    assert (label_list.read_text().split() if label_list.exists() else None) == labels
+    _, header, _ = _header(tmp_path / "hf" / "model.safetensors")
+    header.pop("__metadata__")
+    prefix = f"{family}."
+    assert {n: v["shape"] for n, v in header.items() if not n.startswith(prefix)} == head
+    # transformers' token and span classes have no pooler; the others keep BERT's.
+    assert any(".pooler." in n for n in header) == (
+        family == "bert" and kind not in ("token", "span"))
+    if kind == "multiple_choice":
+        assert _tensor(tmp_path / "hf" / "model.safetensors", "classifier.bias") == [0.0]
+        assert (family == "electra") == (hf.get("summary_use_proj") is False)
+
+    back = families.build_model(kind, checkpoints.load_config(f"{directory}/config.json"),
+                                *(() if outputs is None else (outputs,)))
+    checkpoints.load_checkpoint(back, directory, strict=False)
+    features = _head_features(kind)
+    ours, theirs = model(features), back(features)
+    for key in ours:
+        np.testing.assert_array_equal(_real(kind, features, np.asarray(theirs[key])),
+                                      _real(kind, features, np.asarray(ours[key])), err_msg=key)
+
+
+def _tensor(path, name):
+    from modeling.checkpoint.hugging_face import read_safetensors
+
+    return read_safetensors(path)[name].tolist()
+
+
+@pytest.mark.parametrize("kind,outputs,why", [
+    ("classifier", 2, "is not ElectraForSequenceClassification's head (classifier.dense, GELU, "
+                      "classifier.out_proj)"),
+    ("multi_label", 2, "is not ElectraForSequenceClassification's head"),
+    ("span", None, "is not ElectraForQuestionAnswering's single qa_outputs layer")])
+def test_a_head_transformers_has_no_class_for_is_refused_writing_nothing(tmp_path, kind, outputs,
+                                                                          why):
+    """ELECTRA's own classifier and SQuAD heads, and a BiLSTM on top: `NoHfClass` saying why,
+    before any file is written."""
+    from modeling import families
+    from modeling.family import NoHfClass
+
+    model = families.build_model(kind, _head_config("electra"),
+                                 *(() if outputs is None else (outputs,)))
+    with pytest.raises(NoHfClass, match=re.escape(why)):
+        checkpoints.write_hugging_face(model, tmp_path / "hf", TINY / "vocab.txt", True,
+                                       head=True)
+    bilstm = families.build_model("token", tiny_config(), 3, bilstm_on_top=True)
+    with pytest.raises(NoHfClass, match=re.escape("a BiLSTM on top of the encoder")):
+        checkpoints.write_hugging_face(bilstm, tmp_path / "hf", TINY / "vocab.txt", True,
+                                       head=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("family,kind,outputs,labels,architecture,problem_type,head",
+                         HEAD_CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in HEAD_CASES])
+def test_transformers_loads_each_head_with_no_missing_key_and_our_logits(
+        tmp_path, family, kind, outputs, labels, architecture, problem_type, head):
+    """transformers' AutoModelFor* of each export: no missing, unexpected or mismatched key, and
+    the logits ours computes within 1e-4."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    model = _head_model(family, kind, outputs)
+    directory = checkpoints.write_hugging_face(model, tmp_path / "hf", TINY / "vocab.txt", True,
+                                               head=True, labels=labels)
+    auto = {"classifier": transformers.AutoModelForSequenceClassification,
+            "multi_label": transformers.AutoModelForSequenceClassification,
+            "token": transformers.AutoModelForTokenClassification,
+            "span": transformers.AutoModelForQuestionAnswering,
+            "multiple_choice": transformers.AutoModelForMultipleChoice}[kind]
+    theirs, info = auto.from_pretrained(directory, output_loading_info=True)
+    assert type(theirs).__name__ == architecture
+    assert not any(info.get(key) for key in ("missing_keys", "unexpected_keys",
+                                             "mismatched_keys", "error_msgs")), info
+    features = _head_features(kind)
+    with torch.no_grad():
+        out = theirs.eval()(
+            input_ids=torch.tensor(features["input_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(features["input_mask"], dtype=torch.long),
+            token_type_ids=torch.tensor(features["segment_ids"], dtype=torch.long))
+    ours = model(features)
+    for key in ours:
+        value = getattr(out, "logits" if key == "logits" else key).numpy()
+        np.testing.assert_allclose(_real(kind, features, value),
+                                   _real(kind, features, np.asarray(ours[key])), atol=1e-4,
+                                   err_msg=key)
+    if labels:
+        assert theirs.config.id2label == dict(enumerate(labels))
+    assert theirs.config.problem_type == problem_type
+
+
+def test_a_class_configured_for_another_head_is_not_read_as_ours(tmp_path):
+    """An ElectraForMultipleChoice directory whose config projects the summary (transformers'
+    default, summary_use_proj) computes another head than ours: its classifier is not read as
+    the choice scorer (which stays newly initialised), rather than computing other scores."""
+    from modeling import families
+
+    model = _head_model("electra", "multiple_choice", 3)
+    directory = checkpoints.write_hugging_face(model, tmp_path / "hf", TINY / "vocab.txt", True,
+                                               head=True)
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert families.get("electra").head_of_hf_config(config).architecture == \
+        "ElectraForMultipleChoice"
+    config.update(summary_use_proj=True, summary_activation="gelu")
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    assert families.get("electra").head_of_hf_config(config) is None
+    back = families.build_model("multiple_choice", _head_config("electra"), 3)
+    report = checkpoints.load_checkpoint(back, directory, strict=False)
+    assert "cls/swag/output_weights" in report.missing
+
+
+@pytest.mark.large
+def test_transformers_pipelines_answer_as_our_model_on_the_exports(tmp_path):
+    """transformers' pipeline() on the exports ("text-classification", "token-classification"),
+    its own tokenizer from the directory's files, against our tokenizer and model: the same labels
+    and tags, probabilities within 1e-4 (accents and capitals included)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    from vocab.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(str(TINY / "vocab.txt"), do_lower_case=True)
+
+    def ours(model, text):
+        pieces = ["[CLS]"] + tokenizer.tokenize(text) + ["[SEP]"]
+        ids = np.array([tokenizer.convert_tokens_to_ids(pieces)], np.int32)
+        logits = np.asarray(model({"input_ids": ids, "input_mask": np.ones_like(ids),
+                                   "segment_ids": np.zeros_like(ids)})["logits"])[0]
+        return pieces, np.asarray(tf.nn.softmax(logits, axis=-1))
+
+    texts = ["the dog runs fast", "a big red car and a small blue car", "Thé BIG cät SINGS?"]
+    labels = ["neg", "neu", "pos"]
+    model = _head_model("bert", "classifier", 3)
+    pipe = transformers.pipeline("text-classification", top_k=None, model=str(
+        checkpoints.write_hugging_face(model, tmp_path / "cls", TINY / "vocab.txt", True,
+                                       head=True, labels=labels)))
+    for text in texts:
+        theirs = {r["label"]: r["score"] for r in pipe([text])[0]}
+        np.testing.assert_allclose([theirs[label] for label in labels], ours(model, text)[1],
+                                   atol=1e-4)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    model = _head_model("bert", "token", 5)
+    pipe = transformers.pipeline("token-classification", ignore_labels=[], model=str(
+        checkpoints.write_hugging_face(model, tmp_path / "tok", TINY / "vocab.txt", True,
+                                       head=True, labels=tags)))
+    for text in texts:
+        pieces, probabilities = ours(model, text)
+        found = pipe(text)
+        assert [r["word"] for r in found] == pieces[1:-1]
+        assert [r["entity"] for r in found] == [tags[int(p.argmax())]
+                                                for p in probabilities[1:-1]]
+        np.testing.assert_allclose([r["score"] for r in found],
+                                   probabilities[1:-1].max(axis=-1), atol=1e-4)

@@ -224,3 +224,65 @@ def test_run_classifier_predicts_in_a_runs_output_dir_without_the_files_flags(ru
         capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     assert len((out / "test_results.tsv").read_text().splitlines()) == 6
+
+
+def test_a_run_from_scratch_records_its_vocabulary_and_is_found_there(tmp_path, monkeypatch):
+    """A run trained from scratch with a --vocab_file outside its output_dir: run.json records
+    the file (absolute) beside its hash, and a later command without --vocab_file takes it from
+    there while its content is the recorded one; changed or gone, it is refused naming it."""
+    from bert_runner import driver
+    from modeling import checkpoint as checkpoints
+    from modeling.checkpoint import run_files
+
+    vocab = tmp_path / "elsewhere" / "vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_bytes((TINY / "vocab.txt").read_bytes())
+    run = _run_directory(tmp_path / "run", _encoder(), {})
+    record = {"task": "classifier/mrpc", "init_checkpoint": None,
+              "vocab": _record("x", None, vocab)["vocab"], "do_lower_case": True}
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a relative --vocab_file, recorded absolute
+    (run / "run.json").unlink()
+    (run / "bert_config.json").unlink()
+    driver._record_run(str(run), tiny_config(), record, "vocab.txt")
+    recorded = run_files.output_dir_record(str(run))
+    assert recorded[run_files.VOCAB_PATH_KEY] == str(vocab)
+    monkeypatch.chdir(tmp_path)
+    files = checkpoints.model_files(None, None, str(run))
+    assert (files.config_file, files.vocab_file) == (f"{run}/bert_config.json", str(vocab))
+    values = _flag_values()
+    values(["x", f"--init_checkpoint={run}/ckpt-1"])
+    assert values.vocab_file == str(vocab)
+    vocab.write_text((TINY / "vocab.txt").read_text() + "extra\n")
+    with pytest.raises(ValueError, match=re.escape(message("run-vocab-missing"))) as error:
+        checkpoints.model_files(None, None, str(run))
+    assert f"{vocab} hold(s) another vocabulary" in str(error.value)
+    vocab.unlink()
+    with pytest.raises(ValueError, match=re.escape(message("run-vocab-missing"))) as error:
+        checkpoints.model_files(None, None, str(run))
+    assert f"{vocab}, the vocabulary it read, no longer exists ({run}/run.json)" in str(
+        error.value)
+
+
+@pytest.mark.large
+def test_export_takes_the_vocabulary_a_run_from_scratch_recorded(tmp_path):
+    """export_model.py of a run trained from scratch with a --vocab_file kept elsewhere, given
+    neither --vocab_file nor --bert_config_file: the run's recorded vocabulary (it was refused,
+    asking for --vocab_file again)."""
+    from modeling.checkpoint.identity import fingerprint
+    from test_export import _fine_tuned_run
+
+    vocab = tmp_path / "elsewhere" / "vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_bytes((TINY / "vocab.txt").read_bytes())
+    run = tmp_path / "run"
+    _fine_tuned_run(run, "ner", "token", 3, ["B-PER", "I-PER", "O"])
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(
+        {**record, "init_checkpoint": None, "vocab": fingerprint(str(vocab)),
+         "vocab_file": str(vocab)}))
+    process = subprocess.run([
+        sys.executable, str(ROOT / "export_model.py"), "--format=huggingface",
+        f"--checkpoint={run}", f"--export_dir={tmp_path / 'hf'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == vocab.read_bytes()

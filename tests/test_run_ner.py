@@ -167,3 +167,23 @@ def test_bad_input_is_named_before_any_work(tmp_path):
         run_in_process(data_dir, tmp_path / "out", do_train=True, do_eval=True,
                        init_checkpoint=str(TINY / "bert_model.ckpt"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.large
+def test_predicts_from_its_hugging_face_export_as_from_the_run(trained, tmp_path):
+    """export_model.py --format=huggingface of the run (BertForTokenClassification, its tag set
+    as id2label and label_list.txt), then --init_checkpoint=<that directory>: the run's own
+    test predictions, its labels taken from the directory."""
+    import json
+
+    from test_export import _export_huggingface
+
+    data_dir, output_dir, _ = trained
+    _export_huggingface(output_dir, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["BertForTokenClassification"]
+    assert list(config["id2label"].values()) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    run_in_process(data_dir, tmp_path / "out", do_predict=True,
+                   init_checkpoint=str(tmp_path / "hf"))
+    assert ((tmp_path / "out" / "test_predictions.txt").read_text()
+            == (output_dir / "test_predictions.txt").read_text())

@@ -19,9 +19,13 @@ def _describe_embedding(result):
 
 
 def _huggingface(flag_values, files):
-    """The encoder of any checkpoint, or a pre-training checkpoint's whole model, as config.json,
-    model.safetensors and vocab.txt (`modeling.checkpoint.write_hugging_face`); with --pooling
-    the encoder and sentence-transformers' module files."""
+    """A fine-tuned run's model (its run.json names the script) as the transformers class of its
+    head (`ServingFormat.fine_tuned`, `modeling.checkpoint.write_hugging_face(head=True)`:
+    BertForSequenceClassification with its labels, ...; refused naming what can be exported
+    where transformers has none); else the encoder of any checkpoint, or a pre-training
+    checkpoint's whole model; each as config.json, model.safetensors and vocab.txt. With
+    --pooling the encoder and sentence-transformers' module files; with --encoder_only the
+    encoder alone."""
     import json
     import os
 
@@ -29,11 +33,18 @@ def _huggingface(flag_values, files):
 
     from bert_runner.serving import provenance
     from modeling.checkpoint import write_hugging_face
+    from modeling.family import NoHfClass
     from modeling.layers.pooling import check_pooling
 
-    if flag_values.pooling:  # sentence-transformers reads an encoder
+    task = provenance.recorded_script_task(flag_values.checkpoint)
+    fine_tuned = registry.of_script_task(task) if task else None
+    head, labels = False, None
+    if flag_values.pooling or flag_values.encoder_only:  # sentence-transformers reads an encoder
         model, what = provenance.load_encoder(files.config, flag_values.checkpoint,
                                               config_file=files.config_file), "encoder"
+    elif fine_tuned is not None and fine_tuned.fine_tuned is not None:
+        (model, labels), head = fine_tuned.fine_tuned(flag_values, files), True
+        what = f"{fine_tuned.script} model with its head"
     else:
         model, what = _pretrainer_or_encoder(files.config, flag_values.checkpoint,
                                              files.config_file, provenance)
@@ -42,8 +53,15 @@ def _huggingface(flag_values, files):
         check_pooling(flag_values.pooling, files.config)
         sentence_embedding = (flag_values.pooling, flag_values.normalize,
                               flag_values.max_seq_length)
-    directory = write_hugging_face(model, flag_values.export_dir, files.vocab_file,
-                                   flag_values.do_lower_case, sentence_embedding)
+    try:
+        directory = write_hugging_face(model, flag_values.export_dir, files.vocab_file,
+                                       flag_values.do_lower_case, sentence_embedding, head=head,
+                                       labels=labels)
+    except NoHfClass as error:
+        raise ValueError(
+            f"--checkpoint={flag_values.checkpoint} ({task}): {error}. Export it with "
+            f"--format={fine_tuned.name} (a SavedModel), or its encoder alone with "
+            "--format=huggingface --encoder_only") from None
     # The class transformers loads it as says what the directory holds (its heads or none).
     with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
         architectures = ", ".join(json.load(f)["architectures"])
@@ -76,10 +94,13 @@ EMBEDDING = registry.register(registry.ServingFormat(
     convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_flags")))
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
-    help="the encoder as config.json, model.safetensors and vocab.txt, for transformers' "
-         "BertModel.from_pretrained (ElectraModel; a BERT pre-training checkpoint as "
-         "BertForPreTraining, an ELECTRA one as ElectraForPreTraining with its generator in "
-         "generator/) (with --pooling the encoder and a sentence-transformers model)",
+    help="a fine-tuned run's model as config.json, model.safetensors and vocab.txt for "
+         "transformers' class of its head (BertForSequenceClassification with its labels, "
+         "BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice; the "
+         "ELECTRA classes that compute its heads), else the encoder (BertModel, ElectraModel; a "
+         "BERT pre-training checkpoint as BertForPreTraining, an ELECTRA one as "
+         "ElectraForPreTraining with its generator in generator/) (with --pooling the encoder "
+         "and a sentence-transformers model; --encoder_only: the encoder alone)",
     # The layout has no sequence length: any the config's positions allow.
     export=_huggingface, needs_sequence_length=False))
 LITERT = registry.register(registry.ServingFormat(

@@ -169,6 +169,19 @@ def recorded_model_options(checkpoint):
     return {"bilstm_on_top": recorded_bilstm_on_top(checkpoint)}
 
 
+def recorded_script_task(checkpoint):
+    """run.json's `task` of the run that wrote `checkpoint` ("classifier/mrpc", "ner"), or
+    None."""
+    recorded = (run_files.run_record(checkpoint)[1] or {}).get("task")
+    return recorded if isinstance(recorded, str) and recorded else None
+
+
+def recorded_task(checkpoint):
+    """The task of the run that wrote `checkpoint` (run.json's `task` after "<script>/":
+    "mrpc" of "classifier/mrpc"), or None."""
+    return (recorded_script_task(checkpoint) or "").partition("/")[2] or None
+
+
 def recorded_labels(checkpoint, flag):
     """The label_list.txt the run wrote beside `checkpoint`; refused naming `flag` (the flag that
     gives the labels instead) without one."""

@@ -69,6 +69,9 @@ class ServingFormat:
         directory has none).
       convertible: (flag_values, files) -> `Convertible` for LiteRT and ONNX; None: this format's
         models export as SavedModels only.
+      fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
+        --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
+        writes with its head, as the transformers class its family declares for it.
     """
     name: str
     help: str
@@ -84,6 +87,7 @@ class ServingFormat:
     signatures: Optional[Tuple[str, ...]] = None
     needs_sequence_length: bool = True
     convertible: Optional[Callable] = None
+    fine_tuned: Optional[Callable] = None
 
     def model_family(self, task_name):
         """The set of task names sharing `task_name`'s fine-tuned model (itself alone)."""

@@ -214,6 +214,31 @@ def load_classifier(config, num_labels, checkpoint, task_name=None, config_file=
                                       task_name=task_name, label_source=labels)
 
 
+def _classifier_from_flags(flag_values, files, task_name):
+    """(the run_classifier model of `task_name` with every weight from --checkpoint, its task's
+    processor): a multi-label model's labels from --labels or its label_list.txt."""
+    labels = None
+    if task_name.lower() == "multilabel":
+        labels = flag_values.labels
+        if labels:
+            run_files.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
+                                            ",".join(labels))
+        else:
+            labels = provenance.recorded_labels(flag_values.checkpoint, "--labels")
+    processor = processors.get_processor(task_name, labels)
+    model = load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
+                            task_name=task_name, config_file=files.config_file)
+    return model, processor
+
+
+def fine_tuned_from_flags(flag_values, files):
+    """export_model.py --format=huggingface of a run_classifier run: (its model, its labels;
+    None for regression), the task its run.json records."""
+    model, processor = _classifier_from_flags(
+        flag_values, files, provenance.recorded_task(flag_values.checkpoint))
+    return model, processor.get_labels()
+
+
 def export_from_flags(flag_values, files):
     """export_model.py --format=classifier: a run_classifier model (single-label, regression or
     multi-label; truncated or windowed)."""
@@ -221,15 +246,7 @@ def export_from_flags(flag_values, files):
     if not task_name:
         raise ValueError("--task_name is required with --format=classifier")
     multi_label = task_name.lower() == "multilabel"
-    labels = flag_values.labels
-    if multi_label and labels:
-        run_files.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
-                                        ",".join(labels))
-    elif multi_label:
-        labels = provenance.recorded_labels(flag_values.checkpoint, "--labels")
-    processor = processors.get_processor(task_name, labels if multi_label else None)
-    model = load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
-                            task_name=task_name, config_file=files.config_file)
+    model, processor = _classifier_from_flags(flag_values, files, task_name)
     doc_stride = None
     if flag_values.long_documents:
         doc_stride = 64 if flag_values.doc_stride is None else flag_values.doc_stride
@@ -264,7 +281,5 @@ def convertible_from_flags(flag_values, files):
         raise ValueError("--format=%s converts a classifier (--task_name) or an embedding model "
                          "(--pooling) (single-label or regression), not --task_name=multilabel: "
                          "export a SavedModel" % flag_values.format)
-    processor = processors.get_processor(flag_values.task_name)
-    model = load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
-                            task_name=flag_values.task_name, config_file=files.config_file)
+    model, processor = _classifier_from_flags(flag_values, files, flag_values.task_name)
     return convertible(model, processor.get_labels())

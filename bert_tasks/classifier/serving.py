@@ -44,4 +44,5 @@ FORMAT = registry.register(registry.ServingFormat(
     fields=(1, 2, "text or text_a<TAB>text_b"), answer=_answer_rows, describe=_describe,
     # A classifier answers single texts and pairs through two signatures: both are warmed up.
     warm_up_fields=(1, 2),
-    convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags")))
+    convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags"),
+    fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_flags")))

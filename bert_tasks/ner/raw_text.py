@@ -222,9 +222,9 @@ def export_ner(model, vocab_file, do_lower_case, max_seq_length, label_list, exp
     return write_saved_model(module, export_dir, "NER model")
 
 
-def export_from_flags(flag_values, files):
-    """export_model.py --format=ner: a run_ner model, with its label list (--entity_types or its
-    label_list.txt)."""
+def fine_tuned_from_flags(flag_values, files):
+    """(the run_ner model with every weight from --checkpoint, its tag set in its scheme):
+    the labels of --entity_types or of its label_list.txt."""
     if flag_values.entity_types:
         label_list = ner_tags.label_list(flag_values.entity_types)
         source = "--entity_types=%s" % ",".join(flag_values.entity_types)
@@ -237,6 +237,13 @@ def export_from_flags(flag_values, files):
         families.build_model("token", files.config, len(label_list),
                              **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file, label_source=source)
+    return model, label_list
+
+
+def export_from_flags(flag_values, files):
+    """export_model.py --format=ner: a run_ner model, with its label list (--entity_types or its
+    label_list.txt)."""
+    model, label_list = fine_tuned_from_flags(flag_values, files)
     export_ner(provenance.serving_precision(flag_values, model), files.vocab_file,
                flag_values.do_lower_case, flag_values.max_seq_length, label_list,
                flag_values.export_dir)

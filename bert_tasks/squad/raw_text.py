@@ -163,14 +163,18 @@ def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, m
     return write_saved_model(module, export_dir, "SQuAD model")
 
 
+def fine_tuned_from_flags(flag_values, files):
+    """(the run_squad model with every weight from --checkpoint, None: no labels)."""
+    model = families.build_model("span", files.config,
+                                 **provenance.recorded_model_options(flag_values.checkpoint))
+    return provenance.load_fine_tuned(
+        model, flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
+
+
 def export_from_flags(flag_values, files):
     """export_model.py --format=squad: a run_squad model, with its windows and post-processing
     settings."""
-    model = families.build_model("span", files.config,
-                                 **provenance.recorded_model_options(flag_values.checkpoint))
-    model = provenance.load_fine_tuned(
-        model,
-        flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
+    model, _ = fine_tuned_from_flags(flag_values, files)
     options = PostprocessOptions(
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
         do_lower_case=flag_values.do_lower_case,

@@ -68,11 +68,16 @@ def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
     return write_saved_model(module, export_dir, "SWAG model")
 
 
-def export_from_flags(flag_values, files):
-    """export_model.py --format=swag: a run_swag model."""
-    model = provenance.load_fine_tuned(
+def fine_tuned_from_flags(flag_values, files):
+    """(the run_swag model with every weight from --checkpoint, None: no labels)."""
+    return provenance.load_fine_tuned(
         families.build_model("multiple_choice", files.config,
                              **provenance.recorded_model_options(flag_values.checkpoint)),
-        flag_values.checkpoint, serving.FORMAT_NAME, files.config_file)
+        flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
+
+
+def export_from_flags(flag_values, files):
+    """export_model.py --format=swag: a run_swag model."""
+    model, _ = fine_tuned_from_flags(flag_values, files)
     export_swag(provenance.serving_precision(flag_values, model), files.vocab_file,
                 flag_values.do_lower_case, flag_values.max_seq_length, flag_values.export_dir)

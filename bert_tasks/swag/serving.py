@@ -29,6 +29,7 @@ FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="context and endings -> a run_swag model's probabilities",
     export=registry.deferred("bert_tasks.swag.raw_text", "export_from_flags"),
+    fine_tuned=registry.deferred("bert_tasks.swag.raw_text", "fine_tuned_from_flags"),
     script="run_swag.py", head="multiple-choice",
     fields=(2, None, "context<TAB>ending<TAB>ending..."), answer=_answer_rows, describe=_describe,
     check_rows=_check_rows, signatures=("serving_default",)))

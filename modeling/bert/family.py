@@ -11,7 +11,7 @@ import re
 from modeling.bert.encoder import BertModel
 from modeling.bert.checkpoint_names import encoder_names
 from modeling.bert.config import REQUIRED_KEYS, BertConfig
-from modeling.family import ModelFamily
+from modeling.family import HfHead, ModelFamily
 from modeling.bert.multiple_choice import BertMultipleChoice
 from modeling.bert.sentence_encoder import BertSentenceEncoder
 from modeling.bert.task_models import (
@@ -67,6 +67,31 @@ HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.")
 IGNORED = re.compile(r"(^|\.)(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 # transformers' class of a directory holding the encoder and both pre-training heads.
 PRETRAINING_ARCHITECTURE = "BertForPreTraining"
+
+
+def _classification_problem(num_labels):
+    return "regression" if num_labels == 1 else "single_label_classification"
+
+
+# The fine-tuned models as transformers' classes (`ModelFamily.hf_heads`): each head's original
+# names under the class's. SWAG's scorer has no bias (a bias shared by the choices cancels in the
+# softmax): BertForMultipleChoice's is written as 0.
+_CLASSIFIER = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
+HF_HEADS = {
+    "classifier": HfHead("BertForSequenceClassification", _CLASSIFIER,
+                         problem_type=_classification_problem, labels=True),
+    "multi_label": HfHead("BertForSequenceClassification",
+                          {f"cls/multi_label/{n}": hf for n, hf in _CLASSIFIER.items()},
+                          problem_type=lambda num_labels: "multi_label_classification",
+                          labels=True),
+    "token": HfHead("BertForTokenClassification", _CLASSIFIER, pooler=False, labels=True),
+    "span": HfHead("BertForQuestionAnswering",
+                   {"cls/squad/output_weights": "qa_outputs.weight",
+                    "cls/squad/output_bias": "qa_outputs.bias"}, pooler=False),
+    "multiple_choice": HfHead("BertForMultipleChoice",
+                              {"cls/swag/output_weights": "classifier.weight"},
+                              zeros={"classifier.bias": (1,)}),
+}
 
 
 def claims_config(data):
@@ -185,4 +210,5 @@ BERT = ModelFamily(
     config_to_hf=config_to_hf,
     hf_encoder_prefix=f"{SCOPE}.",
     hf_folders=hf_folders,
+    hf_heads=HF_HEADS,
 )

@@ -18,7 +18,9 @@ import safetensors
 import safetensors.numpy
 
 from modeling import families
-from modeling.checkpoint.original import encoder_names, encoder_of
+from modeling.checkpoint.original import encoder_names, encoder_of, is_pooler
+from modeling.checkpoint.layout import LABEL_LIST_FILE
+from modeling.hf_directory import json_object
 
 
 def read_config(path):
@@ -117,12 +119,30 @@ def read_hf_weights(path):
 def read_hf_as_tf1(path, family):
     """`{original name: np.ndarray in the original's orientation}` of a Hugging Face checkpoint of
     `family` (a weights file or a directory holding one); the tied decoder and `position_ids` are
-    left out."""
+    left out. A task model's head is read by the names of the class its `config.json` names
+    (`ModelFamily.head_of_hf_config`: a multi-label classifier's, a multiple-choice scorer's),
+    the entries that class holds beyond the model (`HfHead.zeros`) left out."""
+    head = family.head_of_hf_config(_config_beside(path))
+    by_class = {hf: original for original, hf in head.names.items()} if head else {}
+    weights = read_hf_weights(path)
+    for name in head.zeros if head else ():
+        weights.pop(name, None)
     tensors = {}
-    for name, value in family.normalise_hf_names(read_hf_weights(path)).items():
+    for name, value in family.normalise_hf_names(weights).items():
+        if name in by_class:
+            tensors[by_class[name]] = value
+            continue
         name, transpose = family.original_name(name)
         tensors[name] = value.T if transpose else value
     return tensors
+
+
+def _config_beside(path):
+    """The dict of the `config.json` of a Hugging Face directory or beside its weights file ({}:
+    none)."""
+    path = os.fspath(path)
+    folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+    return json_object(os.path.join(folder, "config.json"))
 
 
 def read_hf_for_model(path, family, model):
@@ -137,20 +157,56 @@ def read_hf_for_model(path, family, model):
     return family.read_hf(os.fspath(path), model, read)
 
 
-def hf_folders(model):
+def hf_folders(model, head=False, labels=None):
     """`[(folder, config.json dict, {Hugging Face name: array})]` that `save_hf_model` writes
-    for `model`: its family's `hf_folders`, else the encoder alone as the bare model saves it
-    (names without the model prefix)."""
+    for `model`: its family's `hf_folders`; with `head`, a task model as the transformers class
+    of its head (`head_folder`); else the encoder alone as the bare model saves it (names
+    without the model prefix)."""
     family = families.of_model(model)
     folders = family.hf_folders(model) if family.hf_folders is not None else None
     if folders is not None:
         return folders
+    if head:
+        return [("", *head_folder(model, labels))]
     tensors = {name.removeprefix(family.hf_encoder_prefix): value
                for name, value in family.hf_tensors(encoder_names(model)).items()}
     return [("", family.config_to_hf(encoder_of(model).config), tensors)]
 
 
-def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None):
+def head_folder(model, labels=None):
+    """(config.json dict, {Hugging Face name: array}) of the task model `model` as the
+    transformers class its family declares for its head (`ModelFamily.hf_head`: raises
+    `NoHfClass` where there is none): the encoder under the model prefix (without the pooler
+    where the class has none), the head by the class's names, its `problem_type`, and its
+    outputs named by `labels` (None: transformers' LABEL_<i>; refused where their number is not
+    the model's)."""
+    family = families.of_model(model)
+    head = family.hf_head(model)
+    encoder = encoder_of(model)
+    tensors = family.hf_tensors([(name, var) for name, var in encoder_names(model)
+                                 if head.pooler or not is_pooler(name)])
+    for name, var in model.tf1_head_variables():
+        tensors[head.names[name]] = np.asarray(var, dtype=np.float32)
+    for name, shape in head.zeros.items():
+        tensors[name] = np.zeros(shape, np.float32)
+    config = {**family.config_to_hf(encoder.config), "architectures": [head.architecture],
+              **head.config}
+    num_labels = getattr(model, "num_labels", None)
+    if head.labels:
+        names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
+        if len(names) != num_labels:
+            raise ValueError(f"{len(names)} labels ({', '.join(names)}) for a "
+                             f"{head.architecture} of {num_labels} outputs")
+        config["id2label"] = {str(i): name for i, name in enumerate(names)}
+        config["label2id"] = {name: i for i, name in enumerate(names)}
+    problem_type = head.problem_type(num_labels)
+    if problem_type:
+        config["problem_type"] = problem_type
+    return config, tensors
+
+
+def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None,
+                  head=False, labels=None):
     """Writes `model` as a Hugging Face directory that transformers' model of its family loads
     (`BertModel.from_pretrained(directory)`): for most models their encoder, as the bare model
     saves it; a family may write more (`ModelFamily.hf_folders`: BERT's pre-training model is a
@@ -163,18 +219,27 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
     `sentence_embedding`: None, or `(pooling, normalize, max_seq_length)` to also write the files
     with which `sentence_transformers.SentenceTransformer(directory)` computes the vectors of
     `modeling.layers.pooling.pool` (`sentence_transformer_files`).
+    `head`: a fine-tuned task model as the transformers class of its head
+    (`BertForSequenceClassification`, ...: `head_folder`, its outputs named by `labels`, which
+    are also written as the run's `label_list.txt`), refused (`NoHfClass`) where transformers
+    has none.
     """
     directory = os.fspath(directory).rstrip("/")
     if os.path.exists(directory):
         raise FileExistsError(f"{directory} already exists: choose a new directory")
     encoder = encoder_of(model)
-    folders = hf_folders(model)
+    folders = hf_folders(model, head, labels)
     tmp = f"{directory}.tmp-{uuid.uuid4().hex}"
     os.makedirs(tmp)
     try:
         for folder, config, tensors in folders:
             _write_hf_folder(os.path.join(tmp, folder), config, tensors, vocab_file,
                              do_lower_case)
+        if head and labels is not None:
+            # The run's own record of its labels, as beside its checkpoints: a script started
+            # from the directory (--init_checkpoint) takes and checks them as from the run.
+            with open(os.path.join(tmp, LABEL_LIST_FILE), "w", encoding="utf-8") as f:
+                f.write("\n".join(labels) + "\n")
         if sentence_embedding is not None:
             files = sentence_transformer_files(encoder.config.hidden_size, *sentence_embedding)
             for name, value in files.items():

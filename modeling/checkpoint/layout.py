@@ -101,6 +101,12 @@ def checkpoint_folder(path):
 # hash there (`bert_runner.run_identity`): a model read with another vocabulary is refused.
 RUN_RECORD = "run.json"
 VOCAB_KEY = "vocab"
+# A classifier's or tagger's labels in output order (`run_files`), beside its checkpoints and in
+# a Hugging Face export of its run.
+LABEL_LIST_FILE = "label_list.txt"
+# Where the vocabulary the run read was (its --vocab_file, made absolute): looked for there when
+# it is kept nowhere beside the run, taken only while its content is still the recorded hash.
+VOCAB_PATH_KEY = "vocab_file"
 
 
 def run_directories(directory):

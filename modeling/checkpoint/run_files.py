@@ -21,7 +21,8 @@ from modeling.checkpoint.layout import RUN_RECORD, run_directories
 
 # The vocabulary's content hash in run.json, under the name its readers use here.
 VOCAB_KEY = layout.VOCAB_KEY
-LABEL_LIST_FILE = "label_list.txt"
+VOCAB_PATH_KEY = layout.VOCAB_PATH_KEY
+LABEL_LIST_FILE = layout.LABEL_LIST_FILE
 
 
 def _directory(checkpoint):
@@ -71,6 +72,15 @@ def output_dir_record(output_dir):
 
 def write_output_dir_record(output_dir, record):
     write_text_atomic(os.path.join(output_dir, RUN_RECORD), json.dumps(record, indent=2) + "\n")
+
+
+def vocab_location(vocab_file):
+    """How run.json records the path of the vocabulary a run read (`VOCAB_PATH_KEY`): a local
+    path made absolute (the run may have been started elsewhere), a URL as it is; None for
+    none."""
+    if not vocab_file:
+        return None
+    return vocab_file if "://" in vocab_file else os.path.abspath(vocab_file)
 
 
 def run_record(checkpoint):

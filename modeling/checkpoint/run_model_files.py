@@ -6,13 +6,14 @@ as a Hugging Face directory is:
     found.config_file     /tmp/embeddings/bert_config.json (the driver writes it beside run.json)
     found.vocab_file      the vocabulary the run read, or None with `found.vocab_problem` saying why
 
-run.json records the vocabulary by its content hash only (`bert_runner.run_identity`), not by its
-path. The vocabulary is therefore looked for where a run keeps or found one: a `vocab.txt` in the
-run's folders or one level below them (an embedding run's `sentence_transformers/`), then beside
-the checkpoint the run started from (its recorded --init_checkpoint: a Hugging Face directory or
-a released folder; another run's, followed the same way). Only a file whose content has the
-recorded hash is taken: a file of the same name with other word-pieces would give the model other
-ids.
+run.json records the vocabulary by its content hash (`bert_runner.run_identity`) and, since runs
+record it, by the path it was read from (`VOCAB_PATH_KEY`: a run trained from scratch with a
+--vocab_file kept elsewhere). The vocabulary is looked for where a run keeps or found one: a
+`vocab.txt` in the run's folders or one level below them (an embedding run's
+`sentence_transformers/`), the recorded path, then beside the checkpoint the run started from (its
+recorded --init_checkpoint: a Hugging Face directory or a released folder; another run's, followed
+the same way). Only a file whose content has the recorded hash is taken: a file of the same name
+with other word-pieces would give the model other ids.
 
 Reads local files with `os` and `json` only: the scripts' flag checks use it before TensorFlow is
 imported (`bert_runner.flags.require_model_files`).
@@ -24,7 +25,7 @@ import os
 from typing import Optional
 
 from modeling.checkpoint.layout import (
-    RUN_RECORD, VOCAB_KEY, checkpoint_folder, hf_home, run_directories)
+    RUN_RECORD, VOCAB_KEY, VOCAB_PATH_KEY, checkpoint_folder, hf_home, run_directories)
 from modeling.hf_directory import HF_DIRECTORY
 
 CONFIG_FILE = "bert_config.json"
@@ -116,6 +117,12 @@ def _recorded_vocab(record, record_path, directories, runs_back):
         return None, None  # a run that read no text (pre-training on records)
     candidates = _vocabs_in(directories)
     gone = None
+    recorded = record.get(VOCAB_PATH_KEY)
+    if isinstance(recorded, str) and recorded and "://" not in recorded:
+        if os.path.isfile(recorded):
+            candidates.append(recorded)
+        else:
+            gone = f"{recorded}, the vocabulary it read, no longer exists"
     # The checkpoints the run read its model from: the one it started from and, for a student,
     # the teacher it distilled (which read the same vocabulary).
     for key, how in (("init_checkpoint", "it started from"),

@@ -19,6 +19,7 @@ as a bare model's (`electra.embeddings_project.*`, `electra.encoder.*`: here
 and `generator_lm_head.bias`, and holds a copy of the embedding tables, which the original
 shares with the discriminator: they must be equal to the discriminator's.
 """
+import dataclasses
 import os
 import re
 
@@ -261,6 +262,27 @@ def hf_folders(model):
              ELECTRA.hf_tensors(tables + own))]
 
 
+# The fine-tuned models as transformers' classes (`ModelFamily.hf_heads`), or why there is none.
+# ElectraForMultipleChoice summarises a choice by its first token with no projection and no
+# activation when config.json says so (its SequenceSummary), as the original's head reads it.
+_NO_CLASSIFIER = (
+    "the original ELECTRA's classifier (dropout and one dense layer on the first token) is not "
+    "ElectraForSequenceClassification's head (classifier.dense, GELU, classifier.out_proj), "
+    "which cannot compute it exactly")
+HF_HEADS = {
+    "classifier": _NO_CLASSIFIER,
+    "multi_label": _NO_CLASSIFIER,
+    "span": ("the original ELECTRA's SQuAD head (start, then end given the start, and an "
+             "answerability logit) is not ElectraForQuestionAnswering's single qa_outputs layer"),
+    "token": dataclasses.replace(bert.HF_HEADS["token"],
+                                 architecture="ElectraForTokenClassification"),
+    "multiple_choice": dataclasses.replace(
+        bert.HF_HEADS["multiple_choice"], architecture="ElectraForMultipleChoice",
+        config={"summary_type": "first", "summary_use_proj": False, "summary_activation": "linear",
+                "summary_last_dropout": 0.1}),
+}
+
+
 def layerwise_lr_decay(config):
     """The original's fine-tuning default: 0.8, 0.9 for ELECTRA-Large."""
     return LARGE_LAYERWISE_LR_DECAY if config.hidden_size >= _LARGE_HIDDEN_SIZE else \
@@ -291,4 +313,5 @@ ELECTRA = ModelFamily(
     config_file="--hparams JSON",
     read_hf=read_hf,
     hf_folders=hf_folders,
+    hf_heads=HF_HEADS,
 )
