@@ -144,16 +144,17 @@ mode(ModeRule(("labels",), ("format", "task_name"),
               "with --task_name=multilabel", "the other tasks' labels are the task's own"))
 mode(ModeRule(("long_documents",), ("format",), lambda fmt: fmt == "classifier",
               "with --format=classifier", "the other formats cut every text to max_seq_length"))
+# --format=onnx takes the run's task's flags (its run.json's task; the task checks them).
 mode(ModeRule(("doc_stride",), ("format", "long_documents"),
-              lambda fmt, long_documents: fmt == "squad" or long_documents,
-              "with --format=squad or --long_documents", "without them there are no windows"))
+              lambda fmt, long_documents: fmt in ("squad", "onnx") or long_documents,
+              "with --format=squad, onnx or --long_documents", "without them there are no windows"))
 mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
-               "null_score_diff_threshold"), ("format",), lambda fmt: fmt == "squad",
-              "with --format=squad", "the other formats answer no questions"))
+               "null_score_diff_threshold"), ("format",), lambda fmt: fmt in ("squad", "onnx"),
+              "with --format=squad or onnx", "the other formats answer no questions"))
 mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
               "with --version_2_with_negative", "v1.1 answers every question"))
-mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt == "ner", "with --format=ner",
-              "the other formats tag no entities"))
+mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt in ("ner", "onnx"),
+              "with --format=ner or onnx", "the other formats tag no entities"))
 mode(ModeRule(("encoder_only",), ("format",), lambda fmt: fmt == "huggingface",
               "with --format=huggingface", "the other formats serve a head or a pooled vector"))
 mode(ModeRule(("pooling", "normalize"), ("format",),

@@ -1,17 +1,21 @@
 """bert_runner.serving.onnx (export_model.py --format=onnx): the tiny classifier and a pooled
 encoder exported with tf2onnx, run by onnxruntime behind our tokenizer, give the SavedModel's
-outputs. Skipped when the optional packages (requirements-onnx.txt) are not installed.
+outputs; every task's run (classifier, embedding, SQuAD, NER, SWAG) is answered by predict.py from
+its ONNX export as from its SavedModel. The conversions are skipped when the optional packages
+(requirements-onnx.txt) are not installed.
 """
 import json
 import re
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from modeling_helpers import (
     EXPORT_LABELS as LABELS, EXPORT_PAIRS as PAIRS, TINY, export_classifier, tiny_config)
-from refusals import message
+from refusals import assert_refused, message
 
 VOCAB = str(TINY / "vocab.txt")
 MAX_SEQ_LENGTH = 16
@@ -86,3 +90,177 @@ def test_missing_package_names_the_requirements_file(monkeypatch):
     with pytest.raises(ValueError, match=re.escape(message("onnx-missing-package"))) as error:
         onnx.require("tf2onnx")
     assert str(error.value).startswith("ONNX export and inference need tf2onnx")
+
+
+# Every task's run (test_export's tiny runs with random heads): export_model.py's SavedModel and
+# ONNX exports, predict.py on each. (run.json task, model kind, outputs, labels, export flags,
+# predict.py's inputs)
+SQUAD_FLAGS = dict(max_query_length=6, doc_stride=4, n_best_size=5, max_answer_length=6)
+SQUAD_INPUTS = ["Who walked to the river?\tThe old dog walked to the river with a big cat and "
+                "the cat sleeps by the hill.",
+                "what is red?\tA big red car and a small blue car and a new house.",
+                "Where?\tThé BIG cät SINGS? 猫 and a dog\tnear the city"]
+TASK_RUNS = {
+    "classifier": ("classifier/mnli", "classifier", 3, None, {"task_name": "MNLI"},
+                   SINGLES[:3] + ["The dog runs fast.\ta big cat", "the cat sleeps\tsnow"]),
+    "embedding": ("classifier/mnli", "classifier", 3, None,
+                  {"pooling": "mean", "normalize": True}, [text for text in SINGLES if text]),
+    "squad": ("squad", "span", None, None, SQUAD_FLAGS, SQUAD_INPUTS[:2]),
+    "squad-v2": ("squad", "span", None, None, {**SQUAD_FLAGS, "version_2_with_negative": True},
+                 SQUAD_INPUTS[:2]),
+    "ner": ("ner", "token", 3, ["B-PER", "I-PER", "O"], {},
+            ["Steve Smith's dog ran to New York, and " * 2, "Thé BIG cät SINGS?", "snow"]),
+    "swag": ("swag", "multiple_choice", 4, None, {},
+             ["The dog runs fast.\tto the river\tthe cat sleeps\ta big red car",
+              "Thé BIG cät SINGS?\tshe can swim\twe eat\t猫 and a dog"]),
+}
+
+
+def _export(run, fmt, export_dir, **flags):
+    """export_model.py --format=`fmt` of the run directory `run` (its flags as parsed)."""
+    import types
+
+    from bert_runner.serving import registry
+    from bert_tasks.serving import register_all
+    from modeling import checkpoint as checkpoints
+
+    register_all()
+    values = types.SimpleNamespace(**{
+        "format": fmt, "checkpoint": str(run), "export_dir": str(export_dir), "pooling": None,
+        "normalize": False, "do_lower_case": True, "max_seq_length": MAX_SEQ_LENGTH,
+        "task_name": None, "labels": None, "multi_label_threshold": 0.5, "entity_types": None,
+        "long_documents": False, "window_aggregation": "mean", "mixed_precision": None,
+        "doc_stride": None, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30,
+        "version_2_with_negative": False, "null_score_diff_threshold": None, **flags})
+    registry.get(fmt).export(values, checkpoints.model_files(None, VOCAB, str(run)))
+    return str(export_dir)
+
+
+def _assert_same_outputs(saved, converted):
+    """The SavedModel's and the ONNX export's signature outputs: float ones within 1e-4, the
+    others (word-pieces, windows, tags, labels) identical."""
+    assert sorted(saved) == sorted(converted)
+    for name, value in saved.items():
+        if np.issubdtype(value.dtype, np.floating):
+            np.testing.assert_allclose(converted[name], value, atol=1e-4, rtol=0, err_msg=name)
+        else:
+            np.testing.assert_array_equal(converted[name], value, err_msg=name)
+
+
+def _assert_same_results(saved, converted):
+    """predict.py's results (JSON-able): floats within 1e-4, everything else identical."""
+    if isinstance(saved, float):
+        assert converted == pytest.approx(saved, abs=1e-4)
+    elif isinstance(saved, (list, dict)):
+        assert type(converted) is type(saved) and len(converted) == len(saved)
+        for key in (saved if isinstance(saved, dict) else range(len(saved))):
+            _assert_same_results(saved[key], converted[key])
+    else:
+        assert converted == saved
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("case", sorted(TASK_RUNS))
+def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
+    """export_model.py --format=onnx of each task's run (the task its run.json records):
+    predict.py answers from it as from the run's SavedModel (SQuAD's answers and n-best texts,
+    NER's tags identical; probabilities within 1e-4) and prints the same lines."""
+    import io
+
+    from bert_runner.serving import predictor
+    from bert_tasks.squad.answers import answers
+    from test_export import _fine_tuned_run
+
+    _require_onnx()
+    task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
+    run = tmp_path / "run"
+    run.mkdir()
+    _fine_tuned_run(run, task, kind, outputs, labels)
+    fmt = "embedding" if case == "embedding" else task.partition("/")[0]
+    saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", **flags))
+    converted = predictor.Predictor(_export(run, "onnx", tmp_path / "onnx", **flags))
+    assert converted.format == saved.format == fmt
+    settings = {k: v for k, v in saved.metadata.items() if k not in ("format", "signatures")}
+    assert {k: converted.metadata.get(k) for k in settings} == settings  # its windows, labels
+
+    rows = converted.fields([predictor.Input(text, "test") for text in inputs])
+    calls = [("pairs", dict(text_a=[r[0] for r in rows], text_b=[r[-1] for r in rows]))] * (
+        fmt in ("classifier", "embedding"))
+    if fmt == "squad":
+        calls.append(("serving_default", dict(question=[r[0] for r in rows],
+                                              context=[r[1] for r in rows])))
+    for name, tensors in calls:
+        _assert_same_outputs(saved._call(name, **tensors), converted._call(name, **tensors))
+    if fmt == "squad":
+        questions, contexts = [r[0] for r in rows], [r[1] for r in rows]
+        nbest = [[[entry["text"] for entry in answer.nbest]
+                  for answer in answers(questions, contexts, p._call(
+                      "serving_default", question=questions, context=contexts), p.metadata)]
+                 for p in (saved, converted)]
+        assert nbest[0] == nbest[1] and len(nbest[0][0]) > 1
+        assert saved._call("serving_default", question=questions,
+                           context=contexts)["window_count"].min() > 1  # several windows each
+    _assert_same_results(saved.predict(inputs), converted.predict(inputs))
+    printed = []
+    for model in (tmp_path / "saved", tmp_path / "onnx"):
+        out = io.StringIO()
+        predictor.run(str(model), inputs + [""], out=out)
+        printed.append(out.getvalue())
+    assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
+
+
+def test_litert_refuses_a_task_onnx_converts_in_one_line(tmp_path):
+    """--format=litert of a SQuAD run (its run.json's task) is refused naming the formats that
+    export it; --format=onnx takes that task (no conversion here: the model is built only)."""
+    import types
+
+    from bert_runner.serving import conversion
+    from bert_tasks.serving import register_all
+    from test_export import _fine_tuned_run
+
+    register_all()
+    run = tmp_path / "squad"
+    run.mkdir()
+    _fine_tuned_run(run, "squad", "span", None, None)
+    flags = types.SimpleNamespace(format="litert", mixed_precision=None, long_documents=False,
+                                  pooling=None, task_name=None, checkpoint=str(run))
+    with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))) as error:
+        conversion.convertible_from_flags(flags, files=None)
+    assert str(error.value).endswith(
+        f"a squad model (--checkpoint={run}) exports as a SavedModel (--format=squad) or ONNX")
+
+
+def test_predict_refuses_a_directory_of_no_format_it_serves_in_one_line(tmp_path):
+    """predict.py --model=<a LiteRT export> exits 2 in one line naming the path and the formats
+    it serves (the SavedModel formats and ONNX)."""
+    (tmp_path / "model.tflite").write_bytes(b"")
+    process = subprocess.run([sys.executable, str(ROOT / "predict.py"), f"--model={tmp_path}",
+                              "a text"], capture_output=True, text=True, timeout=300)
+    assert_refused(process, "predict-not-a-saved-model")
+    assert f"--model={tmp_path} is neither" in process.stderr
+    assert "--format=classifier|embedding|ner|squad|swag or onnx" in process.stderr
+
+
+@pytest.mark.large
+def test_the_cli_exports_a_squad_run_as_onnx_and_predicts_the_same(tmp_path):
+    """export_model.py --format=onnx of a run_squad output_dir (its run.json's task) with
+    run_squad's flags given as for --format=squad; predict.py prints the same answers from both
+    exports."""
+    from test_export import _fine_tuned_run, _run
+
+    _require_onnx()
+    run = tmp_path / "run"
+    run.mkdir()
+    _fine_tuned_run(run, "squad", "span", None, None)
+    flags = [f"--checkpoint={run}", f"--vocab_file={VOCAB}", "--max_query_length=6",
+             "--doc_stride=4", "--n_best_size=3", "--version_2_with_negative"]
+    printed = []
+    for fmt in ("squad", "onnx"):
+        _run(["export_model.py", f"--format={fmt}", *flags, f"--export_dir={tmp_path / fmt}"],
+             ROOT)
+        printed.append(_run(["predict.py", f"--model={tmp_path / fmt}", *SQUAD_INPUTS[:2]], ROOT))
+    metadata = json.loads((tmp_path / "onnx" / "export.json").read_text())
+    assert (metadata["format"], metadata["n_best_size"], metadata["doc_stride"]) == (
+        "onnx/squad", 3, 4)
+    assert metadata["version_2_with_negative"] is True
+    assert printed[0] == printed[1] and printed[0].count("\n") == 2

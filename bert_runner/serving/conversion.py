@@ -19,8 +19,8 @@ _CONVERTS = "converts a classifier (--task_name) or an embedding model (--poolin
 
 def convertible_from_flags(flag_values, files):
     """The `registry.Convertible` export_model.py --format=litert or onnx converts: the
-    classifier of --task_name, or with --pooling the encoder (an embedding model), as their
-    formats declare it.
+    classifier of --task_name, or with --pooling the encoder (an embedding model), or (ONNX) the
+    model of the task the run's run.json records (SQuAD, NER, SWAG), as their formats declare it.
 
     Raises ValueError (one line, naming the flags) for what these formats do not export.
     """
@@ -34,12 +34,29 @@ def convertible_from_flags(flag_values, files):
     if flag_values.pooling and flag_values.task_name:
         raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
     if not flag_values.pooling and not flag_values.task_name:
-        raise ValueError("%s %s: give one; SQuAD, NER and SWAG models export as SavedModels "
-                         "only" % (fmt, _CONVERTS))
+        return _recorded_task_convertible(flag_values, files, fmt)
     if flag_values.pooling:
         check_pooling(flag_values.pooling, files.config)
     return registry.get("embedding" if flag_values.pooling else "classifier").convertible(
         flag_values, files)
+
+
+def _recorded_task_convertible(flag_values, files, fmt):
+    """The `registry.Convertible` of the run's recorded task (its run.json), refused in one line
+    for LiteRT and for a checkpoint no fine-tuning run wrote."""
+    from bert_runner.serving import provenance
+
+    recorded = provenance.recorded_script_task(flag_values.checkpoint)
+    task = registry.of_script_task(recorded) if recorded else None
+    if task is None or task.convertible is None:
+        raise ValueError("%s %s, or the model of the run (SQuAD, NER, SWAG) whose run.json "
+                         "--checkpoint=%s records: give one" % (fmt, _CONVERTS,
+                                                               flag_values.checkpoint))
+    if flag_values.format != "onnx":
+        raise ValueError("%s %s: a %s model (--checkpoint=%s) exports as a SavedModel "
+                         "(--format=%s) or ONNX" % (fmt, _CONVERTS, task.name,
+                                                    flag_values.checkpoint, task.name))
+    return task.convertible(flag_values, files)
 
 
 def reference_copy(model):

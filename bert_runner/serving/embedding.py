@@ -40,6 +40,9 @@ class EmbeddingExport(TextExport):
         return {**super().metadata(), "pooling": self.pooling, "normalize": self.normalize}
 
     def _row_values(self, group):
+        converted = self._onnx_outputs(group)
+        if converted is not None:
+            return converted["embedding"]
         # Only the real tokens are pooled, so the encoder skips the padding's rows.
         outputs = self._parts.model({"input_ids": group["input_ids"],
                                      "input_mask": group["input_mask"],
@@ -85,6 +88,17 @@ def convertible(model, pooling, normalize):
         text_module=lambda encoder, tokenizer, max_seq_length: EmbeddingExport(
             encoder, tokenizer, max_seq_length, pooling, normalize, rows_per_call=1),
         ids_outputs=ids_outputs)
+
+
+def onnx_module(make_model, tokenizer, metadata):
+    """The `EmbeddingExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+    import types
+
+    model = make_model()
+    model.config = types.SimpleNamespace(causal=False,  # its pooling was checked at export
+                                         hidden_size=model.output_shape("embedding")[-1])
+    return EmbeddingExport(model, tokenizer, metadata["max_seq_length"], metadata["pooling"],
+                           metadata["normalize"])
 
 
 def convertible_from_flags(flag_values, files):

@@ -91,7 +91,8 @@ EMBEDDING = registry.register(registry.ServingFormat(
     help="raw text -> one vector per text, by --pooling and --normalize (SavedModel)",
     export=registry.deferred("bert_runner.serving.embedding", "export_from_flags"),
     fields=(1, 1, "text"), answer=_embedding_answers, describe=_describe_embedding,
-    convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_flags")))
+    convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_flags"),
+    onnx_module=registry.deferred("bert_runner.serving.embedding", "onnx_module")))
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
     help="a fine-tuned run's model as config.json, model.safetensors and vocab.txt for "
@@ -110,6 +111,7 @@ LITERT = registry.register(registry.ServingFormat(
     export=registry.deferred("bert_runner.serving.litert", "export_from_flags")))
 ONNX = registry.register(registry.ServingFormat(
     name="onnx",
-    help="token ids -> a classifier's probabilities or a vector, as model.onnx beside vocab.txt "
+    help="token ids -> the run's task's outputs (a classifier's probabilities, SQuAD's or NER's "
+         "logits, SWAG's scores) or a vector, as model.onnx beside vocab.txt "
          "(requirements-onnx.txt)",
     export=registry.deferred("bert_runner.serving.onnx", "export_from_flags")))

@@ -1,12 +1,19 @@
-"""ONNX export of a classifier or sentence encoder: the model with token ids in (tf2onnx), and
-our fast tokenizer as the documented pre-processing (tf.text's tokenizer ops have no ONNX
-counterpart).
+"""ONNX export of every task's model: the model with token ids in (tf2onnx); the tokenizer, a
+SQuAD run's windows and answers, NER's words and tags stay outside the graph, in Python (tf.text's
+tokenizer ops have no ONNX counterpart).
 
-`export_dir` holds `model.onnx`, `vocab.txt` and `export.json` (max_seq_length, casing, labels or
-pooling). The model's inputs are int32 `input_ids`, `input_mask`, `segment_ids` [N, T] (any N, any
-T up to the config's positions); its output `probabilities` float32 [N, L] (softmax),
-`predictions` [N] (regression) or `embedding` [N, H]. The encoder runs on the reference kernels
-(`conversion.reference_copy`).
+`export_dir` holds `model.onnx`, `vocab.txt` and `export.json` (the task's SavedModel export.json
+settings, `format` "onnx/<task>"). The model's inputs are int32 `input_ids`, `input_mask`,
+`segment_ids` [N, T] (any N, any T up to the config's positions; SWAG's [N, C, T], C endings);
+its outputs (`registry.Convertible.ids_outputs`, each task's): a classifier's `probabilities`
+float32 [N, L] and `logits` [N, L] (`predictions` [N] and `logits` [N, 1] for regression), an
+encoder's `embedding` [N, H], SQuAD's `start_logits`, `end_logits` [N, T] per window, NER's
+`logits` [N, T, L] per word-piece, SWAG's `logits` [N, C]. The encoder runs on the reference
+kernels (`conversion.reference_copy`).
+
+`OnnxExport` serves an export as predict.py does a SavedModel: the task's own raw-text module
+(`ServingFormat.onnx_module`: the same tokenizer, windows and reassembly) with ONNX Runtime as its
+model (`OnnxModel`), so that its answers are the SavedModel's.
 
     from bert_runner.serving import onnx
     model = onnx.OnnxTextModel("/tmp/mrpc_onnx")        # onnxruntime + our tokenizer
@@ -51,7 +58,8 @@ def ids_function(convertible):
     model = conversion.reference_copy(convertible.model)
     # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
     getattr(model, "encoder", model).static_shapes = True
-    spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in _FEATURES]
+    spec = [tf.TensorSpec([None] * convertible.ids_rank, tf.int32, name=name)
+            for name in _FEATURES]
 
     @tf.function(input_signature=spec)
     def run(input_ids, input_mask, segment_ids):
@@ -94,20 +102,35 @@ def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_di
     """Writes `export_dir` (new): model.onnx, vocab.txt and export.json.
 
     Args:
-      convertible: `registry.Convertible`, a classifier's or an encoder's (its metadata: labels,
-        pooling, normalize).
+      convertible: `registry.Convertible` (its metadata: labels, pooling, normalize, a task's
+        settings); its raw-text module's export.json settings are written too.
       vocab_file, do_lower_case, max_seq_length: the pre-processing's (as the SavedModel's).
     Returns: the path of model.onnx.
     """
+    from vocab.fast_tokenizer import FastBertTokenizer
+
+    module = convertible.text_module(convertible.model,
+                                     FastBertTokenizer(vocab_file, do_lower_case), max_seq_length)
     blob = convert(ids_function(convertible))
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         vocab = f.read()
-    kind = "embedding" if convertible.metadata.get("pooling") else "classifier"
-    metadata = {"format": "onnx/" + kind, "inputs": list(_FEATURES),
-                "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
+    settings = {k: v for k, v in module.metadata().items() if k not in ("format", "signatures")}
+    metadata = {"format": "onnx/" + module.format, "inputs": list(_FEATURES), **settings,
                 **convertible.metadata, "opset": OPSET}
     conversion.write_export_dir(export_dir, {MODEL_FILE: blob, VOCAB_FILE: vocab}, metadata)
     return os.path.join(export_dir, MODEL_FILE)
+
+
+def session(export_dir, num_threads=None):
+    """The `onnxruntime.InferenceSession` (CPU) of `export_dir`'s model.onnx, with `num_threads`
+    intra-op threads (None: onnxruntime's default)."""
+    (ort,) = require("onnxruntime")
+    options = ort.SessionOptions()
+    if num_threads:
+        options.intra_op_num_threads = num_threads
+        options.inter_op_num_threads = 1
+    return ort.InferenceSession(os.path.join(export_dir, MODEL_FILE), options,
+                                providers=["CPUExecutionProvider"])
 
 
 class OnnxTextModel:
@@ -121,17 +144,11 @@ class OnnxTextModel:
     def __init__(self, export_dir, num_threads=None):
         from vocab.fast_tokenizer import FastBertTokenizer
 
-        (ort,) = require("onnxruntime")
         with open(os.path.join(export_dir, conversion.METADATA_FILE), encoding="utf-8") as f:
             self.metadata = json.load(f)
         self.tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
                                            self.metadata["do_lower_case"])
-        options = ort.SessionOptions()
-        if num_threads:
-            options.intra_op_num_threads = num_threads
-            options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(os.path.join(export_dir, MODEL_FILE), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = session(export_dir, num_threads)
         self._pack = tf.function(self._pack_graph, reduce_retracing=True)
 
     def _pack_graph(self, text_a, text_b):
@@ -151,6 +168,76 @@ class OnnxTextModel:
         """{output name: numpy array} for lists of str (text_b: pairs)."""
         names = [output.name for output in self.session.get_outputs()]
         return dict(zip(names, self.session.run(names, self.features(text_a, text_b))))
+
+
+class OnnxModel:
+    """ONNX Runtime's session standing in for the Keras model of a raw-text module
+    (`ModelExport`): called on a group of int32 features [n, T] in a TensorFlow graph, it gives
+    the graph's outputs (`tf.numpy_function`; SWAG's [n, 1, T] choices for a graph of [N, C, T]).
+
+    Args:
+      session: `onnxruntime.InferenceSession` of model.onnx.
+      attributes: what the module reads of its model (`num_labels`, `config`, ...).
+    """
+
+    runs_onnx = True  # `ModelExport._onnx_outputs`
+
+    def __init__(self, session, **attributes):
+        self.session = session
+        self.weights = []
+        self._rank = len(session.get_inputs()[0].shape)
+        self._outputs = session.get_outputs()
+        self.__dict__.update(attributes)
+
+    def __call__(self, features, training=False, **unused_options):
+        feeds = [tf.cast(features[name], tf.int32) for name in _FEATURES]
+        if self._rank == 3:  # one choice a row
+            feeds = [feed[:, None] for feed in feeds]
+        names = [output.name for output in self._outputs]
+        dtypes = [tf.as_dtype(_NUMPY_TYPES[output.type]) for output in self._outputs]
+        values = tf.numpy_function(
+            lambda *arrays: self.session.run(names, dict(zip(_FEATURES, arrays))),
+            feeds, dtypes, stateful=False)
+        # Each dynamic dimension of an output is its features' at that place ([n, T] -> [n, T]).
+        for value, output in zip(values, self._outputs):
+            value.set_shape([dim if isinstance(dim, int) else feeds[0].shape[i]
+                             for i, dim in enumerate(output.shape)])
+        return dict(zip(names, values))
+
+    def output_shape(self, name):
+        """The shape ONNX declares for output `name` (a str or None for a dynamic dimension)."""
+        return next(output.shape for output in self._outputs if output.name == name)
+
+
+_NUMPY_TYPES = {"tensor(float)": "float32", "tensor(int32)": "int32", "tensor(int64)": "int64"}
+
+
+class OnnxExport:
+    """An ONNX export directory served as predict.py serves a SavedModel: `call(signature name,
+    **tensors)` gives the SavedModel's signature outputs (numpy), computed by the task's raw-text
+    module (`ServingFormat.onnx_module`) with `OnnxModel` as its model.
+
+    Args:
+      export_dir: written by `write_onnx`.
+      metadata: its export.json.
+      serving: the `registry.ServingFormat` of its task.
+      num_threads: onnxruntime's intra-op threads (None: its default).
+    """
+
+    def __init__(self, export_dir, metadata, serving, num_threads=None):
+        from vocab.fast_tokenizer import FastBertTokenizer
+
+        loaded = session(export_dir, num_threads)
+        tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
+                                      metadata["do_lower_case"])
+        self.module = serving.onnx_module(lambda **attributes: OnnxModel(loaded, **attributes),
+                                          tokenizer, metadata)
+        self.signatures = self.module.signatures()
+
+    def call(self, name, **tensors):
+        """The outputs (numpy) of the module's signature `name` on `tensors` (arrays)."""
+        outputs = self.signatures[name](**{k: tf.constant(v) for k, v in tensors.items()})
+        return {k: v.numpy() for k, v in outputs.items()}
 
 
 def export_from_flags(flag_values, files):

@@ -1,11 +1,14 @@
-"""predict.py's logic: load an export_model.py SavedModel once, answer raw-text inputs.
+"""predict.py's logic: load an export_model.py SavedModel or ONNX export once, answer raw-text
+inputs.
 
-    predictor = Predictor("/tmp/mrpc_serving/1")            # any --format's SavedModel
+    predictor = Predictor("/tmp/mrpc_serving/1")            # any --format's SavedModel, or ONNX
     results = predictor.predict(["He said so.\tSo he said."])  # list of dicts, one per input
     print(predictor.describe(results[0]))                   # one readable line
 
 What the export is comes from its `assets.extra/export.json` (`saved_model.METADATA_FILE`);
-an older classifier or embedding export without one is recognised by its signatures' outputs.
+an older classifier or embedding export without one is recognised by its signatures' outputs. An
+ONNX export (model.onnx beside export.json) is answered by its task's own raw-text module with
+ONNX Runtime as its model (`onnx.OnnxExport`): the SavedModel's outputs, the same answers.
 Inputs are text lines; fields within a line are separated by tabs, as the export's format
 declares them (`registry.ServingFormat.fields`: a classifier's text or text_a<TAB>text_b, SQuAD's
 question<TAB>context, ...), and its format answers them (`ServingFormat.answer`, `.describe`).
@@ -71,22 +74,13 @@ def read_inputs(texts=(), input_file=None, stdin=None):
     return inputs
 
 
-# export_model.py's exports that predict.py does not serve: the file, and what serves it.
-_OTHER_RUNTIMES = (
-    ("model.tflite", "a LiteRT export of export_model.py: serve it with LiteRT's interpreter "
-                     "(bert_runner.serving.litert.interpreter, docs/export.md)"),
-    ("model.onnx", "an ONNX export of export_model.py: serve it with ONNX Runtime "
-                   "(bert_runner.serving.onnx.OnnxTextModel, docs/export.md)"),
-)
+def _has(export_dir, name):
+    return tf.io.gfile.exists(os.path.join(export_dir, name))
 
 
-def _other_runtime(export_dir):
-    """What to do with a directory that is not a SavedModel: which runtime serves the export it
-    holds, or which directory to give."""
-    for name, what in _OTHER_RUNTIMES:
-        if tf.io.gfile.exists(os.path.join(export_dir, name)):
-            return "it holds %s, %s; predict.py serves the SavedModel formats" % (name, what)
-    return "give an --export_dir of export_model.py"
+def _read_json(path):
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
 
 
 class Predictor:
@@ -98,35 +92,44 @@ class Predictor:
         it takes milliseconds (a server's first request included). Off where all the inputs
         are known before the load (`run`): their own call builds only the signatures they use.
     Raises:
-      ValueError naming the directory: not a SavedModel, not one of export_model.py's, or lacking
-      a signature its format needs.
+      ValueError naming the directory: neither a SavedModel nor an ONNX export, not one of
+      export_model.py's, or lacking a signature its format needs.
     """
 
     def __init__(self, export_dir, warm_up=True):
+        from bert_runner.serving import conversion
+
         self.export_dir = export_dir
-        if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
-            raise ValueError("--model=%s is not a SavedModel directory (no saved_model.pb): %s"
-                             % (export_dir, _other_runtime(export_dir)))
+        onnx_export = _has(export_dir, "model.onnx") and _has(export_dir,
+                                                               conversion.METADATA_FILE)
+        if not _has(export_dir, "saved_model.pb") and not onnx_export:
+            raise ValueError("--model=%s is neither a SavedModel directory (saved_model.pb) nor "
+                             "an ONNX export (model.onnx, export.json): give an --export_dir of "
+                             "export_model.py --format=%s or onnx"
+                             % (export_dir, "|".join(
+                                 name for name in registry.names() if registry.get(name).fields)))
         started = time.perf_counter()
-        self.model = tf.saved_model.load(export_dir)
-        self.metadata = self._read_metadata()
-        self.format = self.metadata["format"]
+        if onnx_export:
+            self.metadata = _read_json(os.path.join(export_dir, conversion.METADATA_FILE))
+            self.format = self.metadata["format"].partition("onnx/")[2]
+        else:
+            self.model = tf.saved_model.load(export_dir)
+            self.metadata = self._read_metadata()
+            self.format = self.metadata["format"]
         try:
             self.serving = registry.get(self.format)
         except KeyError as e:
             raise ValueError("--model=%s is a %r export, which predict.py does not serve (%s)"
                              % (export_dir, self.format, e.args[0])) from None
         if self.serving.fields is None:
-            raise ValueError("--model=%s is a %s export: predict.py serves SavedModels"
+            raise ValueError("--model=%s is a %s export: predict.py serves SavedModels and ONNX"
                              % (export_dir, self.format))
-        needed = self.serving.signatures or self.metadata.get("signatures", ["serving_default"])
-        for name in needed:
-            if name not in self.model.signatures:
-                raise ValueError(
-                    "--model=%s has no signature %r (it has: %s): a %s export has it; export the "
-                    "model again with export_model.py --format=%s"
-                    % (export_dir, name, ", ".join(sorted(self.model.signatures)) or "none",
-                       self.format, self.format))
+        if onnx_export:
+            from bert_runner.serving import onnx
+
+            self._call = onnx.OnnxExport(export_dir, self.metadata, self.serving).call
+        else:
+            self._check_signatures()
         # The first call of a loaded signature builds and optimises its graph (seconds): made
         # here for every signature `predict` may call, so that every answer after the load
         # takes milliseconds, a classifier's first pair included.
@@ -136,11 +139,21 @@ class Predictor:
         logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
                      time.perf_counter() - started)
 
+    def _check_signatures(self):
+        needed = self.serving.signatures or self.metadata.get("signatures", ["serving_default"])
+        export_dir = self.export_dir
+        for name in needed:
+            if name not in self.model.signatures:
+                raise ValueError(
+                    "--model=%s has no signature %r (it has: %s): a %s export has it; export the "
+                    "model again with export_model.py --format=%s"
+                    % (export_dir, name, ", ".join(sorted(self.model.signatures)) or "none",
+                       self.format, self.format))
+
     def _read_metadata(self):
         path = os.path.join(self.export_dir, METADATA_FILE)
         if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                return json.load(f)
+            return _read_json(path)
         # An export from before export.json: a classifier or an embedding, by its outputs.
         signature = self.model.signatures.get("serving_default")
         outputs = set(signature.structured_outputs) if signature is not None else set()

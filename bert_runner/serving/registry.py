@@ -25,7 +25,8 @@ CLASSIFIER_FORMATS = ("classifier", "litert", "onnx")
 
 @dataclasses.dataclass(frozen=True)
 class Convertible:
-    """A model export_model.py --format=litert or onnx converts (a classifier or an encoder).
+    """A model export_model.py --format=litert or onnx converts (LiteRT: a classifier or an
+    encoder; ONNX: every task's).
 
     Attributes:
       model: the Keras model with its weights (converted on a reference-kernel copy).
@@ -34,11 +35,13 @@ class Convertible:
         converts, built with `rows_per_call=1` (one text a call, on the static-shape grid).
       ids_outputs: (model, features: dict of int32 [N, T] `input_ids`, `input_mask`,
         `token_type_ids`) -> dict of outputs: the ONNX graph, token ids in.
+      ids_rank: the features' rank: 2, or 3 for a multiple-choice model's [N, C, T].
     """
     model: object
     metadata: dict
     text_module: Callable
     ids_outputs: Callable
+    ids_rank: int = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +70,11 @@ class ServingFormat:
       signatures: the signatures predict.py needs (default: those export.json lists).
       needs_sequence_length: whether the export takes --max_seq_length (a Hugging Face
         directory has none).
-      convertible: (flag_values, files) -> `Convertible` for LiteRT and ONNX; None: this format's
-        models export as SavedModels only.
+      convertible: (flag_values, files) -> `Convertible` for ONNX (and LiteRT: a classifier's
+        or an encoder's); None: this format's models export as SavedModels only.
+      onnx_module: (make_model(**attributes) -> `onnx.OnnxModel`, tokenizer, export.json) -> the
+        raw-text `ModelExport` predict.py serves an ONNX export of this format with, ONNX Runtime
+        as its model.
       fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
         --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
         writes with its head, as the transformers class its family declares for it.
@@ -87,6 +93,7 @@ class ServingFormat:
     signatures: Optional[Tuple[str, ...]] = None
     needs_sequence_length: bool = True
     convertible: Optional[Callable] = None
+    onnx_module: Optional[Callable] = None
     fine_tuned: Optional[Callable] = None
 
     def model_family(self, task_name):

@@ -69,6 +69,12 @@ class ModelExport(tf.Module):
         return {"format": self.format, "signatures": sorted(self.signatures()),
                 "max_seq_length": self.max_seq_length, "do_lower_case": tokenizer.do_lower_case}
 
+    def _onnx_outputs(self, group):
+        """The ONNX graph's outputs on `group` where the model is ONNX Runtime's
+        (`onnx.OnnxModel`, the graph `Convertible.ids_outputs` converted); None for Keras's."""
+        model = self._parts.model
+        return model(group) if getattr(model, "runs_onnx", False) else None
+
     def _text_values(self, ids_a, ids_b):
         """float32 [N, width] of the texts' word-piece ids (ids_b None for single texts)."""
         return self._by_length(self._parts.tokenizer.pack(ids_a, ids_b, self.max_seq_length))

@@ -265,14 +265,21 @@ def convertible(model, label_names):
     def ids_outputs(classifier, features):
         logits = classifier(features, training=False)["logits"]
         if classifier.num_labels == 1:
-            return {"predictions": logits[:, 0]}
-        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+            return {"predictions": logits[:, 0], "logits": logits}
+        return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits}
 
     return registry.Convertible(
         model=model, metadata={"labels": label_names, "pooling": None, "normalize": False},
         text_module=lambda classifier, tokenizer, max_seq_length: ClassifierExport(
             classifier, tokenizer, max_seq_length, label_names, rows_per_call=1),
         ids_outputs=ids_outputs)
+
+
+def onnx_module(make_model, tokenizer, metadata):
+    """The `ClassifierExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+    labels = metadata["labels"]
+    return ClassifierExport(make_model(num_labels=len(labels) if labels else 1), tokenizer,
+                            metadata["max_seq_length"], labels)
 
 
 def convertible_from_flags(flag_values, files):

@@ -45,4 +45,5 @@ FORMAT = registry.register(registry.ServingFormat(
     # A classifier answers single texts and pairs through two signatures: both are warmed up.
     warm_up_fields=(1, 2),
     convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags"),
+    onnx_module=registry.deferred("bert_tasks.classifier.raw_text", "onnx_module"),
     fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_flags")))

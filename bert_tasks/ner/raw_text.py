@@ -25,7 +25,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from modeling.checkpoint import run_files
-from bert_runner.serving import provenance
+from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
 from bert_tasks.ner import serving, tags as ner_tags
@@ -115,6 +115,7 @@ class NerExport(ModelExport):
         return _entity_outputs(text, words, begin, end, tags)
 
     def _row_values(self, group):
+        # A Keras model's or ONNX Runtime's (`onnx.OnnxModel`): both give its "logits".
         ids = tf.argmax(self._parts.model(group, training=False)["logits"], axis=-1)
         width = tf.shape(ids)[1]
         return tf.pad(tf.cast(ids, tf.float32), [[0, 0], [0, self.max_seq_length - width]])
@@ -238,6 +239,24 @@ def fine_tuned_from_flags(flag_values, files):
                              **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file, label_source=source)
     return model, label_list
+
+
+def convertible_from_flags(flag_values, files):
+    """The run_ner model for ONNX (`registry.Convertible`): its tag logits per word-piece."""
+    model, label_list = fine_tuned_from_flags(flag_values, files)
+    return registry.Convertible(
+        model=model, metadata={}, ids_rank=2,
+        text_module=lambda tagger, tokenizer, max_seq_length: NerExport(
+            tagger, tokenizer, max_seq_length, label_list),
+        ids_outputs=lambda tagger, features: {
+            "logits": tagger(features, training=False)["logits"]})
+
+
+def onnx_module(make_model, tokenizer, metadata):
+    """The `NerExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+    labels = metadata["labels"]
+    return NerExport(make_model(num_labels=len(labels)), tokenizer, metadata["max_seq_length"],
+                     labels)
 
 
 def export_from_flags(flag_values, files):

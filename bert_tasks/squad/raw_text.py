@@ -29,7 +29,7 @@ import math
 
 import tensorflow as tf
 
-from bert_runner.serving import provenance
+from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
 from bert_tasks.squad import features as sq_features, serving
@@ -171,17 +171,52 @@ def fine_tuned_from_flags(flag_values, files):
         model, flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
 
 
-def export_from_flags(flag_values, files):
-    """export_model.py --format=squad: a run_squad model, with its windows and post-processing
-    settings."""
-    model, _ = fine_tuned_from_flags(flag_values, files)
+def _windows_from_flags(flag_values):
+    """(doc_stride, max_query_length, `PostprocessOptions`) of export_model.py's flags."""
     options = PostprocessOptions(
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
         do_lower_case=flag_values.do_lower_case,
         version_2_with_negative=flag_values.version_2_with_negative,
         # Not given: the model's, as run_squad's (ELECTRA's head: -2.75; BERT's 0.0).
         null_score_diff_threshold=flag_values.null_score_diff_threshold)
+    return (128 if flag_values.doc_stride is None else flag_values.doc_stride,
+            flag_values.max_query_length, options)
+
+
+def export_from_flags(flag_values, files):
+    """export_model.py --format=squad: a run_squad model, with its windows and post-processing
+    settings."""
+    model, _ = fine_tuned_from_flags(flag_values, files)
+    doc_stride, max_query_length, options = _windows_from_flags(flag_values)
     export_squad(provenance.serving_precision(flag_values, model), files.vocab_file,
-                 flag_values.do_lower_case, flag_values.max_seq_length,
-                 128 if flag_values.doc_stride is None else flag_values.doc_stride,
-                 flag_values.max_query_length, options, flag_values.export_dir)
+                 flag_values.do_lower_case, flag_values.max_seq_length, doc_stride,
+                 max_query_length, options, flag_values.export_dir)
+
+
+def convertible_from_flags(flag_values, files):
+    """The run_squad model for ONNX (`registry.Convertible`): its outputs per window (start and
+    end logits, or a span model's declared `prediction_outputs`)."""
+    model, _ = fine_tuned_from_flags(flag_values, files)
+    doc_stride, max_query_length, options = _windows_from_flags(flag_values)
+    names = getattr(model, "prediction_outputs", ("start_logits", "end_logits"))
+
+    def ids_outputs(span_model, features):
+        outputs = span_model(features, training=False)
+        return {name: outputs[name] for name in names}
+
+    return registry.Convertible(
+        model=model, metadata={}, ids_outputs=ids_outputs,
+        text_module=lambda span_model, tokenizer, max_seq_length: SquadExport(
+            span_model, tokenizer, max_seq_length, doc_stride, max_query_length, options))
+
+
+def onnx_module(make_model, tokenizer, metadata):
+    """The `SquadExport` of an ONNX export (`ServingFormat.onnx_module`), with the SavedModel's
+    windows and post-processing settings (its export.json's)."""
+    model = make_model()
+    model.prediction_outputs = tuple(output.name for output in model.session.get_outputs())
+    options = PostprocessOptions(**{field.name: metadata[field.name]
+                                    for field in dataclasses.fields(PostprocessOptions)
+                                    if field.name in metadata})
+    return SquadExport(model, tokenizer, metadata["max_seq_length"], metadata["doc_stride"],
+                       metadata["max_query_length"], options)

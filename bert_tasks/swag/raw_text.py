@@ -15,7 +15,7 @@ Signature `serving_default(context [N], endings [N, C])`, outputs:
 """
 import tensorflow as tf
 
-from bert_runner.serving import provenance
+from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import ModelExport
 from bert_tasks.swag import serving
@@ -55,6 +55,9 @@ class SwagExport(ModelExport):
                 "choice": tf.cast(tf.argmax(logits, axis=-1), tf.int32)}
 
     def _row_values(self, group):
+        converted = self._onnx_outputs(group)  # each row one context of one ending
+        if converted is not None:
+            return converted["logits"]
         # BertMultipleChoice.call's encoder and choice layer, on rows of any number of endings.
         model = self._parts.model
         pooled = model.encode(group, training=False, skip_padding=True)["pooled_output"]
@@ -74,6 +77,28 @@ def fine_tuned_from_flags(flag_values, files):
         families.build_model("multiple_choice", files.config,
                              **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
+
+
+def choice_logits(model, features):
+    """{"logits": float32 [N, C]} of a `BertMultipleChoice` on int32 [N, C, T] features, any
+    number of endings C: the ONNX graph (`registry.Convertible.ids_outputs`)."""
+    shape = tf.shape(features["input_ids"])
+    flat = {name: tf.reshape(value, [-1, shape[2]]) for name, value in features.items()}
+    pooled = model.encode(flat, training=False, skip_padding=True)["pooled_output"]
+    return {"logits": tf.reshape(tf.cast(model.scorer(pooled, training=False), tf.float32),
+                                 shape[:2])}
+
+
+def convertible_from_flags(flag_values, files):
+    """The run_swag model for ONNX (`registry.Convertible`): one score per ending."""
+    model, _ = fine_tuned_from_flags(flag_values, files)
+    return registry.Convertible(model=model, metadata={}, text_module=SwagExport,
+                                ids_outputs=choice_logits, ids_rank=3)
+
+
+def onnx_module(make_model, tokenizer, metadata):
+    """The `SwagExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+    return SwagExport(make_model(), tokenizer, metadata["max_seq_length"])
 
 
 def export_from_flags(flag_values, files):
