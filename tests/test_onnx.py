@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import FIXTURES, ROOT
 from modeling_helpers import (
     EXPORT_LABELS as LABELS, EXPORT_PAIRS as PAIRS, TINY, export_classifier, tiny_config)
 from refusals import assert_refused, message
@@ -83,13 +83,23 @@ def test_embedding_gives_the_saved_models_vectors(tmp_path):
                                atol=1e-5, rtol=0)
 
 
-def test_missing_package_names_the_requirements_file(monkeypatch):
-    from bert_runner.serving import onnx
+def test_missing_package_names_the_requirements_file(monkeypatch, tmp_path):
+    from bert_runner.serving import onnx, predictor
+    from bert_tasks.serving import register_all
 
     monkeypatch.setitem(sys.modules, "tf2onnx", None)  # import fails as if not installed
     with pytest.raises(ValueError, match=re.escape(message("onnx-missing-package"))) as error:
         onnx.require("tf2onnx")
     assert str(error.value).startswith("ONNX export and inference need tf2onnx")
+    # predict.py on an ONNX export without onnxruntime: the same line.
+    register_all()
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    (tmp_path / "model.onnx").write_bytes(b"")
+    (tmp_path / "export.json").write_text(json.dumps(
+        {"format": "onnx/classifier", "do_lower_case": True, "max_seq_length": 16,
+         "labels": LABELS}))
+    with pytest.raises(ValueError, match=re.escape(message("onnx-missing-package"))):
+        predictor.Predictor(str(tmp_path))
 
 
 # Every task's run (test_export's tiny runs with random heads): export_model.py's SavedModel and
@@ -103,11 +113,16 @@ SQUAD_INPUTS = ["Who walked to the river?\tThe old dog walked to the river with 
 TASK_RUNS = {
     "classifier": ("classifier/mnli", "classifier", 3, None, {"task_name": "MNLI"},
                    SINGLES[:3] + ["The dog runs fast.\ta big cat", "the cat sleeps\tsnow"]),
+    "regression": ("classifier/sts-b", "classifier", 1, None, {"task_name": "STS-B"},
+                   ["The dog runs fast.\ta big cat", "the cat sleeps\tsnow"]),
     "embedding": ("classifier/mnli", "classifier", 3, None,
                   {"pooling": "mean", "normalize": True}, [text for text in SINGLES if text]),
     "squad": ("squad", "span", None, None, SQUAD_FLAGS, SQUAD_INPUTS[:2]),
     "squad-v2": ("squad", "span", None, None, {**SQUAD_FLAGS, "version_2_with_negative": True},
                  SQUAD_INPUTS[:2]),
+    # ELECTRA's own head: its beams (static windows) and answerable logit.
+    "squad-v2-electra": ("squad", "span", None, None,
+                         {**SQUAD_FLAGS, "version_2_with_negative": True}, SQUAD_INPUTS[:2]),
     "ner": ("ner", "token", 3, ["B-PER", "I-PER", "O"], {},
             ["Steve Smith's dog ran to New York, and " * 2, "Thé BIG cät SINGS?", "snow"]),
     "swag": ("swag", "multiple_choice", 4, None, {},
@@ -116,7 +131,10 @@ TASK_RUNS = {
 }
 
 
-def _export(run, fmt, export_dir, **flags):
+ELECTRA_TINY = FIXTURES / "electra" / "tiny"
+
+
+def _export(run, fmt, export_dir, vocab=VOCAB, **flags):
     """export_model.py --format=`fmt` of the run directory `run` (its flags as parsed)."""
     import types
 
@@ -132,7 +150,7 @@ def _export(run, fmt, export_dir, **flags):
         "long_documents": False, "window_aggregation": "mean", "mixed_precision": None,
         "doc_stride": None, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30,
         "version_2_with_negative": False, "null_score_diff_threshold": None, **flags})
-    registry.get(fmt).export(values, checkpoints.model_files(None, VOCAB, str(run)))
+    registry.get(fmt).export(values, checkpoints.model_files(None, vocab, str(run)))
     return str(export_dir)
 
 
@@ -169,16 +187,21 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
 
     from bert_runner.serving import predictor
     from bert_tasks.squad.answers import answers
+    from modeling.checkpoint import load_config
     from test_export import _fine_tuned_run
 
     _require_onnx()
     task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
     run = tmp_path / "run"
     run.mkdir()
-    _fine_tuned_run(run, task, kind, outputs, labels)
-    fmt = "embedding" if case == "embedding" else task.partition("/")[0]
-    saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", **flags))
-    converted = predictor.Predictor(_export(run, "onnx", tmp_path / "onnx", **flags))
+    config, vocab = None, VOCAB
+    if case.endswith("electra"):
+        config = load_config(str(ELECTRA_TINY / "hparams.json"))
+        vocab = str(ELECTRA_TINY / "vocab.txt")
+    _fine_tuned_run(run, task, kind, outputs, labels, config)
+    fmt = "embedding" if case == "embedding" else task.partition("/")[0]  # the SavedModel's
+    saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", vocab, **flags))
+    converted = predictor.Predictor(_export(run, "onnx", tmp_path / "onnx", vocab, **flags))
     assert converted.format == saved.format == fmt
     settings = {k: v for k, v in saved.metadata.items() if k not in ("format", "signatures")}
     assert {k: converted.metadata.get(k) for k in settings} == settings  # its windows, labels

@@ -4,7 +4,8 @@ tokenizer ops have no ONNX counterpart).
 
 `export_dir` holds `model.onnx`, `vocab.txt` and `export.json` (the task's SavedModel export.json
 settings, `format` "onnx/<task>"). The model's inputs are int32 `input_ids`, `input_mask`,
-`segment_ids` [N, T] (any N, any T up to the config's positions; SWAG's [N, C, T], C endings);
+`segment_ids` [N, T] (any N, any T up to the config's positions; SWAG's [N, C, T], C endings;
+SQuAD's windows [N, max_seq_length]);
 its outputs (`registry.Convertible.ids_outputs`, each task's): a classifier's `probabilities`
 float32 [N, L] and `logits` [N, L] (`predictions` [N] and `logits` [N, 1] for regression), an
 encoder's `embedding` [N, H], SQuAD's `start_logits`, `end_logits` [N, T] per window, NER's
@@ -58,8 +59,7 @@ def ids_function(convertible):
     model = conversion.reference_copy(convertible.model)
     # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
     getattr(model, "encoder", model).static_shapes = True
-    spec = [tf.TensorSpec([None] * convertible.ids_rank, tf.int32, name=name)
-            for name in _FEATURES]
+    spec = [tf.TensorSpec(convertible.ids_shape, tf.int32, name=name) for name in _FEATURES]
 
     @tf.function(input_signature=spec)
     def run(input_ids, input_mask, segment_ids):

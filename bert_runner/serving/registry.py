@@ -35,13 +35,14 @@ class Convertible:
         converts, built with `rows_per_call=1` (one text a call, on the static-shape grid).
       ids_outputs: (model, features: dict of int32 [N, T] `input_ids`, `input_mask`,
         `token_type_ids`) -> dict of outputs: the ONNX graph, token ids in.
-      ids_rank: the features' rank: 2, or 3 for a multiple-choice model's [N, C, T].
+      ids_shape: the features' shape (None: any): [N, T], a multiple-choice model's [N, C, T],
+        SQuAD's windows [N, max_seq_length] (ELECTRA's beams need a static length).
     """
     model: object
     metadata: dict
     text_module: Callable
     ids_outputs: Callable
-    ids_rank: int = 2
+    ids_shape: Tuple[Optional[int], ...] = (None, None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -245,7 +245,7 @@ def convertible_from_flags(flag_values, files):
     """The run_ner model for ONNX (`registry.Convertible`): its tag logits per word-piece."""
     model, label_list = fine_tuned_from_flags(flag_values, files)
     return registry.Convertible(
-        model=model, metadata={}, ids_rank=2,
+        model=model, metadata={},
         text_module=lambda tagger, tokenizer, max_seq_length: NerExport(
             tagger, tokenizer, max_seq_length, label_list),
         ids_outputs=lambda tagger, features: {

@@ -201,11 +201,15 @@ def convertible_from_flags(flag_values, files):
     names = getattr(model, "prediction_outputs", ("start_logits", "end_logits"))
 
     def ids_outputs(span_model, features):
-        outputs = span_model(features, training=False)
+        # The keys `SquadExport` gives it (ELECTRA's head reads segment_ids).
+        outputs = span_model({"input_ids": features["input_ids"],
+                              "input_mask": features["input_mask"],
+                              "segment_ids": features["token_type_ids"]}, training=False)
         return {name: outputs[name] for name in names}
 
     return registry.Convertible(
         model=model, metadata={}, ids_outputs=ids_outputs,
+        ids_shape=(None, flag_values.max_seq_length),  # its windows' padded length
         text_module=lambda span_model, tokenizer, max_seq_length: SquadExport(
             span_model, tokenizer, max_seq_length, doc_stride, max_query_length, options))
 

@@ -93,7 +93,7 @@ def convertible_from_flags(flag_values, files):
     """The run_swag model for ONNX (`registry.Convertible`): one score per ending."""
     model, _ = fine_tuned_from_flags(flag_values, files)
     return registry.Convertible(model=model, metadata={}, text_module=SwagExport,
-                                ids_outputs=choice_logits, ids_rank=3)
+                                ids_outputs=choice_logits, ids_shape=(None, None, None))
 
 
 def onnx_module(make_model, tokenizer, metadata):
