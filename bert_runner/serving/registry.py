@@ -52,7 +52,8 @@ class ServingFormat:
     Attributes:
       name: the --format value (and `ModelExport.format` of its raw-text module).
       help: what it exports, for --format's help.
-      export: (flag_values, files: `modeling.checkpoint.ModelFiles`) -> None, export_model.py's export.
+      export: (flag_values, files: `modeling.checkpoint.ModelFiles`) -> None, export_model.py's
+        export.
       script: the fine-tuning script whose checkpoints it exports ("run_squad.py"); None for
         formats of any checkpoint's encoder.
       head: the task head's name in messages ("SQuAD span").
