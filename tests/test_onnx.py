@@ -207,22 +207,23 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
     assert {k: converted.metadata.get(k) for k in settings} == settings  # its windows, labels
 
     rows = converted.fields([predictor.Input(text, "test") for text in inputs])
-    calls = [("pairs", dict(text_a=[r[0] for r in rows], text_b=[r[-1] for r in rows]))] * (
-        fmt in ("classifier", "embedding"))
+    firsts, lasts = [r[0] for r in rows], [r[-1] for r in rows]
+    name, tensors = {  # the signature the format's answers call, all its outputs compared
+        "squad": ("serving_default", dict(question=firsts, context=lasts)),
+        "ner": ("serving_default", dict(text=firsts)),
+        "swag": ("serving_default", dict(context=firsts, endings=np.array([r[1:] for r in rows],
+                                                                          dtype=object)))
+    }.get(fmt, ("pairs", dict(text_a=firsts, text_b=lasts)))
+    expected, got = saved._call(name, **tensors), converted._call(name, **tensors)
+    _assert_same_outputs(expected, got)
+    if fmt == "ner":
+        assert len(set(expected["word_tags"].ravel()) - {b""}) > 1  # the tags differ
     if fmt == "squad":
-        calls.append(("serving_default", dict(question=[r[0] for r in rows],
-                                              context=[r[1] for r in rows])))
-    for name, tensors in calls:
-        _assert_same_outputs(saved._call(name, **tensors), converted._call(name, **tensors))
-    if fmt == "squad":
-        questions, contexts = [r[0] for r in rows], [r[1] for r in rows]
+        assert expected["window_count"].min() > 1  # several windows each
         nbest = [[[entry["text"] for entry in answer.nbest]
-                  for answer in answers(questions, contexts, p._call(
-                      "serving_default", question=questions, context=contexts), p.metadata)]
-                 for p in (saved, converted)]
+                  for answer in answers(firsts, lasts, outputs, saved.metadata)]
+                 for outputs in (expected, got)]
         assert nbest[0] == nbest[1] and len(nbest[0][0]) > 1
-        assert saved._call("serving_default", question=questions,
-                           context=contexts)["window_count"].min() > 1  # several windows each
     _assert_same_results(saved.predict(inputs), converted.predict(inputs))
     printed = []
     for model in (tmp_path / "saved", tmp_path / "onnx"):
@@ -264,26 +265,37 @@ def test_predict_refuses_a_directory_of_no_format_it_serves_in_one_line(tmp_path
     assert "--format=classifier|embedding|ner|squad|swag or onnx" in process.stderr
 
 
+# (run.json task, model kind, outputs, labels, the task's export flags, export.json's settings)
+CLI_RUNS = [
+    ("squad", "span", None, None, ["--max_query_length=6", "--doc_stride=4", "--n_best_size=3",
+                                   "--version_2_with_negative"],
+     {"n_best_size": 3, "doc_stride": 4, "version_2_with_negative": True}),
+    ("ner", "token", 3, ["O", "B-PER", "I-PER"], ["--entity_types=PER"],
+     {"labels": ["O", "B-PER", "I-PER"]}),
+]
+
+
 @pytest.mark.large
-def test_the_cli_exports_a_squad_run_as_onnx_and_predicts_the_same(tmp_path):
-    """export_model.py --format=onnx of a run_squad output_dir (its run.json's task) with
-    run_squad's flags given as for --format=squad; predict.py prints the same answers from both
-    exports."""
+@pytest.mark.parametrize("task,kind,outputs,labels,flags,settings", CLI_RUNS,
+                         ids=[case[0] for case in CLI_RUNS])
+def test_the_cli_exports_a_run_as_onnx_and_predicts_the_same(
+        tmp_path, task, kind, outputs, labels, flags, settings):
+    """export_model.py --format=onnx of a run_squad or run_ner output_dir (its run.json's task)
+    with the task's flags given as for its SavedModel format; predict.py prints the same answers
+    from both exports."""
     from test_export import _fine_tuned_run, _run
 
     _require_onnx()
     run = tmp_path / "run"
     run.mkdir()
-    _fine_tuned_run(run, "squad", "span", None, None)
-    flags = [f"--checkpoint={run}", f"--vocab_file={VOCAB}", "--max_query_length=6",
-             "--doc_stride=4", "--n_best_size=3", "--version_2_with_negative"]
+    _fine_tuned_run(run, task, kind, outputs, labels)
+    inputs = SQUAD_INPUTS[:2] if task == "squad" else TASK_RUNS["ner"][-1]
     printed = []
-    for fmt in ("squad", "onnx"):
-        _run(["export_model.py", f"--format={fmt}", *flags, f"--export_dir={tmp_path / fmt}"],
-             ROOT)
-        printed.append(_run(["predict.py", f"--model={tmp_path / fmt}", *SQUAD_INPUTS[:2]], ROOT))
+    for fmt in (task, "onnx"):
+        _run(["export_model.py", f"--format={fmt}", f"--checkpoint={run}", f"--vocab_file={VOCAB}",
+              *flags, f"--export_dir={tmp_path / fmt}"], ROOT)
+        printed.append(_run(["predict.py", f"--model={tmp_path / fmt}", *inputs], ROOT))
     metadata = json.loads((tmp_path / "onnx" / "export.json").read_text())
-    assert (metadata["format"], metadata["n_best_size"], metadata["doc_stride"]) == (
-        "onnx/squad", 3, 4)
-    assert metadata["version_2_with_negative"] is True
-    assert printed[0] == printed[1] and printed[0].count("\n") == 2
+    assert metadata["format"] == f"onnx/{task}"
+    assert {name: metadata[name] for name in settings} == settings
+    assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs)
