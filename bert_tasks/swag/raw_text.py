@@ -55,13 +55,13 @@ class SwagExport(ModelExport):
                 "choice": tf.cast(tf.argmax(logits, axis=-1), tf.int32)}
 
     def _row_values(self, group):
-        converted = self._onnx_outputs(group)  # each row one context of one ending
-        if converted is not None:
-            return converted["logits"]
-        # BertMultipleChoice.call's encoder and choice layer, on rows of any number of endings.
-        model = self._parts.model
-        pooled = model.encode(group, training=False, skip_padding=True)["pooled_output"]
-        return tf.cast(model.scorer(pooled, training=False), tf.float32)[:, None]
+        # Each row one context with one ending: the model's [n, 1] scores (ONNX Runtime's or
+        # Keras's, `choice_logits`: BertMultipleChoice's encoder and choice layer).
+        converted = self._onnx_outputs(group)
+        if converted is None:
+            converted = choice_logits(self._parts.model,
+                                      {name: value[:, None] for name, value in group.items()})
+        return converted["logits"]
 
 
 def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
