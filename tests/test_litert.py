@@ -221,3 +221,73 @@ def test_mixed_precision_and_int8_without_texts_are_refused(tmp_path):
     (tmp_path / "texts.txt").write_text("\ufeffa dog\n\nthe cat\ta bird\n")
     assert litert.read_calibration_file(str(tmp_path / "texts.txt")) == [
         "a dog", ("the cat", "a bird")]
+
+
+# The tasks whose runs (their run.json's task) convert to LiteRT, and how far each quantization's
+# float outputs may be from the SavedModel's on test_onnx's inputs for them (tiny random runs:
+# SWAG's logits moved by up to 1e-4 in float16, 0.016 in dynamic_int8, its probabilities by 6e-5
+# and 3e-3); their choices are the SavedModel's.
+LITERT_TASKS = ("swag",)
+QUANTIZED_TOLERANCE = {"float16": 1e-3, "dynamic_int8": 0.05}
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("case", LITERT_TASKS)
+def test_every_task_answers_from_litert_as_from_its_saved_model(case, tmp_path):
+    """export_model.py --format=litert of a task's run: predict.py --model=<its .tflite> answers
+    as from the run's SavedModel in float32 (float outputs within 1e-4, the rest identical, the
+    same printed lines); --model=<the directory> of float16 and dynamic_int8 within
+    QUANTIZED_TOLERANCE."""
+    import io
+
+    from bert_runner.serving import predictor
+    from test_export import _fine_tuned_run
+    from test_onnx import (
+        TASK_RUNS, _assert_same_outputs, _assert_same_results, _export, signature_inputs)
+
+    task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
+    run = tmp_path / "run"
+    run.mkdir()
+    _fine_tuned_run(run, task, kind, outputs, labels)
+    saved = predictor.Predictor(_export(run, task, tmp_path / "saved", **flags))
+    _, _, (name, tensors) = signature_inputs(saved, inputs)
+    expected = saved._call(name, **tensors)
+    for quantization in ("float32", *QUANTIZED_TOLERANCE):
+        export_dir = _export(run, "litert", tmp_path / quantization, quantization=quantization,
+                             calibration_file=None, **flags)
+        model = export_dir + "/model.tflite" if quantization == "float32" else export_dir
+        converted = predictor.Predictor(model)
+        assert converted.format == task and converted.metadata["quantization"] == quantization
+        got = converted._call(name, **tensors)
+        if quantization == "float32":
+            _assert_same_outputs(expected, got)
+            _assert_same_results(saved.predict(inputs), converted.predict(inputs))
+            printed = []
+            for path in (tmp_path / "saved", model):
+                out = io.StringIO()
+                predictor.run(str(path), inputs + [""], out=out)
+                printed.append(out.getvalue())
+            assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
+            continue
+        assert sorted(got) == sorted(expected)
+        for key, value in expected.items():
+            if np.issubdtype(value.dtype, np.floating):
+                np.testing.assert_allclose(got[key], value, rtol=0, err_msg=key,
+                                           atol=QUANTIZED_TOLERANCE[quantization])
+            else:
+                np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def test_full_int8_of_a_task_run_is_refused_in_one_line(tmp_path):
+    """--quantization=int8 of a SWAG run: its calibration is a classifier's texts."""
+    from bert_runner.serving import conversion
+    from bert_tasks.serving import register_all
+    from test_export import _fine_tuned_run
+
+    register_all()
+    _fine_tuned_run(tmp_path, "swag", "multiple_choice", 4, None)
+    with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))) as error:
+        conversion.convertible_from_flags(
+            _flags(task_name=None, quantization="int8", checkpoint=str(tmp_path)), files=None)
+    assert "a swag model (--checkpoint=%s) converts with --quantization=float32" % tmp_path in (
+        str(error.value))

@@ -177,6 +177,21 @@ def _assert_same_results(saved, converted):
         assert converted == saved
 
 
+def signature_inputs(model, inputs):
+    """(first fields, last fields, (the signature `model`'s format answers with, its inputs)) of
+    predict.py's input lines."""
+    from bert_runner.serving import predictor
+
+    rows = model.fields([predictor.Input(text, "test") for text in inputs])
+    firsts, lasts = [r[0] for r in rows], [r[-1] for r in rows]
+    return firsts, lasts, {
+        "squad": ("serving_default", dict(question=firsts, context=lasts)),
+        "ner": ("serving_default", dict(text=firsts)),
+        "swag": ("serving_default", dict(context=firsts, endings=np.array([r[1:] for r in rows],
+                                                                          dtype=object)))
+    }.get(model.format, ("pairs", dict(text_a=firsts, text_b=lasts)))
+
+
 @pytest.mark.large
 @pytest.mark.parametrize("case", sorted(TASK_RUNS))
 def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
@@ -206,14 +221,7 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
     settings = {k: v for k, v in saved.metadata.items() if k not in ("format", "signatures")}
     assert {k: converted.metadata.get(k) for k in settings} == settings  # its windows, labels
 
-    rows = converted.fields([predictor.Input(text, "test") for text in inputs])
-    firsts, lasts = [r[0] for r in rows], [r[-1] for r in rows]
-    name, tensors = {  # the signature the format's answers call, all its outputs compared
-        "squad": ("serving_default", dict(question=firsts, context=lasts)),
-        "ner": ("serving_default", dict(text=firsts)),
-        "swag": ("serving_default", dict(context=firsts, endings=np.array([r[1:] for r in rows],
-                                                                          dtype=object)))
-    }.get(fmt, ("pairs", dict(text_a=firsts, text_b=lasts)))
+    firsts, lasts, (name, tensors) = signature_inputs(converted, inputs)
     expected, got = saved._call(name, **tensors), converted._call(name, **tensors)
     _assert_same_outputs(expected, got)
     if fmt == "ner":
@@ -255,14 +263,14 @@ def test_litert_refuses_a_task_onnx_converts_in_one_line(tmp_path):
 
 
 def test_predict_refuses_a_directory_of_no_format_it_serves_in_one_line(tmp_path):
-    """predict.py --model=<a LiteRT export> exits 2 in one line naming the path and the formats
-    it serves (the SavedModel formats and ONNX)."""
+    """predict.py --model=<a directory with a .tflite but no export.json> exits 2 in one line
+    naming the path and the formats it serves (the SavedModel formats, ONNX and LiteRT)."""
     (tmp_path / "model.tflite").write_bytes(b"")
     process = subprocess.run([sys.executable, str(ROOT / "predict.py"), f"--model={tmp_path}",
                               "a text"], capture_output=True, text=True, timeout=300)
     assert_refused(process, "predict-not-a-saved-model")
     assert f"--model={tmp_path} is neither" in process.stderr
-    assert "--format=classifier|embedding|ner|squad|swag or onnx" in process.stderr
+    assert "--format=classifier|embedding|ner|squad|swag, onnx or litert" in process.stderr
 
 
 # (run.json task, model kind, outputs, labels, the task's export flags, export.json's settings)

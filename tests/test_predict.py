@@ -155,17 +155,16 @@ def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
     register_all()  # the formats the message names
     with pytest.raises(ValueError, match=re.escape(message("predict-not-a-saved-model"))):
         predictor.Predictor(str(tmp_path))
-    # A LiteRT export, and a model.onnx without its export.json: the formats predict.py takes.
+    # A model.tflite or model.onnx without its export.json: the formats predict.py takes.
     for name in ("model.tflite", "model.onnx"):
         other = tmp_path / name.replace(".", "_")
         other.mkdir()
         (other / name).write_bytes(b"")
-        with pytest.raises(ValueError, match=re.escape(f"--model={other} is neither a SavedModel "
-                                                       "directory (saved_model.pb) nor an ONNX "
-                                                       "export (model.onnx, export.json): give an "
-                                                       "--export_dir of export_model.py "
-                                                       "--format=classifier|embedding|ner|squad|"
-                                                       "swag or onnx")):
+        with pytest.raises(ValueError, match=re.escape(
+                f"--model={other} is neither a SavedModel directory (saved_model.pb) nor an ONNX "
+                "or LiteRT export (model.onnx or model.tflite, export.json): give an --export_dir "
+                "of export_model.py --format=classifier|embedding|ner|squad|swag, onnx or "
+                "litert")):
             predictor.Predictor(str(other))
     # The classifier's SavedModel saved without its `pairs` signature.
     partial = tmp_path / "partial"

@@ -20,7 +20,8 @@ _CONVERTS = "converts a classifier (--task_name) or an embedding model (--poolin
 def convertible_from_flags(flag_values, files):
     """The `registry.Convertible` export_model.py --format=litert or onnx converts: the
     classifier of --task_name, or with --pooling the encoder (an embedding model), or (ONNX) the
-    model of the task the run's run.json records (SQuAD, NER, SWAG), as their formats declare it.
+    model of the task the run's run.json records (SQuAD, NER, SWAG), as their formats declare it
+    (LiteRT: `ServingFormat.litert`).
 
     Raises ValueError (one line, naming the flags) for what these formats do not export.
     """
@@ -43,7 +44,8 @@ def convertible_from_flags(flag_values, files):
 
 def _recorded_task_convertible(flag_values, files, fmt):
     """The `registry.Convertible` of the run's recorded task (its run.json), refused in one line
-    for LiteRT and for a checkpoint no fine-tuning run wrote."""
+    for a checkpoint no fine-tuning run wrote, LiteRT of a task whose format does not declare it
+    (`ServingFormat.litert`) and full int8 (its calibration is a classifier's texts)."""
     from bert_runner.serving import provenance
 
     recorded = provenance.recorded_script_task(flag_values.checkpoint)
@@ -52,10 +54,14 @@ def _recorded_task_convertible(flag_values, files, fmt):
         raise ValueError("%s %s, or the model of the run (SQuAD, NER, SWAG) whose run.json "
                          "--checkpoint=%s records: give one" % (fmt, _CONVERTS,
                                                                flag_values.checkpoint))
-    if flag_values.format != "onnx":
+    if flag_values.format != "onnx" and not task.litert:
         raise ValueError("%s %s: a %s model (--checkpoint=%s) exports as a SavedModel "
                          "(--format=%s) or ONNX" % (fmt, _CONVERTS, task.name,
                                                     flag_values.checkpoint, task.name))
+    if getattr(flag_values, "quantization", None) == "int8":  # calibrated on texts, not rows
+        raise ValueError("%s --quantization=int8 %s: a %s model (--checkpoint=%s) converts with "
+                         "--quantization=float32, float16 or dynamic_int8"
+                         % (fmt, _CONVERTS, task.name, flag_values.checkpoint))
     return task.convertible(flag_values, files)
 
 

@@ -200,13 +200,34 @@ def interpreter(model_path=None, model_content=None, num_threads=None):
         model_path=model_path, model_content=model_content, num_threads=num_threads)
 
 
+class LiteRTExport:
+    """A LiteRT export (`write_litert`) served as predict.py serves a SavedModel: `call(signature
+    name, **arrays)` runs the `.tflite`'s raw-text signature of that name (strings encoded as
+    UTF-8) and gives its outputs (numpy).
+
+    Args:
+      model_path: its model.tflite (export.json beside it).
+      num_threads: the interpreter's threads (None: its default).
+    """
+
+    def __init__(self, model_path, num_threads=None):
+        self.model = interpreter(model_path=model_path, num_threads=num_threads)
+
+    def call(self, name, **arrays):
+        runner = self.model.get_signature_runner(name)
+        return runner(**{k: np.char.encode(np.asarray(v, dtype=str), "utf-8")
+                         for k, v in arrays.items()})
+
+
 def _check_runs(blob):
-    """Runs every signature of the converted model on one text: an op without a LiteRT kernel
-    (the converter lets unknown ops through as custom ops) fails here, not on the phone."""
+    """Runs every signature of the converted model on one text (SWAG's: one ending): an op
+    without a LiteRT kernel (the converter lets unknown ops through as custom ops) fails here, not
+    on the phone."""
     model = interpreter(model_content=blob)
-    for key, signature in model.get_signature_list().items():
-        model.get_signature_runner(key)(
-            **{name: np.array([b"a b"]) for name in signature["inputs"]})
+    for key in model.get_signature_list():
+        runner = model.get_signature_runner(key)
+        runner(**{name: np.full([1] * len(detail["shape_signature"]), b"a b", dtype=object)
+                  for name, detail in runner.get_input_details().items()})
 
 
 def _check_int8_outputs(blob, module, calibration_texts):

@@ -100,18 +100,23 @@ class Predictor:
         from bert_runner.serving import conversion
 
         self.export_dir = export_dir
-        onnx_export = _has(export_dir, "model.onnx") and _has(export_dir,
-                                                               conversion.METADATA_FILE)
-        if not _has(export_dir, "saved_model.pb") and not onnx_export:
+        # A LiteRT export: its directory or its .tflite (export.json beside it).
+        tflite = (export_dir if export_dir.endswith(".tflite") else
+                  os.path.join(export_dir, "model.tflite"))
+        converted = os.path.dirname(tflite) if tflite == export_dir else export_dir
+        kind = ("litert" if tf.io.gfile.exists(tflite) else
+                "onnx" if _has(export_dir, "model.onnx") else None)
+        if not _has(export_dir, "saved_model.pb") and not (
+                kind and _has(converted, conversion.METADATA_FILE)):
             raise ValueError("--model=%s is neither a SavedModel directory (saved_model.pb) nor "
-                             "an ONNX export (model.onnx, export.json): give an --export_dir of "
-                             "export_model.py --format=%s or onnx"
+                             "an ONNX or LiteRT export (model.onnx or model.tflite, export.json): "
+                             "give an --export_dir of export_model.py --format=%s, onnx or litert"
                              % (export_dir, "|".join(
                                  name for name in registry.names() if registry.get(name).fields)))
         started = time.perf_counter()
-        if onnx_export:
-            self.metadata = _read_json(os.path.join(export_dir, conversion.METADATA_FILE))
-            self.format = self.metadata["format"].partition("onnx/")[2]
+        if kind:
+            self.metadata = _read_json(os.path.join(converted, conversion.METADATA_FILE))
+            self.format = self.metadata["format"].partition(kind + "/")[2]
         else:
             self.model = tf.saved_model.load(export_dir)
             self.metadata = self._read_metadata()
@@ -122,12 +127,16 @@ class Predictor:
             raise ValueError("--model=%s is a %r export, which predict.py does not serve (%s)"
                              % (export_dir, self.format, e.args[0])) from None
         if self.serving.fields is None:
-            raise ValueError("--model=%s is a %s export: predict.py serves SavedModels and ONNX"
-                             % (export_dir, self.format))
-        if onnx_export:
+            raise ValueError("--model=%s is a %s export: predict.py serves SavedModels, ONNX and "
+                             "LiteRT" % (export_dir, self.format))
+        if kind == "onnx":
             from bert_runner.serving import onnx
 
             self._call = onnx.OnnxExport(export_dir, self.metadata, self.serving).call
+        elif kind == "litert":
+            from bert_runner.serving import litert
+
+            self._call = litert.LiteRTExport(tflite).call
         else:
             self._check_signatures()
         # The first call of a loaded signature builds and optimises its graph (seconds): made

@@ -77,6 +77,8 @@ class ServingFormat:
       onnx_module: (make_model(**attributes) -> `onnx.OnnxModel`, tokenizer, export.json) -> the
         raw-text `ModelExport` predict.py serves an ONNX export of this format with, ONNX Runtime
         as its model.
+      litert: whether `convertible` converts to LiteRT too (its raw-text module, tf.text's
+        tokenizer and one row a call, in a `.tflite` predict.py runs as it is).
       fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
         --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
         writes with its head, as the transformers class its family declares for it.
@@ -96,6 +98,7 @@ class ServingFormat:
     needs_sequence_length: bool = True
     convertible: Optional[Callable] = None
     onnx_module: Optional[Callable] = None
+    litert: bool = False
     fine_tuned: Optional[Callable] = None
 
     def model_family(self, task_name):

@@ -13,11 +13,13 @@ Signature `serving_default(context [N], endings [N, C])`, outputs:
   logits         float32 [N, C]   the choice scores
   choice         int32 [N]        the most probable ending
 """
+import functools
+
 import tensorflow as tf
 
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
-from bert_runner.serving.text_module import ModelExport
+from bert_runner.serving.text_module import ROWS_PER_CALL, ModelExport
 from bert_tasks.swag import serving
 from modeling import families
 from vocab.fast_tokenizer import FastBertTokenizer
@@ -30,12 +32,13 @@ class SwagExport(ModelExport):
       model: `BertMultipleChoice` with its weights.
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length: int, run_swag's --max_seq_length.
+      rows_per_call: `ModelExport`'s (1: LiteRT's).
     """
 
     format = "swag"
 
-    def __init__(self, model, tokenizer, max_seq_length):
-        super().__init__("bert_swag", model, tokenizer, max_seq_length, 1)
+    def __init__(self, model, tokenizer, max_seq_length, rows_per_call=ROWS_PER_CALL):
+        super().__init__("bert_swag", model, tokenizer, max_seq_length, 1, rows_per_call)
 
     def signatures(self):
         return {"serving_default": self.serve_swag}
@@ -56,12 +59,9 @@ class SwagExport(ModelExport):
 
     def _row_values(self, group):
         # Each row one context with one ending: the model's [n, 1] scores (ONNX Runtime's or
-        # Keras's, `choice_logits`: BertMultipleChoice's encoder and choice layer).
+        # Keras's, `row_scores`: BertMultipleChoice's encoder and choice layer).
         converted = self._onnx_outputs(group)
-        if converted is None:
-            converted = choice_logits(self._parts.model,
-                                      {name: value[:, None] for name, value in group.items()})
-        return converted["logits"]
+        return row_scores(self._parts.model, group) if converted is None else converted["logits"]
 
 
 def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
@@ -84,15 +84,21 @@ def choice_logits(model, features):
     number of endings C: the ONNX graph (`registry.Convertible.ids_outputs`)."""
     shape = tf.shape(features["input_ids"])
     flat = {name: tf.reshape(value, [-1, shape[2]]) for name, value in features.items()}
-    pooled = model.encode(flat, training=False, skip_padding=True)["pooled_output"]
-    return {"logits": tf.reshape(tf.cast(model.scorer(pooled, training=False), tf.float32),
-                                 shape[:2])}
+    return {"logits": tf.reshape(row_scores(model, flat), shape[:2])}
+
+
+def row_scores(model, features):
+    """float32 [n, 1]: a `BertMultipleChoice`'s score of each row of int32 [n, T] features (one
+    context with one ending), as `choice_logits` scores each choice."""
+    pooled = model.encode(features, training=False, skip_padding=True)["pooled_output"]
+    return tf.reshape(tf.cast(model.scorer(pooled, training=False), tf.float32), [-1, 1])
 
 
 def convertible_from_flags(flag_values, files):
-    """The run_swag model for ONNX (`registry.Convertible`): one score per ending."""
+    """The run_swag model for ONNX and LiteRT (`registry.Convertible`): one score per ending."""
     model, _ = fine_tuned_from_flags(flag_values, files)
-    return registry.Convertible(model=model, metadata={}, text_module=SwagExport,
+    return registry.Convertible(model=model, metadata={}, text_module=functools.partial(
+                                    SwagExport, rows_per_call=1),
                                 ids_outputs=choice_logits, ids_shape=(None, None, None))
 
 
