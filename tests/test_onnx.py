@@ -155,12 +155,14 @@ def _export(run, fmt, export_dir, vocab=VOCAB, **flags):
 
 
 def _assert_same_outputs(saved, converted):
-    """The SavedModel's and the ONNX export's signature outputs: float ones within 1e-4, the
-    others (word-pieces, windows, tags, labels) identical."""
+    """The SavedModel's and the ONNX export's signature outputs: float ones within 1e-4 (or 2
+    float32 steps: ELECTRA's masked log-probabilities near -1000), the others (word-pieces,
+    windows, tags, labels) identical."""
     assert sorted(saved) == sorted(converted)
     for name, value in saved.items():
         if np.issubdtype(value.dtype, np.floating):
-            np.testing.assert_allclose(converted[name], value, atol=1e-4, rtol=0, err_msg=name)
+            np.testing.assert_allclose(converted[name], value, atol=1e-4, rtol=2.5e-7,
+                                       err_msg=name)
         else:
             np.testing.assert_array_equal(converted[name], value, err_msg=name)
 
@@ -175,6 +177,24 @@ def _assert_same_results(saved, converted):
             _assert_same_results(saved[key], converted[key])
     else:
         assert converted == saved
+
+
+def task_run(case, tmp_path):
+    """(the run directory of TASK_RUNS[case] in `tmp_path`, its vocabulary, its SavedModel's
+    --format, its export flags, predict.py's inputs)."""
+    from modeling.checkpoint import load_config
+    from test_export import _fine_tuned_run
+
+    task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
+    run = tmp_path / "run"
+    run.mkdir()
+    config, vocab = None, VOCAB
+    if case.endswith("electra"):
+        config = load_config(str(ELECTRA_TINY / "hparams.json"))
+        vocab = str(ELECTRA_TINY / "vocab.txt")
+    _fine_tuned_run(run, task, kind, outputs, labels, config)
+    fmt = "embedding" if case == "embedding" else task.partition("/")[0]
+    return run, vocab, fmt, flags, inputs
 
 
 def signature_inputs(model, inputs):
@@ -202,19 +222,9 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
 
     from bert_runner.serving import predictor
     from bert_tasks.squad.answers import answers
-    from modeling.checkpoint import load_config
-    from test_export import _fine_tuned_run
 
     _require_onnx()
-    task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
-    run = tmp_path / "run"
-    run.mkdir()
-    config, vocab = None, VOCAB
-    if case.endswith("electra"):
-        config = load_config(str(ELECTRA_TINY / "hparams.json"))
-        vocab = str(ELECTRA_TINY / "vocab.txt")
-    _fine_tuned_run(run, task, kind, outputs, labels, config)
-    fmt = "embedding" if case == "embedding" else task.partition("/")[0]  # the SavedModel's
+    run, vocab, fmt, flags, inputs = task_run(case, tmp_path)
     saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", vocab, **flags))
     converted = predictor.Predictor(_export(run, "onnx", tmp_path / "onnx", vocab, **flags))
     assert converted.format == saved.format == fmt
@@ -239,27 +249,6 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
         predictor.run(str(model), inputs + [""], out=out)
         printed.append(out.getvalue())
     assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
-
-
-def test_litert_refuses_a_task_onnx_converts_in_one_line(tmp_path):
-    """--format=litert of a SQuAD run (its run.json's task) is refused naming the formats that
-    export it; --format=onnx takes that task (no conversion here: the model is built only)."""
-    import types
-
-    from bert_runner.serving import conversion
-    from bert_tasks.serving import register_all
-    from test_export import _fine_tuned_run
-
-    register_all()
-    run = tmp_path / "squad"
-    run.mkdir()
-    _fine_tuned_run(run, "squad", "span", None, None)
-    flags = types.SimpleNamespace(format="litert", mixed_precision=None, long_documents=False,
-                                  pooling=None, task_name=None, checkpoint=str(run))
-    with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))) as error:
-        conversion.convertible_from_flags(flags, files=None)
-    assert str(error.value).endswith(
-        f"a squad model (--checkpoint={run}) exports as a SavedModel (--format=squad) or ONNX")
 
 
 def test_predict_refuses_a_directory_of_no_format_it_serves_in_one_line(tmp_path):

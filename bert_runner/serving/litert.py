@@ -125,7 +125,7 @@ def convert(module, quantization, calibration_texts=None):
                 tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
         try:
             blob = converter.convert()
-            _check_runs(blob)
+            _check_runs(blob, getattr(module, "xnnpack", True))
             if quantization == "int8":
                 _check_int8_outputs(blob, module, calibration_texts)
         except Exception as e:  # ConverterError, RuntimeError (the interpreter), ValueError
@@ -182,22 +182,130 @@ def texts_per_call(model_path):
         return json.load(f).get("texts_per_call")
 
 
-def interpreter(model_path=None, model_content=None, num_threads=None):
+def interpreter(model_path=None, model_content=None, num_threads=None, xnnpack=True):
     """A LiteRT interpreter of a `.tflite` written here, tf.text's ops registered:
-    ai-edge-litert's (requirements-litert.txt), else the one TensorFlow still ships.
+    ai-edge-litert's (requirements-litert.txt), else the one TensorFlow still ships. `xnnpack`
+    False: without the default XNNPack delegate (`write_ids_litert`'s graphs).
 
     Raises ValueError naming requirements-litert.txt when neither is there."""
     try:
-        from ai_edge_litert.interpreter import InterpreterWithCustomOps
+        from ai_edge_litert.interpreter import InterpreterWithCustomOps, OpResolverType
     except ImportError:
         try:
-            from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
+            from tensorflow.lite.python.interpreter import (
+                InterpreterWithCustomOps, OpResolverType)
         except ImportError as e:
             raise ValueError("Running a LiteRT model needs ai-edge-litert: pip install -r %s"
                              % REQUIREMENTS) from e
+    resolver = (OpResolverType.AUTO if xnnpack else
+                OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     return InterpreterWithCustomOps(
         custom_op_registerers=list(tf_text.tflite_registrar.SELECT_TFTEXT_OPS),
-        model_path=model_path, model_content=model_content, num_threads=num_threads)
+        model_path=model_path, model_content=model_content, num_threads=num_threads,
+        experimental_op_resolver_type=resolver)
+
+
+class _IdsModule(tf.Module):
+    """`convert`'s module of a task's graph on token ids (`onnx.ids_function`): one signature,
+    its model's weights tracked. XNNPack fails to prepare its last layer on the word-piece rows
+    (the dense layer after the first row's and the others' concatenation): it runs without."""
+
+    xnnpack = False
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+        self.model_weights = function.model_weights
+
+    def signatures(self):
+        return {"serving_default": self.function}
+
+
+def write_ids_litert(convertible, vocab_file, do_lower_case, max_seq_length, quantization,
+                     export_dir):
+    """Writes `export_dir` (new): model.tflite of `convertible`'s graph on token ids, one row a
+    call on the padded grid ([1, max_seq_length]: XNNPack cannot reshape the attention of a
+    dynamic length), vocab.txt and export.json, for a task
+    whose raw-text graph LiteRT cannot run (NER's regular-expression word split). predict.py
+    runs its task's module around it (`LiteRTModel`), the tokenizer and the rest in Python.
+
+    Returns: the path of model.tflite.
+    """
+    from bert_runner.serving import onnx
+
+    blob = convert(_IdsModule(onnx.ids_function(convertible, (1, max_seq_length))),
+                   quantization)
+    files, metadata = onnx.ids_export(convertible, vocab_file, do_lower_case, max_seq_length,
+                                      "litert")
+    write_export_dir(export_dir, {MODEL_FILE: blob, **files},
+                     {**metadata, "quantization": quantization, "xnnpack": False})
+    return os.path.join(export_dir, MODEL_FILE)
+
+
+class LiteRTModel:
+    """The `.tflite` of a task's ids graph (`write_ids_litert`) standing in for the Keras model of
+    its raw-text module, as `onnx.OnnxModel` does: int32 features [n, T] in a TensorFlow graph,
+    its outputs [n, ...] out (`tf.numpy_function`), one row a call, padded to the graph's length
+    (padded keys add exactly zero to attention) and its outputs cut back to T.
+
+    Args:
+      runner: the interpreter's signature runner of the ids graph.
+      attributes: what the module reads of its model (`num_labels`, `config`, ...).
+    """
+
+    runs_onnx = True  # `ModelExport._onnx_outputs`: a converted graph's outputs
+
+    def __init__(self, runner, **attributes):
+        self.runner = runner
+        self.weights = []
+        self._inputs = sorted(runner.get_input_details())
+        self._length = runner.get_input_details()[self._inputs[0]]["shape"][1]
+        self._outputs = sorted(runner.get_output_details().items())
+        self.output_names = tuple(name for name, _ in self._outputs)
+        self.__dict__.update(attributes)
+
+    def _shape(self, detail, rows, width):
+        """An output's shape on `rows` rows of `width` word-pieces: [rows, width, ...] where its
+        second dimension is the graph's length, [rows, ...] otherwise (ELECTRA's beams)."""
+        shape = [rows] + list(detail["shape"][1:])
+        if len(shape) > 1 and shape[1] == self._length:
+            shape[1] = width
+        return shape
+
+    def _run(self, *arrays):
+        rows, width = arrays[0].shape
+        padded = [np.pad(array, [(0, 0), (0, self._length - width)]) for array in arrays]
+        calls = [self.runner(**{name: array[i:i + 1] for name, array in zip(self._inputs, padded)})
+                 for i in range(rows)]
+        return [np.concatenate([c[name] for c in calls])[tuple(
+                    slice(0, size) for size in self._shape(detail, rows, width))] if calls else
+                np.zeros(self._shape(detail, 0, width), detail["dtype"])
+                for name, detail in self._outputs]
+
+    def __call__(self, features, training=False, **unused_options):
+        feeds = [tf.cast(features[name], tf.int32) for name in self._inputs]
+        values = tf.numpy_function(self._run, feeds,
+                                   [tf.as_dtype(detail["dtype"]) for _, detail in self._outputs],
+                                   stateful=False)
+        for value, (_, detail) in zip(values, self._outputs):
+            value.set_shape(self._shape(detail, *feeds[0].shape))
+        return dict(zip(self.output_names, values))
+
+
+def serving_call(model_path, metadata, serving, num_threads=None):
+    """predict.py's `call(signature name, **arrays)` of a LiteRT export: its raw-text
+    signatures (`LiteRTExport`), or for a graph on token ids (export.json's `inputs`) its task's
+    module around it (`LiteRTModel`)."""
+    if "inputs" not in metadata:
+        return LiteRTExport(model_path, num_threads).call
+    from bert_runner.serving import onnx
+
+    runner = interpreter(model_path=model_path, num_threads=num_threads,
+                         xnnpack=metadata.get("xnnpack", True)).get_signature_runner()
+    served = onnx.OnnxExport.__new__(onnx.OnnxExport)
+    served._serve(lambda **attributes: LiteRTModel(runner, **attributes),
+                  os.path.dirname(model_path), metadata, serving)
+    return served.call
 
 
 class LiteRTExport:
@@ -219,14 +327,16 @@ class LiteRTExport:
                          for k, v in arrays.items()})
 
 
-def _check_runs(blob):
+def _check_runs(blob, xnnpack=True):
     """Runs every signature of the converted model on one text (SWAG's: one ending): an op
     without a LiteRT kernel (the converter lets unknown ops through as custom ops) fails here, not
     on the phone."""
-    model = interpreter(model_content=blob)
+    model = interpreter(model_content=blob, xnnpack=xnnpack)
     for key in model.get_signature_list():
         runner = model.get_signature_runner(key)
-        runner(**{name: np.full([1] * len(detail["shape_signature"]), b"a b", dtype=object)
+        runner(**{name: np.full([max(size, 1) for size in detail["shape_signature"]],
+                                b"a b" if detail["dtype"] in (np.bytes_, np.object_) else 1,
+                                dtype=detail["dtype"])
                   for name, detail in runner.get_input_details().items()})
 
 
@@ -304,8 +414,15 @@ def export_from_flags(flag_values, files):
     calibration = None
     if flag_values.quantization == "int8":
         calibration = read_calibration_file(flag_values.calibration_file)
-    module = text_module(convertible_from_flags(flag_values, files), files.vocab_file,
-                         flag_values.do_lower_case, flag_values.max_seq_length)
-    path = write_litert(module, flag_values.quantization, flag_values.export_dir, calibration)
+    convertible = convertible_from_flags(flag_values, files)
+    if convertible.litert_ids:
+        path = write_ids_litert(convertible, files.vocab_file, flag_values.do_lower_case,
+                                flag_values.max_seq_length, flag_values.quantization,
+                                flag_values.export_dir)
+    else:
+        module = text_module(convertible, files.vocab_file, flag_values.do_lower_case,
+                             flag_values.max_seq_length)
+        path = write_litert(module, flag_values.quantization, flag_values.export_dir,
+                            calibration)
     logging.info("LiteRT model (%s): %s, %.1f MB", flag_values.quantization, path,
                  os.path.getsize(path) / 1e6)

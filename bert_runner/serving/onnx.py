@@ -52,20 +52,23 @@ def require(*modules):
                          % (e.name, REQUIREMENTS)) from e
 
 
-def ids_function(convertible):
+def ids_function(convertible, shape=None):
     """The tf.function the ONNX graph is made of: int32 input_ids, input_mask, segment_ids [N, T]
-    -> the outputs `convertible.ids_outputs` gives (a classifier's "probabilities" or
-    "predictions", an encoder's "embedding"), on a reference-kernel copy of its model."""
+    (`shape`, default `convertible.ids_shape`) -> the outputs `convertible.ids_outputs` gives (a
+    classifier's "probabilities" or "predictions", an encoder's "embedding"), on a
+    reference-kernel copy of its model (its weights: the function's `model_weights`)."""
     model = conversion.reference_copy(convertible.model)
     # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
     getattr(model, "encoder", model).static_shapes = True
-    spec = [tf.TensorSpec(convertible.ids_shape, tf.int32, name=name) for name in _FEATURES]
+    spec = [tf.TensorSpec(shape or convertible.ids_shape, tf.int32, name=name)
+            for name in _FEATURES]
 
     @tf.function(input_signature=spec)
     def run(input_ids, input_mask, segment_ids):
         return convertible.ids_outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
                                                "token_type_ids": segment_ids})
 
+    run.model_weights = [weight.value for weight in model.weights]
     return run
 
 
@@ -107,18 +110,26 @@ def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_di
       vocab_file, do_lower_case, max_seq_length: the pre-processing's (as the SavedModel's).
     Returns: the path of model.onnx.
     """
+    blob = convert(ids_function(convertible))
+    files, metadata = ids_export(convertible, vocab_file, do_lower_case, max_seq_length, "onnx")
+    conversion.write_export_dir(export_dir, {MODEL_FILE: blob, **files},
+                                {**metadata, "opset": OPSET})
+    return os.path.join(export_dir, MODEL_FILE)
+
+
+def ids_export(convertible, vocab_file, do_lower_case, max_seq_length, kind):
+    """({vocab.txt: bytes}, export.json) of an export of `convertible`'s graph on token ids
+    ("onnx", or "litert" for a task whose raw-text graph LiteRT cannot run): its format
+    "`kind`/<task>", the inputs and its raw-text module's settings (labels, windows)."""
     from vocab.fast_tokenizer import FastBertTokenizer
 
     module = convertible.text_module(convertible.model,
                                      FastBertTokenizer(vocab_file, do_lower_case), max_seq_length)
-    blob = convert(ids_function(convertible))
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         vocab = f.read()
     settings = {k: v for k, v in module.metadata().items() if k not in ("format", "signatures")}
-    metadata = {"format": "onnx/" + module.format, "inputs": list(_FEATURES), **settings,
-                **convertible.metadata, "opset": OPSET}
-    conversion.write_export_dir(export_dir, {MODEL_FILE: blob, VOCAB_FILE: vocab}, metadata)
-    return os.path.join(export_dir, MODEL_FILE)
+    return {VOCAB_FILE: vocab}, {"format": "%s/%s" % (kind, module.format),
+                                 "inputs": list(_FEATURES), **settings, **convertible.metadata}
 
 
 def session(export_dir, num_threads=None):
@@ -187,6 +198,7 @@ class OnnxModel:
         self.weights = []
         self._rank = len(session.get_inputs()[0].shape)
         self._outputs = session.get_outputs()
+        self.output_names = tuple(output.name for output in self._outputs)
         self.__dict__.update(attributes)
 
     def __call__(self, features, training=False, **unused_options):
@@ -225,13 +237,18 @@ class OnnxExport:
     """
 
     def __init__(self, export_dir, metadata, serving, num_threads=None):
+        loaded = session(export_dir, num_threads)
+        self._serve(lambda **attributes: OnnxModel(loaded, **attributes), export_dir, metadata,
+                    serving)
+
+    def _serve(self, make_model, export_dir, metadata, serving):
+        """The task's module (`serving.onnx_module`) with `make_model`'s model and the export's
+        vocab.txt."""
         from vocab.fast_tokenizer import FastBertTokenizer
 
-        loaded = session(export_dir, num_threads)
         tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
                                       metadata["do_lower_case"])
-        self.module = serving.onnx_module(lambda **attributes: OnnxModel(loaded, **attributes),
-                                          tokenizer, metadata)
+        self.module = serving.onnx_module(make_model, tokenizer, metadata)
         self.signatures = self.module.signatures()
 
     def call(self, name, **tensors):

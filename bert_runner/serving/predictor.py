@@ -1,5 +1,5 @@
-"""predict.py's logic: load an export_model.py SavedModel or ONNX export once, answer raw-text
-inputs.
+"""predict.py's logic: load an export_model.py SavedModel, ONNX or LiteRT export once, answer
+raw-text inputs.
 
     predictor = Predictor("/tmp/mrpc_serving/1")            # any --format's SavedModel, or ONNX
     results = predictor.predict(["He said so.\tSo he said."])  # list of dicts, one per input
@@ -8,7 +8,9 @@ inputs.
 What the export is comes from its `assets.extra/export.json` (`saved_model.METADATA_FILE`);
 an older classifier or embedding export without one is recognised by its signatures' outputs. An
 ONNX export (model.onnx beside export.json) is answered by its task's own raw-text module with
-ONNX Runtime as its model (`onnx.OnnxExport`): the SavedModel's outputs, the same answers.
+ONNX Runtime as its model (`onnx.OnnxExport`): the SavedModel's outputs, the same answers; a
+LiteRT export (its directory or its .tflite) by its raw-text signatures or, for a graph on token
+ids, the same way (`litert.serving_call`).
 Inputs are text lines; fields within a line are separated by tabs, as the export's format
 declares them (`registry.ServingFormat.fields`: a classifier's text or text_a<TAB>text_b, SQuAD's
 question<TAB>context, ...), and its format answers them (`ServingFormat.answer`, `.describe`).
@@ -136,7 +138,7 @@ class Predictor:
         elif kind == "litert":
             from bert_runner.serving import litert
 
-            self._call = litert.LiteRTExport(tflite).call
+            self._call = litert.serving_call(tflite, self.metadata, self.serving)
         else:
             self._check_signatures()
         # The first call of a loaded signature builds and optimises its graph (seconds): made

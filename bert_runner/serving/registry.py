@@ -37,12 +37,15 @@ class Convertible:
         `token_type_ids`) -> dict of outputs: the ONNX graph, token ids in.
       ids_shape: the features' shape (None: any): [N, T], a multiple-choice model's [N, C, T],
         SQuAD's windows [N, max_seq_length] (ELECTRA's beams need a static length).
+      litert_ids: LiteRT converts the graph on ids (one row a call), not the raw-text module
+        (NER's: its regular-expression ops have no LiteRT kernels).
     """
     model: object
     metadata: dict
     text_module: Callable
     ids_outputs: Callable
     ids_shape: Tuple[Optional[int], ...] = (None, None)
+    litert_ids: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +80,8 @@ class ServingFormat:
       onnx_module: (make_model(**attributes) -> `onnx.OnnxModel`, tokenizer, export.json) -> the
         raw-text `ModelExport` predict.py serves an ONNX export of this format with, ONNX Runtime
         as its model.
-      litert: whether `convertible` converts to LiteRT too (its raw-text module, tf.text's
-        tokenizer and one row a call, in a `.tflite` predict.py runs as it is).
+      litert: whether `convertible` converts to LiteRT too (its raw-text module, or its graph
+        on token ids where `Convertible.litert_ids`).
       fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
         --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
         writes with its head, as the transformers class its family declares for it.

@@ -242,14 +242,15 @@ def fine_tuned_from_flags(flag_values, files):
 
 
 def convertible_from_flags(flag_values, files):
-    """The run_ner model for ONNX (`registry.Convertible`): its tag logits per word-piece."""
+    """The run_ner model for ONNX and LiteRT (`registry.Convertible`): its tag logits per
+    word-piece."""
     model, label_list = fine_tuned_from_flags(flag_values, files)
     return registry.Convertible(
         model=model, metadata={},
         text_module=lambda tagger, tokenizer, max_seq_length: NerExport(
             tagger, tokenizer, max_seq_length, label_list),
         ids_outputs=lambda tagger, features: {
-            "logits": tagger(features, training=False)["logits"]})
+            "logits": tagger(features, training=False)["logits"]}, litert_ids=True)
 
 
 def onnx_module(make_model, tokenizer, metadata):

@@ -210,15 +210,16 @@ def convertible_from_flags(flag_values, files):
     return registry.Convertible(
         model=model, metadata={}, ids_outputs=ids_outputs,
         ids_shape=(None, flag_values.max_seq_length),  # its windows' padded length
+        litert_ids=True,
         text_module=lambda span_model, tokenizer, max_seq_length: SquadExport(
             span_model, tokenizer, max_seq_length, doc_stride, max_query_length, options))
 
 
 def onnx_module(make_model, tokenizer, metadata):
-    """The `SquadExport` of an ONNX export (`ServingFormat.onnx_module`), with the SavedModel's
-    windows and post-processing settings (its export.json's)."""
+    """The `SquadExport` of an ONNX or LiteRT export (`ServingFormat.onnx_module`), with the
+    SavedModel's windows and post-processing settings (its export.json's)."""
     model = make_model()
-    model.prediction_outputs = tuple(output.name for output in model.session.get_outputs())
+    model.prediction_outputs = model.output_names
     options = PostprocessOptions(**{field.name: metadata[field.name]
                                     for field in dataclasses.fields(PostprocessOptions)
                                     if field.name in metadata})

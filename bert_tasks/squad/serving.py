@@ -25,7 +25,7 @@ FORMAT = registry.register(registry.ServingFormat(
     help="question and context -> run_squad's windows' logits, answered by predict.py",
     export=registry.deferred("bert_tasks.squad.raw_text", "export_from_flags"),
     convertible=registry.deferred("bert_tasks.squad.raw_text", "convertible_from_flags"),
-    onnx_module=registry.deferred("bert_tasks.squad.raw_text", "onnx_module"),
+    onnx_module=registry.deferred("bert_tasks.squad.raw_text", "onnx_module"), litert=True,
     fine_tuned=registry.deferred("bert_tasks.squad.raw_text", "fine_tuned_from_flags"),
     script="run_squad.py", head="SQuAD span",
     fields=(2, 2, "question<TAB>context"), answer=_answer_rows, describe=_describe,
