@@ -302,10 +302,8 @@ def serving_call(model_path, metadata, serving, num_threads=None):
 
     runner = interpreter(model_path=model_path, num_threads=num_threads,
                          xnnpack=metadata.get("xnnpack", True)).get_signature_runner()
-    served = onnx.OnnxExport.__new__(onnx.OnnxExport)
-    served._serve(lambda **attributes: LiteRTModel(runner, **attributes),
-                  os.path.dirname(model_path), metadata, serving)
-    return served.call
+    return onnx.OnnxExport(lambda **attributes: LiteRTModel(runner, **attributes),
+                           os.path.dirname(model_path), metadata, serving).call
 
 
 class LiteRTExport:

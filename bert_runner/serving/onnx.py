@@ -225,31 +225,34 @@ _NUMPY_TYPES = {"tensor(float)": "float32", "tensor(int32)": "int32", "tensor(in
 
 
 class OnnxExport:
-    """An ONNX export directory served as predict.py serves a SavedModel: `call(signature name,
-    **tensors)` gives the SavedModel's signature outputs (numpy), computed by the task's raw-text
-    module (`ServingFormat.onnx_module`) with `OnnxModel` as its model.
+    """A converted graph on token ids served as predict.py serves a SavedModel: `call(signature
+    name, **tensors)` gives the SavedModel's signature outputs (numpy), computed by the task's
+    raw-text module (`ServingFormat.onnx_module`) with the graph as its model: ONNX Runtime's
+    (`of_onnx`) or LiteRT's (`litert.serving_call`).
 
     Args:
-      export_dir: written by `write_onnx`.
+      make_model: `(**attributes) -> model` standing in for the module's Keras model
+        (`OnnxModel`, `litert.LiteRTModel`).
+      export_dir: the export, with its vocab.txt.
       metadata: its export.json.
       serving: the `registry.ServingFormat` of its task.
-      num_threads: onnxruntime's intra-op threads (None: its default).
     """
 
-    def __init__(self, export_dir, metadata, serving, num_threads=None):
-        loaded = session(export_dir, num_threads)
-        self._serve(lambda **attributes: OnnxModel(loaded, **attributes), export_dir, metadata,
-                    serving)
-
-    def _serve(self, make_model, export_dir, metadata, serving):
-        """The task's module (`serving.onnx_module`) with `make_model`'s model and the export's
-        vocab.txt."""
+    def __init__(self, make_model, export_dir, metadata, serving):
         from vocab.fast_tokenizer import FastBertTokenizer
 
         tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
                                       metadata["do_lower_case"])
         self.module = serving.onnx_module(make_model, tokenizer, metadata)
         self.signatures = self.module.signatures()
+
+    @classmethod
+    def of_onnx(cls, export_dir, metadata, serving, num_threads=None):
+        """The ONNX export in `export_dir` (`write_onnx`) on onnxruntime (`num_threads` intra-op
+        threads; None: its default)."""
+        loaded = session(export_dir, num_threads)
+        return cls(lambda **attributes: OnnxModel(loaded, **attributes), export_dir, metadata,
+                   serving)
 
     def call(self, name, **tensors):
         """The outputs (numpy) of the module's signature `name` on `tensors` (arrays)."""

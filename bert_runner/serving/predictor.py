@@ -134,7 +134,7 @@ class Predictor:
         if kind == "onnx":
             from bert_runner.serving import onnx
 
-            self._call = onnx.OnnxExport(export_dir, self.metadata, self.serving).call
+            self._call = onnx.OnnxExport.of_onnx(export_dir, self.metadata, self.serving).call
         elif kind == "litert":
             from bert_runner.serving import litert
 
