@@ -40,7 +40,8 @@ flags.DEFINE_enum(
 flags.DEFINE_enum(
     "quantization", "float32", QUANTIZATIONS,
     "--format=litert: float32, float16 (weights), dynamic_int8 (weights in int8, activations "
-    "quantised per call) or int8 (weights and activations, calibrated on --calibration_file).")
+    "quantised per call) or int8 (weights and activations, calibrated on --calibration_file). "
+    "--format=onnx: float32 or dynamic_int8 (ONNX Runtime's quantize_dynamic).")
 flags.DEFINE_string(
     "calibration_file", None,
     "--format=litert --quantization=int8: training texts, one per line (a tab between the texts "
@@ -89,6 +90,11 @@ ranged(flags.DEFINE_integer(
 ranged(flags.DEFINE_integer(
     "max_answer_length", 30, "--format=squad: the longest answer, in word-pieces."), at_least(1))
 flags.DEFINE_bool(
+    "trim_windows", False,
+    "--format=squad or onnx of a SQuAD run: run each window at its own length, not padded to "
+    "max_seq_length (faster for short contexts); the padding's positions then take no n-best "
+    "place, where run_squad's n-best draws them and drops them. BERT's span head only.")
+flags.DEFINE_bool(
     "version_2_with_negative", False,
     "--format=squad: the model was trained on SQuAD 2.0 (an answer may be no answer).")
 flags.DEFINE_float(
@@ -130,8 +136,9 @@ mode(ModeRule(("multi_label_threshold",), ("task_name",),
               lambda task: task is None or task.lower() == "multilabel",
               "with --task_name=multilabel",
               "the other tasks predict one label by its highest probability"))
-mode(ModeRule(("quantization", "calibration_file"), ("format",), lambda fmt: fmt == "litert",
-              "with --format=litert", "the other formats keep the model's float32 weights"))
+mode(ModeRule(("quantization", "calibration_file"), ("format",),
+              lambda fmt: fmt in ("litert", "onnx"), "with --format=litert or onnx",
+              "the other formats keep the model's float32 weights"))
 mode(ModeRule(("calibration_file",), ("quantization",), lambda q: q == "int8",
               "with --quantization=int8", "only full int8 calibrates activation ranges"))
 # Each format's own flags: given to another format they would silently do nothing.
@@ -149,7 +156,7 @@ mode(ModeRule(("doc_stride",), ("format", "long_documents"),
               lambda fmt, long_documents: fmt in ("squad", "onnx") or long_documents,
               "with --format=squad, onnx or --long_documents", "without them there are no windows"))
 mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
-               "null_score_diff_threshold"), ("format",), lambda fmt: fmt in ("squad", "onnx"),
+               "null_score_diff_threshold", "trim_windows"), ("format",), lambda fmt: fmt in ("squad", "onnx"),
               "with --format=squad or onnx", "the other formats answer no questions"))
 mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
               "with --version_2_with_negative", "v1.1 answers every question"))

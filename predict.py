@@ -6,6 +6,7 @@
     python predict.py --model=/tmp/ner_serving/1 --input_file=sentences.txt
     python predict.py --model=/tmp/reranker/1 --rerank --input_file=candidates.tsv
     python predict.py --model=/tmp/squad_onnx $'Who wrote it?\tIt was written by Jane.'  # ONNX
+    python predict.py --model=/tmp/ner_hf "Jane Austen lived in Bath."  # Hugging Face directory
 
 Fields within an input are tab-separated (a classifier's text_a<TAB>text_b, SQuAD's
 question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.serving.predictor` and
@@ -20,7 +21,11 @@ from bert_runner import cli
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("model", None, "The directory export_model.py wrote: a SavedModel (any "
-                    "--format of one) or an ONNX export (--format=onnx).")
+                    "--format of one), an ONNX export (--format=onnx), a LiteRT export "
+                    "(--format=litert; its directory or its .tflite), or a Hugging Face "
+                    "directory with a task head (--format=huggingface of a fine-tuning run, or "
+                    "any BertForSequenceClassification, ...ForTokenClassification, "
+                    "...ForQuestionAnswering or ...ForMultipleChoice directory).")
 flags.DEFINE_string("input_file", None,
                     "A UTF-8 text file, one input per line (`-`: standard input); a blank "
                     "line is answered with a blank line, so the output lines match the input's.")

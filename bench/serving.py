@@ -1,51 +1,54 @@
-r"""Serving on CPU, raw text in, probabilities out: our SavedModel, our LiteRT model at each
-precision and ONNX Runtime on our ONNX export, against the Hugging Face text-classification
-pipeline (PyTorch) and KerasHub's `BertTextClassifier.predict`; same weights, same sentences, same
-threads, one process.
+r"""Serving on CPU, raw text in, each task's answers out, every format against transformers: for
+the classifier, the tagger (NER) and SQuAD, our SavedModel (float32 and bfloat16), ONNX Runtime
+(float32 and dynamic int8) and LiteRT at each precision, each answered through `predict.py`'s own
+`Predictor`, against transformers on the Hugging Face export of the same model; same weights,
+same inputs, same threads, one process.
 
-    python bench/serving.py --num_threads=2       # BERT-Base, seq 128, 2 labels, batch 1 and 32
-    python bench/serving.py --config=tiny --sentences=16 --repeats=1 --warmup=1   # smoke run
+    python bench/serving.py --num_threads=2     # BERT-Base; classifier, NER and SQuAD
+    python bench/serving.py --tasks=squad --litert=dynamic_int8 --nobfloat16
+    python bench/serving.py --config=tiny --inputs=8 --repeats=1 --warmup=1   # smoke run
 
-Contenders (each: a list of raw strings in, the two class probabilities out, truncation to
---max_seq_length; tokenization is included wherever the user pays for it):
-  SavedModel     `export_model.py`'s SavedModel (classifier's raw_text module: tf.text tokenizer, packing,
-                 BertClassifier, softmax in one graph), `tf.saved_model.load`, its
-                 `serving_default` signature on a string tensor of the batch.
-  SavedModel bf16  the same exported with `--mixed_precision=bf16` (bfloat16 weights and
-                 matmuls, `modeling.inference.with_bfloat16_weights`), with --bfloat16: for CPUs
-                 with bfloat16 units (AMX, AVX512_BF16); its probabilities' difference from the
-                 float32 SavedModel's is printed with the others'.
-  LiteRT <q>     `export_model.py --format=litert --quantization=<q>` (bert_runner.serving.litert:
-                 tokenizer inside, one text at a time in the graph), ai-edge-litert's interpreter
-                 (XNNPACK) with tf.text's ops, `num_threads` threads. int8 is calibrated on
-                 --calibration_sentences Austen sentences outside the timed ones, and called
-                 one text per call (its export.json's `texts_per_call`), a batch of 32 as 32
-                 calls; left out, with the export's reason, where its accuracy check refuses it.
-  ONNX Runtime   `export_model.py --format=onnx` (tf2onnx, ids in) on onnxruntime's CPU provider,
-                 behind our tokenizer (`serving.onnx.OnnxTextModel`: tf.text tokenizer and packing,
-                 padding to the batch's longest row).
-  HF pipeline    `transformers.pipeline("text-classification")`, `BertForSequenceClassification`
-                 (eval mode, SDPA attention), `BertTokenizerFast` on the same vocab, `batch_size`.
-  KerasHub       `keras_hub.models.BertTextClassifier` (its `BertBackbone` and
-                 `BertTextClassifierPreprocessor`, sequence_length --max_seq_length, softmax
-                 activation) with the same weights ported by KerasHub's own Hugging Face
-                 converter (`keras_hub.src.utils.transformers.convert_bert.convert_weights`),
-                 `.predict(texts, batch_size)`.
-All hold the same random BERT weights (the peer's, copied into ours) and the original's tanh
-GELU (the peer's `gelu_new`, KerasHub's `gelu_approximate`); the probabilities are compared to
-the SavedModel's before timing.
+Each task's model is BERT-Base (--config) with random weights (--seed; the original's
+initializer), its head the task's: 2 labels; the tags O, B-/I-PER, LOC, ORG, MISC; start and
+end logits. Its exports are the files `export_model.py` writes (the same functions); each
+contender answers the task's inputs as `predict.py` prints them (`Predictor.predict`: tokenizer,
+windows and post-processing included):
+  SavedModel           the task's raw-text SavedModel (--format=classifier, ner, squad).
+  SavedModel bf16      the same with bfloat16 weights (--mixed_precision=bf16; --bfloat16): for
+                       CPUs with bfloat16 units (AMX, AVX512_BF16).
+  ONNX Runtime <q>     --format=onnx --quantization=<q> (float32, dynamic_int8: ONNX Runtime's
+                       quantize_dynamic), onnxruntime's CPU provider behind the task's module.
+  LiteRT <q>           --format=litert --quantization=<q> (--litert): the classifier's raw-text
+                       graph (one text a call); the tagger's and SQuAD's graph on token ids at
+                       [1, max_seq_length] behind the task's module. Full int8 is the
+                       classifier's only (calibrated on --calibration_inputs other sentences,
+                       one text a call); the tasks refuse it.
+  HF pipeline          transformers on `export_model.py --format=huggingface`'s directory of the
+                       same model (BertForSequenceClassification, BertForTokenClassification,
+                       BertForQuestionAnswering) with its fast tokenizer: pipeline("text-
+                       classification", top_k=None), pipeline("token-classification",
+                       aggregation_strategy="first"), and pipeline("question-answering") where
+                       the installed transformers has it. transformers 5 removed that one: there
+                       the peer is what it did, written out (bench/hf_question_answering.py):
+                       the fast tokenizer's windows (--doc_stride, offsets), the model, and each
+                       question's best span of at most 30 word-pieces inside its context.
+SQuAD's exports run each window at its own length (--trim_windows, export_model.py's); the
+"SavedModel padded" contender is run_squad's own windows of max_seq_length. (Random weights
+give the padding's positions logits as high as the text's, so its n-best is often all padding
+and its answer "empty", as run_squad's would be.)
 
-Last, `predict.py`'s first answer: the seconds from starting it on the SavedModel with one
-sentence to its exit (median of 3), what a one-off user waits for.
+Agreement, before timing, with the float32 SavedModel on every input: the classifier's label
+(and its largest probability difference), NER's entities (type and character span), SQuAD's
+answer text. The answers of random weights are not accuracy: the per-task accuracy of each
+format on real data is bench/export_accuracy.py's (docs/export.md).
 
-Input: sentences of the Austen novels in `data/austen/`, shuffled with --seed. Each round runs
-every contender in turn (so load from other processes hits all alike) on the same --sentences
-sentences: at batch 1, one call per sentence, each timed (latency p50 and p99 over all calls of
-all timed rounds); at batch 32, the sentences in calls of 32 (throughput: sentences/s, median of
+Inputs: --input's Austen sentences for the classifier and NER (shuffled with --seed); the
+questions and contexts of --squad_file for SQuAD. Each round runs every contender in turn on the
+same --inputs inputs: at batch 1, one call per input, each timed (latency p50 and p99 over all
+timed calls); at --batch_size, the inputs in calls of that many (throughput: inputs/s, median of
 the rounds). --warmup untimed rounds first. Threads: --num_threads intra-op and inter-op for
-TensorFlow and torch (and the peer's Rust tokenizer; `common.set_threads`), intra-op for
-onnxruntime and LiteRT. Peers: bench/requirements.txt; a contender whose package is missing is
-left out with a line saying so.
+TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`), intra-op for
+onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
 """
 import glob
 import os
@@ -63,6 +66,7 @@ try:
 except ImportError:
     pass
 
+import json  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
@@ -70,34 +74,48 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from bench import common  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-# Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
+from bench import common  # noqa: E402
+
+# Named encoder shapes: BERT-Base (the target) and a small one for quick runs.
 CONFIGS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072),
     "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=512),
 }
-LABELS = ["0", "1"]
+TASKS = ("classifier", "ner", "squad")
+CLASSIFIER_LABELS = ["0", "1"]
+ENTITY_TYPES = ["PER", "LOC", "ORG", "MISC"]
 BASELINE = "HF pipeline"
+MAX_ANSWER_LENGTH = 30  # run_squad's default, the peer's too
 
+flags.DEFINE_list("tasks", list(TASKS), "Tasks to time: classifier, ner, squad.")
 flags.DEFINE_enum("config", "base", sorted(CONFIGS),
                   "Encoder shape (512 positions, 2 token types).")
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob of UTF-8 text files, paragraphs separated "
-                    "by blank lines.")
+                    "by blank lines: the classifier's and NER's sentences.")
+flags.DEFINE_string("squad_file", "data/austen_squad/dev-v1.1.json",
+                    "SQuAD-format JSON: SQuAD's questions and contexts.")
 flags.DEFINE_string("vocab_file", "vocab/uncased_L-12_H-768_A-12/vocab.txt",
                     "Uncased WordPiece vocab.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length limit (truncation) of all.")
-flags.DEFINE_integer("batch_size", 32, "Sentences per call for the throughput figures.")
-flags.DEFINE_integer("sentences", 64, "Sentences per round (batch-1 calls and throughput).")
+flags.DEFINE_integer("max_seq_length", 128, "The classifier's and NER's sequence length.")
+flags.DEFINE_integer("squad_max_seq_length", 384, "SQuAD's windows (run_squad's default).")
+flags.DEFINE_integer("doc_stride", 128, "SQuAD's window stride (run_squad's default).")
+flags.DEFINE_bool("trim_windows", True, "SQuAD's exports run each window at its own length "
+                  "(export_model.py --trim_windows); the padded SavedModel is timed besides.")
+flags.DEFINE_integer("batch_size", 32, "Inputs per call for the throughput figures.")
+flags.DEFINE_integer("inputs", 64, "Inputs per round (batch-1 calls and throughput).")
 flags.DEFINE_integer("repeats", 3, "Timed rounds.")
 flags.DEFINE_integer("warmup", 1, "Untimed rounds before them.")
 flags.DEFINE_list("litert", ["float32", "float16", "dynamic_int8", "int8"],
-                  "LiteRT precisions to time (empty: none).")
-flags.DEFINE_integer("calibration_sentences", 100, "Sentences calibrating LiteRT int8.")
-flags.DEFINE_list("peers", ["onnx", "hf", "keras_hub"], "Other contenders to time.")
+                  "LiteRT precisions to time (empty: none; int8: the classifier only).")
+flags.DEFINE_list("onnx", ["float32", "dynamic_int8"],
+                  "ONNX Runtime precisions to time (empty: none).")
+flags.DEFINE_integer("calibration_inputs", 100, "Sentences calibrating the classifier's LiteRT "
+                     "int8 (none of the timed ones).")
+flags.DEFINE_bool("peer", True, "Time transformers on the Hugging Face export.")
 flags.DEFINE_bool("bfloat16", True, "Also time the SavedModel exported with bfloat16 weights.")
 flags.DEFINE_integer("num_threads", os.cpu_count(), "Threads of every contender (see above).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the sentence order.")
@@ -119,235 +137,303 @@ def read_sentences(pattern, count, seed):
     return sentences[:count]
 
 
-def build_peer(sizes, num_labels, seed):
-    import torch
+def read_questions(path, count):
+    """`count` predict.py inputs "question<TAB>context" of a SQuAD file (repeated if short)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    pairs = [" ".join(qa["question"].split()) + "\t" + " ".join(p["context"].split())
+             for article in data for p in article["paragraphs"] for qa in p["qas"]]
+    return (pairs * (count // len(pairs) + 1))[:count]
+
+
+class Task:
+    """One task's model, exports and answers (`kind`: its model's; `fmt`: its SavedModel's
+    --format)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.kind, self.fmt = {"classifier": ("classifier", "classifier"),
+                               "ner": ("token", "ner"), "squad": ("span", "squad")}[name]
+        self.labels = {"classifier": CLASSIFIER_LABELS, "squad": None}.get(name)
+        if name == "ner":
+            from bert_tasks.ner import tags
+
+            self.labels = tags.label_list(ENTITY_TYPES)
+        self.max_seq_length = (FLAGS.squad_max_seq_length if name == "squad"
+                               else FLAGS.max_seq_length)
+
+    def build_model(self, sizes, seed):
+        """The task's model with random weights (the original's initializer, seeded)."""
+        import keras
+
+        from modeling import BertConfig, families
+
+        keras.utils.set_random_seed(seed)
+        config = BertConfig(**sizes, vocab_size=30522, max_position_embeddings=512,
+                            type_vocab_size=2, hidden_act="gelu")
+        model = families.build_model(self.kind, config,
+                                     *(() if self.labels is None else (len(self.labels),)))
+        ids = np.ones((1, 8), np.int32)
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})  # its weights
+        return model
+
+    def squad_settings(self, trim_windows):
+        from bert_tasks.squad.task import PostprocessOptions
+
+        return (FLAGS.doc_stride, 64, PostprocessOptions(max_answer_length=MAX_ANSWER_LENGTH),
+                trim_windows)
+
+    def export_saved_model(self, model, export_dir, trim_windows=None):
+        """`export_model.py --format=<task>`'s SavedModel of `model` (SQuAD's windows trimmed
+        as --trim_windows unless `trim_windows` says)."""
+        vocab, seq = FLAGS.vocab_file, self.max_seq_length
+        if self.name == "classifier":
+            from bert_tasks.classifier import raw_text
+
+            return raw_text.export_classifier(model, vocab, True, seq, self.labels, export_dir)
+        if self.name == "ner":
+            from bert_tasks.ner import raw_text
+
+            return raw_text.export_ner(model, vocab, True, seq, self.labels, export_dir)
+        from bert_tasks.squad import raw_text
+
+        trim = FLAGS.trim_windows if trim_windows is None else trim_windows
+        doc_stride, max_query_length, options, trim = self.squad_settings(trim)
+        return raw_text.export_squad(model, vocab, True, seq, doc_stride, max_query_length,
+                                     options, export_dir, trim)
+
+    def convertible(self, model):
+        """The `registry.Convertible` export_model.py --format=onnx and litert convert."""
+        if self.name == "classifier":
+            from bert_tasks.classifier import raw_text
+
+            return raw_text.convertible(model, self.labels)
+        if self.name == "ner":
+            from bert_tasks.ner import raw_text
+
+            return raw_text.convertible(model, self.labels)
+        from bert_tasks.squad import raw_text
+
+        return raw_text.convertible(model, self.max_seq_length,
+                                    *self.squad_settings(FLAGS.trim_windows))
+
+    def key(self, result):
+        """What agreement compares of a predict.py result: the label, the entities (type,
+        characters), the answer text."""
+        if self.name == "classifier":
+            return result["label"]
+        if self.name == "ner":
+            return tuple((e["label"], e["start"], e["end"]) for e in result["entities"])
+        return result["answer"].strip()
+
+
+def hf_runner(task, directory):
+    """transformers on the Hugging Face export `directory`: inputs -> results keyed as ours."""
     import transformers
 
-    torch.manual_seed(seed)
-    config = transformers.BertConfig(
-        **sizes, vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
-        hidden_act="gelu_new", num_labels=num_labels)
-    return transformers.BertForSequenceClassification(config).eval()
+    if task.name == "classifier":
+        pipe = transformers.pipeline("text-classification", model=directory, device="cpu",
+                                     top_k=None)
+
+        def classify(texts):
+            results = pipe(texts, batch_size=len(texts), truncation=True,
+                           max_length=task.max_seq_length)
+            return [{"label": max(r, key=lambda s: s["score"])["label"],
+                     "probabilities": {s["label"]: s["score"] for s in r}} for r in results]
+
+        return classify
+    if task.name == "ner":
+        pipe = transformers.pipeline("token-classification", model=directory, device="cpu",
+                                     aggregation_strategy="first")
+
+        def tag(texts):
+            return [{"entities": [{"label": e["entity_group"], "start": e["start"],
+                                   "end": e["end"]} for e in found]}
+                    for found in pipe(texts, batch_size=len(texts))]
+
+        return tag
+    from transformers.pipelines import SUPPORTED_TASKS
+
+    if "question-answering" in SUPPORTED_TASKS:  # transformers 4
+        pipe = transformers.pipeline("question-answering", model=directory, device="cpu")
+
+        def answer(inputs):
+            questions, contexts = zip(*(text.split("\t") for text in inputs))
+            found = pipe(question=list(questions), context=list(contexts),
+                         max_seq_len=task.max_seq_length, doc_stride=FLAGS.doc_stride,
+                         max_answer_len=MAX_ANSWER_LENGTH, batch_size=len(inputs))
+            return [{"answer": r["answer"]} for r in (found if isinstance(found, list)
+                                                      else [found])]
+
+        return answer
+    from bench.hf_question_answering import HfQuestionAnswering
+
+    peer = HfQuestionAnswering(directory, task.max_seq_length, FLAGS.doc_stride,
+                               MAX_ANSWER_LENGTH)
+    return lambda inputs: peer(*map(list, zip(*(text.split("\t") for text in inputs))))
 
 
-def build_ours(sizes, peer_state):
-    """Our `BertClassifier` with the peer's weights."""
-    from modeling import BertClassifier, BertConfig
-
-    model = BertClassifier(BertConfig(**sizes, vocab_size=30522, max_position_embeddings=512,
-                                      type_vocab_size=2, hidden_act="gelu"), len(LABELS))
-    return common.assign_peer_weights(model, peer_state)
+def directory_mb(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path) / 1e6
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path)
+               for f in fs) / 1e6
 
 
-def saved_model_runner(export_dir):
-    import tensorflow as tf
+def build_runners(task, model, calibration, tmp):
+    """({name: inputs -> predict.py results}, {name: MB on disk}); contenders whose packages
+    are missing, or that a task refuses, are left out with a line saying so."""
+    from bert_runner.serving import litert, onnx
+    from bert_runner.serving.predictor import Predictor
+    from modeling import checkpoint as checkpoints
 
-    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
-    return lambda texts: serve(text_a=tf.constant(texts))["probabilities"].numpy()
+    exports = {}
+    exports["SavedModel"] = task.export_saved_model(model, os.path.join(tmp, "saved"))
+    if task.name == "squad" and FLAGS.trim_windows:
+        exports["SavedModel padded"] = task.export_saved_model(
+            model, os.path.join(tmp, "saved_padded"), trim_windows=False)
+    if FLAGS.bfloat16:
+        from modeling.inference import with_bfloat16_weights
 
-
-def litert_runner(path, num_threads):
-    from bert_runner.serving import litert
-
-    runner = litert.interpreter(model_path=path, num_threads=num_threads) \
-        .get_signature_runner("serving_default")
-    per_call = litert.texts_per_call(path)
-    if per_call is None:
-        return lambda texts: runner(text_a=np.array(texts))["probabilities"]
-    # Full int8 answers `texts_per_call` texts a call (larger calls are at chance): a batch
-    # costs its client that many calls, and is timed so.
-    return lambda texts: np.concatenate([
-        runner(text_a=np.array(texts[i:i + per_call]))["probabilities"]
-        for i in range(0, len(texts), per_call)])
-
-
-def onnx_runner(export_dir, num_threads):
-    from bert_runner.serving import onnx
-
-    model = onnx.OnnxTextModel(export_dir, num_threads=num_threads)
-    return lambda texts: model(texts)["probabilities"]
-
-
-def hf_runner(peer, vocab_file, max_seq_length):
-    import transformers
-
-    tokenizer = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=True)
-    pipe = transformers.pipeline("text-classification", model=peer, tokenizer=tokenizer,
-                                 device="cpu", top_k=None)
-
-    def run(texts):
-        results = pipe(texts, batch_size=len(texts), truncation=True, max_length=max_seq_length)
-        return np.array([[s["score"] for s in sorted(r, key=lambda s: s["label"])]
-                         for r in results])
-
-    return run
-
-
-class _StateDictLoader:
-    """What KerasHub's converter reads weights through, on a torch state dict."""
-
-    def __init__(self, state):
-        self.state = {k[len("bert."):] if k.startswith("bert.") else k: v.numpy()
-                      for k, v in state.items()}
-
-    def get_tensor(self, key):
-        return self.state[key]
-
-    def port_weight(self, keras_variable, hf_weight_key, hook_fn=None):
-        value = self.state[hf_weight_key]
-        if hook_fn is not None:
-            value = hook_fn(value, list(keras_variable.shape))
-        keras_variable.assign(value)
-
-
-def keras_hub_runner(peer, sizes, vocab_file, max_seq_length):
-    import keras_hub
-    from keras_hub.src.utils.transformers import convert_bert
-
-    state = peer.state_dict()
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=30522, num_layers=sizes["num_hidden_layers"],
-        num_heads=sizes["num_attention_heads"], hidden_dim=sizes["hidden_size"],
-        intermediate_dim=sizes["intermediate_size"], max_sequence_length=512)
-    convert_bert.convert_weights(backbone, _StateDictLoader(state),
-                                 {"num_hidden_layers": sizes["num_hidden_layers"]})
-    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-        keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True),
-        sequence_length=max_seq_length)
-    model = keras_hub.models.BertTextClassifier(backbone, len(LABELS), preprocessor=preprocessor,
-                                                activation="softmax")
-    model.get_layer("logits").kernel.assign(state["classifier.weight"].numpy().T)
-    model.get_layer("logits").bias.assign(state["classifier.bias"].numpy())
-    return lambda texts: np.asarray(model.predict(texts, batch_size=len(texts), verbose=0))
+        exports["SavedModel bf16"] = task.export_saved_model(
+            with_bfloat16_weights(model), os.path.join(tmp, "saved_bf16"))
+    convertible = task.convertible(model)
+    for quantization in FLAGS.onnx:
+        name = f"ONNX Runtime {quantization}"
+        try:
+            exports[name] = os.path.dirname(onnx.write_onnx(
+                convertible, FLAGS.vocab_file, True, task.max_seq_length,
+                os.path.join(tmp, "onnx_" + quantization), quantization))
+        except ValueError as e:  # the ONNX packages are missing
+            print(f"{name} left out: {e}")
+    for quantization in FLAGS.litert:
+        name, directory = f"LiteRT {quantization}", os.path.join(tmp, "litert_" + quantization)
+        start = time.perf_counter()
+        try:
+            if convertible.litert_ids:
+                if quantization == "int8":
+                    raise ValueError("full int8 is calibrated on a classifier's texts")
+                litert.write_ids_litert(convertible, FLAGS.vocab_file, True, task.max_seq_length,
+                                        quantization, directory)
+            else:
+                module = litert.text_module(convertible, FLAGS.vocab_file, True,
+                                            task.max_seq_length)
+                litert.write_litert(module, quantization, directory, calibration)
+        except ValueError as e:  # refused (full int8's accuracy check, a task's int8)
+            print(f"{name} left out: {e}")
+            continue
+        print(f"{name}: converted in {time.perf_counter() - start:.0f} s", flush=True)
+        exports[name] = directory
+    runners, sizes = {}, {}
+    for name, directory in exports.items():
+        try:
+            predictor = Predictor(directory, num_threads=FLAGS.num_threads)
+        except ValueError as e:  # ai-edge-litert or onnxruntime missing
+            print(f"{name} left out: {e}")
+            continue
+        runners[name], sizes[name] = predictor.predict, directory_mb(directory)
+    if FLAGS.peer:
+        try:
+            directory = checkpoints.write_hugging_face(model, os.path.join(tmp, "hf"),
+                                                       FLAGS.vocab_file, True, head=True,
+                                                       labels=task.labels)
+            runners[BASELINE], sizes[BASELINE] = hf_runner(task, directory), directory_mb(
+                os.path.join(directory, "model.safetensors"))
+        except ImportError as e:
+            print(f"{BASELINE} left out: {e}")
+    return runners, sizes
 
 
-def time_rounds(runners, sentences, batch_size, repeats, warmup):
+def agreement(task, runners, inputs):
+    """Lines: each contender's answers against the float32 SavedModel's on `inputs`."""
+    reference = "SavedModel"
+    expected = runners[reference](inputs)
+    lines = []
+    for name, run in runners.items():
+        got = run(inputs)
+        same = np.mean([task.key(a) == task.key(b) for a, b in zip(got, expected)])
+        line = f"  {name:26s} {same:7.1%} of {len(inputs)} {task.name} answers the same"
+        if task.name == "classifier":
+            difference = max(abs(a["probabilities"][label] - b["probabilities"][label])
+                             for a, b in zip(got, expected) for label in task.labels)
+            line += f", max |p - p_{reference}| {difference:.1e}"
+        lines.append(line)
+    return reference, lines
+
+
+def time_rounds(runners, inputs, batch_size, repeats, warmup):
     """({name: [seconds of each batch-1 call]}, {name: [seconds per round at batch_size]})."""
     latencies = {name: [] for name in runners}
     rounds = {name: [] for name in runners}
     for round_index in range(warmup + repeats):
         timed = round_index >= warmup
         for name, run in runners.items():
-            for sentence in sentences:
+            for text in inputs:
                 start = time.perf_counter()
-                run([sentence])
+                run([text])
                 if timed:
                     latencies[name].append(time.perf_counter() - start)
             start = time.perf_counter()
-            for i in range(0, len(sentences), batch_size):
-                run(sentences[i:i + batch_size])
+            for i in range(0, len(inputs), batch_size):
+                run(inputs[i:i + batch_size])
             if timed:
                 rounds[name].append(time.perf_counter() - start)
         print(f"round {round_index + 1}/{warmup + repeats} done", flush=True)
     return latencies, rounds
 
 
-def directory_mb(directory):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(directory)
-               for f in fs) / 1e6
-
-
-def build_runners(model, peer, sizes, calibration, tmp):
-    """{name: batch -> probabilities}; contenders whose packages are missing are left out."""
-    from bert_runner.serving import litert, onnx
-    from bert_tasks.classifier import raw_text
-
-    runners = {}
-    convertible = raw_text.convertible(model, LABELS)
-    export_dir = raw_text.export_classifier(
-        model, FLAGS.vocab_file, True, FLAGS.max_seq_length, LABELS,
-        os.path.join(tmp, "saved_model"))
-    runners["SavedModel"] = saved_model_runner(export_dir)
-    sizes_mb = {"SavedModel": directory_mb(export_dir)}
-    if FLAGS.bfloat16:
-        from modeling.inference import with_bfloat16_weights
-
-        bf16_dir = raw_text.export_classifier(
-            with_bfloat16_weights(model), FLAGS.vocab_file, True, FLAGS.max_seq_length, LABELS,
-            os.path.join(tmp, "saved_model_bf16"))
-        runners["SavedModel bf16"] = saved_model_runner(bf16_dir)
-        sizes_mb["SavedModel bf16"] = directory_mb(bf16_dir)
-    if FLAGS.litert:
-        module = litert.text_module(convertible, FLAGS.vocab_file, True, FLAGS.max_seq_length)
-        for quantization in FLAGS.litert:
-            start = time.perf_counter()
-            try:
-                path = litert.write_litert(module, quantization,
-                                           os.path.join(tmp, "litert_" + quantization),
-                                           calibration)
-            except ValueError as e:  # full int8 refused by its accuracy check
-                print(f"LiteRT {quantization} left out: {e}")
-                continue
-            print(f"LiteRT {quantization}: converted in {time.perf_counter() - start:.0f} s",
-                  flush=True)
-            runners["LiteRT " + quantization] = litert_runner(path, FLAGS.num_threads)
-            sizes_mb["LiteRT " + quantization] = os.path.getsize(path) / 1e6
-    makers = {
-        "onnx": ("ONNX Runtime", lambda: onnx_runner(
-            os.path.dirname(onnx.write_onnx(convertible, FLAGS.vocab_file, True,
-                                            FLAGS.max_seq_length, os.path.join(tmp, "onnx"))),
-            FLAGS.num_threads)),
-        "hf": (BASELINE, lambda: hf_runner(peer, FLAGS.vocab_file, FLAGS.max_seq_length)),
-        "keras_hub": ("KerasHub", lambda: keras_hub_runner(peer, sizes, FLAGS.vocab_file,
-                                                           FLAGS.max_seq_length)),
-    }
-    for key in FLAGS.peers:
-        name, make = makers[key]
-        try:
-            runners[name] = make()
-        except (ImportError, ValueError) as e:
-            print(f"{name} left out: {e}")
-    return runners, sizes_mb
+def report(latencies, rounds, sizes_mb, count):
+    """The table: batch-1 p50/p99 latency, batch throughput, ratios to the HF peer."""
+    p50 = {name: np.percentile(values, 50) * 1e3 for name, values in latencies.items()}
+    p99 = {name: np.percentile(values, 99) * 1e3 for name, values in latencies.items()}
+    throughput = {name: count / statistics.median(values) for name, values in rounds.items()}
+    print(f"batch 1: {len(next(iter(latencies.values())))} calls each; batch "
+          f"{FLAGS.batch_size}: median of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up")
+    base = BASELINE if BASELINE in p50 else "SavedModel"
+    print(f"| contender | MB | p50 ms | p99 ms | inputs/s @{FLAGS.batch_size} | p50 vs {base} | "
+          f"inputs/s vs {base} |\n|---|---|---|---|---|---|---|")
+    for name in latencies:
+        print(f"| {name} | {sizes_mb.get(name, 0):.1f} | {p50[name]:.1f} | {p99[name]:.1f} | "
+              f"{throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
+              f"{throughput[name] / throughput[base]:.2f}x |")
+    return p50, base
 
 
 def main(argv):
     del argv
+    unknown = sorted(set(FLAGS.tasks) - set(TASKS))
+    if unknown:
+        raise app.UsageError(f"--tasks: {', '.join(unknown)} (tasks: {', '.join(TASKS)})")
     common.set_threads(FLAGS.num_threads)
     sizes = CONFIGS[FLAGS.config]
-    sentences = read_sentences(FLAGS.input, FLAGS.sentences + FLAGS.calibration_sentences,
-                               FLAGS.seed)
-    sentences, calibration = sentences[:FLAGS.sentences], sentences[FLAGS.sentences:]
-    peer = build_peer(sizes, len(LABELS), FLAGS.seed)
-    model = build_ours(sizes, peer.state_dict())
-    with tempfile.TemporaryDirectory() as tmp:
-        runners, sizes_mb = build_runners(model, peer, sizes, calibration, tmp)
-        packages = ["tensorflow", "tensorflow-text", "keras", "tokenizers", "torch",
-                    "transformers", "ai-edge-litert", "onnxruntime", "tf2onnx", "keras-hub"]
-        print(common.describe_machine(FLAGS.num_threads, [p for p in packages
-                                                          if _installed(p)]))
-        lengths = [len(s.split()) for s in sentences]
-        print(f"model: {FLAGS.config} {sizes}, {len(LABELS)} labels, max_seq_length "
-              f"{FLAGS.max_seq_length}; {len(sentences)} Austen sentences per round "
-              f"({statistics.median(lengths)} words median, {max(lengths)} max)")
-        check = sentences[:32]
-        reference = runners["SavedModel"](check)
-        for name, run in runners.items():
-            print(f"max |p - SavedModel's| on {len(check)} sentences, {name}: "
-                  f"{np.abs(run(check) - reference).max():.2e}")
-        latencies, rounds = time_rounds(runners, sentences, FLAGS.batch_size, FLAGS.repeats,
-                                        FLAGS.warmup)
-        first_answer = predict_first_answer(os.path.join(tmp, "saved_model"), sentences[0])
-    report(latencies, rounds, sizes_mb, len(sentences))
-    print(f"predict.py's first answer (process start to its output, one sentence, the SavedModel;"
-          f" median of {len(first_answer)}): {statistics.median(first_answer):.2f} s")
-
-
-def predict_first_answer(export_dir, sentence, runs=3):
-    """Seconds from starting `predict.py --model=export_dir SENTENCE` to its exit, `runs` times:
-    what a one-off user waits for (Python, TensorFlow, the SavedModel's load, one call)."""
-    import subprocess
-
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "predict.py")
-    environment = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(FLAGS.num_threads),
-                       TF_NUM_INTEROP_THREADS=str(FLAGS.num_threads))
-    seconds = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, script, f"--model={export_dir}", sentence], check=True,
-                       capture_output=True, env=environment)
-        seconds.append(time.perf_counter() - start)
-    return seconds
+    sentences = read_sentences(FLAGS.input, FLAGS.inputs + FLAGS.calibration_inputs, FLAGS.seed)
+    sentences, calibration = sentences[:FLAGS.inputs], sentences[FLAGS.inputs:]
+    packages = ["tensorflow", "tensorflow-text", "keras", "tokenizers", "torch", "transformers",
+                "ai-edge-litert", "onnxruntime", "tf2onnx"]
+    print(common.describe_machine(FLAGS.num_threads, [p for p in packages if _installed(p)]))
+    print(f"model: {FLAGS.config} {sizes}, random weights (seed {FLAGS.seed})")
+    for name in FLAGS.tasks:
+        task = Task(name)
+        inputs = read_questions(FLAGS.squad_file, FLAGS.inputs) if name == "squad" else sentences
+        words = [len(text.split()) for text in inputs]
+        print(f"\n## {name}: max_seq_length {task.max_seq_length}; {len(inputs)} inputs per "
+              f"round ({statistics.median(words)} words median, {max(words)} max)", flush=True)
+        model = task.build_model(sizes, FLAGS.seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            runners, sizes_mb = build_runners(task, model, calibration, tmp)
+            reference, lines = agreement(task, runners, inputs)
+            print(f"agreement with {reference}:\n" + "\n".join(lines))
+            latencies, rounds = time_rounds(runners, inputs, FLAGS.batch_size, FLAGS.repeats,
+                                            FLAGS.warmup)
+        p50, base = report(latencies, rounds, sizes_mb, len(inputs))
+        ours = {name: value for name, value in p50.items() if name != BASELINE}
+        floats = {n: v for n, v in ours.items() if "int8" not in n and "float16" not in n}
+        quantized = {n: v for n, v in ours.items() if "int8" in n or "float16" in n}
+        for what, group in (("float32/bf16", floats), ("quantized", quantized)):
+            if group and base == BASELINE:
+                fastest = min(group, key=group.get)
+                print(f"fastest {what} at batch 1: {fastest}, {p50[base] / group[fastest]:.2f}x "
+                      f"the {BASELINE}")
 
 
 def _installed(package):
@@ -358,23 +444,6 @@ def _installed(package):
         return True
     except importlib.metadata.PackageNotFoundError:
         return False
-
-
-def report(latencies, rounds, sizes_mb, count):
-    """The table: batch-1 p50/p99 latency, batch throughput, ratios to the HF pipeline."""
-    p50 = {name: np.percentile(values, 50) * 1e3 for name, values in latencies.items()}
-    p99 = {name: np.percentile(values, 99) * 1e3 for name, values in latencies.items()}
-    throughput = {name: count / statistics.median(values) for name, values in rounds.items()}
-    print(f"\nbatch 1: {len(next(iter(latencies.values())))} calls each; batch "
-          f"{FLAGS.batch_size}: median of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up")
-    base = BASELINE if BASELINE in p50 else "SavedModel"
-    print(f"{'contender':20s} {'size MB':>8s} {'p50 ms':>8s} {'p99 ms':>8s} "
-          f"{'sent/s @' + str(FLAGS.batch_size):>11s}   {'p50 vs ' + base:>22s} "
-          f"{'sent/s vs ' + base:>22s}")
-    for name in latencies:
-        size = f"{sizes_mb[name]:8.1f}" if name in sizes_mb else f"{'':8s}"
-        print(f"{name:20s} {size} {p50[name]:8.1f} {p99[name]:8.1f} {throughput[name]:11.1f}   "
-              f"{p50[base] / p50[name]:21.2f}x {throughput[name] / throughput[base]:21.2f}x")
 
 
 if __name__ == "__main__":

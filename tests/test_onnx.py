@@ -149,7 +149,8 @@ def _export(run, fmt, export_dir, vocab=VOCAB, **flags):
         "task_name": None, "labels": None, "multi_label_threshold": 0.5, "entity_types": None,
         "long_documents": False, "window_aggregation": "mean", "mixed_precision": None,
         "doc_stride": None, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30,
-        "version_2_with_negative": False, "null_score_diff_threshold": None, **flags})
+        "version_2_with_negative": False, "null_score_diff_threshold": None, "trim_windows": False,
+        "quantization": "float32", "encoder_only": False, **flags})
     registry.get(fmt).export(values, checkpoints.model_files(None, vocab, str(run)))
     return str(export_dir)
 

@@ -90,8 +90,8 @@ def convertible(model, pooling, normalize):
         ids_outputs=ids_outputs)
 
 
-def onnx_module(make_model, tokenizer, metadata):
-    """The `EmbeddingExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+def served_module(make_model, tokenizer, metadata):
+    """The `EmbeddingExport` of an ONNX export (`ServingFormat.served_module`)."""
     import types
 
     model = make_model()

@@ -32,6 +32,7 @@ def _huggingface(flag_values, files):
     from absl import logging
 
     from bert_runner.serving import provenance
+    from bert_runner.serving.conversion import METADATA_FILE
     from modeling.checkpoint import write_hugging_face
     from modeling.family import NoHfClass
     from modeling.layers.pooling import check_pooling
@@ -53,10 +54,16 @@ def _huggingface(flag_values, files):
         check_pooling(flag_values.pooling, files.config)
         sentence_embedding = (flag_values.pooling, flag_values.normalize,
                               flag_values.max_seq_length)
+    json_files = {}
+    if head:  # how predict.py serves the directory: as the run's SavedModel would
+        json_files[METADATA_FILE] = {
+            "format": fine_tuned.name, "max_seq_length": flag_values.max_seq_length,
+            "do_lower_case": flag_values.do_lower_case, "labels": labels,
+            **fine_tuned.hf_settings(flag_values)}
     try:
         directory = write_hugging_face(model, flag_values.export_dir, files.vocab_file,
                                        flag_values.do_lower_case, sentence_embedding, head=head,
-                                       labels=labels)
+                                       labels=labels, json_files=json_files)
     except NoHfClass as error:
         raise ValueError(
             f"--checkpoint={flag_values.checkpoint} ({task}): {error}. Export it with "
@@ -92,7 +99,7 @@ EMBEDDING = registry.register(registry.ServingFormat(
     export=registry.deferred("bert_runner.serving.embedding", "export_from_flags"),
     fields=(1, 1, "text"), answer=_embedding_answers, describe=_describe_embedding,
     convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_flags"),
-    onnx_module=registry.deferred("bert_runner.serving.embedding", "onnx_module")))
+    served_module=registry.deferred("bert_runner.serving.embedding", "served_module")))
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
     help="a fine-tuned run's model as config.json, model.safetensors and vocab.txt for "

@@ -299,11 +299,13 @@ def serving_call(model_path, metadata, serving, num_threads=None):
     if "inputs" not in metadata:
         return LiteRTExport(model_path, num_threads).call
     from bert_runner.serving import onnx
+    from bert_runner.serving.served import ServedModule
 
     runner = interpreter(model_path=model_path, num_threads=num_threads,
                          xnnpack=metadata.get("xnnpack", True)).get_signature_runner()
-    return onnx.OnnxExport(lambda **attributes: LiteRTModel(runner, **attributes),
-                           os.path.dirname(model_path), metadata, serving).call
+    return ServedModule(lambda **attributes: LiteRTModel(runner, **attributes),
+                        os.path.join(os.path.dirname(model_path), onnx.VOCAB_FILE), metadata,
+                        serving).call
 
 
 class LiteRTExport:

@@ -12,9 +12,9 @@ encoder's `embedding` [N, H], SQuAD's `start_logits`, `end_logits` [N, T] per wi
 `logits` [N, T, L] per word-piece, SWAG's `logits` [N, C]. The encoder runs on the reference
 kernels (`conversion.reference_copy`).
 
-`OnnxExport` serves an export as predict.py does a SavedModel: the task's own raw-text module
-(`ServingFormat.onnx_module`: the same tokenizer, windows and reassembly) with ONNX Runtime as its
-model (`OnnxModel`), so that its answers are the SavedModel's.
+`served` serves an export as predict.py does a SavedModel: the task's own raw-text module
+(`ServingFormat.served_module`: the same tokenizer, windows and reassembly) with ONNX Runtime as
+its model (`OnnxModel`), so that its answers are the SavedModel's.
 
     from bert_runner.serving import onnx
     model = onnx.OnnxTextModel("/tmp/mrpc_onnx")        # onnxruntime + our tokenizer
@@ -38,6 +38,8 @@ REQUIREMENTS = "requirements-onnx.txt"
 # 17: LayerNormalization-free graphs run on every onnxruntime since 1.11; what tf2onnx 1.17 tests.
 OPSET = 17
 _FEATURES = ("input_ids", "input_mask", "segment_ids")
+# What an ONNX export's weights can be (export_model.py --quantization).
+QUANTIZATIONS = ("float32", "dynamic_int8")
 
 
 def require(*modules):
@@ -101,20 +103,51 @@ def convert(function):
     return proto.SerializeToString()
 
 
-def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_dir):
+def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_dir,
+               quantization="float32"):
     """Writes `export_dir` (new): model.onnx, vocab.txt and export.json.
 
     Args:
       convertible: `registry.Convertible` (its metadata: labels, pooling, normalize, a task's
         settings); its raw-text module's export.json settings are written too.
       vocab_file, do_lower_case, max_seq_length: the pre-processing's (as the SavedModel's).
+      quantization: one of QUANTIZATIONS: "float32", or "dynamic_int8" (`quantize_dynamic`).
     Returns: the path of model.onnx.
     """
+    check_quantization(quantization)
     blob = convert(ids_function(convertible))
+    if quantization == "dynamic_int8":
+        blob = quantize_dynamic(blob)
     files, metadata = ids_export(convertible, vocab_file, do_lower_case, max_seq_length, "onnx")
     conversion.write_export_dir(export_dir, {MODEL_FILE: blob, **files},
-                                {**metadata, "opset": OPSET})
+                                {**metadata, "opset": OPSET, "quantization": quantization})
     return os.path.join(export_dir, MODEL_FILE)
+
+
+def check_quantization(quantization):
+    """Refuses (ValueError, one line) a --quantization ONNX exports do not have."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError("--format=onnx --quantization=%s: ONNX exports are %s (float16 and full "
+                         "int8 are LiteRT's, --format=litert)"
+                         % (quantization, " or ".join(QUANTIZATIONS)))
+
+
+def quantize_dynamic(blob):
+    """ONNX Runtime's dynamic quantization of the model `blob` (bytes): the weights of its
+    matrix products in int8 (signed, per tensor), their activations quantised per call; bytes
+    out. Embedding tables and LayerNorm stay float32."""
+    import tempfile
+
+    require("onnx", "onnxruntime")
+    from onnxruntime.quantization import QuantType, quantize_dynamic as quantize
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = os.path.join(tmp, "float32.onnx"), os.path.join(tmp, "int8.onnx")
+        with open(source, "wb") as f:
+            f.write(blob)
+        quantize(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+        with open(target, "rb") as f:
+            return f.read()
 
 
 def ids_export(convertible, vocab_file, do_lower_case, max_seq_length, kind):
@@ -224,46 +257,22 @@ class OnnxModel:
 _NUMPY_TYPES = {"tensor(float)": "float32", "tensor(int32)": "int32", "tensor(int64)": "int64"}
 
 
-class OnnxExport:
-    """A converted graph on token ids served as predict.py serves a SavedModel: `call(signature
-    name, **tensors)` gives the SavedModel's signature outputs (numpy), computed by the task's
-    raw-text module (`ServingFormat.onnx_module`) with the graph as its model: ONNX Runtime's
-    (`of_onnx`) or LiteRT's (`litert.serving_call`).
+def served(export_dir, metadata, serving, num_threads=None):
+    """predict.py's `ServedModule` of the ONNX export in `export_dir` (`write_onnx`) on
+    onnxruntime (`num_threads` intra-op threads; None: its default)."""
+    from bert_runner.serving.served import ServedModule
 
-    Args:
-      make_model: `(**attributes) -> model` standing in for the module's Keras model
-        (`OnnxModel`, `litert.LiteRTModel`).
-      export_dir: the export, with its vocab.txt.
-      metadata: its export.json.
-      serving: the `registry.ServingFormat` of its task.
-    """
-
-    def __init__(self, make_model, export_dir, metadata, serving):
-        from vocab.fast_tokenizer import FastBertTokenizer
-
-        tokenizer = FastBertTokenizer(os.path.join(export_dir, VOCAB_FILE),
-                                      metadata["do_lower_case"])
-        self.module = serving.onnx_module(make_model, tokenizer, metadata)
-        self.signatures = self.module.signatures()
-
-    @classmethod
-    def of_onnx(cls, export_dir, metadata, serving, num_threads=None):
-        """The ONNX export in `export_dir` (`write_onnx`) on onnxruntime (`num_threads` intra-op
-        threads; None: its default)."""
-        loaded = session(export_dir, num_threads)
-        return cls(lambda **attributes: OnnxModel(loaded, **attributes), export_dir, metadata,
-                   serving)
-
-    def call(self, name, **tensors):
-        """The outputs (numpy) of the module's signature `name` on `tensors` (arrays)."""
-        outputs = self.signatures[name](**{k: tf.constant(v) for k, v in tensors.items()})
-        return {k: v.numpy() for k, v in outputs.items()}
+    loaded = session(export_dir, num_threads)
+    return ServedModule(lambda **attributes: OnnxModel(loaded, **attributes),
+                        os.path.join(export_dir, VOCAB_FILE), metadata, serving)
 
 
 def export_from_flags(flag_values, files):
     """export_model.py --format=onnx."""
     require("tf2onnx", "onnx")
+    check_quantization(flag_values.quantization)  # before the model is read
     path = write_onnx(conversion.convertible_from_flags(flag_values, files), files.vocab_file,
                       flag_values.do_lower_case, flag_values.max_seq_length,
-                      flag_values.export_dir)
-    logging.info("ONNX model: %s, %.1f MB", path, os.path.getsize(path) / 1e6)
+                      flag_values.export_dir, flag_values.quantization)
+    logging.info("ONNX model (%s): %s, %.1f MB", flag_values.quantization, path,
+                 os.path.getsize(path) / 1e6)

@@ -1,5 +1,5 @@
-"""predict.py's logic: load an export_model.py SavedModel, ONNX or LiteRT export once, answer
-raw-text inputs.
+"""predict.py's logic: load an export_model.py SavedModel, ONNX or LiteRT export, or a Hugging
+Face directory with a task head, once; answer raw-text inputs.
 
     predictor = Predictor("/tmp/mrpc_serving/1")            # any --format's SavedModel, or ONNX
     results = predictor.predict(["He said so.\tSo he said."])  # list of dicts, one per input
@@ -8,9 +8,10 @@ raw-text inputs.
 What the export is comes from its `assets.extra/export.json` (`saved_model.METADATA_FILE`);
 an older classifier or embedding export without one is recognised by its signatures' outputs. An
 ONNX export (model.onnx beside export.json) is answered by its task's own raw-text module with
-ONNX Runtime as its model (`onnx.OnnxExport`): the SavedModel's outputs, the same answers; a
+ONNX Runtime as its model (`served.ServedModule`): the SavedModel's outputs, the same answers; a
 LiteRT export (its directory or its .tflite) by its raw-text signatures or, for a graph on token
-ids, the same way (`litert.serving_call`).
+ids, the same way (`litert.serving_call`); a Hugging Face directory by the task its head's class
+names, the same way with the Keras model its weights load into (`hugging_face_serving`).
 Inputs are text lines; fields within a line are separated by tabs, as the export's format
 declares them (`registry.ServingFormat.fields`: a classifier's text or text_a<TAB>text_b, SQuAD's
 question<TAB>context, ...), and its format answers them (`ServingFormat.answer`, `.describe`).
@@ -27,6 +28,7 @@ from absl import logging
 
 from bert_runner.serving import registry
 from bert_runner.serving.saved_model import METADATA_FILE
+from modeling.hf_directory import is_hf_directory
 
 
 @dataclasses.dataclass
@@ -93,12 +95,14 @@ class Predictor:
       warm_up: call every signature `predict` may use once at load, so that every answer after
         it takes milliseconds (a server's first request included). Off where all the inputs
         are known before the load (`run`): their own call builds only the signatures they use.
+      num_threads: ONNX Runtime's or LiteRT's threads (None: their default); TensorFlow's are
+        the process's.
     Raises:
       ValueError naming the directory: neither a SavedModel nor an ONNX export, not one of
       export_model.py's, or lacking a signature its format needs.
     """
 
-    def __init__(self, export_dir, warm_up=True):
+    def __init__(self, export_dir, warm_up=True, num_threads=None):
         from bert_runner.serving import conversion
 
         self.export_dir = export_dir
@@ -107,16 +111,24 @@ class Predictor:
                   os.path.join(export_dir, "model.tflite"))
         converted = os.path.dirname(tflite) if tflite == export_dir else export_dir
         kind = ("litert" if tf.io.gfile.exists(tflite) else
-                "onnx" if _has(export_dir, "model.onnx") else None)
+                "onnx" if _has(export_dir, "model.onnx") else
+                "huggingface" if is_hf_directory(export_dir) else None)
         if not _has(export_dir, "saved_model.pb") and not (
-                kind and _has(converted, conversion.METADATA_FILE)):
+                kind == "huggingface" or kind and _has(converted, conversion.METADATA_FILE)):
             raise ValueError("--model=%s is neither a SavedModel directory (saved_model.pb) nor "
-                             "an ONNX or LiteRT export (model.onnx or model.tflite, export.json): "
-                             "give an --export_dir of export_model.py --format=%s, onnx or litert"
+                             "an ONNX or LiteRT export (model.onnx or model.tflite, export.json) "
+                             "nor a Hugging Face directory (config.json, model.safetensors): "
+                             "give an --export_dir of export_model.py --format=%s, onnx, litert "
+                             "or huggingface"
                              % (export_dir, "|".join(
                                  name for name in registry.names() if registry.get(name).fields)))
         started = time.perf_counter()
-        if kind:
+        if kind == "huggingface":
+            from bert_runner.serving import hugging_face_serving
+
+            self.metadata, self._call = hugging_face_serving.serving(export_dir)
+            self.format = self.metadata["format"]
+        elif kind:
             self.metadata = _read_json(os.path.join(converted, conversion.METADATA_FILE))
             self.format = self.metadata["format"].partition(kind + "/")[2]
         else:
@@ -134,12 +146,13 @@ class Predictor:
         if kind == "onnx":
             from bert_runner.serving import onnx
 
-            self._call = onnx.OnnxExport.of_onnx(export_dir, self.metadata, self.serving).call
+            self._call = onnx.served(export_dir, self.metadata, self.serving,
+                                     num_threads).call
         elif kind == "litert":
             from bert_runner.serving import litert
 
-            self._call = litert.serving_call(tflite, self.metadata, self.serving)
-        else:
+            self._call = litert.serving_call(tflite, self.metadata, self.serving, num_threads)
+        elif kind is None:
             self._check_signatures()
         # The first call of a loaded signature builds and optimises its graph (seconds): made
         # here for every signature `predict` may call, so that every answer after the load

@@ -77,9 +77,18 @@ class ServingFormat:
         directory has none).
       convertible: (flag_values, files) -> `Convertible` for ONNX (and LiteRT: a classifier's
         or an encoder's); None: this format's models export as SavedModels only.
-      onnx_module: (make_model(**attributes) -> `onnx.OnnxModel`, tokenizer, export.json) -> the
-        raw-text `ModelExport` predict.py serves an ONNX export of this format with, ONNX Runtime
-        as its model.
+      served_module: (make_model(**attributes) -> model, tokenizer, export.json settings) -> the
+        raw-text `ModelExport` predict.py serves an ONNX or LiteRT export of this format with
+        (`served.ServedModule`: ONNX Runtime's or LiteRT's graph as its model), or a Hugging
+        Face directory with this format's head (the Keras model it loads into).
+      hf_kinds: the model kinds (`modeling.family.MODEL_KINDS`) of the Hugging Face heads
+        predict.py serves with this format (a directory's class, `HfHead`, says its kind).
+      hf_defaults: the export.json settings a Hugging Face directory without one (not written
+        here) is served with: its script's flag defaults (`max_seq_length`, windows).
+      hf_settings: (flag_values) -> the export.json settings beyond the sequence length, casing
+        and labels that export_model.py --format=huggingface records beside the directory of a
+        run of this format, so that predict.py serves it as the SavedModel would (windows,
+        thresholds).
       litert: whether `convertible` converts to LiteRT too (its raw-text module, or its graph
         on token ids where `Convertible.litert_ids`).
       fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
@@ -100,7 +109,10 @@ class ServingFormat:
     signatures: Optional[Tuple[str, ...]] = None
     needs_sequence_length: bool = True
     convertible: Optional[Callable] = None
-    onnx_module: Optional[Callable] = None
+    served_module: Optional[Callable] = None
+    hf_kinds: Tuple[str, ...] = ()
+    hf_defaults: dict = dataclasses.field(default_factory=dict)
+    hf_settings: Callable = lambda flag_values: {}
     litert: bool = False
     fine_tuned: Optional[Callable] = None
 
@@ -137,6 +149,11 @@ def of_script_task(recorded_task):
     or None (a pre-training run)."""
     found = _FORMATS.get(recorded_task.partition("/")[0])
     return found if found is not None and found.script else None
+
+
+def of_hf_kind(kind):
+    """The `ServingFormat` serving Hugging Face directories of the model kind `kind`, or None."""
+    return next((found for found in _FORMATS.values() if kind in found.hf_kinds), None)
 
 
 def deferred(module, function):

@@ -275,11 +275,24 @@ def convertible(model, label_names):
         ids_outputs=ids_outputs)
 
 
-def onnx_module(make_model, tokenizer, metadata):
-    """The `ClassifierExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+def served_module(make_model, tokenizer, metadata):
+    """The `ClassifierExport` of a converted export or a Hugging Face directory
+    (`ServingFormat.served_module`)."""
     labels = metadata["labels"]
     return ClassifierExport(make_model(num_labels=len(labels) if labels else 1), tokenizer,
-                            metadata["max_seq_length"], labels)
+                            metadata["max_seq_length"], labels,
+                            multi_label_threshold=metadata.get("multi_label_threshold"),
+                            doc_stride=metadata.get("doc_stride"),
+                            window_aggregation=metadata.get("window_aggregation") or "mean")
+
+
+def hf_settings(flag_values):
+    """export.json's settings beside a run_classifier run's Hugging Face directory
+    (`ServingFormat.hf_settings`): a multi-label run's decision threshold."""
+    task = flag_values.task_name or provenance.recorded_task(flag_values.checkpoint) or ""
+    if task.lower() == "multilabel":
+        return {"multi_label_threshold": flag_values.multi_label_threshold}
+    return {}
 
 
 def convertible_from_flags(flag_values, files):

@@ -38,6 +38,8 @@ FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="raw text -> a run_classifier model's probabilities (SavedModel)",
     export=registry.deferred("bert_tasks.classifier.raw_text", "export_from_flags"),
+    hf_kinds=("classifier", "multi_label"), hf_defaults={"max_seq_length": 128},
+    hf_settings=registry.deferred("bert_tasks.classifier.raw_text", "hf_settings"),
     script="run_classifier.py", head="classifier",
     # MNLI's model is evaluated on its mismatched set and on AX too.
     model_families=(frozenset({"mnli", "mnli-mm", "ax"}),),
@@ -45,5 +47,5 @@ FORMAT = registry.register(registry.ServingFormat(
     # A classifier answers single texts and pairs through two signatures: both are warmed up.
     warm_up_fields=(1, 2),
     convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags"),
-    onnx_module=registry.deferred("bert_tasks.classifier.raw_text", "onnx_module"),
+    served_module=registry.deferred("bert_tasks.classifier.raw_text", "served_module"),
     fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_flags")))

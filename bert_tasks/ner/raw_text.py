@@ -241,10 +241,9 @@ def fine_tuned_from_flags(flag_values, files):
     return model, label_list
 
 
-def convertible_from_flags(flag_values, files):
-    """The run_ner model for ONNX and LiteRT (`registry.Convertible`): its tag logits per
-    word-piece."""
-    model, label_list = fine_tuned_from_flags(flag_values, files)
+def convertible(model, label_list):
+    """The `registry.Convertible` of a `BertTokenClassifier` with its tag set, for ONNX and
+    LiteRT: its tag logits per word-piece."""
     return registry.Convertible(
         model=model, metadata={},
         text_module=lambda tagger, tokenizer, max_seq_length: NerExport(
@@ -253,8 +252,14 @@ def convertible_from_flags(flag_values, files):
             "logits": tagger(features, training=False)["logits"]}, litert_ids=True)
 
 
-def onnx_module(make_model, tokenizer, metadata):
-    """The `NerExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+def convertible_from_flags(flag_values, files):
+    """The run_ner model of --checkpoint for ONNX and LiteRT (`convertible`)."""
+    return convertible(*fine_tuned_from_flags(flag_values, files))
+
+
+def served_module(make_model, tokenizer, metadata):
+    """The `NerExport` of a converted export or a Hugging Face directory
+    (`ServingFormat.served_module`)."""
     labels = metadata["labels"]
     return NerExport(make_model(num_labels=len(labels)), tokenizer, metadata["max_seq_length"],
                      labels)

@@ -28,8 +28,9 @@ FORMAT = registry.register(registry.ServingFormat(
     help="text -> a run_ner model's entities with character offsets",
     export=registry.deferred("bert_tasks.ner.raw_text", "export_from_flags"),
     convertible=registry.deferred("bert_tasks.ner.raw_text", "convertible_from_flags"),
-    onnx_module=registry.deferred("bert_tasks.ner.raw_text", "onnx_module"), litert=True,
+    served_module=registry.deferred("bert_tasks.ner.raw_text", "served_module"), litert=True,
     fine_tuned=registry.deferred("bert_tasks.ner.raw_text", "fine_tuned_from_flags"),
+    hf_kinds=("token",), hf_defaults={"max_seq_length": 128},
     script="run_ner.py", head="token classifier",
     fields=(1, 1, "text"), answer=_answer_rows, describe=_describe,
     signatures=("serving_default",)))

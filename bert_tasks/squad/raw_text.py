@@ -42,6 +42,11 @@ from vocab.fast_tokenizer import FastBertTokenizer
 _OTHER_CONTEXT_WHITESPACE = "[\t\r\n\u202f]"
 
 
+# The logit of a trimmed window's padded positions (`SquadExport`'s trim_windows): below any
+# real logit, so the n-best draws every real position first.
+PADDED_LOGIT = -1e9
+
+
 class SquadExport(ModelExport):
     """The raw-text signature of a span model (see the module docstring).
 
@@ -52,12 +57,25 @@ class SquadExport(ModelExport):
       options: `task.PostprocessOptions` (written to export.json for `answers`;
         its do_lower_case must be the tokenizer's; a null_score_diff_threshold of None is the
         model's, as run_squad's).
+      trim_windows: run each group of windows at its longest window's length, not padded to
+        max_seq_length (export_model.py --trim_windows): the padding's positions get the logit
+        `PADDED_LOGIT`, so the n-best never draws them, where run_squad's draws them from the
+        padded model's logits (and then drops them). Faster for short contexts; an answer
+        differs only where padding took n-best places run_squad would have given no real span.
+        Start and end logits only (not a span model's declared `prediction_outputs`).
     """
 
     format = "squad"
 
-    def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options):
+    def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options,
+                 trim_windows=False):
         sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
+        if trim_windows and hasattr(model, "prediction_outputs"):
+            raise ValueError("--trim_windows runs windows of start and end logits at their own "
+                             "length; this span model's outputs (%s) need windows of "
+                             "max_seq_length: leave --trim_windows out"
+                             % ", ".join(model.prediction_outputs))
+        self.trim_windows = trim_windows
         self._outputs = window_outputs(model, max_seq_length)
         super().__init__("bert_squad", model, tokenizer, max_seq_length,
                          sum(_size(shape) for _, shape, _ in self._outputs))
@@ -76,7 +94,8 @@ class SquadExport(ModelExport):
         settings = dataclasses.asdict(self.options)
         settings.pop("verbose_logging")
         return {**super().metadata(), "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length, **settings}
+                "max_query_length": self.max_query_length, "trim_windows": self.trim_windows,
+                **settings}
 
     @tf.function(input_signature=[TEXT, TEXT])
     def serve_squad(self, question, context):
@@ -105,7 +124,7 @@ class SquadExport(ModelExport):
             ragged_slices(query, rows, tf.zeros_like(rows), tf.gather(query_length, rows)),
             ragged_slices(pieces, rows, start, length), seq)
         values = tf.RaggedTensor.from_value_rowids(
-            self._by_length(features, trim=False), tf.cast(rows, tf.int64),
+            self._by_length(features, trim=self.trim_windows), tf.cast(rows, tf.int64),
             nrows=tf.cast(n, tf.int64))
         dense = values.to_tensor(shape=[None, None, self.width])
         token_strings = tokenizer._token_strings  # noqa: SLF001 (the vocabulary, a constant)
@@ -123,6 +142,11 @@ class SquadExport(ModelExport):
         float32 and are cast back by `_split`."""
         outputs = self._parts.model(group, training=False)
         rows = tf.shape(group["input_ids"])[0]
+        if self.trim_windows:  # [rows, T] logits back on the [rows, max_seq_length] grid
+            padding = [[0, 0], [0, self.max_seq_length - tf.shape(group["input_ids"])[1]]]
+            outputs = {name: tf.pad(tf.cast(outputs[name], tf.float32), padding,
+                                    constant_values=PADDED_LOGIT)
+                       for name, _, _ in self._outputs}
         return tf.concat([tf.reshape(tf.cast(outputs[name], tf.float32), [rows, _size(shape)])
                           for name, shape, _ in self._outputs], axis=1)
 
@@ -155,11 +179,11 @@ def _size(shape):
 
 
 def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
-                 options, export_dir):
+                 options, export_dir, trim_windows=False):
     """Writes the raw-text SQuAD SavedModel of `model` (a span model) to `export_dir`
     (which must not exist; `write_saved_model`). Returns export_dir."""
     module = SquadExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
-                         doc_stride, max_query_length, options)
+                         doc_stride, max_query_length, options, trim_windows)
     return write_saved_model(module, export_dir, "SQuAD model")
 
 
@@ -172,7 +196,8 @@ def fine_tuned_from_flags(flag_values, files):
 
 
 def _windows_from_flags(flag_values):
-    """(doc_stride, max_query_length, `PostprocessOptions`) of export_model.py's flags."""
+    """(doc_stride, max_query_length, `PostprocessOptions`, trim_windows) of export_model.py's
+    flags."""
     options = PostprocessOptions(
         n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
         do_lower_case=flag_values.do_lower_case,
@@ -180,24 +205,25 @@ def _windows_from_flags(flag_values):
         # Not given: the model's, as run_squad's (ELECTRA's head: -2.75; BERT's 0.0).
         null_score_diff_threshold=flag_values.null_score_diff_threshold)
     return (128 if flag_values.doc_stride is None else flag_values.doc_stride,
-            flag_values.max_query_length, options)
+            flag_values.max_query_length, options, flag_values.trim_windows)
 
 
 def export_from_flags(flag_values, files):
     """export_model.py --format=squad: a run_squad model, with its windows and post-processing
     settings."""
     model, _ = fine_tuned_from_flags(flag_values, files)
-    doc_stride, max_query_length, options = _windows_from_flags(flag_values)
+    doc_stride, max_query_length, options, trim_windows = _windows_from_flags(flag_values)
     export_squad(provenance.serving_precision(flag_values, model), files.vocab_file,
                  flag_values.do_lower_case, flag_values.max_seq_length, doc_stride,
-                 max_query_length, options, flag_values.export_dir)
+                 max_query_length, options, flag_values.export_dir, trim_windows)
 
 
-def convertible_from_flags(flag_values, files):
-    """The run_squad model for ONNX (`registry.Convertible`): its outputs per window (start and
-    end logits, or a span model's declared `prediction_outputs`)."""
-    model, _ = fine_tuned_from_flags(flag_values, files)
-    doc_stride, max_query_length, options = _windows_from_flags(flag_values)
+def convertible(model, max_seq_length, doc_stride, max_query_length, options,
+                trim_windows=False):
+    """The `registry.Convertible` of a span model for ONNX and LiteRT: its outputs per window
+    (start and end logits, or a span model's declared `prediction_outputs`) on windows of
+    `max_seq_length` (any length up to it with `trim_windows`), with `SquadExport`'s windows and
+    post-processing settings."""
     names = getattr(model, "prediction_outputs", ("start_logits", "end_logits"))
 
     def ids_outputs(span_model, features):
@@ -209,19 +235,39 @@ def convertible_from_flags(flag_values, files):
 
     return registry.Convertible(
         model=model, metadata={}, ids_outputs=ids_outputs,
-        ids_shape=(None, flag_values.max_seq_length),  # its windows' padded length
+        ids_shape=(None, None if trim_windows else max_seq_length),  # its windows' length
         litert_ids=True,
-        text_module=lambda span_model, tokenizer, max_seq_length: SquadExport(
-            span_model, tokenizer, max_seq_length, doc_stride, max_query_length, options))
+        text_module=lambda span_model, tokenizer, length: SquadExport(
+            span_model, tokenizer, length, doc_stride, max_query_length, options, trim_windows))
 
 
-def onnx_module(make_model, tokenizer, metadata):
-    """The `SquadExport` of an ONNX or LiteRT export (`ServingFormat.onnx_module`), with the
-    SavedModel's windows and post-processing settings (its export.json's)."""
+def convertible_from_flags(flag_values, files):
+    """The run_squad model of --checkpoint for ONNX and LiteRT (`convertible`)."""
+    model, _ = fine_tuned_from_flags(flag_values, files)
+    return convertible(model, flag_values.max_seq_length, *_windows_from_flags(flag_values))
+
+
+def served_module(make_model, tokenizer, metadata):
+    """The `SquadExport` of an ONNX or LiteRT export or a Hugging Face directory
+    (`ServingFormat.served_module`), with the SavedModel's windows and post-processing settings
+    (its export.json's)."""
     model = make_model()
-    model.prediction_outputs = model.output_names
+    if getattr(model, "runs_onnx", False) and set(model.output_names) != {"start_logits",
+                                                                          "end_logits"}:
+        model.prediction_outputs = model.output_names
     options = PostprocessOptions(**{field.name: metadata[field.name]
                                     for field in dataclasses.fields(PostprocessOptions)
                                     if field.name in metadata})
     return SquadExport(model, tokenizer, metadata["max_seq_length"], metadata["doc_stride"],
-                       metadata["max_query_length"], options)
+                       metadata["max_query_length"], options,
+                       metadata.get("trim_windows", False))
+
+
+def hf_settings(flag_values):
+    """export.json's settings beside a run_squad run's Hugging Face directory
+    (`ServingFormat.hf_settings`): its windows and post-processing, as its SavedModel's."""
+    doc_stride, max_query_length, options, trim_windows = _windows_from_flags(flag_values)
+    settings = dataclasses.asdict(options)
+    settings.pop("verbose_logging")
+    return {"doc_stride": doc_stride, "max_query_length": max_query_length,
+            "trim_windows": trim_windows, **settings}

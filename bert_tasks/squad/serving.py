@@ -25,8 +25,11 @@ FORMAT = registry.register(registry.ServingFormat(
     help="question and context -> run_squad's windows' logits, answered by predict.py",
     export=registry.deferred("bert_tasks.squad.raw_text", "export_from_flags"),
     convertible=registry.deferred("bert_tasks.squad.raw_text", "convertible_from_flags"),
-    onnx_module=registry.deferred("bert_tasks.squad.raw_text", "onnx_module"), litert=True,
+    served_module=registry.deferred("bert_tasks.squad.raw_text", "served_module"), litert=True,
     fine_tuned=registry.deferred("bert_tasks.squad.raw_text", "fine_tuned_from_flags"),
+    hf_kinds=("span",),
+    hf_defaults={"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64},
+    hf_settings=registry.deferred("bert_tasks.squad.raw_text", "hf_settings"),
     script="run_squad.py", head="SQuAD span",
     fields=(2, 2, "question<TAB>context"), answer=_answer_rows, describe=_describe,
     signatures=("serving_default",)))

@@ -102,8 +102,9 @@ def convertible_from_flags(flag_values, files):
                                 ids_outputs=choice_logits, ids_shape=(None, None, None))
 
 
-def onnx_module(make_model, tokenizer, metadata):
-    """The `SwagExport` of an ONNX export (`ServingFormat.onnx_module`)."""
+def served_module(make_model, tokenizer, metadata):
+    """The `SwagExport` of a converted export or a Hugging Face directory
+    (`ServingFormat.served_module`)."""
     return SwagExport(make_model(), tokenizer, metadata["max_seq_length"])
 
 

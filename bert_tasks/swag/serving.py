@@ -30,8 +30,9 @@ FORMAT = registry.register(registry.ServingFormat(
     help="context and endings -> a run_swag model's probabilities",
     export=registry.deferred("bert_tasks.swag.raw_text", "export_from_flags"),
     convertible=registry.deferred("bert_tasks.swag.raw_text", "convertible_from_flags"),
-    onnx_module=registry.deferred("bert_tasks.swag.raw_text", "onnx_module"), litert=True,
+    served_module=registry.deferred("bert_tasks.swag.raw_text", "served_module"), litert=True,
     fine_tuned=registry.deferred("bert_tasks.swag.raw_text", "fine_tuned_from_flags"),
+    hf_kinds=("multiple_choice",), hf_defaults={"max_seq_length": 128},
     script="run_swag.py", head="multiple-choice",
     fields=(2, None, "context<TAB>ending<TAB>ending..."), answer=_answer_rows, describe=_describe,
     check_rows=_check_rows, signatures=("serving_default",)))

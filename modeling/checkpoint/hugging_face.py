@@ -206,7 +206,7 @@ def head_folder(model, labels=None):
 
 
 def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None,
-                  head=False, labels=None):
+                  head=False, labels=None, json_files=None):
     """Writes `model` as a Hugging Face directory that transformers' model of its family loads
     (`BertModel.from_pretrained(directory)`): for most models their encoder, as the bare model
     saves it; a family may write more (`ModelFamily.hf_folders`: BERT's pre-training model is a
@@ -223,6 +223,8 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
     (`BertForSequenceClassification`, ...: `head_folder`, its outputs named by `labels`, which
     are also written as the run's `label_list.txt`), refused (`NoHfClass`) where transformers
     has none.
+    `json_files`: `{relative path: JSON value}` written in the directory too (a task's serving
+    settings, `export.json`).
     """
     directory = os.fspath(directory).rstrip("/")
     if os.path.exists(directory):
@@ -240,15 +242,17 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
             # from the directory (--init_checkpoint) takes and checks them as from the run.
             with open(os.path.join(tmp, LABEL_LIST_FILE), "w", encoding="utf-8") as f:
                 f.write("\n".join(labels) + "\n")
+        files = dict(json_files or {})
         if sentence_embedding is not None:
-            files = sentence_transformer_files(encoder.config.hidden_size, *sentence_embedding)
-            for name, value in files.items():
-                os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
-                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
-                    json.dump(value, f, indent=2)
-                    f.write("\n")
+            files.update(sentence_transformer_files(encoder.config.hidden_size,
+                                                    *sentence_embedding))
             if sentence_embedding[1]:
                 os.makedirs(os.path.join(tmp, NORMALIZE_FOLDER))
+        for name, value in files.items():
+            os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                json.dump(value, f, indent=2)
+                f.write("\n")
         os.replace(tmp, directory)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -17,17 +17,18 @@ def write_original(model, prefix, extra_tensors=None):
 
 
 def write_hugging_face(model, directory, vocab_file, do_lower_case, sentence_embedding=None,
-                       head=False, labels=None):
+                       head=False, labels=None, json_files=None):
     """`model` as a Hugging Face directory (`hugging_face.save_hf_model`): its encoder as the
     family's bare model (`BertModel`, `ElectraModel`), or what its family writes for it (the
     pre-training models: BERT's as `BertForPreTraining`, ELECTRA's as `ElectraForPreTraining`
     with the generator as `ElectraForMaskedLM` in `generator/`); with `head`, a fine-tuned
     model as the transformers class of its head (`BertForSequenceClassification`, ..., its
     outputs named by `labels`; `modeling.family.NoHfClass` where there is none); with
-    `sentence_embedding`, sentence-transformers' files too. Returns `directory`."""
+    `sentence_embedding`, sentence-transformers' files too; `json_files` ({relative path: JSON
+    value}) written beside. Returns `directory`."""
     with lora.merged(model):
         return hugging_face.save_hf_model(model, directory, vocab_file, do_lower_case,
-                                          sentence_embedding, head, labels)
+                                          sentence_embedding, head, labels, json_files)
 
 
 def write_adapters(model, output_dir, settings):
