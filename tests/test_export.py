@@ -789,21 +789,35 @@ def _fine_tuned_run(directory, task, kind, outputs, labels, config=None):
     return model
 
 
-def _export_huggingface(run, export_dir, **flags):
-    """export_model.py --format=huggingface's export of `run` (flags as parsed, defaults)."""
+# export_model.py's flags as parsed with their defaults (the tests' sequence length).
+EXPORT_FLAGS = {
+    "pooling": None, "normalize": False, "do_lower_case": True, "max_seq_length": MAX_SEQ_LENGTH,
+    "task_name": None, "labels": None, "multi_label_threshold": 0.5, "entity_types": None,
+    "long_documents": False, "window_aggregation": "mean", "mixed_precision": None,
+    "doc_stride": None, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30,
+    "version_2_with_negative": False, "null_score_diff_threshold": None, "trim_windows": False,
+    "quantization": "float32", "encoder_only": False}
+
+
+def export_run(run, fmt, export_dir, vocab=VOCAB, **flags):
+    """export_model.py --format=`fmt` of the run directory `run` (its flags as parsed: `flags`
+    over `EXPORT_FLAGS`)."""
     import types
 
-    from bert_runner.serving import formats
+    from bert_runner.serving import registry
     from bert_tasks.serving import register_all
     from modeling import checkpoint as checkpoints
 
     register_all()
-    values = types.SimpleNamespace(**{
-        "format": "huggingface", "checkpoint": str(run), "export_dir": str(export_dir),
-        "pooling": None, "normalize": False, "encoder_only": False, "do_lower_case": True,
-        "max_seq_length": MAX_SEQ_LENGTH, "task_name": None, "labels": None,
-        "entity_types": None, "mixed_precision": None, **flags})
-    formats.HUGGINGFACE.export(values, checkpoints.model_files(None, VOCAB, str(run)))
+    values = types.SimpleNamespace(**{**EXPORT_FLAGS, "format": fmt, "checkpoint": str(run),
+                                      "export_dir": str(export_dir), **flags})
+    registry.get(fmt).export(values, checkpoints.model_files(None, vocab, str(run)))
+    return str(export_dir)
+
+
+def _export_huggingface(run, export_dir, **flags):
+    """export_model.py --format=huggingface's export of `run`."""
+    return export_run(run, "huggingface", export_dir, **flags)
 
 
 @pytest.mark.parametrize("task,kind,outputs,labels,architecture", HF_RUNS,
@@ -913,3 +927,55 @@ def test_the_cli_refuses_a_head_transformers_has_no_class_for_in_one_line(tmp_pa
     assert "a BiLSTM on top of the encoder (--bilstm_on_top)" in process.stderr
     assert "Export it with --format=ner (a SavedModel)" in process.stderr
     assert not (tmp_path / "hf").exists()
+
+
+def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
+    """export_model.py --format=squad --trim_windows: each window's logits at its word-pieces are
+    the padded export's (run_squad's windows), its padding's are PADDED_LOGIT; ELECTRA's beam
+    head, whose outputs need windows of max_seq_length, is refused in one line."""
+    from bert_runner.serving import predictor
+    from bert_tasks.squad.raw_text import PADDED_LOGIT
+    from modeling.checkpoint import load_config
+    from test_onnx import ELECTRA_TINY, SQUAD_FLAGS, SQUAD_INPUTS
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _fine_tuned_run(run, "squad", "span", None, None)
+    flags = {**SQUAD_FLAGS, "max_seq_length": 32}
+    padded = predictor.Predictor(export_run(run, "squad", tmp_path / "padded", **flags))
+    trimmed = predictor.Predictor(export_run(run, "squad", tmp_path / "trimmed",
+                                             trim_windows=True, **flags))
+    assert trimmed.metadata["trim_windows"] and not padded.metadata["trim_windows"]
+    questions, contexts = zip(*(text.split("\t") for text in SQUAD_INPUTS[:2]))
+    tensors = dict(question=list(questions), context=list(contexts))
+    expected = padded._call("serving_default", **tensors)
+    got = trimmed._call("serving_default", **tensors)
+    for name in ("start_logits", "end_logits"):
+        real = got[name] != PADDED_LOGIT
+        assert 0 < real.mean() < 1  # short windows: padding trimmed
+        np.testing.assert_allclose(got[name][real], expected[name][real], atol=1e-4)
+    electra = tmp_path / "electra"
+    electra.mkdir()
+    _fine_tuned_run(electra, "squad", "span", None, None,
+                    load_config(str(ELECTRA_TINY / "hparams.json")))
+    with pytest.raises(ValueError, match=re.escape(
+            "--trim_windows runs windows of start and end logits at their own length; this span "
+            "model's outputs (start_top_log_probs")):
+        export_run(electra, "squad", tmp_path / "electra_export", str(ELECTRA_TINY / "vocab.txt"),
+                   trim_windows=True, **flags)
+
+
+def test_onnx_refuses_a_quantization_of_litert_in_one_line(tmp_path):
+    """--format=onnx --quantization=float16 (LiteRT's): refused before the model is read (its
+    weights are not needed for the refusal)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _fine_tuned_run(run, "ner", "token", 3, ["O", "B-PER", "I-PER"])
+    for name in os.listdir(run):
+        if name.startswith("ckpt-") and name.endswith(".data-00000-of-00001"):
+            os.remove(run / name)
+    with pytest.raises(ValueError, match=re.escape(message("export-onnx-quantization"))) as error:
+        export_run(run, "onnx", tmp_path / "onnx", quantization="float16")
+    assert str(error.value) == ("--format=onnx --quantization=float16: ONNX exports are float32 "
+                                "or dynamic_int8 (float16 and full int8 are LiteRT's, "
+                                "--format=litert)")

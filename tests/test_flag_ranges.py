@@ -153,7 +153,7 @@ CASES = [
      [_cross("null_score_diff_threshold", "version_2_with_negative")], None),
     ("export_model", ["--format=ner", "--max_query_length=32"],
      [_cross("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
-             "null_score_diff_threshold", "format")], None),
+             "null_score_diff_threshold", "trim_windows", "format")], None),
     ("export_model", ["--format=classifier", "--entity_types=PER"],
      [_cross("entity_types", "format")], None),
     ("export_model", ["--format=swag", "--pooling=mean"], [_cross("pooling", "normalize", "format")],

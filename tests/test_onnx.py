@@ -135,24 +135,10 @@ ELECTRA_TINY = FIXTURES / "electra" / "tiny"
 
 
 def _export(run, fmt, export_dir, vocab=VOCAB, **flags):
-    """export_model.py --format=`fmt` of the run directory `run` (its flags as parsed)."""
-    import types
+    """export_model.py --format=`fmt` of the run directory `run` (`test_export.export_run`)."""
+    from test_export import export_run
 
-    from bert_runner.serving import registry
-    from bert_tasks.serving import register_all
-    from modeling import checkpoint as checkpoints
-
-    register_all()
-    values = types.SimpleNamespace(**{
-        "format": fmt, "checkpoint": str(run), "export_dir": str(export_dir), "pooling": None,
-        "normalize": False, "do_lower_case": True, "max_seq_length": MAX_SEQ_LENGTH,
-        "task_name": None, "labels": None, "multi_label_threshold": 0.5, "entity_types": None,
-        "long_documents": False, "window_aggregation": "mean", "mixed_precision": None,
-        "doc_stride": None, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30,
-        "version_2_with_negative": False, "null_score_diff_threshold": None, "trim_windows": False,
-        "quantization": "float32", "encoder_only": False, **flags})
-    registry.get(fmt).export(values, checkpoints.model_files(None, vocab, str(run)))
-    return str(export_dir)
+    return export_run(run, fmt, export_dir, vocab, **flags)
 
 
 def _assert_same_outputs(saved, converted):
@@ -260,7 +246,8 @@ def test_predict_refuses_a_directory_of_no_format_it_serves_in_one_line(tmp_path
                               "a text"], capture_output=True, text=True, timeout=300)
     assert_refused(process, "predict-not-a-saved-model")
     assert f"--model={tmp_path} is neither" in process.stderr
-    assert "--format=classifier|embedding|ner|squad|swag, onnx or litert" in process.stderr
+    assert "--format=classifier|embedding|ner|squad|swag, onnx, litert or huggingface" in \
+        process.stderr
 
 
 # (run.json task, model kind, outputs, labels, the task's export flags, export.json's settings)
@@ -297,3 +284,37 @@ def test_the_cli_exports_a_run_as_onnx_and_predicts_the_same(
     assert metadata["format"] == f"onnx/{task}"
     assert {name: metadata[name] for name in settings} == settings
     assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs)
+
+
+# How far ONNX Runtime's dynamic int8 (its quantize_dynamic) moves the float outputs of test's tiny
+# random runs from the SavedModel's; their labels, tags, choices, pieces and windows stay its.
+ONNX_INT8_TOLERANCE = 0.1
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("case", ["classifier", "ner", "squad", "swag"])
+def test_dynamic_int8_onnx_answers_near_the_saved_model(case, tmp_path):
+    """export_model.py --format=onnx --quantization=dynamic_int8: export.json says so, its matrix
+    products hold int8 weights (a smaller file), and its outputs are within ONNX_INT8_TOLERANCE of
+    the SavedModel's, the rest identical."""
+    import onnx as onnx_package
+
+    from bert_runner.serving import predictor
+
+    _require_onnx()
+    run, vocab, fmt, flags, inputs = task_run(case, tmp_path)
+    saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", vocab, **flags))
+    int8 = predictor.Predictor(_export(run, "onnx", tmp_path / "int8", vocab,
+                                       quantization="dynamic_int8", **flags))
+    assert int8.metadata["quantization"] == "dynamic_int8" and int8.format == fmt
+    graph = onnx_package.load(str(tmp_path / "int8" / "model.onnx")).graph
+    assert any(node.op_type in ("DynamicQuantizeMatMul", "MatMulInteger") for node in graph.node)
+    _, _, (name, tensors) = signature_inputs(int8, inputs)
+    expected, got = saved._call(name, **tensors), int8._call(name, **tensors)
+    assert sorted(got) == sorted(expected)
+    for key, value in expected.items():
+        if np.issubdtype(value.dtype, np.floating):
+            np.testing.assert_allclose(got[key], value, rtol=0, atol=ONNX_INT8_TOLERANCE,
+                                       err_msg=key)
+        else:
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
