@@ -169,3 +169,59 @@ def test_transformers_answers_as_our_predict_on_the_directory(case, tmp_path):
             probabilities = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
             assert int(np.argmax(logits)) == answer["choice"]
             np.testing.assert_allclose(probabilities, answer["probabilities"], atol=1e-4)
+
+
+RERANK_INPUTS = ["who walked\tThe old dog walked to the river.", "who walked\tsnow",
+                 "who walked\ta big red car", "what is red\tA big red car.", "what is red\tsnow"]
+
+
+def _reranker(tmp_path):
+    """(a --task_name=rerank run's SavedModel, its Hugging Face export)."""
+    from test_export import _fine_tuned_run, export_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _fine_tuned_run(run, "classifier/rerank", "classifier", 2, None)
+    return (export_run(run, "classifier", tmp_path / "saved", task_name="RERANK"),
+            export_run(run, "huggingface", tmp_path / "hf"))
+
+
+def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(tmp_path):
+    """A reranker's directory is a sentence-transformers cross-encoder (one logit, its sigmoid
+    CrossEncoder's score); predict.py serves it with the run's labels and probabilities, and
+    --rerank orders the candidates as from the SavedModel."""
+    from bert_runner.serving import predictor
+    from bert_tasks.classifier import reranking
+
+    saved, hf = _reranker(tmp_path)
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert len(config["id2label"]) == 1 and config["sentence_transformers"] == {
+        "activation_fn": "torch.nn.modules.activation.Sigmoid"}
+    expected, got = predictor.Predictor(saved), predictor.Predictor(hf)
+    _assert_same_results(expected.predict(RERANK_INPUTS), got.predict(RERANK_INPUTS))
+    printed = []
+    for model in (saved, hf):
+        out = io.StringIO()
+        reranking.run(model, predictor.read_inputs(RERANK_INPUTS), "json", out)
+        printed.append([json.loads(line) for line in out.getvalue().splitlines()])
+    assert [[c["was"] for c in q["ranked"]] for q in printed[0]] == [
+        [c["was"] for c in q["ranked"]] for q in printed[1]]
+    _assert_same_results(printed[0], printed[1])
+
+
+@pytest.mark.large
+def test_sentence_transformers_cross_encoder_scores_as_our_reranker(tmp_path):
+    """sentence-transformers' CrossEncoder on the directory: its scores are our probabilities of
+    "relevant" (within 1e-4), its rank() our order."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    from bert_runner.serving import predictor
+
+    saved, hf = _reranker(tmp_path)
+    ours = [r["probabilities"]["1"] for r in predictor.Predictor(saved).predict(RERANK_INPUTS)]
+    model = sentence_transformers.CrossEncoder(hf, max_length=16)
+    pairs = [tuple(text.split("\t")) for text in RERANK_INPUTS]
+    np.testing.assert_allclose(model.predict(pairs), ours, atol=1e-4)
+    passages = [p for q, p in pairs if q == "who walked"]
+    ranked = model.rank("who walked", passages)
+    assert [r["corpus_id"] for r in ranked] == list(np.argsort(ours[:len(passages)])[::-1])

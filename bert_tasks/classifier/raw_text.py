@@ -231,11 +231,37 @@ def _classifier_from_flags(flag_values, files, task_name):
     return model, processor
 
 
+# A reranker's Hugging Face directory is a sentence-transformers cross-encoder: one logit, whose
+# sigmoid (CrossEncoder's score of a one-label model, said in its config.json) is the reranker's
+# probability of "relevant" (`cross_encoder`).
+RERANK_TASK = "rerank"
+CROSS_ENCODER_CONFIG = {
+    "sentence_transformers": {"activation_fn": "torch.nn.modules.activation.Sigmoid"}}
+
+
+def cross_encoder(model):
+    """The one-logit `BertClassifier` of the 2-label classifier `model` (a reranker): its encoder,
+    and the head's row difference (w1 - w0, b1 - b0), so that sigmoid(z1 - z0) = softmax(z)[1],
+    the probability of label "1". Its `hf_config` is `CROSS_ENCODER_CONFIG`."""
+    one = families.build_model("classifier", model.encoder.config, 1)
+    ids = tf.ones([1, 2], tf.int32)
+    one({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
+    for mine, theirs in zip(one.encoder.weights, model.encoder.weights):
+        mine.assign(theirs)
+    for (_, mine), (_, theirs) in zip(one.tf1_head_variables(), model.tf1_head_variables()):
+        mine.assign((theirs[1] - theirs[0])[None])
+    one.hf_config = CROSS_ENCODER_CONFIG
+    return one
+
+
 def fine_tuned_from_flags(flag_values, files):
     """export_model.py --format=huggingface of a run_classifier run: (its model, its labels;
-    None for regression), the task its run.json records."""
-    model, processor = _classifier_from_flags(
-        flag_values, files, provenance.recorded_task(flag_values.checkpoint))
+    None for regression), the task its run.json records; a reranker as its cross-encoder
+    (`cross_encoder`, no labels)."""
+    task = provenance.recorded_task(flag_values.checkpoint)
+    model, processor = _classifier_from_flags(flag_values, files, task)
+    if task == RERANK_TASK:
+        return cross_encoder(model), None
     return model, processor.get_labels()
 
 
@@ -288,10 +314,13 @@ def served_module(make_model, tokenizer, metadata):
 
 def hf_settings(flag_values):
     """export.json's settings beside a run_classifier run's Hugging Face directory
-    (`ServingFormat.hf_settings`): a multi-label run's decision threshold."""
-    task = flag_values.task_name or provenance.recorded_task(flag_values.checkpoint) or ""
-    if task.lower() == "multilabel":
+    (`ServingFormat.hf_settings`): a multi-label run's decision threshold; a reranker's labels,
+    served from its cross-encoder's one logit (`cross_encoder`)."""
+    task = (flag_values.task_name or provenance.recorded_task(flag_values.checkpoint) or "").lower()
+    if task == "multilabel":
         return {"multi_label_threshold": flag_values.multi_label_threshold}
+    if task == RERANK_TASK:
+        return {"labels": processors.get_processor(task).get_labels(), "cross_encoder": True}
     return {}
 
 

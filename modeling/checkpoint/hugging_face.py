@@ -179,7 +179,8 @@ def head_folder(model, labels=None):
     `NoHfClass` where there is none): the encoder under the model prefix (without the pooler
     where the class has none), the head by the class's names, its `problem_type`, and its
     outputs named by `labels` (None: transformers' LABEL_<i>; refused where their number is not
-    the model's)."""
+    the model's), and the config.json entries the model carries as `hf_config` (a cross-encoder's
+    activation)."""
     family = families.of_model(model)
     head = family.hf_head(model)
     encoder = encoder_of(model)
@@ -190,7 +191,7 @@ def head_folder(model, labels=None):
     for name, shape in head.zeros.items():
         tensors[name] = np.zeros(shape, np.float32)
     config = {**family.config_to_hf(encoder.config), "architectures": [head.architecture],
-              **head.config}
+              **head.config, **getattr(model, "hf_config", {})}
     num_labels = getattr(model, "num_labels", None)
     if head.labels:
         names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
