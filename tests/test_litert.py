@@ -292,3 +292,19 @@ def test_full_int8_of_a_task_run_is_refused_in_one_line(tmp_path):
             _flags(task_name=None, quantization="int8", checkpoint=str(tmp_path)), files=None)
     assert "a swag model (--checkpoint=%s) converts with --quantization=float32" % tmp_path in (
         str(error.value))
+
+
+@pytest.mark.large
+def test_a_task_graph_answers_many_inputs_at_once(tmp_path):
+    """predict.py on a LiteRT NER export with many inputs: TensorFlow runs the module's groups
+    side by side, the interpreter one at a time (it corrupted its memory before); the tags are
+    the SavedModel's."""
+    from bert_runner.serving import predictor
+    from test_onnx import _assert_same_results, _export, task_run
+
+    run, vocab, task, flags, inputs = task_run("ner", tmp_path)
+    many = [" ".join(inputs[i % len(inputs)].split()[:n]) for i in range(3) for n in range(1, 15)]
+    saved = predictor.Predictor(_export(run, task, tmp_path / "saved", vocab, **flags))
+    converted = predictor.Predictor(_export(run, "litert", tmp_path / "litert", vocab, **flags))
+    for _ in range(3):
+        _assert_same_results(saved.predict(many), converted.predict(many))

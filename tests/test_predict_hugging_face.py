@@ -200,6 +200,10 @@ def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(tmp_path):
         "activation_fn": "torch.nn.modules.activation.Sigmoid"}
     expected, got = predictor.Predictor(saved), predictor.Predictor(hf)
     _assert_same_results(expected.predict(RERANK_INPUTS), got.predict(RERANK_INPUTS))
+    # Without export.json (a cross-encoder of the Hub's): the same, by its one logit.
+    (tmp_path / "hf" / "export.json").unlink()
+    _assert_same_results(expected.predict(RERANK_INPUTS),
+                         predictor.Predictor(hf).predict(RERANK_INPUTS))
     printed = []
     for model in (saved, hf):
         out = io.StringIO()

@@ -4,7 +4,9 @@ process (`served.ServedModule`), so that its answers are the SavedModel's of the
 
 Which task serves it is its head's: config.json's `architectures` (and `problem_type`) name the
 head (`ModelFamily.head_of_hf_config`), whose model kind a task declares
-(`ServingFormat.hf_kinds`). Its settings are the `export.json` export_model.py --format=huggingface
+(`ServingFormat.hf_kinds`). A sequence classifier of one logit without `problem_type`
+"regression" is a sentence-transformers cross-encoder (a reranker's export, or one of the
+Hub's): served as a 2-label classifier whose probability of "1" is its sigmoid score. Its settings are the `export.json` export_model.py --format=huggingface
 writes beside a run's model (sequence length, windows, thresholds); a directory made elsewhere is
 served with its labels (`id2label`), its casing (tokenizer_config.json) and its task script's flag
 defaults (`ServingFormat.hf_defaults`).
@@ -16,6 +18,7 @@ from bert_runner.serving.conversion import METADATA_FILE
 from bert_runner.serving.served import ServedModule
 
 _FLAG = "--model"
+CROSS_ENCODER_LABELS = ("0", "1")
 
 
 def serving(directory):
@@ -45,11 +48,16 @@ def serving(directory):
             f"{', '.join(hf.get('architectures') or ['no class'])}, not of a task head "
             f"predict.py serves ({', '.join(served)}): give the directory export_model.py "
             "--format=huggingface writes of a fine-tuning run")
-    labels = None
+    labels, cross_encoder = None, False
     if head.labels and hf.get("problem_type") != "regression":
         id2label = hf.get("id2label") or {}
         labels = [str(id2label.get(str(i), f"LABEL_{i}")) for i in range(len(id2label) or 2)]
-    settings = {**serving_format.hf_defaults, "labels": labels,
+        # One logit and no regression: a cross-encoder (sentence-transformers' sigmoid score),
+        # served as the probabilities of "0" and "1" for predict.py --rerank.
+        cross_encoder = len(labels) == 1
+        if cross_encoder:
+            labels = list(CROSS_ENCODER_LABELS)
+    settings = {**serving_format.hf_defaults, "labels": labels, "cross_encoder": cross_encoder,
                 "do_lower_case": True if found.do_lower_case is None else found.do_lower_case,
                 **json_object(os.path.join(directory, METADATA_FILE)),
                 "format": serving_format.name}

@@ -32,6 +32,7 @@ the same outputs (`probabilities`, `label`, `label_names`; `predictions` for reg
 import json
 import os
 import tempfile
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -257,6 +258,7 @@ class LiteRTModel:
 
     def __init__(self, runner, **attributes):
         self.runner = runner
+        self._lock = threading.Lock()
         self.weights = []
         self._inputs = sorted(runner.get_input_details())
         self._length = runner.get_input_details()[self._inputs[0]]["shape"][1]
@@ -275,8 +277,12 @@ class LiteRTModel:
     def _run(self, *arrays):
         rows, width = arrays[0].shape
         padded = [np.pad(array, [(0, 0), (0, self._length - width)]) for array in arrays]
-        calls = [self.runner(**{name: array[i:i + 1] for name, array in zip(self._inputs, padded)})
-                 for i in range(rows)]
+        # TensorFlow may run the module's groups (a while loop's iterations) side by side; an
+        # interpreter serves one call at a time (concurrent calls corrupt its memory).
+        with self._lock:
+            calls = [self.runner(**{name: array[i:i + 1]
+                                    for name, array in zip(self._inputs, padded)})
+                     for i in range(rows)]
         return [np.concatenate([c[name] for c in calls])[tuple(
                     slice(0, size) for size in self._shape(detail, rows, width))] if calls else
                 np.zeros(self._shape(detail, 0, width), detail["dtype"])

@@ -236,7 +236,8 @@ def _classifier_from_flags(flag_values, files, task_name):
 # probability of "relevant" (`cross_encoder`).
 RERANK_TASK = "rerank"
 CROSS_ENCODER_CONFIG = {
-    "sentence_transformers": {"activation_fn": "torch.nn.modules.activation.Sigmoid"}}
+    "sentence_transformers": {"activation_fn": "torch.nn.modules.activation.Sigmoid"},
+    "problem_type": None}  # a score, not a regression (predict.py serves its probabilities)
 
 
 def cross_encoder(model):
@@ -319,7 +320,7 @@ def hf_settings(flag_values):
     task = (flag_values.task_name or provenance.recorded_task(flag_values.checkpoint) or "").lower()
     if task == "multilabel":
         return {"multi_label_threshold": flag_values.multi_label_threshold}
-    if task == RERANK_TASK:
+    if task == RERANK_TASK:  # its labels, not the one logit's (`cross_encoder`)
         return {"labels": processors.get_processor(task).get_labels(), "cross_encoder": True}
     return {}
 

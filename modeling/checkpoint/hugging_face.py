@@ -191,7 +191,7 @@ def head_folder(model, labels=None):
     for name, shape in head.zeros.items():
         tensors[name] = np.zeros(shape, np.float32)
     config = {**family.config_to_hf(encoder.config), "architectures": [head.architecture],
-              **head.config, **getattr(model, "hf_config", {})}
+              **head.config}
     num_labels = getattr(model, "num_labels", None)
     if head.labels:
         names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
@@ -203,6 +203,7 @@ def head_folder(model, labels=None):
     problem_type = head.problem_type(num_labels)
     if problem_type:
         config["problem_type"] = problem_type
+    config.update(getattr(model, "hf_config", {}))
     return config, tensors
 
 
