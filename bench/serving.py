@@ -49,6 +49,8 @@ timed calls); at --batch_size, the inputs in calls of that many (throughput: inp
 the rounds). --warmup untimed rounds first. Threads: --num_threads intra-op and inter-op for
 TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`), intra-op for
 onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
+Last, `predict.py`'s first answer: the seconds from starting it on the SavedModel with one input
+to its exit (median of 3), what a one-off user waits for.
 """
 import glob
 import os
@@ -78,6 +80,7 @@ from absl import app, flags  # noqa: E402
 
 from bench import common  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Named encoder shapes: BERT-Base (the target) and a small one for quick runs.
 CONFIGS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -433,7 +436,11 @@ def main(argv):
             print(f"agreement with {reference}:\n" + "\n".join(lines))
             latencies, rounds = time_rounds(runners, inputs, FLAGS.batch_size, FLAGS.repeats,
                                             FLAGS.warmup)
+            first_answer = predict_first_answer(os.path.join(tmp, "saved"), inputs[0])
         p50, base = report(latencies, rounds, sizes_mb, len(inputs))
+        print(f"predict.py's first answer (process start to its output, one input, the "
+              f"SavedModel; median of {len(first_answer)}): "
+              f"{statistics.median(first_answer):.2f} s")
         ours = {name: value for name, value in p50.items() if name != BASELINE}
         floats = {n: v for n, v in ours.items() if "int8" not in n and "float16" not in n}
         quantized = {n: v for n, v in ours.items() if "int8" in n or "float16" in n}
@@ -442,6 +449,22 @@ def main(argv):
                 fastest = min(group, key=group.get)
                 print(f"fastest {what} at batch 1: {fastest}, {p50[base] / group[fastest]:.2f}x "
                       f"the {BASELINE}")
+
+
+def predict_first_answer(export_dir, text, runs=3):
+    """Seconds from starting `predict.py --model=export_dir TEXT` to its exit, `runs` times:
+    what a one-off user waits for (Python, TensorFlow, the SavedModel's load, one call)."""
+    import subprocess
+
+    environment = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(FLAGS.num_threads),
+                       TF_NUM_INTEROP_THREADS=str(FLAGS.num_threads))
+    seconds = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, os.path.join(ROOT, "predict.py"), f"--model={export_dir}",
+                        text], check=True, capture_output=True, env=environment)
+        seconds.append(time.perf_counter() - start)
+    return seconds
 
 
 def _installed(package):

@@ -126,7 +126,7 @@ def convert(module, quantization, calibration_texts=None):
                 tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
         try:
             blob = converter.convert()
-            _check_runs(blob, getattr(module, "xnnpack", True))
+            _check_runs(blob)
             if quantization == "int8":
                 _check_int8_outputs(blob, module, calibration_texts)
         except Exception as e:  # ConverterError, RuntimeError (the interpreter), ValueError
@@ -208,10 +208,7 @@ def interpreter(model_path=None, model_content=None, num_threads=None, xnnpack=T
 
 class _IdsModule(tf.Module):
     """`convert`'s module of a task's graph on token ids (`onnx.ids_function`): one signature,
-    its model's weights tracked. XNNPack fails to prepare its last layer on the word-piece rows
-    (the dense layer after the first row's and the others' concatenation): it runs without."""
-
-    xnnpack = False
+    its model's weights tracked."""
 
     def __init__(self, function):
         super().__init__()
@@ -225,21 +222,24 @@ class _IdsModule(tf.Module):
 def write_ids_litert(convertible, vocab_file, do_lower_case, max_seq_length, quantization,
                      export_dir):
     """Writes `export_dir` (new): model.tflite of `convertible`'s graph on token ids, one row a
-    call on the padded grid ([1, max_seq_length]: XNNPack cannot reshape the attention of a
-    dynamic length), vocab.txt and export.json, for a task
-    whose raw-text graph LiteRT cannot run (NER's regular-expression word split). predict.py
-    runs its task's module around it (`LiteRTModel`), the tokenizer and the rest in Python.
+    call ([1, T]: any T up to max_seq_length, or max_seq_length where the task's graph needs it:
+    SQuAD's padded windows, ELECTRA's beams), vocab.txt and export.json, for a task whose
+    raw-text graph LiteRT cannot run (NER's regular-expression word split). predict.py runs its
+    task's module around it (`LiteRTModel`), the tokenizer and the rest in Python. The encoder's
+    last layer computes every row together (`BertModel.whole_last_layer`): XNNPack cannot run a
+    dense layer on the [CLS] rows and the others joined.
 
     Returns: the path of model.tflite.
     """
     from bert_runner.serving import onnx
 
-    blob = convert(_IdsModule(onnx.ids_function(convertible, (1, max_seq_length))),
-                   quantization)
+    length = convertible.ids_shape[-1]
+    blob = convert(_IdsModule(onnx.ids_function(convertible, (1, length),
+                                                whole_last_layer=True)), quantization)
     files, metadata = onnx.ids_export(convertible, vocab_file, do_lower_case, max_seq_length,
                                       "litert")
     write_export_dir(export_dir, {MODEL_FILE: blob, **files},
-                     {**metadata, "quantization": quantization, "xnnpack": False})
+                     {**metadata, "quantization": quantization})
     return os.path.join(export_dir, MODEL_FILE)
 
 
@@ -261,22 +261,26 @@ class LiteRTModel:
         self._lock = threading.Lock()
         self.weights = []
         self._inputs = sorted(runner.get_input_details())
-        self._length = runner.get_input_details()[self._inputs[0]]["shape"][1]
+        # The graph's length: None for any (a trimmed window's, a sentence's).
+        length = runner.get_input_details()[self._inputs[0]]["shape_signature"][1]
+        self._length = None if length < 0 else int(length)
         self._outputs = sorted(runner.get_output_details().items())
         self.output_names = tuple(name for name, _ in self._outputs)
         self.__dict__.update(attributes)
 
     def _shape(self, detail, rows, width):
         """An output's shape on `rows` rows of `width` word-pieces: [rows, width, ...] where its
-        second dimension is the graph's length, [rows, ...] otherwise (ELECTRA's beams)."""
-        shape = [rows] + list(detail["shape"][1:])
-        if len(shape) > 1 and shape[1] == self._length:
+        second dimension is the graph's length (or any), [rows, ...] otherwise (ELECTRA's
+        beams)."""
+        shape = [rows] + [int(size) for size in detail["shape_signature"][1:]]
+        if len(shape) > 1 and shape[1] in (self._length, -1):
             shape[1] = width
         return shape
 
     def _run(self, *arrays):
         rows, width = arrays[0].shape
-        padded = [np.pad(array, [(0, 0), (0, self._length - width)]) for array in arrays]
+        padded = [np.pad(array, [(0, 0), (0, (self._length or width) - width)])
+                  for array in arrays]
         # TensorFlow may run the module's groups (a while loop's iterations) side by side; an
         # interpreter serves one call at a time (concurrent calls corrupt its memory).
         with self._lock:
@@ -308,6 +312,7 @@ def serving_call(model_path, metadata, serving, num_threads=None):
     from bert_runner.serving.served import ServedModule
 
     runner = interpreter(model_path=model_path, num_threads=num_threads,
+                         # Written before the whole last layer: without XNNPack.
                          xnnpack=metadata.get("xnnpack", True)).get_signature_runner()
     return ServedModule(lambda **attributes: LiteRTModel(runner, **attributes),
                         os.path.join(os.path.dirname(model_path), onnx.VOCAB_FILE), metadata,
@@ -333,11 +338,11 @@ class LiteRTExport:
                          for k, v in arrays.items()})
 
 
-def _check_runs(blob, xnnpack=True):
+def _check_runs(blob):
     """Runs every signature of the converted model on one text (SWAG's: one ending): an op
     without a LiteRT kernel (the converter lets unknown ops through as custom ops) fails here, not
     on the phone."""
-    model = interpreter(model_content=blob, xnnpack=xnnpack)
+    model = interpreter(model_content=blob)
     for key in model.get_signature_list():
         runner = model.get_signature_runner(key)
         runner(**{name: np.full([max(size, 1) for size in detail["shape_signature"]],

@@ -54,6 +54,10 @@ class BertModel(keras.Model):
             With `static_shapes` set (an attribute: XLA-compiled steps, `--jit_compile`, TPUs),
             every row is computed on the grid instead: the real-row block's size depends on the
             data, and XLA compiles only shapes known from the inputs' shapes.
+            With `whole_last_layer` set (an attribute), the last layer computes every row
+            together rather than the [CLS] rows apart (which lets a pooled-output caller's graph
+            drop the other rows' work): LiteRT's XNNPack cannot run a dense layer on the two
+            parts joined (a token tagger's graph on ids).
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
@@ -79,6 +83,7 @@ class BertModel(keras.Model):
         self.kernels = kernels
         self.small_row_blocks = False
         self.static_shapes = False
+        self.whole_last_layer = False
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
@@ -184,7 +189,7 @@ class BertModel(keras.Model):
         x = layout.rows(embedding_output)
         all_layers = []
         causal = self.config.causal
-        whole_rows = causal or sequence_ids is not None
+        whole_rows = causal or sequence_ids is not None or self.whole_last_layer
         for layer in self.encoder_layers if whole_rows else self.encoder_layers[:-1]:
             x = layer(x, layout=layout, training=training)
             all_layers.append(x)
@@ -198,7 +203,7 @@ class BertModel(keras.Model):
         all_layers = [layout.to_grid(rows) for rows in all_layers]
         if causal:
             pooled = self.pooler(last_real_vectors(all_layers[-1], input_mask))
-        elif sequence_ids is not None:  # the row's first sequence's [CLS]; `pool` for the others
+        elif whole_rows:  # packed: the row's first sequence's [CLS]; `pool` for the others
             pooled = self.pooler(all_layers[-1][:, 0])
         return {
             "sequence_output": all_layers[-1],
