@@ -91,9 +91,10 @@ ranged(flags.DEFINE_integer(
     "max_answer_length", 30, "--format=squad: the longest answer, in word-pieces."), at_least(1))
 flags.DEFINE_bool(
     "trim_windows", False,
-    "--format=squad or onnx of a SQuAD run: run each window at its own length, not padded to "
-    "max_seq_length (faster for short contexts); the padding's positions then take no n-best "
-    "place, where run_squad's n-best draws them and drops them. BERT's span head only.")
+    "--format=squad, onnx or litert of a SQuAD run: run each window at its own length, not "
+    "padded to max_seq_length (faster for short contexts); the padding's positions then take "
+    "no n-best place, where run_squad's n-best draws them and drops them. BERT's span head "
+    "only.")
 flags.DEFINE_bool(
     "version_2_with_negative", False,
     "--format=squad: the model was trained on SQuAD 2.0 (an answer may be no answer).")
@@ -156,8 +157,10 @@ mode(ModeRule(("doc_stride",), ("format", "long_documents"),
               lambda fmt, long_documents: fmt in ("squad", "onnx") or long_documents,
               "with --format=squad, onnx or --long_documents", "without them there are no windows"))
 mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
-               "null_score_diff_threshold", "trim_windows"), ("format",), lambda fmt: fmt in ("squad", "onnx"),
+               "null_score_diff_threshold"), ("format",), lambda fmt: fmt in ("squad", "onnx"),
               "with --format=squad or onnx", "the other formats answer no questions"))
+mode(ModeRule(("trim_windows",), ("format",), lambda fmt: fmt in ("squad", "onnx", "litert"),
+              "with --format=squad, onnx or litert", "the other formats have no SQuAD windows"))
 mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
               "with --version_2_with_negative", "v1.1 answers every question"))
 mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt in ("ner", "onnx"),

@@ -133,9 +133,7 @@ def export(checkpoint, name, export_dir):
     """export_model.py's export of `checkpoint` as `name` (FORMATS); its message if refused."""
     command = [sys.executable, os.path.join(ROOT, "export_model.py"),
                f"--checkpoint={checkpoint}", f"--export_dir={export_dir}",
-               *(flag.format(task=FLAGS.task) for flag in FORMATS[name])]
-    if FORMATS[name][0] != "--format=litert":  # its task graphs take no window flags
-        command += FLAGS.export_flags
+               *(flag.format(task=FLAGS.task) for flag in FORMATS[name]), *FLAGS.export_flags]
     process = subprocess.run(command, capture_output=True, text=True)
     if process.returncode:
         return process.stderr.strip().splitlines()[-1]
