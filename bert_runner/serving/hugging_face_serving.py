@@ -31,8 +31,7 @@ def serving(directory):
       that head's model (any but the pooler, which the token and span classes lack).
     """
     from modeling import families
-    from modeling.checkpoint import open_checkpoint
-    from modeling.checkpoint.original import is_pooler
+    from modeling.checkpoint import is_pooler, open_checkpoint
     from modeling.hf_directory import json_object
 
     hf = json_object(os.path.join(directory, "config.json"))
@@ -93,8 +92,7 @@ def _load_cross_encoder(model, found):
     [1 - sigmoid(z), sigmoid(z)], the reranker's probabilities."""
     import numpy as np
 
-    from modeling.checkpoint import initialize_from_checkpoint
-    from modeling.checkpoint.hugging_face import read_hf_weights
+    from modeling.checkpoint import initialize_from_checkpoint, read_hf_weights
 
     initialize_from_checkpoint(model.encoder, found.location, flag=_FLAG)
     weights = read_hf_weights(found.location)
