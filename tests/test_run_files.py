@@ -41,3 +41,18 @@ def test_labels_are_written_and_read_back_in_order(tmp_path):
     run_files.write_label_list(str(tmp_path), ["O", "B-PER", "I-PER"])
     assert run_files.recorded_labels(str(tmp_path / "ckpt-1")) == ["O", "B-PER", "I-PER"]
     assert run_files.label_list_path(str(tmp_path)) == str(tmp_path / "label_list.txt")
+
+
+def test_a_seed_directory_reads_the_label_list_of_its_run(tmp_path):
+    """run_ner/run_classifier --seeds write label_list.txt once, in the output_dir: each
+    seed_<n> directory's checkpoint reads it there (export_model.py of one seed's run)."""
+    from modeling.checkpoint import run_files
+
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "label_list.txt").write_text("O\nB-PER\nI-PER\n")
+    seed = tmp_path / "seed_1"
+    seed.mkdir()
+    (seed / "run.json").write_text("{}")
+    assert run_files.recorded_labels(str(seed)) == ["O", "B-PER", "I-PER"]
+    (seed / "label_list.txt").write_text("O\nB-LOC\nI-LOC\n")  # its own, where it has one
+    assert run_files.recorded_labels(str(seed / "ckpt-3")) == ["O", "B-LOC", "I-LOC"]

@@ -95,7 +95,13 @@ def run_record(checkpoint):
 
 
 def label_list_path(checkpoint):
-    """The label_list.txt beside `checkpoint` (a run's output_dir, or a ckpt-N prefix)."""
+    """The label_list.txt of the run that wrote `checkpoint` (a run's output_dir, or a ckpt-N
+    prefix): beside it, or for a --seeds `seed_<n>` directory the run's output_dir's, the label
+    set its seeds share."""
+    for directory in record_directories(checkpoint):
+        path = os.path.join(directory, LABEL_LIST_FILE)
+        if tf.io.gfile.exists(path):
+            return path
     return os.path.join(_directory(checkpoint), LABEL_LIST_FILE)
 
 
