@@ -135,3 +135,20 @@ def test_question_without_context_tokens(tokenizer, v2, prediction, nbest, null_
     windows = list(sq_features.iter_windows(examples, tokenizer, 64, 16, 12, False))
     out = postprocess.compute_predictions(examples, windows, [], 5, 10, True, v2)
     assert out == postprocess.Predictions({"blank": prediction}, {"blank": nbest}, null_odds)
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_the_word_by_word_basic_tokens_are_the_whole_texts(do_lower_case):
+    """`get_final_text` tokenizes its text a word at a time (the words cached): the tokens are
+    the original's of the whole text, for text where a step could act across words (final
+    sigma, CJK, accents, control and other whitespace characters, punctuation, double spaces)."""
+    from vocab.tokenization import BasicTokenizer
+
+    texts = ["Steve Smith's  dog", "ΟΔΟΣ ΣΑΣ Σ", "naïve café\u00a0bar", "中文字 mixed文 x",
+             "a\tb\nc\r d", "", " ", "  x ", "x\x00y \ufffd z", "Ünïcödé, test!...", "İstanbul ǅ ß",
+             "(1,2) -- \"quoted\"", "e\u0301t\u00e9"]
+    tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    for text in texts:
+        words = [t for word in text.split(" ") for t in postprocess._basic_tokens(
+            word, do_lower_case)]
+        assert words == tokenizer.tokenize(text), text

@@ -28,6 +28,7 @@ Fixed, where the original crashes (v2.0 only):
   original's initial `score_null`).
 """
 import collections
+import functools
 import json
 import math
 
@@ -122,7 +123,8 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
 def final_text_span(pred_text, orig_text, do_lower_case, verbose_logging=False):
     """(start, end): `get_final_text` is `orig_text[start:end]`."""
     whole = 0, len(orig_text)
-    tok_text = " ".join(BasicTokenizer(do_lower_case=do_lower_case).tokenize(orig_text))
+    tok_text = " ".join(token for word in orig_text.split(" ")
+                        for token in _basic_tokens(word, do_lower_case))
     start_position = tok_text.find(pred_text)  # The first occurrence, as the original.
     if start_position == -1:
         if verbose_logging:
@@ -147,6 +149,16 @@ def final_text_span(pred_text, orig_text, do_lower_case, verbose_logging=False):
                          "start" if orig_start_position is None else "end")
         return whole
     return orig_start_position, orig_end_position + 1
+
+
+# Words seen again: each n-best candidate's text spans a few words of the same context, and
+# predict.py answers many questions on the same contexts.
+@functools.lru_cache(maxsize=1 << 16)
+def _basic_tokens(word, do_lower_case):
+    """`BasicTokenizer.tokenize(word)` as a tuple. The original tokenizes a whole " "-joined
+    text at once; its steps (cleaning, CJK spacing, whitespace split, lower case and accents,
+    punctuation split) never act across a " ", so the text's tokens are its words' in order."""
+    return tuple(BasicTokenizer(do_lower_case=do_lower_case).tokenize(word))
 
 
 def _prelim_predictions(windows, span_index, start_logits, end_logits, n_best_size,
