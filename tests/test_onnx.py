@@ -60,6 +60,66 @@ def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
     np.testing.assert_allclose(model(a, b)["probabilities"], expected, atol=1e-5, rtol=0)
     features = model.features(["the dog", "a big red car"])
     assert features["input_ids"].shape == (2, 6)  # padded to the batch's longest row only
+    import onnx as onnx_package
+
+    kinds = [node.op_type for node in onnx_package.load(
+        str(tmp_path / "onnx" / "model.onnx")).graph.node]
+    # Every LayerNorm one node (`onnx_layer_norm`): none left as square roots.
+    assert kinds.count("LayerNormalization") >= 5 and "Sqrt" not in kinds
+
+
+def _batch_norm_form_layer_norm(epsilon=1e-12, hidden=6, negate_mean=True):
+    """An ONNX graph of one LayerNorm as tf2onnx writes Keras' (moments, then x * inv +
+    (beta - mean * inv) with the mean negated), on float32 x [2, 3, hidden]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    constants = [numpy_helper.from_array(value.astype(np.float32), name) for name, value in (
+        ("gamma", rng.normal(size=(1, 1, hidden))), ("beta", rng.normal(size=(1, 1, hidden))),
+        ("epsilon", np.array(epsilon)))]
+    node = helper.make_node
+    nodes = [
+        node("ReduceMean", ["x"], ["mean"], axes=[2], keepdims=1),
+        node("Sub", ["x", "mean"], ["d"]), node("Mul", ["d", "d"], ["d2"]),
+        node("ReduceMean", ["d2"], ["var"], axes=[2], keepdims=1),
+        node("Add", ["var", "epsilon"], ["ve"]), node("Sqrt", ["ve"], ["s"]),
+        node("Reciprocal", ["s"], ["r"]), node("Mul", ["r", "gamma"], ["inv"]),
+        node("Mul", ["x", "inv"], ["xi"]),
+        node("Neg" if negate_mean else "Identity", ["mean"], ["nm"]),
+        node("Mul", ["nm", "inv"], ["mi"]), node("Add", ["mi", "beta"], ["shift"]),
+        node("Add", ["xi", "shift"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "layer_norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, hidden])], constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_layer_norm_in_tf2onnx_form_becomes_one_node_with_its_outputs():
+    """`fuse_layer_norms`: the batch-normalisation form as one LayerNormalization node, the same
+    outputs (float32 rounding); a graph where the pattern breaks (the mean not negated: another
+    function) is left as it is."""
+    for name in ("onnx", "onnxruntime"):
+        pytest.importorskip(name)
+    import onnxruntime
+
+    from bert_runner.serving.onnx_layer_norm import fuse_layer_norms
+
+    x = np.random.default_rng(1).normal(3.0, 2.0, size=(2, 3, 6)).astype(np.float32)
+
+    def run(model):
+        session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x})[0]
+
+    model = _batch_norm_form_layer_norm()
+    expected = run(model)
+    assert fuse_layer_norms(model) == 1
+    assert [n.op_type for n in model.graph.node] == ["LayerNormalization"]
+    assert sorted(i.name for i in model.graph.initializer) == [
+        "beta/layer_norm_flat", "gamma/layer_norm_flat"]
+    np.testing.assert_allclose(run(model), expected, atol=1e-5, rtol=0)
+    other = _batch_norm_form_layer_norm(negate_mean=False)
+    assert fuse_layer_norms(other) == 0 and len(other.graph.node) == 13
 
 
 @pytest.mark.large

@@ -31,6 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner.serving import conversion
+from bert_runner.serving.onnx_layer_norm import fuse_layer_norms
 
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.txt"
@@ -79,10 +80,13 @@ def ids_function(convertible, shape=None, whole_last_layer=False):
 def convert(function):
     """The ONNX ModelProto bytes of `ids_function`'s result (tf2onnx).
 
-    `tf2onnx.convert.from_function` with one of tf2onnx's graph optimizers left out:
+    `tf2onnx.convert.from_function` with two of tf2onnx's graph optimizers left out:
     `reshape_optimizer` (tf2onnx 1.17) rewrites the attention's `[B, S, H] -> [B, S, N, D]`
     reshape with the sizes of the dense layer's flattened `[B * S, H]` input, which onnxruntime
-    then refuses. `from_function` takes no optimizer list, so its steps are spelled out here.
+    then refuses; `global_pool_optimizer` writes a LayerNorm's means as GlobalAveragePool, which
+    hides them from `fuse_layer_norms`. `from_function` takes no optimizer list, so its steps are
+    spelled out here. Each LayerNorm is then one `LayerNormalization` node
+    (`onnx_layer_norm.fuse_layer_norms`).
     """
     (tf2onnx,) = require("tf2onnx")
     from tf2onnx import optimizer, tf_loader
@@ -91,7 +95,7 @@ def convert(function):
     inputs = [t.name for t in concrete.inputs if t.dtype != tf.dtypes.resource]
     outputs = [t.name for t in concrete.outputs if t.dtype != tf.dtypes.resource]
     optimizers = {name: make for name, make in optimizer._get_optimizers().items()
-                  if name != "reshape_optimizer"}
+                  if name not in ("reshape_optimizer", "global_pool_optimizer")}
     try:
         with tf.device("/cpu:0"):
             frozen = tf_loader.from_function(concrete, inputs, outputs)
@@ -102,6 +106,7 @@ def convert(function):
                     concrete, inputs, outputs))
     except Exception as e:  # tf2onnx raises whatever its handlers raise
         raise ValueError("ONNX conversion failed: %s" % conversion.first_line(e)) from e
+    fuse_layer_norms(proto)
     return proto.SerializeToString()
 
 

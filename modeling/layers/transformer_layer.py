@@ -180,13 +180,19 @@ class TransformerLayer(keras.layers.Layer):
     def _matmul(self, x, kernel):
         """`x @ kernel` in the compute dtype, plus its LoRA adapter's `scale * (x @ A) @ B` where
         it has one. The cast matters in the backward pass of `recompute`, which runs outside the
-        layer's autocast scope."""
-        y = ops.matmul(x, ops.cast(kernel, self.compute_dtype))
+        layer's autocast scope.
+
+        Rows on the grid `[B, S, H]` are multiplied as one `[B * S, H]` block between two
+        reshapes: TensorFlow's product of a rank-3 by a rank-2 tensor is a tensordot, whose
+        shape arithmetic becomes a dozen small ops per product in a converted (ONNX) graph."""
+        lead = ops.shape(x)[:-1]
+        rows = ops.reshape(x, (-1, x.shape[-1])) if len(lead) > 1 else x
+        y = ops.matmul(rows, ops.cast(kernel, self.compute_dtype))
         adapter = self._lora.get(kernel.path)
-        if adapter is None:
-            return y
-        a, b, scale = (ops.cast(v, self.compute_dtype) for v in adapter)
-        return y + scale * ops.matmul(ops.matmul(x, a), b)
+        if adapter is not None:
+            a, b, scale = (ops.cast(v, self.compute_dtype) for v in adapter)
+            y = y + scale * ops.matmul(ops.matmul(rows, a), b)
+        return ops.reshape(y, (*lead, kernel.shape[-1])) if len(lead) > 1 else y
 
     def enable_lora(self, rank, scale, targets):
         """Adds `lora_a [in, rank]`, `lora_b [rank, out]` and `lora_scale` (= `scale`) beside each
