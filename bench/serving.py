@@ -28,10 +28,14 @@ windows and post-processing included):
                        BertForQuestionAnswering) with its fast tokenizer: pipeline("text-
                        classification", top_k=None), pipeline("token-classification",
                        aggregation_strategy="first"), and pipeline("question-answering") where
-                       the installed transformers has it. transformers 5 removed that one: there
-                       the peer is what it did, written out (bench/hf_question_answering.py):
+                       the installed transformers has it (4.x). transformers 5 removed that one:
+                       there the peer is what it did, written out (bench/hf_question_answering.py):
                        the fast tokenizer's windows (--doc_stride, offsets), the model, and each
-                       question's best span of at most 30 word-pieces inside its context.
+                       question's best span of at most 30 word-pieces inside its context. The
+                       pipeline itself, beside transformers 5 elsewhere:
+                         python -m venv --system-site-packages /tmp/hf4
+                         /tmp/hf4/bin/pip install "transformers>=4.57,<5"
+                         USE_TF=0 /tmp/hf4/bin/python bench/serving.py --tasks=squad
 SQuAD's exports run each window at its own length (--trim_windows, export_model.py's); the
 "SavedModel padded" contender is run_squad's own windows of max_seq_length. (Random weights
 give the padding's positions logits as high as the text's, so its n-best is often all padding
@@ -442,9 +446,10 @@ def main(argv):
               f"SavedModel; median of {len(first_answer)}): "
               f"{statistics.median(first_answer):.2f} s")
         ours = {name: value for name, value in p50.items() if name != BASELINE}
-        floats = {n: v for n, v in ours.items() if "int8" not in n and "float16" not in n}
         quantized = {n: v for n, v in ours.items() if "int8" in n or "float16" in n}
-        for what, group in (("float32/bf16", floats), ("quantized", quantized)):
+        bf16 = {n: v for n, v in ours.items() if "bf16" in n}
+        floats = {n: v for n, v in ours.items() if n not in quantized and n not in bf16}
+        for what, group in (("float32", floats), ("quantized", quantized), ("bf16", bf16)):
             if group and base == BASELINE:
                 fastest = min(group, key=group.get)
                 print(f"fastest {what} at batch 1: {fastest}, {p50[base] / group[fastest]:.2f}x "

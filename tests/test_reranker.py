@@ -101,3 +101,24 @@ def test_a_reranker_trains_ranks_and_serves(tmp_path):
     single = subprocess.run([sys.executable, str(ROOT / "predict.py"), f"--model={tmp_path}",
                              "--rerank", "just a query"], capture_output=True, text=True)
     assert single.returncode == 2 and "is not query<TAB>passage" in single.stderr
+
+
+@pytest.mark.large
+def test_a_reranker_predicts_the_same_from_its_cross_encoder_export(tmp_path):
+    """A reranker's Hugging Face export is a one-logit cross-encoder; given back as
+    --init_checkpoint to a predicting run_classifier --task_name=rerank (two labels), it gives
+    the run's own test probabilities (its logit z read as the labels' [0, z])."""
+    from test_export import _export_huggingface
+
+    write_rerank_task(tmp_path / "data", queries=(16, 4, 4))
+    run_in_process(tmp_path / "data", tmp_path / "run", task_name="rerank", do_train=True,
+                   do_predict=True, init_checkpoint=str(TINY / "bert_model.ckpt"),
+                   train_batch_size=16, num_train_epochs=1.0)
+    hf = tmp_path / "hf"
+    _export_huggingface(tmp_path / "run", hf, max_seq_length=24)
+    assert len(json.loads((hf / "config.json").read_text())["id2label"]) == 1
+    run_in_process(tmp_path / "data", tmp_path / "again", task_name="rerank", do_predict=True,
+                   init_checkpoint=str(hf), bert_config_file=None,
+                   vocab_file=str(hf / "vocab.txt"))
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "again" / "test_results.tsv"),
+                               np.loadtxt(tmp_path / "run" / "test_results.tsv"), atol=1e-6)

@@ -64,16 +64,14 @@ def serving(directory):
         settings.setdefault("multi_label_threshold", 0.5)
     outputs = len(settings["labels"]) if settings["labels"] else 1
     model = families.build_model(kind, found.config, *((outputs,) if head.labels else ()))
-    if settings.get("cross_encoder"):
-        _load_cross_encoder(model, found)
-    else:
-        # Every weight but the pooler, which transformers' token and span classes do not hold.
-        report = found.load_into(model, strict=False, config_file=found.config_file)
-        missing = [name for name in report.missing if head.pooler or not is_pooler(name)]
-        if missing:
-            raise ValueError(f"{_FLAG}={directory} ({head.architecture}) lacks "
-                             f"{', '.join(missing[:5])}: it does not hold the model its "
-                             "config.json describes")
+    # Every weight but the pooler, which transformers' token and span classes do not hold (a
+    # cross-encoder's one logit z is read as the two labels' [0, z]).
+    report = found.load_into(model, strict=False, config_file=found.config_file)
+    missing = [name for name in report.missing if head.pooler or not is_pooler(name)]
+    if missing:
+        raise ValueError(f"{_FLAG}={directory} ({head.architecture}) lacks "
+                         f"{', '.join(missing[:5])}: it does not hold the model its "
+                         "config.json describes")
     vocab_file = found.vocab_file or os.path.join(directory, "vocab.txt")
     served = ServedModule(lambda **unused: model, vocab_file, settings, serving_format)
     # As the module serves them (a SQuAD model's own null-score threshold where none is set).
@@ -85,18 +83,3 @@ def kind_of(family, head):
     """The model kind whose head `head` is in `family`'s `hf_heads`."""
     return next(name for name, value in family.hf_heads.items() if value is head)
 
-
-def _load_cross_encoder(model, found):
-    """A reranker's cross-encoder directory (one logit z, export.json's `cross_encoder`) into the
-    2-label classifier `model`: its encoder, and the head [0, z] whose softmax is
-    [1 - sigmoid(z), sigmoid(z)], the reranker's probabilities."""
-    import numpy as np
-
-    from modeling.checkpoint import initialize_from_checkpoint, read_hf_weights
-
-    initialize_from_checkpoint(model.encoder, found.location, flag=_FLAG)
-    weights = read_hf_weights(found.location)
-    (_, kernel), (_, bias) = model.tf1_head_variables()
-    row, value = weights["classifier.weight"], weights["classifier.bias"]
-    kernel.assign(np.concatenate([np.zeros_like(row), row]))
-    bias.assign(np.concatenate([np.zeros_like(value), value]))

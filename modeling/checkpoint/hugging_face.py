@@ -152,9 +152,27 @@ def read_hf_for_model(path, family, model):
     def read(where):
         return read_hf_as_tf1(where, family)
 
-    if family.read_hf is None:
-        return read(path)
-    return family.read_hf(os.fspath(path), model, read)
+    tensors = read(path) if family.read_hf is None else family.read_hf(os.fspath(path), model,
+                                                                        read)
+    return _cross_encoder_as_two_labels(tensors, _config_beside(path), model)
+
+
+def _cross_encoder_as_two_labels(tensors, config, model):
+    """`tensors` with a sentence-transformers cross-encoder's head (one logit z, not a
+    regression: a reranker's export, `bert_tasks.classifier.raw_text.cross_encoder`) read into
+    the two labels `model`'s head has: rows [0, z], whose softmax is [1 - sigmoid(z),
+    sigmoid(z)], the cross-encoder's score as the probability of label "1"."""
+    head = dict(getattr(model, "tf1_head_variables", list)())
+    sequence_classifier = any(name.endswith("ForSequenceClassification")
+                              for name in config.get("architectures") or ())
+    if not sequence_classifier or config.get("problem_type") == "regression" or len(head) != 2:
+        return tensors
+    (weights, kernel), (bias, offset) = head.items()
+    if not (tuple(kernel.shape[:1]) == tuple(offset.shape) == (2,) and weights in tensors
+            and bias in tensors and tensors[weights].shape[:1] == tensors[bias].shape == (1,)):
+        return tensors
+    return {**tensors, **{name: np.concatenate([np.zeros_like(tensors[name]), tensors[name]])
+                          for name in (weights, bias)}}
 
 
 def hf_folders(model, head=False, labels=None):
