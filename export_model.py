@@ -152,19 +152,23 @@ mode(ModeRule(("labels",), ("format", "task_name"),
               "with --task_name=multilabel", "the other tasks' labels are the task's own"))
 mode(ModeRule(("long_documents",), ("format",), lambda fmt: fmt == "classifier",
               "with --format=classifier", "the other formats cut every text to max_seq_length"))
-# --format=onnx takes the run's task's flags (its run.json's task; the task checks them).
+# --format=onnx and litert take the run's task's flags (its run.json's task; the task checks
+# them); --format=huggingface writes a SQuAD run's windows and answer settings to export.json.
+SQUAD_FORMATS = ("squad", "onnx", "litert", "huggingface")
 mode(ModeRule(("doc_stride",), ("format", "long_documents"),
-              lambda fmt, long_documents: fmt in ("squad", "onnx") or long_documents,
-              "with --format=squad, onnx or --long_documents", "without them there are no windows"))
+              lambda fmt, long_documents: fmt in SQUAD_FORMATS or long_documents,
+              "with --format=squad, onnx, litert, huggingface or --long_documents",
+              "without them there are no windows"))
 mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
-               "null_score_diff_threshold"), ("format",), lambda fmt: fmt in ("squad", "onnx"),
-              "with --format=squad or onnx", "the other formats answer no questions"))
+               "null_score_diff_threshold"), ("format",), lambda fmt: fmt in SQUAD_FORMATS,
+              "with --format=squad, onnx, litert or huggingface",
+              "the other formats answer no questions"))
 mode(ModeRule(("trim_windows",), ("format",), lambda fmt: fmt in ("squad", "onnx", "litert"),
               "with --format=squad, onnx or litert", "the other formats have no SQuAD windows"))
 mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
               "with --version_2_with_negative", "v1.1 answers every question"))
-mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt in ("ner", "onnx"),
-              "with --format=ner or onnx", "the other formats tag no entities"))
+mode(ModeRule(("entity_types",), ("format",), lambda fmt: fmt in ("ner", "onnx", "litert"),
+              "with --format=ner, onnx or litert", "the other formats tag no entities"))
 mode(ModeRule(("encoder_only",), ("format",), lambda fmt: fmt == "huggingface",
               "with --format=huggingface", "the other formats serve a head or a pooled vector"))
 mode(ModeRule(("pooling", "normalize"), ("format",),

@@ -317,6 +317,13 @@ def test_every_rule_is_broken_by_a_case(tmp_path):
     ("export_model", ["--format=litert", "--quantization=int8", "--calibration_file=/in.txt"]),
     ("export_model", ["--task_name=multilabel", "--labels=a,b", "--long_documents",
                       "--doc_stride=32"]),
+    # A run's task flags with the formats that take them: LiteRT's as ONNX's, and a SQuAD run's
+    # windows and answer settings beside its Hugging Face directory (export.json).
+    ("export_model", ["--format=litert", "--doc_stride=64", "--n_best_size=5",
+                      "--trim_windows"]),
+    ("export_model", ["--format=litert", "--entity_types=PER,LOC"]),
+    ("export_model", ["--format=huggingface", "--doc_stride=64", "--max_query_length=32",
+                      "--version_2_with_negative", "--null_score_diff_threshold=-1"]),
 ])
 def test_flags_given_in_their_mode_pass(script, args):
     result = parse(script, *args)

@@ -323,11 +323,11 @@ CLI_RUNS = [
 @pytest.mark.large
 @pytest.mark.parametrize("task,kind,outputs,labels,flags,settings", CLI_RUNS,
                          ids=[case[0] for case in CLI_RUNS])
-def test_the_cli_exports_a_run_as_onnx_and_predicts_the_same(
+def test_the_cli_exports_a_run_as_onnx_and_litert_and_predicts_the_same(
         tmp_path, task, kind, outputs, labels, flags, settings):
-    """export_model.py --format=onnx of a run_squad or run_ner output_dir (its run.json's task)
-    with the task's flags given as for its SavedModel format; predict.py prints the same answers
-    from both exports."""
+    """export_model.py --format=onnx and --format=litert of a run_squad or run_ner output_dir
+    (its run.json's task) with the task's flags given as for its SavedModel format; predict.py
+    prints the same answers from the three exports."""
     from test_export import _fine_tuned_run, _run
 
     _require_onnx()
@@ -336,14 +336,15 @@ def test_the_cli_exports_a_run_as_onnx_and_predicts_the_same(
     _fine_tuned_run(run, task, kind, outputs, labels)
     inputs = SQUAD_INPUTS[:2] if task == "squad" else TASK_RUNS["ner"][-1]
     printed = []
-    for fmt in (task, "onnx"):
+    for fmt in (task, "onnx", "litert"):
         _run(["export_model.py", f"--format={fmt}", f"--checkpoint={run}", f"--vocab_file={VOCAB}",
               *flags, f"--export_dir={tmp_path / fmt}"], ROOT)
         printed.append(_run(["predict.py", f"--model={tmp_path / fmt}", *inputs], ROOT))
-    metadata = json.loads((tmp_path / "onnx" / "export.json").read_text())
-    assert metadata["format"] == f"onnx/{task}"
-    assert {name: metadata[name] for name in settings} == settings
-    assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs)
+    for fmt in ("onnx", "litert"):
+        metadata = json.loads((tmp_path / fmt / "export.json").read_text())
+        assert metadata["format"] == f"{fmt}/{task}"
+        assert {name: metadata[name] for name in settings} == settings
+    assert printed[0] == printed[1] == printed[2] and printed[0].count("\n") == len(inputs)
 
 
 # How far ONNX Runtime's dynamic int8 (its quantize_dynamic) moves the float outputs of test's tiny
