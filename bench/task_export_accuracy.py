@@ -1,18 +1,21 @@
-r"""Accuracy of each export format of a fine-tuned tagger or SQuAD model, on real dev data: each
-run (one per seed) exported by `export_model.py` itself in every --formats entry, each export
-answering the dev inputs through `predict.py`'s `Predictor` (tokenizer, windows, reassembly and
-answers as a user gets them), scored against the gold answers, with its agreement with the
-float32 SavedModel of the same run. (The classifier's: bench/export_accuracy.py.)
+r"""Accuracy of each export format of a fine-tuned tagger, SQuAD or SWAG model, on real dev data:
+each run (one per seed) exported by `export_model.py` itself in every --formats entry, each
+export answering the dev inputs through `predict.py`'s `Predictor` (tokenizer, windows,
+reassembly and answers as a user gets them), scored against the gold answers, with its agreement
+with the float32 SavedModel of the same run. (The classifier's: bench/export_accuracy.py.)
 
     python bench/task_export_accuracy.py --task=ner --data_dir=$NAP \
       --checkpoints=/tmp/nap_minilm/seed_1,/tmp/nap_minilm/seed_2,/tmp/nap_minilm/seed_3
     python bench/task_export_accuracy.py --task=squad \
       --predict_file=data/austen_squad/dev-v1.1.json --checkpoints=/tmp/sq1,/tmp/sq2,/tmp/sq3
+    python bench/task_export_accuracy.py --task=swag --data_dir=$SWAG \
+      --checkpoints=/tmp/swag/seed_1,/tmp/swag/seed_2,/tmp/swag/seed_3
 
 Scores: NER, entity F1 over the dev sentences (each sentence's words joined by spaces, an
 entity right where its type and characters are the gold one's), the all-O baseline 0; SQuAD,
-the official v1.1 exact match and F1 (a SQuAD v2.0 file: v2.0's). Agreement: inputs whose
-answer (entities; answer text) is the float32 SavedModel's. Each figure: mean and standard
+the official v1.1 exact match and F1 (a SQuAD v2.0 file: v2.0's); SWAG, the accuracy of the
+chosen endings on val.csv, chance 25. Agreement: inputs whose answer (entities; answer text;
+ending) is the float32 SavedModel's. Each figure: mean and standard
 deviation over the runs. A format a run refuses is listed with the reason.
 """
 import os
@@ -43,9 +46,11 @@ FORMATS = {
 }
 REFERENCE = "SavedModel float32"
 
-flags.DEFINE_enum("task", "ner", ["ner", "squad"], "The runs' task (run_ner or run_squad).")
+flags.DEFINE_enum("task", "ner", ["ner", "squad", "swag"],
+                  "The runs' task (run_ner, run_squad or run_swag).")
 flags.DEFINE_list("checkpoints", None, "The runs' output_dirs (one per seed).")
-flags.DEFINE_string("data_dir", None, "--task=ner: the CoNLL directory (its dev.txt is scored).")
+flags.DEFINE_string("data_dir", None, "--task=ner: the CoNLL directory (its dev.txt is scored); "
+                    "--task=swag: the SWAG CSV directory (its val.csv).")
 flags.DEFINE_string("predict_file", None, "--task=squad: the SQuAD dev file scored.")
 flags.DEFINE_list("formats", list(FORMATS), "Formats to measure (%s)." % ", ".join(FORMATS))
 flags.DEFINE_list("export_flags", [], "More export_model.py flags for every export, e.g. "
@@ -123,7 +128,31 @@ def squad_score(results, gold):
     return {"EM": scores["exact_match"], "F1": scores["f1"]}
 
 
+def swag_inputs():
+    """(context<TAB>ending... inputs, the labels) of --data_dir's val.csv; a `sent2` (the start
+    every ending continues) is put before each ending, as run_swag's features join them."""
+    from bert_tasks.swag import examples
+
+    rows = examples.read_swag_examples(os.path.join(FLAGS.data_dir, examples.SPLIT_FILES["dev"]),
+                                       "dev", require_label=True)[:FLAGS.max_inputs]
+    return (["\t".join([row.context] + [" ".join(filter(None, (row.start_ending, ending)))
+                                        for ending in row.endings]) for row in rows],
+            [row.label for row in rows])
+
+
+def swag_score(results, gold):
+    """Accuracy (percent) of the chosen endings; chance is 25."""
+    return {"accuracy": 100 * statistics.mean(r["choice"] == label
+                                              for r, label in zip(results, gold))}
+
+
+TASK_DATA = {"ner": (ner_inputs, ner_score), "squad": (squad_inputs, squad_score),
+             "swag": (swag_inputs, swag_score)}
+
+
 def key(result):
+    if "choice" in result:
+        return result["choice"]
     if "entities" in result:
         return tuple((e["label"], e["start"], e["end"]) for e in result["entities"])
     return result["answer"]
@@ -151,8 +180,8 @@ def main(argv):
     from bert_tasks.serving import register_all
 
     register_all()
-    inputs, gold = ner_inputs() if FLAGS.task == "ner" else squad_inputs()
-    score = ner_score if FLAGS.task == "ner" else squad_score
+    read, score = TASK_DATA[FLAGS.task]
+    inputs, gold = read()
     print(f"{len(inputs)} dev inputs of {FLAGS.task}; runs: {', '.join(FLAGS.checkpoints)}")
     figures = {name: [] for name in FLAGS.formats}  # [(scores, agreement, MB)] per run
     refused = {}
