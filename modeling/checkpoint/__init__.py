@@ -38,7 +38,6 @@ _PUBLIC = {
     "is_original_electra": ("modeling.checkpoint.layout", "is_original_electra"),
     "is_pooler": ("modeling.checkpoint.original", "is_pooler"),
     "read_casing": ("modeling.checkpoint.layout", "read_casing"),
-    "read_hf_weights": ("modeling.checkpoint.hugging_face", "read_hf_weights"),
     "load_checkpoint": ("modeling.checkpoint.reader", "load_checkpoint"),
     "load_config": ("modeling.checkpoint.config_files", "load_config"),
     "model_files": ("modeling.checkpoint.config_files", "model_files"),
