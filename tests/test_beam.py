@@ -1,7 +1,7 @@
 """create_pretraining_data.py / build_vocab.py --runner: the Beam pipelines write, shard for shard,
 what the local path writes (records byte for byte; word counts in the same order, so the same
-vocab). One small DirectRunner run per tool (module fixtures); skipped without apache-beam
-(requirements-beam.txt), except the refusal that names that file."""
+vocab). One small DirectRunner run per tool (module fixtures), in the large tier, skipped without
+apache-beam (requirements-beam.txt); the refusals in the default tier, with or without it."""
 import collections
 import os
 import sys
@@ -13,6 +13,7 @@ from bert_tasks.pretraining.data import corpus, pipeline
 from bert_tasks.pretraining.vocab_building import building
 from bert_tasks.pretraining.vocab_building.word_table import WordTable
 from conftest import ROOT
+from optional_packages import require
 from refusals import message
 
 VOCAB = str(ROOT / "vocab" / "uncased_L-12_H-768_A-12" / "vocab.txt")
@@ -20,8 +21,7 @@ SHARD_LINES = (150, 170, 120)  # about 20 KB each, whole documents
 
 
 def _beam():
-    return pytest.importorskip(
-        "apache_beam", reason="apache-beam is not installed (pip install -r requirements-beam.txt)")
+    return require("apache_beam")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,7 @@ def records(shards, tmp_path_factory):
     return opts, beam_pipelines.make_pretraining_data(opts, "DirectRunner"), out
 
 
+@pytest.mark.large  # apache-beam: the large tier's packages (optional_packages)
 def test_each_shard_is_the_local_output_of_its_file(records, shards, tmp_path):
     opts, stats, out = records
     beam_files = beam_pipelines.shard_output_files(str(out), len(shards))
@@ -99,6 +100,7 @@ def vocabs(shards, tmp_path_factory):
     return seen, _word_counts_of_local_run(shards, local), folder
 
 
+@pytest.mark.large  # apache-beam: the large tier's packages (optional_packages)
 def test_word_counts_are_the_local_tables_in_its_order(vocabs):
     seen, local_counts, _ = vocabs
     assert seen["info"]["cutoff"] == 0
@@ -106,6 +108,7 @@ def test_word_counts_are_the_local_tables_in_its_order(vocabs):
     assert seen["info"]["words"] == sum(local_counts.values())
 
 
+@pytest.mark.large  # apache-beam: the large tier's packages (optional_packages)
 def test_the_vocab_is_the_local_paths(vocabs):
     _, _, folder = vocabs
     beam_vocab = (folder / "beam_vocab.txt").read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ import pytest
 from modeling import BertPretrainer, BertConfig
 from modeling.bert.config import OBJECTIVE_KEY
 from modeling_helpers import TINY, TINY_TRAIN, save_like_the_trainer
+from optional_packages import require
 from bert_runner.run_config import RunConfig
 from experiments import figure2
 from refusals import message
@@ -158,9 +159,9 @@ def test_a_sweep_over_fewer_checkpoints_keeps_the_earlier_rows(tmp_path, monkeyp
     assert figure2.read_csv_rows(path) == [_rows()[0], again[0], _rows()[2]]
 
 
+@pytest.mark.large  # matplotlib: the large tier's packages (optional_packages)
 def test_the_png_is_drawn_with_the_baseline(tmp_path):
-    pytest.importorskip("matplotlib", reason="matplotlib (requirements-plot.txt) not installed")
-    from matplotlib import pyplot
+    pyplot = require("matplotlib.pyplot")
 
     drawn = {}
     original = pyplot.Axes.axhline

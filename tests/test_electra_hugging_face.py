@@ -15,10 +15,11 @@ import shutil
 import numpy as np
 import pytest
 
+from optional_packages import require
+
 # Round trips through transformers: the large tier (tests/README.md).
 pytestmark = pytest.mark.large
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch, transformers = require("torch", "transformers")
 
 from modeling import checkpoint as checkpoints  # noqa: E402
 from modeling import families  # noqa: E402

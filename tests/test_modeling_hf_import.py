@@ -17,6 +17,7 @@ from modeling.checkpoint.hugging_face import read_config as config_from_hf
 from modeling.checkpoint.hugging_face import save_hf_model, write_safetensors
 from modeling.bert.family import hf_name, original_name as tf1_name
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
+from optional_packages import require
 from refusals import message
 
 
@@ -352,8 +353,7 @@ def test_transformers_loads_each_head_with_no_missing_key_and_our_logits(
         tmp_path, family, kind, outputs, labels, architecture, problem_type, head):
     """transformers' AutoModelFor* of each export: no missing, unexpected or mismatched key, and
     the logits ours computes within 1e-4."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
+    transformers, torch = require("transformers", "torch")
     model = _head_model(family, kind, outputs)
     directory = checkpoints.write_hugging_face(model, tmp_path / "hf", TINY / "vocab.txt", True,
                                                head=True, labels=labels)
@@ -408,8 +408,7 @@ def test_transformers_pipelines_answer_as_our_model_on_the_exports(tmp_path):
     """transformers' pipeline() on the exports ("text-classification", "token-classification"),
     its own tokenizer from the directory's files, against our tokenizer and model: the same labels
     and tags, probabilities within 1e-4 (accents and capitals included)."""
-    transformers = pytest.importorskip("transformers")
-    pytest.importorskip("torch")
+    transformers, _ = require("transformers", "torch")
     from vocab.tokenization import FullTokenizer
 
     tokenizer = FullTokenizer(str(TINY / "vocab.txt"), do_lower_case=True)

@@ -1,6 +1,5 @@
-"""The encoder under the JAX backend gives the original's numbers (runs where JAX is installed;
-JAX is not a project requirement, so CI reports this test as skipped)."""
-import importlib.util
+"""The encoder under the JAX backend gives the original's numbers (the large tier; JAX is not a
+project requirement: tests/requirements-large.txt installs it)."""
 import os
 import subprocess
 import sys
@@ -8,6 +7,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from optional_packages import needs
 
 SCRIPT = """
 import sys
@@ -29,7 +29,8 @@ print(max(float(np.max(np.abs(np.asarray(a) - b))) for a, b in pairs))
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is not installed")
+@pytest.mark.large  # JAX: the large tier's packages (optional_packages)
+@needs("jax")
 def test_encoder_matches_the_original_under_jax():
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2"}
     script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"))

@@ -15,6 +15,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from modeling_helpers import (
     EXPORT_LABELS as LABELS, EXPORT_PAIRS as PAIRS, TINY, export_classifier, tiny_config)
+from optional_packages import require
 from refusals import assert_refused, message
 
 VOCAB = str(TINY / "vocab.txt")
@@ -25,9 +26,8 @@ SINGLES = ["The dog runs fast.", "Thé BIG cät SINGS?", "猫 and a dog", "", "d
 
 
 def _require_onnx():
-    for name in ("tf2onnx", "onnx", "onnxruntime"):
-        pytest.importorskip(name, reason=f"{name} is not installed (pip install -r "
-                                         "requirements-onnx.txt)")
+    """Skips without the packages of export_model.py --format=onnx and its predict.py."""
+    require("tf2onnx", "onnx", "onnxruntime")
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +60,7 @@ def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
     np.testing.assert_allclose(model(a, b)["probabilities"], expected, atol=1e-5, rtol=0)
     features = model.features(["the dog", "a big red car"])
     assert features["input_ids"].shape == (2, 6)  # padded to the batch's longest row only
-    import onnx as onnx_package
-
-    kinds = [node.op_type for node in onnx_package.load(
+    kinds = [node.op_type for node in require("onnx").load(
         str(tmp_path / "onnx" / "model.onnx")).graph.node]
     # Every LayerNorm one node (`onnx_layer_norm`): none left as square roots.
     assert kinds.count("LayerNormalization") >= 5 and "Sqrt" not in kinds
@@ -71,8 +69,8 @@ def test_classifier_gives_the_saved_models_probabilities(classifier, tmp_path):
 def _batch_norm_form_layer_norm(epsilon=1e-12, hidden=6, negate_mean=True):
     """An ONNX graph of one LayerNorm as tf2onnx writes Keras' (moments, then x * inv +
     (beta - mean * inv) with the mean negated), on float32 x [2, 3, hidden]."""
-    from onnx import TensorProto, helper, numpy_helper
-
+    onnx, helper, numpy_helper = require("onnx", "onnx.helper", "onnx.numpy_helper")
+    TensorProto = onnx.TensorProto
     rng = np.random.default_rng(0)
     constants = [numpy_helper.from_array(value.astype(np.float32), name) for name, value in (
         ("gamma", rng.normal(size=(1, 1, hidden))), ("beta", rng.normal(size=(1, 1, hidden))),
@@ -94,13 +92,12 @@ def _batch_norm_form_layer_norm(epsilon=1e-12, hidden=6, negate_mean=True):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+@pytest.mark.large  # onnx, onnxruntime: the large tier's packages (optional_packages)
 def test_a_layer_norm_in_tf2onnx_form_becomes_one_node_with_its_outputs():
     """`fuse_layer_norms`: the batch-normalisation form as one LayerNormalization node, the same
     outputs (float32 rounding); a graph where the pattern breaks (the mean not negated: another
     function) is left as it is."""
-    for name in ("onnx", "onnxruntime"):
-        pytest.importorskip(name)
-    import onnxruntime
+    _, onnxruntime = require("onnx", "onnxruntime")
 
     from bert_runner.serving.onnx_layer_norm import fuse_layer_norms
 
@@ -358,11 +355,10 @@ def test_dynamic_int8_onnx_answers_near_the_saved_model(case, tmp_path):
     """export_model.py --format=onnx --quantization=dynamic_int8: export.json says so, its matrix
     products hold int8 weights (a smaller file), and its outputs are within ONNX_INT8_TOLERANCE of
     the SavedModel's, the rest identical."""
-    import onnx as onnx_package
-
     from bert_runner.serving import predictor
 
     _require_onnx()
+    onnx_package = require("onnx")
     run, vocab, fmt, flags, inputs = task_run(case, tmp_path)
     saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", vocab, **flags))
     int8 = predictor.Predictor(_export(run, "onnx", tmp_path / "int8", vocab,

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+from optional_packages import require
 from refusals import assert_refused
 from test_onnx import TASK_RUNS, _assert_same_results, _export, task_run
 
@@ -110,8 +111,7 @@ def test_transformers_answers_as_our_predict_on_the_directory(case, tmp_path):
     for question answering (whose pipeline transformers 5 removed), its model's best span
     (bench/hf_question_answering.py), and for multiple choice its logits: our predict.py's
     labels, entities and spans identical, probabilities within 1e-4."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
+    transformers, torch = require("transformers", "torch")
     from bert_runner.serving import predictor
 
     # SQuAD: an n-best of every position of a window of real tokens is the best span the peer
@@ -218,7 +218,7 @@ def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(tmp_path):
 def test_sentence_transformers_cross_encoder_scores_as_our_reranker(tmp_path):
     """sentence-transformers' CrossEncoder on the directory: its scores are our probabilities of
     "relevant" (within 1e-4), its rank() our order."""
-    sentence_transformers = pytest.importorskip("sentence_transformers")
+    sentence_transformers = require("sentence_transformers")
     from bert_runner.serving import predictor
 
     saved, hf = _reranker(tmp_path)

@@ -276,8 +276,9 @@ def served(export_dir, metadata, serving, num_threads=None):
 
 def export_from_flags(flag_values, files):
     """export_model.py --format=onnx."""
+    # The flags before the packages and the model: refused as they are, installed or not.
+    check_quantization(flag_values.quantization)
     require("tf2onnx", "onnx")
-    check_quantization(flag_values.quantization)  # before the model is read
     path = write_onnx(conversion.convertible_from_flags(flag_values, files), files.vocab_file,
                       flag_values.do_lower_case, flag_values.max_seq_length,
                       flag_values.export_dir, flag_values.quantization)

@@ -147,14 +147,14 @@ def make_pretraining_data(opts, runner, beam_pipeline_options=""):
       BeamMissing, InputError (flags, inputs, outputs, vocab: before the pipeline starts).
     """
     from bert_tasks.pretraining.data import pipeline
-    beam = _beam(runner)
-    pipeline.check_options(opts)
+    pipeline.check_options(opts)  # the flags first: refused as they are, with or without Beam
     if opts.num_workers != 1:
         raise InputError("--num_workers=%d with --runner=%s: the runner's workers do the work; "
                          "set them in --beam_pipeline_options" % (opts.num_workers, runner))
     if "," in opts.output_file:
         raise InputError("--output_file=%s with --runner: one name, to which each input file's "
                          "shard number is appended (-00000-of-0000N)" % opts.output_file)
+    beam = _beam(runner)
     input_files = expand_input_files(opts.input_file)
     output_files = shard_output_files(opts.output_file, len(input_files))
     check_output_files(output_files, pipeline.files_read(opts, input_files))
@@ -214,14 +214,14 @@ def count_words(opts, runner, beam_pipeline_options=""):
       `cutoff` > 0 when words at or below that count were left out (more distinct words than
       `2 * max_input_words`).
     """
-    beam = _beam(runner)
-    if opts.max_input_lines:
+    if opts.max_input_lines:  # the flags first: refused as they are, with or without Beam
         raise InputError("--max_input_lines=%d with --runner=%s: a prefix of the input is "
                          "sequential; take it with head before the run" %
                          (opts.max_input_lines, runner))
     if opts.num_workers != 1:
         raise InputError("--num_workers=%d with --runner=%s: the runner's workers do the work; "
                          "set them in --beam_pipeline_options" % (opts.num_workers, runner))
+    beam = _beam(runner)
     input_files = expand_input_files(opts.input_file)
     check_output_files([opts.output_file],
                        read_files("--input_file", opts.input_file, input_files))
