@@ -45,39 +45,32 @@ TensorFlow is not imported here, only in the stages' processes.
 `python demo.py --write_squad_data=data/austen_squad` re-creates the bundled SQuAD files from
 the novels (the test suite checks that they are identical).
 """
-import collections
-import contextlib
 import csv
 import dataclasses
-import hashlib
 import json
 import os
 import re
-import resource
-import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import time
-from typing import Optional
 
 from absl import flags
 
 from bert_runner import cli
-from demo_data import NOVELS, first_documents, read_novel
-from demo_data.names_and_places import capitalised_word_tags, names_and_places_conll
-from demo_data.next_sentence import next_sentence_choice_csvs, word_overlap_accuracy
-from experiments import electra as electra_experiment
+from demo_data import NOVELS
+from demo_data.names_and_places import capitalised_word_tags
+from demo_data.next_sentence import word_overlap_accuracy
+from demo_data.who_questions import count_questions, make_squad_data, squad_json
+from experiments import electra
+from experiments.demo_pipeline import (
+    PRETRAINED, RANDOM, Pipeline, Scale, Start, shown, stage_data, stage_pretraining_data,
+    stage_vocab, steps_per_log, task_baselines, write_text)
 from experiments.table5 import (
     NOTE as TABLE5_NOTE, PRETRAININGS, ROWS, miniature_table, paper_table)
-from demo_data.which_novel import novel_task_tsvs
-from demo_data.who_questions import (
-    count_questions, first_questions, make_squad_data, squad_json)
-from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
 
+# The folder of the scripts and data/: this file's, as the command named it (the printed commands
+# show the scripts relative to the current folder). Not experiments/'s parent: Python imports
+# that from where a symlinked demo.py leads.
 ROOT = os.path.dirname(os.path.abspath(__file__))
-SQUAD_DATA = os.path.join(ROOT, "data", "austen_squad")
 # Marks a folder as the demo's, so that a re-run may clear it (and no other folder).
 MARKER = ".bert_demo"
 
@@ -103,8 +96,8 @@ flags.DEFINE_bool("electra", False,
 flags.DEFINE_float("electra_cpu_budget", None,
                    "With --electra: the CPU seconds of training steps each pre-training gets "
                    "(its steps: this divided by the CPU seconds per step measured for its "
-                   f"objective). Default: {electra_experiment.CPU_BUDGET:g} "
-                   f"({electra_experiment.QUICK_CPU_BUDGET:g} with --quick).")
+                   f"objective). Default: {electra.CPU_BUDGET:g} "
+                   f"({electra.QUICK_CPU_BUDGET:g} with --quick).")
 flags.DEFINE_list("electra_seeds", ["1", "2", "3"],
                   "With --electra: the fine-tuning seeds of every row and task.")
 flags.register_validator("electra_cpu_budget", lambda v: v is None or v > 0,
@@ -123,41 +116,6 @@ flags.DEFINE_string("write_squad_data", None,
                     "Only write the bundled SQuAD files (train-v1.1.json, dev-v1.1.json) made from "
                     "the novels to this folder, then exit.")
 FLAGS = flags.FLAGS
-
-
-@dataclasses.dataclass(frozen=True)
-class Scale:
-    """How much data and how many steps each stage gets."""
-    pretraining_novels: tuple
-    pretraining_chapters: Optional[int]  # the first chapters of each novel; None: all
-    vocab_size: int                # build_vocab.py --vocab_size
-    vocab_min_count: int           # build_vocab.py --min_count
-    intermediate_size: int         # the model's feed-forward width (MODEL holds the rest)
-    dupe_factor: int
-    pretraining_seq_length: int
-    max_predictions_per_seq: int
-    pretraining_batch: int
-    pretraining_steps: int
-    pretraining_learning_rate: float
-    sentences_per_label: tuple     # (train, dev, test) sentences per novel
-    classifier_seq_length: int
-    classifier_batch: int
-    classifier_epochs: float
-    squad_questions: tuple         # (train, dev) first questions; None: all the bundled ones
-    squad_seq_length: int
-    squad_doc_stride: int
-    squad_query_length: int
-    squad_batch: int
-    squad_epochs: float
-    swag_examples: tuple           # (train, dev, test) examples of the next-sentence choice task
-    swag_seq_length: int
-    swag_batch: int
-    swag_epochs: float
-    ner_chapters: tuple            # (train, dev) chapters of each task novel, after the title
-    ner_seq_length: int
-    ner_batch: int
-    ner_epochs: float
-    eval_steps: int
 
 
 FULL = Scale(
@@ -180,195 +138,6 @@ QUICK = Scale(
     squad_query_length=24, squad_batch=8, squad_epochs=1.0, swag_examples=(16, 8, 8),
     swag_seq_length=32, swag_batch=8, swag_epochs=1.0, ner_chapters=(1, 1), ner_seq_length=32,
     ner_batch=16, ner_epochs=1.0, eval_steps=2)
-
-# BERT-Base's settings but 2 layers of width 128 and a feed-forward width of 256 or 512
-# (`Scale.intermediate_size`): trains on CPU in minutes. The encoder's arithmetic is most of a
-# pre-training step, and the feed-forward layers most of that: at 256 a step takes a quarter less
-# time than at 512, with the same masked-LM and a better next-sentence accuracy after 1,500
-# steps (docs/demo.md).
-MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-             hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-             max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02)
-
-FEATURE_SENTENCES = (
-    "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
-    "must be in want of a wife.",
-    "Emma Woodhouse, handsome, clever, and rich, seemed to unite some of the best blessings of "
-    "existence.",
-    "Who danced with Elizabeth? ||| Mr. Darcy danced with Elizabeth.",
-)
-
-
-def steps_per_log(num_examples, batch_size, epochs):
-    """`--iterations_per_loop` for about 5 progress lines over the run's training steps (the
-    scripts log once per loop), computed as the scripts compute their step count."""
-    return max(1, int(num_examples / batch_size * epochs) // 5)
-
-
-# --- Data the demo writes at run time. ---
-
-def write_text(path, text):
-    """Writes through a temporary name, so no stage ever reads a half-written file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-# --- Running the stages. ---
-
-# Log lines worth showing while a stage runs: progress, training steps, what was written.
-_PROGRESS = re.compile(
-    r"(step \d+/\d+|\| ETA|Wrote |wrote \d+ features|Predicted \d+ features|\d+/\d+ examples|"
-    r"Running (training|evaluation|prediction)|Num (split )?examples|Num steps)")
-# The trainer's log line after each loop of training steps (bert_runner/trainer.py `_log`).
-_TRAINING_STEP = re.compile(r"\bstep (\d+)/\d+ loss ")
-# Scripts whose outputs their command and input file determine: --electra reuses them.
-DATA_SCRIPTS = ("build_vocab.py", "create_pretraining_data.py")
-_ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
-
-
-def shown(path):
-    """`path` as the printed commands spell it: relative to the current folder when inside it."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
-
-
-# How long an interrupted stage may take to remove its incomplete outputs before it is killed.
-_STAGE_STOP_SECONDS = 120
-
-
-@contextlib.contextmanager
-def _stopped_with(process):
-    """Passes an interruption of this script (Ctrl-C, `kill`) on to the stage's `process` and
-    waits for it to remove its incomplete outputs: a signal sent to this process alone would
-    otherwise leave the stage running on (SIGINT) or wait for it to finish (SIGTERM)."""
-    try:
-        yield
-    except KeyboardInterrupt as interruption:
-        if process.poll() is None:
-            process.send_signal(getattr(interruption, "signum", signal.SIGINT))
-            try:
-                process.wait(timeout=_STAGE_STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        raise
-
-
-class Pipeline:
-    """Runs the stages' commands in `work_dir`, logging each to `work_dir/logs/<name>.log`."""
-
-    def __init__(self, work_dir, num_stages):
-        self.work_dir = work_dir
-        self.num_stages = num_stages
-        self.done = []          # (stage title, (wall seconds, CPU seconds), metrics text)
-        self.start = time.monotonic()
-        # --electra keeps its folder: the vocabulary and the records are not made again.
-        self.reuse_data_stages = False
-
-    def path(self, *parts):
-        return os.path.join(self.work_dir, *parts)
-
-    def header(self, title):
-        print(f"\n[{len(self.done) + 1}/{self.num_stages}] {title}  "
-              f"(at {time.monotonic() - self.start:.0f} s)", flush=True)
-
-    def run(self, name, script, marks=None, **flag_values):
-        """Runs `python <script> --flag=value ...`, echoing its progress lines.
-
-        marks: a list to which each training log line ("step N/M loss ...") appends (N, the
-        process's CPU seconds at that line), to time the steps apart from the process's start.
-        Returns (wall seconds, CPU seconds) of the command. Exits the demo with the log's tail if
-        the command fails. With `reuse_data_stages`, a data script whose same command finished
-        on the same input (logs/<name>.done) is not run again: its recorded times are returned.
-        """
-        args = [f"--{k}={v}" for k, v in flag_values.items()]
-        command = ["python", shown(os.path.join(ROOT, script))] + args
-        print("  $ " + shlex.join(command), flush=True)
-        log_path = self.path("logs", name + ".log")
-        done_path = self.path("logs", name + ".done")
-        reusable = self.reuse_data_stages and script in DATA_SCRIPTS
-        done = reusable and {"command": command,
-                             "input_sha256": _file_sha256(flag_values.get("input_file"))}
-        if (reusable and os.path.exists(done_path)
-                and os.path.exists(flag_values.get("output_file", ""))):
-            with open(done_path, encoding="utf-8") as f:
-                recorded = json.load(f)
-            if {k: recorded.get(k) for k in done} == done:
-                print(f"    reused: the same command finished on the same input "
-                      f"({shown(log_path)})", flush=True)
-                return tuple(recorded["times"])
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-        start, cpu_start = time.monotonic(), _children_cpu_seconds()
-        tail = collections.deque(maxlen=25)
-        with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
-                [sys.executable, os.path.join(ROOT, script)] + args, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, text=True, env=env) as process, \
-                _stopped_with(process):
-            for line in process.stdout:
-                log.write(line)
-                tail.append(line.rstrip())
-                step = _TRAINING_STEP.search(line) if marks is not None else None
-                if step:
-                    cpu = process_cpu_seconds(process.pid)
-                    if cpu is not None:
-                        marks.append((int(step.group(1)), cpu))
-                if _PROGRESS.search(line):
-                    message = _ABSL_PREFIX.sub("", line.rstrip())
-                    print(f"    {time.monotonic() - start:5.0f} s  {message}", flush=True)
-        if process.returncode:
-            print("\n".join("  | " + line for line in tail), file=sys.stderr)
-            sys.exit(f"demo: {script} failed (exit status {process.returncode}); "
-                     f"full log: {shown(log_path)}")
-        times = time.monotonic() - start, _children_cpu_seconds() - cpu_start
-        if reusable:
-            write_text(done_path, json.dumps({**done, "times": times}) + "\n")
-        return times
-
-    def report(self, title, times, metrics, outputs):
-        """Prints and records a finished stage; `times` = (wall seconds, CPU seconds)."""
-        print(f"  done in {times[0]:.0f} s ({times[1]:.0f} s CPU): {metrics}\n"
-              f"  outputs: {outputs}", flush=True)
-        self.done.append((title, times, metrics))
-
-    def summary(self):
-        total = time.monotonic() - self.start
-        cpu = time.process_time() + _children_cpu_seconds()
-        print(f"\nAll {len(self.done)} stages done in {total:.0f} s, {cpu:.0f} s CPU "
-              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs).")
-        width = max(len(title) for title, *_ in self.done)
-        print(f"  {'stage':<{width}}  wall s  CPU s")
-        for title, (wall, cpu), metrics in self.done:
-            print(f"  {title:<{width}}  {wall:6.0f}  {cpu:5.0f}  {metrics}")
-        print(f"Outputs and logs: {shown(self.work_dir)}")
-
-
-def process_cpu_seconds(pid):
-    """The user + system CPU seconds of a running process, all its threads (/proc/<pid>/stat's
-    utime and stime); None where /proc is not there."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    # After the command's name: state is field 3 of stat(5), utime 14 and stime 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _file_sha256(path):
-    if not path or not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _children_cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def prepare_work_dir(work_dir, keep=False):
@@ -396,141 +165,8 @@ def read_eval_report(output_dir):
     return report["metrics"], report["baselines"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Start:
-    """Where a fine-tuning stage starts: the checkpoint of a pre-training run, or random weights.
-
-    folder: where the stages' outputs go ("" for the demo's own run; Table 5 has one folder per
-      row).
-    pretraining: the folder whose `pretraining/` run it starts from (its bert_model.ckpt and, when
-      the run wrote one, its bert_config.json); None: random weights (the demo's config, no
-      --init_checkpoint).
-    flags: more fine-tuning flags, (name, value) pairs (Table 5's `bilstm_on_top`).
-    weights: False: random weights with the config of `pretraining` (the demo's comparison: the
-      same command without --init_checkpoint).
-    """
-    label: str
-    folder: str = ""
-    pretraining: Optional[str] = ""
-    flags: tuple = ()
-    weights: bool = True
-
-    def output(self, pipe, name):
-        os.makedirs(pipe.path(self.folder), exist_ok=True)
-        return pipe.path(self.folder, name)
-
-    def log(self, name):
-        return f"{self.folder.replace(os.sep, '_')}_{name}" if self.folder else name
-
-    def model_flags(self, pipe, checkpoint=None):
-        """--bert_config_file (the pre-training run's own when it wrote one: it records an LTR
-        model's objective), --init_checkpoint (`checkpoint` if given) and `flags`."""
-        config = pipe.path("bert_config.json")
-        if self.pretraining is not None:
-            pretraining = pipe.path(self.pretraining, "pretraining")
-            if os.path.exists(os.path.join(pretraining, "bert_config.json")):
-                config = os.path.join(pretraining, "bert_config.json")
-            if self.weights:
-                checkpoint = checkpoint or os.path.join(pretraining, "bert_model.ckpt")
-        values = {"bert_config_file": shown(config)}
-        if checkpoint:
-            values["init_checkpoint"] = shown(checkpoint)
-        return {**values, **dict(self.flags)}
-
-
-PRETRAINED = Start("the pre-trained checkpoint")
-RANDOM = Start("random weights, for comparison", folder="random_init", weights=False)
-
-
-def stage_data(pipe, scale):
-    pipe.header("Data: corpus, model config, the novel task")
-    start, cpu_start = time.monotonic(), time.process_time()
-    # One document per novel, as BooksCorpus's documents were books: next sentence prediction's
-    # random B then always comes from another novel (names and style tell it apart), which a
-    # model this small learns in a few minutes; with chapters as documents it did not.
-    corpus = "".join(
-        "".join(line + "\n" for line in first_documents(
-            gutenberg_to_corpus(read_novel(n)), scale.pretraining_chapters).splitlines() if line)
-        + "\n" for n in scale.pretraining_novels)
-    write_text(pipe.path("corpus.txt"), corpus)
-    os.makedirs(pipe.path("novels"), exist_ok=True)
-    files, test_labels = novel_task_tsvs(scale.sentences_per_label)
-    for name, text in files.items():
-        write_text(pipe.path("novels", name), text)
-    os.makedirs(pipe.path("next_sentence"), exist_ok=True)
-    # The choice task starts from the classifier (stage 6): none of its sentences is one the
-    # classifier was trained on.
-    classifier_sentences = {line.split("\t")[0] for line in files["train.tsv"].splitlines()[1:]}
-    files, swag_labels = next_sentence_choice_csvs(scale.swag_examples, classifier_sentences)
-    for name, text in files.items():
-        write_text(pipe.path("next_sentence", name), text)
-    os.makedirs(pipe.path("names_and_places"), exist_ok=True)
-    files, ner_sentences = names_and_places_conll(scale.ner_chapters)
-    for name, text in files.items():
-        write_text(pipe.path("names_and_places", name), text)
-    squad = {}
-    for split, limit in zip(("train", "dev"), scale.squad_questions):
-        bundled = os.path.join(SQUAD_DATA, f"{split}-v1.1.json")
-        if limit is None:
-            squad[split] = bundled
-        else:
-            with open(bundled, encoding="utf-8") as f:
-                squad[split] = pipe.path(f"squad-{split}.json")
-                write_text(squad[split], squad_json(first_questions(json.load(f), limit)))
-    write_text(pipe.path("sentences.txt"), "\n".join(FEATURE_SENTENCES) + "\n")
-    documents = len(scale.pretraining_novels)
-    pipe.report("data", (time.monotonic() - start, time.process_time() - cpu_start),
-                f"{documents} novel(s) as documents, {len(corpus.splitlines()) - documents} "
-                f"sentences, {len(corpus) / 1e6:.2f} MB",
-                f"{shown(pipe.path('corpus.txt'))}, {shown(pipe.path('novels'))}/, "
-                f"{shown(pipe.path('next_sentence'))}/, {shown(pipe.path('names_and_places'))}/")
-    return test_labels, squad, swag_labels, ner_sentences
-
-
-def stage_vocab(pipe, scale):
-    """Learns the WordPiece vocabulary from the corpus (or takes --vocab_file) and writes the
-    model's config with its size. A vocabulary of a few thousand pieces makes the masked LM's
-    softmax and the embedding table small: most of a step is then the encoder's."""
-    if FLAGS.vocab_file:
-        pipe.header(f"Vocabulary: --vocab_file={FLAGS.vocab_file}")
-        pipe.vocab_file, times = os.path.abspath(FLAGS.vocab_file), (0.0, 0.0)
-    else:
-        pipe.header("build_vocab.py: a WordPiece vocabulary learned from the corpus")
-        pipe.vocab_file = pipe.path("vocab.txt")
-        # No [unusedN] slots: ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK], every other id a piece.
-        times = pipe.run(
-            "build_vocab", "build_vocab.py", input_file=shown(pipe.path("corpus.txt")),
-            output_file=shown(pipe.vocab_file), vocab_size=scale.vocab_size, num_unused=0,
-            min_count=scale.vocab_min_count, do_lower_case=True)
-    with open(pipe.vocab_file, encoding="utf-8") as f:
-        tokens = f.read().splitlines()
-    write_text(pipe.path("bert_config.json"),
-               json.dumps({"vocab_size": len(tokens), **MODEL,
-                           "intermediate_size": scale.intermediate_size}, indent=2) + "\n")
-    pieces = [t for t in tokens if not t.startswith("[")]
-    # The file ends with the least frequent pieces learned (after the single characters).
-    rarest = [t for t in pieces if len(t.lstrip("#")) > 1][-8:]
-    pipe.report("vocabulary", times,
-                f"vocab_size {len(tokens)}; {sum(t.startswith('##') for t in pieces)} of the "
-                f"pieces continue a word (##); the last learned: {' '.join(rarest)}",
-                f"{shown(pipe.vocab_file)}, {shown(pipe.path('bert_config.json'))}")
-
-
-def stage_pretraining_data(pipe, scale, start=PRETRAINED, objective=None, **data_flags):
-    pipe.header(f"create_pretraining_data.py: {objective or 'masked LM / next sentence'} examples")
-    output = start.output(pipe, "pretraining_data.tfrecord")
-    times = pipe.run(
-        start.log("create_pretraining_data"), "create_pretraining_data.py", **data_flags,
-        input_file=shown(pipe.path("corpus.txt")), output_file=shown(output),
-        vocab_file=shown(pipe.vocab_file), do_lower_case=True,
-        max_seq_length=scale.pretraining_seq_length,
-        max_predictions_per_seq=scale.max_predictions_per_seq, masked_lm_prob=0.15,
-        random_seed=12345, dupe_factor=scale.dupe_factor)
-    with open(pipe.path("logs", start.log("create_pretraining_data") + ".log"),
-              encoding="utf-8") as f:
-        written = re.findall(r"Wrote (\d+) total instances", f.read())
-    pipe.report(start.log("create_pretraining_data"), times, f"{written[-1]} instances", shown(output))
-
+# --- Stages 4 to 10 (1 to 3 are experiments.demo_pipeline's: --table5 and --electra run them
+# too). ---
 
 def stage_pretraining(pipe, scale, start=PRETRAINED, objective=None, **pretraining_flags):
     """Returns the evaluation's accuracies, {metric: (value, baseline text)}."""
@@ -745,7 +381,7 @@ def stage_features(pipe):
 def table5(pipe, scale):
     """The paper's Table 5 in miniature (`experiments.table5`)."""
     test_labels, squad, swag_labels, _ = stage_data(pipe, scale)
-    stage_vocab(pipe, scale)
+    stage_vocab(pipe, scale, FLAGS.vocab_file)
     pretraining_accuracies = {}
     for pretraining in PRETRAININGS:
         start = Start("", folder=pretraining.folder, pretraining=pretraining.folder)
@@ -765,330 +401,12 @@ def table5(pipe, scale):
     for description, accuracies in pretraining_accuracies.items():
         print(f"  {description}: " + ", ".join(
             f"{m.replace('_', ' ')} {v:.3f} (baseline: {b})" for m, (v, b) in accuracies.items()))
-    baselines, footnote = electra_baselines(pipe, squad, tagger=False)
+    baselines, footnote = task_baselines(pipe, squad, tagger=False)
     print("\n" + paper_table() + "\n\n" + miniature_table(results, [
         (name, [values.get(key) for key in ("next_sentence", "which_novel", "who_questions")])
         for name, values in baselines]) + "\n")
     print(footnote + "\n")
     print(TABLE5_NOTE)
-
-
-# --- --electra: BERT against ELECTRA at equal CPU time (experiments/electra.py). ---
-
-ELECTRA_DIR = "electra"
-
-
-def _pretraining_flags(pipe, scale, pretraining, steps, output_dir, evaluate=True):
-    """run_pretraining.py's flags: the demo's pre-training settings for both objectives (ELECTRA's
-    own defaults, batch 128, would not be the same run), `steps` of them."""
-    values = dict(
-        pretraining.flags, input_file=shown(pipe.path(ELECTRA_DIR, "pretraining_data.tfrecord")),
-        output_dir=shown(output_dir),
-        bert_config_file=shown(pipe.path(ELECTRA_DIR, pretraining.config_file)),
-        do_train=True, train_batch_size=scale.pretraining_batch,
-        max_seq_length=scale.pretraining_seq_length,
-        max_predictions_per_seq=scale.max_predictions_per_seq, num_train_steps=steps,
-        num_warmup_steps=steps // 20, learning_rate=scale.pretraining_learning_rate)
-    if evaluate:
-        values.update(do_eval=True, eval_batch_size=scale.pretraining_batch,
-                      max_eval_steps=scale.eval_steps)
-    return values
-
-
-def electra_calibrate(pipe, scale, pretraining):
-    """CPU seconds per training step of `pretraining` on this machine: a short run, timed between
-    its first and last training log lines. Kept in electra/calibration.json and reused while the
-    settings are the same (the steps of the runs already made depend on it)."""
-    pipe.header(f"run_pretraining.py: CPU seconds per step of {pretraining.name} (a short run)")
-    steps, loop = ((electra_experiment.QUICK_CALIBRATION_STEPS,
-                    electra_experiment.QUICK_CALIBRATION_LOOP) if FLAGS.quick else
-                   (electra_experiment.CALIBRATION_STEPS, electra_experiment.CALIBRATION_LOOP))
-    output_dir = pipe.path(ELECTRA_DIR, "calibration", pretraining.folder)
-    values = _pretraining_flags(pipe, scale, pretraining, steps, output_dir, evaluate=False)
-    with open(values["bert_config_file"], encoding="utf-8") as f:
-        settings = {"flags": {k: v for k, v in values.items() if k != "output_dir"},
-                    "config": json.load(f), "cpu": _cpu_name(), "iterations_per_loop": loop}
-    path = pipe.path(ELECTRA_DIR, "calibration.json")
-    recorded = {}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            recorded = json.load(f)
-    earlier = recorded.get(pretraining.folder)
-    if earlier and earlier["settings"] == settings:
-        print(f"  reused: {earlier['seconds_per_step']:.4f} CPU s per step, measured earlier "
-              f"({shown(path)}; delete it to measure again)", flush=True)
-        pipe.report(f"calibrate {pretraining.folder}", (0.0, 0.0),
-                    f"{earlier['seconds_per_step']:.4f} CPU s/step (earlier run)", shown(path))
-        return earlier["seconds_per_step"]
-    # A finished run there would be restored, not trained, and time nothing.
-    shutil.rmtree(output_dir, ignore_errors=True)
-    marks = []
-    times = pipe.run(f"calibrate_{pretraining.folder}", "run_pretraining.py", marks=marks,
-                     iterations_per_loop=loop, **values)
-    seconds = electra_experiment.cpu_seconds_per_step(marks)
-    recorded[pretraining.folder] = {"settings": settings, "seconds_per_step": seconds,
-                                    "marks": marks}
-    write_text(path, json.dumps(recorded, indent=2) + "\n")
-    shutil.rmtree(output_dir, ignore_errors=True)  # its checkpoints are of no further use
-    pipe.report(f"calibrate {pretraining.folder}", times,
-                f"{seconds:.4f} CPU s per step (steps {marks[0][0]}-{marks[-1][0]}: "
-                f"{marks[-1][1] - marks[0][1]:.1f} CPU s)", shown(path))
-    return seconds
-
-
-def _eval_metrics(output_dir):
-    """`read_eval_report` without importing TensorFlow into this process: ({metric: value},
-    {metric: baseline text}) of output_dir/eval_report.json."""
-    path = os.path.join(output_dir, "eval_report.json")
-    if not os.path.exists(path):
-        raise ValueError(f"{output_dir} has no eval_report.json: the stage evaluated nothing")
-    with open(path, encoding="utf-8") as f:
-        report = json.load(f)
-    return report["metrics"], report["baselines"]
-
-
-def _cpu_name():
-    """The CPU's model name (the calibration is this machine's)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            names = re.findall(r"^model name\s*:\s*(.+)$", f.read(), re.M)
-    except OSError:
-        names = []
-    return f"{names[0] if names else 'unknown CPU'} x{os.cpu_count()}"
-
-
-def _flops_per_step(log):
-    """The model's FLOPs per training step as the trainer logs them (its TFLOP/s over its
-    steps/s, the last training line of the `log` text), or None."""
-    lines = re.findall(r"([\d.]+) steps/s .* ([\d.]+) model TFLOP/s", log)
-    if not lines:
-        return None
-    steps_per_s, tflops = map(float, lines[-1])
-    return tflops * 1e12 / steps_per_s if steps_per_s else None
-
-
-def electra_pretrain(pipe, scale, pretraining, budget_dir, seconds_per_step, budget):
-    """Pre-trains `pretraining` for the steps that spend `budget` CPU seconds at
-    `seconds_per_step`. Returns its row of the pre-training table (a dict)."""
-    steps = electra_experiment.steps_for_budget(budget, seconds_per_step, minimum=4)
-    pipe.header(f"run_pretraining.py: {pretraining.name}, {steps} steps "
-                f"({budget:g} CPU s / {seconds_per_step:.4f} CPU s per step)")
-    output_dir = pipe.path(budget_dir, pretraining.folder, "pretraining")
-    os.makedirs(output_dir, exist_ok=True)
-    marks = []
-    name = f"{budget_dir.replace(os.sep, '_')}_{pretraining.folder}_run_pretraining"
-    times = pipe.run(name, "run_pretraining.py", marks=marks,
-                     iterations_per_loop=max(1, steps // 10),
-                     **_pretraining_flags(pipe, scale, pretraining, steps, output_dir))
-    with open(pipe.path("logs", name + ".log"), encoding="utf-8") as f:
-        log = f.read()
-    # What the run itself spent; a finished run restored (not trained) keeps its first record.
-    timing_path = os.path.join(output_dir, "cpu_seconds.json")
-    timing = {"per_step": None, "process_cpu": times[1], "wall": times[0], "reused": False,
-              "resumed": "Resuming from" in log,
-              "flops_per_step": _flops_per_step(log)}
-    if len(marks) >= 2:
-        timing["per_step"] = electra_experiment.cpu_seconds_per_step(marks)
-    if "already holds a finished run" in log and os.path.exists(timing_path):
-        with open(timing_path, encoding="utf-8") as f:
-            timing = {**json.load(f), "reused": True}
-    elif not timing["resumed"]:
-        write_text(timing_path, json.dumps({**timing, "marks": marks}, indent=2) + "\n")
-    results, baselines = _eval_metrics(output_dir)
-    # The discriminator's precision and recall add little beside its accuracy and AUC.
-    metrics = ", ".join(f"{m.replace('_', ' ')} {v:.3f} (baseline: {baselines[m]})"
-                        for m, v in results.items()
-                        if m in baselines and m not in ("disc_precision", "disc_recall"))
-    flops = timing.get("flops_per_step")
-    row = {"name": pretraining.name, "steps": steps, "calibration": seconds_per_step,
-           "per_step": timing["per_step"], "process_cpu": timing["process_cpu"],
-           "wall": timing["wall"], "reused": timing["reused"], "metrics": metrics,
-           "gflops_per_step": flops and flops / 1e9}
-    spent = ("-" if timing["per_step"] is None
-             else f"{timing['per_step'] * steps:.0f} CPU s of training steps")
-    pipe.report(name, times, f"{steps} steps, {spent}; {metrics}",
-                f"{shown(output_dir)}/ (ckpt-{steps}, bert_config.json, eval_report.json)")
-    return row
-
-
-def electra_start(pipe, budget_dir, row):
-    """(folder of the row's fine-tuning outputs, its model flags): the row's pre-training
-    directory as --init_checkpoint with the bert_config.json that run wrote, or random weights
-    with the demo's config."""
-    for pretraining in electra_experiment.PRETRAININGS:
-        if pretraining.name == row:
-            pretrained = pipe.path(budget_dir, pretraining.folder, "pretraining")
-            return os.path.join(budget_dir, pretraining.folder), {
-                "bert_config_file": shown(os.path.join(pretrained, "bert_config.json")),
-                "init_checkpoint": shown(pretrained)}
-    return os.path.join(ELECTRA_DIR, "random_init"), {
-        "bert_config_file": shown(pipe.path("bert_config.json"))}
-
-
-def electra_fine_tune(pipe, scale, budget_dir, row, task, seeds, squad):
-    """Fine-tunes `row`'s start on `task` once per seed (`--seeds`, or one run_squad.py per
-    seed, which has no such flag). Returns the task's metric per seed."""
-    folder, model = electra_start(pipe, budget_dir, row)
-    pipe.header(f"{task.script}: {task.title}, from {row}, seeds {','.join(map(str, seeds))}")
-    output_dir = pipe.path(folder, task.key)
-    name = f"{folder.replace(os.sep, '_')}_{task.key}"
-    # The demo's fine-tuning settings; the same layer-wise rates for both families (ELECTRA's
-    # default would be 0.8): only the starting weights differ between rows.
-    common = dict(vocab_file=shown(pipe.vocab_file), **model, layerwise_lr_decay=1.0,
-                  do_train=True)
-    if task.key != "who_questions":
-        data, length, batch, learning_rate, epochs, examples, extra = {
-            "next_sentence": ("next_sentence", scale.swag_seq_length, scale.swag_batch, 5e-5,
-                              scale.swag_epochs, scale.swag_examples[0], {}),
-            "which_novel": ("novels", scale.classifier_seq_length, scale.classifier_batch, 3e-4,
-                            scale.classifier_epochs, 2 * scale.sentences_per_label[0],
-                            {"task_name": "sst-2"}),
-            "names_places": ("names_and_places", scale.ner_seq_length, scale.ner_batch, 3e-4,
-                             scale.ner_epochs, _count_sentences(pipe.path(
-                                 "names_and_places", "train.txt")), {}),
-        }[task.key]
-        times = pipe.run(
-            name, task.script, **extra, **common, do_eval=True, eval_batch_size=32,
-            data_dir=shown(pipe.path(data)), max_seq_length=length, train_batch_size=batch,
-            learning_rate=learning_rate, num_train_epochs=epochs,
-            iterations_per_loop=steps_per_log(examples, batch, epochs),
-            seeds=",".join(map(str, seeds)), output_dir=shown(output_dir))
-        values = [_eval_metrics(os.path.join(output_dir, f"seed_{seed}"))[0][task.metric]
-                  for seed in seeds]
-    else:
-        with open(squad["train"], encoding="utf-8") as f:
-            num_train = count_questions(json.load(f))
-        wall = cpu = 0.0
-        values = []
-        for seed in seeds:
-            seed_dir = os.path.join(output_dir, f"seed_{seed}")
-            seed_times = pipe.run(
-                f"{name}_seed_{seed}", task.script, **common, train_file=shown(squad["train"]),
-                do_predict=True, predict_file=shown(squad["dev"]),
-                train_batch_size=scale.squad_batch, predict_batch_size=32, learning_rate=3e-4,
-                num_train_epochs=scale.squad_epochs,
-                iterations_per_loop=steps_per_log(num_train, scale.squad_batch,
-                                                  scale.squad_epochs),
-                max_seq_length=scale.squad_seq_length, doc_stride=scale.squad_doc_stride,
-                max_query_length=scale.squad_query_length, random_seed=seed,
-                output_dir=shown(seed_dir))
-            wall, cpu = wall + seed_times[0], cpu + seed_times[1]
-            with open(os.path.join(seed_dir, "eval_results.json"), encoding="utf-8") as f:
-                values.append(json.load(f)[task.metric])
-        times = (wall, cpu)
-    shown_values = [electra_experiment.shown_value(task, v) for v in values]
-    mean, std = electra_experiment.mean_std(shown_values)
-    pipe.report(name, times, f"{task.title} {mean:.1f} ± {std:.1f} (seeds: " + ", ".join(
-        f"{v:.1f}" for v in shown_values) + ")", f"{shown(output_dir)}/seed_<seed>/")
-    return values
-
-
-def _count_sentences(conll_path):
-    """The blank-line separated blocks of a CoNLL file (its sentences, and its -DOCSTART-
-    lines): about the tagger's training windows, for its progress lines."""
-    with open(conll_path, encoding="utf-8") as f:
-        return sum(1 for block in f.read().split("\n\n") if block.strip())
-
-
-def electra_baselines(pipe, squad, tagger=True):
-    """The table's baseline rows, [(name, {task key: value in the table's units})], and a line
-    saying what they are: the majority label (the most frequent training answer for the who
-    questions, every word O for the tagger); a simple rule where the demo has one (word
-    overlap, capitalised words as PER). `tagger=False`: without the tagger's (Table 5 has no
-    tagger column)."""
-    from bert_tasks.ner import conlleval
-    from bert_tasks.squad.evaluate import evaluate
-
-    with open(pipe.path("next_sentence", "val.csv"), encoding="utf-8", newline="") as f:
-        choice_rows = list(csv.DictReader(f))
-    choice_labels = [int(row["label"]) for row in choice_rows]
-    with open(pipe.path("novels", "dev.tsv"), encoding="utf-8") as f:
-        novel_labels = [line.rstrip("\n").split("\t")[1] for line in f.readlines()[1:]]
-    with open(squad["train"], encoding="utf-8") as f:
-        train = json.load(f)
-    with open(squad["dev"], encoding="utf-8") as f:
-        dev = json.load(f)
-    answers = collections.Counter(qa["answers"][0]["text"] for article in train["data"]
-                                  for p in article["paragraphs"] for qa in p["qas"])
-    frequent = answers.most_common(1)[0][0]
-    squad_f1 = evaluate(dev, {qa["id"]: frequent for article in dev["data"]
-                              for p in article["paragraphs"] for qa in p["qas"]})["f1"]
-    def majority(labels):
-        return 100.0 * collections.Counter(labels).most_common(1)[0][1] / len(labels)
-
-    baselines = [
-        ("majority label", {
-            "next_sentence": majority(choice_labels), "which_novel": majority(novel_labels),
-            "who_questions": squad_f1}),
-        ("a simple rule", {
-            "next_sentence": 100.0 * word_overlap_accuracy(choice_rows, choice_labels)}),
-    ]
-    if tagger:
-        with open(pipe.path("names_and_places", "dev.txt"), encoding="utf-8") as f:
-            blocks = [[line.split() for line in block.splitlines() if line.strip()]
-                      for block in f.read().split("\n\n")]
-        sentences = [b for b in blocks if b and b[0][0] != "-DOCSTART-"]
-        gold = [[tags[-1] for tags in b] for b in sentences]
-
-        def ner_f1(predicted):
-            return conlleval.metrics(conlleval.count_sequences(gold, predicted))["overall"]["f1"]
-
-        baselines[0][1]["names_places"] = ner_f1([["O"] * len(tags) for tags in gold])
-        baselines[1][1]["names_places"] = ner_f1([capitalised_word_tags([t[0] for t in b])
-                                                 for b in sentences])
-    footnote = (f"Baselines, on the same dev sets: *majority label*: the most frequent dev label "
-                f"(the choice's chance is 25.0), for the who questions always the most frequent "
-                f"training answer (\"{frequent}\")"
-                + (", for the tagger every word O" if tagger else "")
-                + "; *a simple rule*: the ending sharing the most words of 4+ letters with the "
-                "context" + (", every capitalised word (not first in its sentence) as PER"
-                             if tagger else "") + ".")
-    return baselines, footnote
-
-
-def electra(pipe, scale):
-    """BERT against ELECTRA at equal CPU time (`experiments.electra`)."""
-    budget = FLAGS.electra_cpu_budget or (electra_experiment.QUICK_CPU_BUDGET if FLAGS.quick
-                                          else electra_experiment.CPU_BUDGET)
-    seeds = [int(seed) for seed in FLAGS.electra_seeds]
-    pipe.reuse_data_stages = True
-    _, squad, _, _ = stage_data(pipe, scale)
-    stage_vocab(pipe, scale)
-    stage_pretraining_data(pipe, scale, Start("", folder=ELECTRA_DIR))
-    with open(pipe.path("bert_config.json"), encoding="utf-8") as f:
-        bert_config = json.load(f)
-    write_text(pipe.path(ELECTRA_DIR, "bert_config.json"), json.dumps(bert_config, indent=2) + "\n")
-    write_text(pipe.path(ELECTRA_DIR, "electra_config.json"), json.dumps(
-        electra_experiment.electra_config(bert_config), indent=2) + "\n")
-    per_step = {p.name: electra_calibrate(pipe, scale, p)
-                for p in electra_experiment.PRETRAININGS}
-    # Another budget pre-trains into another folder: the finished runs of each are kept.
-    budget_dir = os.path.join(ELECTRA_DIR, f"cpu_{budget:g}s")
-    runs = [electra_pretrain(pipe, scale, p, budget_dir, per_step[p.name], budget)
-            for p in electra_experiment.PRETRAININGS]
-    results = {}
-    for row in electra_experiment.ROWS:
-        results[row] = {task.key: electra_fine_tune(pipe, scale, budget_dir, row, task, seeds,
-                                                    squad)
-                        for task in electra_experiment.TASKS}
-    pipe.summary()
-    flops = [r["gflops_per_step"] for r in runs]
-    baselines, footnote = electra_baselines(pipe, squad)
-    text = "\n\n".join([
-        f"## BERT against ELECTRA at equal CPU time ({budget:g} CPU s of pre-training steps "
-        f"each, {_cpu_name()}; fine-tuning seeds {', '.join(map(str, seeds))})",
-        electra_experiment.results_table(results, baselines), footnote,
-        electra_experiment.pretraining_table(runs)
-        + ("" if None in flops else "\n\nThe model's FLOPs per training step (the trainer's "
-           "count): " + ", ".join(f"{r['name']} {r['gflops_per_step']:.1f} GFLOP"
-                                  for r in runs) + "."),
-        electra_experiment.paper_table(),
-        electra_experiment.note(bert_config, batch=scale.pretraining_batch,
-                                learning_rate=scale.pretraining_learning_rate)])
-    path = pipe.path("electra_results.md")
-    write_text(path, text + "\n")
-    print("\n" + text)
-    print(f"Written to {shown(path)}")
 
 
 def main(argv):
@@ -1110,9 +428,9 @@ def main(argv):
     # Table 5: data, vocabulary, 2 stages per pre-training, 3 fine-tunings per row. --electra:
     # data, vocabulary, records, a calibration and a pre-training per objective, a fine-tuning
     # per row and task.
-    pipe = Pipeline(work_dir, num_stages=2 + 2 * len(PRETRAININGS) + 3 * len(ROWS)
-                    if FLAGS.table5 else 3 + 2 * len(electra_experiment.PRETRAININGS)
-                    + len(electra_experiment.ROWS) * len(electra_experiment.TASKS)
+    pipe = Pipeline(ROOT, work_dir, num_stages=2 + 2 * len(PRETRAININGS) + 3 * len(ROWS)
+                    if FLAGS.table5 else 3 + 2 * len(electra.PRETRAININGS)
+                    + len(electra.ROWS) * len(electra.TASKS)
                     if FLAGS.electra else 10)
     title = ("Table 5 in miniature" if FLAGS.table5 else "against ELECTRA at equal CPU time"
              if FLAGS.electra else "demo")
@@ -1122,10 +440,12 @@ def main(argv):
         table5(pipe, scale)
         return
     if FLAGS.electra:
-        electra(pipe, scale)
+        electra.run(pipe, scale, [int(seed) for seed in FLAGS.electra_seeds],
+                    cpu_budget=FLAGS.electra_cpu_budget, quick=FLAGS.quick,
+                    vocab_file=FLAGS.vocab_file)
         return
     test_labels, squad, swag_labels, ner_sentences = stage_data(pipe, scale)
-    stage_vocab(pipe, scale)
+    stage_vocab(pipe, scale, FLAGS.vocab_file)
     stage_pretraining_data(pipe, scale)
     stage_pretraining(pipe, scale)
     stage_classifier(pipe, scale, test_labels)

@@ -182,7 +182,7 @@ def main(_):
 
     from bert_runner import startup
     from bert_runner.serving import provenance
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
 
     # Every format writes a new directory: refused before a checkpoint is read, not after.
     # (gfile: a SavedModel may go to a bucket)
@@ -195,8 +195,8 @@ def main(_):
     except flags.Error as error:
         raise ValueError(str(error)) from None
     max_seq_length = FLAGS.max_seq_length if serving_format.needs_sequence_length else None
-    files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
-                                    max_seq_length, flag="--checkpoint")
+    files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
+                        max_seq_length, flag="--checkpoint")
     startup.load_tokenizer(files.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, files.config,
                            files.config_file)
     serving_format.export(FLAGS, files)

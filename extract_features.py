@@ -272,8 +272,10 @@ def write_sentence_vectors(vectors, examples, output_file, output_format, input_
 
 
 def main(_):
-    from modeling import checkpoint as checkpoints, families
+    from modeling import families
     from bert_runner import results, startup
+    from bert_runner.runs import checkpoints
+    from bert_runner.runs.model_files import model_files
 
     # Refused before the model runs (a file in the way, no permission), naming the flag.
     check_input_file(FLAGS.input_file)
@@ -282,8 +284,8 @@ def main(_):
                        FLAGS.output_format if FLAGS.pooling else None)
     if FLAGS.use_tpu:
         logging.warning("--use_tpu: extract_features runs on the default device here.")
-    files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file,
-                                    FLAGS.init_checkpoint, FLAGS.max_seq_length)
+    files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
+                        FLAGS.max_seq_length)
     config = files.config
     layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     if FLAGS.pooling is None:

@@ -122,17 +122,17 @@ def main(_):
     teacher = None
     if FLAGS.teacher:
         from bert_tasks.classifier import distillation
-        from modeling import checkpoint as checkpoints
+        from bert_runner.runs.model_files import model_files
 
-        files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file,
-                                        FLAGS.init_checkpoint, FLAGS.max_seq_length)
+        files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
+                            FLAGS.max_seq_length)
         teacher = distillation.load_teacher(FLAGS, FLAGS.task_name, files.config,
                                             files.config_file, files.vocab_file)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
                      doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation,
                      teacher=teacher)
-    driver.run(task, RunConfig.from_flags(), seeds=run_flags.seeds_of(FLAGS))
+    driver.run_command(task, RunConfig.from_flags(), seeds=run_flags.seeds_of(FLAGS))
 
 
 if __name__ == "__main__":

@@ -51,9 +51,9 @@ def main(_):
     from bert_runner.run_config import RunConfig
     from bert_tasks.ner.task import NerTask
 
-    driver.run(NerTask(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.output_dir, FLAGS.entity_types,
-                       FLAGS.document_context, FLAGS.label_scheme), RunConfig.from_flags(),
-               seeds=run_flags.seeds_of(FLAGS))
+    driver.run_command(NerTask(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.entity_types,
+                               FLAGS.document_context, FLAGS.label_scheme),
+                       RunConfig.from_flags(), seeds=run_flags.seeds_of(FLAGS))
 
 
 if __name__ == "__main__":

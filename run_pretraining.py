@@ -125,6 +125,11 @@ def run():
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
+    dynamic_input = None
+    masking = dynamic_masking.MaskingOptions.from_flags(FLAGS)
+    if masking is not None:  # --input_format=text|unmasked_records: masks made in tf.data
+        dynamic_input = dynamic_masking.DynamicInput(
+            masking, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.pretraining_objective == "electra":
         from bert_tasks.pretraining.electra_task import ElectraPretrainingTask
         for name, value in ELECTRA_DEFAULTS.items():
@@ -134,20 +139,16 @@ def run():
             FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.input_file,
             FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.max_eval_steps,
             FLAGS.gen_weight, FLAGS.disc_weight, FLAGS.temperature,
-            masking=electra_masking.ElectraMasking.from_flags(FLAGS))
+            masking=electra_masking.ElectraMasking.from_flags(FLAGS), dynamic_input=dynamic_input)
     elif FLAGS.pretraining_objective == "ltr":
         task = LtrPretrainingTask(FLAGS.max_seq_length, FLAGS.input_file, FLAGS.num_train_steps,
-                                  FLAGS.num_warmup_steps, FLAGS.max_eval_steps)
+                                  FLAGS.num_warmup_steps, FLAGS.max_eval_steps, dynamic_input)
     else:
         task = PretrainingTask(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
                                FLAGS.next_sentence_prediction, FLAGS.input_file,
                                FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-                               FLAGS.max_eval_steps)
-    masking = dynamic_masking.MaskingOptions.from_flags(FLAGS)
-    if masking is not None:  # --input_format=text|unmasked_records: masks made in tf.data
-        task.dynamic_input = dynamic_masking.DynamicInput(
-            masking, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
-    return driver.run(task, RunConfig.from_flags()).trainer
+                               FLAGS.max_eval_steps, dynamic_input)
+    return driver.run_command(task, RunConfig.from_flags()).trainer
 
 
 def main(_):

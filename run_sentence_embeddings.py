@@ -81,7 +81,7 @@ def main(_):
         pooling=FLAGS.pooling, normalize=FLAGS.normalize, scale=FLAGS.similarity_scale,
         symmetric=FLAGS.symmetric_loss, train_batch_size=FLAGS.train_batch_size,
         accumulation=FLAGS.gradient_accumulation_steps)
-    driver.run(task, RunConfig.from_flags())
+    driver.run_command(task, RunConfig.from_flags())
 
 
 if __name__ == "__main__":

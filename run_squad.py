@@ -66,7 +66,7 @@ def main(_):
         FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold, FLAGS.verbose_logging)
     task = SquadTask(FLAGS.max_seq_length, options, FLAGS.train_file, FLAGS.predict_file,
                      FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.do_eval)
-    driver.run(task, RunConfig.from_flags())
+    driver.run_command(task, RunConfig.from_flags())
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def main(_):
     from bert_runner.run_config import RunConfig
     from bert_tasks.swag.task import SwagTask
 
-    driver.run(SwagTask(FLAGS.max_seq_length, FLAGS.data_dir), RunConfig.from_flags(),
+    driver.run_command(SwagTask(FLAGS.max_seq_length, FLAGS.data_dir), RunConfig.from_flags(),
                seeds=run_flags.seeds_of(FLAGS))
 
 

@@ -1,12 +1,13 @@
 r"""create_pretraining_data.py on Apache Beam's DirectRunner against the local --num_workers path,
 on this machine: same input, same flags, the command lines users run, in turns, one run.
 
-    python bench/beam_pipelines.py                    # needs apache-beam (requirements-beam.txt)
-    /tmp/beamvenv/bin/python bench/beam_pipelines.py --dupe_factor=1 --repeats=1   # smoke run
+    python -m bench.beam_pipelines                    # needs apache-beam (requirements-beam.txt)
+    /tmp/beamvenv/bin/python -m bench.beam_pipelines --dupe_factor=1 --repeats=1   # smoke run
 
-Input: the six bundled Austen novels, one corpus file each (`corpus.gutenberg_to_corpus`; 3.9 MB),
-so the runner has one shard per file; the bert-base uncased vocab; --dupe_factor and
---chunk_size_mb as given (the local path needs chunks for more than one worker).
+Input: --input, by default the six bundled Austen novels, one corpus file each
+(`corpus.gutenberg_to_corpus`; 3.9 MB), so the runner has one shard per file; the bert-base
+uncased vocab; --dupe_factor and --chunk_size_mb as given (the local path needs chunks for more
+than one worker).
 Contenders, each with --workers worker processes:
   local   create_pretraining_data.py --num_workers=W (one output file)
   beam    create_pretraining_data.py --runner=DirectRunner --beam_pipeline_options=
@@ -17,6 +18,7 @@ what a user waits for. Records are counted in the outputs. The table has the med
 --repeats rounds, records/s per worker, and the ratio beam / local (from the medians, and
 paired: the median of the per-round ratios).
 """
+import glob
 import os
 import statistics
 import subprocess
@@ -26,10 +28,13 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 from absl import app, flags  # noqa: E402
 
+from bench import common  # noqa: E402
+
+flags.DEFINE_string("input", "data/austen/*.txt", "Glob of the Gutenberg texts (relative: to "
+                    "the project root), one corpus file each.")
 flags.DEFINE_integer("workers", 2, "Worker processes of each contender.")
 flags.DEFINE_integer("dupe_factor", 2, "create_pretraining_data.py --dupe_factor.")
 flags.DEFINE_float("chunk_size_mb", 0.25, "create_pretraining_data.py --chunk_size_mb.")
@@ -39,13 +44,12 @@ VOCAB = os.path.join(ROOT, "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
 
 
 def _corpus(folder):
-    """One corpus file per novel; returns their glob."""
+    """One corpus file per --input file; returns their glob."""
     from bert_tasks.pretraining.data import corpus
-    novels = os.path.join(ROOT, "data", "austen")
-    for name in sorted(os.listdir(novels)):
-        with open(os.path.join(novels, name), encoding="utf-8") as f:
+    for path in sorted(glob.glob(os.path.join(ROOT, FLAGS.input))):
+        with open(path, encoding="utf-8") as f:
             text = corpus.gutenberg_to_corpus(f.read())
-        with open(os.path.join(folder, name), "w", encoding="utf-8") as out:
+        with open(os.path.join(folder, os.path.basename(path)), "w", encoding="utf-8") as out:
             out.write(text)
     return os.path.join(folder, "*.txt")
 
@@ -73,7 +77,6 @@ def _count(files):
 
 
 def main(_):
-    from bench import common
     try:
         import apache_beam  # noqa: F401
     except ImportError:
@@ -95,21 +98,26 @@ def main(_):
             s, files = _run("c%d" % k, extra, pattern, folder, round_)
             seconds[name].append(s)
             records[name] = (_count(files), len(files))
-    print("\ncorpus: 6 novels, 6 files, %.1f MB; --dupe_factor=%d --chunk_size_mb=%g; %d rounds" % (
-        sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)
-            if f.endswith(".txt")) / 1e6, FLAGS.dupe_factor, FLAGS.chunk_size_mb, FLAGS.repeats))
+    texts = [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".txt")]
+    print("\ncorpus: %d files, %.1f MB; --dupe_factor=%d --chunk_size_mb=%g; %d rounds" % (
+        len(texts), sum(map(os.path.getsize, texts)) / 1e6, FLAGS.dupe_factor,
+        FLAGS.chunk_size_mb, FLAGS.repeats))
     print("\n| contender | output files | records | wall s (median) | records/s | "
           "records/s per worker |")
     print("|---|---|---|---|---|---|")
+    figures = []
     for name, values in seconds.items():
         count, num_files = records[name]
         t = statistics.median(values)
         print("| %s | %d | %d | %.1f | %.0f | %.0f |" % (
             name, num_files, count, t, count / t, count / t / w))
-    local, beam = seconds.values()
-    print("\nbeam / local records/s: %.2fx (paired: %.2fx)" % (
-        statistics.median(local) / statistics.median(beam),
-        statistics.median([a / b for a, b in zip(local, beam)])))
+        figures.append({"contender": name, "output_files": num_files, "records": count,
+                        "wall_s": t, "records_per_s": count / t, "seconds": values})
+    ratio, paired = common.ratios(*seconds.values())
+    print("\nbeam / local records/s: %.2fx (paired: %.2fx)" % (ratio, paired))
+    for figure in figures:
+        figure.update(beam_over_local=ratio, paired=paired)
+    common.write_results("beam_pipelines", figures, packages=("tensorflow", "apache-beam"))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ names). The runs share the seed, learning rate and batch size:
   windows           --long_documents, --num_train_epochs (an epoch is every window once);
   windows_max, windows_first   the windows model evaluated with --window_aggregation=max, first.
 
-  python bench/classifier_long_documents.py                 # writes under /tmp/long_documents
+  python -m bench.classifier_long_documents                 # writes under /tmp/long_documents
 """
 import json
 import os
@@ -27,12 +27,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import vocab  # noqa: E402
+from bench import common  # noqa: E402
 from demo_data import TASK_NOVELS, read_novel  # noqa: E402
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 
@@ -43,6 +43,8 @@ flags.DEFINE_integer("name_free_words", 90, "Leading words of a passage that nam
                      "(about the first window of 128 word-pieces).")
 flags.DEFINE_integer("max_seq_length", 128, "The window.")
 flags.DEFINE_integer("doc_stride", 64, "--doc_stride of the windowed run.")
+flags.DEFINE_integer("max_passages", None, "Keep the first N passages of each split, after the "
+                     "shuffle (default: all).")
 flags.DEFINE_float("num_train_epochs", 10.0, "Epochs of the windowed run and of the first "
                    "truncated run.")
 
@@ -57,6 +59,7 @@ NAMES = {
         "Churchills Frank Fairfax Bates Martin Martins Hartfield Highbury Randalls Donwell Dixon "
         "Campbell Campbells Perry Goddard Smith Isabella John Enscombe Cole Coles Taylor"),
 }
+FIGURES = []  # a row per run, for common.write_results
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
              hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
              max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02)
@@ -104,6 +107,7 @@ def write_task(data_dir, passage_words, name_free_words):
     os.makedirs(data_dir, exist_ok=True)
     for split, split_rows in rows.items():
         random.Random(12345).shuffle(split_rows)
+        del split_rows[FLAGS.max_passages:]
         with open(os.path.join(data_dir, split + ".tsv"), "w", encoding="utf-8") as f:
             f.write("sentence\tlabel\n" + "".join(f"{t}\t{l}\n" for t, l in split_rows))
     return rows
@@ -111,7 +115,7 @@ def write_task(data_dir, passage_words, name_free_words):
 
 def run(work_dir, name, extra, epochs=None):
     """Runs run_classifier.py into work_dir/name (training unless `extra` says otherwise) and
-    prints its dev accuracy, steps, time and command; returns eval_results."""
+    prints its dev accuracy, steps, time and command; returns eval_results and the seconds."""
     data_dir = os.path.join(work_dir, "data")
     command = [
         sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=sst-2",
@@ -127,9 +131,13 @@ def run(work_dir, name, extra, epochs=None):
         sys.exit(result.stderr[-3000:])
     with open(os.path.join(work_dir, name, "eval_results.txt"), encoding="utf-8") as f:
         values = dict(line.strip().split(" = ") for line in f)
+    seconds = time.time() - started
     shown = " ".join(arg.replace(ROOT + "/", "") for arg in command[1:])
     print(f"{name}: eval_accuracy {values['eval_accuracy']}, global_step "
-          f"{values['global_step']}, {time.time() - started:.0f} s\n  python {shown}")
+          f"{values['global_step']}, {seconds:.0f} s\n  python {shown}")
+    FIGURES.append({"run": name, "eval_accuracy": float(values["eval_accuracy"]),
+                    "global_step": int(values["global_step"]), "seconds": seconds,
+                    "command": shown})
     return values
 
 
@@ -156,6 +164,9 @@ def main(_):
     for how in ("max", "first"):
         run(work_dir, f"windows_{how}", [*windowed, f"--window_aggregation={how}",
                                          f"--init_checkpoint={os.path.join(work_dir, 'windows')}"])
+    for figure in FIGURES:
+        figure["dev_majority"] = majority
+    common.write_results("classifier_long_documents", FIGURES, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,29 @@
-"""What the framework benchmarks share: one thread budget for both sides, and the machine line."""
+"""The harness every benchmark runs on: the thread budget of both sides, rounds, medians and
+paired ratios, the machine line, the peer's subprocess, and the figures written as JSON lines.
+
+Run a benchmark from the project root as a module: `python -m bench.encoder --config=tiny`.
+Besides its table, each appends one JSON line per row to `--results_jsonl` (default
+bench/results/<bench>.jsonl, which git ignores; an empty value writes none):
+`{"bench", "time", "argv", "machine", "versions", "figures"}`, `figures` the row's cells.
+"""
+import datetime
 import importlib.metadata
+import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(ROOT, "bench", "results")
+FRAMEWORKS = ("tensorflow", "keras", "torch", "transformers")
+
+flags.DEFINE_string("results_jsonl", None, "Append the figures here, one JSON line per row "
+                    "(default: bench/results/<bench>.jsonl; empty: none).")
 
 
 def set_threads(num_threads):
@@ -23,26 +45,111 @@ def set_threads(num_threads):
     torch.set_num_interop_threads(num_threads)
 
 
-def describe_machine(num_threads, packages=("tensorflow", "keras", "torch", "transformers")):
-    """CPU model and its AVX-512/bf16 features, cores, load, threads (None: left to the
-    frameworks' defaults), package versions."""
-    cpu = platform.processor() or platform.machine()
+def machine(num_threads):
+    """The machine a run measures: CPU model and its AVX-512/bf16 features, cores, load, threads
+    (None: left to the frameworks' defaults), OMP_WAIT_POLICY."""
+    cpu, features = platform.processor() or platform.machine(), []
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             lines = f.read().splitlines()
         cpu = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-        flags = next(line for line in lines if line.startswith("flags")).split()
-        cpu += " (" + ", ".join(x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in flags) + ")"
+        cpu_flags = next(line for line in lines if line.startswith("flags")).split()
+        features = [x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags]
     except (OSError, StopIteration):
         pass
-    versions = ", ".join(f"{p} {importlib.metadata.version(p)}" for p in packages)
+    return {"cpu": cpu, "features": features, "cores": os.cpu_count(),
+            "load_average": round(os.getloadavg()[0], 2), "threads": num_threads,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+
+
+def versions(packages=FRAMEWORKS):
+    """Python's and the installed ones of `packages`' versions (distribution names)."""
+    found = {"python": platform.python_version()}
+    for package in packages:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def describe_machine(num_threads, packages=FRAMEWORKS):
+    """The machine line printed above a table: `machine(num_threads)` and `versions(packages)`."""
+    m = machine(num_threads)
     threads = ("default" if num_threads is None else
                f"{num_threads} intra-op, {num_threads} inter-op (both frameworks)")
     return (
-        f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-        f"threads: {threads}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n"
-        f"versions: python {platform.python_version()}, {versions}"
+        f"machine: {m['cpu']} ({', '.join(m['features'])}), {m['cores']} cores, load average "
+        f"{m['load_average']:.1f}; threads: {threads}, OMP_WAIT_POLICY={m['omp_wait_policy']}\n"
+        f"versions: " + ", ".join(f"{p} {v}" for p, v in versions(packages).items())
     )
+
+
+def time_rounds(runners, repeats, warmup=0, measure=None, progress=False):
+    """Calls every one of `runners` (`{key: callable}`) once a round, in turns, so that load from
+    other processes hits all alike: `warmup` untimed rounds, then `repeats` timed ones.
+    `measure(run)` gives a round's figure (default: the seconds `run()` takes). Returns
+    `{key: [figure of each timed round]}`; `progress` prints a line after each round."""
+    measure = measure or wall_seconds
+    figures = {key: [] for key in runners}
+    for round_index in range(warmup + repeats):
+        for key, run in runners.items():
+            figure = measure(run)
+            if round_index >= warmup:
+                figures[key].append(figure)
+        if progress:
+            print(f"round {round_index + 1}/{warmup + repeats} done", flush=True)
+    return figures
+
+
+def wall_seconds(run):
+    """The seconds `run()` takes."""
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def ratios(numerators, denominators):
+    """Two ratios of paired samples (round i of each): of their medians, and the median of the
+    per-round ratios (each from one round's back-to-back calls: the steadier figure under
+    background load)."""
+    return (statistics.median(numerators) / statistics.median(denominators),
+            statistics.median([a / b for a, b in zip(numerators, denominators)]))
+
+
+def run_peer(module, config):
+    """The peer of `module` (a bench, e.g. "bench.finetuning") in a process of its own, as its
+    users run it: `python -m MODULE --peer_run=CONFIG` (`config` as JSON) from the project root,
+    Hugging Face offline, OMP_WAIT_POLICY=PASSIVE unless set (see bench/pretraining.py). The peer
+    prints its result as its last line, a JSON object. Returns (that object, the process's
+    seconds)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", module, f"--peer_run={json.dumps(config)}"],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if result.returncode:
+        raise RuntimeError(f"the peer failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1]), seconds
+
+
+def write_results(bench, rows, num_threads=None, packages=FRAMEWORKS):
+    """Appends one JSON line per row of `rows` (dicts of a table's cells) to --results_jsonl
+    (module docstring), with the machine (`num_threads` as printed) and `packages`' versions."""
+    path = flags.FLAGS.results_jsonl
+    if path is None:
+        path = os.path.join(RESULTS_DIR, bench + ".jsonl")
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    head = {"bench": bench,
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "argv": sys.argv[1:], "machine": machine(num_threads), "versions": versions(packages)}
+    with open(path, "a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps({**head, "figures": row}) + "\n")
+    print(f"figures: {len(rows)} JSON lines appended to {path}")
 
 
 def cpu_peak_tflops(precision):
@@ -97,9 +204,10 @@ def convert_to_original_layout(hf_dir, out_dir):
     reader and writer (`modeling.checkpoint`), as a user converts a model for run_classifier.py."""
     import shutil
 
+    from bert_runner.runs.model_files import model_files
     from modeling import build_model, checkpoint as checkpoints
 
-    config = checkpoints.model_files(None, None, hf_dir).config
+    config = model_files(None, None, hf_dir).config
     model = build_model("encoder", config)
     checkpoints.initialize_from_checkpoint(model, hf_dir)  # pre-training heads left
     os.makedirs(out_dir, exist_ok=True)

@@ -16,12 +16,12 @@ command line does, is timed once at the end to show that cost.
 Prints instances/s, seconds per MB of input and the ratios, and checks that the port and ours write
 the same records. The corpus is built with `bert_tasks.pretraining.data.corpus.gutenberg_to_corpus`.
 
-    python bench/create_pretraining_data.py --dupe_factor=1 --repeats=3
-    python bench/create_pretraining_data.py --memory     # peak memory of command-line runs
+    python -m bench.create_pretraining_data --dupe_factor=1 --repeats=3
+    python -m bench.create_pretraining_data --memory     # peak memory of command-line runs
 """
 import collections
+import glob
 import os
-import platform
 import random
 import resource
 import statistics
@@ -35,7 +35,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # No TensorFlow import at module level: worker processes are spawned, and spawning re-imports the
 # main module. The functions below import it.
@@ -43,11 +42,14 @@ from bert_tasks.pretraining.data import pipeline  # noqa: E402
 from bert_tasks.pretraining.data import processing  # noqa: E402
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 import vocab  # noqa: E402
+from bench import common  # noqa: E402
 from vocab import tokenization  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_FILE = vocab.bundled_vocab_file()
 
+flags.DEFINE_string("input", "data/austen/*.txt", "Glob of the Gutenberg texts (relative: to "
+                    "the project root) that make the corpus.")
 flags.DEFINE_integer("dupe_factor", 1, "dupe_factor of every run.")
 flags.DEFINE_integer("repeats", 3, "Timed repetitions per configuration (after one warm-up).")
 flags.DEFINE_float("chunk_size_mb", 0.25, "Chunk size of the chunked runs (0.25: 16 chunks).")
@@ -232,8 +234,8 @@ def main(_):
     workdir = tempfile.mkdtemp(prefix="bench_cpd_")
     corpus = os.path.join(workdir, "austen.txt")
     with open(corpus, "w", encoding="utf-8") as out:
-        for name in sorted(os.listdir(os.path.join(ROOT, "data", "austen"))):
-            with open(os.path.join(ROOT, "data", "austen", name), encoding="utf-8") as f:
+        for path in sorted(glob.glob(os.path.join(ROOT, FLAGS.input))):
+            with open(path, encoding="utf-8") as f:
                 out.write(gutenberg_to_corpus(f.read()))
     if FLAGS.memory:
         _memory(workdir, corpus)
@@ -253,6 +255,7 @@ def _memory(workdir, corpus):
     """
     print("corpus: %s (%.2f MB); peak resident memory of create_pretraining_data.py"
           % (corpus, os.path.getsize(corpus) / 1e6))
+    figures = []
     for dupe_factor, chunk_size_mb, num_workers in MEMORY_RUNS:
         process = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
@@ -269,6 +272,10 @@ def _memory(workdir, corpus):
         print("  dupe_factor=%-2d chunk_size_mb=%-4g num_workers=%d: main %4.0f MB, workers %s"
               % (dupe_factor, chunk_size_mb, num_workers, main_mb,
                  " ".join("%.0f MB" % mb for mb in sorted(workers_mb.values())) or "-"))
+        figures.append({"dupe_factor": dupe_factor, "chunk_size_mb": chunk_size_mb,
+                        "num_workers": num_workers, "main_peak_mb": main_mb,
+                        "workers_peak_mb": sorted(workers_mb.values())})
+    common.write_results("create_pretraining_data", figures, packages=("tensorflow",))
 
 
 def _peak_mb(pid):
@@ -322,25 +329,22 @@ def _bench(pool, workdir, corpus):
         ("ours, chunked, 2 workers",
          ours("chunked2.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb, num_workers=2)),
     ]
-    print("corpus: %s (%.2f MB, 6 novels, one sentence per line), dupe_factor=%d, "
-          "max_seq_length=128, chunk_size_mb=%g" % (corpus, megabytes, FLAGS.dupe_factor,
-                                                    FLAGS.chunk_size_mb))
-    import tensorflow as tf
-    print("machine: %s, %d CPUs, Python %s, TensorFlow %s" % (
-        platform.processor() or platform.machine(), os.cpu_count(), platform.python_version(),
-        tf.__version__))
+    print("corpus: %s (%.2f MB, %s, one sentence per line), dupe_factor=%d, "
+          "max_seq_length=128, chunk_size_mb=%g" % (corpus, megabytes, FLAGS.input,
+                                                    FLAGS.dupe_factor, FLAGS.chunk_size_mb))
+    print(common.describe_machine(None, ("tensorflow",)))
     # One warm-up each (graph building, caches, file cache), then the configurations take turns
     # so that a change in machine load hits them alike.
     instances = [fn().num_instances for _, fn in configs]
-    runs = [[] for _ in configs]
-    for _ in range(FLAGS.repeats):
-        for i, (_, fn) in enumerate(configs):
-            runs[i].append(_timed(fn))
-    results = {}
+    runs = list(common.time_rounds(dict(configs), FLAGS.repeats, measure=_timed).values())
+    results, figures = {}, []
     for (label, _), count, timings in zip(configs, instances, runs):
         median = statistics.median(wall for wall, _, _ in timings)
         cpu = statistics.median(main + workers for _, main, workers in timings)
         results[label] = median
+        figures.append({"configuration": label, "instances": count, "wall_s": median,
+                        "instances_per_s": count / median, "s_per_mb": median / megabytes,
+                        "cpu_s": cpu, "rounds": timings})
         print("%-52s %7d instances  %6.2f s (runs %s)  %8.0f instances/s  %6.3f s/MB  "
               "%6.2f CPU s" % (label, count, median, " ".join("%.2f" % t[0] for t in timings),
                                count / median, median / megabytes, cpu))
@@ -370,6 +374,8 @@ def _bench(pool, workdir, corpus):
           % (wall, wall - results["ours, chunked, 2 workers"]))
     print("(one-time start-up of a command-line run, in no figure above: importing TensorFlow and "
           "building the tokenizer's graph, a few seconds)")
+    figures.append({"configuration": "ours, chunked, 2 workers, own pool", "wall_s": wall})
+    common.write_results("create_pretraining_data", figures, packages=("tensorflow",))
 
 
 if __name__ == "__main__":

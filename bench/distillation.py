@@ -2,8 +2,8 @@ r"""Distillation end to end: a 2-layer student of all-MiniLM-L6-v2 distilled fro
 MiniLM teacher against the same student trained on the labels alone, on real text, several
 seeds; each model's dev accuracy and serving speed.
 
-    python bench/distillation.py                # 200 labelled + 2,000 unlabelled passages
-    python bench/distillation.py --train_examples=200 --unlabeled_examples=200 --seeds=1
+    python -m bench.distillation                # 200 labelled + 2,000 unlabelled passages
+    python -m bench.distillation --train_examples=200 --unlabeled_examples=200 --seeds=1
 
 Task: "which novel?" (`bench/novel_task.py`), dev accuracy beside the majority baseline.
   teacher   `run_classifier.py --init_checkpoint=<MiniLM>` (all 6 layers), lr 5e-5, 3 epochs.
@@ -21,7 +21,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import json  # noqa: E402
 import statistics  # noqa: E402
@@ -31,6 +30,7 @@ import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.novel_task import write_task  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,9 +72,10 @@ def pretrained_student(model_dir, config, stride, prefix):
     (embeddings and pooler as they are): the small pre-trained student."""
     import re
 
+    from bert_runner.runs.model_files import model_files
     from modeling import build_model, checkpoint as checkpoints
 
-    teacher = build_model("encoder", checkpoints.model_files(None, None, model_dir).config)
+    teacher = build_model("encoder", model_files(None, None, model_dir).config)
     checkpoints.initialize_from_checkpoint(teacher, model_dir)  # pre-training heads left
     weights = checkpoints.variables_by_name(teacher)
     student = build_model("encoder", config)
@@ -90,7 +91,8 @@ def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
     import tensorflow as tf
 
     from bert_tasks.classifier import features, processors
-    from modeling import BertClassifier, checkpoint as checkpoints
+    from bert_runner.runs import checkpoints
+    from modeling import BertClassifier
     from modeling.bert.config import BertConfig
     from vocab import tokenization
 
@@ -116,8 +118,7 @@ def serving_seconds(config_file, checkpoint, data_dir, vocab_file):
 
 def main(argv):
     del argv
-    from bench import common
-    from modeling.checkpoint import model_files
+    from bert_runner.runs.model_files import model_files
 
     model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_distillation_")
@@ -180,12 +181,21 @@ def main(argv):
               f"(majority baseline {majority:.4f}):")
         print(f"  teacher ({config.num_hidden_layers} layers)  {teacher:.4f}  serving "
               f"{len(rows['dev']) / seconds['teacher']:.0f} examples/s")
+        figures = [{"model": "teacher", "layers": config.num_hidden_layers,
+                    "dev_accuracy": [teacher],
+                    "serving_examples_per_s": len(rows["dev"]) / seconds["teacher"]}]
         for name, values in runs.items():
             mean = statistics.mean(values)
             spread = statistics.stdev(values) if len(values) > 1 else 0.0
             print(f"  student, {name:9s} {mean:.4f} ± {spread:.4f}")
+            figures.append({"model": f"student, {name}", "layers": FLAGS.student_layers,
+                            "seeds": FLAGS.seeds, "dev_accuracy": values,
+                            "serving_examples_per_s": len(rows["dev"]) / seconds["student"]})
         print(f"  student serving {len(rows['dev']) / seconds['student']:.0f} examples/s: "
               f"{seconds['teacher'] / seconds['student']:.2f}x the teacher's")
+        for figure in figures:
+            figure["dev_majority"] = majority
+        common.write_results("distillation", figures, packages=("tensorflow", "keras"))
     finally:
         if FLAGS.workdir is None:
             import shutil

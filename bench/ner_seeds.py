@@ -1,10 +1,10 @@
 r"""run_ner.py over several seeds against the usual Hugging Face token-classification loop, on the
 names-and-places task made from the bundled novels: dev entity F1 (conlleval), mean and spread.
 
-    python bench/ner_seeds.py                      # 5 seeds, ours and the peer, IOB1 and IOB2
-    python bench/ner_seeds.py --schemes=IOB1 --nodocument_context   # each sentence alone
-    python bench/ner_seeds.py --flags=--optimizer=lamb     # any run_ner.py flags besides
-    python bench/ner_seeds.py --repo=/tmp/old --nopeer     # run_ner.py of another checkout
+    python -m bench.ner_seeds                      # 5 seeds, ours and the peer, IOB1 and IOB2
+    python -m bench.ner_seeds --schemes=IOB1 --nodocument_context   # each sentence alone
+    python -m bench.ner_seeds --flags=--optimizer=lamb     # any run_ner.py flags besides
+    python -m bench.ner_seeds --repo=/tmp/old --nopeer     # run_ner.py of another checkout
 
 Task: `demo_data.names_and_places` (the demo's): persons and places of Pride and
 Prejudice and Emma tagged by a gazetteer, each chapter a `-DOCSTART-` document, train and dev
@@ -38,10 +38,8 @@ import tempfile
 from absl import app, flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from bench.common import (  # noqa: E402
-    convert_to_original_layout, describe_machine, require_model_dir)
+from bench import common  # noqa: E402
 from bert_tasks.ner.tags import SCHEMES  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -94,15 +92,8 @@ def run_ours(data_dir, model_dir, output_dir, seed):
 
 
 def run_peer(data_dir, hf_dir, seed):
-    config = dict(data_dir=data_dir, hf_dir=hf_dir, seed=seed)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-    result = subprocess.run([sys.executable, os.path.abspath(__file__),
-                             f"--peer_run={json.dumps(config)}"], capture_output=True, text=True,
-                            env=env)
-    if result.returncode:
-        raise RuntimeError(f"the peer failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])["f1"]
+    return common.run_peer("bench.ner_seeds", dict(data_dir=data_dir, hf_dir=hf_dir,
+                                                   seed=seed))[0]["f1"]
 
 
 def _read_sentences(path):
@@ -186,18 +177,19 @@ def main(argv):
     if FLAGS.peer_run:
         peer_main(json.loads(FLAGS.peer_run))
         return
-    hf_dir = require_model_dir(FLAGS.model_dir)
+    hf_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench-ner-")
     model_dir = os.path.join(workdir, "model")
     if not os.path.exists(os.path.join(model_dir, "bert_model.ckpt.index")):
-        convert_to_original_layout(hf_dir, model_dir)
+        common.convert_to_original_layout(hf_dir, model_dir)
     from demo_data.names_and_places import capitalised_word_tags
     from bert_tasks.ner import conlleval
 
-    print(describe_machine(None), flush=True)
+    print(common.describe_machine(None), flush=True)
     print(f"task: chapters {FLAGS.chapters} of each novel; document context "
           f"{FLAGS.document_context}; run_ner.py of {FLAGS.repo} {' '.join(FLAGS.flags)}",
           flush=True)
+    figures = []
     for scheme in FLAGS.schemes:
         data_dir = os.path.join(workdir, "data_" + scheme)
         dev = write_task(data_dir, scheme)["dev.txt"]
@@ -215,9 +207,13 @@ def main(argv):
             print(line, flush=True)
         print(f"{scheme}: dev entity F1 over {len(ours)} seeds (baselines: every word O 0.00, "
               f"capitalised words as persons {capitalised:.2f})")
-        print(f"  ours {_summary(ours)}")
-        if peer:
-            print(f"  peer {_summary(peer)}", flush=True)
+        for name, values in (("ours", ours), ("peer", peer)):
+            if values:
+                print(f"  {name} {_summary(values)}", flush=True)
+                figures.append({"scheme": scheme, "contender": name, "seeds": FLAGS.seeds,
+                                "dev_f1": values, "mean": statistics.mean(values),
+                                "capitalised_baseline": capitalised})
+    common.write_results("ner_seeds", figures)
 
 
 if __name__ == "__main__":

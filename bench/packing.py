@@ -1,9 +1,9 @@
 r"""Training in three layouts: the padded grid, the real tokens' rows, and packed rows; the share
 of padding in each, and the throughput in sequences and real tokens per second.
 
-    python bench/packing.py                                    # pre-training, 128 and 512 tokens
-    python bench/packing.py --task=classifier --seq_lengths=128             # fine-tuning
-    python bench/packing.py --seq_lengths=128 --steps=2 --repeats=1      # smoke run
+    python -m bench.packing                                    # pre-training, 128 and 512 tokens
+    python -m bench.packing --task=classifier --seq_lengths=128             # fine-tuning
+    python -m bench.packing --seq_lengths=128 --steps=2 --repeats=1      # smoke run
 
 --task=pretraining: for each --seq_lengths S, create_pretraining_data's pipeline makes records
 from data/austen (the six novels, --dupe_factor=1, max_predictions_per_seq = 0.15 S) twice: the
@@ -32,13 +32,11 @@ time of --steps steps (after a first untimed call that traces); the table shows 
 import glob
 import os
 import statistics
-import sys
 import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 from absl import app, flags, logging  # noqa: E402
 
@@ -47,11 +45,15 @@ from bench import common  # noqa: E402
 CONFIGS = {
     "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
     "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+    "tiny": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=64),  # tests/test_bench.py's smoke run
 }
 LAYOUTS = ("grid", "real rows", "packed")
 
 flags.DEFINE_enum("task", "pretraining", ["pretraining", "classifier"], "What trains.")
 flags.DEFINE_list("seq_lengths", ["128", "512"], "Record lengths (max_seq_length) to compare.")
+flags.DEFINE_string("input", "data/austen/*.txt", "--task=pretraining: glob of the texts "
+                    "(relative: to the project root) its records are made from.")
 flags.DEFINE_enum("config", "mini", sorted(CONFIGS), "Encoder shape (the fixture vocabulary).")
 flags.DEFINE_integer("max_sequences_per_row", 4, "Sequences a packed row may hold.")
 flags.DEFINE_integer("classifier_sentences", 2000,
@@ -76,8 +78,7 @@ def make_task(seq_length, workdir):
         return make_classifier(seq_length, workdir, paths), paths
     from bert_tasks.pretraining.data import pipeline
 
-    options = dict(input_file=",".join(sorted(glob.glob(os.path.join(ROOT, "data", "austen",
-                                                                       "*.txt")))),
+    options = dict(input_file=",".join(sorted(glob.glob(os.path.join(ROOT, FLAGS.input)))),
                    vocab_file=VOCAB, max_seq_length=seq_length, dupe_factor=1,
                    max_predictions_per_seq=round(0.15 * seq_length))
     for name, per_row in (("unpacked", 1), ("packed", FLAGS.max_sequences_per_row)):
@@ -102,10 +103,11 @@ def make_classifier(seq_length, workdir, paths):
     task = ClassifierTask("sst-2", seq_length, data_dir)
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
     examples = task.read_examples("train")
-    records.write_records(paths["unpacked"], task.records(examples, "train", tokenizer))
+    records.write_records(paths["unpacked"],
+                          task.records(examples, "train", tokenizer, None, {}))
     packer = packing.RecordPacker(task.feature_spec(True), seq_length, FLAGS.max_sequences_per_row)
     records.write_records(paths["packed"],
-                          packer.pack(task.records(examples, "train", tokenizer)))
+                          packer.pack(task.records(examples, "train", tokenizer, None, {})))
     return task
 
 
@@ -129,7 +131,7 @@ def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
     import numpy as np
     import tensorflow as tf
 
-    from modeling import BertConfig
+    from modeling import BertConfig, EncoderModes, families
     from modeling.optimization import create_optimizer
     from bert_runner.trainer import Trainer
 
@@ -137,8 +139,8 @@ def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
     if task is None:
         from bert_tasks.pretraining.task import PretrainingTask
 
-        task = PretrainingTask(seq_length, round(0.15 * seq_length), input_file=path)
-        task.existing_records("train", BertConfig(vocab_size=vocab_size))
+        task = PretrainingTask(seq_length, round(0.15 * seq_length), input_file=path).settle(
+            {}, None, BertConfig(vocab_size=vocab_size))
         packed = {}  # it reads its records' packing itself
     rows = FLAGS.tokens_per_batch // seq_length
     # The batches a timed call trains on, spread evenly over the file: its first batches alone
@@ -147,12 +149,14 @@ def layout_runner(task, layout, path, seq_length, vocab_size, workdir):
                                     **packed).as_numpy_iterator())
     picks = np.linspace(0, len(every) - 1, FLAGS.steps).round().astype(int)
     batches = [every[i] for i in picks]  # a file of fewer batches repeats some
-    model = task.build_model(BertConfig(vocab_size=vocab_size, max_position_embeddings=512,
-                                        **CONFIGS[FLAGS.config]))
     # Pre-training computes the grid unless told (`skip_padding`); fine-tuning skips padding
     # unless its shapes must be static (`static_shapes`, as under XLA).
-    model.skip_padding = layout == "real rows"
-    model.encoder.static_shapes = layout != "real rows"
+    config = BertConfig(vocab_size=vocab_size, max_position_embeddings=512,
+                        **CONFIGS[FLAGS.config])
+    modes = EncoderModes(static_shapes=layout != "real rows")
+    model = (families.build_model("pretrainer", config, skip_padding=layout == "real rows",
+                                  modes=modes)
+             if FLAGS.task == "pretraining" else task.build_model(config, modes=modes))
     trainer = Trainer(tf.distribute.get_strategy(), model,
                       create_optimizer("adamw", 1e-4, 10000, 100), task.loss,
                       tempfile.mkdtemp(dir=workdir), global_batch_size=rows,
@@ -194,6 +198,7 @@ def main(_):
           f"{FLAGS.tokens_per_batch} token slots a step, packed rows of up to "
           f"{FLAGS.max_sequences_per_row} sequences")
     vocab_size = sum(1 for _ in open(VOCAB, encoding="utf-8"))
+    figures = []
     with tempfile.TemporaryDirectory() as workdir:
         for seq_length in map(int, FLAGS.seq_lengths):
             task, paths = make_task(seq_length, workdir)
@@ -209,10 +214,7 @@ def main(_):
                        for layout in LAYOUTS}
             for run in runners.values():
                 run()  # traces
-            timed = {layout: [] for layout in LAYOUTS}
-            for _ in range(FLAGS.repeats):
-                for layout, run in runners.items():
-                    timed[layout].append(run())
+            timed = common.time_rounds(runners, FLAGS.repeats, measure=lambda run: run())
             rates = {layout: (statistics.median(p / s for s, p, _ in values),
                               statistics.median(t / s for s, _, t in values))
                      for layout, values in timed.items()}
@@ -221,6 +223,11 @@ def main(_):
             for layout, (pairs, tokens) in rates.items():
                 print(f"  {layout:9s} {pairs:9.1f} {tokens:10.0f} "
                       f"{pairs / rates['grid'][0]:7.2f}x {runners[layout].tokens_per_sequence:18.1f}")
+                figures.append({"task": FLAGS.task, "max_seq_length": seq_length,
+                                "layout": layout, "seqs_per_s": pairs, "tokens_per_s": tokens,
+                                "vs_grid": pairs / rates["grid"][0],
+                                "tokens_per_sequence": runners[layout].tokens_per_sequence})
+    common.write_results("packing", figures, FLAGS.num_threads, ("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 r"""Pre-training throughput on CPU: our training step against Hugging Face `BertForPreTraining`
 on PyTorch CPU, same shapes, same batches, same weights at the start, one process.
 
-    python bench/pretraining.py                    # BERT-Small, batch 8, sequence 128, fp32 + bf16
-    python bench/pretraining.py --config=mini --steps=2 --repeats=2     # smoke run
+    python -m bench.pretraining                    # BERT-Small, batch 8, sequence 128, fp32 + bf16
+    python -m bench.pretraining --config=mini --steps=2 --repeats=2     # smoke run
 
 Contenders, for each of --precisions (rows "ours" per --modes, then "peer"):
   ours   the real training step, built as `run_pretraining.py` builds it: `BertPretrainer`,
@@ -36,7 +36,6 @@ the peer's MLM head scores all positions, so it does more arithmetic than that (
 BERT-Small, ~1.2x at Base).
 """
 import os
-import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -45,7 +44,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # severalfold (TensorFlow's thread pool does not use OpenMP). Must be set before torch is
 # imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tempfile  # noqa: E402
 
@@ -54,11 +52,13 @@ from bench import common, training_steps  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
 # Named shapes (the BERT release's names): Base is the target; Small and Mini fit a 2-core
-# machine's patience (Base: ~70 GFLOPs per training example, Small ~12, Mini ~4).
+# machine's patience (Base: ~70 GFLOPs per training example, Small ~12, Mini ~4); Tiny is
+# tests/test_bench.py's smoke run.
 CONFIGS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "small": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
     "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "tiny": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
 }
 COMMON = dict(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2)
 OUR_MODES = {"function": False, "xla": True}  # mode -> jit_compile
@@ -178,12 +178,20 @@ def print_table(times, first_call, flops_per_example):
         f"{flops_per_example / 1e9:.1f} model GFLOPs per training example"))
     print(f"{'precision':9s}  {'implementation':18s} {'first call s':>12s} {'s/step':>7s} "
           f"{'examples/s':>10s} {'TFLOP/s':>8s} {'vs peer':>8s} {'paired':>7s}")
+    figures = []
     for precision, name, samples, median in training_steps.table_rows(times, FLAGS.precisions):
-        ratio, paired = ("", "") if name == "peer" else training_steps.vs_peer(
+        ratio, paired = (None, None) if name == "peer" else training_steps.vs_peer(
             times.get((precision, "peer")), samples)
         print(f"{precision:9s}  {name:18s} {first_call[precision, name]:12.1f} "
               f"{median / FLAGS.steps:7.3f} {examples / median:10.2f} "
-              f"{examples / median * flops_per_example / 1e12:8.3f} {ratio:>8s} {paired:>7s}")
+              f"{examples / median * flops_per_example / 1e12:8.3f} "
+              f"{training_steps.ratio_cell(ratio):>8s} {training_steps.ratio_cell(paired):>7s}")
+        figures.append({"precision": precision, "implementation": name,
+                        "first_call_s": first_call[precision, name],
+                        "s_per_step": median / FLAGS.steps, "examples_per_s": examples / median,
+                        "tflop_per_s": examples / median * flops_per_example / 1e12,
+                        "vs_peer": ratio, "paired": paired, "seconds": samples})
+    common.write_results("pretraining", figures, FLAGS.num_threads)
 
 
 def main(argv):
@@ -221,7 +229,8 @@ def main(argv):
             add_row(runners, first_call, (precision, "peer"),
                     lambda: peer_trainer(peer, torch_batches, precision))
             print(f"  {precision:8s} peer: attention={peer.config._attn_implementation}")
-        times = training_steps.time_rounds(runners, FLAGS.steps, FLAGS.repeats, FLAGS.warmup)
+        times = common.time_rounds(runners, FLAGS.repeats, FLAGS.warmup,
+                                   training_steps.step_seconds(FLAGS.steps))
     print_table(times, first_call,
                 training_flops_per_example(our_config(c), FLAGS.seq_length, FLAGS.max_predictions_per_seq))
 

@@ -1,8 +1,8 @@
 r"""Peak memory of a training step with and without activation recomputation
-(`BertModel(recompute=True)`), same weights, same batch, same dropout seeds.
+(`BertModel(modes={"recompute": True})`), same weights, same batch, same dropout seeds.
 
-    python bench/recompute.py                                   # BERT-Large, batch 2 x 512
-    python bench/recompute.py --config=base --seq_length=128    # quicker
+    python -m bench.recompute                                   # BERT-Large, batch 2 x 512
+    python -m bench.recompute --config=base --seq_length=128    # quicker
 
 For each setting it builds the encoder (random weights; the recomputing model gets the first
 model's weights and dropout-generator states) with a 2-way classifier on the pooled output, and
@@ -13,11 +13,9 @@ step's activations and gradients), the process's peak resident memory so far, th
 the losses, which must agree.
 """
 import os
-import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import resource  # noqa: E402
 import time  # noqa: E402
@@ -25,11 +23,15 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from bench import common  # noqa: E402
+
 CONFIGS = {
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                   intermediate_size=4096),
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072),
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64),  # tests/test_bench.py's smoke run
 }
 flags.DEFINE_enum("config", "large", sorted(CONFIGS), "Encoder shape (vocab 30522, 512 positions).")
 flags.DEFINE_integer("batch_size", 2, "Sequences per step.")
@@ -52,7 +54,7 @@ def build(recompute, source=None):
 
     config = BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
                         **CONFIGS[FLAGS.config])
-    encoder = BertModel(config, recompute=recompute)
+    encoder = BertModel(config, modes={"recompute": recompute})
     classifier = keras.layers.Dense(2, name="classifier")
     classifier.build((None, config.hidden_size))
     if source is not None:
@@ -94,8 +96,6 @@ def main(argv):
     del argv
     import keras
 
-    from bench import common
-
     if FLAGS.mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
     keras.utils.set_random_seed(0)
@@ -121,6 +121,9 @@ def main(argv):
     print(f"\nrecompute: step peak {peak_r / peak:.2f}x, losses max |difference| "
           f"{max(abs(a - b) for a, b in zip(losses, losses_r)):.1e}; process peak RSS "
           f"{rss_stored:.0f} MB after the first setting, {_peak_rss_mb():.0f} MB after both")
+    common.write_results("recompute", [
+        {"setting": name, "step_s": seconds, "step_peak_mb": peak, "losses": losses}
+        for name, (losses, seconds, peak) in rows.items()], packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

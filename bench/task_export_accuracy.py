@@ -4,11 +4,11 @@ export answering the dev inputs through `predict.py`'s `Predictor` (tokenizer, w
 reassembly and answers as a user gets them), scored against the gold answers, with its agreement
 with the float32 SavedModel of the same run. (The classifier's: bench/export_accuracy.py.)
 
-    python bench/task_export_accuracy.py --task=ner --data_dir=$NAP \
+    python -m bench.task_export_accuracy --task=ner --data_dir=$NAP \
       --checkpoints=/tmp/nap_minilm/seed_1,/tmp/nap_minilm/seed_2,/tmp/nap_minilm/seed_3
-    python bench/task_export_accuracy.py --task=squad \
+    python -m bench.task_export_accuracy --task=squad \
       --predict_file=data/austen_squad/dev-v1.1.json --checkpoints=/tmp/sq1,/tmp/sq2,/tmp/sq3
-    python bench/task_export_accuracy.py --task=swag --data_dir=$SWAG \
+    python -m bench.task_export_accuracy --task=swag --data_dir=$SWAG \
       --checkpoints=/tmp/swag/seed_1,/tmp/swag/seed_2,/tmp/swag/seed_3
 
 Scores: NER, entity F1 over the dev sentences (each sentence's words joined by spaces, an
@@ -23,7 +23,6 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import json  # noqa: E402
 import statistics  # noqa: E402
@@ -32,6 +31,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
+
+from bench import common  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name: export_model.py flags beyond --checkpoint and --export_dir ("{task}": the run's format).
@@ -206,9 +207,14 @@ def main(argv):
     metrics = list(next(iter(v for v in figures.values() if v))[0][0])
     print(f"\n| format | MB | {' | '.join(m + ' (mean ± sd)' for m in metrics)} | agreement |")
     print("|---|---|" + "---|" * len(metrics) + "---|")
+    rows = []
     for name, runs in figures.items():
+        rows.append({"task": FLAGS.task, "format": name, "checkpoints": FLAGS.checkpoints,
+                     "runs": [{"scores": scores, "agreement": same, "mb": mb}
+                              for scores, same, mb in runs]})
         if not runs:
-            print(f"| {name} | | refused: {refused.get(name, 'not run')} |")
+            rows[-1]["refused"] = refused.get(name, "not run")
+            print(f"| {name} | | refused: {rows[-1]['refused']} |")
             continue
         cells = []
         for metric in metrics:
@@ -217,6 +223,8 @@ def main(argv):
             cells.append(f"{statistics.mean(values):.2f} ± {spread:.2f}")
         print(f"| {name} | {statistics.mean(r[2] for r in runs):.1f} | {' | '.join(cells)} | "
               f"{statistics.mean(r[1] for r in runs):.4f} |")
+    common.write_results("task_export_accuracy", rows, packages=(
+        "tensorflow", "keras", "ai-edge-litert", "tf2onnx", "onnxruntime"))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ repetitions are interleaved (faithful, the fast paths, peer, then again) so that
 from other processes hits every contender alike; medians follow one warm-up round. Also
 counts the lines on which each disagrees with the faithful path.
 
-  python bench/tokenization.py                       # data/austen/*.txt, 5 repetitions
-  python bench/tokenization.py --input=my.txt --repeats=3 --max_lines=10000
+  python -m bench.tokenization                       # data/austen/*.txt, 5 repetitions
+  python -m bench.tokenization --input=my.txt --repeats=3 --max_lines=10000
 
 Contenders:
   faithful        vocab.tokenization.FullTokenizer.tokenize, line by line (the original's code).
@@ -20,18 +20,15 @@ Contenders:
 """
 import glob
 import os
-import platform
 import statistics
-import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import vocab  # noqa: E402
+from bench import common  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob (comma-separated globs) of text files.")
@@ -54,20 +51,7 @@ def read_lines(pattern):
     return paths, lines
 
 
-def machine():
-    import tensorflow as tf
-    import tensorflow_text
-    import tokenizers
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return ("%s, %d cores, load avg %s | Python %s, tensorflow %s, tensorflow-text %s, "
-            "tokenizers %s" % (cpu, os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg()),
-                               platform.python_version(), tf.__version__,
-                               tensorflow_text.__version__, tokenizers.__version__))
+PACKAGES = ("tensorflow", "tensorflow-text", "tokenizers")
 
 
 def main(argv):
@@ -83,7 +67,7 @@ def main(argv):
         lines = lines[:FLAGS.max_lines]
     print("input: %d files, %d non-empty lines, %d characters"
           % (len(paths), len(lines), sum(map(len, lines))))
-    print("machine: " + machine())
+    print(common.describe_machine(None, PACKAGES))
 
     faithful = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
     fast = fast_tokenizer.FastBertTokenizer(FLAGS.vocab_file, do_lower_case=True)
@@ -106,16 +90,9 @@ def main(argv):
     def run_peer():
         return peer.encode_batch(lines, add_special_tokens=False)
 
-    contenders = [("faithful", run_faithful), ("fast (graph)", run_fast_graph),
-                  ("fast (batch)", run_fast_batch), ("fast (ids)", run_fast_ids),
-                  ("peer (HF tokenizers)", run_peer)]
-    times = {name: [] for name, _ in contenders}
-    for round_index in range(FLAGS.repeats + 1):
-        for name, fn in contenders:
-            start = time.perf_counter()
-            fn()
-            if round_index:  # round 0 is the warm-up
-                times[name].append(time.perf_counter() - start)
+    times = common.time_rounds({
+        "faithful": run_faithful, "fast (graph)": run_fast_graph, "fast (batch)": run_fast_batch,
+        "fast (ids)": run_fast_ids, "peer (HF tokenizers)": run_peer}, FLAGS.repeats, warmup=1)
 
     want = run_faithful()
     want_ids = [faithful.convert_tokens_to_ids(t) for t in want]
@@ -138,6 +115,12 @@ def main(argv):
             name, median, pieces / median, medians["faithful"] / median,
             medians["peer (HF tokenizers)"] / median, disagree[name]))
     print("load avg at end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+    common.write_results("tokenization", [
+        {"contender": name, "median_s": median, "word_pieces_per_s": pieces / median,
+         "vs_faithful": medians["faithful"] / median,
+         "vs_peer": medians["peer (HF tokenizers)"] / median, "lines_differ": disagree[name],
+         "lines": len(lines), "seconds": times[name]}
+        for name, median in medians.items()], packages=PACKAGES)
 
 
 def _disagreeing_rows(ids, row_splits, want_ids):

@@ -15,6 +15,8 @@ from typing import NamedTuple
 import numpy as np
 from absl import flags
 
+from bench import common
+
 PRECISIONS = ("float32", "bfloat16")
 CLS_ID = 101
 
@@ -217,16 +219,9 @@ def add_row(runners, first_call, key, make_run, steps, name_width):
         keras.config.set_dtype_policy("float32")
 
 
-def time_rounds(runners, steps, repeats, warmup):
-    """Calls every runner for `steps` steps per round, in turn, so that load from other
-    processes hits all alike; `{key: [seconds per timed round]}`."""
-    times = {key: [] for key in runners}
-    for round_index in range(warmup + repeats):
-        for key, run in runners.items():
-            seconds, _ = run(steps)
-            if round_index >= warmup:
-                times[key].append(seconds)
-    return times
+def step_seconds(steps):
+    """The `measure` of `common.time_rounds` for these rows: a round is `steps` steps."""
+    return lambda run: run(steps)[0]
 
 
 def rounds_line(repeats, steps, warmup, *notes):
@@ -246,10 +241,11 @@ def table_rows(times, precisions):
 
 
 def vs_peer(peer_samples, samples):
-    """The `vs peer` and `paired` cells of a row of ours: the peer's median time over ours, and
-    the median of the per-round ratios (each from one round's back-to-back calls: the steadier
-    figure under background load); empty without the peer's row."""
-    if not peer_samples:
-        return "", ""
-    return (f"{statistics.median(peer_samples) / statistics.median(samples):.2f}x",
-            f"{statistics.median(a / b for a, b in zip(peer_samples, samples)):.2f}x")
+    """The `vs peer` and `paired` figures of a row of ours (`common.ratios` of the peer's times
+    over ours); (None, None) without the peer's row."""
+    return common.ratios(peer_samples, samples) if peer_samples else (None, None)
+
+
+def ratio_cell(ratio):
+    """A `vs peer` or `paired` figure as its table shows it."""
+    return "" if ratio is None else f"{ratio:.2f}x"

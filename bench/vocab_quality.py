@@ -8,8 +8,8 @@ same reserved block ([PAD], [unused*], [UNK] [CLS] [SEP] [MASK]), the same singl
 sample of bert-base-uncased's other tokens (`bert_tasks.pretraining.vocab_building.quality.random_subset`); the full
 bert-base-uncased vocab (30,522 tokens) is printed for reference.
 
-  python bench/vocab_quality.py               # vocab size 5000, 5 subset seeds
-  python bench/vocab_quality.py --peer        # also tensorflow-text's bert_vocab_from_dataset
+  python -m bench.vocab_quality               # vocab size 5000, 5 subset seeds
+  python -m bench.vocab_quality --peer        # also tensorflow-text's bert_vocab_from_dataset
 
 Two settings: in-sample (learned from the six novels, measured on them) and held-out (learned
 from five, measured on --held_out). Figures are `FullTokenizer`'s over the whole text (uncased),
@@ -22,18 +22,17 @@ ratio and figures.
 import glob
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
 import vocab  # noqa: E402
+from bench import common  # noqa: E402
 from bert_tasks.pretraining.data.reading import iter_line_blocks  # noqa: E402
 from vocab import tokenization  # noqa: E402
 from bert_tasks.pretraining.vocab_building import building, layout, learner, quality, words  # noqa: E402
@@ -50,6 +49,13 @@ flags.DEFINE_bool("peer", False, "Also run tensorflow-text's bert_vocab_from_dat
 
 def _row(name, size, figs):
     return "%-46s %6d %10.3f%% %14.3f" % (name, size, 100 * figs.unk_rate, figs.pieces_per_word)
+
+
+def _figures(setting, name, size, figs_list, **extra):
+    """A JSON line's figures of a row: the mean over `figs_list` (one per seed, or one)."""
+    return {"setting": setting, "vocab": name, "size": size, "seeds": len(figs_list),
+            "unk_rate": statistics.mean(f.unk_rate for f in figs_list),
+            "pieces_per_word": statistics.mean(f.pieces_per_word for f in figs_list), **extra}
 
 
 def _subset_row(name, figs_list):
@@ -100,6 +106,7 @@ def _peer(files, reserved, output_file):
 
 
 def _setting(title, train_files, test_files, bert, workdir):
+    """Prints the table of one setting; returns its figures."""
     print("\n== %s: learned from %s; measured on %s" % (
         title, ", ".join(map(os.path.basename, train_files)),
         ", ".join(map(os.path.basename, test_files))))
@@ -128,11 +135,16 @@ def _setting(title, train_files, test_files, bert, workdir):
     print("%-46s %6s %11s %14s" % ("vocab", "size", "[UNK]/word", "pieces/word"))
     print(_row("learned (build_vocab.py, %.1fs)" % seconds, len(learned), learned_figs))
     fair_figs = [quality.figures(set(s), test_counts) for s in fair]
+    plain_figs = [quality.figures(set(s), test_counts) for s in plain]
+    bert_figs = quality.figures(set(bert), test_counts)
     print(_subset_row("random subset of bert-base-uncased", fair_figs))
-    print(_subset_row("random subset, any tokens", [quality.figures(set(s), test_counts)
-                                                    for s in plain]))
-    print(_row("bert-base-uncased, all (reference)", len(bert), quality.figures(set(bert),
-                                                                                 test_counts)))
+    print(_subset_row("random subset, any tokens", plain_figs))
+    print(_row("bert-base-uncased, all (reference)", len(bert), bert_figs))
+    figures = [
+        _figures(title, "learned (build_vocab.py)", len(learned), [learned_figs], seconds=seconds),
+        _figures(title, "random subset of bert-base-uncased", FLAGS.vocab_size, fair_figs),
+        _figures(title, "random subset, any tokens", FLAGS.vocab_size, plain_figs),
+        _figures(title, "bert-base-uncased, all (reference)", len(bert), [bert_figs])]
     print("pieces per word, learned / random subset: %.3f" % (
         learned_figs.pieces_per_word / statistics.mean(f.pieces_per_word for f in fair_figs)))
     if FLAGS.peer:
@@ -142,6 +154,9 @@ def _setting(title, train_files, test_files, bert, workdir):
         print(_row("peer: bert_vocab_from_dataset (%.1fs)" % peer_seconds, peer_size, peer_figs))
         print("build_vocab.py is %.1fx faster than the peer (%d learner calls)"
               % (peer_seconds / seconds, stats.learn.calls))
+        figures.append(_figures(title, "peer: bert_vocab_from_dataset", peer_size, [peer_figs],
+                                seconds=peer_seconds))
+    return figures
 
 
 def main(argv):
@@ -155,8 +170,10 @@ def main(argv):
     bert = tokenization.read_vocab_lines(vocab.bundled_vocab_file())
     import tensorflow  # noqa: F401  Both contenders use it: imported before either is timed.
     with tempfile.TemporaryDirectory() as workdir:
-        _setting("in-sample", files, files, bert, workdir)
-        _setting("held-out", [f for f in files if f not in held_out], held_out, bert, workdir)
+        figures = _setting("in-sample", files, files, bert, workdir)
+        figures += _setting("held-out", [f for f in files if f not in held_out], held_out, bert,
+                            workdir)
+    common.write_results("vocab_quality", figures, packages=("tensorflow", "tensorflow-text"))
 
 
 if __name__ == "__main__":

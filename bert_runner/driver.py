@@ -1,15 +1,15 @@
 """The one driver every script runs a `bert_runner.task.Task` with: what the original's Estimator
 and the scripts' main() did, the same way for every task.
 
-    run(task, RunConfig.from_flags())               # a script's whole main()
+    run_command(task, RunConfig.from_flags())       # a script's whole main()
 
-`run` refuses a run with nothing to do, loads the config and the tokenizer (from the flags, or
-from a Hugging Face directory given as `--init_checkpoint`: `checkpoints.model_files`), reads every split
-the do_* flags ask for (all before any is converted), takes output_dir's lock
+`run_command` refuses a run with nothing to do, loads the config and the tokenizer (from the
+flags, or from a Hugging Face directory given as `--init_checkpoint`: `runs.model_files`),
+reads every split the do_* flags ask for (all before any is converted), takes output_dir's lock
 (`bert_runner.output_lock`: one run at a time), checks output_dir and `--init_checkpoint`
 (`prepare`), writes each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU
-padding for evaluation and prediction), counts the training steps, then `run_task` (once per seed with
-`seeds`) and the task's `finish`.
+padding for evaluation and prediction), counts the training steps, then `run_task` (once per seed
+with `seeds`) and the task's `finish`.
 
 `run_task` builds the model and the original optimizer under the `tf.distribute` strategy,
 trains (resuming from the newest checkpoint in output_dir, else starting from
@@ -38,11 +38,14 @@ from absl import logging
 
 from modeling import (
     check_lora_rank, checkpoint as checkpoints, enable_lora, families, trainable_count)
-from modeling.checkpoint import identity as checkpoint_identity, run_files
 from modeling.bert.config import OBJECTIVE_KEY
+from modeling.bert.modes import EncoderModes
 from modeling.optimization import create_optimizer, layerwise_rates
 from bert_runner import (
     distribution, output_lock, results, run_identity, seeds as seed_sweeps, startup)
+from bert_runner.runs import (
+    checkpoints as run_checkpoints, hashes, labels as run_labels, record as run_records)
+from bert_runner.runs.model_files import model_files
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
@@ -77,8 +80,8 @@ def prepare(task, run, config, identity, seeds=None):
     command that only evaluates or predicts, that output_dir's own checkpoints fit it, and that
     an `--init_checkpoint` they take the place of is not used, or that one without the task's
     head leaves it untrained (warnings)."""
-    path, recorded = run_files.run_record(run.output_dir)
-    path = path or os.path.join(run.output_dir, run_files.RUN_RECORD)
+    path, recorded = run_records.run_record(run.output_dir)
+    path = path or os.path.join(run.output_dir, run_records.RUN_RECORD)
     if recorded is not None and recorded.get("task") != task.name:
         raise OutputDirError(
             f"--output_dir={run.output_dir} holds a run of task {recorded.get('task')!r} "
@@ -89,7 +92,7 @@ def prepare(task, run, config, identity, seeds=None):
     for record_path, record, expected in _recorded_runs(run.output_dir, identity, seeds):
         _check_recorded_identity(record, run, expected, record_path)
     restored = (not run.do_train and not seeds
-                and checkpoint_identity.newest_checkpoint(run.output_dir))
+                and hashes.newest_checkpoint(run.output_dir))
     if restored:
         unused = [f"--{name}={value}" for name, value in (
             ("init_checkpoint", run.init_checkpoint), ("lora_adapters", run.lora_adapters))
@@ -98,12 +101,13 @@ def prepare(task, run, config, identity, seeds=None):
             logging.warning("%s not used: --output_dir=%s holds checkpoints, and the newest (%s) "
                             "is evaluated and predicted with", " and ".join(unused),
                             run.output_dir, os.path.basename(restored))
-        checkpoints.check_init_checkpoint(task.build_model(config), run.output_dir,
-                                          "--output_dir", config_file=run.bert_config_file,
-                                          task=task.name, read_tensors=False)
+        run_checkpoints.check_init_checkpoint(
+            task.build_model(config, run.bilstm_on_top), run.output_dir, "--output_dir",
+            config_file=run.bert_config_file, task=task.name, read_tensors=False)
     elif run.init_checkpoint:
-        new = checkpoints.check_init_checkpoint(
-            task.build_model(config), run.init_checkpoint, config_file=run.bert_config_file,
+        new = run_checkpoints.check_init_checkpoint(
+            task.build_model(config, run.bilstm_on_top), run.init_checkpoint,
+            config_file=run.bert_config_file,
             lora_adapters=run.lora_adapters, task=task.name)
         # A pooler alone is new where a span or tag model is read for its own task, which never
         # uses it (`checkpoints.is_pooler`).
@@ -125,7 +129,7 @@ def _recorded_runs(output_dir, identity, seeds):
     """[(run.json path, its record, the identity this command gives that run)] of the runs whose
     checkpoints output_dir holds: its own (a sweep's run.json, where seed directories hold
     them), and with `seeds` each of their seed directories that holds some."""
-    path, recorded = run_files.run_record(output_dir)
+    path, recorded = run_records.run_record(output_dir)
     found = []
     if run_identity.holds_checkpoints(output_dir, seed_dirs=False) and not seeds:
         found.append((path, recorded or {}, identity))
@@ -134,7 +138,7 @@ def _recorded_runs(output_dir, identity, seeds):
     for seed in seeds or ():
         directory = seed_sweeps.seed_dir(output_dir, seed)
         if run_identity.holds_checkpoints(directory, seed_dirs=False):
-            seed_path, seed_record = run_files.run_record(directory)
+            seed_path, seed_record = run_records.run_record(directory)
             found.append((seed_path, seed_record or {}, {**identity, "random_seed": seed}))
     return found
 
@@ -165,7 +169,7 @@ def _schedule_hint(recorded, identity, path):
     another learning rate): as the paper's second phase, a new run from its weights."""
     directory = os.path.dirname(path)
     if (not run_identity.only_schedule_differs(recorded, identity)
-            or not checkpoint_identity.newest_checkpoint(directory)):  # a seed sweep's own
+            or not hashes.newest_checkpoint(directory)):  # a seed sweep's own
         return ""
     return (" To train its model on with this schedule, start another --output_dir with "
             f"--init_checkpoint={directory} (its weights; the optimizer starts anew).")
@@ -176,7 +180,7 @@ def _check_recorded_model(recorded, run, config):
     output_dir holds (restoring them would drop the run's BiLSTM, add a random one, or change
     the encoder's attention), as run.json records it; a record without a key is not checked
     for it (--bilstm_on_top: written before the flag existed, so false)."""
-    path = os.path.join(run.output_dir, run_files.RUN_RECORD)
+    path = os.path.join(run.output_dir, run_records.RUN_RECORD)
     was = bool(recorded.get("bilstm_on_top", False))
     if was != run.bilstm_on_top:
         raise OutputDirError(
@@ -205,20 +209,20 @@ def _record_run(output_dir, config, identity, vocab_file=None):
     the next): the run's `identity` (`bert_runner.run_identity`), which every later reader of
     its checkpoints compares, and the model's pretraining objective
     (`modeling.bert.config.OBJECTIVE_KEY`), which scripts loading the checkpoints check their config
-    against (`modeling.checkpoint.model_files`). Also bert_config.json, the config the
+    against (`bert_runner.runs.model_files`). Also bert_config.json, the config the
     checkpoints are of, in this project's terms (a Hugging Face directory's exact GELU as
     "gelu_exact", the objective recorded), so that output_dir describes its model alone. Both
     stay as long as checkpoints they describe do (a sweep's, while its seed directories hold
     some): a command that only evaluates or predicts with another config changes neither.
     `vocab_file`: the vocabulary the run read, whose path is recorded beside its hash."""
     holds_checkpoints = run_identity.holds_checkpoints(output_dir)
-    if run_files.run_record(output_dir)[1] is None or not holds_checkpoints:
+    if run_records.run_record(output_dir)[1] is None or not holds_checkpoints:
         # Where its vocabulary was, beside its content hash: a later command that leaves
-        # --vocab_file out finds it there while the content is the same (`run_model_files`).
-        where = run_files.vocab_location(vocab_file)
-        run_files.write_output_dir_record(
+        # --vocab_file out finds it there while the content is the same (`runs.supplied`).
+        where = run_records.vocab_location(vocab_file)
+        run_records.write_output_dir_record(
             output_dir, {**identity, OBJECTIVE_KEY: config.pretraining_objective,
-                         **({run_files.VOCAB_PATH_KEY: where} if where else {})})
+                         **({run_records.VOCAB_PATH_KEY: where} if where else {})})
     config_path = os.path.join(output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path) or not holds_checkpoints:
         results.write_text_atomic(config_path, config.to_json_string())
@@ -227,7 +231,7 @@ def _record_run(output_dir, config, identity, vocab_file=None):
 def _changed_settings(output_dir, identity, names=None):
     """`["name old -> new", ...]` for the settings (of `names`, when given) recorded in
     output_dir's run.json that this command's `identity` changes."""
-    return run_identity.differences(run_files.run_record(output_dir)[1] or {}, identity, names)
+    return run_identity.differences(run_records.run_record(output_dir)[1] or {}, identity, names)
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
@@ -236,19 +240,18 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
     Without training the optimizer only holds the step counter for the checkpoint layout, so a
     `num_train_steps` of 0 is accepted.
     """
+    # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
+    modes = EncoderModes(recompute=run.recompute_activations, static_shapes=run.static_shapes)
+    if run.static_shapes:
+        logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
+                     "of the padded grid")
     with strategy.scope():
-        model = task.build_model(config)
+        model = task.build_model(config, run.bilstm_on_top, modes)
         if run.lora_rank:
             enable_lora(model, run.lora_rank, run.lora_alpha, run.lora_targets)
             trained, total = trainable_count(model)
             logging.info("LoRA rank %d on %s: %d of %d weights trained (%.2f%%)", run.lora_rank,
                          run.lora_targets, trained, total, 100.0 * trained / total)
-        model.encoder.recompute = run.recompute_activations
-        # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
-        model.encoder.static_shapes = run.static_shapes
-        if run.static_shapes:
-            logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
-                         "of the padded grid")
         optimizer = create_optimizer(
             run.optimizer, run.learning_rate, max(num_train_steps, 1), num_warmup_steps,
             warmup_rule=families.of_config(config).warmup_rule,
@@ -325,25 +328,17 @@ def _init_from_checkpoint(trainer, run, task):
     own initialiser (a student from its teacher), or None."""
     if not run.init_checkpoint:
         return task.initializer(trainer.model)
-    return lambda: checkpoints.initialize_from_checkpoint(
+    return lambda: run_checkpoints.initialize_from_checkpoint(
         trainer.model, run.init_checkpoint, config_file=run.bert_config_file,
         lora_adapters=run.lora_adapters)
 
 
 def _examples_per_row(task, split):
-    """The examples a training row holds on average, for the progress lines: a packed split's
-    count, or (a callable, asked once the training dataset is made) what pre-training's text
-    input packed (`--input_format=text --max_sequences_per_row`), whose rows are made in its
-    input pipeline; None for packed records read as a stream (rows not counted); 1.0 for rows of
-    one example."""
+    """The examples a training row holds on average, for the progress lines: a split the driver
+    packed counts them; otherwise the task's own input says (`Task.examples_per_row`)."""
     if split.num_rows:
         return split.num_examples / split.num_rows
-    if getattr(task, "sequences_per_row", 1) > 1:
-        return None
-    dynamic_input = getattr(task, "dynamic_input", None)
-    if dynamic_input is not None and hasattr(dynamic_input, "examples_per_row"):
-        return lambda: dynamic_input.examples_per_row
-    return 1.0
+    return task.examples_per_row()
 
 
 def train(trainer, task, run, config, split, num_train_steps):
@@ -368,7 +363,7 @@ def train(trainer, task, run, config, split, num_train_steps):
         path = checkpoints.write_adapters(trainer.model, run.output_dir, {
             "task": task.name, "rank": run.lora_rank, "alpha": run.lora_alpha,
             "targets": run.lora_targets, "base": run.init_checkpoint,
-            "labels": run_files.recorded_labels(run.output_dir)})
+            "labels": run_labels.recorded_labels(run.output_dir)})
         logging.info("Wrote the LoRA adapters and the head (%.1f KB) to %s",
                      os.path.getsize(path) / 1024, path)
     if run.save_tf1_checkpoint and trainer.chief:
@@ -384,17 +379,18 @@ def evaluate_start(trainer, task, run, split):
     loaded), kept in output_dir/eval_start.json so that a resumed run prints them too; None for a
     run resumed from checkpoints written without them."""
     path = os.path.join(run.output_dir, results.START_REPORT)
-    report = run_files.read_json_object(path)
+    report = run_records.read_run_file(path)
     if report is not None:
         return report["metrics"]
-    if checkpoint_identity.newest_checkpoint(run.output_dir):
+    if hashes.newest_checkpoint(run.output_dir):
         return None
     _log_split("evaluation of the starting model", split)
     trainer.restore(_init_from_checkpoint(trainer, run, task))
     outputs = collect(_batches(trainer, task, split, run))
-    metrics = {name: float(value) for name, value in task.evaluate(outputs, 0).items()}
+    metrics = {name: float(value)
+               for name, value in task.evaluate(outputs, 0, split, run.output_dir).items()}
     if trainer.chief:
-        results.write_eval_report(run.output_dir, metrics, task.baselines(outputs),
+        results.write_eval_report(run.output_dir, metrics, task.baselines(outputs, split),
                                   name=results.START_REPORT)
     return metrics
 
@@ -405,8 +401,8 @@ def evaluate(trainer, task, run, split, start=None):
     metric beside its baseline."""
     _log_split("evaluation", split)
     outputs = collect(_batches(trainer, task, split, run))
-    metrics = task.evaluate(outputs, trainer.step)
-    baselines = task.baselines(outputs)
+    metrics = task.evaluate(outputs, trainer.step, split, run.output_dir)
+    baselines = task.baselines(outputs, split)
     if start:
         baselines = {name: "starting model %.4f; %s" % (start[name], text) if name in start
                      else text for name, text in baselines.items()}
@@ -449,7 +445,7 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
     return result
 
 
-def run(task, run, seeds=None):
+def run_command(task, run, seeds=None):
     """Does everything `task`'s script is asked for by `run` (a `RunConfig`); see the module
     docstring. With `seeds` (ints), `run_task` runs once per seed in `output_dir/seed_<seed>`
     on the same records, and eval_results_seeds.txt summarises them.
@@ -458,26 +454,23 @@ def run(task, run, seeds=None):
       the `RunResult`, or with `seeds` `{seed: RunResult}`.
     """
     wanted = wanted_splits(task, run)
-    task.bilstm_on_top = run.bilstm_on_top
-    task.init_checkpoint = run.init_checkpoint
-    task.lora_adapters = run.lora_adapters
-    task.output_dir = run.output_dir
     # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
     # below name the file the config was read from.
-    files = checkpoints.model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
-                                    task.max_seq_length)
+    files = model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
+                        task.max_seq_length)
     run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
     config = task.model_config(files.config)
     check_lora_rank(run.lora_rank, config, run.bert_config_file)
     if run.lora_adapters:
-        checkpoints.check_adapters_task(run.lora_adapters, task.name, run.init_checkpoint)
+        run_checkpoints.check_adapters_task(run.lora_adapters, task.name, run.init_checkpoint)
     tokenizer = None
     if run.vocab_file:
         tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,
                                            config, run.bert_config_file)
-    existing = {split: task.existing_records(split, config) for split in wanted}
-    examples = {split: task.read_examples(split) for split in wanted if existing[split] is None}
-    task.check_examples(examples)
+    existing = {split: task.existing_records(split) for split in wanted}
+    examples = {split: task.read_examples(split, run) for split in wanted
+                if existing[split] is None}
+    task = task.settle(examples, run, config)
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
     # A multi-worker run's other workers share the chief's output_dir: the chief's to remove.
@@ -490,7 +483,8 @@ def run(task, run, seeds=None):
 
 def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, examples, strategy,
                        made):
-    """`run`'s work once output_dir exists: `made` lists the folders this run created."""
+    """`run_command`'s work once output_dir exists: `made` lists the folders this run
+    created."""
     identity = run_identity.of(
         task, run, config, train_examples=examples.get("train") if run.do_train else None,
         train_records=existing.get("train") if run.do_train else None)
@@ -501,12 +495,12 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
         used = [name for name in identity if name not in run_identity.TRAINING_ONLY
                 and name not in task.training_only_settings]
         changed = _changed_settings(run.output_dir, identity, used)
-        if changed and checkpoint_identity.newest_checkpoint(run.output_dir):
+        if changed and hashes.newest_checkpoint(run.output_dir):
             logging.warning(
                 "%s holds a model trained with other settings than this command's: %s. Its "
                 "checkpoints are evaluated and predicted with as they are", run.output_dir,
                 ", ".join(changed))
-        task.write_run_files(run.output_dir)
+        task.write_run_files(run)
         splits = {split: write_split(task, examples[split], split, tokenizer, run)
                   if existing[split] is None else existing_split(task, split, existing[split], run)
                   for split in wanted}
@@ -520,7 +514,6 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
                     run.vocab_file)
 
         def run_once(seed_run):
-            task.output_dir = seed_run.output_dir  # a seed's files in its own directory
             if seeds and distribution.is_chief(strategy):
                 tf.io.gfile.makedirs(seed_run.output_dir)
                 _record_run(seed_run.output_dir, config,
@@ -551,7 +544,7 @@ def _run_file_names(task):
     """What a run writes in output_dir before anything a user keeps (checkpoints, results,
     predictions): its records, config and labels, its splits' TFRecords, which every run writes
     anew; and the lock, which `output_lock` removes."""
-    return {run_files.RUN_RECORD, "bert_config.json", run_files.LABEL_LIST_FILE,
+    return {run_records.RUN_RECORD, "bert_config.json", run_labels.LABEL_LIST_FILE,
             output_lock.LOCK_FILE, *(name + ".tf_record" for name in task.splits.values())}
 
 

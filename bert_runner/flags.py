@@ -244,18 +244,18 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
     """Marks the flags `names` (`bert_config_file`, `vocab_file`) required unless `--checkpoint`
     supplies them: a Hugging Face model directory, which holds the config and the vocabulary; an
     original ELECTRA checkpoint with `vocab.txt` beside it (a released folder: its config is read
-    from its shapes) (`modeling.checkpoint.model_files`); or a run's output_dir or a checkpoint in
+    from its shapes) (`bert_runner.runs.model_files`); or a run's output_dir or a checkpoint in
     it (without `--checkpoint`: the command's own `--output_dir`, when it holds checkpoints to
     evaluate, predict with or resume), whose bert_config.json and vocabulary then become the
-    flags' values (`modeling.checkpoint.run_model_files`), so that every later reader of the
+    flags' values (`bert_runner.runs.supplied`), so that every later reader of the
     flags takes the run's. Checked when `flag_values` are parsed."""
 
     def check(values):
         missing = [name for name in names if not values[name]]
         if not missing:
             return True
-        from modeling.checkpoint import (
-            check_partial_directory, checkpoint_folder, hf_home, is_original_electra)
+        from bert_runner.runs.checkpoint_flags import check_partial_directory
+        from modeling.checkpoint import checkpoint_folder, hf_home, is_original_electra
 
         directory = values[checkpoint]
         home = hf_home(directory) or (checkpoint_folder(directory)
@@ -269,9 +269,9 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
             raise flags.ValidationError(str(e)) from None
         if not home and _take_run_files(missing, directory, checkpoint, flag_values):
             return True
-        from modeling.checkpoint import run_model_files
+        from bert_runner.runs import supplied
 
-        raise flags.ValidationError(run_model_files.required_unless(missing[0], f"--{checkpoint}"))
+        raise flags.ValidationError(supplied.required_unless(missing[0], f"--{checkpoint}"))
 
     # --output_dir too: without a checkpoint flag, a run's own output_dir may supply them.
     watched = [*names, checkpoint] + (["output_dir"] if "output_dir" in flag_values else [])
@@ -299,7 +299,8 @@ def _take_run_files(missing, directory, checkpoint, flag_values):
     """Sets the `missing` model-file flags to what the run whose checkpoint `directory` is (else
     the command's own --output_dir, when it holds checkpoints) supplies; True when it supplies
     all of them. A vocabulary the run read that is gone or changed is refused naming it."""
-    from modeling.checkpoint import checkpoint_folder, run_model_files
+    from bert_runner.runs import supplied
+    from modeling.checkpoint import checkpoint_folder
 
     flag = f"--{checkpoint}"
     if not directory and "output_dir" in flag_values:
@@ -307,7 +308,7 @@ def _take_run_files(missing, directory, checkpoint, flag_values):
         if output_dir and checkpoint_folder(output_dir):
             directory, flag = output_dir, "--output_dir"
     try:
-        files = run_model_files.supplied(directory, flag, "vocab_file" in missing)
+        files = supplied.supplied(directory, flag, "vocab_file" in missing)
     except ValueError as e:
         raise flags.ValidationError(str(e)) from None
     supplied = dict(zip(("bert_config_file", "vocab_file"), files or (None, None)))

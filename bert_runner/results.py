@@ -12,10 +12,10 @@ import tensorflow as tf
 from absl import logging
 
 from modeling.checkpoint import files
-from modeling.checkpoint.run_files import read_json_object
+from bert_runner.runs.record import read_run_file
 
-# Every output file is written through these; they live with the run's files beside its
-# checkpoints (`modeling.checkpoint`), below the machinery.
+# Every output file is written through these; they live with the checkpoint writer
+# (`modeling.checkpoint`), below the machinery.
 atomic_output, write_text_atomic = files.atomic_output, files.write_text_atomic
 
 
@@ -93,7 +93,7 @@ def write_eval_results(path, results):
 def read_eval_report(output_dir):
     """The eval_report.json the driver wrote in `output_dir` (`write_eval_report`:
     `{"metrics": {name: number}, "baselines": {name: text}}`), or None before any evaluation."""
-    return read_json_object(os.path.join(output_dir, EVAL_REPORT))
+    return read_run_file(os.path.join(output_dir, EVAL_REPORT))
 
 
 def missing_dirs(output_dir):

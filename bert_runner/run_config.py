@@ -1,7 +1,7 @@
 """The shared run settings of every script, read from the flags once, in one place.
 
     run = RunConfig.from_flags()          # after absl has parsed the command line
-    driver.run(task, run)                 # nothing below reads FLAGS
+    driver.run_command(task, run)                 # nothing below reads FLAGS
 
 A script defines the flags it offers (the original's, through `bert_runner.flags`); a field whose flag
 a script does not define keeps its default here.

@@ -22,9 +22,9 @@ import os
 import tensorflow as tf
 
 from bert_runner import seeds as seed_sweeps
+from bert_runner.runs import hashes, record as run_records
+from bert_runner.runs.hashes import fingerprint
 from modeling import families
-from modeling.checkpoint import identity as checkpoint_identity, run_files
-from modeling.checkpoint.identity import fingerprint
 
 # The RunConfig fields that change what training computes. --jit_compile is not one (the steps
 # compute the same numbers with and without XLA), nor are batch sizes of evaluation and
@@ -46,14 +46,14 @@ _BEFORE_RECORDED = {LAYERWISE_DECAY: 1.0}
 # evaluates or predicts with them must give the same (another vocabulary, casing or pooling
 # would score another model than the one trained). Windows and SQuAD's version are how the
 # outputs are read, which an evaluation may choose.
-MODEL_NAMES = (run_files.VOCAB_KEY, "do_lower_case", "pooling", "normalize")
+MODEL_NAMES = (run_records.VOCAB_KEY, "do_lower_case", "pooling", "normalize")
 # The same for a command that reads no text (records made before): no vocabulary, no casing.
 MODEL_NAMES_NO_TEXT = ("pooling", "normalize")
 
 # The fingerprints' names in the record, and the RunConfig field whose file each hashes.
 FINGERPRINTED = (("init_checkpoint_sha256", "init_checkpoint"),
                  ("lora_adapters_sha256", "lora_adapters"),
-                 (run_files.VOCAB_KEY, "vocab_file"))
+                 (run_records.VOCAB_KEY, "vocab_file"))
 CONFIG = "bert_config_sha256"
 TRAIN_DATA = "train_data_sha256"
 # A distillation teacher's content (`bert_tasks.classifier`'s recorded settings).
@@ -108,10 +108,10 @@ def of(task, run, config=None, train_examples=None, train_records=None):
     for key, field in FINGERPRINTED:
         identity[key] = fingerprint(getattr(run, field))
     if run.init_checkpoint and tf.io.gfile.isdir(run.init_checkpoint):
-        identity[INIT_PREFIX] = checkpoint_identity.newest_checkpoint(run.init_checkpoint)
+        identity[INIT_PREFIX] = hashes.newest_checkpoint(run.init_checkpoint)
     if config is not None:
         # The reader builds the model of this family from the run's checkpoints.
-        identity[run_files.FAMILY_KEY] = families.of_config(config).name
+        identity[run_records.FAMILY_KEY] = families.of_config(config).name
         identity[CONFIG] = config_sha256(config)
         identity[LAYERWISE_DECAY] = run.layerwise_decay(config)
     elif run.layerwise_lr_decay is not None:
@@ -147,7 +147,7 @@ _SAID = {TRAIN_DATA: "the training data differs",
          "init_checkpoint_sha256": "the starting checkpoint's content differs",
          "lora_adapters_sha256": "the LoRA adapters' content differs",
          CONFIG: "the model config's content differs",
-         run_files.VOCAB_KEY: "the vocabulary's content differs"}
+         run_records.VOCAB_KEY: "the vocabulary's content differs"}
 
 
 def differences(recorded, current, names=None):
@@ -196,5 +196,5 @@ def _at_recorded_start(recorded, current):
 def holds_checkpoints(output_dir, seed_dirs=True):
     """Whether `output_dir` (or, with `seed_dirs`, a seed directory in it) holds a checkpoint."""
     directories = [output_dir] + (seed_sweeps.seed_directories(output_dir) if seed_dirs else [])
-    return any(checkpoint_identity.newest_checkpoint(d) for d in directories)
+    return any(hashes.newest_checkpoint(d) for d in directories)
 

@@ -30,7 +30,10 @@ class Split:
     predict sets on TPU: `is_real_example=0`). repeat/max_batches: read the files repeatedly and
     stop after `max_batches` batches (pre-training evaluation's `max_eval_steps`).
     sequences_per_row: more than 1 for packed records (`bert_runner.packing`), then `num_rows`
-    records hold the `num_examples`.
+    records hold the `num_examples`. examples: what the task's `records` wrote them from (with
+    what it kept on them, NER's windows), and kept: `{name: value}` that `records` filled as it
+    converted them (the classifier's window counts, SQuAD's windows), for its `evaluate` and
+    `write_predictions`; None and empty for records the task did not need written.
     """
 
     files: Sequence[str]
@@ -41,6 +44,8 @@ class Split:
     max_batches: Optional[int] = None
     sequences_per_row: int = 1
     num_rows: Optional[int] = None
+    examples: object = None
+    kept: dict = dataclasses.field(default_factory=dict)
 
 
 class NothingToDoError(ValueError):
@@ -66,11 +71,13 @@ def write_split(task, examples, split, tokenizer, run):
     batch_size = getattr(run, _BATCH_SIZE[split])
     path = os.path.join(run.output_dir, task.splits[split] + ".tf_record")
     padding = task.padding_record() if run.on_tpu and split != "train" else None
-    split_records = task.records(examples, split, tokenizer)
+    kept = {}
+    split_records = task.records(examples, split, tokenizer, run, kept)
     if split == "train" and run.max_sequences_per_row > 1:
         return _write_packed(task, split_records, path, batch_size, run.max_sequences_per_row)
     num_records, num_padding = records.write_records(path, split_records, padding, batch_size)
-    return Split([path], num_records, batch_size, num_padding=num_padding)
+    return Split([path], num_records, batch_size, num_padding=num_padding, examples=examples,
+                 kept=kept)
 
 
 def _write_packed(task, split_records, path, batch_size, sequences_per_row):

@@ -1,30 +1,39 @@
 """The Task contract: everything a task (GLUE, SQuAD, SWAG, NER, pre-training) tells the driver.
 
 A task is one package of the tasks' package holding one `Task` subclass built from its script's
-flags. `bert_runner.driver.run(task, run)` does the rest, the same way for every task: refuses a
-run with nothing to do, reads every split the do_* flags ask for (all before any is converted),
-writes their TFRecords (atomically, padded for TPU), counts the training steps, then trains,
-evaluates and predicts (`run_task`) and hands the results back to the task (`finish`).
+flags. `bert_runner.driver.run_command(task, run)` does the rest, the same way for every task:
+refuses a run with nothing to do, reads every split the do_* flags ask for (all before any is
+converted), writes their TFRecords (atomically, padded for TPU), counts the training steps, then
+trains, evaluates and predicts (`run_task`) and hands the results back to the task (`finish`).
+
+The driver sets nothing on a task: what a method needs of the command reaches it as an argument,
+`run` (the frozen `bert_runner.run_config.RunConfig`: in a seed sweep the seed's own, whose
+output_dir is the seed's directory), or the `Split` whose records the outputs are of. What the
+input or the model config decides (NER's labels, pre-training's objective from its records) is
+settled once, by `settle`, whose returned task the driver uses from then on.
 
 The data side (`examples` are whatever the task's reader returns, usually a list):
 
     splits                                  {split: record name}: the splits the script offers
                                             ("train", "eval", "predict"), in order; the driver
                                             writes `<output_dir>/<record name>.tf_record`
-    read_examples(split)                    the split's input, read and checked (bad input names
-                                            its file and line)
-    check_examples(examples)                checks across the read splits ({split: examples})
-    write_run_files(output_dir)             the task's own files beside run.json (NER's labels)
+    read_examples(split, run=None)          the split's input, read and checked (bad input names
+                                            its file and line); `run` None outside a command
+    settle(examples, run, config)           the task the run goes on with: checks across the
+                                            read splits ({split: examples}) and settles what
+                                            they and the model config decide, in a copy
+    write_run_files(run)                    the task's own files beside run.json (NER's labels)
     recorded_settings()                     {name: JSON value}: the task's settings recorded in
                                             run.json (a later command that changes one is told)
     training_only_settings                  names of those that only training reads (a command
                                             that only evaluates or predicts gives none)
     training_data(examples)                 what of the training examples identifies them (the
                                             examples; NER's read file without its path)
-    records(examples, split, tokenizer)     yields the split's `tf.train.Example`s; keeps what
-                                            `evaluate` / `write_predictions` will need
+    records(examples, split, tokenizer, run, kept)   yields the split's `tf.train.Example`s;
+                                            what `evaluate` / `write_predictions` need stays on
+                                            the examples or goes in the dict `kept` (`Split`)
     padding_record()                        a record with is_real_example=0 (TPU padding)
-    existing_records(split, config)         TFRecord paths when the split's records exist
+    existing_records(split)                 TFRecord paths when the split's records exist
                                             (pre-training's --input_file), else None
     input_dataset(files, batch_size, ...)   the split's batches (default: the TFRecords parsed
                                             with feature_spec)
@@ -33,6 +42,8 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     compare_with_start                      True: a training run also evaluates the starting
                                             model (before its first step) and prints its
                                             metrics beside the trained model's
+    examples_per_row()                      the examples a row of the task's own training input
+                                            holds, for the progress lines (default 1.0)
 
 The model side (`features` are the decoded TFRecord batch: a dict of int32 / float32 tensors
 `[B, ...]`, one replica's share; packed training rows, `--max_sequences_per_row`, add
@@ -42,15 +53,17 @@ The model side (`features` are the decoded TFRecord batch: a dict of int32 / flo
     model_config(config)                    the config the model is built from (and written
                                             with the checkpoint), from --bert_config_file's
     max_seq_length                          int: the records' sequence length
-    build_model(config)                     a `modeling.BertTaskModel` (names its TF1 head),
-                                            with `bilstm_on_top=self.bilstm_on_top`
+    build_model(config, bilstm_on_top=False, modes=None)   a `modeling.BertTaskModel` (names
+                                            its TF1 head), a BiLSTM under the head with
+                                            --bilstm_on_top, its encoder's `EncoderModes`
     initializer(model)                      None, or a function initialising a model that has
                                             no --init_checkpoint (a student from its teacher)
     feature_spec(is_training)               {name: tf.io.FixedLenFeature} of the TFRecords
     loss(model, features, training)         (scalar float32 loss, {name: scalar metric})
     predict_step(model, features)           {name: tensor [B, ...]}, for evaluation and prediction
-    evaluate(outputs, global_step)          {name: numpy scalar}: the eval_results.txt values
-    baselines(outputs)                      {name: text}: chance / majority figures beside them
+    evaluate(outputs, global_step, split, output_dir)   {name: numpy scalar}: the
+                                            eval_results.txt values (NER also writes its files)
+    baselines(outputs, split)               {name: text}: chance / majority figures beside them
     write_predictions(batches, split, output_dir)   the task's prediction files
     finish(result, output_dir)              after a run: scores of the predictions, summaries
     flops_per_example(config)               training model FLOPs of one example (for logs)
@@ -59,6 +72,8 @@ The model side (`features` are the decoded TFRecord batch: a dict of int32 / flo
 file order, plus `batch_index` `[N]` (the batch of each row, for per-batch means such as the
 Estimator's `loss`). `write_predictions` gets the batches themselves, so a task can stream them.
 """
+import copy
+
 import numpy as np
 
 # The splits a fine-tuning script usually offers, each written to <name>.tf_record.
@@ -74,34 +89,35 @@ class Task:
     eval_batches = None
     compare_with_start = False
     training_only_settings = ()
-    # --bilstm_on_top, set by the driver: `build_model` passes it to the task model.
-    bilstm_on_top = False
-    # --init_checkpoint, set by the driver: a task that records its labels checks them against
-    # those recorded beside it (`modeling.checkpoint.run_files.labels_governing`).
-    init_checkpoint = None
-    # --lora_adapters, set by the driver: their head, and the labels recorded with it, replace
-    # the starting checkpoint's.
-    lora_adapters = None
-    # --output_dir, set by the driver: where the model a run without training uses is.
-    output_dir = None
 
     # The data side.
 
-    def read_examples(self, split):
-        """The input of `split` ("train", "eval" or "predict"), read and checked.
+    def read_examples(self, split, run=None):
+        """The input of `split` ("train", "eval" or "predict"), read and checked; `run` is the
+        command's `RunConfig` (None outside one: nothing recorded beside a model is consulted).
 
         The driver reads every split the run needs before it converts any, so bad dev or test
         input fails in seconds, before the training set's conversion or the fine-tuning.
         """
         raise NotImplementedError
 
-    def check_examples(self, examples):
-        """Checks across splits once all are read (`{split: examples}`), before the model is
-        built: a task whose model depends on its data (NER's label list) settles it here."""
+    def settle(self, examples, run, config=None):
+        """The task the rest of the run uses, once every split is read (`{split: examples}`; a
+        split with `existing_records` has none) and `config` (`model_config`'s) is known: checks
+        across the splits, and returns a copy (`_settled`) holding what they or the config
+        decide (NER's labels, also from those recorded beside the model `run` starts from),
+        or this task when nothing is; this one is left as constructed."""
+        return self
 
-    def write_run_files(self, output_dir):
-        """Writes the task's own files in `output_dir` once the driver has accepted it (it holds
-        no other task's run), before any record is written."""
+    def _settled(self, **values):
+        """A copy of this task with `values` as its attributes (`settle`'s result)."""
+        task = copy.copy(self)
+        vars(task).update(values)
+        return task
+
+    def write_run_files(self, run):
+        """Writes the task's own files in `run.output_dir` once the driver has accepted it (it
+        holds no other task's run), before any record is written."""
 
     def recorded_settings(self):
         """`{name: JSON value}` of the task's own settings that shape its records or outputs,
@@ -115,11 +131,13 @@ class Task:
         read from. Default: the examples themselves (dataclasses of their text and labels)."""
         return examples
 
-    def records(self, examples, split, tokenizer):
-        """Yields the `tf.train.Example`s of `split`, in file order.
+    def records(self, examples, split, tokenizer, run, kept):
+        """Yields the `tf.train.Example`s of `split`, in file order; `run`: the command's
+        `RunConfig` (None outside one).
 
-        The task keeps here what its `evaluate` / `write_predictions` need to turn the results
-        back into its outputs (the examples, SQuAD's windows, NER's windows).
+        What `evaluate` / `write_predictions` need to turn the results back into the task's
+        outputs is kept on the examples (NER's windows: the split's `Split.examples`), or put in
+        the dict `kept` (SQuAD's windows, the classifier's window counts: `Split.kept`).
         """
         raise NotImplementedError
 
@@ -128,9 +146,10 @@ class Task:
         batch: all zeros, `is_real_example=0` (or what the task's metrics skip)."""
         raise NotImplementedError(f"{type(self).__name__} has no padding record")
 
-    def existing_records(self, split, config):
-        """The TFRecord paths of `split` when its records already exist (checked against the
-        model `config`), read as a stream and not counted; None: the driver writes them."""
+    def existing_records(self, split):
+        """The TFRecord paths of `split` when its records already exist (`settle` checks them
+        against the model config), read as a stream and not counted; None: the driver writes
+        them."""
         return None
 
     def input_dataset(self, files, batch_size, is_training, sequences_per_row=1, **kwargs):
@@ -144,6 +163,14 @@ class Task:
         if sequences_per_row > 1:
             spec = packing.packed_feature_spec(spec, self.max_seq_length, sequences_per_row)
         return inputs.tfrecord_dataset(files, spec, batch_size, is_training=is_training, **kwargs)
+
+    def examples_per_row(self):
+        """The examples a row of the task's own training input holds on average, for the
+        progress lines: 1.0 (a row is an example); None where the rows are not counted
+        (pre-training's packed records, read as a stream); or a function of no arguments, asked
+        once the training dataset is made (pre-training from text, packed in its pipeline).
+        Rows the driver packed (`--max_sequences_per_row`) are counted by the driver."""
+        return 1.0
 
     def training_steps(self, run, examples, num_records):
         """(num_train_steps, num_warmup_steps) of `run` (a `RunConfig`) for the training split.
@@ -161,8 +188,10 @@ class Task:
         ValueError naming the flag for a config the task cannot train."""
         return config
 
-    def build_model(self, config):
-        """The task model for `config` (a `modeling.BertConfig`), built, under the caller's scope."""
+    def build_model(self, config, bilstm_on_top=False, modes=None):
+        """The task model for `config` (a `modeling.BertConfig`), built, under the caller's scope;
+        `bilstm_on_top` (`--bilstm_on_top`): a BiLSTM between the encoder and the head; `modes`:
+        its encoder's `EncoderModes` (how it computes: recomputation, static shapes)."""
         raise NotImplementedError
 
     def initializer(self, model):
@@ -183,16 +212,19 @@ class Task:
         """`{name: tensor [B, ...]}` per batch: what `evaluate` and `write_predictions` read."""
         raise NotImplementedError
 
-    def evaluate(self, outputs, global_step):
-        """`{name: value}` for eval_results.txt from `collect`ed `predict_step` outputs.
+    def evaluate(self, outputs, global_step, split, output_dir):
+        """`{name: value}` for eval_results.txt from `collect`ed `predict_step` outputs of
+        `split` (the `bert_runner.splits.Split`); a task may write its own evaluation files in
+        `output_dir` (the run's, a seed's own in a sweep).
 
         Values should be numpy scalars (np.float32 metrics, np.int64 global_step), so the file
         shows the original's text.
         """
         raise NotImplementedError(f"{type(self).__name__} has no evaluation")
 
-    def baselines(self, outputs):
-        """`{metric name: "<what> <value>"}` to print beside the metric (chance, majority)."""
+    def baselines(self, outputs, split):
+        """`{metric name: "<what> <value>"}` to print beside the metric (chance, majority) of
+        `split`'s outputs."""
         return {}
 
     def write_predictions(self, batches, split, output_dir):

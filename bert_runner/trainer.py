@@ -23,9 +23,47 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling.checkpoint import ModelVariables, restore_newest_readable
+from modeling.checkpoint import ModelVariables
 from bert_runner.distribution import is_chief
 from modeling.optimization import DecoupledDecayOptimizer
+
+
+def restore_newest_readable(manager, restore):
+    """Restores the newest checkpoint of `manager` that reads, falling back to older ones.
+
+    A checkpoint can be unreadable although the `checkpoint` file lists it: its `.data` file
+    truncated (a full disk, a copy cut short) or corrupt, or its files deleted. Each such one is
+    skipped with a warning, and the run resumes from the newest readable one, so only the steps
+    after it are trained again. Restoring the older checkpoint assigns every variable again,
+    so nothing of the failed attempt remains.
+
+    Args:
+      manager: a `tf.train.CheckpointManager`.
+      restore: `path -> None`, restores one checkpoint (raises if it cannot be read).
+    Returns:
+      the path restored, or None when `manager` has no checkpoint.
+    Raises:
+      ValueError naming every checkpoint when none of them reads.
+    """
+    unreadable = []
+    for path in reversed(manager.checkpoints):
+        try:
+            restore(path)
+        except (IndexError, tf.errors.OpError) as e:  # truncation raises IndexError
+            message = (str(e).strip().splitlines() or [""])[0]
+            logging.warning("Checkpoint %s is unreadable (truncated or corrupt data file?): %s: %s",
+                            path, type(e).__name__, message)
+            unreadable.append(path)
+            continue
+        if unreadable:
+            logging.warning("Resuming from %s, the newest readable checkpoint, instead of %s",
+                            path, ", ".join(unreadable))
+        return path
+    if unreadable:
+        raise ValueError(
+            "No checkpoint in %s can be read (%s): move them away to start again from "
+            "--init_checkpoint or from scratch" % (manager.directory, ", ".join(unreadable)))
+    return None
 
 
 class LoopRecord(collections.namedtuple("LoopRecord", ["step", "metrics", "seconds"])):

@@ -7,4 +7,7 @@
   electra   `python demo.py --electra`: BERT and ELECTRA of the same size pre-trained for the
             same CPU time, each fine-tuned with several seeds on the demo's tasks, beside the
             ELECTRA paper's figures
+  demo_pipeline
+            what `python demo.py` and its `--table5` and `--electra` run their stages with (each
+            a script in a subprocess, in the work folder), and the data stages all three run
 """

@@ -10,13 +10,22 @@ the width, pre-trained on the same records for the same CPU seconds of training 
 fine-tuned with several seeds on the demo's four tasks, beside a row fine-tuned from random
 weights and the tasks' majority/chance baselines.
 
-This module holds what the command computes and prints without running anything: the rows, the
-tasks, the paper's figures, the CPU budget arithmetic and the tables (markdown). demo.py runs the
-stages.
+This module holds the comparison: the rows, the tasks, the paper's figures, the CPU budget
+arithmetic and the tables (markdown), and `run`, its stages (demo.py parses the flags and calls
+it; experiments.demo_pipeline runs the scripts).
 """
 import dataclasses
+import json
 import math
+import os
+import re
+import shutil
 import textwrap
+
+from demo_data.who_questions import count_questions
+from experiments.demo_pipeline import (
+    Start, shown, stage_data, stage_pretraining_data, stage_vocab, steps_per_log, task_baselines,
+    write_text)
 
 # The paper's GLUE dev scores at equal pre-training compute (BERT, ELECTRA). Small and Base are
 # Table 1 (same size, data and training FLOPs); Large is the pair cited with them for this
@@ -166,18 +175,18 @@ def results_table(results, baselines=()):
     its standard error.
     """
     header = ["fine-tuned from"] + [t.title for t in TASKS] + ["mean of the tasks"]
-    shown = {row: {t.key: [shown_value(t, v) for v in by_task[t.key]]
-                   for t in TASKS if by_task.get(t.key)}
-             for row, by_task in results.items()}
+    in_units = {row: {t.key: [shown_value(t, v) for v in by_task[t.key]]
+                      for t in TASKS if by_task.get(t.key)}
+                for row, by_task in results.items()}
     rows = []
     for name in ROWS:
-        if name not in shown:
+        if name not in in_units:
             continue
-        by_task = shown[name]
+        by_task = in_units[name]
         complete = len(by_task) == len(TASKS)
         rows.append([name] + [_cell(by_task.get(t.key, [])) for t in TASKS]
                     + [_cell(seed_averages(by_task)) if complete else "-"])
-    electra, bert = (shown.get(p.name, {}) for p in reversed(PRETRAININGS))
+    electra, bert = (in_units.get(p.name, {}) for p in reversed(PRETRAININGS))
     if electra and bert:
         both = len(electra) == len(bert) == len(TASKS)
         rows.append(["ELECTRA − BERT (± s.e.)"]
@@ -251,3 +260,263 @@ def note(bert_config, generator_fraction=GENERATOR_HIDDEN_FRACTION, batch=32,
     )
     return "How to read it:\n" + "\n".join(
         textwrap.fill(b, 96, initial_indent="* ", subsequent_indent="  ") for b in bullets) + "\n"
+
+
+# --- Running it: `python demo.py --electra`'s stages. ---
+
+ELECTRA_DIR = "electra"
+
+
+def _pretraining_flags(pipe, scale, pretraining, steps, output_dir, evaluate=True):
+    """run_pretraining.py's flags: the demo's pre-training settings for both objectives (ELECTRA's
+    own defaults, batch 128, would not be the same run), `steps` of them."""
+    values = dict(
+        pretraining.flags, input_file=shown(pipe.path(ELECTRA_DIR, "pretraining_data.tfrecord")),
+        output_dir=shown(output_dir),
+        bert_config_file=shown(pipe.path(ELECTRA_DIR, pretraining.config_file)),
+        do_train=True, train_batch_size=scale.pretraining_batch,
+        max_seq_length=scale.pretraining_seq_length,
+        max_predictions_per_seq=scale.max_predictions_per_seq, num_train_steps=steps,
+        num_warmup_steps=steps // 20, learning_rate=scale.pretraining_learning_rate)
+    if evaluate:
+        values.update(do_eval=True, eval_batch_size=scale.pretraining_batch,
+                      max_eval_steps=scale.eval_steps)
+    return values
+
+
+def calibrate(pipe, scale, pretraining, quick):
+    """CPU seconds per training step of `pretraining` on this machine: a short run, timed between
+    its first and last training log lines. Kept in electra/calibration.json and reused while the
+    settings are the same (the steps of the runs already made depend on it)."""
+    pipe.header(f"run_pretraining.py: CPU seconds per step of {pretraining.name} (a short run)")
+    steps, loop = ((QUICK_CALIBRATION_STEPS, QUICK_CALIBRATION_LOOP) if quick else
+                   (CALIBRATION_STEPS, CALIBRATION_LOOP))
+    output_dir = pipe.path(ELECTRA_DIR, "calibration", pretraining.folder)
+    values = _pretraining_flags(pipe, scale, pretraining, steps, output_dir, evaluate=False)
+    with open(values["bert_config_file"], encoding="utf-8") as f:
+        settings = {"flags": {k: v for k, v in values.items() if k != "output_dir"},
+                    "config": json.load(f), "cpu": _cpu_name(), "iterations_per_loop": loop}
+    path = pipe.path(ELECTRA_DIR, "calibration.json")
+    recorded = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            recorded = json.load(f)
+    earlier = recorded.get(pretraining.folder)
+    if earlier and earlier["settings"] == settings:
+        print(f"  reused: {earlier['seconds_per_step']:.4f} CPU s per step, measured earlier "
+              f"({shown(path)}; delete it to measure again)", flush=True)
+        pipe.report(f"calibrate {pretraining.folder}", (0.0, 0.0),
+                    f"{earlier['seconds_per_step']:.4f} CPU s/step (earlier run)", shown(path))
+        return earlier["seconds_per_step"]
+    # A finished run there would be restored, not trained, and time nothing.
+    shutil.rmtree(output_dir, ignore_errors=True)
+    marks = []
+    times = pipe.run(f"calibrate_{pretraining.folder}", "run_pretraining.py", marks=marks,
+                     iterations_per_loop=loop, **values)
+    seconds = cpu_seconds_per_step(marks)
+    recorded[pretraining.folder] = {"settings": settings, "seconds_per_step": seconds,
+                                    "marks": marks}
+    write_text(path, json.dumps(recorded, indent=2) + "\n")
+    shutil.rmtree(output_dir, ignore_errors=True)  # its checkpoints are of no further use
+    pipe.report(f"calibrate {pretraining.folder}", times,
+                f"{seconds:.4f} CPU s per step (steps {marks[0][0]}-{marks[-1][0]}: "
+                f"{marks[-1][1] - marks[0][1]:.1f} CPU s)", shown(path))
+    return seconds
+
+
+def _eval_metrics(output_dir):
+    """`bert_runner.results.read_eval_report` without importing TensorFlow into this process:
+    ({metric: value}, {metric: baseline text}) of output_dir/eval_report.json."""
+    path = os.path.join(output_dir, "eval_report.json")
+    if not os.path.exists(path):
+        raise ValueError(f"{output_dir} has no eval_report.json: the stage evaluated nothing")
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    return report["metrics"], report["baselines"]
+
+
+def _cpu_name():
+    """The CPU's model name (the calibration is this machine's)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = re.findall(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+    except OSError:
+        names = []
+    return f"{names[0] if names else 'unknown CPU'} x{os.cpu_count()}"
+
+
+def _flops_per_step(log):
+    """The model's FLOPs per training step as the trainer logs them (its TFLOP/s over its
+    steps/s, the last training line of the `log` text), or None."""
+    lines = re.findall(r"([\d.]+) steps/s .* ([\d.]+) model TFLOP/s", log)
+    if not lines:
+        return None
+    steps_per_s, tflops = map(float, lines[-1])
+    return tflops * 1e12 / steps_per_s if steps_per_s else None
+
+
+def pretrain(pipe, scale, pretraining, budget_dir, seconds_per_step, budget):
+    """Pre-trains `pretraining` for the steps that spend `budget` CPU seconds at
+    `seconds_per_step`. Returns its row of the pre-training table (a dict)."""
+    steps = steps_for_budget(budget, seconds_per_step, minimum=4)
+    pipe.header(f"run_pretraining.py: {pretraining.name}, {steps} steps "
+                f"({budget:g} CPU s / {seconds_per_step:.4f} CPU s per step)")
+    output_dir = pipe.path(budget_dir, pretraining.folder, "pretraining")
+    os.makedirs(output_dir, exist_ok=True)
+    marks = []
+    name = f"{budget_dir.replace(os.sep, '_')}_{pretraining.folder}_run_pretraining"
+    times = pipe.run(name, "run_pretraining.py", marks=marks,
+                     iterations_per_loop=max(1, steps // 10),
+                     **_pretraining_flags(pipe, scale, pretraining, steps, output_dir))
+    with open(pipe.path("logs", name + ".log"), encoding="utf-8") as f:
+        log = f.read()
+    # What the run itself spent; a finished run restored (not trained) keeps its first record.
+    timing_path = os.path.join(output_dir, "cpu_seconds.json")
+    timing = {"per_step": None, "process_cpu": times[1], "wall": times[0], "reused": False,
+              "resumed": "Resuming from" in log,
+              "flops_per_step": _flops_per_step(log)}
+    if len(marks) >= 2:
+        timing["per_step"] = cpu_seconds_per_step(marks)
+    if "already holds a finished run" in log and os.path.exists(timing_path):
+        with open(timing_path, encoding="utf-8") as f:
+            timing = {**json.load(f), "reused": True}
+    elif not timing["resumed"]:
+        write_text(timing_path, json.dumps({**timing, "marks": marks}, indent=2) + "\n")
+    results, baselines = _eval_metrics(output_dir)
+    # The discriminator's precision and recall add little beside its accuracy and AUC.
+    metrics = ", ".join(f"{m.replace('_', ' ')} {v:.3f} (baseline: {baselines[m]})"
+                        for m, v in results.items()
+                        if m in baselines and m not in ("disc_precision", "disc_recall"))
+    flops = timing.get("flops_per_step")
+    row = {"name": pretraining.name, "steps": steps, "calibration": seconds_per_step,
+           "per_step": timing["per_step"], "process_cpu": timing["process_cpu"],
+           "wall": timing["wall"], "reused": timing["reused"], "metrics": metrics,
+           "gflops_per_step": flops and flops / 1e9}
+    spent = ("-" if timing["per_step"] is None
+             else f"{timing['per_step'] * steps:.0f} CPU s of training steps")
+    pipe.report(name, times, f"{steps} steps, {spent}; {metrics}",
+                f"{shown(output_dir)}/ (ckpt-{steps}, bert_config.json, eval_report.json)")
+    return row
+
+
+def row_start(pipe, budget_dir, row):
+    """(folder of the row's fine-tuning outputs, its model flags): the row's pre-training
+    directory as --init_checkpoint with the bert_config.json that run wrote, or random weights
+    with the demo's config."""
+    for pretraining in PRETRAININGS:
+        if pretraining.name == row:
+            pretrained = pipe.path(budget_dir, pretraining.folder, "pretraining")
+            return os.path.join(budget_dir, pretraining.folder), {
+                "bert_config_file": shown(os.path.join(pretrained, "bert_config.json")),
+                "init_checkpoint": shown(pretrained)}
+    return os.path.join(ELECTRA_DIR, "random_init"), {
+        "bert_config_file": shown(pipe.path("bert_config.json"))}
+
+
+def fine_tune(pipe, scale, budget_dir, row, task, seeds, squad):
+    """Fine-tunes `row`'s start on `task` once per seed (`--seeds`, or one run_squad.py per
+    seed, which has no such flag). Returns the task's metric per seed."""
+    folder, model = row_start(pipe, budget_dir, row)
+    pipe.header(f"{task.script}: {task.title}, from {row}, seeds {','.join(map(str, seeds))}")
+    output_dir = pipe.path(folder, task.key)
+    name = f"{folder.replace(os.sep, '_')}_{task.key}"
+    # The demo's fine-tuning settings; the same layer-wise rates for both families (ELECTRA's
+    # default would be 0.8): only the starting weights differ between rows.
+    common = dict(vocab_file=shown(pipe.vocab_file), **model, layerwise_lr_decay=1.0,
+                  do_train=True)
+    if task.key != "who_questions":
+        data, length, batch, learning_rate, epochs, examples, extra = {
+            "next_sentence": ("next_sentence", scale.swag_seq_length, scale.swag_batch, 5e-5,
+                              scale.swag_epochs, scale.swag_examples[0], {}),
+            "which_novel": ("novels", scale.classifier_seq_length, scale.classifier_batch, 3e-4,
+                            scale.classifier_epochs, 2 * scale.sentences_per_label[0],
+                            {"task_name": "sst-2"}),
+            "names_places": ("names_and_places", scale.ner_seq_length, scale.ner_batch, 3e-4,
+                             scale.ner_epochs, _count_sentences(pipe.path(
+                                 "names_and_places", "train.txt")), {}),
+        }[task.key]
+        times = pipe.run(
+            name, task.script, **extra, **common, do_eval=True, eval_batch_size=32,
+            data_dir=shown(pipe.path(data)), max_seq_length=length, train_batch_size=batch,
+            learning_rate=learning_rate, num_train_epochs=epochs,
+            iterations_per_loop=steps_per_log(examples, batch, epochs),
+            seeds=",".join(map(str, seeds)), output_dir=shown(output_dir))
+        values = [_eval_metrics(os.path.join(output_dir, f"seed_{seed}"))[0][task.metric]
+                  for seed in seeds]
+    else:
+        with open(squad["train"], encoding="utf-8") as f:
+            num_train = count_questions(json.load(f))
+        wall = cpu = 0.0
+        values = []
+        for seed in seeds:
+            seed_dir = os.path.join(output_dir, f"seed_{seed}")
+            seed_times = pipe.run(
+                f"{name}_seed_{seed}", task.script, **common, train_file=shown(squad["train"]),
+                do_predict=True, predict_file=shown(squad["dev"]),
+                train_batch_size=scale.squad_batch, predict_batch_size=32, learning_rate=3e-4,
+                num_train_epochs=scale.squad_epochs,
+                iterations_per_loop=steps_per_log(num_train, scale.squad_batch,
+                                                  scale.squad_epochs),
+                max_seq_length=scale.squad_seq_length, doc_stride=scale.squad_doc_stride,
+                max_query_length=scale.squad_query_length, random_seed=seed,
+                output_dir=shown(seed_dir))
+            wall, cpu = wall + seed_times[0], cpu + seed_times[1]
+            with open(os.path.join(seed_dir, "eval_results.json"), encoding="utf-8") as f:
+                values.append(json.load(f)[task.metric])
+        times = (wall, cpu)
+    shown_values = [shown_value(task, v) for v in values]
+    mean, std = mean_std(shown_values)
+    pipe.report(name, times, f"{task.title} {mean:.1f} ± {std:.1f} (seeds: " + ", ".join(
+        f"{v:.1f}" for v in shown_values) + ")", f"{shown(output_dir)}/seed_<seed>/")
+    return values
+
+
+def _count_sentences(conll_path):
+    """The blank-line separated blocks of a CoNLL file (its sentences, and its -DOCSTART-
+    lines): about the tagger's training windows, for its progress lines."""
+    with open(conll_path, encoding="utf-8") as f:
+        return sum(1 for block in f.read().split("\n\n") if block.strip())
+
+
+def run(pipe, scale, seeds, cpu_budget=None, quick=False, vocab_file=None):
+    """BERT against ELECTRA at equal CPU time, in `pipe`'s work folder: each of `seeds` (ints) is a
+    fine-tuning seed of every row and task; `cpu_budget` the CPU seconds of training steps of
+    each pre-training (default: CPU_BUDGET, QUICK_CPU_BUDGET with `quick`, which also shortens
+    the calibration); `vocab_file` as demo.py's --vocab_file."""
+    budget = cpu_budget or (QUICK_CPU_BUDGET if quick else CPU_BUDGET)
+    pipe.reuse_data_stages = True
+    _, squad, _, _ = stage_data(pipe, scale)
+    stage_vocab(pipe, scale, vocab_file)
+    stage_pretraining_data(pipe, scale, Start("", folder=ELECTRA_DIR))
+    with open(pipe.path("bert_config.json"), encoding="utf-8") as f:
+        bert_config = json.load(f)
+    write_text(pipe.path(ELECTRA_DIR, "bert_config.json"), json.dumps(bert_config, indent=2) + "\n")
+    write_text(pipe.path(ELECTRA_DIR, "electra_config.json"), json.dumps(
+        electra_config(bert_config), indent=2) + "\n")
+    per_step = {p.name: calibrate(pipe, scale, p, quick) for p in PRETRAININGS}
+    # Another budget pre-trains into another folder: the finished runs of each are kept.
+    budget_dir = os.path.join(ELECTRA_DIR, f"cpu_{budget:g}s")
+    runs = [pretrain(pipe, scale, p, budget_dir, per_step[p.name], budget)
+            for p in PRETRAININGS]
+    results = {}
+    for row in ROWS:
+        results[row] = {task.key: fine_tune(pipe, scale, budget_dir, row, task, seeds, squad)
+                        for task in TASKS}
+    pipe.summary()
+    flops = [r["gflops_per_step"] for r in runs]
+    baselines, footnote = task_baselines(pipe, squad)
+    text = "\n\n".join([
+        f"## BERT against ELECTRA at equal CPU time ({budget:g} CPU s of pre-training steps "
+        f"each, {_cpu_name()}; fine-tuning seeds {', '.join(map(str, seeds))})",
+        results_table(results, baselines), footnote,
+        pretraining_table(runs)
+        + ("" if None in flops else "\n\nThe model's FLOPs per training step (the trainer's "
+           "count): " + ", ".join(f"{r['name']} {r['gflops_per_step']:.1f} GFLOP"
+                                  for r in runs) + "."),
+        paper_table(),
+        note(bert_config, batch=scale.pretraining_batch,
+             learning_rate=scale.pretraining_learning_rate)])
+    path = pipe.path("electra_results.md")
+    write_text(path, text + "\n")
+    print("\n" + text)
+    print(f"Written to {shown(path)}")

@@ -6,7 +6,7 @@ the script; this module is its logic.
 A pre-training run is an output_dir of run_pretraining.py: its `ckpt-<step>` checkpoints and the
 `bert_config.json` it writes (`"pretraining_objective": "ltr"` for the left-to-right model,
 absent for the masked LM), from which each fine-tuning builds the model the checkpoint was
-trained as. Each fine-tuning is a `bert_runner.driver.run` in this process, as run_classifier.py
+trained as. Each fine-tuning is a `bert_runner.driver.run_command` in this process, as run_classifier.py
 would run it with `--init_checkpoint=<dir>/ckpt-<step>`, in `<output_dir>/<run name>/step_<step>`
 (a finished one is evaluated again, not trained again). Step 0 means no checkpoint: the same
 model fine-tuned from random weights, the figure's starting point.
@@ -26,7 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner import results, run_identity
-from modeling.checkpoint import run_files
+from bert_runner.runs import record as run_records
 
 PLOT_REQUIREMENTS = "requirements-plot.txt"
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
@@ -279,13 +279,13 @@ def check_sweep_identity(output_dir, runs, identity, steps, evaluated):
     _check_lines(output_dir, runs, steps)
     common = {k: v for k, v in identity.items() if k not in _PER_CHECKPOINT}
     record_path = os.path.join(output_dir, SWEEP_RECORD)
-    sweep_record = run_files.read_json_object(record_path) or {}
+    sweep_record = run_records.read_run_file(record_path) or {}
     recorded = [(record_path, sweep_record)]
     for run in runs:
         directory = os.path.join(output_dir, run.name)
         if tf.io.gfile.isdir(directory):
-            recorded += [(path, run_files.read_json_object(path)) for path in sorted(
-                tf.io.gfile.glob(os.path.join(directory, "step_*", run_files.RUN_RECORD)))]
+            recorded += [(path, run_records.read_run_file(path)) for path in sorted(
+                tf.io.gfile.glob(os.path.join(directory, "step_*", run_records.RUN_RECORD)))]
     for path, record in recorded:
         changed = run_identity.differences(record or {}, common)
         if changed:
@@ -301,7 +301,7 @@ def _check_lines(output_dir, runs, steps):
     """Refuses (ValueError) a pre-training run whose name sweep.csv's line holds for another dir,
     or a chosen step whose folder fine-tuned another checkpoint's content (the dir written
     again, or another dir of that name)."""
-    from modeling.checkpoint.identity import fingerprint
+    from bert_runner.runs.hashes import fingerprint
 
     earlier = read_csv_rows(os.path.join(output_dir, CSV_NAME))
     for run in runs:
@@ -314,8 +314,8 @@ def _check_lines(output_dir, runs, steps):
                 f"{others[0]}, not {run.directory}: two pre-training runs would share it. Use "
                 "another --output_dir: nothing in it was changed.")
         for step in steps[run.directory]:
-            path = os.path.join(output_dir, run.name, f"step_{step}", run_files.RUN_RECORD)
-            record = run_files.read_json_object(path) if step else None
+            path = os.path.join(output_dir, run.name, f"step_{step}", run_records.RUN_RECORD)
+            record = run_records.read_run_file(path) if step else None
             content = fingerprint(run.checkpoints.get(step)) if step else None
             if record and record.get("init_checkpoint_sha256") not in (None, content):
                 raise ValueError(
@@ -356,7 +356,7 @@ def run_sweep(pretraining_dirs, task_name, data_dir, max_seq_length, run_templat
     def fine_tune(config_file, checkpoint, output_dir):
         run = dataclasses.replace(template, output_dir=output_dir, bert_config_file=config_file,
                                   init_checkpoint=checkpoint)
-        return driver.run(make_task(task_name, max_seq_length, data_dir), run).eval_results
+        return driver.run_command(make_task(task_name, max_seq_length, data_dir), run).eval_results
 
     output_dir = run_template.output_dir
     rows = sweep(runs, chosen, fine_tune, output_dir, metric, baseline)

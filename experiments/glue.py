@@ -44,7 +44,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner import results
-from modeling.checkpoint import run_files
+from bert_runner.runs import record as run_records
 from bert_tasks.classifier import processors
 from experiments import protocol
 
@@ -190,7 +190,7 @@ def fine_tune(setting, run, glue_dir, max_seq_length):
     """Trains `setting` into its folder and evaluates it on the dev set (its eval_report.json)."""
     from bert_runner import driver
 
-    driver.run(_task(setting.task, glue_dir, max_seq_length), setting_run(setting, run))
+    driver.run_command(_task(setting.task, glue_dir, max_seq_length), setting_run(setting, run))
 
 
 def value_of(report, metric):
@@ -228,7 +228,7 @@ def predict(choice, checkpoint, run, glue_dir, max_seq_length):
                                          output_dir=predict_dir(run, task),
                                          init_checkpoint=checkpoint, do_eval=task == "mnli-mm")
         task_model = _task(task, glue_dir, max_seq_length)
-        driver.run(task_model, config)
+        driver.run_command(task_model, config)
         name = task_model.processor.submission_name + ".tsv"
         written.append(protocol.copy_to(os.path.join(config.output_dir, name),
                                         os.path.join(run.output_dir, SUBMISSION)))
@@ -344,7 +344,7 @@ def table(rows_by_task):
 def read_chosen(submission):
     """`CHOSEN` as {task: {"setting": name or None, "rows": [row dicts]}}; a task recorded by
     name alone (written before the rows were kept) gets a row saying how to make its own."""
-    chosen = run_files.read_json_object(os.path.join(submission, CHOSEN)) or {}
+    chosen = run_records.read_run_file(os.path.join(submission, CHOSEN)) or {}
     for task, entry in chosen.items():
         if isinstance(entry, str):
             chosen[task] = {"setting": entry, "rows": [{

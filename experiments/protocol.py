@@ -24,7 +24,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner import results, run_identity
-from modeling.checkpoint import identity as checkpoint_identity, run_files
+from bert_runner.runs import hashes, record as run_records
 
 
 # In a setting's folder: what its report scored, as this grid ran it (`reports`).
@@ -110,11 +110,11 @@ def check_comparable(settings, output_dir, identity_of, read_report, implied=Non
     refused = []
     for setting in settings:
         directory = setting.output_dir(output_dir)
-        record = run_files.output_dir_record(directory)
+        record = run_records.output_dir_record(directory)
         report = read_report(directory)
         if record is None:
             if report is not None or run_identity.holds_checkpoints(directory):
-                refused.append(f"{directory} holds a run without its {run_files.RUN_RECORD}, so "
+                refused.append(f"{directory} holds a run without its {run_records.RUN_RECORD}, so "
                                "what it was trained with is unknown")
             continue
         if report is not None and implied is not None:
@@ -144,7 +144,7 @@ def reports(settings, select_only, read_report, fine_tune, output_dir, evaluated
         directory = setting.output_dir(output_dir)
         report = read_report(directory)
         expected = evaluated_of(setting)
-        recorded = run_files.read_json_object(os.path.join(directory, EVALUATED))
+        recorded = run_records.read_run_file(os.path.join(directory, EVALUATED))
         if report is not None and recorded is not None and recorded != expected:
             logging.warning("%s/%s: its report scored otherwise than this command (%s): %s",
                             setting.task, setting.name,
@@ -234,7 +234,7 @@ def chosen_checkpoint(choice, output_dir, step=None):
     the model its report scored (at `step`, when the report says): predicting without it would
     restore the starting checkpoint with an untrained output layer, under the chosen score."""
     directory = choice.setting.output_dir(output_dir)
-    checkpoint = checkpoint_identity.newest_checkpoint(directory)
+    checkpoint = hashes.newest_checkpoint(directory)
     if checkpoint is None:
         raise ValueError(
             f"{directory} holds the chosen run's dev report but no checkpoint of that run: "
@@ -258,7 +258,7 @@ def chosen_model_files(run, folder):
     the vocabulary of the start."""
     if run.bert_config_file and run.vocab_file:
         return run
-    from modeling.checkpoint import model_files
+    from bert_runner.runs.model_files import model_files
 
     start = model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint)
     return dataclasses.replace(

@@ -22,7 +22,7 @@ import os
 from absl import logging
 
 from bert_runner import results
-from modeling.checkpoint import run_files
+from bert_runner.runs import record as run_records
 from experiments import protocol
 
 TASK = "squad"
@@ -76,7 +76,7 @@ def command(setting, run, files):
 
 def read_report(directory):
     """The official scores of a finished setting (its eval_results.json), or None."""
-    return run_files.read_json_object(os.path.join(directory, REPORT))
+    return run_records.read_run_file(os.path.join(directory, REPORT))
 
 
 def setting_run(setting, run):
@@ -104,7 +104,7 @@ def _train_examples(files, do_lower_case):
 def evaluated(files):
     """What a setting's eval_results.json scores (`protocol.reports`): the dev file's content
     and the flags that make its answers."""
-    from modeling.checkpoint.identity import fingerprint
+    from bert_runner.runs.hashes import fingerprint
 
     return {"predict_file_sha256": fingerprint(files.predict_file),
             "n_best_size": files.n_best_size, "max_answer_length": files.max_answer_length}
@@ -119,7 +119,7 @@ def fine_tune(setting, run, files):
     """Trains `setting` into its folder, predicts the dev set and scores it."""
     from bert_runner import driver
 
-    driver.run(files.task(run.do_lower_case), setting_run(setting, run))
+    driver.run_command(files.task(run.do_lower_case), setting_run(setting, run))
 
 
 def predict(choice, run, files):
@@ -134,7 +134,7 @@ def predict(choice, run, files):
         threshold = choice.report["best_f1_thresh"]
         source = os.path.join(run.output_dir, TASK, "predict_best_threshold")
         logging.info("Predicting with the best no-answer threshold %g into %s", threshold, source)
-        driver.run(files.task(run.do_lower_case, threshold, train=False),
+        driver.run_command(files.task(run.do_lower_case, threshold, train=False),
                    dataclasses.replace(
                        protocol.chosen_model_files(choice.setting.run(run),
                                                    choice.setting.output_dir(run.output_dir)),

@@ -23,6 +23,7 @@ _PUBLIC = {
     "BertTaskModel": ("modeling.bert.task_models", "BertTaskModel"),
     "BertTokenClassifier": ("modeling.bert.token_classifier", "BertTokenClassifier"),
     "ClassificationHead": ("modeling.layers.heads", "ClassificationHead"),
+    "EncoderModes": ("modeling.bert.modes", "EncoderModes"),
     "MaskedLMHead": ("modeling.layers.heads", "MaskedLMHead"),
     "NextSentenceHead": ("modeling.layers.heads", "NextSentenceHead"),
     "SpanHead": ("modeling.layers.heads", "SpanHead"),

@@ -1,15 +1,16 @@
 """The model-family contract: what a kind of encoder declares, so that the checkpoint package,
 the optimizer and the tasks serve it without naming it.
 
-A family (`modeling.bert.family.BERT`, `modeling.electra.family.ELECTRA`) declares its config
-class, its encoder and task models (its heads, by the kind of task they serve), its variables'
-names in the original TF1 layout, the rules that turn those into Hugging Face's names and back,
-and how its Hugging Face `config.json` reads and writes. This module imports no family and no
-checkpoint code: both import it, and `modeling.families` lists the families
-(docs/adding_a_model_family.md).
+A family is a subclass of `ModelFamily` (`modeling.bert.family.BertFamily`,
+`modeling.electra.family.ElectraFamily`, which extends BERT's) and one instance of it (`BERT`,
+`ELECTRA`): class attributes for what it is (its config class, its models by kind, its scope),
+the abstract methods for its variables' names and its config files, and overrides of the
+defaults where it differs. This module imports no family and no checkpoint code: both import
+it, and `modeling.families` lists the families (docs/adding_a_model_family.md).
 """
+import abc
 import dataclasses
-from typing import Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Optional, Union
 
 import numpy as np
 
@@ -25,6 +26,11 @@ import numpy as np
 #   "sentence_encoder" (pooling, normalize): one vector per text (sentence embeddings)
 MODEL_KINDS = ("encoder", "pretrainer", "classifier", "multi_label", "span", "multiple_choice",
                "token", "sentence_encoder")
+
+# A model's variables under their names in the original layout, `[(original name, variable)]`.
+Names = list[tuple[str, Any]]
+# `{name: array}`: a checkpoint's arrays by name.
+Tensors = Mapping[str, np.ndarray]
 
 
 class NoHfClass(ValueError):
@@ -57,101 +63,136 @@ class HfHead:
     config: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelFamily:
-    """One model family, as the checkpoint package and the tasks see it.
+class ModelFamily(abc.ABC):
+    """One model family, as the checkpoint package, the optimizer and the tasks see it.
 
-    name: the family's name ("bert"), recorded in run.json.
-    config_class: its config (`BertConfig`); a config's family is found by its class.
-    claims_config: `(dict of a config file) -> bool`: whether a config file (not a Hugging Face
-      `config.json`) is this family's (BERT's: it holds every key of `bert_config.json`).
-    config_from_file: `path -> config`, reading such a file; errors name it.
-    models: `{kind: callable(config, *args, **options) -> keras.Model}` for every `MODEL_KINDS`
-      kind the family serves; task models declare their heads' original names themselves
-      (`tf1_head_variables()`).
-    encoder_names: `(encoder) -> [(original name, variable)]` in the original's creation order.
-    original_scope: the scope of the encoder's variables in the original layout ("bert"): a
-      checkpoint holding `<scope>/embeddings/word_embeddings` is of this family.
-    hf_model_types: the `model_type` values of the Hugging Face `config.json` files it reads.
-    hf_name: original name -> (Hugging Face name, whether the array is transposed).
-    original_name: Hugging Face name -> (original name, transposed): `hf_name` inverted.
-    normalise_hf_names: `{name: array}` as saved (with or without the model prefix, older
-      names) -> `{Hugging Face name: array}` of the names `original_name` inverts, without the
-      entries that duplicate tied or constant state.
-    config_from_hf: `(dict of config.json, its path) -> config`, refusing what it cannot model.
-    config_to_hf: `config -> dict` of the `config.json` transformers reads.
-    hf_encoder_prefix: the prefix the bare encoder's Hugging Face names are saved without.
-    warmup_rule: the learning-rate warm-up its original code trains with
-      (`modeling.optimization.WARMUP_RULES`): "bert" (linear warm-up, then the decay counted
-      from step 0) or "electra" (the decay times min(1, step / warm-up steps)).
-    layerwise_lr_decay: `config -> float`, the layer-wise learning-rate decay its original
-      fine-tuning uses by default (1.0: none).
-    config_from_checkpoint: `({original name: shape}, source) -> config` for a family whose
-      released checkpoints come without a config file (ELECTRA's), or None.
-    read_hf: `(location, model, read) -> {original name: array}`, how `model` reads the Hugging
-      Face checkpoint at `location` (a directory, or a weights file with its `config.json`
-      beside it) when the family's checkpoints are more than one weights file or are refused
-      for some models: `read(path)` is the `{original name: array}` of one directory or weights
-      file by the family's names (`hugging_face.read_hf_as_tf1`); the family adds what it keeps
-      in companion folders (ELECTRA's pre-training model: its generator, in `generator/`) and
-      refuses (ValueError naming the files) what the model cannot start from (ELECTRA: a
-      generator given for a discriminator). None (BERT's): `read(location)`.
-    hf_folders: `(model) -> [(folder, config.json dict, {Hugging Face name: array as saved})]`
-      or None: the Hugging Face directories `write_hugging_face` writes for `model`, folder ""
-      the directory itself and others below it (ELECTRA's pre-training model: the
-      discriminator with its head, and its generator in `generator/`; BERT's: the encoder and
-      both heads as `BertForPreTraining`). None (the function's answer for the other models, or
-      the field's): the encoder alone, as the bare model saves it (names without
-      `hf_encoder_prefix`, `config_to_hf` of its config).
-    config_file: what its users call the config file they give as --bert_config_file (the
-      original's flag, which every family's scripts keep), in messages: BERT's
-      "bert_config.json", ELECTRA's "--hparams JSON".
-    hf_heads: `{kind: HfHead or str}`: the transformers class of each fine-tuned kind of model
-      (`MODEL_KINDS`), which `write_hugging_face` writes with its head and the reader reads
-      back by its `architectures`; a str says why transformers has no class for that kind
-      (ELECTRA's own SQuAD head), the refusal `hf_head` raises. A kind absent: no class either.
+    A subclass sets the class attributes without a default, implements the abstract methods and
+    overrides the other methods where its original differs. A "config" is an instance of its
+    `config_class`; "original names" are the variables' names in the original TF1 checkpoint
+    ("bert/encoder/layer_0/attention/self/query/kernel"); Hugging Face names are those of the
+    transformers class's state dict ("bert.encoder.layer.0.attention.self.query.weight").
     """
 
-    name: str
-    config_class: type
-    claims_config: Callable
-    config_from_file: Callable
-    models: Mapping[str, Callable]
-    encoder_names: Callable
-    original_scope: str
-    hf_model_types: tuple
-    hf_name: Callable
-    original_name: Callable
-    normalise_hf_names: Callable
-    config_from_hf: Callable
-    config_to_hf: Callable
-    hf_encoder_prefix: str
-    warmup_rule: str = "bert"
-    layerwise_lr_decay: Callable = lambda config: 1.0
-    config_from_checkpoint: Callable = None
-    read_hf: Callable = None
-    hf_folders: Callable = None
-    config_file: str = "bert_config.json"
-    hf_heads: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    name: ClassVar[str]
+    """The family's name ("bert"), recorded in run.json (`"family"`), found by `families.get`."""
+    config_class: ClassVar[type]
+    """Its config (`BertConfig`): a config's family is that of its class (`families.of_config`)."""
+    models: ClassVar[Mapping[str, Callable]]
+    """`{kind: callable(config, *args, **options) -> keras.Model}` for every `MODEL_KINDS` kind
+    it serves; its task models name their heads' original variables (`tf1_head_variables()`)."""
+    original_scope: ClassVar[str]
+    """The scope of the encoder's original names ("bert"): a checkpoint holding
+    `<scope>/embeddings/word_embeddings` is of this family (`holds_encoder`)."""
+    hf_model_types: ClassVar[tuple]
+    """The `model_type` values of the Hugging Face `config.json` files it reads."""
+    warmup_rule: ClassVar[str] = "bert"
+    """The learning-rate warm-up its original code trains with (`modeling.optimization
+    .WARMUP_RULES`): "bert" (linear warm-up, then the decay counted from step 0) or "electra"
+    (the decay times min(1, step / warm-up steps))."""
+    config_file: ClassVar[str] = "bert_config.json"
+    """What its users call the config file they give as --bert_config_file (the original's flag,
+    which every family's scripts keep), in messages (ELECTRA's: "--hparams JSON")."""
+    config_from_checkpoint: ClassVar[Optional[Callable]] = None
+    """`({original name: shape}, source) -> config` for a family whose released checkpoints
+    come without a config file (ELECTRA's), `source` named in errors; None: they come with one."""
+    hf_heads: ClassVar[Mapping[str, Union[HfHead, str]]] = {}
+    """`{kind: HfHead or str}`: the transformers class of each fine-tuned kind of model, which
+    `write_hugging_face` writes with its head and the reader reads back by its `architectures`;
+    a str says why transformers has no class for that kind (the refusal `hf_head` raises). A
+    kind absent: no class either."""
 
-    def __post_init__(self):
-        unknown = sorted(set(self.models) - set(MODEL_KINDS))
+    def __init_subclass__(cls, **kwargs):
+        # Checked where the class is defined: a family's kinds fail at import, not at a task's
+        # first `build_model` of another kind.
+        super().__init_subclass__(**kwargs)
+        unknown = sorted(set(getattr(cls, "models", {})) - set(MODEL_KINDS))
         if unknown:
-            raise ValueError(f"the {self.name} family declares models of unknown kinds {unknown} "
+            raise ValueError(f"the {cls.name} family declares models of unknown kinds {unknown} "
                              f"(kinds: {', '.join(MODEL_KINDS)})")
 
-    def build(self, kind, config, *args, **options):
+    # What each family supplies: its config files and its variables' names.
+
+    @abc.abstractmethod
+    def claims_config(self, data: Mapping[str, Any]) -> bool:
+        """Whether the dict of a config file (not a Hugging Face `config.json`) is this
+        family's (BERT's: it holds every key of `bert_config.json`)."""
+
+    @abc.abstractmethod
+    def config_from_file(self, path: str) -> Any:
+        """The config in the file at `path` (one `claims_config` claims); errors name it."""
+
+    @abc.abstractmethod
+    def config_from_hf(self, hf: Mapping[str, Any], path: str) -> Any:
+        """The config of the dict `hf` of a Hugging Face `config.json` at `path`; ValueError
+        naming `path` for what the family cannot model."""
+
+    @abc.abstractmethod
+    def config_to_hf(self, config: Any) -> dict:
+        """The `config.json` dict transformers reads for the bare encoder of `config`."""
+
+    @abc.abstractmethod
+    def encoder_names(self, encoder: Any) -> Names:
+        """`[(original name, variable)]` of the family's encoder, in the original's creation
+        order."""
+
+    @abc.abstractmethod
+    def hf_name(self, original_name: str) -> tuple:
+        """Original name -> (Hugging Face name, whether the array is transposed: a dense kernel
+        is `[in, out]` in TF1 and `[out, in]` in PyTorch)."""
+
+    @abc.abstractmethod
+    def original_name(self, hf_name: str) -> tuple:
+        """Hugging Face name -> (original name, whether the array is transposed): `hf_name`
+        inverted."""
+
+    @abc.abstractmethod
+    def normalise_hf_names(self, tensors: Tensors) -> dict:
+        """`{name: array}` as saved (with or without the model prefix, older names) ->
+        `{Hugging Face name: array}` of the names `original_name` inverts, without the entries
+        that duplicate tied or constant state."""
+
+    # Defaults: what a family overrides where its original differs.
+
+    @property
+    def hf_encoder_prefix(self) -> str:
+        """The prefix the bare encoder's Hugging Face names are saved without ("bert.")."""
+        return f"{self.original_scope}."
+
+    def layerwise_lr_decay(self, config: Any) -> float:
+        """The layer-wise learning-rate decay its original fine-tuning uses by default for
+        `config` (1.0: none)."""
+        return 1.0
+
+    def read_hf(self, location: str, model: Any, read: Callable[[str], dict]) -> dict:
+        """`{original name: array}` of the Hugging Face checkpoint at `location` (a directory,
+        or a weights file with its `config.json` beside it) as `model` loads it; `read(path)` is
+        the `{original name: array}` of one directory or weights file by the family's names
+        (`hugging_face.read_hf_as_tf1`). A family whose checkpoints are more than one directory
+        adds its companion folders here, and refuses (ValueError naming the files) what `model`
+        cannot start from. Default: `read(location)`."""
+        return read(location)
+
+    def hf_folders(self, model: Any) -> Optional[list]:
+        """`[(folder, config.json dict, {Hugging Face name: array as saved})]`: the Hugging Face
+        directories `write_hugging_face` writes for `model`, folder "" the directory itself and
+        others below it; None (the default) for the encoder alone, as the bare model saves it
+        (names without `hf_encoder_prefix`, `config_to_hf` of its config)."""
+        return None
+
+    # Derived from the declaration.
+
+    def build(self, kind: str, config: Any, *args, **options):
         """The family's `kind` model of `config` (see `MODEL_KINDS`)."""
         if kind not in self.models:
             raise ValueError(f"the {self.name} family has no {kind!r} model (it builds "
                              f"{', '.join(self.models)})")
         return self.models[kind](config, *args, **options)
 
-    def kind_of(self, model):
+    def kind_of(self, model) -> Optional[str]:
         """The `MODEL_KINDS` kind of `model` (one of this family's models), or None."""
         return next((kind for kind, built in self.models.items() if type(model) is built), None)
 
-    def hf_head(self, model):
+    def hf_head(self, model) -> HfHead:
         """The `HfHead` of the task model `model`; raises `NoHfClass` saying why transformers
         has none for it (its kind's refusal, a BiLSTM on top)."""
         kind = self.kind_of(model)
@@ -164,7 +205,7 @@ class ModelFamily:
                             f"model: {head or 'no head of that kind'}")
         return head
 
-    def head_of_hf_config(self, hf):
+    def head_of_hf_config(self, hf: Mapping[str, Any]) -> Optional[HfHead]:
         """The `HfHead` a Hugging Face `config.json` (dict) names by its `architectures` (and
         `problem_type`, where heads share a class), or None (a bare model, a pre-training one,
         or the class configured to compute another head than ours: ELECTRA's multiple choice
@@ -177,7 +218,7 @@ class ModelFamily:
         return next((h for h in heads if h.problem_type(num_labels) == hf.get("problem_type")),
                     heads[0] if heads else None)
 
-    def hf_tensors(self, names):
+    def hf_tensors(self, names: Names) -> dict:
         """`{Hugging Face name: float32 array as saved}` of `[(original name, variable)]` by the
         family's names (`hf_name`; kernels transposed to PyTorch's `[out, in]`)."""
         tensors = {}
@@ -187,7 +228,7 @@ class ModelFamily:
             tensors[hf] = value.T if transpose else value
         return tensors
 
-    def config_flag(self, config_file=None):
+    def config_flag(self, config_file: Optional[str] = None) -> str:
         """How a message names the config a model was built from: its path when known, else the
         flag, with what this family's file is when it is not BERT's."""
         if config_file:
@@ -196,6 +237,6 @@ class ModelFamily:
             return "--bert_config_file"
         return f"--bert_config_file (the {self.config_file})"
 
-    def holds_encoder(self, names):
+    def holds_encoder(self, names) -> bool:
         """Whether original-layout `names` hold this family's encoder."""
         return f"{self.original_scope}/embeddings/word_embeddings" in names

@@ -1,8 +1,7 @@
-"""A Hugging Face model directory's files: which weights files it holds, whether a path is one,
-and its JSON files read leniently. Below both the model families (ELECTRA's reads its
-`generator/` folder) and the checkpoint package, which import it; it imports neither.
+"""A Hugging Face model directory's files: which weights files it holds, whether a path is one.
+Below both the model families (ELECTRA's reads its `generator/` folder) and the checkpoint
+package, which import it; it imports neither.
 """
-import json
 import os
 
 # The weights of a Hugging Face directory (`hugging_face.read_hf_weights` reads either).
@@ -16,13 +15,3 @@ def is_hf_directory(path):
     return bool(path) and os.path.isfile(os.path.join(path, "config.json")) and any(
         os.path.isfile(os.path.join(path, name)) for name in HF_WEIGHT_FILES)
 
-
-def json_object(path):
-    """The JSON object in `path`, or {} where it cannot be read as one (a missing or unreadable
-    file: the caller's reader then says why, naming the file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -21,6 +21,8 @@ REQUIREMENTS = {
     "torch": "tests/requirements-large.txt",
     "transformers": "tests/requirements-large.txt",
     "sentence_transformers": "tests/requirements-large.txt",
+    "datasets": "tests/requirements-large.txt",
+    "accelerate": "tests/requirements-large.txt",
     "jax": "tests/requirements-large.txt",
 }
 

@@ -73,7 +73,8 @@ def run_in_process(input_file, output_dir, config=TINY_TRAIN / "bert_config.json
                            str(input_file), num_train_steps, num_warmup_steps, max_eval_steps)
     deterministic = tf_config.is_op_determinism_enabled()
     try:
-        return driver.run(task, RunConfig(str(output_dir), bert_config_file=str(config), **run_flags))
+        return driver.run_command(
+            task, RunConfig(str(output_dir), bert_config_file=str(config), **run_flags))
     finally:
         # --deterministic turns on op determinism for the whole process: not for later tests.
         if not deterministic and tf_config.is_op_determinism_enabled():

@@ -1,6 +1,5 @@
 """modeling.checkpoint: one reader for every starting point a user may give, one writer, and no
 module outside `modeling/` that reads or writes a layout itself."""
-import ast
 import json
 import pathlib
 
@@ -8,15 +7,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_runner.runs import checkpoints as run_checkpoints, labels as run_labels
+from bert_runner.runs import record as run_records
+from bert_runner.runs.model_files import model_files
 from modeling import BertClassifier, BertModel, checkpoint as checkpoints, enable_lora
-from modeling.checkpoint import run_files
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
 from refusals import message
+from test_modeling_imports import imported_modules
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The checkpoint package's own modules, and the model's naming: what only `modeling/` imports.
-# `modeling.checkpoint` itself, its `run_files` (the files beside a run's checkpoints),
-# `identity` (content hashes) and `files` (atomic writes) are the package's public face.
+# `modeling.checkpoint` itself and its `files` (atomic writes) are the package's public face; a
+# run's files beside its checkpoints are the machinery's (`bert_runner.runs`).
 _INTERNALS = ("modeling.checkpoint.original", "modeling.checkpoint.hugging_face",
               "modeling.checkpoint.adapters", "modeling.checkpoint.reader",
               "modeling.checkpoint.layout", "modeling.checkpoint.config_files",
@@ -25,23 +27,13 @@ _INTERNALS = ("modeling.checkpoint.original", "modeling.checkpoint.hugging_face"
               "modeling.tf1_checkpoint", "modeling.hf_checkpoint")
 
 
-def _imported_modules(path):
-    """Every module `path` imports, `from a import b` counted as `a.b` too."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            yield node.module
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
-
-
 def test_only_the_model_package_reads_or_writes_a_checkpoint_layout():
     sources = [p for p in ROOT.rglob("*.py")
                if p.relative_to(ROOT).parts[0] not in ("modeling", "tests")
                and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
     assert len(sources) > 100  # the scripts, the machinery, the tasks, experiments, bench
     found = sorted(f"{p.relative_to(ROOT)} imports {module}" for p in sources
-                   for module in _imported_modules(p) if module in _INTERNALS)
+                   for module in imported_modules(p) if module in _INTERNALS)
     assert found == []
 
 
@@ -59,7 +51,7 @@ def reference():
 
 def test_an_original_checkpoint_by_prefix_or_folder(reference):
     for given in (TINY / "bert_model.ckpt", TINY):
-        found = checkpoints.open_checkpoint(given)
+        found = run_checkpoints.open_checkpoint(given)
         assert (found.layout, found.family.name, found.record) == (checkpoints.ORIGINAL, "bert",
                                                                    None)
         assert found.location == str(TINY / "bert_model.ckpt")
@@ -75,9 +67,9 @@ def _run_directory(directory, model, record, labels=None):
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=checkpoints.ModelVariables(model)), str(directory), 1)
     manager.save(checkpoint_number=1)
-    run_files.write_output_dir_record(str(directory), record)
+    run_records.write_output_dir_record(str(directory), record)
     if labels:
-        run_files.write_label_list(str(directory), labels)
+        run_labels.write_label_list(str(directory), labels)
 
 
 def test_a_run_by_output_dir_ckpt_or_seed_folder_with_its_record_and_labels(reference, tmp_path):
@@ -89,7 +81,7 @@ def test_a_run_by_output_dir_ckpt_or_seed_folder_with_its_record_and_labels(refe
     (tmp_path / "seed_3").mkdir()
     _run_directory(tmp_path / "seed_3", classifier, {"task": "classifier/mrpc"}, ["a", "b", "c"])
     for given in (tmp_path, tmp_path / "ckpt-1", tmp_path / "seed_3"):
-        found = checkpoints.open_checkpoint(given, "--teacher")
+        found = run_checkpoints.open_checkpoint(given, "--teacher")
         assert (found.layout, found.family.name) == (checkpoints.RUN, "bert")
         assert found.record["task"] == "classifier/mrpc"
         assert found.labels == ["a", "b", "c"]
@@ -97,10 +89,10 @@ def test_a_run_by_output_dir_ckpt_or_seed_folder_with_its_record_and_labels(refe
         found.load_into(again, strict=True)  # the head too
         np.testing.assert_array_equal(again.classifier.output_bias.numpy(), [1.0, 2.0, 3.0])
         np.testing.assert_array_equal(_outputs(again.encoder), reference[1])
-    assert checkpoints.open_checkpoint(tmp_path).do_lower_case is True
+    assert run_checkpoints.open_checkpoint(tmp_path).do_lower_case is True
     # A run's head is another task's for a model of another number of labels: said so.
     with pytest.raises(ValueError, match="written by a run of task 'classifier/mrpc'"):
-        checkpoints.open_checkpoint(tmp_path).check_fits(BertClassifier(tiny_config(), 2))
+        run_checkpoints.open_checkpoint(tmp_path).check_fits(BertClassifier(tiny_config(), 2))
 
 
 def test_a_hugging_face_directory_or_weights_file(reference, tmp_path):
@@ -117,7 +109,7 @@ def test_a_hugging_face_directory_or_weights_file(reference, tmp_path):
         found.load_into(model, strict=True)
         np.testing.assert_allclose(_outputs(model), reference[1], atol=1e-6)
     # The config and vocabulary of a run come from beside the weights file as from the folder.
-    files = checkpoints.model_files(None, None, f"{directory}/model.safetensors")
+    files = model_files(None, None, f"{directory}/model.safetensors")
     assert (files.config_file, files.vocab_file) == (f"{directory}/config.json",
                                                      f"{directory}/vocab.txt")
     # A weights file alone: the config from --bert_config_file.
@@ -177,29 +169,36 @@ def test_the_family_is_recorded_or_found_by_names(tmp_path):
     for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
         (tmp_path / name).write_bytes((TINY / name).read_bytes())
     with pytest.raises(ValueError, match=message("checkpoint-family-unknown") + " 'albert'") as e:
-        checkpoints.open_checkpoint(tmp_path)
+        run_checkpoints.open_checkpoint(tmp_path)
     assert str(record) in str(e.value)  # the run.json that names it
 
 
 def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatch):
     """The original's bert_config.json is BERT's; a file another family claims is read by it."""
-    import dataclasses
-
     from modeling import families
-    from modeling.bert.family import BERT
+    from modeling.bert.family import BERT, BertFamily
 
-    other = dataclasses.replace(BERT, name="other", claims_config=lambda data: "model_size" in data,
-                                config_from_file=lambda path: ("other's config", path))
-    monkeypatch.setitem(families._FAMILIES, "other", other)
+    class Other(BertFamily):
+        name = "other"
+
+        def claims_config(self, data):
+            return "model_size" in data
+
+        def config_from_file(self, path):
+            return ("other's config", path)
+
+    monkeypatch.setitem(families._FAMILIES, "other", Other())
     hparams = tmp_path / "hparams.json"
     hparams.write_text(json.dumps({"model_size": "small"}))
     assert checkpoints.load_config(str(hparams)) == ("other's config", str(hparams))
     assert checkpoints.load_config(str(TINY / "bert_config.json")) == tiny_config()
     # Every public name stays what it names once its module is imported (none is a submodule's).
-    assert callable(checkpoints.model_files) and callable(checkpoints.load_config)
+    assert callable(checkpoints.load_config) and not [
+        name for name in checkpoints.__all__
+        if isinstance(getattr(checkpoints, name), type(checkpoints))]
     # A family's models are of the kinds the tasks build, no other.
     with pytest.raises(ValueError, match="unknown kinds \\['regressor'\\]"):
-        dataclasses.replace(BERT, models={**BERT.models, "regressor": None})
+        type("Regressor", (BertFamily,), {"models": {**BERT.models, "regressor": None}})
     # Claimed by none: BERT's reader says what the file lacks.
     (tmp_path / "bare.json").write_text("{}")
     with pytest.raises(ValueError, match="missing key"):
@@ -235,7 +234,7 @@ def test_a_shape_mismatch_says_why_from_the_runs_record(reference, tmp_path):
     wider.write_text(json.dumps({**tiny_config().to_dict(), "hidden_size": 64}))
     for task in ("pretraining", None):
         with pytest.raises(ValueError, match=message("checkpoint-encoder-other-config")) as error:
-            checkpoints.open_checkpoint(pretraining).check_fits(
+            run_checkpoints.open_checkpoint(pretraining).check_fits(
                 BertModel(BertConfig.from_json_file(wider)), str(wider), task=task)
         text = str(error.value)
         assert message("checkpoint-shape-mismatch") in text
@@ -249,7 +248,7 @@ def test_a_shape_mismatch_says_why_from_the_runs_record(reference, tmp_path):
     run = tmp_path / "multilabel"
     run.mkdir()
     _run_directory(run, classifier, {"task": "classifier/multilabel"})
-    found = checkpoints.open_checkpoint(run)
+    found = run_checkpoints.open_checkpoint(run)
     with pytest.raises(ValueError, match="shape mismatch classifier/output_weights") as error:
         found.check_fits(BertClassifier(tiny_config(), 2), task="classifier/multilabel")
     assert "another task's head" not in str(error.value)

@@ -69,8 +69,9 @@ def test_training_windows_are_shuffled_once_and_counted_as_steps():
     examples = [InputExample(f"train-{i}", " ".join(["the big red dog"] * (8 if i % 2 else 1)),
                              None, str(i % 2)) for i in range(6)]
     task = ClassifierTask("sst-2", 16, long_documents=True, doc_stride=7)
-    records = task.records(examples, "train", _tokenizer())
-    assert task.window_counts["train"] == [1, 4, 1, 4, 1, 4]
+    kept = {}
+    records = task.records(examples, "train", _tokenizer(), None, kept)
+    assert kept["window_counts"] == [1, 4, 1, 4, 1, 4]
     in_order = features.tf_examples(examples, ["0", "1"], 16, _tokenizer(), 7, [])
     shuffled = [r.SerializeToString(deterministic=True) for r in records]
     expected = [r.SerializeToString(deterministic=True) for r in in_order]
@@ -80,7 +81,7 @@ def test_training_windows_are_shuffled_once_and_counted_as_steps():
     assert task.training_steps(run, examples, len(records)) == run.training_steps(15)
     # Where every example fits, the records stay in the original's order.
     fitting = ClassifierTask("sst-2", 16, long_documents=True).records(
-        examples[::2], "train", _tokenizer())
+        examples[::2], "train", _tokenizer(), None, {})
     assert [r.features.feature["label_ids"].int64_list.value[0] for r in fitting] == [0, 0, 0]
 
 
@@ -119,19 +120,20 @@ def test_eval_results_and_test_results_count_examples_not_windows(tmp_path, how)
     # Example 0: 3 windows, only the last says "1"; example 1: one window, "0"; example 2: 2.
     logits = [[1, 0], [1, 0], [0, 5], [2, 0], [0, 1], [0, 2]]
     labels = [1, 1, 1, 0, 1, 1]
-    task.window_counts = {"eval": [3, 1, 2], "predict": [3, 1, 2]}
     outputs = _collected(logits, labels, batch_size=4)
     aggregated = windows.aggregate(np.float32(logits), [3, 1, 2], how)
     predicted = np.argmax(aggregated, -1)
-    results = task.evaluate(outputs, 5)
+    split = Split(["x"], 3, 8, kept={"window_counts": [3, 1, 2]})
+    results = task.evaluate(outputs, 5, split, str(tmp_path))
     assert results["eval_accuracy"] == np.float32(np.mean(predicted == [1, 0, 1]))
     log_probs = aggregated - np.log(np.exp(aggregated).sum(-1, keepdims=True))
     assert results["eval_loss"] == pytest.approx(-np.mean(log_probs[[0, 1, 2], [1, 0, 1]]),
                                                  rel=1e-5)
-    assert task.baselines(outputs) == {
+    assert task.baselines(outputs, split) == {
         "eval_accuracy": "majority class '1' 0.6667, chance 0.5000"}
 
-    task.write_predictions(iter([outputs]), Split(["x"], 6, 8), str(tmp_path))
+    task.write_predictions(iter([outputs]), Split(["x"], 6, 8, kept={"window_counts": [3, 1, 2]}),
+                           str(tmp_path))
     lines = (tmp_path / "test_results.tsv").read_text().splitlines()
     assert len(lines) == 3
     np.testing.assert_allclose(np.float32([line.split("\t") for line in lines]),

@@ -133,6 +133,7 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import make_task
     from modeling.checkpoint import original as original_layout
+    from vocab.tokenization import FullTokenizer
 
     data = tmp_path / "data"
     data.mkdir()
@@ -145,21 +146,24 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     run = RunConfig(str(out), bert_config_file=str(TINY / "bert_config.json"),
                     vocab_file=str(TINY / "vocab.txt"),
                     init_checkpoint=str(TINY / "bert_model.ckpt"), do_eval=True, do_predict=True)
-    result = driver.run(task, run)
+    result = driver.run_command(task, run)
     assert (out / "label_list.txt").read_text() == "bad\ngood\n"
     assert sorted(result.eval_results) == sorted(
         ["eval_loss", "loss", "global_step", "eval_exact_match", "eval_f1_bad", "eval_f1_good"]
         + [f"eval_{a}_{m}" for a in ("micro", "macro") for m in ("precision", "recall", "f1")])
-    assert task.window_counts == {"eval": [4, 1], "predict": [4, 1, 1]}
+    tokenizer = FullTokenizer(str(TINY / "vocab.txt"))
+    for split, counts in (("eval", [4, 1]), ("predict", [4, 1, 1])):
+        kept = {}
+        list(task.records(task.read_examples(split), split, tokenizer, run, kept))
+        assert kept["window_counts"] == counts
     probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probabilities.shape == (3, 2) and np.all((probabilities > 0) & (probabilities < 1))
     # Prediction from that run without --labels: the labels recorded beside the model it uses.
     tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp_path / "with_labels" / "ckpt"))
     (tmp_path / "with_labels" / "label_list.txt").write_text("bad\ngood\n")
     recorded = make_task("multilabel", 16, str(data))
-    recorded.output_dir, recorded.init_checkpoint = str(tmp_path / "fresh"), str(
-        tmp_path / "with_labels")
-    assert len(recorded.read_examples("predict")) == 3
+    fresh = RunConfig(str(tmp_path / "fresh"), init_checkpoint=str(tmp_path / "with_labels"))
+    assert len(recorded.read_examples("predict", fresh)) == 3
     assert recorded.label_names == ["bad", "good"]
 
     # The TPU padding record parses with the task's spec: no label applies, not a real example.
@@ -186,8 +190,9 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     checkpoints), and none may be empty."""
     import tensorflow as tf
 
-    from modeling.checkpoint import run_files
+    from bert_runner.runs import labels as run_labels
     from bert_tasks.classifier.processors import get_processor
+    from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import MultiLabelTask
     from refusals import message
 
@@ -197,27 +202,28 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     run.mkdir()
     (run / "label_list.txt").write_text("animal\nvehicle\nweather\n")
     # Without a checkpoint there is no model to contradict: the file is rewritten.
-    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(str(run))
+    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(
+        RunConfig(str(run)))
     assert (run / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
     tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(run / "ckpt"))
     with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
-        MultiLabelTask(32, labels=["animal", "vehicle", "weather"]).write_run_files(str(run))
-    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(str(run))
+        MultiLabelTask(32, labels=["animal", "vehicle", "weather"]).write_run_files(
+            RunConfig(str(run)))
+    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(
+        RunConfig(str(run)))
     # A new output_dir whose model comes from that run's checkpoint (--init_checkpoint, e.g. a
     # --do_predict run): the labels recorded beside the checkpoint govern.
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     task = MultiLabelTask(32, labels=["animal", "vehicle", "weather"])
-    task.init_checkpoint = str(run / "ckpt-1")
     with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
-        task.write_run_files(str(fresh))
+        task.write_run_files(RunConfig(str(fresh), init_checkpoint=str(run / "ckpt-1")))
     assert not (fresh / "label_list.txt").exists()
     task = MultiLabelTask(32, labels=["weather", "animal", "vehicle"])
-    task.init_checkpoint = str(run)
-    task.write_run_files(str(fresh))
+    task.write_run_files(RunConfig(str(fresh), init_checkpoint=str(run)))
     assert (fresh / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
     # export_model --labels (and --entity_types) against the checkpoint's recorded labels.
-    run_files.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),
+    run_labels.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),
                                       "--labels", "weather,animal,vehicle")
     with pytest.raises(ValueError, match="trained with the labels weather,animal,vehicle"):
-        run_files.check_recorded_labels(["animal"], str(run / "ckpt-1"), "--labels", "animal")
+        run_labels.check_recorded_labels(["animal"], str(run / "ckpt-1"), "--labels", "animal")

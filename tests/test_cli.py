@@ -98,11 +98,11 @@ def test_demo_passes_an_interruption_on_to_its_stage_and_waits_for_it(tmp_path):
         "signal.pause()\n")
     program = (
         "import subprocess, sys\n"
-        "import demo\n"
+        "from experiments import demo_pipeline\n"
         "from bert_runner import cli\n"
         f"process = subprocess.Popen([sys.executable, '-c', {stage!r}], stdout=subprocess.PIPE)\n"
         "try:\n"
-        "    with process, demo._stopped_with(process):\n"
+        "    with process, demo_pipeline._stopped_with(process):\n"
         "        process.stdout.readline()\n"
         "        raise cli.Terminated()\n"
         "except cli.Terminated:\n"

@@ -101,13 +101,13 @@ def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp
                     vocab_file=str(TINY / "vocab.txt"), do_train=True, do_eval=True,
                     train_batch_size=16, num_train_epochs=8, learning_rate=2e-3)
     with caplog.at_level(logging.INFO, logger="absl"):
-        result = driver.run(ClassifierTask("mrpc", 24, str(teacher / "data"), teacher=distilled),
-                            run)
+        result = driver.run_command(
+            ClassifierTask("mrpc", 24, str(teacher / "data"), teacher=distilled), run)
     # The student's run directory supplies its vocabulary for serving: the teacher's, found
     # through the teacher it distilled (it started from no checkpoint).
-    from modeling.checkpoint import run_model_files
+    from bert_runner.runs import supplied
 
-    assert run_model_files.supplied(str(tmp_path / "student"), "--checkpoint", True) == (
+    assert supplied.supplied(str(tmp_path / "student"), "--checkpoint", True) == (
         str(tmp_path / "student" / "bert_config.json"), str(TINY / "vocab.txt"))
     cached = np.load(tmp_path / "student" / "teacher_logits.npz")["logits"]
     assert cached.shape == (64 + 96, 2)

@@ -40,7 +40,7 @@ class KeywordTask(Task):
         self.name = name
         self.finished = []
 
-    def read_examples(self, split):
+    def read_examples(self, split, run=None):
         path = os.path.join(self.data_dir, self.splits[split] + ".txt")
         examples = []
         with open(path, encoding="utf-8") as f:
@@ -51,15 +51,15 @@ class KeywordTask(Task):
                 examples.append(features.InputExample(f"{split}-{number}", text.strip(), None, label))
         return examples
 
-    def records(self, examples, split, tokenizer):
+    def records(self, examples, split, tokenizer, run, kept):
         return features.tf_examples(examples, ["0", "1"], SEQ, tokenizer)
 
     def padding_record(self):
         return features.features_to_tf_example(features.convert_single_example(
             0, features.PaddingInputExample(), ["0", "1"], SEQ, None))
 
-    def build_model(self, config):
-        return BertClassifier(config, 2)
+    def build_model(self, config, bilstm_on_top=False, modes=None):
+        return BertClassifier(config, 2, modes=modes)
 
     def feature_spec(self, is_training):
         return features.name_to_features(SEQ)
@@ -71,11 +71,11 @@ class KeywordTask(Task):
     def predict_step(self, model, batch):
         return {"predicted": tf.argmax(model(batch)["logits"], -1), "label_ids": batch["label_ids"]}
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         accuracy = np.mean(outputs["predicted"] == outputs["label_ids"])
         return {"eval_accuracy": np.float32(accuracy), "global_step": np.int64(global_step)}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         return {"eval_accuracy": "chance 0.5000"}
 
     def write_predictions(self, batches, split, output_dir):
@@ -120,12 +120,11 @@ def decoded(path):
     ({"eval": "dev"}, "At least one of `do_eval` must be True."),
 ])
 def test_a_run_with_nothing_to_do_is_refused_with_the_scripts_message(tmp_path, offered, message):
-    task = KeywordTask(str(tmp_path))
-    task.splits = offered
+    task = type("OfferingTask", (KeywordTask,), {"splits": offered})(str(tmp_path))
     # do_eval alone does not count for a task without an eval split (SQuAD's --do_eval scores).
     flags = {"do_eval": True} if "eval" not in offered else {}
     with pytest.raises(splits.NothingToDoError) as error:
-        driver.run(task, config(tmp_path / "out", **flags))
+        driver.run_command(task, config(tmp_path / "out", **flags))
     assert str(error.value) == message
     assert not (tmp_path / "out").exists()
 
@@ -134,7 +133,7 @@ def test_every_split_is_read_before_any_is_converted(tmp_path):
     data = write_data(tmp_path / "data")
     (data / "test.txt").write_text("1 a good dog\nx a bad cat\n")
     with pytest.raises(ValueError, match=f"{data / 'test.txt'}:2: label 'x' is not 0 or 1"):
-        driver.run(KeywordTask(str(data)),
+        driver.run_command(KeywordTask(str(data)),
                    config(tmp_path / "out", do_train=True, do_eval=True, do_predict=True))
     assert not (tmp_path / "out").exists()  # before output_dir, run.json or any record
 
@@ -145,7 +144,8 @@ def test_tpu_pads_eval_and_predict_records_to_full_batches(tmp_path):
     examples = task.read_examples("eval")[:5]
     tpu = config(tmp_path, use_tpu=True, train_batch_size=4, eval_batch_size=4)
     split = splits.write_split(task, examples, "eval", tokenizer, tpu)
-    assert split == splits.Split([str(tmp_path / "dev.tf_record")], 5, 4, num_padding=3)
+    assert split == splits.Split([str(tmp_path / "dev.tf_record")], 5, 4, num_padding=3,
+                                 examples=examples)
     rows = decoded(split.files[0])
     assert [int(r["is_real_example"]) for r in rows] == [1] * 5 + [0] * 3
     assert not any(np.any(r["input_ids"]) for r in rows[5:])
@@ -178,14 +178,14 @@ def test_training_steps_count_the_tasks_unit(tmp_path):
 
     run = config(tmp_path, train_batch_size=4, num_train_epochs=2.0, warmup_proportion=0.25)
     assert KeywordTask(None).training_steps(run, [None] * 10, 12) == (5, 1)  # examples
-    assert NerTask(None, 8, None).training_steps(run, [None] * 10, 12) == (6, 1)  # windows
+    assert NerTask(None, 8).training_steps(run, [None] * 10, 12) == (6, 1)  # windows
     assert SquadTask(32, doc_stride=8, max_query_length=8).training_steps(
         run, [None] * 10, 40) == (5, 1)  # questions
     assert PretrainingTask(16, 4, num_train_steps=9, num_warmup_steps=2).training_steps(
         run, None, None) == (9, 2)  # its flags
     with pytest.raises(ValueError, match="3 training windows at --train_batch_size=4 for "
                                          "--num_train_epochs=1.0 make 0 training steps"):
-        NerTask(None, 8, None).training_steps(config(tmp_path, train_batch_size=4,
+        NerTask(None, 8).training_steps(config(tmp_path, train_batch_size=4,
                                                      num_train_epochs=1.0), [None] * 9, 3)
 
 
@@ -193,7 +193,7 @@ def test_zero_training_steps_are_refused_before_training(tmp_path):
     data = write_data(tmp_path / "data", (("train", 5),))
     with pytest.raises(ValueError, match="5 training examples at --train_batch_size=8 for "
                                          "--num_train_epochs=1.0 make 0 training steps"):
-        driver.run(KeywordTask(str(data)),
+        driver.run_command(KeywordTask(str(data)),
                    config(tmp_path / "out", do_train=True, num_train_epochs=1.0))
     assert not list((tmp_path / "out").glob("ckpt-*"))
     # Nothing that would block the corrected command, or another task, is left behind.
@@ -214,14 +214,13 @@ def test_a_failed_run_removes_the_output_dir_it_made_until_it_holds_what_is_kept
     with monkeypatch.context() as patched:
         patched.setattr(driver, "run_task", lost_device)
         with pytest.raises(RuntimeError, match="lost device"):
-            driver.run(KeywordTask(str(data)), config(tmp_path / "out", do_train=True,
+            driver.run_command(KeywordTask(str(data)), config(tmp_path / "out", do_train=True,
                                                       do_eval=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
-    task = KeywordTask(str(data))
-    task.finish = lost_device
+    task = type("LosingTask", (KeywordTask,), {"finish": lost_device})(str(data))
     with pytest.raises(RuntimeError, match="lost device"):
-        driver.run(task, config(tmp_path / "out", do_train=True, num_train_epochs=0.25))
+        driver.run_command(task, config(tmp_path / "out", do_train=True, num_train_epochs=0.25))
     held = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert {"run.json", "train.tf_record", "checkpoint", "ckpt-2.index"} <= set(held), held
     assert "run.lock" not in held
@@ -233,7 +232,7 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     task = KeywordTask(str(data))
     run = config(out, do_train=True, do_eval=True, do_predict=True,
                  init_checkpoint=str(TINY / "bert_model.ckpt"))
-    result = driver.run(task, run)
+    result = driver.run_command(task, run)
     assert task.finished == [(result, str(out))]
     assert result.eval_results["global_step"] == 32  # int(64 / 8 * 4)
     assert result.eval_results["eval_accuracy"] >= 0.75
@@ -259,13 +258,13 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     # flags it leaves at their defaults are not said to differ from the run's.
     first = (out / "eval_results.txt").read_text()
     with caplog.at_level(logging.WARNING):
-        driver.run(KeywordTask(str(data)), config(out, do_eval=True))
+        driver.run_command(KeywordTask(str(data)), config(out, do_eval=True))
     assert (out / "eval_results.txt").read_text() == first
     assert "trained with other settings" not in caplog.text
 
     # The same command again: the finished run is resumed, not retrained.
     caplog.set_level(logging.INFO)
-    driver.run(KeywordTask(str(data)), run)
+    driver.run_command(KeywordTask(str(data)), run)
     assert "already holds a finished run (checkpoint at step 32 of 32)" in caplog.text
     assert "NOT trained again" in caplog.text
     assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-32.index"]
@@ -280,23 +279,23 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
                           f"init_checkpoint '{TINY / 'bert_model.ckpt'}' -> None")]:
         with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-another-run"))
                            + ".*" + re.escape(said)):
-            driver.run(KeywordTask(str(data)), dataclasses.replace(run, **change))
+            driver.run_command(KeywordTask(str(data)), dataclasses.replace(run, **change))
     # Where only the schedule differs, the refusal says how to train that model on.
     hint = f"start another --output_dir with --init_checkpoint={out} (its weights"
     with pytest.raises(driver.OutputDirError, match=re.escape(hint)):
-        driver.run(KeywordTask(str(data)), dataclasses.replace(run, num_train_epochs=6.0))
+        driver.run_command(KeywordTask(str(data)), dataclasses.replace(run, num_train_epochs=6.0))
     with pytest.raises(driver.OutputDirError) as refused:
-        driver.run(KeywordTask(str(data)), dataclasses.replace(run, random_seed=7,
+        driver.run_command(KeywordTask(str(data)), dataclasses.replace(run, random_seed=7,
                                                                learning_rate=3e-3))
     assert "--init_checkpoint=" not in str(refused.value)
     other_data = write_data(tmp_path / "other", sizes=(("train", 48), ("dev", 16), ("test", 12)))
     with pytest.raises(driver.OutputDirError, match="the training data differs; training "
                                                     "examples 64 -> 48"):
-        driver.run(KeywordTask(str(other_data)), run)
+        driver.run_command(KeywordTask(str(other_data)), run)
     # Evaluation alone may change what training did, not how the model reads its input.
     with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-other-input"))
                        + ".*do_lower_case True -> False"):
-        driver.run(KeywordTask(str(data)), config(out, do_eval=True, do_lower_case=False))
+        driver.run_command(KeywordTask(str(data)), config(out, do_eval=True, do_lower_case=False))
     assert (out / "train.tf_record").read_bytes() == records
     assert (out / "run.json").read_text() == recorded
     assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-32.index"]
@@ -304,16 +303,16 @@ def test_trains_evaluates_predicts_resumes_and_keeps_its_output_dir(tmp_path, ca
     # Another task in the same output_dir is refused before anything there is touched.
     with pytest.raises(driver.OutputDirError, match="holds a run of task 'keyword'.*this is task "
                                                     "'other'"):
-        driver.run(KeywordTask(str(data), name="other"), config(out, do_train=True))
+        driver.run_command(KeywordTask(str(data), name="other"), config(out, do_train=True))
     assert (out / "train.tf_record").read_bytes() == records
     # So is another model: its checkpoints hold no BiLSTM (run.json records the model).
     assert json.loads((out / "run.json").read_text())["pretraining_objective"] == "mlm"
     with pytest.raises(driver.OutputDirError, match=re.escape(message("output-dir-other-model"))):
-        driver.run(KeywordTask(str(data)), config(out, do_eval=True, bilstm_on_top=True))
+        driver.run_command(KeywordTask(str(data)), config(out, do_eval=True, bilstm_on_top=True))
     # A run.json that is not JSON says nothing of the model its checkpoints are of: refused.
     (out / "run.json").write_text('{"task": "keyword", ')
     with pytest.raises(ValueError, match=re.escape(message("run-record-unreadable"))):
-        driver.run(KeywordTask(str(data)), config(out, do_eval=True))
+        driver.run_command(KeywordTask(str(data)), config(out, do_eval=True))
     assert (out / "train.tf_record").read_bytes() == records
 
 
@@ -345,7 +344,7 @@ def test_a_command_that_changes_a_recorded_setting_is_told(tmp_path):
 def test_another_tasks_checkpoint_says_whose_it_is(tmp_path):
     """An NER output_dir as a classifier's --init_checkpoint: the head's shapes differ under the
     same names; the refusal says which task wrote it (its run.json)."""
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs import checkpoints
     from modeling.checkpoint import original as original_layout
 
     tagger = BertClassifier(tiny_config(), 9)  # a 9-label head named as run_ner's
@@ -364,22 +363,22 @@ def test_a_seed_sweep_is_extended_and_each_seed_records_its_run(tmp_path):
     data = write_data(tmp_path / "data", sizes=(("train", 16), ("dev", 8), ("test", 4)))
     out = tmp_path / "out"
     run = config(out, do_train=True, num_train_epochs=1.0)
-    driver.run(KeywordTask(str(data)), run, seeds=[1])
+    driver.run_command(KeywordTask(str(data)), run, seeds=[1])
 
     def checkpoint_files(directory):
         return {p.name: p.read_bytes() for p in directory.iterdir() if p.name.startswith("ckpt-")}
 
     finished = checkpoint_files(out / "seed_1")
-    driver.run(KeywordTask(str(data)), run, seeds=[1, 2])  # seed 1 finished, seed 2 trained
+    driver.run_command(KeywordTask(str(data)), run, seeds=[1, 2])  # seed 1 finished, seed 2 trained
     assert finished and checkpoint_files(out / "seed_1") == finished
     assert checkpoint_files(out / "seed_2")
     assert "random_seed" not in json.loads((out / "run.json").read_text())
     assert [json.loads((out / f"seed_{s}" / "run.json").read_text())["random_seed"]
             for s in (1, 2)] == [1, 2]
     with pytest.raises(driver.OutputDirError, match="learning_rate 0.001 -> 0.002"):
-        driver.run(KeywordTask(str(data)), dataclasses.replace(run, learning_rate=2e-3),
+        driver.run_command(KeywordTask(str(data)), dataclasses.replace(run, learning_rate=2e-3),
                    seeds=[3])
     assert not (out / "seed_3").exists()
     with pytest.raises(driver.OutputDirError, match="random_seed 2 -> 12345"):
-        driver.run(KeywordTask(str(data)), config(out / "seed_2", do_train=True,
+        driver.run_command(KeywordTask(str(data)), config(out / "seed_2", do_train=True,
                                                   num_train_epochs=1.0))

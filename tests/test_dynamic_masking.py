@@ -228,16 +228,18 @@ def test_run_pretraining_trains_from_text(tmp_path):
     from bert_tasks.pretraining.task import PretrainingTask
 
     text, vocab, config = _tiny_text_model(tmp_path)
-    task = PretrainingTask(16, 4, None, str(text), num_train_steps=2, num_warmup_steps=0)
     options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), do_whole_word_mask=True)
-    task.dynamic_input = dynamic_masking.DynamicInput(options, 16, 4, tokenizer="faithful")
+    task = PretrainingTask(16, 4, None, str(text), num_train_steps=2, num_warmup_steps=0,
+                           dynamic_input=dynamic_masking.DynamicInput(options, 16, 4,
+                                                                      tokenizer="faithful"))
     out = tmp_path / "out"
-    result = driver.run(task, RunConfig(
+    result = driver.run_command(task, RunConfig(
         str(out), bert_config_file=str(config), vocab_file=str(vocab), do_train=True,
         train_batch_size=4, learning_rate=1e-3, save_checkpoints_steps=2,
         iterations_per_loop=2))
     assert len(task.dynamic_input.documents) == 12  # read and tokenized once, by the task
-    assert task.next_sentence  # text pairs have next-sentence labels
+    # Text pairs have next-sentence labels.
+    assert '"next_sentence_prediction": true' in (out / "run.json").read_text()
     assert result.trainer.step == 2
     (record,) = result.trainer.history
     assert np.isfinite(record.metrics["loss"]) and record.metrics["masked_lm_loss"] > 0
@@ -354,10 +356,11 @@ def test_run_pretraining_trains_from_packed_text(tmp_path):
     from bert_tasks.pretraining.task import PretrainingTask
 
     text, vocab, config = _tiny_text_model(tmp_path)
-    task = PretrainingTask(32, 8, None, str(text), num_train_steps=2, num_warmup_steps=0)
     options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), max_sequences_per_row=3)
-    task.dynamic_input = dynamic_masking.DynamicInput(options, 32, 8, tokenizer="faithful")
-    result = driver.run(task, RunConfig(
+    task = PretrainingTask(32, 8, None, str(text), num_train_steps=2, num_warmup_steps=0,
+                           dynamic_input=dynamic_masking.DynamicInput(options, 32, 8,
+                                                                      tokenizer="faithful"))
+    result = driver.run_command(task, RunConfig(
         str(tmp_path / "out"), bert_config_file=str(config), vocab_file=str(vocab),
         do_train=True, train_batch_size=4, learning_rate=1e-3, save_checkpoints_steps=2,
         iterations_per_loop=2))

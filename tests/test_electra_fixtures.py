@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from conftest import FIXTURES, ROOT
 from modeling import families
-from modeling.checkpoint import load_checkpoint, load_config, model_files, variables_by_name
+from bert_runner.runs.model_files import model_files
+from modeling.checkpoint import load_checkpoint, load_config, variables_by_name
 from modeling.electra.config import ElectraConfig
 from modeling.optimization import create_optimizer
 from bert_runner.trainer import Trainer
@@ -86,9 +87,12 @@ def test_xla_compiles_the_model_with_its_sampling_and_draws_the_same_tokens(tiny
     noise, not TensorFlow's random ops), the same replaced tokens and logits."""
     import keras
 
+    from modeling.inference import copy_with
+
     model, want = tiny
     features = _masked_features(want, sampled=False)
-    model.encoder.static_shapes = model.generator.static_shapes = True
+    model = copy_with(model, static_shapes=True)
+    assert model.encoder.modes.static_shapes and model.generator.modes.static_shapes
     seed = keras.ops.convert_to_numpy(model.seed_generator.state)
     eager = model(features)
     model.seed_generator.state.assign(seed)
@@ -97,7 +101,6 @@ def test_xla_compiles_the_model_with_its_sampling_and_draws_the_same_tokens(tiny
     np.testing.assert_array_equal(compiled["is_replaced"], eager["is_replaced"])
     for name in ("masked_lm_logits", "discriminator_logits"):
         np.testing.assert_allclose(compiled[name], eager[name], atol=FORWARD_ATOL)
-    model.encoder.static_shapes = model.generator.static_shapes = False
 
 
 def test_replaced_ids_follow_the_originals_scatter_quirks(tiny):

@@ -27,7 +27,7 @@ from modeling.checkpoint import original as original_layout  # noqa: E402
 from modeling.checkpoint.hugging_face import (  # noqa: E402
     read_config, read_hf_weights, write_safetensors)
 from modeling.electra.config import ElectraConfig  # noqa: E402
-from modeling.electra import family as electra  # noqa: E402
+from modeling.electra.family import ELECTRA as electra  # noqa: E402
 from modeling_helpers import save_like_the_trainer  # noqa: E402
 from refusals import message  # noqa: E402
 

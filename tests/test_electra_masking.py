@@ -220,25 +220,23 @@ def test_the_task_masks_only_records_without_masks(tmp_path):
     config = types.SimpleNamespace(vocab_size=99, type_vocab_size=2)
     original = write_original_records(tmp_path / "original.tfrecord", 4)
     masked = str(write_records(tmp_path / "masked.tfrecord", 4, seq=SEQ, pred=20))
-    task = _task(original)
-    task.existing_records("train", config)
+    task = _task(original).settle({}, None, config)
     assert task.masker is not None and task.max_predictions_per_seq == 4  # int(0.155 * 32)
     assert "masked_lm_ids" not in task.feature_spec(True)
     assert task.recorded_settings()["mask_prob"] == 0.15
-    task = _task(original, max_predictions_per_seq=6)
-    task.existing_records("train", config)
+    task = _task(original, max_predictions_per_seq=6).settle({}, None, config)
     assert task.max_predictions_per_seq == 6
-    task = _task(masked)  # as given: --max_predictions_per_seq, the records' masks
-    task.existing_records("train", config)
+    # As given: --max_predictions_per_seq, the records' masks.
+    task = _task(masked).settle({}, None, config)
     assert task.masker is None and task.max_predictions_per_seq == 20
     assert "masked_lm_ids" in task.feature_spec(True)
     with pytest.raises(InputError, match=re.escape(message("electra-mask-prob-with-masks"))):
-        _task(masked, mask_prob=0.25).existing_records("train", config)
+        _task(masked, mask_prob=0.25).settle({}, None, config)
     with pytest.raises(ValueError, match=re.escape(message("electra-masking-vocab"))):
-        _task(original, vocab_file=None).existing_records("train", config)
+        _task(original, vocab_file=None).settle({}, None, config)
     (tmp_path / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\n")
     with pytest.raises(ValueError, match=re.escape(message("electra-masking-vocab"))) as refused:
-        _task(original, vocab_file=str(tmp_path / "vocab.txt")).existing_records("train", config)
+        _task(original, vocab_file=str(tmp_path / "vocab.txt")).settle({}, None, config)
     assert "has no [MASK]" in str(refused.value)
 
 
@@ -268,11 +266,11 @@ def test_run_pretraining_trains_electra_on_the_originals_records(tmp_path):
     config.write_text(json.dumps(HPARAMS))
     task = _task(train, steps=3, eval_steps=2)
     out = tmp_path / "out"
-    result = driver.run(task, RunConfig(
+    result = driver.run_command(task, RunConfig(
         str(out), bert_config_file=str(config), vocab_file=str(TINY_TRAIN / "vocab.txt"),
         do_train=True, train_batch_size=4, learning_rate=5e-4,
         save_checkpoints_steps=3, iterations_per_loop=3))
-    assert task.max_predictions_per_seq == 4
+    assert '"max_predictions_per_seq": 4' in (out / "run.json").read_text()
     assert result.trainer.step == 3
     (record,) = result.trainer.history
     assert np.isfinite(record.metrics["loss"]) and record.metrics["masked_lm_loss"] > 0

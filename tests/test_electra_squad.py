@@ -130,6 +130,7 @@ def test_squad_task_reads_the_declared_outputs(config, model):
     task = sq_task.SquadTask(32, doc_stride=8, max_query_length=8)
     assert "is_impossible" not in task.feature_spec(True)
     built = task.build_model(config)
+    task = task.settle({}, None, config)
     assert "is_impossible" in task.feature_spec(True)
     assert "is_impossible" not in task.feature_spec(False)
     features = _features(2, 16, np.random.default_rng(0))

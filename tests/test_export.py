@@ -806,12 +806,12 @@ def export_run(run, fmt, export_dir, vocab=VOCAB, **flags):
 
     from bert_runner.serving import registry
     from bert_tasks.serving import register_all
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
 
     register_all()
     values = types.SimpleNamespace(**{**EXPORT_FLAGS, "format": fmt, "checkpoint": str(run),
                                       "export_dir": str(export_dir), **flags})
-    registry.get(fmt).export(values, checkpoints.model_files(None, vocab, str(run)))
+    registry.get(fmt).export(values, model_files(None, vocab, str(run)))
     return str(export_dir)
 
 

@@ -115,11 +115,11 @@ def test_the_objective_is_recorded_only_for_ltr(tmp_path):
 
 
 def test_an_ltr_model_has_no_hugging_face_form():
-    from modeling.bert.family import config_to_hf
+    from modeling.bert.family import BERT
 
     with pytest.raises(ValueError, match=message("hf-export-ltr")):
-        config_to_hf(_config("ltr"))
-    assert config_to_hf(_config())["model_type"] == "bert"
+        BERT.config_to_hf(_config("ltr"))
+    assert BERT.config_to_hf(_config())["model_type"] == "bert"
 
 
 def test_next_token_loss_equals_a_numpy_reference():
@@ -201,7 +201,7 @@ def ltr_run(tmp_path_factory):
     out = tmp / "pretraining"
     task = LtrPretrainingTask(SEQ, str(data), num_train_steps=4, num_warmup_steps=1,
                               max_eval_steps=2)
-    result = driver.run(task, RunConfig(
+    result = driver.run_command(task, RunConfig(
         str(out), bert_config_file=str(TINY_TRAIN / "bert_config.json"), do_train=True,
         do_eval=True, train_batch_size=8, eval_batch_size=8, learning_rate=1e-3,
         save_checkpoints_steps=4, iterations_per_loop=4))
@@ -246,7 +246,7 @@ def test_run_classifier_fine_tunes_the_ltr_checkpoint_with_the_bilstm(ltr_run, t
                     vocab_file=str(TINY / "vocab.txt"), init_checkpoint=str(out / "ckpt-4"),
                     do_train=True, do_eval=True, train_batch_size=16,
                     num_train_epochs=1.0, learning_rate=1e-3, bilstm_on_top=bilstm_on_top)
-    result = driver.run(ClassifierTask("mrpc", SEQ, str(tmp_path / "data")), run)
+    result = driver.run_command(ClassifierTask("mrpc", SEQ, str(tmp_path / "data")), run)
     model = result.trainer.model
     assert model.encoder.config.causal and (model.bilstm is not None) == bilstm_on_top
     assert result.trainer.step == 2 and 0 <= result.eval_results["eval_accuracy"] <= 1
@@ -286,7 +286,7 @@ def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
     """The objective recorded beside a checkpoint (its output_dir's bert_config.json) must be the
     config's: the original config with an LTR checkpoint would make a bidirectional encoder. A
     causal model's [CLS] sees only itself: --pooling=cls is refused for it."""
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
     from modeling.layers.pooling import check_pooling
 
     run_dir = tmp_path / "ltr_run"
@@ -295,8 +295,8 @@ def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
     (run_dir / "bert_config.json").write_text(json.dumps({**values, OBJECTIVE_KEY: "ltr"}))
     checkpoint = str(run_dir / "ckpt-2")
     with pytest.raises(ValueError, match=re.escape(message("checkpoint-objective-mismatch"))):
-        checkpoints.model_files(str(TINY_TRAIN / "bert_config.json"), None, checkpoint)
-    files = checkpoints.model_files(str(run_dir / "bert_config.json"), None, checkpoint)
+        model_files(str(TINY_TRAIN / "bert_config.json"), None, checkpoint)
+    files = model_files(str(run_dir / "bert_config.json"), None, checkpoint)
     assert files.config.causal
 
     with pytest.raises(ValueError, match=re.escape(message("pooling-cls-ltr"))):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_runner.runs import checkpoints as run_checkpoints
 from conftest import FIXTURES
 from modeling import BertClassifier, BertConfig, BertModel, BertPretrainer, BertSpanLabeler
 from modeling import checkpoint as checkpoints
@@ -102,8 +103,8 @@ def _refused(case, function, *args, **kwargs):
 def test_corrupt_or_missing_checkpoints_fail_clearly(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere/bert_model.ckpt .* not found: the "
                                                 "directory .*nowhere does not exist"):
-        checkpoints.load_checkpoint(BertModel(tiny_config()), tmp_path / "nowhere" /
-                                           "bert_model.ckpt", flag="--init_checkpoint")
+        run_checkpoints.load_checkpoint(BertModel(tiny_config()), tmp_path / "nowhere" /
+                                        "bert_model.ckpt", flag="--init_checkpoint")
     (tmp_path / "bad.ckpt.index").write_bytes(b"garbage")
     (tmp_path / "bad.ckpt.data-00000-of-00001").write_bytes(b"")
     text = _refused("checkpoint-index-corrupt", checkpoints.load_checkpoint,
@@ -112,26 +113,28 @@ def test_corrupt_or_missing_checkpoints_fail_clearly(tmp_path):
 
 
 def test_checkpoint_files_missing_or_cut_short_are_named(tmp_path):
-    """Each way a copied checkpoint goes wrong, through the loader every script uses."""
+    """Each way a copied checkpoint goes wrong, through the loader every script uses (the
+    machinery's, which names the flag)."""
     model = BertClassifier(tiny_config(), 2)
     prefix = _copy_tiny(tmp_path / "cut")
     data = tmp_path / "cut" / "bert_model.ckpt.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    for load in (checkpoints.check_init_checkpoint, checkpoints.initialize_from_checkpoint):
+    for load in (run_checkpoints.check_init_checkpoint,
+                 run_checkpoints.initialize_from_checkpoint):
         text = _refused("checkpoint-truncated", load, model, str(prefix))
         assert text.startswith(f"Checkpoint {prefix} (--init_checkpoint) is unreadable at bert/")
 
     data.unlink()
-    text = _refused("checkpoint-data-missing", checkpoints.initialize_from_checkpoint, model,
+    text = _refused("checkpoint-data-missing", run_checkpoints.initialize_from_checkpoint, model,
                     str(prefix))
     assert str(data) in text
 
     index_only = _copy_tiny(tmp_path / "no_index")
     (tmp_path / "no_index" / "bert_model.ckpt.index").unlink()
-    text = _refused("checkpoint-index-missing", checkpoints.check_init_checkpoint, model,
+    text = _refused("checkpoint-index-missing", run_checkpoints.check_init_checkpoint, model,
                     str(index_only))
     assert "bert_model.ckpt.data-00000-of-00001 is there without it" in text
-    text = _refused("checkpoint-index-missing", checkpoints.check_init_checkpoint, model,
+    text = _refused("checkpoint-index-missing", run_checkpoints.check_init_checkpoint, model,
                     str(TINY / "bert_model.ckp"))  # a typo: the directory's checkpoint is named
     assert text.endswith(f"holds the checkpoint(s) {TINY / 'bert_model.ckpt'}")
 
@@ -140,13 +143,13 @@ def test_checkpoint_files_missing_or_cut_short_are_named(tmp_path):
     release.mkdir()
     for name in ("bert_config.json", "vocab.txt"):
         shutil.copy(TINY / name, release / name)
-    text = _refused("checkpoint-directory-without-one", checkpoints.check_init_checkpoint, model,
-                    str(release))
+    text = _refused("checkpoint-directory-without-one", run_checkpoints.check_init_checkpoint,
+                    model, str(release))
     assert "it holds bert_config.json, vocab.txt" in text
     assert f"e.g. {release / 'bert_model.ckpt'}" in text
     _copy_tiny(tmp_path / "two", "model.ckpt-1")
     _copy_tiny(tmp_path / "two", "model.ckpt-2")
-    text = _refused("checkpoint-directory-several", checkpoints.check_init_checkpoint, model,
+    text = _refused("checkpoint-directory-several", run_checkpoints.check_init_checkpoint, model,
                     str(tmp_path / "two"))
     assert f"e.g. {tmp_path / 'two' / 'model.ckpt-2'}" in text
 

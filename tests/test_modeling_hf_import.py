@@ -15,7 +15,7 @@ from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
 from modeling.checkpoint.hugging_face import read_config as config_from_hf
 from modeling.checkpoint.hugging_face import save_hf_model, write_safetensors
-from modeling.bert.family import hf_name, original_name as tf1_name
+from modeling.bert.family import BERT
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
 from optional_packages import require
 from refusals import message
@@ -29,7 +29,7 @@ def hf_checkpoint_from_fixture(directory, bert_prefix=True):
     reader = tf.train.load_checkpoint(str(TINY / "bert_model.ckpt"))
     tensors = {}
     for name in reader.get_variable_to_shape_map():
-        hf, transpose = hf_name(name)
+        hf, transpose = BERT.hf_name(name)
         value = reader.get_tensor(name)
         if not bert_prefix:
             hf = hf.removeprefix("bert.")
@@ -118,7 +118,7 @@ def test_unreadable_pytorch_weights_name_the_file(tmp_path, monkeypatch):
 
 def test_tf1_name_inverts_hf_name():
     for name in original_layout.variable_map(BertPretrainer(tiny_config())):
-        assert tf1_name(hf_name(name)[0]) == (name, hf_name(name)[1])
+        assert BERT.original_name(BERT.hf_name(name)[0]) == (name, BERT.hf_name(name)[1])
 
 
 def _header(path):

@@ -91,9 +91,30 @@ def _reaches(name):
 def test_the_families_and_the_layers_never_reach_the_checkpoint_package():
     below = [n for n in GRAPH if n.startswith(("modeling.layers", "modeling.bert",
                                                "modeling.electra"))]
-    below += ["modeling.family", "modeling.families", "modeling.hf_directory"]
+    below += ["modeling.family", "modeling.families", "modeling.hf_directory",
+              "modeling.json_file"]
     found = sorted(f"{n} reaches {m}" for n in below for m in _reaches(n)
                    if m.startswith("modeling.checkpoint"))
+    assert found == []
+
+
+def imported_modules(path):
+    """Every module the file `path` imports, inside functions too, `from a import b` counted as
+    `a.b` too."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_the_model_never_imports_the_machinery():
+    """modeling/ holds the model: runs, flags and output_dirs are the machinery's
+    (`bert_runner.runs`), which imports the model, never the reverse."""
+    above = ("bert_runner", "bert_tasks", "experiments", "bench")
+    found = sorted(f"{name} imports {module}" for name, path in MODULES.items()
+                   for module in imported_modules(path) if module.split(".")[0] in above)
     assert found == []
 
 

@@ -1,6 +1,6 @@
-"""Activation recomputation (`BertModel(recompute=True)`): with dropout on, the same losses and
-the same gradients as storing the activations, step after step (the dropout streams stay in
-step), and the recomputation really happens."""
+"""Activation recomputation (the encoder mode `EncoderModes.recompute`): with dropout on, the
+same losses and the same gradients as storing the activations, step after step (the dropout
+streams stay in step), and the recomputation really happens."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,7 +14,7 @@ def _training_steps(recompute, steps=2):
     encoder, all models starting from the same weights and dropout seeds."""
     config = tiny_config()
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
-    model = BertModel(config, recompute=recompute)
+    model = BertModel(config, modes={"recompute": recompute})
     reference = BertModel(config)  # seeded identically: same initial weights for both
     for variable, value in zip(model.variables, reference.variables):
         variable.assign(value)
@@ -68,9 +68,11 @@ def test_the_backward_pass_recomputes(runs):
     assert count_matmuls(graph_r) > count_matmuls(graph)
 
 
-def test_recompute_can_be_switched_on_after_construction():
-    model = BertModel(tiny_config())
-    assert not model.recompute
-    model.recompute = True
+def test_recompute_is_a_mode_every_layer_gets_and_get_config_keeps():
+    from modeling.inference import copy_with, with_bfloat16_weights
+
+    assert not BertModel(tiny_config()).recompute
+    model = copy_with(BertModel(tiny_config()), recompute=True)
     assert model.recompute and all(layer.recompute for layer in model.encoder_layers)
     assert BertModel.from_config(model.get_config()).recompute
+    assert with_bfloat16_weights(model).recompute  # another precision keeps the modes

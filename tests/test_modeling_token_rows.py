@@ -58,15 +58,14 @@ def test_layout_rows_first_rows_real_rows_then_filler():
 def test_real_rows_give_the_grid_values_at_real_positions(model, compiled, small_blocks):
     import tensorflow as tf
 
-    call = lambda x, skip: model(x, skip_padding=skip)  # noqa: E731
+    from modeling.inference import copy_with
+
+    served = copy_with(model, small_row_blocks=small_blocks)
+    call = lambda x, skip: served(x, skip_padding=skip)  # noqa: E731
     if compiled:
         call = tf.function(call, reduce_retracing=True)
     batch = _batch(50)
-    model.small_row_blocks = small_blocks
-    try:
-        grid, real = call(batch, False), call(batch, True)
-    finally:
-        model.small_row_blocks = False
+    grid, real = call(batch, False), call(batch, True)
     mask = batch["input_mask"].astype(bool)
     for name in ("sequence_output", "embedding_output"):
         np.testing.assert_allclose(np.asarray(real[name])[mask], np.asarray(grid[name])[mask],

@@ -275,12 +275,12 @@ def test_names_are_learned_in_iob1_and_predictions_written_in_the_files_scheme(
     assert data.scheme == scheme
     learned = {}
     for label_scheme in tags.SCHEMES:
-        task = NerTask(str(tmp_path), 16, str(tmp_path), ["LOC", "PER"], label_scheme=label_scheme)
-        record = next(task.records(data, "train", tokenizer))
+        task = NerTask(str(tmp_path), 16, ["LOC", "PER"], label_scheme=label_scheme)
+        record = next(task.records(data, "train", tokenizer, None, {}))
         learned[label_scheme] = [task.label_list[i] for i in _label_ids(record, data.windows[0])]
     assert learned == {"IOB1": ["I-PER", "I-PER", "O", "I-PER", "B-PER", "O", "I-LOC"],
                        "IOB2": ["B-PER", "I-PER", "O", "B-PER", "B-PER", "O", "B-LOC"]}
-    assert NerTask(str(tmp_path), 16, str(tmp_path)).label_scheme == "IOB1"
+    assert NerTask(str(tmp_path), 16).label_scheme == "IOB1"
 
     def last_column(file):
         return [line.split()[-1] for line in file.read_text(encoding="utf-8").splitlines()[2:]

@@ -91,7 +91,7 @@ def test_bf16(model):
 
 
 def test_task_loss_is_the_mean_over_scored_positions(model, tmp_path):
-    task = NerTask(None, 8, str(tmp_path), entity_types=["LOC", "PER"])
+    task = NerTask(None, 8, entity_types=["LOC", "PER"])
     assert task.label_list == LABELS
     features = token_features(seed=4)
     loss, metrics = task.loss(model, features, training=False)

@@ -395,10 +395,13 @@ def test_the_driver_takes_the_warmup_rule_and_decay_of_the_models_family(monkeyp
     assert bert._learning_rate.warmup_rule == "bert" and bert.layer_rates is None
     assert RunConfig(str(tmp_path)).layerwise_lr_decay == 1.0  # a script without the flag
 
-    bert_family = families.of_config(config)
-    electra_like = dataclasses.replace(bert_family, warmup_rule="electra",
-                                       layerwise_lr_decay=lambda c: 0.8)
-    monkeypatch.setattr(families, "of_config", lambda c: electra_like)
+    class ElectraLike(type(families.of_config(config))):
+        warmup_rule = "electra"
+
+        def layerwise_lr_decay(self, config):
+            return 0.8
+
+    monkeypatch.setattr(families, "of_config", lambda c: ElectraLike())
     optimizer = driver.build_trainer(task, run, config, strategy, 10, 1).optimizer
     assert optimizer._learning_rate.warmup_rule == "electra"
     assert min(optimizer.layer_rates.values()) == pytest.approx(0.8 ** 4)

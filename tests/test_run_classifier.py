@@ -123,7 +123,7 @@ def run_in_process(data_dir, output_dir, task_name="mrpc", seeds=None, **flags):
     run = RunConfig(str(output_dir), **{
         "bert_config_file": str(TINY / "bert_config.json"), "vocab_file": str(TINY / "vocab.txt"),
         **flags})
-    return driver.run(ClassifierTask(task_name, 24, str(data_dir)), run, seeds=seeds)
+    return driver.run_command(ClassifierTask(task_name, 24, str(data_dir)), run, seeds=seeds)
 
 
 @pytest.mark.large
@@ -211,7 +211,7 @@ def test_eval_results_weigh_real_examples_and_batches_as_the_original():
                        labels=[1, 0, 1, 1, 0, 0],
                        outputs=[[.2, .8], [.9, .1], [.6, .4], [.3, .7], [.4, .6], [.5, .5]],
                        real=[1, 1, 1, 1, 1, 0])
-    results = _task("MRPC").evaluate(outputs, 12)
+    results = _task("MRPC").evaluate(outputs, 12, split=None, output_dir=None)
     assert {k: str(v) for k, v in results.items()} == {
         "global_step": "12",
         "eval_accuracy": "0.6",  # 3 of the 5 real rows
@@ -221,7 +221,7 @@ def test_eval_results_weigh_real_examples_and_batches_as_the_original():
     }
     assert all(isinstance(v, np.float32) for k, v in results.items() if k != "global_step")
     # Printed beside eval_accuracy: label "1" is 3 of the 5 real rows.
-    assert _task("MRPC").baselines(outputs) == {
+    assert _task("MRPC").baselines(outputs, split=None) == {
         "eval_accuracy": "majority class '1' 0.6000, chance 0.5000"}
 
 
@@ -229,7 +229,7 @@ def test_regression_eval_results_have_correlations_and_no_accuracy():
     outputs = _outputs(per_example_loss=[0.25, 0.0, 1.0, 0.0], batch_sizes=[4],
                        labels=np.float32([1.0, 2.0, 3.0, 4.0]),
                        outputs=[[1.5], [2.0], [4.0], [4.0]], real=[1, 1, 1, 1])
-    results = _task("sts-b").evaluate(outputs, 3)
+    results = _task("sts-b").evaluate(outputs, 3, split=None, output_dir=None)
     assert sorted(results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
     ranks_of_predictions = [1, 2, 3.5, 3.5]
     assert results["eval_spearman"] == pytest.approx(

@@ -32,19 +32,19 @@ def _run_directory(directory, model, record):
     import tensorflow as tf
 
     from modeling import checkpoint as checkpoints
-    from modeling.checkpoint import run_files
+    from bert_runner.runs import record as run_records
 
     directory.mkdir(parents=True)
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=checkpoints.ModelVariables(model)), str(directory), 1)
     manager.save(checkpoint_number=1)
-    run_files.write_output_dir_record(str(directory), record)
+    run_records.write_output_dir_record(str(directory), record)
     (directory / "bert_config.json").write_text(tiny_config().to_json_string())
     return directory
 
 
 def _record(task, start, vocab_file, **settings):
-    from modeling.checkpoint.identity import fingerprint
+    from bert_runner.runs.hashes import fingerprint
 
     return {"task": task, "init_checkpoint": str(start), "vocab": fingerprint(str(vocab_file)),
             "do_lower_case": True, **settings}
@@ -81,7 +81,7 @@ def _flag_values(*names):
 
 
 def test_a_run_supplies_the_config_and_vocabulary_it_used(runs):
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
 
     hf, embeddings, classifier = runs
     for given, vocab in ((embeddings / "ckpt-1", embeddings / "sentence_transformers/vocab.txt"),
@@ -92,7 +92,7 @@ def test_a_run_supplies_the_config_and_vocabulary_it_used(runs):
         assert (values.bert_config_file, values.vocab_file) == (
             str(given.parent if given.name == "ckpt-1" else given) + "/bert_config.json",
             str(vocab))
-        files = checkpoints.model_files(None, None, str(given), 16)
+        files = model_files(None, None, str(given), 16)
         assert (files.config_file, files.vocab_file) == (values.bert_config_file, str(vocab))
         assert files.config.to_dict() == tiny_config().to_dict()
     # Given flags are kept; a missing one alone is taken from the run.
@@ -139,7 +139,7 @@ def test_a_hugging_face_directory_gives_its_casing_unless_the_flag_is_given(runs
 def test_a_vocabulary_that_is_gone_or_changed_is_refused_naming_it(runs):
     from absl import flags
 
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
 
     hf, embeddings, classifier = runs
     # The Hugging Face directory's vocab.txt changed: not the vocabulary the run read.
@@ -150,7 +150,7 @@ def test_a_vocabulary_that_is_gone_or_changed_is_refused_naming_it(runs):
     assert f"{hf}/vocab.txt hold(s) another vocabulary" in str(error.value)
     (hf / "vocab.txt").unlink()
     with pytest.raises(ValueError, match=re.escape(message("run-vocab-missing"))) as error:
-        checkpoints.model_files(None, None, str(classifier))
+        model_files(None, None, str(classifier))
     assert f"{hf}/vocab.txt, the vocabulary of the Hugging Face directory it started from, " \
            f"no longer exists ({classifier}/run.json)" in str(error.value)
     shutil.rmtree(hf)
@@ -165,7 +165,7 @@ def test_a_vocabulary_that_is_gone_or_changed_is_refused_naming_it(runs):
     # Without its bert_config.json, a run supplies no config.
     (classifier / "bert_config.json").unlink()
     with pytest.raises(ValueError, match=re.escape(message("model-files-required"))):
-        checkpoints.model_files(None, str(TINY / "vocab.txt"), str(classifier))
+        model_files(None, str(TINY / "vocab.txt"), str(classifier))
 
 
 @pytest.mark.large
@@ -205,7 +205,7 @@ def test_run_classifier_predicts_in_a_runs_output_dir_without_the_files_flags(ru
     """run_classifier.py --do_predict in a finished run's --output_dir (no --init_checkpoint):
     the run's config and vocabulary, as the Hugging Face directory it started from gave them."""
     from modeling import BertClassifier, checkpoint as checkpoints
-    from modeling.checkpoint import run_files
+    from bert_runner.runs import record as run_records
     from modeling_helpers import save_like_the_trainer
     from test_run_classifier import write_keyword_mrpc
 
@@ -214,7 +214,7 @@ def test_run_classifier_predicts_in_a_runs_output_dir_without_the_files_flags(ru
     checkpoints.load_checkpoint(model, TINY / "bert_model.ckpt", strict=False)
     out = tmp_path / "mrpc"
     save_like_the_trainer(model, out)
-    run_files.write_output_dir_record(str(out), _record(
+    run_records.write_output_dir_record(str(out), _record(
         "classifier/mrpc", hf, f"{hf}/vocab.txt", max_seq_length=16))
     (out / "bert_config.json").write_text(tiny_config().to_json_string())
     write_keyword_mrpc(tmp_path / "data", num_train=4, num_dev=4, num_test=6)
@@ -231,8 +231,8 @@ def test_a_run_from_scratch_records_its_vocabulary_and_is_found_there(tmp_path, 
     the file (absolute) beside its hash, and a later command without --vocab_file takes it from
     there while its content is the recorded one; changed or gone, it is refused naming it."""
     from bert_runner import driver
-    from modeling import checkpoint as checkpoints
-    from modeling.checkpoint import run_files
+    from bert_runner.runs.model_files import model_files
+    from bert_runner.runs import record as run_records
 
     vocab = tmp_path / "elsewhere" / "vocab.txt"
     vocab.parent.mkdir()
@@ -244,21 +244,21 @@ def test_a_run_from_scratch_records_its_vocabulary_and_is_found_there(tmp_path, 
     (run / "run.json").unlink()
     (run / "bert_config.json").unlink()
     driver._record_run(str(run), tiny_config(), record, "vocab.txt")
-    recorded = run_files.output_dir_record(str(run))
-    assert recorded[run_files.VOCAB_PATH_KEY] == str(vocab)
+    recorded = run_records.output_dir_record(str(run))
+    assert recorded[run_records.VOCAB_PATH_KEY] == str(vocab)
     monkeypatch.chdir(tmp_path)
-    files = checkpoints.model_files(None, None, str(run))
+    files = model_files(None, None, str(run))
     assert (files.config_file, files.vocab_file) == (f"{run}/bert_config.json", str(vocab))
     values = _flag_values()
     values(["x", f"--init_checkpoint={run}/ckpt-1"])
     assert values.vocab_file == str(vocab)
     vocab.write_text((TINY / "vocab.txt").read_text() + "extra\n")
     with pytest.raises(ValueError, match=re.escape(message("run-vocab-missing"))) as error:
-        checkpoints.model_files(None, None, str(run))
+        model_files(None, None, str(run))
     assert f"{vocab} hold(s) another vocabulary" in str(error.value)
     vocab.unlink()
     with pytest.raises(ValueError, match=re.escape(message("run-vocab-missing"))) as error:
-        checkpoints.model_files(None, None, str(run))
+        model_files(None, None, str(run))
     assert f"{vocab}, the vocabulary it read, no longer exists ({run}/run.json)" in str(
         error.value)
 
@@ -268,7 +268,7 @@ def test_export_takes_the_vocabulary_a_run_from_scratch_recorded(tmp_path):
     """export_model.py of a run trained from scratch with a --vocab_file kept elsewhere, given
     neither --vocab_file nor --bert_config_file: the run's recorded vocabulary (it was refused,
     asking for --vocab_file again)."""
-    from modeling.checkpoint.identity import fingerprint
+    from bert_runner.runs.hashes import fingerprint
     from test_export import _fine_tuned_run
 
     vocab = tmp_path / "elsewhere" / "vocab.txt"

@@ -92,7 +92,7 @@ def run_in_process(data_dir, output_dir, seeds=None, **flags):
 
     run = RunConfig(str(output_dir), bert_config_file=str(TINY / "bert_config.json"),
                     vocab_file=str(TINY / "vocab.txt"), **flags)
-    return driver.run(NerTask(str(data_dir), 32, str(output_dir)), run, seeds=seeds)
+    return driver.run_command(NerTask(str(data_dir), 32), run, seeds=seeds)
 
 
 def test_predicts_from_the_written_tf1_checkpoint(trained, tmp_path):
@@ -123,6 +123,7 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     where no training file does, and other --entity_types are refused (the head's outputs would
     carry the wrong tags)."""
     from bert_tasks.ner.sets import NerSet
+    from bert_runner.run_config import RunConfig
     from bert_tasks.ner.task import NerTask
     from refusals import message
 
@@ -130,14 +131,12 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     test = {"predict": NerSet.read(os.path.join(data_dir, "test.txt"))}
     empty = tmp_path / "data"
     empty.mkdir()  # no train.txt
-    task = NerTask(str(empty), 32, str(tmp_path / "out"))
-    task.init_checkpoint = str(output_dir / "bert_model.ckpt")
-    task.check_examples(test)
-    assert task.label_list == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
-    task = NerTask(str(empty), 32, str(tmp_path / "out"), entity_types=["PER", "LOC"])
-    task.init_checkpoint = str(output_dir / "bert_model.ckpt")
+    run = RunConfig(str(tmp_path / "out"), init_checkpoint=str(output_dir / "bert_model.ckpt"))
+    task = NerTask(str(empty), 32)
+    assert task.settle(test, run).label_list == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    task = NerTask(str(empty), 32, entity_types=["PER", "LOC"])
     with pytest.raises(ValueError, match=message("ner-labels-differ")):
-        task.check_examples(test)
+        task.settle(test, run)
     # LoRA adapters carry their head, and the labels in its order, in their own record.
     from modeling import BertClassifier, checkpoint as checkpoints
     from modeling_helpers import tiny_config
@@ -146,15 +145,15 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     adapters = checkpoints.write_adapters(BertClassifier(tiny_config(), 5), str(tmp_path), {
         "task": "ner", "labels": labels})
     for entity_types, governed in ((None, labels), (["LOC", "PER"], None)):
-        task = NerTask(str(empty), 32, str(tmp_path / "out"), entity_types=entity_types)
-        task.init_checkpoint, task.lora_adapters = str(TINY / "bert_model.ckpt"), adapters
+        task = NerTask(str(empty), 32, entity_types=entity_types)
+        run = RunConfig(str(tmp_path / "out"), init_checkpoint=str(TINY / "bert_model.ckpt"),
+                        lora_adapters=adapters)
         if governed is None:
             with pytest.raises(ValueError, match=re.escape(message("ner-labels-differ"))
                                + f".*{re.escape(adapters)}"):
-                task.check_examples(test)
+                task.settle(test, run)
         else:
-            task.check_examples(test)
-            assert task.label_list == governed
+            assert task.settle(test, run).label_list == governed
 
 
 def test_bad_input_is_named_before_any_work(tmp_path):

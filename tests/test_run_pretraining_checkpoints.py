@@ -12,7 +12,7 @@ from modeling_helpers import TINY_TRAIN
 from pretraining_helpers import (
     pretraining_command, run_in_process, truncate_checkpoint, write_records)
 from refusals import assert_refused, message
-from modeling.checkpoint import restore_newest_readable
+from bert_runner.trainer import restore_newest_readable
 
 
 def _manager(directory):

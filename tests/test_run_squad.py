@@ -121,7 +121,7 @@ def run_in_process(task, output_dir, **flags):
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
 
-    return driver.run(task, RunConfig(str(output_dir), bert_config_file=str(
+    return driver.run_command(task, RunConfig(str(output_dir), bert_config_file=str(
         TINY / "bert_config.json"), vocab_file=str(TINY / "vocab.txt"), **flags))
 
 

@@ -149,5 +149,5 @@ def test_bad_csv_names_file_and_line(tmp_path):
     run = RunConfig(str(tmp_path / "out"), bert_config_file=str(TINY / "bert_config.json"),
                     vocab_file=str(TINY / "vocab.txt"), do_train=True, do_eval=True)
     with pytest.raises(ValueError, match=f"{val}:4: label '7' is not one of 0..3"):
-        driver.run(SwagTask(16, str(tmp_path / "data")), run)
+        driver.run_command(SwagTask(16, str(tmp_path / "data")), run)
     assert not (tmp_path / "out" / "train.tf_record").exists()  # failed before any conversion

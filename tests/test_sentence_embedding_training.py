@@ -188,7 +188,6 @@ from bert_tasks.embeddings.task import SentenceEmbeddingTask
 from modeling import BertConfig
 config = BertConfig.from_json_file({str(TINY / 'bert_config.json')!r})
 task = SentenceEmbeddingTask(8, symmetric=True)
-task.texts_per_pair = 3
 rng = np.random.default_rng(0)
 features = {{"input_ids": rng.integers(5, 99, (4, 3, 8)).astype("int32"),
             "input_mask": np.ones((4, 3, 8), "int32"), "segment_ids": np.zeros((4, 3, 8), "int32")}}

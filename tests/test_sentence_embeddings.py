@@ -1,4 +1,4 @@
-"""A Hugging Face directory as the model of a run (modeling.checkpoint.model_files, the shared
+"""A Hugging Face directory as the model of a run (bert_runner.runs.model_files, the shared
 loader), and sentence vectors: extract_features.py --pooling and the embedding SavedModel, on a
 tiny Hugging Face model the test writes from the fixture."""
 import json
@@ -24,16 +24,17 @@ def hf_dir(tmp_path_factory):
 
 
 def test_the_directory_gives_config_and_vocabulary(hf_dir, tmp_path):
+    from bert_runner.runs.model_files import model_files
     from modeling import checkpoint as checkpoints
 
-    files = checkpoints.model_files(None, None, hf_dir, max_seq_length=16)
+    files = model_files(None, None, hf_dir, max_seq_length=16)
     assert files.config.to_dict() == tiny_config().to_dict()  # "gelu_new" is the tanh "gelu"
     assert (files.config_file, files.vocab_file) == (f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt")
-    same = checkpoints.model_files(str(TINY / "bert_config.json"), None, hf_dir)
+    same = model_files(str(TINY / "bert_config.json"), None, hf_dir)
     assert same.config_file == str(TINY / "bert_config.json")
     # The directory's own files as the flags (docs/modeling.md): its config.json is read in
     # Hugging Face's terms ("gelu_new" the tanh GELU, "gelu" the exact one).
-    own = checkpoints.model_files(f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt", hf_dir)
+    own = model_files(f"{hf_dir}/config.json", f"{hf_dir}/vocab.txt", hf_dir)
     assert own.config.to_dict() == tiny_config().to_dict()
     exact = tmp_path / "config.json"
     exact.write_text(json.dumps({**json.loads(open(f"{hf_dir}/config.json").read()),
@@ -43,14 +44,14 @@ def test_the_directory_gives_config_and_vocabulary(hf_dir, tmp_path):
     other = tmp_path / "bert_config.json"
     other.write_text(json.dumps({**tiny_config().to_dict(), "hidden_act": "gelu_exact"}))
     with pytest.raises(ValueError, match=message("hf-config-mismatch")) as error:
-        checkpoints.model_files(str(other), None, hf_dir)
+        model_files(str(other), None, hf_dir)
     assert f"{other}" in str(error.value) and f"{hf_dir}/config.json" in str(error.value)
     assert "hidden_act 'gelu_exact' vs 'gelu'" in str(error.value)
     partial = tmp_path / "partial"
     partial.mkdir()
     (partial / "config.json").write_bytes((tmp_path / "bert_config.json").read_bytes())
     with pytest.raises(ValueError, match=message("checkpoint-directory-neither-layout")):
-        checkpoints.model_files(None, None, str(partial))
+        model_files(None, None, str(partial))
 
 
 def test_the_shared_loader_takes_the_directory(hf_dir):
@@ -126,12 +127,12 @@ def test_extract_features_vectors_through_the_embedding_graph(hf_dir, tmp_path):
     """extract_features' --pooling path: the embedding SavedModel's graph (fast tokenizer, rows
     sorted by length, several model calls), then both output formats."""
     import extract_features
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
     from bert_runner.serving import embedding
     from bert_runner.serving import provenance
     from vocab.fast_tokenizer import FastBertTokenizer
 
-    files = checkpoints.model_files(None, None, hf_dir)
+    files = model_files(None, None, hf_dir)
     model = provenance.load_encoder(files.config, hf_dir)
     examples = list(extract_features.read_examples(str(LINES)))
     module = embedding.EmbeddingExport(model, FastBertTokenizer(files.vocab_file, True), 16, "max",

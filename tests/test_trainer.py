@@ -107,11 +107,12 @@ def test_packed_text_counts_the_pairs_its_rows_hold(tmp_path, caplog):
     from test_dynamic_masking import _tiny_text_model
 
     text, vocab, config = _tiny_text_model(tmp_path)
-    task = PretrainingTask(32, 8, None, str(text), num_train_steps=2, num_warmup_steps=0)
     options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), max_sequences_per_row=3)
-    task.dynamic_input = dynamic_masking.DynamicInput(options, 32, 8, tokenizer="faithful")
+    task = PretrainingTask(32, 8, None, str(text), num_train_steps=2, num_warmup_steps=0,
+                           dynamic_input=dynamic_masking.DynamicInput(options, 32, 8,
+                                                                      tokenizer="faithful"))
     caplog.set_level("INFO")
-    driver.run(task, RunConfig(
+    driver.run_command(task, RunConfig(
         str(tmp_path / "out"), bert_config_file=str(config), vocab_file=str(vocab),
         do_train=True, train_batch_size=4, learning_rate=1e-3, save_checkpoints_steps=2,
         iterations_per_loop=2))

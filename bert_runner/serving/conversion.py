@@ -11,6 +11,7 @@ from absl import logging
 
 from bert_runner import results
 from bert_runner.serving import registry
+from modeling.inference import copy_with
 from modeling.layers.pooling import check_pooling
 
 
@@ -65,16 +66,11 @@ def _recorded_task_convertible(flag_values, files, fmt):
     return task.convertible(flag_values, files)
 
 
-def reference_copy(model):
+def reference_copy(model, **modes):
     """A copy of `model` (a `BertModel` or task model) on the reference kernels (`keras.ops` op
-    by op): the fast ones are XLA-compiled functions, which LiteRT and ONNX cannot convert."""
-    config = model.get_config()
-    if config.get("kernels") == "reference":
-        return model
-    copy = model.__class__.from_config({**config, "kernels": "reference"})
-    for target, source in zip(copy.weights, model.weights, strict=True):
-        target.assign(source)
-    return copy
+    by op), with encoder `modes` (`EncoderModes` fields): the fast kernels are XLA-compiled
+    functions, which LiteRT and ONNX cannot convert."""
+    return copy_with(model, kernels="reference", **modes)
 
 
 def first_line(error):

@@ -94,9 +94,9 @@ def served_module(make_model, tokenizer, metadata):
     """The `EmbeddingExport` of an ONNX export (`ServingFormat.served_module`)."""
     import types
 
-    model = make_model()
-    model.config = types.SimpleNamespace(causal=False,  # its pooling was checked at export
-                                         hidden_size=model.output_shape("embedding")[-1])
+    width = make_model().output_shape("embedding")[-1]
+    model = make_model(config=types.SimpleNamespace(causal=False,  # pooling checked at export
+                                                    hidden_size=width))
     return EmbeddingExport(model, tokenizer, metadata["max_seq_length"], metadata["pooling"],
                            metadata["normalize"])
 

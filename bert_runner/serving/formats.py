@@ -81,8 +81,8 @@ def _pretrainer_or_encoder(config, checkpoint, config_file, provenance):
     when the checkpoint holds all of it (BERT's: the encoder and both heads; ELECTRA's: the
     discriminator and its head, and the generator, written as its own folder), else its encoder;
     with which it is."""
+    from bert_runner.runs.checkpoints import load_checkpoint
     from modeling import families
-    from modeling.checkpoint import load_checkpoint
 
     model = families.build_model("pretrainer", config)
     try:

@@ -30,11 +30,12 @@ def serving(directory):
       a pre-training model, a head configured otherwise than ours), or its weights are not all
       that head's model (any but the pooler, which the token and span classes lack).
     """
+    from bert_runner.runs.checkpoints import open_checkpoint
     from modeling import families
-    from modeling.checkpoint import is_pooler, open_checkpoint
-    from modeling.hf_directory import json_object
+    from modeling.checkpoint import is_pooler
+    from modeling.json_file import read_json_object
 
-    hf = json_object(os.path.join(directory, "config.json"))
+    hf = read_json_object(os.path.join(directory, "config.json")) or {}
     found = open_checkpoint(directory, _FLAG)
     head = found.family.head_of_hf_config(hf)
     kind = kind_of(found.family, head) if head is not None else None
@@ -58,7 +59,7 @@ def serving(directory):
             labels = list(CROSS_ENCODER_LABELS)
     settings = {**serving_format.hf_defaults, "labels": labels, "cross_encoder": cross_encoder,
                 "do_lower_case": True if found.do_lower_case is None else found.do_lower_case,
-                **json_object(os.path.join(directory, METADATA_FILE)),
+                **(read_json_object(os.path.join(directory, METADATA_FILE)) or {}),
                 "format": serving_format.name}
     if kind == "multi_label":
         settings.setdefault("multi_label_threshold", 0.5)

@@ -43,6 +43,7 @@ from bert_runner import results
 from bert_runner.serving.conversion import (
     METADATA_FILE, convertible_from_flags, first_line, reference_copy, write_export_dir)
 from bert_runner.serving.formats import QUANTIZATIONS
+from bert_runner.serving.text_module import served_modes
 from vocab import tokenization
 from vocab.fast_tokenizer import FastBertTokenizer, _tokens_by_id
 
@@ -226,7 +227,7 @@ def write_ids_litert(convertible, vocab_file, do_lower_case, max_seq_length, qua
     SQuAD's padded windows, ELECTRA's beams), vocab.txt and export.json, for a task whose
     raw-text graph LiteRT cannot run (NER's regular-expression word split). predict.py runs its
     task's module around it (`LiteRTModel`), the tokenizer and the rest in Python. The encoder's
-    last layer computes every row together (`BertModel.whole_last_layer`): XNNPack cannot run a
+    last layer computes every row together (`EncoderModes.whole_last_layer`): XNNPack cannot run a
     dense layer on the [CLS] rows and the others joined.
 
     Returns: the path of model.tflite.
@@ -390,7 +391,7 @@ def tokenizer_differences(vocab_file, do_lower_case, texts):
 def text_module(convertible, vocab_file, do_lower_case, max_seq_length):
     """The LiteRT raw-text module of `convertible` (a `registry.Convertible`): its format's
     module on a reference-kernel copy of the model, one text a call, tf.text's tokenizer."""
-    return convertible.text_module(reference_copy(convertible.model),
+    return convertible.text_module(reference_copy(convertible.model, **served_modes(1)),
                                    LiteRTTokenizer(vocab_file, do_lower_case), max_seq_length)
 
 

@@ -60,11 +60,10 @@ def ids_function(convertible, shape=None, whole_last_layer=False):
     (`shape`, default `convertible.ids_shape`) -> the outputs `convertible.ids_outputs` gives (a
     classifier's "probabilities" or "predictions", an encoder's "embedding"), on a
     reference-kernel copy of its model (its weights: the function's `model_weights`), its
-    encoder's last layer whole with `whole_last_layer` (`BertModel`'s attribute)."""
-    model = conversion.reference_copy(convertible.model)
+    encoder's last layer whole with `whole_last_layer` (an `EncoderModes` field)."""
     # The padded grid: tf2onnx cannot convert the real-token rows' data-dependent gather.
-    getattr(model, "encoder", model).static_shapes = True
-    getattr(model, "encoder", model).whole_last_layer = whole_last_layer
+    model = conversion.reference_copy(convertible.model, static_shapes=True,
+                                      whole_last_layer=whole_last_layer)
     spec = [tf.TensorSpec(shape or convertible.ids_shape, tf.int32, name=name)
             for name in _FEATURES]
 

@@ -6,9 +6,10 @@ holds the format's head, of the task's number of labels; then every weight must 
 (`modeling.checkpoint`, strict). Messages name `--checkpoint`.
 """
 from bert_runner import run_identity
+from bert_runner.runs import checkpoints
+from bert_runner.runs.record import run_record
 from bert_runner.serving import registry
-from modeling import checkpoint as checkpoints, families
-from modeling.checkpoint import run_files
+from modeling import families
 
 
 def load_fine_tuned(model, checkpoint, export_format, config_file=None, task_name=None,
@@ -112,7 +113,7 @@ def follow_run_record(flag_values, checkpoint):
     A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
     from absl import logging
 
-    path, record = run_files.run_record(checkpoint)
+    path, record = run_record(checkpoint)
     for flag in (_AS_TRAINED + _AS_ASKED) if record else ():
         if record.get(flag) is None or flag not in flag_values:
             continue
@@ -172,7 +173,7 @@ def recorded_model_options(checkpoint):
 def recorded_script_task(checkpoint):
     """run.json's `task` of the run that wrote `checkpoint` ("classifier/mrpc", "ner"), or
     None."""
-    recorded = (run_files.run_record(checkpoint)[1] or {}).get("task")
+    recorded = (run_record(checkpoint)[1] or {}).get("task")
     return recorded if isinstance(recorded, str) and recorded else None
 
 

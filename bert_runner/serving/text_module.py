@@ -11,12 +11,23 @@ similar length, each padded to its own longest row. Padded keys add exactly zero
 float32 (exp(-10000) underflows) and rows never mix, so the values are those of the fully padded
 features up to float rounding, at the cost of the real tokens only.
 """
+import keras
 import tensorflow as tf
+
+from modeling.inference import copy_with
 
 TEXT = tf.TensorSpec([None], tf.string)
 # Rows per model call (see ModelExport._by_length): small enough that a group's rows have
 # similar lengths, large enough that its matrix products stay efficient.
 ROWS_PER_CALL = 8
+
+
+def served_modes(rows_per_call=ROWS_PER_CALL):
+    """The encoder modes (`EncoderModes` fields) a module of `rows_per_call` serves with: a
+    served call holds few rows, so its real-row block is padded to a multiple of 8, not 256;
+    one row a call (LiteRT) runs on the padded grid, with no data-dependent row count. A model
+    built with them is served as it is; another is copied (`ModelExport`)."""
+    return {"small_row_blocks": True, "static_shapes": rows_per_call == 1}
 
 
 class _Untracked:
@@ -34,7 +45,8 @@ class ModelExport(tf.Module):
 
     Args:
       name: the module's name.
-      model: the Keras model, with its weights.
+      model: the Keras model, with its weights (a copy with `served_modes` where it has others),
+        or an ONNX or LiteRT graph standing in for it (`served.ServedModule`).
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length: int, inputs are truncated and packed as by run_classifier with this length.
       width: int, the values per row.
@@ -52,12 +64,9 @@ class ModelExport(tf.Module):
         # Keras wrappers: otherwise graph-mode loaders (TF Serving, saved_model_cli) find the
         # variables uninitialised. The tokenizer holds constants only: tracking it would just
         # save its own tf.functions beside the signatures.
+        if isinstance(model, keras.Model):  # not an ONNX or LiteRT graph standing in for one
+            model = copy_with(model, **served_modes(rows_per_call))
         self._parts = _Untracked(model=model, tokenizer=tokenizer)
-        encoder = getattr(model, "encoder", model)
-        # A served call holds few rows: pad its real-row block to a multiple of 8, not 256.
-        encoder.small_row_blocks = True
-        # One row a call (LiteRT): the padded grid, no data-dependent row count.
-        encoder.static_shapes = rows_per_call == 1
         self.model_weights = [weight.value for weight in model.weights]
         self.max_seq_length = max_seq_length
         self.width = width

@@ -23,9 +23,10 @@ import tensorflow as tf
 from absl import logging
 
 from bert_runner import results, run_identity
-from modeling import checkpoint as checkpoints, families
-from modeling.checkpoint import run_files
-from modeling.checkpoint.identity import fingerprint
+from bert_runner.runs import checkpoints
+from bert_runner.runs.hashes import fingerprint
+from bert_runner.runs.record import VOCAB_KEY, record_directories
+from modeling import checkpoint as model_checkpoint, families
 from modeling.losses import classification_loss
 
 CACHE_FILE = "teacher_logits.npz"
@@ -63,13 +64,12 @@ def load_teacher(flag_values, task_name, student_config, student_config_file, vo
                          f"--task_name={task_name}: it is {trained}; give the output_dir of a "
                          f"run_classifier.py --task_name={task_name} run")
     config_file = flag_values.teacher_bert_config_file or os.path.join(
-        run_files.record_directories(prefix)[-1], "bert_config.json")
-    config = checkpoints.load_config(config_file)
+        record_directories(prefix)[-1], "bert_config.json")
+    config = model_checkpoint.load_config(config_file)
     if config.vocab_size != student_config.vocab_size:
         differ = (f"its {config_file}: vocab_size {config.vocab_size}; the student's "
                   f"{student_config_file}: {student_config.vocab_size}")
-    elif record.get(run_files.VOCAB_KEY) and (
-            record[run_files.VOCAB_KEY] != run_identity.fingerprint(vocab_file)):
+    elif record.get(VOCAB_KEY) and record[VOCAB_KEY] != run_identity.fingerprint(vocab_file):
         differ = (f"the same size, but the word-pieces of {vocab_file} differ from those its "
                   f"run recorded in {record_path}")
     elif record.get("do_lower_case", flag_values.do_lower_case) != flag_values.do_lower_case:

@@ -24,7 +24,7 @@ Outputs of both (every output has N rows, so TF Serving's row format works):
 """
 import tensorflow as tf
 
-from modeling.checkpoint import run_files
+from bert_runner.runs import labels as run_labels
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import ROWS_PER_CALL, TextExport, ragged_slices
@@ -221,7 +221,7 @@ def _classifier_from_flags(flag_values, files, task_name):
     if task_name.lower() == "multilabel":
         labels = flag_values.labels
         if labels:
-            run_files.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
+            run_labels.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
                                             ",".join(labels))
         else:
             labels = provenance.recorded_labels(flag_values.checkpoint, "--labels")

@@ -26,9 +26,9 @@ from bert_tasks.classifier import (
 from bert_tasks.classifier.outputs import predicted_values
 from modeling import classification_loss, multi_label_loss, regression_loss, families
 from bert_runner import run_identity
-from modeling.checkpoint import run_files
 from bert_runner.records import float_feature, int_feature
 from bert_runner.packing import slot_mean
+from bert_runner.runs import labels as run_labels
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
 from bert_tasks import ranking
 
@@ -75,7 +75,6 @@ class ClassifierTask(Task):
                              "--long_documents (not regression, multilabel or windows)")
         # A `distillation.Teacher`, or None.
         self.teacher = teacher
-        self.output_dir = None
         if long_documents and doc_stride < 1:
             raise ValueError("--doc_stride must be at least 1, got %d" % doc_stride)
         if window_aggregation not in windows.AGGREGATIONS:
@@ -86,18 +85,13 @@ class ClassifierTask(Task):
         self.data_dir = data_dir
         self.doc_stride = doc_stride if long_documents else None
         self.window_aggregation = window_aggregation
-        # {split: windows of each example}, filled as the split's records are written.
-        self.window_counts = {}
-        self.predict_examples = None
-        # A reranker's dev candidate lists: [[example index, ...] per query] in file order.
-        self.candidate_lists = None
         self.name = "classifier/" + task_name.lower()
 
     @property
     def is_regression(self):
         return self.processor.is_regression
 
-    def read_examples(self, split):
+    def read_examples(self, split, run=None):
         read = {"train": self.processor.get_train_examples,
                 "eval": self.processor.get_dev_examples,
                 "predict": self.processor.get_test_examples}[split]
@@ -127,34 +121,28 @@ class ClassifierTask(Task):
         logging.info("Distillation: %d unlabelled examples from %s", len(examples), path)
         return examples
 
-    def write_run_files(self, output_dir):
-        # Where the teacher's logits are cached (`records`).
-        self.output_dir = output_dir
-
-    def records(self, examples, split, tokenizer):
-        if split == "predict":
-            self.predict_examples = examples  # the GLUE submission file's index column
-        if split == "eval" and self.processor.ranks_candidates:
-            self.candidate_lists = ranking.candidate_lists([e.text_a for e in examples])
+    def records(self, examples, split, tokenizer, run, kept):
+        """The split's records; with long documents `kept["window_counts"]`, the windows of
+        each example, filled as they are written."""
         if split == "train" and self.teacher is not None:
-            return self._distillation_records(examples, tokenizer)
+            return self._distillation_records(examples, tokenizer, run.output_dir)
         if self.doc_stride is None:
             return features.tf_examples(examples, self.processor.get_labels(),
                                         self.max_seq_length, tokenizer)
-        counts = self.window_counts[split] = []
+        counts = kept["window_counts"] = []
         records = features.tf_examples(examples, self.processor.get_labels(), self.max_seq_length,
                                        tokenizer, self.doc_stride, counts)
         if split == "train":
             return self._shuffled_windows(list(records), counts)
         return self._logged_windows(records, counts, split)
 
-    def _distillation_records(self, examples, tokenizer):
-        """The training records with the teacher's logits (`teacher_logits` [C] float) and
-        whether the example has its own label (`has_label`)."""
+    def _distillation_records(self, examples, tokenizer, output_dir):
+        """The training records with the teacher's logits (`teacher_logits` [C] float, cached
+        in `output_dir`) and whether the example has its own label (`has_label`)."""
         converted = features.convert_examples_to_features(
             examples, self.processor.get_labels(), self.max_seq_length, tokenizer)
         logits = distillation.teacher_logits(self.teacher, converted, self.processor.num_labels,
-                                             self.output_dir)
+                                             output_dir)
         for example, feature, row in zip(examples, converted, logits):
             record = features.features_to_tf_example(feature)
             record.features.feature["teacher_logits"].CopyFrom(float_feature(row))
@@ -201,9 +189,9 @@ class ClassifierTask(Task):
             0, features.PaddingInputExample(), self.processor.get_labels(), self.max_seq_length,
             tokenizer=None))
 
-    def build_model(self, config):
+    def build_model(self, config, bilstm_on_top=False, modes=None):
         return families.build_model("classifier", config, self.processor.num_labels,
-                                    bilstm_on_top=self.bilstm_on_top)
+                                    bilstm_on_top=bilstm_on_top, modes=modes)
 
     def initializer(self, model):
         """With `--init_from_teacher_stride`: the student from every k-th teacher layer."""
@@ -267,7 +255,8 @@ class ClassifierTask(Task):
         }
 
     def _per_example(self, outputs, split):
-        """The real examples' `outputs`, `per_example_loss` and `label_ids` (numpy, [N, ...]).
+        """The real examples' `outputs`, `per_example_loss` and `label_ids` (numpy, [N, ...]) of
+        `split` (the `Split`).
 
         Without long documents, the rows of `outputs` that are real. With them, each example's
         windows' logits aggregated (`window_aggregation`), then the head's outputs and loss of
@@ -277,7 +266,7 @@ class ClassifierTask(Task):
             real = outputs["is_real_example"].astype(bool)
             return {name: outputs[name][real]
                     for name in ("outputs", "per_example_loss", "label_ids")}
-        counts = self.window_counts[split]
+        counts = split.kept["window_counts"]
         logits = windows.aggregate(outputs["logits"], counts, self.window_aggregation)
         labels = outputs["label_ids"][windows.window_starts(counts)]
         _, per_example, example_outputs = self._head(logits, labels)
@@ -293,38 +282,50 @@ class ClassifierTask(Task):
             "loss": np.mean(per_batch_mean(outputs["per_example_loss"], outputs["batch_index"])),
         }
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         """eval_results.txt: `eval_loss`, `loss` (see `_losses`), `global_step`,
         `eval_accuracy` (classification) and the task's official metrics; all float32."""
-        examples = self._per_example(outputs, "eval")
+        examples = self._per_example(outputs, split)
         predictions = predicted_values(examples["outputs"], self.is_regression)
         values = {**self._losses(outputs, examples),
                   **metrics.task_metrics(self.task_name, examples["label_ids"], predictions)}
-        if self.candidate_lists is not None:
-            values.update(self._ranking(examples["outputs"][:, 1], examples["label_ids"]))
+        candidates = self._candidate_lists(split)
+        if candidates is not None:
+            values.update(self._ranking(candidates, examples["outputs"][:, 1],
+                                        examples["label_ids"]))
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def _ranking(self, scores, labels):
-        """eval_mrr_at_10, eval_ndcg_at_10, eval_recall_at_1 of each dev query's candidates
+    def _candidate_lists(self, split):
+        """A reranker's dev candidate lists: `[[example index, ...] per query]` of `split`'s
+        examples in file order; None for a task that does not rank candidates."""
+        if not self.processor.ranks_candidates:
+            return None
+        return ranking.candidate_lists([e.text_a for e in split.examples])
+
+    @staticmethod
+    def _ranking(candidates, scores, labels):
+        """eval_mrr_at_10, eval_ndcg_at_10, eval_recall_at_1 of each dev query's `candidates`
         ranked by `scores` (queries without a relevant candidate left out, as IR evaluations)."""
-        values = ranking.list_metrics(self.candidate_lists, scores, labels == 1)
+        values = ranking.list_metrics(candidates, scores, labels == 1)
         return {f"eval_{name}": values[name] for name in _RANKING_METRICS}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         if self.is_regression:
             return {}
-        labels = self._per_example(outputs, "eval")["label_ids"]
+        labels = self._per_example(outputs, split)["label_ids"]
         counts = np.bincount(labels, minlength=self.processor.num_labels)
         majority = int(np.argmax(counts))
         found = {"eval_accuracy": "majority class %r %.4f, chance %.4f" % (
             self.processor.get_labels()[majority], counts[majority] / max(len(labels), 1),
             1.0 / self.processor.num_labels)}
-        if self.candidate_lists is not None:
+        candidates = self._candidate_lists(split)
+        if candidates is not None:
             # The first stage's order: the file's, the earlier candidate first.
-            first_stage = self._ranking(-np.arange(len(labels), dtype=np.float64), labels)
-            chance = ranking.list_chance_metrics(self.candidate_lists, labels == 1)
-            queries = sum(any(labels[i] for i in group) for group in self.candidate_lists)
+            first_stage = self._ranking(candidates, -np.arange(len(labels), dtype=np.float64),
+                                        labels)
+            chance = ranking.list_chance_metrics(candidates, labels == 1)
+            queries = sum(any(labels[i] for i in group) for group in candidates)
             found.update({
                 f"eval_{name}": "first-stage order %.4f, random order %.4f (%d queries)" % (
                     first_stage[f"eval_{name}"], chance[name], queries)
@@ -334,13 +335,13 @@ class ClassifierTask(Task):
     def write_predictions(self, batches, split, output_dir):
         """test_results.tsv (the original's: one line per example, in input order), and the GLUE
         submission file where there is one."""
-        examples = self._per_example(collect(batches), "predict")
+        examples = self._per_example(collect(batches), split)
         glue_outputs.write_test_results(
             os.path.join(output_dir, "test_results.tsv"), examples["outputs"],
             len(examples["outputs"]))
-        if self.processor.submission_name and self.predict_examples is not None:
+        if self.processor.submission_name and split.examples is not None:
             path = glue_outputs.write_glue_submission(
-                output_dir, self.processor, self.predict_examples,
+                output_dir, self.processor, split.examples,
                 predicted_values(examples["outputs"], self.is_regression))
             logging.info("Wrote GLUE submission file %s", path)
 
@@ -371,28 +372,29 @@ class MultiLabelTask(ClassifierTask):
     def label_names(self):
         return self.processor.get_labels()
 
-    def read_examples(self, split):
+    def read_examples(self, split, run=None):
         """The split's examples; without --labels, a run that does not read train.tsv first
         takes the labels recorded beside the model it uses (output_dir's, else
         --init_checkpoint's label_list.txt)."""
-        if split != "train" and self.processor.labels is None and self.output_dir:
-            source = run_files.labels_governing(self.output_dir, self.init_checkpoint,
-                                                self.lora_adapters)
-            if source and run_files.recorded_labels(source):
-                self.processor.labels = tuple(run_files.recorded_labels(source))
+        if split != "train" and self.processor.labels is None and run is not None:
+            source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
+                                                run.lora_adapters)
+            if source and run_labels.recorded_labels(source):
+                self.processor.labels = tuple(run_labels.recorded_labels(source))
                 logging.info("Labels of the model at %s (its %s): %s", source,
-                             run_files.LABEL_LIST_FILE, ", ".join(self.processor.labels))
-        return super().read_examples(split)
+                             run_labels.LABEL_LIST_FILE, ", ".join(self.processor.labels))
+        return super().read_examples(split, run)
 
-    def write_run_files(self, output_dir):
+    def write_run_files(self, run):
         """label_list.txt; refused when the model the run starts from (output_dir's, else
         --init_checkpoint's) was trained with other labels, or the same in another order (the
         label_list.txt beside it)."""
-        source = run_files.labels_governing(output_dir, self.init_checkpoint, self.lora_adapters)
+        source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
+                                            run.lora_adapters)
         if source:
-            run_files.check_recorded_labels(self.label_names, source, "--labels",
+            run_labels.check_recorded_labels(self.label_names, source, "--labels",
                                             ",".join(self.label_names))
-        run_files.write_label_list(output_dir, self.label_names)
+        run_labels.write_label_list(run.output_dir, self.label_names)
         logging.info("Labels (the columns of test_results.tsv): %s", ", ".join(self.label_names))
 
     def padding_record(self):
@@ -400,9 +402,9 @@ class MultiLabelTask(ClassifierTask):
         return features.features_to_tf_example(features.InputFeatures(
             zeros, zeros, zeros, [0] * self.processor.num_labels, is_real_example=False))
 
-    def build_model(self, config):
+    def build_model(self, config, bilstm_on_top=False, modes=None):
         return families.build_model("multi_label", config, self.processor.num_labels,
-                                    bilstm_on_top=self.bilstm_on_top)
+                                    bilstm_on_top=bilstm_on_top, modes=modes)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length,
@@ -412,10 +414,10 @@ class MultiLabelTask(ClassifierTask):
         """(mean loss, per-example loss [B], probabilities [B, L]): `multi_label_loss`."""
         return multi_label_loss(logits, label_ids)
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         """eval_results.txt: `eval_loss`, `loss` (as the single-label task's), `global_step` and
         `metrics.multi_label_metrics` of the thresholded probabilities; all float32."""
-        examples = self._per_example(outputs, "eval")
+        examples = self._per_example(outputs, split)
         predictions = examples["outputs"] >= self.threshold
         values = {**self._losses(outputs, examples),
                   **metrics.multi_label_metrics(examples["label_ids"], predictions,
@@ -423,8 +425,8 @@ class MultiLabelTask(ClassifierTask):
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def baselines(self, outputs):
-        labels = self._per_example(outputs, "eval")["label_ids"]
+    def baselines(self, outputs, split):
+        labels = self._per_example(outputs, split)["label_ids"]
         return {name: "all-negative %.4f, label frequency %.4f" % values
                 for name, values in metrics.multi_label_baselines(
                     labels, self.label_names).items()}

@@ -66,9 +66,8 @@ class SentenceEmbeddingTask(Task):
         self.train_batch_size = train_batch_size
         self.accumulation = accumulation
         self.texts_per_pair = None
-        self.retrieval = None  # (number of queries, [relevant passage indices per query])
 
-    def read_examples(self, split):
+    def read_examples(self, split, run=None):
         path = self.files[split]
         if not path:
             flag = {"train": "train_file", "eval": "eval_file"}[split]
@@ -82,11 +81,15 @@ class SentenceEmbeddingTask(Task):
         corpus = read_corpus(self.corpus_file) if self.corpus_file else []
         return retrieval_set(pairs, corpus)
 
-    def check_examples(self, examples):
-        if "train" in examples:
-            pairs = examples["train"]
-            self.texts_per_pair = 2 + len(pairs[0].negatives)
-            check_batch(pairs, self.files["train"], self.train_batch_size, self.accumulation)
+    def settle(self, examples, run, config=None):
+        """With a training split: its batches checked, and the texts a pair holds (query,
+        positive, its negatives), which shape its records, settled."""
+        if "train" not in examples:
+            return self
+        pairs = examples["train"]
+        texts_per_pair = 2 + len(pairs[0].negatives)
+        check_batch(pairs, self.files["train"], self.train_batch_size, self.accumulation)
+        return self._settled(texts_per_pair=texts_per_pair)
 
     def recorded_settings(self):
         return {"pooling": self.pooling, "normalize": self.normalize,
@@ -97,15 +100,14 @@ class SentenceEmbeddingTask(Task):
         return pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                           self.max_seq_length)
 
-    def records(self, examples, split, tokenizer):
+    def records(self, examples, split, tokenizer, run, kept):
         if split == "train":
             for pair in examples:
                 texts = [self._ids(t, tokenizer) for t in (pair.query, pair.positive, *pair.negatives)]
                 yield _example({name: sum((list(t[i]) for t in texts), [])
                                 for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))})
             return
-        queries, passages, relevant = examples
-        self.retrieval = (len(queries), relevant)
+        queries, passages, _ = examples
         for text in queries + passages:
             ids, mask, segments = self._ids(text, tokenizer)
             yield _example({"input_ids": ids, "input_mask": mask, "segment_ids": segments,
@@ -120,9 +122,9 @@ class SentenceEmbeddingTask(Task):
         check_pooling(self.pooling, config)  # a left-to-right model has no [CLS] vector
         return config
 
-    def build_model(self, config):
+    def build_model(self, config, bilstm_on_top=False, modes=None):
         return families.build_model("sentence_encoder", config, self.pooling, self.normalize,
-                                    bilstm_on_top=self.bilstm_on_top)
+                                    bilstm_on_top=bilstm_on_top, modes=modes)
 
     def feature_spec(self, is_training):
         length = self.max_seq_length
@@ -139,7 +141,7 @@ class SentenceEmbeddingTask(Task):
         vectors = model(features, training=training)["embeddings"]  # [B, K, H]
         queries, positives = vectors[:, 0], vectors[:, 1]
         negatives = None
-        if self.texts_per_pair > 2:
+        if features["input_ids"].shape[1] > 2:  # K texts a pair: hard negatives after two
             negatives = tf.reshape(vectors[:, 2:], [-1, tf.shape(vectors)[-1]])
         ids = features["input_ids"]
         query_hashes, positive_hashes = text_hashes(ids[:, 0]), text_hashes(ids[:, 1])
@@ -168,16 +170,16 @@ class SentenceEmbeddingTask(Task):
         return {"embeddings": model(features, training=False)["embeddings"],
                 "is_real_example": features["is_real_example"]}
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         vectors = outputs["embeddings"][outputs["is_real_example"].astype(bool)]
-        num_queries, relevant = self.retrieval
+        num_queries, relevant = _retrieval(split)
         metrics = ranking.ranking_metrics(_cosine(vectors[:num_queries], vectors[num_queries:]),
                                           relevant)
         return {"global_step": np.int64(global_step),
                 **{name: np.float32(metrics[name]) for name in METRICS}}
 
-    def baselines(self, outputs):
-        num_queries, relevant = self.retrieval
+    def baselines(self, outputs, split):
+        num_queries, relevant = _retrieval(split)
         passages = int(outputs["is_real_example"].sum()) - num_queries
         chance = ranking.chance_metrics(passages, [len(r) for r in relevant])
         return {name: "random order %.4f (%d queries, %d passages)"
@@ -242,6 +244,13 @@ def retrieval_set(pairs, corpus=()):
     for text in corpus:
         passages.setdefault(text, len(passages))
     return list(queries), list(passages), [sorted(positives[q]) for q in range(len(queries))]
+
+
+def _retrieval(split):
+    """(number of queries, [relevant passage indices per query]) of the evaluation `Split`, whose
+    records hold the queries first (`retrieval_set`)."""
+    queries, _, relevant = split.examples
+    return len(queries), relevant
 
 
 def _cosine(a, b):

@@ -201,7 +201,8 @@ def load_frozen_encoder(config, init_checkpoint):
     """The encoder of `config`'s family with every weight from `init_checkpoint` (any layout),
     not trainable. Raises ValueError naming the checkpoint when it does not fit `config`, cannot
     be read to the end (truncated, corrupt) or lacks some of the weights."""
-    from modeling import checkpoint as checkpoints, families
+    from bert_runner.runs import checkpoints
+    from modeling import families
 
     bert = families.build_model("encoder", config)
     found = checkpoints.open_checkpoint(init_checkpoint)

@@ -20,7 +20,7 @@ from absl import logging
 from bert_runner import run_identity
 from bert_tasks.ner import activations, conll, feature_based, tags
 from bert_tasks.ner.sets import NerSet
-from modeling.checkpoint.identity import fingerprint
+from bert_runner.runs.hashes import fingerprint
 
 SPLITS = ("train", "dev")
 
@@ -115,11 +115,11 @@ def prepare(flags):
       ValueError (file errors: OSError) naming the flag, file or line.
     """
     from bert_runner import results, startup
-    from modeling import checkpoint as checkpoints
+    from bert_runner.runs.model_files import model_files
 
     started = time.time()
-    files = checkpoints.model_files(flags.bert_config_file, flags.vocab_file,
-                                    flags.init_checkpoint, flags.max_seq_length)
+    files = model_files(flags.bert_config_file, flags.vocab_file, flags.init_checkpoint,
+                        flags.max_seq_length)
     flags = dataclasses.replace(flags, bert_config_file=files.config_file,
                                 vocab_file=files.vocab_file)
     config = files.config

@@ -24,7 +24,7 @@ Signature `serving_default(text [N])`, outputs (N rows each, padded):
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from modeling.checkpoint import run_files
+from bert_runner.runs import labels as run_labels
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
@@ -229,7 +229,7 @@ def fine_tuned_from_flags(flag_values, files):
     if flag_values.entity_types:
         label_list = ner_tags.label_list(flag_values.entity_types)
         source = "--entity_types=%s" % ",".join(flag_values.entity_types)
-        run_files.check_recorded_labels(label_list, flag_values.checkpoint, "--entity_types",
+        run_labels.check_recorded_labels(label_list, flag_values.checkpoint, "--entity_types",
                                         ",".join(flag_values.entity_types))
     else:
         label_list = provenance.recorded_labels(flag_values.checkpoint, "--entity_types")

@@ -7,8 +7,8 @@ weighs 0. Evaluation and prediction take the argmax label there, put the tags ba
 (`bert_tasks.ner.predictions`), write the file in CoNLL format with a predicted column and score it with
 conlleval (`bert_tasks.ner.conlleval`):
 
-    task = NerTask(data_dir, max_seq_length, output_dir)   # the label list from train.txt
-    bert_runner.driver.run(task, run)
+    task = NerTask(data_dir, max_seq_length)   # the label list from train.txt
+    bert_runner.driver.run_command(task, run)
 
 Files: `eval_predictions.txt` / `eval_conlleval.txt` for the dev set (evaluation) and
 `test_predictions.txt` / `test_conlleval.txt` for the test set (prediction); eval_results.txt
@@ -24,8 +24,8 @@ from keras import ops
 from modeling import masked_lm_loss, families
 from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
 from bert_tasks.ner.sets import NerSet
-from modeling.checkpoint import run_files
 from bert_runner.results import write_text_atomic
+from bert_runner.runs import labels as run_labels
 from bert_runner.task import Task, collect, encoder_training_flops
 
 # The driver's splits -> CoNLL split of the file read.
@@ -46,7 +46,6 @@ class NerTask(Task):
     Args:
       data_dir: train.txt, dev.txt, test.txt (or the original eng.train, eng.testa, eng.testb).
       max_seq_length: the windows' length.
-      output_dir: where the label list is recorded and evaluation writes its predictions files.
       entity_types: list of str or None: the labels are O, B-<type>, I-<type> of these types, in
         this order; None: the training file's types, sorted (or the list recorded in output_dir).
       document_context: surround each sentence with its document's text (the paper).
@@ -54,21 +53,19 @@ class NerTask(Task):
         (`bert_tasks.ner.tags`: IOB1 keeps a name from being split).
     Splits: train, eval (the dev file), predict (the test file, predicted and scored), written
     to train.tf_record, eval.tf_record and predict.tf_record. `label_list` (IOB2, "O" first) is
-    that of `entity_types`, else settled once the files are read (`check_examples`).
+    that of `entity_types`, else settled once the files are read (`settle`).
     """
 
     name = "ner"
 
-    def __init__(self, data_dir, max_seq_length, output_dir, entity_types=None,
-                 document_context=True, label_scheme="IOB1"):
+    def __init__(self, data_dir, max_seq_length, entity_types=None, document_context=True,
+                 label_scheme="IOB1"):
         self.data_dir = data_dir
         self.max_seq_length = max_seq_length
-        self.output_dir = output_dir
         self.entity_types = entity_types
         self.document_context = document_context
         self.label_scheme = label_scheme
         self.label_list = tags.label_list(entity_types) if entity_types else None
-        self.sets = {}
 
     def recorded_settings(self):
         """What shapes the training records: the tags the model learns, the windows' context."""
@@ -78,14 +75,14 @@ class NerTask(Task):
         """The training file's documents (its words and tags), not its path."""
         return examples.documents
 
-    def read_examples(self, split):
+    def read_examples(self, split, run=None):
         """The split's `bert_tasks.ner.sets.NerSet`."""
         return NerSet.read(conll.split_file(self.data_dir, _CONLL_SPLITS[split]))
 
-    def check_examples(self, examples):
-        """Settles the label list (--entity_types, else the training file's types, else those
-        recorded with the model the run starts from; checked against that record) and checks
-        every file's tags against it."""
+    def settle(self, examples, run, config=None):
+        """The task with its label list settled (--entity_types, else the training file's
+        types, else those recorded with the model the run starts from; checked against that
+        record), every file's tags checked against it."""
         train = examples.get("train")
         if train is None and not self.entity_types:
             try:
@@ -93,23 +90,24 @@ class NerTask(Task):
             except FileNotFoundError:
                 pass
         # The labels of the model the run starts from (the multi-label classifier's rule).
-        source = run_files.labels_governing(self.output_dir, self.init_checkpoint,
-                                            self.lora_adapters)
-        recorded = run_files.recorded_labels(source) if source else None
-        self.label_list = tags.resolve_label_list(
+        source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
+                                            run.lora_adapters)
+        recorded = run_labels.recorded_labels(source) if source else None
+        label_list = tags.resolve_label_list(
             self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
-            source and run_files.labels_record_path(source))
+            source and run_labels.labels_record_path(source))
         for data in examples.values():
-            data.check_labels(self.label_list)
-        logging.info("Labels: %s", " ".join(self.label_list))
+            data.check_labels(label_list)
+        logging.info("Labels: %s", " ".join(label_list))
+        return self._settled(label_list=label_list)
 
-    def write_run_files(self, output_dir):
-        run_files.write_label_list(output_dir, self.label_list)
+    def write_run_files(self, run):
+        run_labels.write_label_list(run.output_dir, self.label_list)
 
-    def records(self, data, split, tokenizer):
-        """The windows' records; the set is kept to put the predicted tags back on its words."""
+    def records(self, data, split, tokenizer, run, kept):
+        """The windows' records; the set keeps its windows, to put the predicted tags back on its
+        words (the split's `Split.examples`)."""
         data.make_windows(tokenizer, self.max_seq_length, self.document_context)
-        self.sets[split] = data
         return ner_features.tf_examples(data.windows, data.sentences, self.label_list, tokenizer,
                                         self.max_seq_length, self.label_scheme)
 
@@ -120,9 +118,9 @@ class NerTask(Task):
         """The training windows are counted (a long sentence makes several)."""
         return run.training_steps(num_records, "training windows")
 
-    def build_model(self, config):
+    def build_model(self, config, bilstm_on_top=False, modes=None):
         return families.build_model("token", config, len(self.label_list),
-                                    bilstm_on_top=self.bilstm_on_top)
+                                    bilstm_on_top=bilstm_on_top, modes=modes)
 
     def feature_spec(self, is_training):
         return ner_features.name_to_features(self.max_seq_length)
@@ -162,11 +160,11 @@ class NerTask(Task):
         logging.info("conlleval of %s (%s):\n%s", data.path, path, report)
         return counts
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         """eval_results.txt: eval_f1 / eval_precision / eval_recall / eval_accuracy (conlleval,
         percent), the same per type (eval_f1_PER, ...), eval_loss (mean over scored words),
-        global_step."""
-        counts = self._score(outputs, self.sets["eval"], "eval", self.output_dir)
+        global_step; eval_predictions.txt and eval_conlleval.txt in `output_dir`."""
+        counts = self._score(outputs, split.examples, "eval", output_dir)
         scores = conlleval.metrics(counts)
         real = outputs["window_index"] >= 0
         values = {"eval_loss": outputs["loss_sum"][real].sum(dtype=np.float64)
@@ -179,9 +177,9 @@ class NerTask(Task):
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         """conlleval of tagging every word O (the majority tag) on the eval set."""
-        data = self.sets["eval"]
+        data = split.examples
         all_o = [["O"] * len(s.words) for s in data.sentences]
         counts = conlleval.count_lines(predictions.prediction_lines(data.documents, all_o))
         scores = conlleval.metrics(counts)["overall"]
@@ -191,7 +189,7 @@ class NerTask(Task):
     def write_predictions(self, batches, split, output_dir):
         """test_predictions.txt (CoNLL format + predicted tag) and test_conlleval.txt; returns the
         conlleval ChunkCounts (against the file's tags)."""
-        return self._score(collect(batches), self.sets["predict"], "test", output_dir)
+        return self._score(collect(batches), split.examples, "test", output_dir)
 
     def finish(self, result, output_dir):
         """Logs the F1 scores beside the paper's BERT-Base figures on CoNLL-2003 (Table 3)."""

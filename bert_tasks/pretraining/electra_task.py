@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import masked_lm_loss
+from modeling import families, masked_lm_loss
 from modeling.bert.config import OBJECTIVE_KEY
 from modeling.electra.config import ElectraConfig
 from modeling.losses import ELECTRA_DENOMINATOR_EPSILON, replaced_token_loss
@@ -64,7 +64,7 @@ class ElectraPretrainingTask(PretrainingTask):
     masking: `data.electra_masking.ElectraMasking`, how records without masks (the original
       ELECTRA's) are masked: the vocabulary, mask_prob, and N when given (run_pretraining.py's
       flags); records with masks are read as they are, with `max_predictions_per_seq`.
-    masker: after `existing_records`, None for records with masks, else the `ElectraMasker`
+    masker: once settled (`settle`), None for records with masks, else the `ElectraMasker`
       that masks each batch (`max_predictions_per_seq` is then its N).
     eval_results.txt: the original's `metric_fn` values: the generator's `masked_lm_accuracy`,
     `masked_lm_loss` and `sampled_masked_lm_accuracy`; the discriminator's `disc_loss`,
@@ -75,9 +75,9 @@ class ElectraPretrainingTask(PretrainingTask):
 
     def __init__(self, max_seq_length, max_predictions_per_seq, input_file=None,
                  num_train_steps=0, num_warmup_steps=0, max_eval_steps=None, gen_weight=1.0,
-                 disc_weight=50.0, temperature=1.0, masking=None):
+                 disc_weight=50.0, temperature=1.0, masking=None, dynamic_input=None):
         super().__init__(max_seq_length, max_predictions_per_seq, False, input_file,
-                         num_train_steps, num_warmup_steps, max_eval_steps)
+                         num_train_steps, num_warmup_steps, max_eval_steps, dynamic_input)
         self.gen_weight = gen_weight
         self.disc_weight = disc_weight
         self.temperature = temperature
@@ -95,18 +95,17 @@ class ElectraPretrainingTask(PretrainingTask):
         return {**super().recorded_settings(), "gen_weight": self.gen_weight,
                 "disc_weight": self.disc_weight, "temperature": self.temperature, **masking}
 
-    def use_records(self, records):
+    def records_settings(self, records):
         """Records with masks are read as they are; records without (the original ELECTRA's)
         get the masker of `masking`, and its N as `max_predictions_per_seq`. Raises ValueError
         for `masking` options that would not be used (a mask_prob other than the default on
         records with masks), or that cannot mask (no vocabulary)."""
         # The records' next-sentence labels, if any, are not read: ELECTRA has no such loss.
-        self.next_sentence = False
-        self.sequences_per_row = records.sequences_per_row
+        settled = {"next_sentence": False, "sequences_per_row": records.sequences_per_row}
         logging.info("Objective: ELECTRA replaced-token detection (generator loss x %g + "
                      "discriminator loss x %g)", self.gen_weight, self.disc_weight)
         if self.dynamic_input is not None:
-            return
+            return settled
         if records.masks:
             # The default is the original's mask_prob, so only another value was asked for.
             if self.masking.mask_prob != electra_masking.MASK_PROB:
@@ -115,13 +114,13 @@ class ElectraPretrainingTask(PretrainingTask):
                     f"{self.input_file} carry their masks (masked_lm_*), which ELECTRA uses as "
                     "they are; --masked_lm_prob masks records without (the original ELECTRA's): "
                     "leave it out")
-            return
-        self.masker = self.masking.masker(self.max_seq_length, self.input_file)
-        self.max_predictions_per_seq = self.masker.max_predictions
+            return settled
+        masker = self.masking.masker(self.max_seq_length, self.input_file)
         logging.info("Records without masks (the original ELECTRA's): each batch masked as the "
                      "original masks it, %g of the tokens (up to %d a sequence), %d%% of them "
-                     "[MASK], the rest kept", self.masking.mask_prob, self.max_predictions_per_seq,
+                     "[MASK], the rest kept", self.masking.mask_prob, masker.max_predictions,
                      round(100 * electra_masking.MASK_TOKEN_SHARE))
+        return {**settled, "masker": masker, "max_predictions_per_seq": masker.max_predictions}
 
     def feature_spec(self, is_training):
         spec = super().feature_spec(is_training)
@@ -153,10 +152,9 @@ class ElectraPretrainingTask(PretrainingTask):
             config = ElectraConfig.from_bert(config)
         return config
 
-    def build_model(self, config):
-        model = super().build_model(config)
-        model.temperature = self.temperature
-        return model
+    def build_model(self, config, bilstm_on_top=False, modes=None):
+        return families.build_model("pretrainer", config, temperature=self.temperature,
+                                    modes=modes)
 
     def loss(self, model, features, training):
         total, generator, discriminator, outputs = electra_outputs(
@@ -187,7 +185,7 @@ class ElectraPretrainingTask(PretrainingTask):
             "input_mask": features["input_mask"],
         }
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         """The original's `metric_fn`: weighted means over the masked positions (generator) and
         the real tokens (discriminator); `disc_loss` the mean of the examples' losses;
         `disc_auc` over every position, padding counted as an original token scored 0 (the
@@ -224,7 +222,7 @@ class ElectraPretrainingTask(PretrainingTask):
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         """The most frequent masked token; for the discriminator, calling every token original
         (accuracy), or every token replaced (precision: the replaced share; recall 1), and
         chance (AUC 0.5)."""

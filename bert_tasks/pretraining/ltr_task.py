@@ -48,15 +48,16 @@ class LtrPretrainingTask(PretrainingTask):
     masked_lm = False
 
     def __init__(self, max_seq_length, input_file=None, num_train_steps=0, num_warmup_steps=0,
-                 max_eval_steps=None):
+                 max_eval_steps=None, dynamic_input=None):
         super().__init__(max_seq_length, 0, False, input_file, num_train_steps,
-                         num_warmup_steps, max_eval_steps)
+                         num_warmup_steps, max_eval_steps, dynamic_input)
 
-    def use_records(self, records):
+    def records_settings(self, records):
         # next_sentence stays False whatever the records hold: the LTR model has no
         # next-sentence loss, so there is nothing to settle, only the objective to log.
         logging.info("Objective: left-to-right language model (causal attention, every "
                      "next token predicted; no masking, no next sentence prediction)")
+        return {}
 
     def feature_spec(self, is_training):
         return name_to_features(self.max_seq_length, 0, next_sentence=False, masked_lm=False)
@@ -86,7 +87,7 @@ class LtrPretrainingTask(PretrainingTask):
             "target_weights": tf.reshape(weights, [batch, -1]),
         }
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         batch = outputs["batch_index"]
         weight = max(np.sum(outputs["lm_weight"], dtype=np.float64), 1e-12)
         batch_loss = (np.bincount(batch, weights=outputs["lm_loss"])
@@ -99,7 +100,7 @@ class LtrPretrainingTask(PretrainingTask):
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         targets = outputs["targets"].reshape(-1)[outputs["target_weights"].reshape(-1) > 0]
         if not len(targets):
             return {}

@@ -66,17 +66,18 @@ class PretrainingTask(Task):
       max_seq_length, max_predictions_per_seq: the records' shapes (as the flags).
       next_sentence: False for masked LM alone: no next_sentence_labels read, no next-sentence
         loss or metrics; None: as the records of `input_file` say.
-      input_file: the records (a glob or comma-separated), for `bert_runner.driver.run`.
+      input_file: the records (a glob or comma-separated), for `bert_runner.driver.run_command`.
       num_train_steps, num_warmup_steps: the schedule (run_pretraining's flags).
       max_eval_steps: batches evaluated, the records read again as often as needed.
-    Splits: train and eval, both reading `input_file` (the original's).
+      dynamic_input: `data.dynamic_masking.DynamicInput` for --input_format=text|unmasked_records
+        (masks made in tf.data); None: the records carry their masks.
+    Splits: train and eval, both reading `input_file` (the original's). `settle` checks its
+    records (or reads its text) and settles what they leave open: `next_sentence`,
+    `sequences_per_row`.
     """
 
     name = "pretraining"
     splits = {"train": "train", "eval": "eval"}
-    # `data.dynamic_masking.DynamicInput` for --input_format=text|unmasked_records (set by
-    # run_pretraining.py); None: the records carry their masks.
-    dynamic_input = None
     # The `modeling.bert.config.PRETRAINING_OBJECTIVES` entry this task trains (`ltr_task`: "ltr").
     objective = "mlm"
     # Whether the records carry masked_lm_* features (`check_records`; `ltr_task`: False).
@@ -85,7 +86,8 @@ class PretrainingTask(Task):
     sequences_per_row = 1
 
     def __init__(self, max_seq_length, max_predictions_per_seq, next_sentence=True,
-                 input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None):
+                 input_file=None, num_train_steps=0, num_warmup_steps=0, max_eval_steps=None,
+                 dynamic_input=None):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self.next_sentence = next_sentence
@@ -93,7 +95,7 @@ class PretrainingTask(Task):
         self.num_train_steps = num_train_steps
         self.num_warmup_steps = num_warmup_steps
         self.eval_batches = max_eval_steps
-        self._files = None
+        self.dynamic_input = dynamic_input
 
     def recorded_settings(self):
         """The records' shapes, the objective's parts and the schedule (which resuming with
@@ -106,40 +108,51 @@ class PretrainingTask(Task):
                 "num_train_steps": self.num_train_steps,
                 "num_warmup_steps": self.num_warmup_steps, **masking}
 
-    def existing_records(self, split, config):
-        """The files of `input_file`, their first records checked against the flags and `config`
-        (once for both splits); decides next sentence prediction when the flag left it open."""
-        if self._files is None and self.dynamic_input is not None and self.dynamic_input.reads_text:
-            files = expand_input_files(self.input_file)
-            self.next_sentence = self.dynamic_input.read_text(files, self.next_sentence)
-            self._files = files
-        if self._files is None:
-            files = expand_input_files(self.input_file)
-            logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
-            self.use_records(check_records(
-                files, self.max_seq_length, self.max_predictions_per_seq, config.vocab_size,
-                config.type_vocab_size, next_sentence=self.next_sentence,
-                masked_lm=self.masked_lm, unmasked=self.dynamic_input is not None))
-            self._files = files
-        return self._files
+    def existing_records(self, split):
+        """The files of `input_file` (both splits read them)."""
+        return expand_input_files(self.input_file)
 
-    def use_records(self, records):
-        """Settles what the checked records (`RecordsInfo`) leave open, and logs the objective:
-        next sentence prediction, when the flag did not say."""
+    def settle(self, examples, run, config=None):
+        """The task with what its input leaves open settled: with `dynamic_input` reading text,
+        next sentence prediction as the text decides; else what `input_file`'s first records,
+        checked against the flags and `config`, say (`records_settings`)."""
+        files = expand_input_files(self.input_file)
+        if self.dynamic_input is not None and self.dynamic_input.reads_text:
+            return self._settled(
+                next_sentence=self.dynamic_input.read_text(files, self.next_sentence))
+        logging.info("*** Input Files *** %d files: %s", len(files), ", ".join(files[:10]))
+        return self._settled(**self.records_settings(check_records(
+            files, self.max_seq_length, self.max_predictions_per_seq, config.vocab_size,
+            config.type_vocab_size, next_sentence=self.next_sentence,
+            masked_lm=self.masked_lm, unmasked=self.dynamic_input is not None)))
+
+    def records_settings(self, records):
+        """`{attribute: value}` that the checked records (`RecordsInfo`) settle, the objective
+        logged: next sentence prediction when the flag did not say, the sequences a row."""
         if records.next_sentence and self.next_sentence is False:
             logging.warning(
                 "--next_sentence_prediction=false on records with next_sentence_labels: the "
                 "labels are ignored, but half the pairs still have a random B. The paper's "
                 "'No NSP' data: create_pretraining_data.py --next_sentence_prediction=false")
-        self.next_sentence = records.next_sentence and self.next_sentence is not False
-        self.sequences_per_row = records.sequences_per_row
+        next_sentence = records.next_sentence and self.next_sentence is not False
         logging.info("Next sentence prediction: %s",
-                     "on" if self.next_sentence else "off (masked LM only)")
-        if self.sequences_per_row > 1:
-            logging.info("Packed records: up to %d sequences a row", self.sequences_per_row)
+                     "on" if next_sentence else "off (masked LM only)")
+        if records.sequences_per_row > 1:
+            logging.info("Packed records: up to %d sequences a row", records.sequences_per_row)
+        return {"next_sentence": next_sentence, "sequences_per_row": records.sequences_per_row}
 
     def training_steps(self, run, examples, num_records):
         return self.num_train_steps, self.num_warmup_steps
+
+    def examples_per_row(self):
+        """None for packed records (read as a stream: rows not counted); with `dynamic_input`,
+        the pairs a row of its pipeline holds (`--input_format=text --max_sequences_per_row`
+        packs them there), known once the training dataset is made."""
+        if self.sequences_per_row > 1:
+            return None
+        if self.dynamic_input is not None:
+            return lambda: self.dynamic_input.examples_per_row
+        return 1.0
 
     def model_config(self, config):
         """`config` with this task's objective, which output_dir/bert_config.json records for
@@ -159,8 +172,10 @@ class PretrainingTask(Task):
                 f"{recorded} to go on pre-training that model, or a config without the key")
         return config.with_objective(self.objective)
 
-    def build_model(self, config):
-        return families.build_model("pretrainer", config)
+    def build_model(self, config, bilstm_on_top=False, modes=None):
+        """The pre-trainer, which has no BiLSTM variant (run_pretraining offers no
+        --bilstm_on_top: `bilstm_on_top` is always False)."""
+        return families.build_model("pretrainer", config, modes=modes)
 
     def input_dataset(self, files, batch_size, is_training, **kwargs):
         """The records, or with `dynamic_input` (`--input_format=text|unmasked_records`) pairs
@@ -213,7 +228,7 @@ class PretrainingTask(Task):
             })
         return outputs
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         """The original's eval_results.txt values (without the next_sentence_* ones when the
         task has no next sentence prediction).
 
@@ -243,7 +258,7 @@ class PretrainingTask(Task):
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         """Majority next-sentence label, and always predicting the most frequent masked token."""
         weights = outputs["masked_lm_weights"].reshape(-1) > 0
         targets = outputs["masked_lm_ids"].reshape(-1)[weights]

@@ -254,7 +254,7 @@ def served_module(make_model, tokenizer, metadata):
     model = make_model()
     if getattr(model, "runs_onnx", False) and set(model.output_names) != {"start_logits",
                                                                           "end_logits"}:
-        model.prediction_outputs = model.output_names
+        model = make_model(prediction_outputs=model.output_names)
     options = PostprocessOptions(**{field.name: metadata[field.name]
                                     for field in dataclasses.fields(PostprocessOptions)
                                     if field.name in metadata})

@@ -6,7 +6,7 @@ The training steps count questions, not features: a question whose context needs
 yields several features, so an "epoch" covers fewer than all the features, as in the original.
 
     task = SquadTask(max_seq_length, PostprocessOptions(...), train_file=..., predict_file=...)
-    bert_runner.driver.run(task, run)
+    bert_runner.driver.run_command(task, run)
 """
 import dataclasses
 import os
@@ -36,6 +36,16 @@ class PostprocessOptions:
     verbose_logging: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class PredictSet:
+    """The predict file read: its `SquadExample`s, the parsed file (`gold_data`, its answers)
+    and whether the predictions are scored against it (`evaluate.should_score`)."""
+
+    examples: list
+    gold_data: dict
+    scoring: bool
+
+
 class SquadTask(Task):
     """SQuAD v1.1 / v2.0 span prediction.
 
@@ -47,6 +57,8 @@ class SquadTask(Task):
       do_eval: the `--do_eval` flag: score the predictions (eval_results.json); None: when the
         predict file has answers.
     Splits: train (train.tf_record) and predict (eval.tf_record, as the original names it).
+    `settle` gives the task the span model's settings for the config (`training_features`, the
+    default null threshold) and the predict file's answers (`predict_set`).
     """
 
     name = "squad"
@@ -61,16 +73,14 @@ class SquadTask(Task):
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
         self.do_eval = do_eval
-        self.gold_data = None
-        self.scoring = False
-        self.prediction_set = None
-        # The training records' further features the model's loss reads (its
-        # `training_features`), known once the model is built.
+        # The training records' further features the model's loss reads (`settle`: the span
+        # model's `training_features`).
         self.training_features = ()
+        self.predict_set = None
 
-    def read_examples(self, split):
-        """The split's SquadExamples (training ones shuffled as the original main() did); the
-        predict file's answers are kept for scoring."""
+    def read_examples(self, split, run=None):
+        """The training split's SquadExamples (shuffled as the original main() did); the predict
+        split's `PredictSet`, its answers kept for scoring."""
         path = self.files[split]
         if not path:
             raise ValueError(f"If `do_{split}` is True, then `{split}_file` must be specified.")
@@ -81,17 +91,30 @@ class SquadTask(Task):
             version_2_with_negative=self.options.version_2_with_negative, source=path)
         if split == "train":
             sq_examples.shuffle_examples(examples)
-        else:
-            self.gold_data = data
-            self.scoring = evaluate.should_score(self.do_eval, data, path)
-        return examples
+            return examples
+        return PredictSet(examples, data, evaluate.should_score(self.do_eval, data, path))
 
-    def records(self, examples, split, tokenizer):
-        """The windows' records; for prediction the examples and their windows are kept."""
+    def settle(self, examples, run, config=None):
+        """The task with the settings of `config`'s span model (its family's; read off its
+        class, nothing built): the training records' further features its loss reads, and
+        its null threshold where --null_score_diff_threshold left it open (else 0.0); and
+        the predict split's `PredictSet`, for `finish`."""
+        span_model = families.of_config(config).models["span"]
+        options = self.options
+        if options.null_score_diff_threshold is None:
+            options = dataclasses.replace(options, null_score_diff_threshold=getattr(
+                span_model, "null_score_diff_threshold", 0.0))
+        return self._settled(
+            training_features=tuple(getattr(span_model, "training_features", ())),
+            options=options, predict_set=examples.get("predict"))
+
+    def records(self, examples, split, tokenizer, run, kept):
+        """The windows' records of the training examples or of a `PredictSet`'s, whose windows
+        are kept (`kept["windows"]`)."""
         windows = None
         if split == "predict":
-            windows = []
-            self.prediction_set = (examples, windows)
+            examples = examples.examples
+            windows = kept["windows"] = []
         count = 0
         for record in sq_features.tf_examples(
                 examples, tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
@@ -122,13 +145,8 @@ class SquadTask(Task):
     def training_steps(self, run, examples, num_records):
         return run.training_steps(len(examples), "questions")
 
-    def build_model(self, config):
-        model = build_model(config, self.bilstm_on_top)
-        self.training_features = tuple(getattr(model, "training_features", ()))
-        if self.options.null_score_diff_threshold is None:
-            self.options = dataclasses.replace(self.options, null_score_diff_threshold=getattr(
-                model, "null_score_diff_threshold", 0.0))
-        return model
+    def build_model(self, config, bilstm_on_top=False, modes=None):
+        return build_model(config, bilstm_on_top, modes)
 
     def feature_spec(self, is_training):
         return sq_features.name_to_features(self.max_seq_length, is_training,
@@ -143,11 +161,11 @@ class SquadTask(Task):
     def write_predictions(self, batches, split, output_dir):
         """predictions.json, nbest_predictions.json and (v2.0) null_odds.json; returns the
         `bert_tasks.squad.postprocess.Predictions`."""
-        examples, windows = self.prediction_set
         o = self.options
         return postprocess.write_predictions(
-            examples, windows, raw_results(batches, split.num_examples), o.n_best_size,
-            o.max_answer_length, o.do_lower_case,
+            split.examples.examples, split.kept["windows"],
+            raw_results(batches, split.num_examples),
+            o.n_best_size, o.max_answer_length, o.do_lower_case,
             os.path.join(output_dir, "predictions.json"),
             os.path.join(output_dir, "nbest_predictions.json"),
             os.path.join(output_dir, "null_odds.json"),
@@ -156,12 +174,12 @@ class SquadTask(Task):
     def finish(self, result, output_dir):
         """The official scores of the predictions, in the log beside the best constant
         answer's, and in eval_results.json."""
-        if not self.scoring:
+        if self.predict_set is None or not self.predict_set.scoring:
             return
+        gold_data = self.predict_set.gold_data
         version_2, source = self.options.version_2_with_negative, self.files["predict"]
-        metrics = evaluate.score_predictions(self.gold_data, result.predictions, version_2,
-                                             source)
-        baselines = evaluate.constant_baselines(self.gold_data, version_2, source)
+        metrics = evaluate.score_predictions(gold_data, result.predictions, version_2, source)
+        baselines = evaluate.constant_baselines(gold_data, version_2, source)
         logging.info("***** SQuAD scores (official evaluation) *****")
         for key, value in metrics.items():
             if key in baselines:
@@ -174,7 +192,7 @@ class SquadTask(Task):
         return encoder_training_flops(config, self.max_seq_length)
 
 
-def build_model(config, bilstm_on_top=False):
+def build_model(config, bilstm_on_top=False, modes=None):
     """The original `create_model`: the encoder and the `cls/squad` span layer.
 
     The pooler is frozen: the span loss does not reach it, so the original's optimizer got a None
@@ -183,9 +201,9 @@ def build_model(config, bilstm_on_top=False):
 
     Returns:
       `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]), with
-      `bilstm_on_top` the paper's "+ BiLSTM" under the span layer.
+      `bilstm_on_top` the paper's "+ BiLSTM" under the span layer, its encoder's `modes`.
     """
-    model = families.build_model("span", config, bilstm_on_top=bilstm_on_top)
+    model = families.build_model("span", config, bilstm_on_top=bilstm_on_top, modes=modes)
     model.encoder.pooler.trainable = False
     return model
 

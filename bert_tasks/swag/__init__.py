@@ -12,6 +12,6 @@ Modules:
 
 What run_swag.py does with them:
 
-    bert_runner.driver.run(SwagTask(max_seq_length, data_dir), RunConfig.from_flags())
+    bert_runner.driver.run_command(SwagTask(max_seq_length, data_dir), RunConfig.from_flags())
     # reads val.csv (SwagTask.read_examples), writes dev.tf_record (SwagTask.records), evaluates
 """

@@ -1,7 +1,7 @@
 """SWAG as a `bert_runner.task.Task`: its CSV splits and TFRecords, the multiple-choice model,
 its loss, eval_results and test_results.tsv.
 
-    bert_runner.driver.run(SwagTask(max_seq_length=128, data_dir=swag_dir), run)
+    bert_runner.driver.run_command(SwagTask(max_seq_length=128, data_dir=swag_dir), run)
 
 The loss is the mean softmax cross-entropy over each example's four choice scores. Evaluation
 writes the classifier's keys (`eval_accuracy`, `eval_loss`, `loss`, `global_step`), with the
@@ -42,7 +42,7 @@ class SwagTask(Task):
         self.max_seq_length = max_seq_length
         self.data_dir = data_dir
 
-    def read_examples(self, split):
+    def read_examples(self, split, run=None):
         """The split's SwagExamples (guids "train-0", "dev-0", "test-0"); training examples in
         the order they are written (shuffled with TRAIN_SHUFFLE_SEED)."""
         name = self.splits[split]
@@ -52,15 +52,15 @@ class SwagTask(Task):
             random.Random(TRAIN_SHUFFLE_SEED).shuffle(examples)
         return examples
 
-    def records(self, examples, split, tokenizer):
+    def records(self, examples, split, tokenizer, run, kept):
         return features.tf_examples(examples, self.max_seq_length, tokenizer)
 
     def padding_record(self):
         return features.features_to_tf_example(features.padding_features(self.max_seq_length))
 
-    def build_model(self, config):
+    def build_model(self, config, bilstm_on_top=False, modes=None):
         return families.build_model("multiple_choice", config, NUM_CHOICES,
-                                    bilstm_on_top=self.bilstm_on_top)
+                                    bilstm_on_top=bilstm_on_top, modes=modes)
 
     def feature_spec(self, is_training):
         return features.name_to_features(self.max_seq_length)
@@ -86,7 +86,7 @@ class SwagTask(Task):
             "is_real_example": features["is_real_example"],
         }
 
-    def evaluate(self, outputs, global_step):
+    def evaluate(self, outputs, global_step, split, output_dir):
         """eval_results.txt: `eval_accuracy` and `eval_loss` over the real examples, `loss` (mean
         of the batch losses, padding included: the Estimator's), `global_step`."""
         real = outputs["is_real_example"].astype(bool)
@@ -99,7 +99,7 @@ class SwagTask(Task):
         return {"global_step": np.int64(global_step),
                 **{k: np.float32(v) for k, v in values.items()}}
 
-    def baselines(self, outputs):
+    def baselines(self, outputs, split):
         labels = outputs["label_ids"][outputs["is_real_example"].astype(bool)]
         counts = np.bincount(labels, minlength=NUM_CHOICES)
         majority = int(np.argmax(counts))

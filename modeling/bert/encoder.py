@@ -6,6 +6,7 @@ from keras import ops
 
 from modeling.layers import token_rows
 from modeling.bert.config import BertConfig
+from modeling.bert.modes import EncoderModes
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.initializers import truncated_normal
 from modeling.layers.kernels import use_fast
@@ -24,10 +25,9 @@ class BertModel(keras.Model):
     Args:
         config: `BertConfig` (or its dict).
         use_one_hot_embeddings: the original's TPU embedding lookup (a one-hot matmul).
-        recompute: activation recomputation: in training, each encoder layer keeps only its
-            input for the backward pass and computes its activations again there (the same
-            losses and gradients; less memory for about a third more compute, measured by
-            `bench/recompute.py`).
+        modes: `EncoderModes` (or its dict; default: none): activation recomputation, static
+            shapes, small real-row blocks, the last layer whole. They change how the encoder
+            computes, never what.
         embeddings: a `BertEmbeddings` layer to share with another encoder (ELECTRA's generator
             shares its discriminator's tables), or None: this encoder's own.
         kernels: `"fast"` (the default): the encoder blocks' elementwise work and attention
@@ -48,16 +48,8 @@ class BertModel(keras.Model):
             every row as usual). Real rows get the same values; padded rows of the outputs
             hold zeros, not the original's values. For callers that read
             only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
-            With `small_row_blocks` set (an attribute, like `recompute`; raw-text exports set
-            it), a small real-row block is padded to a multiple of 8 rather than to 256 rows
-            (`token_rows.padded_rows`): the same values, less work on a request of a few rows.
-            With `static_shapes` set (an attribute: XLA-compiled steps, `--jit_compile`, TPUs),
-            every row is computed on the grid instead: the real-row block's size depends on the
-            data, and XLA compiles only shapes known from the inputs' shapes.
-            With `whole_last_layer` set (an attribute), the last layer computes every row
-            together rather than the [CLS] rows apart (which lets a pooled-output caller's graph
-            drop the other rows' work): LiteRT's XNNPack cannot run a dense layer on the two
-            parts joined (a token tagger's graph on ids).
+            The modes `static_shapes` (every row on the grid instead) and `small_row_blocks`
+            (small blocks padded to a multiple of 8) say how.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
@@ -73,7 +65,7 @@ class BertModel(keras.Model):
     config_class = BertConfig
     has_pooler = True
 
-    def __init__(self, config, use_one_hot_embeddings=False, recompute=False, kernels="fast",
+    def __init__(self, config, use_one_hot_embeddings=False, kernels="fast", modes=None,
                  embeddings=None, name="bert", **kwargs):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
@@ -81,9 +73,7 @@ class BertModel(keras.Model):
         self.config = copy.deepcopy(config).validate()
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.kernels = kernels
-        self.small_row_blocks = False
-        self.static_shapes = False
-        self.whole_last_layer = False
+        self.modes = EncoderModes.of(modes)
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
@@ -116,7 +106,7 @@ class BertModel(keras.Model):
                 hidden_dropout_rate=c.hidden_dropout_prob,
                 attention_dropout_rate=c.attention_probs_dropout_prob,
                 initializer_range=c.initializer_range,
-                recompute=recompute,
+                recompute=self.modes.recompute,
                 kernels=kernels,
                 causal=c.causal,
                 dtype=policy,
@@ -152,15 +142,8 @@ class BertModel(keras.Model):
 
     @property
     def recompute(self):
-        """Whether training recomputes the encoder layers' activations in the backward pass.
-        Settable after construction (before the first traced call), e.g. on a task model's
-        `.encoder`: `model.encoder.recompute = True`."""
-        return all(layer.recompute for layer in self.encoder_layers)
-
-    @recompute.setter
-    def recompute(self, value):
-        for layer in self.encoder_layers:
-            layer.recompute = bool(value)
+        """Whether training recomputes the encoder layers' activations in the backward pass."""
+        return self.modes.recompute
 
     @property
     def embedding_table(self):
@@ -180,16 +163,16 @@ class BertModel(keras.Model):
                                            position_ids=inputs.get("position_ids"))
         if self.embeddings_project is not None:
             embedding_output = self.embeddings_project(embedding_output)
-        if (skip_padding and token_rows.supported() and not self.static_shapes
+        if (skip_padding and token_rows.supported() and not self.modes.static_shapes
                 and sequence_ids is None):
             layout = RealRows(input_mask, fast=use_fast(self.kernels),
-                              small_blocks=self.small_row_blocks)
+                              small_blocks=self.modes.small_row_blocks)
         else:
             layout = GridRows(input_mask, sequence_ids)
         x = layout.rows(embedding_output)
         all_layers = []
         causal = self.config.causal
-        whole_rows = causal or sequence_ids is not None or self.whole_last_layer
+        whole_rows = causal or sequence_ids is not None or self.modes.whole_last_layer
         for layer in self.encoder_layers if whole_rows else self.encoder_layers[:-1]:
             x = layer(x, layout=layout, training=training)
             all_layers.append(x)
@@ -224,8 +207,8 @@ class BertModel(keras.Model):
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
-            "recompute": self.recompute,
             "kernels": self.kernels,
+            "modes": self.modes.to_dict(),
         }
 
     @classmethod

@@ -31,7 +31,8 @@ class BertTaskModel(keras.Model):
     call and checkpoints can be loaded at once), implement `call(features, training)` returning a
     dict of float32 tensors, `get_config()`, and `tf1_head_variables()`.
 
-    `kernels` is the encoder's (`BertModel`): `"fast"` or `"reference"`. `bilstm_on_top`: the
+    `kernels` and `modes` are the encoder's (`BertModel`): `"fast"` or `"reference"`, and its
+    `EncoderModes` (or their dict). `bilstm_on_top`: the
     paper's "+ BiLSTM" (`modeling.layers.bilstm.BiLstmOnTop`, as `.bilstm`) between the encoder and
     the head, which then reads its outputs (`encode`); the head's shapes stay the same.
     """
@@ -39,10 +40,11 @@ class BertTaskModel(keras.Model):
     # The encoder's class: a family's task models differ from BERT's by it (`ElectraModel`).
     encoder_class = BertModel
 
-    def __init__(self, config, name, kernels="fast", bilstm_on_top=False, **kwargs):
+    def __init__(self, config, name, kernels="fast", modes=None, bilstm_on_top=False, **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
-        self.encoder = self.encoder_class(config, kernels=kernels, dtype=self.dtype_policy)
+        self.encoder = self.encoder_class(config, kernels=kernels, modes=modes,
+                                          dtype=self.dtype_policy)
         self.bilstm = None
         if bilstm_on_top:
             self.bilstm = BiLstmOnTop(self.config.hidden_size, dtype=self.dtype_policy,
@@ -72,6 +74,7 @@ class BertTaskModel(keras.Model):
             "config": self.config.to_dict(),
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "kernels": self.encoder.kernels,
+            "modes": self.encoder.modes.to_dict(),
             "bilstm_on_top": self.bilstm is not None,
         }
 
@@ -92,10 +95,15 @@ class BertPretrainer(BertTaskModel):
     `[B, S]` and `sequence_starts` int `[B, K]`, each sequence's [CLS] position.
     Returns: `masked_lm_logits` float32 `[B, P, V]`, `next_sentence_logits` float32 `[B, 2]`
     (packed: `[B, K, 2]`, one per sequence).
+    `skip_padding`: whether the encoder computes the real tokens' rows only (`BertModel`'s; the
+    masked-LM head reads real positions only). Off by default: the original's records fill most
+    rows to max_seq_length, and each new row count cost the fused kernels a compilation;
+    `bench/packing.py` measures the layouts.
     """
 
-    def __init__(self, config, name="bert_pretrainer", **kwargs):
+    def __init__(self, config, name="bert_pretrainer", skip_padding=False, **kwargs):
         super().__init__(config, name, **kwargs)
+        self.skip_padding = skip_padding
         c = self.config
         self.masked_lm = MaskedLMHead(
             c.vocab_size, c.hidden_size, c.hidden_act, c.initializer_range,
@@ -106,12 +114,6 @@ class BertPretrainer(BertTaskModel):
         )
         self.masked_lm.build()
         self.next_sentence.build()
-
-    # Whether the encoder computes the real tokens' rows only (`BertModel` `skip_padding`; the
-    # masked-LM head reads real positions only). Off: the original's records fill most rows to
-    # max_seq_length, and each new row count cost the fused kernels a compilation;
-    # `bench/packing.py` measures the layouts.
-    skip_padding = False
 
     def call(self, features, training=False):
         outputs = self.encoder(_encoder_inputs(features), training=training,
@@ -125,7 +127,7 @@ class BertPretrainer(BertTaskModel):
         return {"masked_lm_logits": mlm, "next_sentence_logits": nsp}
 
     def get_config(self):
-        return self._config_dict()
+        return {**self._config_dict(), "skip_padding": self.skip_padding}
 
     def tf1_head_variables(self):
         mlm = self.masked_lm

@@ -6,7 +6,7 @@ kernels (`modeling.layers.lora`), and refuses a base whose weights are not the o
 trained on.
 
     save(model, output_dir, settings)             # after training (bert_runner.driver)
-    overlay(source, model, path, flag)            # inside the reader (`modeling.checkpoint`)
+    overlay(source, model, path)                  # inside the reader (`modeling.checkpoint`)
 """
 import dataclasses
 import hashlib
@@ -17,6 +17,7 @@ import numpy as np
 
 from modeling.layers import lora
 from modeling.checkpoint import hugging_face, original
+from modeling.checkpoint.errors import AdaptersError
 from modeling.checkpoint.layout import ADAPTERS_FILE
 from modeling.checkpoint.files import atomic_output
 
@@ -46,16 +47,17 @@ def save(model, output_dir, settings):
     return path
 
 
-def read(path, flag="--lora_adapters"):
-    """(`{variable path: array}`, settings) of an adapters file; ValueError naming it."""
+def read(path):
+    """(`{variable path: array}`, settings) of an adapters file; `AdaptersError` naming it."""
     if not os.path.isfile(path):
-        raise ValueError(f"{flag}={path}: no such file (a LoRA run writes {ADAPTERS_FILE} in its "
-                         "output_dir)")
+        raise AdaptersError(f"{path}: no such file (a LoRA run writes {ADAPTERS_FILE} in its "
+                            "output_dir)", path)
     tensors = hugging_face.read_safetensors(path)
     metadata = hugging_face.read_safetensors_metadata(path)
     if _METADATA_KEY not in metadata:
-        raise ValueError(f"{flag}={path} is not a LoRA adapters file of this project (no "
-                         f"{_METADATA_KEY} record): pass the {ADAPTERS_FILE} a LoRA run wrote")
+        raise AdaptersError(f"{path} is not a LoRA adapters file of this project (no "
+                            f"{_METADATA_KEY} record): pass the {ADAPTERS_FILE} a LoRA run wrote",
+                            path)
     return tensors, json.loads(metadata[_METADATA_KEY])
 
 
@@ -67,33 +69,30 @@ def recorded_labels(path):
     return list(labels) if labels is not None else None
 
 
-def check_task(path, task_name, base, flag="--lora_adapters"):
-    """Refuses adapters without a base to load them onto (`base`: --init_checkpoint), or of
-    another task than `task_name` (an MRPC head scores nothing of CoLA, whatever its shape)."""
-    if not base:
-        raise ValueError(f"{flag}={path} needs --init_checkpoint: the base model the LoRA run "
-                         "started from, which the adapters are loaded onto")
-    trained_on = read(path, flag)[1].get("task")
+def check_task(path, task_name):
+    """Refuses adapters of another task than `task_name` (an MRPC head scores nothing of CoLA,
+    whatever its shape): `AdaptersError`."""
+    trained_on = read(path)[1].get("task")
     if trained_on != task_name:
-        raise ValueError(f"{flag}={path} holds adapters of a {trained_on!r} run, not of "
-                         f"{task_name!r}: load them with that task")
+        raise AdaptersError(f"{path} holds adapters of a {trained_on!r} run, not of "
+                            f"{task_name!r}: load them with that task", path)
 
 
-def overlay(source, model, path, flag="--lora_adapters"):
+def overlay(source, model, path):
     """`source` (the reader's source of the base model) with the adapters file
     `path` on top: its head and adapters by variable path, and each adapted kernel merged where
-    `model` has no adapter of its own. Raises ValueError naming both files when the base is not
-    the model the adapters were trained on, or the file holds variables `model` lacks."""
-    tensors, settings = read(path, flag)
+    `model` has no adapter of its own. Raises `AdaptersError` naming both files when the base is
+    not the model the adapters were trained on, or the file holds variables `model` lacks."""
+    tensors, settings = read(path)
     encoder = original.encoder_of(model)
     by_variable = {id(var): name for name, var in source.names.items()}
     order = [by_variable[id(v)] for _, v in original.encoder_names(model)]
     base = fingerprint(source.get_tensor(name) for name in order)
     if base != settings.get("base_fingerprint"):
-        raise ValueError(
-            f"{flag}={path} holds adapters trained on another base model than {source.prefix} "
+        raise AdaptersError(
+            f"{path} holds adapters trained on another base model than {source.prefix} "
             f"(fingerprints {settings.get('base_fingerprint')} and {base}; they were trained on "
-            f"{settings.get('base')}): pass the checkpoint that run started from")
+            f"{settings.get('base')}): pass the checkpoint that run started from", path)
     model_paths = {v.path: v for v in model.variables if "seed_generator" not in v.path}
     merges = lora.checkpoint_merges(tensors, model_paths)
     merged_adapters = {p for adapter in merges.values() for p in adapter}
@@ -104,11 +103,11 @@ def overlay(source, model, path, flag="--lora_adapters"):
         strange = sorted(p for p in tensors if p not in model_paths and p not in merged_adapters)
         lacking = sorted(head - set(tensors))
         if strange or lacking:
-            raise ValueError(
-                f"{flag}={path} holds the adapters and head of a {settings.get('task')!r} run "
+            raise AdaptersError(
+                f"{path} holds the adapters and head of a {settings.get('task')!r} run "
                 f"(--lora_targets={settings.get('targets')}), not this model's "
                 f"({', '.join((strange or lacking)[:4])}): load it with that task's script and "
-                "flags")
+                "flags", path)
     tensors = {p: a for p, a in tensors.items() if p in model_paths or p in merged_adapters}
     names, extra = dict(source.names), {}
     for variable_path, array in tensors.items():

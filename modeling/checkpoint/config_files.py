@@ -1,21 +1,12 @@
-"""The config and vocabulary a run starts from, and what a run recorded about its checkpoints.
-
-The config comes from `--bert_config_file` (the original's `bert_config.json`, or a Hugging Face
-`config.json`), or from the Hugging Face directory given as the checkpoint; the vocabulary from
-`--vocab_file` or that directory. Every script reads them here (`model_files`), before any work.
+"""A checkpoint's config file, read by its family: the original's `bert_config.json` or a
+Hugging Face `config.json` (the config of a run's starting point is chosen from its flags by
+`bert_runner.runs.model_files`).
 """
-import dataclasses
-import os
-from typing import Optional
-
-from modeling.checkpoint import hugging_face, run_files, run_model_files
 from modeling import families
-from modeling.checkpoint.layout import (
-    check_partial_directory, checkpoint_folder, hf_home, is_original_electra)
-from modeling.hf_directory import json_object
-from modeling.checkpoint.reader import open_checkpoint
+from modeling.checkpoint import hugging_face
+from modeling.json_file import read_json_object
 
-# The config keys that decide a model's outputs: a `--bert_config_file` given with a Hugging Face
+# The config keys that decide a model's outputs: a config file given with a Hugging Face
 # directory must agree on these (dropout rates may differ: they only change training).
 _ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                       "intermediate_size", "max_position_embeddings", "type_vocab_size",
@@ -24,117 +15,11 @@ _ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
 _HF_CONFIG_KEYS = ("model_type", "architectures", "transformers_version")
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelFiles:
-    """The model a run starts from: its config, the file it was read from (named in messages),
-    and the vocabulary (None when none was given or found)."""
-
-    config: object  # the family's config (`modeling.BertConfig`)
-    config_file: str
-    vocab_file: Optional[str]
-
-
-def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
-                flag="--init_checkpoint"):
-    """The config and vocabulary of a run, from the flags, a Hugging Face directory or a run's
-    output_dir.
-
-    When `init_checkpoint` (the checkpoint flag `flag`) is a Hugging Face model directory (or a
-    weights file with its `config.json` beside it), its `config.json` is the config (its
-    `"gelu"` read as the exact erf GELU) and its `vocab.txt` the vocabulary unless `vocab_file`
-    is given; a `bert_config_file` given as well must describe the same model (else ValueError
-    naming both files) and is used (its dropout rates). An original ELECTRA checkpoint (a
-    released folder) without `bert_config_file` has its config read from its shapes by its
-    family, and its `vocab.txt` beside it is the vocabulary unless `vocab_file` is given.
-    A run's output_dir (or a checkpoint in it) without `bert_config_file` gives the
-    bert_config.json the run wrote beside its run.json and, unless `vocab_file` is given, the
-    vocabulary the run read (`run_model_files`; ValueError naming it when it is gone or changed).
-    Otherwise `bert_config_file` is read (it is then required). `max_seq_length` is checked
-    against the config's positions.
-    """
-    check_partial_directory(init_checkpoint, flag)
-    home = hf_home(init_checkpoint)
-    released = home is None and is_original_electra(init_checkpoint)
-    if released and not bert_config_file:
-        return _released_files(init_checkpoint, vocab_file, max_seq_length, flag)
-    if home is None:
-        if not bert_config_file:
-            bert_config_file, vocab_file = _run_files(init_checkpoint, vocab_file, flag)
-        config = load_config(bert_config_file, max_seq_length)
-        check_objective(config, bert_config_file, init_checkpoint, flag)
-        return ModelFiles(config, bert_config_file,
-                          vocab_file or (_vocab_beside(init_checkpoint) if released else None))
-    found = open_checkpoint(init_checkpoint, flag)
-    config, config_file = found.config, found.config_file
-    if bert_config_file:
-        given = load_config(bert_config_file)
-        differ = [f"{key} {getattr(given, key)!r} vs {getattr(config, key)!r}"
-                  for key in _ARCHITECTURE_KEYS if getattr(given, key) != getattr(config, key)]
-        if differ:
-            raise ValueError(
-                f"--bert_config_file={bert_config_file} does not describe the model of {flag}="
-                f"{init_checkpoint} ({found.config_file}): {'; '.join(differ)}. Leave "
-                "--bert_config_file out to use the directory's config")
-        config, config_file = given, bert_config_file
-    check_max_seq_length(config, max_seq_length, config_file)
-    return ModelFiles(config, config_file, vocab_file or found.vocab_file)
-
-
-def _run_files(init_checkpoint, vocab_file, flag):
-    """(config file, vocabulary) of the run whose checkpoint `init_checkpoint` is, when the config
-    is not given: its bert_config.json, and the vocabulary it read unless `vocab_file` is given
-    (None where it recorded none)."""
-    files = run_model_files.supplied(init_checkpoint, flag, not vocab_file)
-    if files is None:
-        raise ValueError(run_model_files.required_unless("bert_config_file", flag))
-    return files[0], vocab_file or files[1]
-
-
-def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
-    """The files of a checkpoint that comes without a config (a released ELECTRA folder): the
-    config its family reads from its shapes, the `vocab.txt` beside it."""
-    found = open_checkpoint(init_checkpoint, flag)
-    read = found.family.config_from_checkpoint
-    if read is None or found.layout != "original":
-        raise ValueError(run_model_files.required_unless("bert_config_file", flag))
-    config = read(found.shapes, f"{found.location} ({flag})")
-    check_max_seq_length(config, max_seq_length, found.location)
-    return ModelFiles(config, found.location, vocab_file or _vocab_beside(found.location))
-
-
-def _vocab_beside(checkpoint):
-    """The `vocab.txt` in the folder of `checkpoint` (a released folder's), or None."""
-    vocab = os.path.join(checkpoint_folder(checkpoint), "vocab.txt")
-    return vocab if os.path.isfile(vocab) else None
-
-
-def recorded_objective(checkpoint):
-    """(pretraining objective, the file recording it) of the run that wrote `checkpoint` (a
-    directory or a checkpoint prefix), or (None, None): the "pretraining_objective" of the
-    run.json beside it (or of the run's output_dir, for a --seeds `seed_<n>` directory), else of
-    the bert_config.json beside it (run_pretraining writes one; a config without the key, as
-    the original's, is a masked LM)."""
-    for directory in run_files.record_directories(checkpoint):
-        for name, default in ((run_files.RUN_RECORD, None), ("bert_config.json", "mlm")):
-            path = os.path.join(directory, name)
-            recorded = run_files.read_json_object(path)
-            objective = (None if recorded is None
-                         else recorded.get("pretraining_objective", default))
-            if objective:
-                return objective, path
-    return None, None
-
-
-def check_objective(config, bert_config_file, checkpoint, flag="--init_checkpoint"):
-    """Refuses a config whose pretraining objective is not the one recorded beside `checkpoint`
-    (`recorded_objective`): an LTR checkpoint with the original bert_config.json would silently
-    become a bidirectional encoder, and the reverse a causal one."""
-    recorded, path = recorded_objective(checkpoint)
-    if recorded is not None and recorded != config.pretraining_objective:
-        raise ValueError(
-            f"--bert_config_file={bert_config_file} describes a {config.pretraining_objective!r} "
-            f"model but {flag}={checkpoint} was trained as {recorded!r} ({path}): pass the config "
-            "that records its objective (the pre-training output_dir's bert_config.json)")
+def architecture_differences(given, config):
+    """The architecture keys on which the config `given` differs from `config`, each as
+    "<key> <given's value> vs <config's>"; empty when they describe the same model."""
+    return [f"{key} {getattr(given, key)!r} vs {getattr(config, key)!r}"
+            for key in _ARCHITECTURE_KEYS if getattr(given, key) != getattr(config, key)]
 
 
 def load_config(bert_config_file, max_seq_length=None):
@@ -146,7 +31,7 @@ def load_config(bert_config_file, max_seq_length=None):
     BERT its `"gelu"` is the exact erf GELU, where the original's `"gelu"` is the tanh form.
     Any other file is read by the family that claims it (`families.of_config_file`: the
     original's `bert_config.json` is BERT's)."""
-    data = json_object(bert_config_file)
+    data = read_json_object(bert_config_file) or {}
     if any(key in data for key in _HF_CONFIG_KEYS):
         config = hugging_face.read_config(bert_config_file)
     else:

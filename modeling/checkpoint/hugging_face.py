@@ -20,7 +20,7 @@ import safetensors.numpy
 from modeling import families
 from modeling.checkpoint.original import encoder_names, encoder_of, is_pooler
 from modeling.checkpoint.layout import LABEL_LIST_FILE
-from modeling.hf_directory import json_object
+from modeling.json_file import read_json_object
 
 
 def read_config(path):
@@ -142,18 +142,17 @@ def _config_beside(path):
     none)."""
     path = os.fspath(path)
     folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
-    return json_object(os.path.join(folder, "config.json"))
+    return read_json_object(os.path.join(folder, "config.json")) or {}
 
 
 def read_hf_for_model(path, family, model):
     """`{original name: np.ndarray}` of the Hugging Face checkpoint at `path` (of `family`) as
-    `model` loads it: the family's `read_hf` where it has one (companion folders, refusals),
-    else `read_hf_as_tf1`."""
+    `model` loads it: the family's `read_hf` (companion folders, refusals) over
+    `read_hf_as_tf1`."""
     def read(where):
         return read_hf_as_tf1(where, family)
 
-    tensors = read(path) if family.read_hf is None else family.read_hf(os.fspath(path), model,
-                                                                        read)
+    tensors = family.read_hf(os.fspath(path), model, read)
     return _cross_encoder_as_two_labels(tensors, _config_beside(path), model)
 
 
@@ -181,7 +180,7 @@ def hf_folders(model, head=False, labels=None):
     of its head (`head_folder`); else the encoder alone as the bare model saves it (names
     without the model prefix)."""
     family = families.of_model(model)
-    folders = family.hf_folders(model) if family.hf_folders is not None else None
+    folders = family.hf_folders(model)
     if folders is not None:
         return folders
     if head:

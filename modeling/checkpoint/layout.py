@@ -5,7 +5,9 @@ TF1 one or one of this project's runs: told apart by its variable names, `modeli
 import os
 import re
 
-from modeling.hf_directory import HF_WEIGHT_FILES, is_hf_directory, json_object
+from modeling.checkpoint.errors import CheckpointError
+from modeling.hf_directory import HF_WEIGHT_FILES, is_hf_directory
+from modeling.json_file import read_json_object
 
 # A LoRA run's adapters file (`adapters`), in its output_dir: safetensors, but not a model.
 ADAPTERS_FILE = "lora_adapters.safetensors"
@@ -31,15 +33,22 @@ def hf_home(path):
     return None
 
 
+def is_hugging_face(path):
+    """True when `path` is in the Hugging Face layout: a model directory or a weights file."""
+    return is_hf_directory(path) or is_hf_weights_file(path)
+
+
 def read_casing(directory):
     """The `do_lower_case` of a Hugging Face directory's `tokenizer_config.json`, or None."""
-    value = json_object(os.path.join(directory, "tokenizer_config.json")).get("do_lower_case")
+    value = (read_json_object(os.path.join(directory, "tokenizer_config.json")) or {}).get(
+        "do_lower_case")
     return value if isinstance(value, bool) else None
 
 
-def check_partial_directory(path, flag=None):
+def check_partial_directory(path):
     """Refuses a directory that holds part of the Hugging Face layout and no TF checkpoint (a
-    `config.json` without weights, weights without `config.json`), saying what is missing."""
+    `config.json` without weights, weights without `config.json`), saying what is missing
+    (`CheckpointError`)."""
     if not path or not os.path.isdir(path) or is_hf_directory(path):
         return
     has_config = os.path.isfile(os.path.join(path, "config.json"))
@@ -49,10 +58,9 @@ def check_partial_directory(path, flag=None):
     if any(n.endswith(".index") or n == "checkpoint" for n in os.listdir(path)):
         return
     lacks = ("model.safetensors or pytorch_model.bin" if has_config else "config.json")
-    named = f"{path} ({flag})" if flag else path
-    raise ValueError(f"{named} is neither a TensorFlow checkpoint nor a Hugging Face model "
-                     f"directory: it holds {'config.json' if has_config else weights[0]} but no "
-                     f"{lacks} (and no *.index)")
+    raise CheckpointError(f"{path} is neither a TensorFlow checkpoint nor a Hugging Face model "
+                          f"directory: it holds {'config.json' if has_config else weights[0]} "
+                          f"but no {lacks} (and no *.index)", path)
 
 
 # The first keys of an original ELECTRA pre-training checkpoint's index (sorted names, each the
@@ -97,23 +105,6 @@ def checkpoint_folder(path):
     return None if index is None else os.path.dirname(index) or "."
 
 
-# A run's record beside its checkpoints (`run_files`), and the name of its vocabulary's content
-# hash there (`bert_runner.run_identity`): a model read with another vocabulary is refused.
-RUN_RECORD = "run.json"
-VOCAB_KEY = "vocab"
-# A classifier's or tagger's labels in output order (`run_files`), beside its checkpoints and in
-# a Hugging Face export of its run.
+# A classifier's or tagger's labels in output order, beside a run's checkpoints and in a Hugging
+# Face export of its run (`hugging_face`).
 LABEL_LIST_FILE = "label_list.txt"
-# Where the vocabulary the run read was (its --vocab_file, made absolute): looked for there when
-# it is kept nowhere beside the run, taken only while its content is still the recorded hash.
-VOCAB_PATH_KEY = "vocab_file"
-
-
-def run_directories(directory):
-    """The folders whose files describe the run that wrote into `directory`: itself, then for a
-    --seeds `seed_<n>` folder the sweep's output_dir (where run.json is)."""
-    # A local path made absolute (its name, even for "."); a URL (gs://, file://) as it is.
-    full = directory.rstrip("/") if "://" in directory else os.path.abspath(directory)
-    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
-        return [directory, os.path.dirname(full)]
-    return [directory]

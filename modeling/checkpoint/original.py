@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import families
+from modeling.checkpoint.errors import CheckpointError, CheckpointNotFoundError
 
 # Checkpoint entries written by the original optimizer; never model weights.
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")
@@ -60,21 +61,16 @@ def _first_layer(match):
     return match.group(0)[: match.start(1) - match.start(0)] + "0/"
 
 
-def describe_source(path, flag):
-    """`path`, followed by the flag it came from when known: "x.ckpt (--init_checkpoint)"."""
-    return f"{path} ({flag})" if flag else f"{path}"
-
-
 def _listing(paths, limit=5):
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def resolve_checkpoint_prefix(path, flag=None):
+def resolve_checkpoint_prefix(path):
     """Accepts a checkpoint prefix, its `.index`/`.data-*` file, or a directory holding one.
 
-    `flag` (e.g. "--init_checkpoint") is named in the messages. Raises FileNotFoundError saying
-    what is there instead: for a directory, its checkpoints or (when it holds none) its files and
+    Raises `CheckpointNotFoundError` (a FileNotFoundError) naming `path` and saying what is there
+    instead: for a directory, its checkpoints or (when it holds none) its files and
     the prefix to pass; for a prefix, whether its `.data` file is there without its `.index`, and
     the checkpoints its directory does hold.
     """
@@ -86,21 +82,21 @@ def resolve_checkpoint_prefix(path, flag=None):
         found = sorted(glob.glob(os.path.join(path, "*.index")))
         if len(found) == 1:
             return found[0][: -len(".index")]
-        raise FileNotFoundError(_describe_directory(path, found, flag))
+        raise CheckpointNotFoundError(_describe_directory(path, found), path)
     if not os.path.exists(path + ".index"):
-        raise FileNotFoundError(_describe_missing_index(path, flag))
+        raise CheckpointNotFoundError(_describe_missing_index(path), path)
     return path
 
 
-def _describe_directory(path, found, flag):
+def _describe_directory(path, found):
     if found:
         prefixes = [f[: -len(".index")] for f in found]
-        return (f"{describe_source(path, flag)} holds {len(found)} checkpoints but no checkpoint "
+        return (f"{path} holds {len(found)} checkpoints but no checkpoint "
                 f"file naming the newest: pass one prefix, e.g. {prefixes[-1]} (found "
                 f"{_listing([os.path.basename(p) for p in prefixes])})")
     entries = sorted(e + ("/" if os.path.isdir(os.path.join(path, e)) else "")
                      for e in os.listdir(path))
-    message = (f"{describe_source(path, flag)} is a directory with no checkpoint in it "
+    message = (f"{path} is a directory with no checkpoint in it "
                "(no *.index file)")
     if not entries:
         message += "; it is empty"
@@ -116,9 +112,9 @@ def _describe_directory(path, found, flag):
                       "for bert_model.ckpt.index with bert_model.ckpt.data-00000-of-00001")
 
 
-def _describe_missing_index(path, flag):
+def _describe_missing_index(path):
     parent = os.path.dirname(path) or "."
-    message = f"Checkpoint {describe_source(path, flag)} not found: "
+    message = f"Checkpoint {path} not found: "
     if not os.path.isdir(parent):
         return message + f"the directory {parent} does not exist"
     message += f"{path}.index does not exist"
@@ -136,35 +132,36 @@ def _describe_missing_index(path, flag):
     return message + f"; {parent} holds no checkpoint (*.index)"
 
 
-def read_checkpoint(path, flag=None):
-    """`{name: np.ndarray}` lazily: returns (prefix, reader, {name: shape})."""
-    prefix = resolve_checkpoint_prefix(path, flag)
+def read_checkpoint(path):
+    """`{name: np.ndarray}` lazily: returns (prefix, reader, {name: shape}). An index that does
+    not read raises `CheckpointError` naming the prefix."""
+    prefix = resolve_checkpoint_prefix(path)
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
-        raise ValueError(f"Checkpoint {describe_source(prefix, flag)} is unreadable: its index "
-                         f"{prefix}.index is corrupt or truncated ({_first_line(e)}); copy the "
-                         "checkpoint again") from e
+        raise CheckpointError(f"Checkpoint {prefix} is unreadable: its index {prefix}.index is "
+                              f"corrupt or truncated ({_first_line(e)}); copy the checkpoint "
+                              "again", prefix) from e
     return prefix, reader, reader.get_variable_to_shape_map()
 
 
-def read_tensor(reader, prefix, key, flag=None):
-    """`reader.get_tensor(key)`; a missing, truncated or corrupt `.data` file raises ValueError
-    naming the checkpoint, the variable and the file (TensorFlow says IndexError, or an OpError
+def read_tensor(reader, prefix, key):
+    """`reader.get_tensor(key)`; a missing, truncated or corrupt `.data` file raises
+    `CheckpointError` naming the checkpoint, the variable and the file (TensorFlow says IndexError, or an OpError
     with a page of C++ context)."""
     try:
         return reader.get_tensor(key)
     except (IndexError, OSError, tf.errors.OpError) as e:
         data = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
         if not data:
-            raise ValueError(
-                f"Checkpoint {describe_source(prefix, flag)} is unreadable: its data file "
+            raise CheckpointError(
+                f"Checkpoint {prefix} is unreadable: its data file "
                 f"{prefix}.data-00000-of-00001 is missing (deleted, or not copied with "
-                f"{os.path.basename(prefix)}.index)") from e
-        raise ValueError(
-            f"Checkpoint {describe_source(prefix, flag)} is unreadable at {key}: its data file "
+                f"{os.path.basename(prefix)}.index)", prefix) from e
+        raise CheckpointError(
+            f"Checkpoint {prefix} is unreadable at {key}: its data file "
             f"{_listing(data, 2)} is truncated or corrupt ({type(e).__name__}: {_first_line(e)}); "
-            "copy the checkpoint again") from e
+            "copy the checkpoint again", prefix) from e
 
 
 def _first_line(error):
@@ -229,7 +226,8 @@ def assign_checked(names, source_shapes, get_tensor, source, strict, encoder=Non
         names: `{name: variable}` of the model. source_shapes: `{name: shape}` available.
         get_tensor: name -> np.ndarray. source: file name for messages. strict: see above.
         encoder: an `Encoder`, or None (no requirement beyond `strict`).
-    Returns a `LoadReport`; raises ValueError (assigning nothing) on any mismatch.
+    Returns a `LoadReport`; raises `CheckpointError` naming `source` (assigning nothing) on any
+    mismatch.
     """
     report = LoadReport(source, [], [], [], [])
     for name, var in names.items():
@@ -241,7 +239,7 @@ def assign_checked(names, source_shapes, get_tensor, source, strict, encoder=Non
             report.loaded.append(name)
     report.unexpected = sorted(n for n in source_shapes if n not in names)
     if report.mismatched or (strict and (report.missing or report.unexpected)):
-        raise ValueError(_describe_problems(report, names, strict, encoder))
+        raise CheckpointError(_describe_problems(report, names, strict, encoder), source)
     if encoder is not None:
         check_encoder(report, encoder, source_shapes)
     for name in report.loaded:
@@ -287,8 +285,8 @@ def check_encoder(report, encoder, source_shapes):
         name = encoder.family.name.upper()
         message += (f"; it holds no {name} encoder (is it a {name} checkpoint? it holds "
                     f"{_listing(sorted(source_shapes), 3) or 'nothing'})")
-    raise ValueError(message + f". Use the {family.config_file} that came with the checkpoint: "
-                     "nothing was loaded")
+    raise CheckpointError(message + f". Use the {family.config_file} that came with the "
+                          "checkpoint: nothing was loaded", report.checkpoint)
 
 
 def _describe_problems(report, names, strict, encoder=None):

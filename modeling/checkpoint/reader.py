@@ -1,10 +1,9 @@
 """The one reader: whatever a user gives as a starting point, seen as one `Checkpoint`.
 
-    checkpoint = open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None)
+    checkpoint = open_checkpoint(path, lora_adapters=None)
     checkpoint.layout            ORIGINAL (a TF1 prefix or folder), RUN (this project's ckpt-N or
                                  output_dir), HUGGING_FACE (a directory or weights file)
     checkpoint.family            its model family (`modeling.families`)
-    checkpoint.record, .labels   what the run that wrote it recorded (run.json, label_list.txt)
     checkpoint.load_into(model, strict)   every weight by the family's names, adapters merged
     checkpoint.check_fits(model)          the same checks, reading every tensor, assigning none
 
@@ -21,8 +20,12 @@ Every load follows one rule: the whole encoder of the model the config describes
 checkpoint (else nothing is loaded: a config with another num_hidden_layers, a checkpoint of
 another model), a head it lacks is newly initialised, what it holds beyond the model (optimizer
 slots, another task's head) is left. Missing, truncated and corrupt files are refused naming the
-file (`original`). A LoRA run's checkpoint loads into a model without adapters with its kernels
-merged; its adapters file (`adapters`) loads on top of its base.
+file (`original`; the errors of `errors`, to which the machinery adds where the user gave it). A
+LoRA run's checkpoint loads into a model without adapters with its kernels merged; its adapters
+file (`adapters`) loads on top of its base.
+
+It knows no run: the machinery (`bert_runner.runs.checkpoints`) gives the family a run recorded
+and adds its record and labels.
 """
 import dataclasses
 import os
@@ -30,14 +33,14 @@ import re
 from typing import Optional
 
 import tensorflow as tf
-from absl import logging
 
 from modeling import families
 from modeling.layers import lora
-from modeling.checkpoint import adapters, hugging_face, original, run_files
+from modeling.checkpoint import adapters, hugging_face, original
+from modeling.checkpoint.errors import CheckpointError
 from modeling.checkpoint.layout import (
-    check_partial_directory, hf_home, is_hf_weights_file, read_casing)
-from modeling.hf_directory import HF_WEIGHT_FILES, is_hf_directory
+    check_partial_directory, hf_home, is_hugging_face, read_casing)
+from modeling.hf_directory import HF_WEIGHT_FILES
 from modeling.family import ModelFamily
 
 ORIGINAL, RUN, HUGGING_FACE = "original", "run", "hugging_face"
@@ -86,9 +89,9 @@ class _Source:
 
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
-    """A starting point, read once: what it is and what the run that wrote it recorded.
+    """A starting point, read once: what it is.
 
-    path: as given. flag: the flag that gave it (named in every message).
+    path: as given.
     layout: ORIGINAL, RUN or HUGGING_FACE.
     location: the TensorFlow checkpoint prefix, or the Hugging Face directory or weights file.
     family: its `modeling.family.ModelFamily`.
@@ -97,17 +100,14 @@ class Checkpoint:
     config, config_file: the config it carries and its file (a Hugging Face `config.json`), or
       None: the config then comes from --bert_config_file (`model_files`).
     vocab_file: the vocabulary it carries (a Hugging Face directory's), or None.
-    do_lower_case: its casing, where it records one (a Hugging Face `tokenizer_config.json`,
-      a run's run.json), or None.
-    record_path, record: the run.json of the run that wrote it (None, None: none).
-    labels: the labels recorded beside it (label_list.txt), or None.
+    do_lower_case: its casing, where it records one (a Hugging Face `tokenizer_config.json`),
+      or None.
     lora_adapters: a LoRA run's adapters file loaded on top, or None.
     keys, reader: a TensorFlow checkpoint's `{name: its key in the file}` (the names of
       `shapes`) and its open `tf.train.CheckpointReader`, which every load reads through.
     """
 
     path: str
-    flag: Optional[str]
     layout: str
     location: str
     family: ModelFamily
@@ -116,9 +116,6 @@ class Checkpoint:
     config_file: Optional[str] = None
     vocab_file: Optional[str] = None
     do_lower_case: Optional[bool] = None
-    record_path: Optional[str] = None
-    record: Optional[dict] = None
-    labels: Optional[list] = None
     lora_adapters: Optional[str] = None
     keys: dict = dataclasses.field(default=None, repr=False, compare=False)
     reader: object = dataclasses.field(default=None, repr=False, compare=False)
@@ -160,7 +157,7 @@ class Checkpoint:
                              if not lora.is_adapter_path(p)]
 
         def read(name):
-            return original.read_tensor(self.reader, self.location, self.keys[name], self.flag)
+            return original.read_tensor(self.reader, self.location, self.keys[name])
 
         # A LoRA run's checkpoint into a model without adapters (an export, another task): its
         # kernels load with the adapters merged in.
@@ -189,43 +186,40 @@ class Checkpoint:
         _check_required_scopes(model, source)
         encoder = original.Encoder.of(model, source.encoder_names, config_file)
         return original.assign_checked(
-            source.names, source.shapes, source.get_tensor,
-            original.describe_source(source.prefix, self.flag), strict, encoder=encoder)
+            source.names, source.shapes, source.get_tensor, source.prefix, strict,
+            encoder=encoder)
 
-    def check_fits(self, model, config_file=None, task=None, read_tensors=True):
+    def check_fits(self, model, config_file=None, read_tensors=True, explain=None):
         """Checks, before any work, that this checkpoint is readable and fits `model`.
 
         Reads every tensor the model would take (so a truncated or corrupt `.data` file is found
         now, named, not after the features are written; not with `read_tensors=False`, for a
         run's own checkpoints, whose restore falls back past one that does not read: see
-        `restore_newest_readable`) and compares names and shapes as
-        `load_into` does; assigns nothing. Raises ValueError naming the checkpoint (the config
-        file, each mismatched variable, the missing encoder variables) and, from the record of
-        the run that wrote it, why they differ: the encoder's shapes, the config that run
-        trained (its bert_config.json) against `config_file`; the head's alone, that run's task
-        when it is not `task` (the task loading it; None: not known).
+        `bert_runner.trainer.restore_newest_readable`) and compares names and shapes as
+        `load_into` does; assigns nothing. Raises `CheckpointError` naming the checkpoint (the
+        config file, each mismatched variable, the missing encoder variables) and the lines
+        `explain(model, config_file, in_encoder)` gives (None: none) on why shapes differ, in
+        the encoder or in a head alone.
 
         Returns the names of the model's variables the checkpoint lacks, which loading it leaves
         newly initialised (a new head; the pooler: see `original.check_encoder`).
         """
         source = self.source(model)
         _check_required_scopes(model, source)
-        named = original.describe_source(source.prefix, self.flag)
         wrong = [name for name, var in source.names.items()
                  if name in source.shapes and tuple(source.shapes[name]) != tuple(var.shape)]
         if wrong:
             mismatched = [f"  shape mismatch {name}: model {list(source.names[name].shape)}, "
                           f"checkpoint {list(source.shapes[name])}" for name in wrong]
             encoder_names = set(source.encoder_names)
-            if any(name in encoder_names for name in wrong):
-                why = self._recorded_config_hint(model, config_file)
-            else:
-                why = self._recorded_task_hint(task)
-            raise ValueError("\n".join(
-                [f"Checkpoint {named} does not fit the model of "
-                 f"{families.of_model(model).config_flag(config_file)}:"] + mismatched + why))
+            in_encoder = any(name in encoder_names for name in wrong)
+            why = explain(model, config_file, in_encoder) if explain else []
+            raise CheckpointError("\n".join(
+                [f"Checkpoint {source.prefix} does not fit the model of "
+                 f"{families.of_model(model).config_flag(config_file)}:"] + mismatched + why),
+                source.prefix)
         report = original.LoadReport(
-            named, [n for n in source.names if n in source.shapes],
+            source.prefix, [n for n in source.names if n in source.shapes],
             [n for n in source.names if n not in source.shapes],
             sorted(n for n in source.shapes if n not in source.names), [])
         original.check_encoder(
@@ -234,49 +228,6 @@ class Checkpoint:
         for name in report.loaded if read_tensors else ():
             source.get_tensor(name)
         return report.missing
-
-    def _recorded_task_hint(self, task):
-        """The line saying that a head of other shapes is another task's, when the run that
-        wrote this checkpoint recorded a task other than `task` (or `task` is not known)."""
-        recorded = (self.record or {}).get("task")
-        if not recorded:
-            return []
-        if recorded == task:
-            return [f"  it was written by a run of this task ({recorded!r}, {self.record_path}) "
-                    "with a head of other shapes: another label set"]
-        return [f"  it was written by a run of task {recorded!r} ({self.record_path}): another "
-                "task's head under the same names"]
-
-    def _recorded_config_hint(self, model, config_file):
-        """The line naming the config the run that wrote this checkpoint trained (its
-        bert_config.json beside run.json) and the keys where it differs from `model`'s (built
-        from `config_file`): the encoder's shapes are another model size's."""
-        if not self.record_path:
-            return []
-        config_file = families.of_model(model).config_flag(config_file)
-        recorded_file = os.path.join(os.path.dirname(self.record_path), "bert_config.json")
-        recorded = run_files.read_json_object(recorded_file) if os.path.isfile(
-            recorded_file) else None
-        if recorded is None:
-            return [f"  the encoder is another model size's than "
-                    f"{config_file} describes: pass the config its run "
-                    f"({self.record_path}) trained"]
-        given = original.encoder_of(model).config.to_dict()
-        differ = [f"{key} {given[key]!r}, the run's {recorded[key]!r}"
-                  for key in _ARCHITECTURE_KEYS
-                  if key in given and key in recorded and given[key] != recorded[key]]
-        if not differ:  # the run's own sizes: the shapes differ for another reason
-            return []
-        return [f"  the encoder is another model size's: its run ({self.record_path}) trained "
-                f"the model of {recorded_file}, not that of {config_file}"
-                f" ({'; '.join(differ)}): pass --bert_config_file={recorded_file}, or leave it "
-                "out"]
-
-
-# The config keys that decide the encoder's shapes.
-_ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                      "intermediate_size", "max_position_embeddings", "type_vocab_size",
-                      "embedding_size")
 
 
 def _check_required_scopes(model, source):
@@ -288,31 +239,32 @@ def _check_required_scopes(model, source):
             raise ValueError(f"Checkpoint {source.prefix} holds no {scope}: {why}")
 
 
-def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
+def open_checkpoint(path, lora_adapters=None, family=None):
     """The `Checkpoint` at `path`: an original TF1 prefix or folder, one of our ckpt-N prefixes
     or output_dirs (or a --seeds `seed_<n>` folder), a Hugging Face directory or weights file;
-    `lora_adapters`, a LoRA run's adapters file to load on top. `flag` is named in the messages.
+    `lora_adapters`, a LoRA run's adapters file to load on top.
+    A TensorFlow checkpoint is read as `family`'s (a `ModelFamily`, the one its run recorded),
+    else as the family its names are.
 
-    Raises FileNotFoundError saying what is there instead (`original.resolve_checkpoint_prefix`),
-    ValueError for a directory with part of the Hugging Face layout or an unreadable index.
+    Raises `CheckpointNotFoundError` saying what is there instead
+    (`original.resolve_checkpoint_prefix`), `CheckpointError` for a directory with part of the
+    Hugging Face layout or an unreadable index.
     """
     path = os.fspath(path)
-    check_partial_directory(path, flag)
-    if is_hf_directory(path) or is_hf_weights_file(path):
+    check_partial_directory(path)
+    if is_hugging_face(path):
         home = hf_home(path)
         config_file = os.path.join(home, "config.json") if home else None
         config = hugging_face.read_config(config_file) if home else None
         vocab_file = os.path.join(home, "vocab.txt") if home else None
         return Checkpoint(
-            path, flag, HUGGING_FACE, path,
+            path, HUGGING_FACE, path,
             families.of_config(config) if config else families.families()[0], {},
             config=config, config_file=config_file,
             vocab_file=vocab_file if vocab_file and os.path.isfile(vocab_file) else None,
             do_lower_case=read_casing(home) if home else None,
             lora_adapters=lora_adapters)
-    # The record first: an unreadable run.json is refused whatever the checkpoint beside it.
-    record_path, record = run_files.run_record(path)
-    prefix, reader, shapes = original.read_checkpoint(path, flag)
+    prefix, reader, shapes = original.read_checkpoint(path)
     if original.is_tf1_layout(shapes):
         layout = ORIGINAL
         keys = {n: n for n in shapes if not original.is_optimizer_entry(n)}
@@ -322,77 +274,25 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
                 if p is not None and "seed_generator" not in p}
     names = {name: shapes[key] for name, key in keys.items()}
     # Our variable paths begin as the original names do (`bert/embeddings/word_embeddings`).
-    family = families.of_original_names(names)
-    if (record or {}).get(run_files.FAMILY_KEY):
-        try:
-            family = families.get(record[run_files.FAMILY_KEY])
-        except ValueError as e:
-            raise ValueError(f"{original.describe_source(prefix, flag)} was written by a run of "
-                             f"another version ({record_path}): {e}") from None
-    return Checkpoint(path, flag, layout, prefix, family, names, record_path=record_path,
-                      record=record, do_lower_case=(record or {}).get("do_lower_case"),
-                      labels=run_files.recorded_labels(prefix), lora_adapters=lora_adapters,
-                      keys=keys, reader=reader)
+    return Checkpoint(path, layout, prefix, family or families.of_original_names(names),
+                      names, lora_adapters=lora_adapters, keys=keys, reader=reader)
 
 
-def load_checkpoint(model, path, strict=True, flag=None, config_file=None, lora_adapters=None):
-    """`open_checkpoint(path, flag, lora_adapters).load_into(model, strict, config_file)`."""
-    return open_checkpoint(path, flag, lora_adapters).load_into(model, strict, config_file)
+def load_checkpoint(model, path, strict=True, config_file=None, lora_adapters=None):
+    """`open_checkpoint(path, lora_adapters).load_into(model, strict, config_file)`."""
+    return open_checkpoint(path, lora_adapters).load_into(model, strict, config_file)
 
 
-def initialize_from_checkpoint(model, init_checkpoint, flag="--init_checkpoint",
-                               config_file=None, lora_adapters=None):
+def initialize_from_checkpoint(model, init_checkpoint, config_file=None, lora_adapters=None):
     """Loads `init_checkpoint` into `model`: the whole encoder, and the heads it has
     (`Checkpoint.load_into` with strict=False)."""
-    return load_checkpoint(model, init_checkpoint, False, flag, config_file, lora_adapters)
+    return load_checkpoint(model, init_checkpoint, False, config_file, lora_adapters)
 
 
-def check_init_checkpoint(model, init_checkpoint, flag="--init_checkpoint", config_file=None,
-                          lora_adapters=None, task=None, read_tensors=True):
-    """`Checkpoint.check_fits` of `init_checkpoint` (for `task`, the loading task's name), before
-    any work: returns the model's variables it would leave newly initialised."""
-    return open_checkpoint(init_checkpoint, flag, lora_adapters).check_fits(
-        model, config_file, task, read_tensors)
+def check_init_checkpoint(model, init_checkpoint, config_file=None, lora_adapters=None,
+                          read_tensors=True):
+    """`Checkpoint.check_fits` of `init_checkpoint`, before any work: returns the model's
+    variables it would leave newly initialised."""
+    return open_checkpoint(init_checkpoint, lora_adapters).check_fits(
+        model, config_file, read_tensors)
 
-
-def identity_file(path, flag="--init_checkpoint"):
-    """`Checkpoint.identity_file` of `path`."""
-    return open_checkpoint(path, flag).identity_file()
-
-
-def restore_newest_readable(manager, restore):
-    """Restores the newest checkpoint of `manager` that reads, falling back to older ones.
-
-    A checkpoint can be unreadable although the `checkpoint` file lists it: its `.data` file
-    truncated (a full disk, a copy cut short) or corrupt, or its files deleted. Each such one is
-    skipped with a warning, and the run resumes from the newest readable one, so only the steps
-    after it are trained again. Restoring the older checkpoint assigns every variable again,
-    so nothing of the failed attempt remains.
-
-    Args:
-      manager: a `tf.train.CheckpointManager`.
-      restore: `path -> None`, restores one checkpoint (raises if it cannot be read).
-    Returns:
-      the path restored, or None when `manager` has no checkpoint.
-    Raises:
-      ValueError naming every checkpoint when none of them reads.
-    """
-    unreadable = []
-    for path in reversed(manager.checkpoints):
-        try:
-            restore(path)
-        except (IndexError, tf.errors.OpError) as e:  # truncation raises IndexError
-            message = (str(e).strip().splitlines() or [""])[0]
-            logging.warning("Checkpoint %s is unreadable (truncated or corrupt data file?): %s: %s",
-                            path, type(e).__name__, message)
-            unreadable.append(path)
-            continue
-        if unreadable:
-            logging.warning("Resuming from %s, the newest readable checkpoint, instead of %s",
-                            path, ", ".join(unreadable))
-        return path
-    if unreadable:
-        raise ValueError(
-            "No checkpoint in %s can be read (%s): move them away to start again from "
-            "--init_checkpoint or from scratch" % (manager.directory, ", ".join(unreadable)))
-    return None

@@ -3,7 +3,7 @@
 Every writer merges a LoRA model's adapters into its kernels first (`modeling.layers.lora.merged`; a
 no-op without LoRA), so what it writes is a plain model that any reader, ours or another
 project's, loads. A run's own checkpoints (`ckpt-N`, `reader.ModelVariables`) are written by
-its `tf.train.CheckpointManager` (`bert_runner.trainer`), with their run files (`run_files`).
+its `tf.train.CheckpointManager` (`bert_runner.trainer`), with their run files (`bert_runner.runs`).
 """
 from modeling.layers import lora
 from modeling.checkpoint import adapters, hugging_face, original

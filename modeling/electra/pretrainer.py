@@ -134,7 +134,8 @@ class ElectraPretrainer(BertTaskModel):
         c = self.config
         self.temperature = temperature
         self.generator = ElectraModel(c.generator_config(), embeddings=self.encoder.embeddings,
-                                      kernels=self.encoder.kernels, dtype=self.dtype_policy,
+                                      kernels=self.encoder.kernels, modes=self.encoder.modes,
+                                      dtype=self.dtype_policy,
                                       name="generator")
         g = self.generator.config
         self.generator_predictions = MaskedLMHead(

@@ -24,7 +24,7 @@ written: the encoder, and the heads it has (none for an encoder alone, as a Hugg
 `bert_model.ckpt` holds): optimizer slots (`adam_m`, `adam_v`) and `global_step` are dropped,
 because no script here (nor the original) reads them from `--init_checkpoint`: a run from it starts
 its optimizer afresh. The config and vocabulary of a Hugging Face directory or a run's output_dir
-are its own when not given (`modeling.checkpoint.model_files`), and so is the casing it records.
+are its own when not given (`bert_runner.runs.model_files`), and so is the casing it records.
 
 Refused, every word named with its line: a word that is already a whole word-piece of the
 vocabulary; one the BasicTokenizer would split (punctuation, spaces, CJK characters) or, with
@@ -208,7 +208,7 @@ def check_inputs(opts):
     """Reads and checks the words, the vocabulary and the config before any model is built.
 
     The config and vocabulary are `opts`' files, else those `opts.init_checkpoint` supplies (a
-    Hugging Face directory, a run's output_dir: `modeling.checkpoint.model_files`); the casing
+    Hugging Face directory, a run's output_dir: `bert_runner.runs.model_files`); the casing
     `opts.do_lower_case`, else the one the checkpoint records, else lower case.
 
     Returns (`opts` with those files and casing, config, vocab lines, {token: id}, [(line,
@@ -218,12 +218,13 @@ def check_inputs(opts):
         raise ValueError("--new_word_init=%s: must be one of %s"
                          % (opts.new_word_init, ", ".join(INIT_CHOICES)))
     words = read_words(opts.words_file)
-    from modeling import checkpoint as checkpoints, families
-    from modeling.checkpoint import run_model_files
+    from bert_runner.runs import checkpoints, supplied
+    from bert_runner.runs.model_files import model_files
+    from modeling import families
 
-    files = checkpoints.model_files(opts.bert_config_file, opts.vocab_file, opts.init_checkpoint)
+    files = model_files(opts.bert_config_file, opts.vocab_file, opts.init_checkpoint)
     if files.vocab_file is None:
-        raise ValueError(run_model_files.required_unless("vocab_file", "--init_checkpoint"))
+        raise ValueError(supplied.required_unless("vocab_file", "--init_checkpoint"))
     do_lower_case = opts.do_lower_case
     if do_lower_case is None:
         recorded = checkpoints.open_checkpoint(opts.init_checkpoint).do_lower_case
@@ -275,6 +276,7 @@ def run(opts):
 def _write(opts, config, vocab_lines, vocab, words):
     """`run`'s work once the inputs are checked."""
     from bert_runner.results import check_writable_dir
+    from bert_runner.runs import checkpoints as run_checkpoints
     from modeling import checkpoint as checkpoints, families
 
     check_writable_dir(opts.output_dir, "output_dir")
@@ -288,9 +290,9 @@ def _write(opts, config, vocab_lines, vocab, words):
     model = families.build_model("pretrainer", config)
     # The whole encoder is required (the loader refuses less); the heads are written where the
     # checkpoint has them: an encoder alone (a Hugging Face BertModel) gets none invented.
-    report = checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=False,
-                                         flag="--init_checkpoint",
-                                         config_file=opts.bert_config_file)
+    report = run_checkpoints.load_checkpoint(model, opts.init_checkpoint, strict=False,
+                                             flag="--init_checkpoint",
+                                             config_file=opts.bert_config_file)
     weights = {name: var.numpy() for name, var in checkpoints.variables_by_name(model).items()}
     heads = [name for name, _ in model.tf1_head_variables() if name in report.loaded]
     weights[WORD_EMBEDDINGS], bias = grown_rows(

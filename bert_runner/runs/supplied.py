@@ -15,18 +15,16 @@ recorded --init_checkpoint: a Hugging Face directory or a released folder; anoth
 the same way). Only a file whose content has the recorded hash is taken: a file of the same name
 with other word-pieces would give the model other ids.
 
-Reads local files with `os` and `json` only: the scripts' flag checks use it before TensorFlow is
-imported (`bert_runner.flags.require_model_files`).
+Reads local files with `os` only: the scripts' flag checks use it before TensorFlow is imported
+(`bert_runner.flags.require_model_files`).
 """
 import dataclasses
 import hashlib
-import json
 import os
 from typing import Optional
 
-from modeling.checkpoint.layout import (
-    RUN_RECORD, VOCAB_KEY, VOCAB_PATH_KEY, checkpoint_folder, hf_home, run_directories)
-from modeling.hf_directory import HF_DIRECTORY
+from bert_runner.runs.record import VOCAB_KEY, VOCAB_PATH_KEY, record_directories, run_record
+from modeling.checkpoint import HF_DIRECTORY, checkpoint_folder, hf_home
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -45,39 +43,19 @@ class RunModelFiles:
     vocab_problem: Optional[str] = None
 
 
-def record_directories(path):
-    """The folders describing the run that wrote `path` (an output_dir or a checkpoint prefix in
-    it), as `run_files.record_directories` finds them; none on an object store (gs://)."""
-    if not path or "://" in path:
-        return []
-    return run_directories(path if os.path.isdir(path) else (os.path.dirname(path) or "."))
-
-
-def _record(directories):
-    for directory in directories:
-        path = os.path.join(directory, RUN_RECORD)
-        try:
-            with open(path, encoding="utf-8-sig") as f:
-                record = json.load(f)
-        except OSError:
-            continue
-        except ValueError:
-            # The checkpoint reader refuses it, naming it: not a run's files then.
-            return None, None
-        return (path, record) if isinstance(record, dict) else (None, None)
-    return None, None
-
-
 def of_checkpoint(path):
     """The `RunModelFiles` of the run that wrote `path` (an output_dir, a `ckpt-N` prefix in it,
     a `seed_<n>` folder), or None when no run.json describes it (an original checkpoint, a
-    Hugging Face directory)."""
+    Hugging Face directory) or it is on an object store (gs://: its files are read locally).
+    ValueError naming a run.json that is not a JSON object."""
     return _of_checkpoint(path, _MAX_RUNS_BACK)
 
 
 def _of_checkpoint(path, runs_back):
+    if "://" in path:
+        return None
     directories = record_directories(path)
-    record_path, record = _record(directories)
+    record_path, record = run_record(path)
     if record is None:
         return None
     config_file = next((os.path.join(d, CONFIG_FILE) for d in directories
@@ -87,7 +65,7 @@ def _of_checkpoint(path, runs_back):
 
 
 def _sha256_prefix(path):
-    """`modeling.checkpoint.identity.fingerprint` of a file: its SHA-256, 16 hex digits."""
+    """`hashes.fingerprint` of a file: its SHA-256, 16 hex digits."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):

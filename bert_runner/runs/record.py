@@ -1,0 +1,91 @@
+"""run.json, a run's record beside its checkpoints: what the run is (`bert_runner.run_identity`:
+the task, hyper-parameters, model family and options, content hashes of what it read), written by
+`bert_runner.driver`; a later script checks its flags against it, and its checkpoints are read as
+the recorded family's (`checkpoints`).
+
+Read and written here only; a `gs://` output_dir behaves as a local one. A run.json that exists
+but is not a JSON object is refused naming it, whoever reads it: it is what tells which model the
+checkpoints beside it are of. Imports no TensorFlow (the flag checks read it, `supplied`).
+"""
+import json
+import os
+import re
+
+from modeling.json_file import JsonFileError, read_json_object
+
+RUN_RECORD = "run.json"
+# The vocabulary's content hash (`bert_runner.run_identity`): a model read with another
+# vocabulary is refused.
+VOCAB_KEY = "vocab"
+# Where the vocabulary the run read was (its --vocab_file, made absolute): looked for there when
+# it is kept nowhere beside the run, taken only while its content is still the recorded hash.
+VOCAB_PATH_KEY = "vocab_file"
+# The model family of the run (`modeling.families`): its checkpoints are read as that family's.
+FAMILY_KEY = "family"
+
+
+def record_directories(checkpoint):
+    """The directories whose files describe the run that wrote `checkpoint` (a run's output_dir,
+    a checkpoint prefix in it; None: none): its own, then for a --seeds `seed_<n>` directory the
+    run's output_dir (where run.json is)."""
+    if not checkpoint:
+        return []
+    directory = (checkpoint if _is_directory(checkpoint) else os.path.dirname(checkpoint)) or "."
+    # A local path made absolute (its name, even for "."); a URL (gs://, file://) as it is.
+    full = directory.rstrip("/") if "://" in directory else os.path.abspath(directory)
+    if re.fullmatch(r"seed_\d+", os.path.basename(full)):
+        return [directory, os.path.dirname(full)]
+    return [directory]
+
+
+def _is_directory(path):
+    if "://" not in path:
+        return os.path.isdir(path)
+    import tensorflow as tf  # an object store's folder (gs://): TensorFlow lists it
+
+    return tf.io.gfile.isdir(path)
+
+
+def read_run_file(path):
+    """The JSON object a run keeps in `path` beside its checkpoints (run.json, an evaluation's
+    report) as a dict, or None when there is none.
+
+    Raises:
+      ValueError naming `path`: it is not a JSON object.
+    """
+    try:
+        return read_json_object(path)
+    except JsonFileError as e:
+        raise ValueError(f"{e.path} is {e.reason}: restore it, or move the checkpoints beside it "
+                         "away") from None
+
+
+def run_record(checkpoint):
+    """(path, dict) of the run.json of the run that wrote `checkpoint` (`record_directories`),
+    or (None, None) when there is none (an original-layout checkpoint)."""
+    for directory in record_directories(checkpoint):
+        path = os.path.join(directory, RUN_RECORD)
+        record = read_run_file(path)
+        if record is not None:
+            return path, record
+    return None, None
+
+
+def output_dir_record(output_dir):
+    """The run.json of `output_dir` as a dict, or None."""
+    return read_run_file(os.path.join(output_dir, RUN_RECORD))
+
+
+def write_output_dir_record(output_dir, record):
+    from bert_runner.results import write_text_atomic  # imports TensorFlow, which readers skip
+
+    write_text_atomic(os.path.join(output_dir, RUN_RECORD), json.dumps(record, indent=2) + "\n")
+
+
+def vocab_location(vocab_file):
+    """How run.json records the path of the vocabulary a run read (`VOCAB_PATH_KEY`): a local
+    path made absolute (the run may have been started elsewhere), a URL as it is; None for
+    none."""
+    if not vocab_file:
+        return None
+    return vocab_file if "://" in vocab_file else os.path.abspath(vocab_file)
