@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from conftest import ROOT
-from modeling_helpers import TINY, TINY_TRAIN
+from modeling_helpers import TINY_TRAIN
 
 SEQ, PRED = 16, 4
 

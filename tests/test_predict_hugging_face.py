@@ -7,7 +7,6 @@ spans (the large tier).
 """
 import io
 import json
-import shutil
 import subprocess
 import sys
 

@@ -70,23 +70,6 @@ def test_the_shared_loader_takes_the_directory(hf_dir):
             "bert/encoder/layer_1/output/dense/kernel"))
 
 
-def _reference(model, pooling):
-    """Vectors of LINES through the faithful tokenizer, the full padded features and NumPy."""
-    import extract_features
-    from vocab.tokenization import FullTokenizer
-
-    tokenizer = FullTokenizer(str(TINY / "vocab.txt"), do_lower_case=True)
-    rows = [extract_features.convert_example(a, b, tokenizer, 16)[1:]
-            for _, a, b in extract_features.read_examples(str(LINES))]
-    ids, mask, types = (np.array([r[k] for r in rows]) for k in range(3))
-    out = np.asarray(model({"input_ids": ids, "input_mask": mask, "token_type_ids": types})[
-        "sequence_output"])
-    m = mask[:, :, None] > 0
-    vectors = {"cls": out[:, 0], "mean": (out * m).sum(1) / m.sum(1),
-               "max": np.where(m, out, -np.inf).max(1)}[pooling]
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
 def test_pooling_over_real_tokens(hf_dir):
     """`modeling.layers.pooling.pool` against NumPy on the full padded features ([CLS], mean,
     max)."""

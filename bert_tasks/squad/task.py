@@ -20,7 +20,6 @@ from bert_runner.task import Task, encoder_training_flops
 from bert_tasks.input_files import check_is_file
 from bert_tasks.squad import evaluate, examples as sq_examples, features as sq_features, io_utils
 from bert_tasks.squad import postprocess
-from bert_tasks.squad.postprocess import RawResult
 
 
 @dataclasses.dataclass(frozen=True)
