@@ -37,7 +37,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import (
-    check_lora_rank, checkpoint as checkpoints, enable_lora, families, trainable_count)
+    LoraSettings, checkpoint as checkpoints, families, trainable_count, with_lora)
 from modeling.bert.config import OBJECTIVE_KEY
 from modeling.bert.modes import EncoderModes
 from modeling.optimization import create_optimizer, layerwise_rates
@@ -234,6 +234,15 @@ def _changed_settings(output_dir, identity, names=None):
     return run_identity.differences(run_records.run_record(output_dir)[1] or {}, identity, names)
 
 
+def _check_lora_rank(rank, config, config_file):
+    """Refuses --lora_rank above the model's hidden size: the adapters would hold more weights
+    than the kernels they adapt."""
+    if rank > config.hidden_size:
+        raise ValueError(
+            f"--lora_rank={rank} is above the hidden size {config.hidden_size} of the model "
+            f"({config_file or '--bert_config_file'}): a low rank is the point (8 or 16 usually)")
+
+
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
     """The task's model and the original optimizer under `strategy`, in a `Trainer`.
 
@@ -248,7 +257,7 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
     with strategy.scope():
         model = task.build_model(config, run.bilstm_on_top, modes)
         if run.lora_rank:
-            enable_lora(model, run.lora_rank, run.lora_alpha, run.lora_targets)
+            model = with_lora(model, LoraSettings(run.lora_rank, run.lora_alpha, run.lora_targets))
             trained, total = trainable_count(model)
             logging.info("LoRA rank %d on %s: %d of %d weights trained (%.2f%%)", run.lora_rank,
                          run.lora_targets, trained, total, 100.0 * trained / total)
@@ -460,7 +469,7 @@ def run_command(task, run, seeds=None):
                         task.max_seq_length)
     run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
     config = task.model_config(files.config)
-    check_lora_rank(run.lora_rank, config, run.bert_config_file)
+    _check_lora_rank(run.lora_rank, config, run.bert_config_file)
     if run.lora_adapters:
         run_checkpoints.check_adapters_task(run.lora_adapters, task.name, run.init_checkpoint)
     tokenizer = None

@@ -1,6 +1,7 @@
 """Checks of the vocabulary every script runs before doing any work, so bad combinations fail in
 seconds with a message that names the file, instead of hours later (or silently, as in the
-original). The config and the checkpoint are checked by `modeling.checkpoint`.
+original), and of the model's settings that name a flag. The config and the checkpoint are
+checked by `modeling.checkpoint`.
 
 Light to import (no TensorFlow): create_pretraining_data's pipeline uses `warn_if_case_mismatch`
 too, and its spawned worker processes import the pipeline.
@@ -16,6 +17,16 @@ UNCASED_MAX_SHARE = 0.002
 CASED_MIN_SHARE = 0.05
 # Fewer word-pieces with letters than this say nothing about the case.
 _MIN_CASED_ENTRIES = 20
+
+
+def check_pooling(method, config):
+    """Refuses --pooling=cls for a causal `config`: a left-to-right model's [CLS] row attends
+    to itself only, so its vector is the same for every text (`modeling.layers.pooling`)."""
+    if method == "cls" and config.causal:
+        raise ValueError(
+            "--pooling=cls of a left-to-right model (its config records \"pretraining_objective\""
+            ": \"ltr\") gives every text the same vector (its [CLS] sees only itself): use "
+            "--pooling=mean or max")
 
 
 def check_vocab_matches_config(vocab, vocab_file, config, bert_config_file):

@@ -28,9 +28,8 @@ _PUBLIC = {
     "NextSentenceHead": ("modeling.layers.heads", "NextSentenceHead"),
     "SpanHead": ("modeling.layers.heads", "SpanHead"),
     "build_model": ("modeling.families", "build_model"),
-    "check_lora_rank": ("modeling.layers.lora", "check_rank"),
     "classification_loss": ("modeling.losses", "classification_loss"),
-    "enable_lora": ("modeling.layers.lora", "enable_lora"),
+    "LoraSettings": ("modeling.layers.lora", "LoraSettings"),
     "gelu": ("modeling.layers.activations", "gelu"),
     "gelu_exact": ("modeling.layers.activations", "gelu_exact"),
     "get_activation": ("modeling.layers.activations", "get_activation"),
@@ -40,6 +39,7 @@ _PUBLIC = {
     "regression_loss": ("modeling.losses", "regression_loss"),
     "span_loss": ("modeling.losses", "span_loss"),
     "trainable_count": ("modeling.layers.lora", "trainable_count"),
+    "with_lora": ("modeling.layers.lora", "with_lora"),
 }
 __all__ = sorted(_PUBLIC)
 

@@ -90,11 +90,12 @@ class ModelFamily(abc.ABC):
     .WARMUP_RULES`): "bert" (linear warm-up, then the decay counted from step 0) or "electra"
     (the decay times min(1, step / warm-up steps))."""
     config_file: ClassVar[str] = "bert_config.json"
-    """What its users call the config file they give as --bert_config_file (the original's flag,
-    which every family's scripts keep), in messages (ELECTRA's: "--hparams JSON")."""
+    """What its users call its config file, in messages (ELECTRA's: "hparams JSON"); every
+    family's scripts take it as the original's --bert_config_file."""
     config_from_checkpoint: ClassVar[Optional[Callable]] = None
     """`({original name: shape}, source) -> config` for a family whose released checkpoints
-    come without a config file (ELECTRA's), `source` named in errors; None: they come with one."""
+    come without a config file (ELECTRA's), `source` named in errors (`ConfigNeeded` where the
+    shapes do not give one); None: they come with one."""
     hf_heads: ClassVar[Mapping[str, Union[HfHead, str]]] = {}
     """`{kind: HfHead or str}`: the transformers class of each fine-tuned kind of model, which
     `write_hugging_face` writes with its head and the reader reads back by its `architectures`;
@@ -228,14 +229,10 @@ class ModelFamily(abc.ABC):
             tensors[hf] = value.T if transpose else value
         return tensors
 
-    def config_flag(self, config_file: Optional[str] = None) -> str:
-        """How a message names the config a model was built from: its path when known, else the
-        flag, with what this family's file is when it is not BERT's."""
-        if config_file:
-            return str(config_file)
-        if self.config_file == "bert_config.json":
-            return "--bert_config_file"
-        return f"--bert_config_file (the {self.config_file})"
+    def config_named(self, config_file: Optional[str] = None) -> str:
+        """How a message names the config a model was built from: `config_file` when known,
+        else "its <config_file>"."""
+        return str(config_file) if config_file else f"its {self.config_file}"
 
     def holds_encoder(self, names) -> bool:
         """Whether original-layout `names` hold this family's encoder."""

@@ -125,7 +125,9 @@ def quick_demo(readme_mirror):
 # test_readme.py) and run on one process too. xdist hands the groups out in collection order, each
 # to the first process free (pytest.ini turns off its reordering by number of tests), so they are
 # sorted longest first, by the seconds each took in a suite run (GROUP_SECONDS), and the
-# processes end together. A group not listed there (a new file) goes first.
+# processes end together. A group not listed there (a new file) goes first. Each tier keeps its
+# own seconds: the default tier's (`python -m pytest -q tests`) and the large tier's alone
+# (`--run_large -m large`, as .ci/run runs it), since a file's large tests are not its default ones.
 QUICK_DEMO_GROUP = "quick_demo"
 GROUP_SECONDS = pathlib.Path(__file__).with_name("group_seconds.json")
 
@@ -152,8 +154,8 @@ def pytest_collection_finish(session):
 
 def pytest_addoption(parser):
     parser.addoption("--record-group-seconds", action="store_true",
-                     help=f"write {GROUP_SECONDS.name}: the seconds each xdist group took in this "
-                          "run (with pytest.ini's -n 4)")
+                     help=f"write this tier's part of {GROUP_SECONDS.name}: the seconds each xdist "
+                          "group took in this run (with pytest.ini's -n 4)")
     parser.addoption("--run_large", action="store_true",
                      help="also run the large tier: the tests marked `large` (tests/README.md)")
 
@@ -177,8 +179,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(LARGE_SKIP)
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    seconds = json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
+    seconds = _recorded_seconds().get(_tier(config), {})
     items.sort(key=lambda item: -seconds.get(_group(item), float("inf")))  # stable
+
+
+def _tier(config):
+    return "large" if config.getoption("run_large") else "default"
+
+
+def _recorded_seconds():
+    """{tier: {group: seconds}} from GROUP_SECONDS."""
+    return json.loads(GROUP_SECONDS.read_text()) if GROUP_SECONDS.exists() else {}
 
 
 _group_seconds = collections.Counter()
@@ -193,6 +204,7 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session):
     controller = not hasattr(session.config, "workerinput")
     if session.config.getoption("record_group_seconds") and controller and _group_seconds:
-        GROUP_SECONDS.write_text(json.dumps(
-            {group: round(seconds, 1) for group, seconds in sorted(_group_seconds.items())},
-            indent=0) + "\n")
+        recorded = _recorded_seconds()
+        recorded[_tier(session.config)] = {
+            group: round(seconds, 1) for group, seconds in sorted(_group_seconds.items())}
+        GROUP_SECONDS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")

@@ -105,6 +105,12 @@ BENCHES = [
                                    "--num_unused=10", "--min_count=2", "--seeds=1", "--peer"]),
 ]
 
+# Each bench is its own xdist group (tests/conftest.py), so the benches spread over the processes
+# instead of running one after another on one of them.
+BENCHES = [pytest.param(*bench.values, marks=[*bench.marks,
+                                              pytest.mark.xdist_group(f"bench.{bench.values[0]}")])
+           for bench in BENCHES]
+
 
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory):

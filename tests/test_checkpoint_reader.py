@@ -10,7 +10,7 @@ import tensorflow as tf
 from bert_runner.runs import checkpoints as run_checkpoints, labels as run_labels
 from bert_runner.runs import record as run_records
 from bert_runner.runs.model_files import model_files
-from modeling import BertClassifier, BertModel, checkpoint as checkpoints, enable_lora
+from modeling import BertClassifier, BertModel, LoraSettings, checkpoint as checkpoints, with_lora
 from modeling_helpers import TINY, encoder_inputs, tiny_config, tiny_expected
 from refusals import message
 from test_modeling_imports import imported_modules
@@ -125,7 +125,7 @@ def test_a_hugging_face_directory_or_weights_file(reference, tmp_path):
 def test_adapters_over_their_base_load_merged_and_write_merged(reference, tmp_path):
     lora_model = BertClassifier(tiny_config(), 2)
     checkpoints.load_checkpoint(lora_model, TINY / "bert_model.ckpt", strict=False)
-    enable_lora(lora_model, rank=2, alpha=4)
+    lora_model = with_lora(lora_model, LoraSettings(rank=2, alpha=4))
     layer = lora_model.encoder.encoder_layers[1]
     rng = np.random.default_rng(3)
     for variable in lora_model.variables:

@@ -26,7 +26,8 @@ def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     config = tiny_config()
     model = BertClassifier(config, 2)
     before = np.asarray(model(_features())["logits"])
-    lora.enable_lora(model, rank=4, alpha=8, targets=targets)
+    base = model
+    model = lora.with_lora(model, lora.LoraSettings(rank=4, alpha=8, targets=targets))
     np.testing.assert_array_equal(np.asarray(model(_features())["logits"]), before)  # B = 0
     trained = {v.path for v in model.trainable_variables}
     assert trained == ({p for p in lora.adapters(model)
@@ -42,16 +43,17 @@ def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     adapted_logits = np.asarray(model(_features())["logits"])
     assert not np.allclose(adapted_logits, before)
     plain = BertClassifier(config, 2)
-    with lora.merged(model):
-        values = {v.path: np.asarray(v) for v in model.variables}
+    values = {v.path: np.asarray(v) for v in lora.merged_copy(model).variables}
     for variable in plain.variables:
         if "seed_generator" not in variable.path:
             variable.assign(values[variable.path])
     np.testing.assert_allclose(np.asarray(plain(_features())["logits"]), adapted_logits,
                                atol=1e-6)
-    # The block restored the base kernels.
+    # The merged copy left the model's base kernels, and the model it was made from, as they were.
     kernel, *_ = next(iter(lora.adapters(model).values()))
     assert not np.array_equal(np.asarray(kernel), values[kernel.path])
+    assert not lora.adapters(base) and lora.merged_copy(base) is base
+    np.testing.assert_array_equal(np.asarray(base(_features())["logits"]), before)
 
 
 @pytest.fixture(scope="module")

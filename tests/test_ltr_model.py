@@ -287,7 +287,7 @@ def test_a_checkpoint_is_read_as_the_model_it_was_trained_as(tmp_path):
     config's: the original config with an LTR checkpoint would make a bidirectional encoder. A
     causal model's [CLS] sees only itself: --pooling=cls is refused for it."""
     from bert_runner.runs.model_files import model_files
-    from modeling.layers.pooling import check_pooling
+    from bert_runner.startup import check_pooling
 
     run_dir = tmp_path / "ltr_run"
     run_dir.mkdir()

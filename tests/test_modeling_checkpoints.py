@@ -176,7 +176,8 @@ def test_a_config_that_does_not_describe_the_checkpoint_loads_nothing(tmp_path):
             np.testing.assert_array_equal(np.asarray(a), b)
 
         shallow = BertSpanLabeler(_with_layers(1))
-        text = _refused("checkpoint-encoder-extra", checkpoints.initialize_from_checkpoint,
+        # The scripts' loader names the flag that gives the config where no file is named.
+        text = _refused("checkpoint-encoder-extra", run_checkpoints.initialize_from_checkpoint,
                         shallow, str(source))
         assert "the model of --bert_config_file: it holds 16 encoder variables" in text
         assert "num_hidden_layers=1, the checkpoint 2 encoder layers" in text

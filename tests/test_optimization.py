@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import BertConfig, BertPretrainer, enable_lora, families
+from modeling import BertConfig, BertPretrainer, LoraSettings, families, with_lora
 from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
 from modeling.optimization import (
@@ -296,7 +296,8 @@ def test_layerwise_rates_are_electras_over_the_original_names():
 
 def test_layerwise_rates_of_lora_adapters_and_a_bilstm_on_top():
     config = tiny_config()
-    model = enable_lora(families.build_model("classifier", config, 2), 2, targets="all")
+    model = with_lora(families.build_model("classifier", config, 2),
+                      LoraSettings(2, targets="all"))
     rates = layerwise_rates(model, 0.5)
     assert sorted(rates) == sorted(v.path for v in model.trainable_variables)
     for path, rate in rates.items():

@@ -27,6 +27,17 @@ _ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "embedding_size")
 
 
+def config_named(model, config_file=None):
+    """How a message names the config `model` was built from: `config_file` when known, else
+    the flag that gives it, with what its family's file is when it is not BERT's."""
+    if config_file:
+        return str(config_file)
+    family_file = families.of_model(model).config_file
+    if family_file == "bert_config.json":
+        return "--bert_config_file"
+    return f"--bert_config_file (the {family_file})"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunCheckpoint(model_checkpoint.Checkpoint):
     """A `modeling.checkpoint.Checkpoint`, the flag that gave it (named in its refusals) and
@@ -39,9 +50,9 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
     labels: Optional[list] = None
 
     def load_into(self, model, strict, config_file=None):
-        """`Checkpoint.load_into`, its refusals naming `flag`."""
+        """`Checkpoint.load_into`, its refusals naming `flag`, and `config_file` or its flag."""
         with naming_flag(self.flag):
-            return super().load_into(model, strict, config_file)
+            return super().load_into(model, strict, config_named(model, config_file))
 
     def check_fits(self, model, config_file=None, task=None, read_tensors=True):
         """`Checkpoint.check_fits`, a mismatch explained by the record of the run that wrote
@@ -49,7 +60,7 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
         `config_file`; the head's alone, that run's task when it is not `task` (the task
         loading it; None: not known). Its refusals name `flag`."""
         with naming_flag(self.flag):
-            return super().check_fits(model, config_file, read_tensors,
+            return super().check_fits(model, config_named(model, config_file), read_tensors,
                                       functools.partial(self._explain, task))
 
     def _explain(self, task, model, config_file, in_encoder):
@@ -75,7 +86,6 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
         from `config_file`): the encoder's shapes are another model size's."""
         if not self.record_path:
             return []
-        config_file = families.of_model(model).config_flag(config_file)
         recorded_file = os.path.join(os.path.dirname(self.record_path), "bert_config.json")
         recorded = read_run_file(recorded_file)
         if recorded is None:

@@ -87,7 +87,11 @@ def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
     read = found.family.config_from_checkpoint
     if read is None or found.layout != "original":
         raise ValueError(supplied.required_unless("bert_config_file", flag))
-    config = read(found.shapes, checkpoint_flags.describe_source(found.location, flag))
+    try:
+        config = read(found.shapes, checkpoint_flags.describe_source(found.location, flag))
+    except model_checkpoint.ConfigNeeded as error:
+        raise ValueError(f"{error}: pass the --hparams JSON it was pre-trained with as "
+                         "--bert_config_file") from None
     model_checkpoint.check_max_seq_length(config, max_seq_length, found.location)
     return ModelFiles(config, found.location, vocab_file or _vocab_beside(found.location))
 

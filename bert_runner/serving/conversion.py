@@ -12,7 +12,7 @@ from absl import logging
 from bert_runner import results
 from bert_runner.serving import registry
 from modeling.inference import copy_with
-from modeling.layers.pooling import check_pooling
+from bert_runner.startup import check_pooling
 
 
 _CONVERTS = "converts a classifier (--task_name) or an embedding model (--pooling)"

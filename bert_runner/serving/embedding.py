@@ -8,7 +8,8 @@ gives the single-text encoding); output `embedding` float32 [N, H].
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
 from bert_runner.serving.text_module import ROWS_PER_CALL, TextExport
-from modeling.layers.pooling import check_pooling, pool
+from bert_runner.startup import check_pooling
+from modeling.layers.pooling import pool
 from vocab.fast_tokenizer import FastBertTokenizer
 
 
@@ -21,7 +22,7 @@ class EmbeddingExport(TextExport):
       tokenizer: `FastBertTokenizer` of the model's vocabulary and casing.
       max_seq_length: int, texts are cut to this many word-pieces with [CLS] and [SEP].
       pooling: "cls", "mean" or "max" (`modeling.layers.pooling.pool`; "cls" is refused for a
-        left-to-right model, `modeling.layers.pooling.check_pooling`).
+        left-to-right model, `bert_runner.startup.check_pooling`).
       normalize: L2-normalise each vector.
       rows_per_call: int, rows per model call.
     """

@@ -35,16 +35,16 @@ def _huggingface(flag_values, files):
     from bert_runner.serving.conversion import METADATA_FILE
     from modeling.checkpoint import write_hugging_face
     from modeling.family import NoHfClass
-    from modeling.layers.pooling import check_pooling
+    from bert_runner.startup import check_pooling
 
     task = provenance.recorded_script_task(flag_values.checkpoint)
     fine_tuned = registry.of_script_task(task) if task else None
-    head, labels = False, None
+    head, labels, hf_config = False, None, {}
     if flag_values.pooling or flag_values.encoder_only:  # sentence-transformers reads an encoder
         model, what = provenance.load_encoder(files.config, flag_values.checkpoint,
                                               config_file=files.config_file), "encoder"
     elif fine_tuned is not None and fine_tuned.fine_tuned is not None:
-        (model, labels), head = fine_tuned.fine_tuned(flag_values, files), True
+        (model, labels, hf_config), head = fine_tuned.fine_tuned(flag_values, files), True
         what = f"{fine_tuned.script} model with its head"
     else:
         model, what = _pretrainer_or_encoder(files.config, flag_values.checkpoint,
@@ -63,7 +63,8 @@ def _huggingface(flag_values, files):
     try:
         directory = write_hugging_face(model, flag_values.export_dir, files.vocab_file,
                                        flag_values.do_lower_case, sentence_embedding, head=head,
-                                       labels=labels, json_files=json_files)
+                                       labels=labels, json_files=json_files,
+                                       hf_config=hf_config)
     except NoHfClass as error:
         raise ValueError(
             f"--checkpoint={flag_values.checkpoint} ({task}): {error}. Export it with "

@@ -92,8 +92,9 @@ class ServingFormat:
       litert: whether `convertible` converts to LiteRT too (its raw-text module, or its graph
         on token ids where `Convertible.litert_ids`).
       fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
-        --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
-        writes with its head, as the transformers class its family declares for it.
+        --checkpoint, its outputs' names or None, {config.json entry: value} to write beside
+        the family's): what export_model.py --format=huggingface writes with its head, as the
+        transformers class its family declares for it.
     """
     name: str
     help: str

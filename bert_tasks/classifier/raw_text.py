@@ -243,7 +243,7 @@ CROSS_ENCODER_CONFIG = {
 def cross_encoder(model):
     """The one-logit `BertClassifier` of the 2-label classifier `model` (a reranker): its encoder,
     and the head's row difference (w1 - w0, b1 - b0), so that sigmoid(z1 - z0) = softmax(z)[1],
-    the probability of label "1". Its `hf_config` is `CROSS_ENCODER_CONFIG`."""
+    the probability of label "1"; its config.json says so (`CROSS_ENCODER_CONFIG`)."""
     one = families.build_model("classifier", model.encoder.config, 1)
     ids = tf.ones([1, 2], tf.int32)
     one({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
@@ -251,19 +251,18 @@ def cross_encoder(model):
         mine.assign(theirs)
     for (_, mine), (_, theirs) in zip(one.tf1_head_variables(), model.tf1_head_variables()):
         mine.assign((theirs[1] - theirs[0])[None])
-    one.hf_config = CROSS_ENCODER_CONFIG
     return one
 
 
 def fine_tuned_from_flags(flag_values, files):
     """export_model.py --format=huggingface of a run_classifier run: (its model, its labels;
-    None for regression), the task its run.json records; a reranker as its cross-encoder
-    (`cross_encoder`, no labels)."""
+    None for regression, {}), the task its run.json records; a reranker as its cross-encoder
+    (`cross_encoder`, no labels, `CROSS_ENCODER_CONFIG`)."""
     task = provenance.recorded_task(flag_values.checkpoint)
     model, processor = _classifier_from_flags(flag_values, files, task)
     if task == RERANK_TASK:
-        return cross_encoder(model), None
-    return model, processor.get_labels()
+        return cross_encoder(model), None, CROSS_ENCODER_CONFIG
+    return model, processor.get_labels(), {}
 
 
 def export_from_flags(flag_values, files):

@@ -22,12 +22,12 @@ from absl import logging
 from keras import ops
 
 from bert_runner.records import int_feature
+from bert_runner.startup import check_pooling
 from bert_runner.task import Task, encoder_training_flops
 from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
 from modeling import families
 from modeling.checkpoint import write_hugging_face
-from modeling.layers.pooling import check_pooling
 from modeling.bert.sentence_encoder import in_batch_negatives_loss, same_texts, text_hashes
 from vocab.packing import pack_pair, pad_inputs
 

@@ -10,6 +10,7 @@ from modeling.bert.modes import EncoderModes
 from modeling.layers.embeddings import BertEmbeddings
 from modeling.layers.initializers import truncated_normal
 from modeling.layers.kernels import use_fast
+from modeling.layers.lora import LoraSettings, is_adapter_path
 from modeling.layers.token_rows import GridRows, RealRows
 from modeling.layers.transformer_layer import TransformerLayer
 
@@ -28,6 +29,8 @@ class BertModel(keras.Model):
         modes: `EncoderModes` (or its dict; default: none): activation recomputation, static
             shapes, small real-row blocks, the last layer whole. They change how the encoder
             computes, never what.
+        lora: `modeling.layers.lora.LoraSettings` (or its dict), or None: low-rank adapters
+            beside the encoder layers' kernels; the encoder's other variables are then frozen.
         embeddings: a `BertEmbeddings` layer to share with another encoder (ELECTRA's generator
             shares its discriminator's tables), or None: this encoder's own.
         kernels: `"fast"` (the default): the encoder blocks' elementwise work and attention
@@ -66,7 +69,7 @@ class BertModel(keras.Model):
     has_pooler = True
 
     def __init__(self, config, use_one_hot_embeddings=False, kernels="fast", modes=None,
-                 embeddings=None, name="bert", **kwargs):
+                 lora=None, embeddings=None, name="bert", **kwargs):
         super().__init__(name=name, **kwargs)
         if isinstance(config, dict):
             config = self.config_class.from_dict(config)
@@ -74,6 +77,7 @@ class BertModel(keras.Model):
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.kernels = kernels
         self.modes = EncoderModes.of(modes)
+        self.lora = LoraSettings.of(lora)
         c = self.config
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
         policy = self.dtype_policy
@@ -109,6 +113,7 @@ class BertModel(keras.Model):
                 recompute=self.modes.recompute,
                 kernels=kernels,
                 causal=c.causal,
+                lora=self.lora,
                 dtype=policy,
                 name=f"layer_{i}",
             )
@@ -122,6 +127,9 @@ class BertModel(keras.Model):
             name="pooler",
         ) if self.has_pooler else keras.layers.Identity(dtype=policy, name="pooler")
         self.build()
+        if self.lora is not None:  # the adapters alone train
+            for variable in self.variables:
+                variable.trainable = is_adapter_path(variable.path) and variable.trainable
 
     @property
     def embedding_size(self):
@@ -209,6 +217,7 @@ class BertModel(keras.Model):
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
             "kernels": self.kernels,
             "modes": self.modes.to_dict(),
+            "lora": self.lora and self.lora.to_dict(),
         }
 
     @classmethod

@@ -32,7 +32,8 @@ class BertTaskModel(keras.Model):
     dict of float32 tensors, `get_config()`, and `tf1_head_variables()`.
 
     `kernels` and `modes` are the encoder's (`BertModel`): `"fast"` or `"reference"`, and its
-    `EncoderModes` (or their dict). `bilstm_on_top`: the
+    `EncoderModes` (or their dict); `lora` its adapters (`modeling.layers.lora.LoraSettings`, its
+    dict, or None). `bilstm_on_top`: the
     paper's "+ BiLSTM" (`modeling.layers.bilstm.BiLstmOnTop`, as `.bilstm`) between the encoder and
     the head, which then reads its outputs (`encode`); the head's shapes stay the same.
     """
@@ -40,10 +41,11 @@ class BertTaskModel(keras.Model):
     # The encoder's class: a family's task models differ from BERT's by it (`ElectraModel`).
     encoder_class = BertModel
 
-    def __init__(self, config, name, kernels="fast", modes=None, bilstm_on_top=False, **kwargs):
+    def __init__(self, config, name, kernels="fast", modes=None, lora=None, bilstm_on_top=False,
+                 **kwargs):
         super().__init__(name=name, **kwargs)
         # Sub-layers follow this model's dtype policy (Keras does not pass it down by itself).
-        self.encoder = self.encoder_class(config, kernels=kernels, modes=modes,
+        self.encoder = self.encoder_class(config, kernels=kernels, modes=modes, lora=lora,
                                           dtype=self.dtype_policy)
         self.bilstm = None
         if bilstm_on_top:
@@ -75,6 +77,7 @@ class BertTaskModel(keras.Model):
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "kernels": self.encoder.kernels,
             "modes": self.encoder.modes.to_dict(),
+            "lora": self.encoder.lora and self.encoder.lora.to_dict(),
             "bilstm_on_top": self.bilstm is not None,
         }
 

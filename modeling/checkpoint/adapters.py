@@ -105,7 +105,7 @@ def overlay(source, model, path):
         if strange or lacking:
             raise AdaptersError(
                 f"{path} holds the adapters and head of a {settings.get('task')!r} run "
-                f"(--lora_targets={settings.get('targets')}), not this model's "
+                f"(LoRA targets {settings.get('targets')}), not this model's "
                 f"({', '.join((strange or lacking)[:4])}): load it with that task's script and "
                 "flags", path)
     tensors = {p: a for p, a in tensors.items() if p in model_paths or p in merged_adapters}

@@ -174,7 +174,7 @@ def _cross_encoder_as_two_labels(tensors, config, model):
                           for name in (weights, bias)}}
 
 
-def hf_folders(model, head=False, labels=None):
+def hf_folders(model, head=False, labels=None, hf_config=None):
     """`[(folder, config.json dict, {Hugging Face name: array})]` that `save_hf_model` writes
     for `model`: its family's `hf_folders`; with `head`, a task model as the transformers class
     of its head (`head_folder`); else the encoder alone as the bare model saves it (names
@@ -184,20 +184,19 @@ def hf_folders(model, head=False, labels=None):
     if folders is not None:
         return folders
     if head:
-        return [("", *head_folder(model, labels))]
+        return [("", *head_folder(model, labels, hf_config))]
     tensors = {name.removeprefix(family.hf_encoder_prefix): value
                for name, value in family.hf_tensors(encoder_names(model)).items()}
     return [("", family.config_to_hf(encoder_of(model).config), tensors)]
 
 
-def head_folder(model, labels=None):
+def head_folder(model, labels=None, hf_config=None):
     """(config.json dict, {Hugging Face name: array}) of the task model `model` as the
     transformers class its family declares for its head (`ModelFamily.hf_head`: raises
     `NoHfClass` where there is none): the encoder under the model prefix (without the pooler
     where the class has none), the head by the class's names, its `problem_type`, and its
     outputs named by `labels` (None: transformers' LABEL_<i>; refused where their number is not
-    the model's), and the config.json entries the model carries as `hf_config` (a cross-encoder's
-    activation)."""
+    the model's), and the config.json entries `hf_config` (a cross-encoder's activation)."""
     family = families.of_model(model)
     head = family.hf_head(model)
     encoder = encoder_of(model)
@@ -220,12 +219,12 @@ def head_folder(model, labels=None):
     problem_type = head.problem_type(num_labels)
     if problem_type:
         config["problem_type"] = problem_type
-    config.update(getattr(model, "hf_config", {}))
+    config.update(hf_config or {})
     return config, tensors
 
 
 def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embedding=None,
-                  head=False, labels=None, json_files=None):
+                  head=False, labels=None, json_files=None, hf_config=None):
     """Writes `model` as a Hugging Face directory that transformers' model of its family loads
     (`BertModel.from_pretrained(directory)`): for most models their encoder, as the bare model
     saves it; a family may write more (`ModelFamily.hf_folders`: BERT's pre-training model is a
@@ -241,7 +240,8 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
     `head`: a fine-tuned task model as the transformers class of its head
     (`BertForSequenceClassification`, ...: `head_folder`, its outputs named by `labels`, which
     are also written as the run's `label_list.txt`), refused (`NoHfClass`) where transformers
-    has none.
+    has none; `hf_config`: entries of its config.json beside the family's (a cross-encoder's
+    activation).
     `json_files`: `{relative path: JSON value}` written in the directory too (a task's serving
     settings, `export.json`).
     """
@@ -249,7 +249,7 @@ def save_hf_model(model, directory, vocab_file, do_lower_case, sentence_embeddin
     if os.path.exists(directory):
         raise FileExistsError(f"{directory} already exists: choose a new directory")
     encoder = encoder_of(model)
-    folders = hf_folders(model, head, labels)
+    folders = hf_folders(model, head, labels, hf_config)
     tmp = f"{directory}.tmp-{uuid.uuid4().hex}"
     os.makedirs(tmp)
     try:

@@ -200,8 +200,8 @@ class Encoder:
       another model: a config with another num_hidden_layers, a checkpoint of another model).
       A fine-tuning head the checkpoint lacks is only newly initialised.
     num_hidden_layers: the config's, for the message.
-    config_file: the config file the model was built from, for the message (default: the
-      flag's name, `ModelFamily.config_flag`).
+    config_file: the config file the model was built from, for the message (default: "its
+      bert_config.json", `ModelFamily.config_named`).
     """
 
     names: collections.abc.Collection
@@ -268,7 +268,7 @@ def check_encoder(report, encoder, source_shapes):
     if not missing and not extra:
         return
     family = encoder.family or families.of_original_names(())
-    config = family.config_flag(encoder.config_file)
+    config = family.config_named(encoder.config_file)
     message = f"Checkpoint {report.checkpoint} does not hold the encoder of the model of {config}: "
     if missing:
         message += (f"{len(missing)} of its {len(required)} encoder variables are missing "

@@ -216,7 +216,7 @@ class Checkpoint:
             why = explain(model, config_file, in_encoder) if explain else []
             raise CheckpointError("\n".join(
                 [f"Checkpoint {source.prefix} does not fit the model of "
-                 f"{families.of_model(model).config_flag(config_file)}:"] + mismatched + why),
+                 f"{families.of_model(model).config_named(config_file)}:"] + mismatched + why),
                 source.prefix)
         report = original.LoadReport(
             source.prefix, [n for n in source.names if n in source.shapes],

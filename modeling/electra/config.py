@@ -18,6 +18,7 @@ import json
 from absl import logging
 
 from modeling.bert.config import REQUIRED_KEYS, BertConfig
+from modeling.checkpoint.errors import ConfigNeeded
 
 # util/training_utils.get_bert_config: (hidden_size, num_hidden_layers) by model size.
 MODEL_SIZES = {"small": (256, 12), "base": (768, 12), "large": (1024, 24)}
@@ -75,7 +76,7 @@ class ElectraConfig(BertConfig):
         return cls.from_dict({**config.to_dict(), **electra}).validate()
 
     @classmethod
-    def from_hparams(cls, hparams, source="--hparams"):
+    def from_hparams(cls, hparams, source="the hparams"):
         """The model of the original `run_pretraining.py --hparams` JSON: `PretrainingConfig`'s
         defaults and size rules, `training_utils.get_bert_config`. Unknown keys, and generator
         variants this project does not build, are refused naming `source`."""
@@ -123,8 +124,8 @@ class ElectraConfig(BertConfig):
     def from_original_shapes(cls, shapes, source):
         """The config of a released ELECTRA checkpoint (`{original name: shape}`), which comes
         without one: its sizes read from the shapes, its heads (hidden / 64) and feed-forward
-        width (4 x hidden) by the original's rules, checked against `MODEL_SIZES`; ValueError
-        naming `source` for another size (its `--hparams` JSON is then needed)."""
+        width (4 x hidden) by the original's rules, checked against `MODEL_SIZES`;
+        `ConfigNeeded` naming `source` for another size (its hparams JSON is then needed)."""
         def shape(name):
             if name not in shapes:
                 raise ValueError(f"{source}: holds no {name}: not an ELECTRA checkpoint")
@@ -138,10 +139,9 @@ class ElectraConfig(BertConfig):
         num_layers = layers("electra")
         size = next((s for s, dims in MODEL_SIZES.items() if dims == (hidden, num_layers)), None)
         if size is None:
-            raise ValueError(
+            raise ConfigNeeded(
                 f"{source}: hidden size {hidden} with {num_layers} layers is none of the released "
-                f"ELECTRA sizes ({', '.join(f'{s} {h}x{n}' for s, (h, n) in MODEL_SIZES.items())})"
-                ": pass the --hparams JSON it was pre-trained with as --bert_config_file")
+                f"ELECTRA sizes ({', '.join(f'{s} {h}x{n}' for s, (h, n) in MODEL_SIZES.items())})")
         generator_hidden = shape("generator/encoder/layer_0/attention/self/query/kernel")[1]
         config = cls(
             vocab, embedding_size=embedding, hidden_size=hidden, num_hidden_layers=num_layers,
@@ -152,9 +152,8 @@ class ElectraConfig(BertConfig):
             generator_layers=layers("generator") / num_layers)
         feed_forward = shape("electra/encoder/layer_0/intermediate/dense/kernel")[1]
         if feed_forward != config.intermediate_size:
-            raise ValueError(f"{source}: intermediate size {feed_forward} is not the {size} "
-                             f"model's {config.intermediate_size}: pass its --hparams JSON as "
-                             "--bert_config_file")
+            raise ConfigNeeded(f"{source}: intermediate size {feed_forward} is not the "
+                                   f"{size} model's {config.intermediate_size}")
         return config.validate(source=source)
 
     def generator_config(self):

@@ -133,7 +133,7 @@ class ElectraFamily(BertFamily):
     original_scope = SCOPE
     hf_model_types = ("electra",)
     warmup_rule = "electra"
-    config_file = "--hparams JSON"
+    config_file = "hparams JSON"
     config_from_checkpoint = staticmethod(ElectraConfig.from_original_shapes)
     # ElectraForMultipleChoice summarises a choice by its first token with no projection and no
     # activation when config.json says so (its SequenceSummary), as the original's head reads it.

@@ -173,7 +173,7 @@ class ElectraPretrainer(BertTaskModel):
         return (("generator", "a BERT checkpoint, or an ELECTRA discriminator alone (a Hugging "
                  "Face ElectraForPreTraining directory without its generator/); ELECTRA "
                  "pre-training goes on from a checkpoint with its generator (a released ELECTRA "
-                 "folder, an ELECTRA pre-training run), or starts without --init_checkpoint"),)
+                 "folder, an ELECTRA pre-training run), or starts from random weights"),)
 
     def generator_names(self):
         """`[(original name, variable)]` of the generator's encoder (its own layers; the tables

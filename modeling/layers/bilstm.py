@@ -32,7 +32,7 @@ class BiLstmOnTop(keras.layers.Layer):
     def __init__(self, hidden_size, **kwargs):
         super().__init__(**kwargs)
         if hidden_size % 2:
-            raise ValueError(f"--bilstm_on_top needs an even hidden_size (half per direction), "
+            raise ValueError(f"a BiLSTM on top needs an even hidden_size (half per direction), "
                              f"got {hidden_size}")
         self.hidden_size = hidden_size
         # Named: an automatic name is numbered per Keras session ("lstm_1" in a process that

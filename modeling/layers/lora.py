@@ -12,10 +12,17 @@ project's checkpoints hold them; `lora_scale` is stored with them, so a checkpoi
 merge (`merged_value`): every loader (`modeling.checkpoint`) merges `W + scale * A @ B` into
 a model without adapters, which is how every export serves a LoRA run as a plain model.
 
-    enable_lora(model, rank=8, alpha=8, targets="query_value")   # after the model is built
-"""
-import contextlib
+Adapters are a constructor argument of the encoder (`BertModel(config, lora=LoraSettings(...))`,
+saved by `get_config`), which builds them and freezes everything else of itself; a model built
+without them gets a copy with them from `with_lora`, and a LoRA model a plain copy, its adapters
+merged, from `merged_copy`. Neither changes the model it is handed.
 
+    model = with_lora(model, LoraSettings(rank=8, alpha=8, targets="query_value"))
+"""
+import dataclasses
+from typing import Optional
+
+import keras
 import numpy as np
 
 # --lora_targets: the encoder layers' kernels that get adapters.
@@ -27,29 +34,63 @@ TARGETS = {
 ADAPTER_VARIABLES = ("lora_a", "lora_b", "lora_scale")
 
 
-def enable_lora(model, rank, alpha=None, targets="query_value"):
-    """Freezes every variable of `model.encoder` (embeddings, layers, pooler) and adds adapters of
-    `rank` to the `targets` kernels of each encoder layer; the rest of `model` (its head, a
-    BiLSTM on top) stays trainable. `alpha` None: the rank (scale 1). Returns `model`."""
-    if targets not in TARGETS:
-        raise ValueError(f"LoRA targets {targets!r} are not one of {', '.join(TARGETS)}")
-    if rank < 1:
-        raise ValueError(f"the LoRA rank must be at least 1, got {rank}")
-    for variable in model.encoder.variables:
-        variable.trainable = False
-    scale = float(alpha if alpha is not None else rank) / rank
-    for layer in model.encoder.encoder_layers:
-        layer.enable_lora(rank, scale, TARGETS[targets])
-    return model
+@dataclasses.dataclass(frozen=True)
+class LoraSettings:
+    """The adapters of an encoder: `rank` r of each, `alpha` (None: the rank; the updates are
+    scaled by alpha / r), and the `targets` kernels of each encoder layer (a key of `TARGETS`)."""
+
+    rank: int
+    alpha: Optional[float] = None
+    targets: str = "query_value"
+
+    def __post_init__(self):
+        if self.targets not in TARGETS:
+            raise ValueError(f"LoRA targets {self.targets!r} are not one of {', '.join(TARGETS)}")
+        if self.rank < 1:
+            raise ValueError(f"the LoRA rank must be at least 1, got {self.rank}")
+
+    @classmethod
+    def of(cls, lora):
+        """`lora` as `LoraSettings`: one already, its dict (`get_config`'s), or None (none)."""
+        if lora is None or isinstance(lora, cls):
+            return lora
+        return cls(**lora)
+
+    @property
+    def scale(self):
+        return float(self.alpha if self.alpha is not None else self.rank) / self.rank
+
+    @property
+    def kernels(self):
+        """The targeted kernels' names in an encoder layer (`TransformerLayer`)."""
+        return TARGETS[self.targets]
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
 
 
-def check_rank(rank, config, config_file=None):
-    """Refuses (ValueError naming --lora_rank) a rank above the model's hidden size: the
-    adapters would hold more weights than the kernels they adapt."""
-    if rank > config.hidden_size:
-        raise ValueError(
-            f"--lora_rank={rank} is above the hidden size {config.hidden_size} of the model "
-            f"({config_file or '--bert_config_file'}): a low rank is the point (8 or 16 usually)")
+def initial_lora_a(shape, dtype):
+    """A `lora_a` start: He-uniform, as KerasHub's and PEFT's, from an initializer of its own (a
+    Keras initializer repeats its values on every call)."""
+    return keras.initializers.HeUniform()(shape, dtype)
+
+
+def with_lora(model, settings):
+    """A copy of `model` (a `BertModel` or a task model, without adapters) whose encoder has the
+    adapters of `settings` (`LoraSettings`) and is frozen (embeddings, layers, pooler); the rest
+    (its head, a BiLSTM on top) stays trainable. It computes what `model` computes until the
+    adapters are trained (`lora_b` starts at zero)."""
+    from modeling.inference import copy_with
+
+    return copy_with(model, lora=settings)
+
+
+def merged_copy(model):
+    """`model` itself without adapters; else a copy without them, each targeted kernel holding
+    its merged value (`merged_value`): a plain model, for writers and exports."""
+    from modeling.inference import copy_with
+
+    return copy_with(model, lora=None)
 
 
 def adapters(model):
@@ -66,22 +107,6 @@ def merged_value(kernel, lora_a, lora_b, scale):
     kernel = np.asarray(kernel)
     delta = float(np.asarray(scale)) * (np.asarray(lora_a, np.float64) @ np.asarray(lora_b, np.float64))
     return (kernel.astype(np.float64) + delta).astype(kernel.dtype)
-
-
-@contextlib.contextmanager
-def merged(model):
-    """Within the block `model`'s targeted kernels hold their merged values (for writers that read
-    variables: the original layout, Hugging Face's); restored after. The forward pass still adds
-    the adapters: do not run the model inside."""
-    found = adapters(model)
-    originals = {path: np.asarray(kernel) for path, (kernel, *_) in found.items()}
-    try:
-        for kernel, a, b, scale in found.values():
-            kernel.assign(merged_value(kernel, a, b, scale))
-        yield model
-    finally:
-        for path, (kernel, *_) in found.items():
-            kernel.assign(originals[path])
 
 
 def trainable_count(model):

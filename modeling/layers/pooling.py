@@ -2,20 +2,11 @@
 models (sentence-transformers) compute them.
 
 A left-to-right model (`BertConfig.causal`) has no "cls" vector worth the name: its [CLS] row
-attends to itself only, so it is the same for every text (`check_pooling` refuses it).
+attends to itself only, so it is the same for every text (the scripts refuse it).
 """
 from keras import ops
 
 POOLING_METHODS = ("cls", "mean", "max")
-
-
-def check_pooling(method, config):
-    """Refuses (ValueError naming --pooling) `method` "cls" for a causal `config` (see above)."""
-    if method == "cls" and config.causal:
-        raise ValueError(
-            "--pooling=cls of a left-to-right model (its config records \"pretraining_objective\""
-            ": \"ltr\") gives every text the same vector (its [CLS] sees only itself): use "
-            "--pooling=mean or max")
 
 
 def pool(sequence_output, input_mask, method, normalize=False):

@@ -9,6 +9,7 @@ from modeling.layers.attention import attention
 from modeling.layers.embeddings import LAYER_NORM_EPSILON
 from modeling.layers.initializers import truncated_normal
 from modeling.layers.kernels import dropout_add_layer_norm, gelu, use_fast
+from modeling.layers.lora import LoraSettings, initial_lora_a
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -35,6 +36,10 @@ class TransformerLayer(keras.layers.Layer):
     With `causal=True` (a left-to-right model, `BertConfig.causal`) each position attends to the
     positions up to itself only (`modeling.layers.attention.mask_bias`).
 
+    `lora`: `modeling.layers.lora.LoraSettings` (or its dict), or None: the layer builds
+    `lora_a [in, rank]`, `lora_b [rank, out]` and `lora_scale` beside each targeted kernel, under
+    the kernel's own scope (`.../self/query/lora_a`), and adds their update to its product.
+
     Call args:
         x: the rows of the batch in `layout`: float `[B, S, H]` on the grid, `[R, H]` as real
             rows (`modeling.layers.token_rows`).
@@ -60,6 +65,7 @@ class TransformerLayer(keras.layers.Layer):
         recompute=False,
         kernels="fast",
         causal=False,
+        lora=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -73,6 +79,7 @@ class TransformerLayer(keras.layers.Layer):
         self.recompute = recompute
         self.kernels = kernels
         self.causal = causal
+        self.lora = LoraSettings.of(lora)
         self._fast = use_fast(kernels)
         self.activation = activations.get_activation(hidden_act)
         # Each dropout generator (here) and kernel initializer (in `build`) draws its seed from
@@ -81,8 +88,7 @@ class TransformerLayer(keras.layers.Layer):
         self.attention_dropout = _seed_generator(attention_dropout_rate)
         self.attention_output_dropout = _seed_generator(hidden_dropout_rate)
         self.output_dropout = _seed_generator(hidden_dropout_rate)
-        # {kernel path: (lora_a, lora_b, lora_scale)}: `enable_lora`'s adapters
-        # (`modeling.layers.lora`).
+        # {kernel path: (lora_a, lora_b, lora_scale)}: the adapters of `lora`.
         self._lora = {}
 
     def build(self, input_shape=None):
@@ -97,6 +103,8 @@ class TransformerLayer(keras.layers.Layer):
         self.intermediate_kernel, self.intermediate_bias = self._dense("intermediate_dense", h, i)
         self.output_kernel, self.output_bias = self._dense("output_dense", i, h)
         self.output_gamma, self.output_beta = self._layer_norm("output_LayerNorm")
+        if self.lora is not None:
+            self._build_adapters()
         self.built = True
 
     def _dense(self, scope, inputs, units):
@@ -194,33 +202,25 @@ class TransformerLayer(keras.layers.Layer):
             y = y + scale * ops.matmul(ops.matmul(rows, a), b)
         return ops.reshape(y, (*lead, kernel.shape[-1])) if len(lead) > 1 else y
 
-    def enable_lora(self, rank, scale, targets):
-        """Adds `lora_a [in, rank]`, `lora_b [rank, out]` and `lora_scale` (= `scale`) beside each
-        kernel of `targets` ("query", "key", "value", "attention_output", "intermediate",
-        "output"), under the kernel's own scope (`.../self/query/lora_a`); see
-        `modeling.layers.lora`."""
-        self._tracker.unlock()
-        try:
-            for target in targets:
-                kernel = getattr(self, f"{target}_kernel")
-                parent, scope, _ = kernel.path.rsplit("/", 2)
-                with keras.name_scope(scope, override_parent=parent):
-                    adapter = (
-                        # An initializer of its own (see `_dense`): He-uniform, as KerasHub's.
-                        keras.Variable(keras.initializers.HeUniform(),
-                                       shape=(kernel.shape[0], rank),
-                                       dtype=self.variable_dtype, name="lora_a"),
-                        keras.Variable(keras.initializers.Zeros(), shape=(rank, kernel.shape[1]),
-                                       dtype=self.variable_dtype, name="lora_b"),
-                        keras.Variable(scale, shape=(), dtype="float32", trainable=False,
-                                       name="lora_scale"))
-                setattr(self, f"{target}_lora", adapter)
-                self._lora[kernel.path] = adapter
-        finally:
-            self._tracker.lock()
+    def _build_adapters(self):
+        """The adapters of `self.lora` beside each targeted kernel (see the class docstring)."""
+        rank = self.lora.rank
+        for target in self.lora.kernels:
+            kernel = getattr(self, f"{target}_kernel")
+            parent, scope, _ = kernel.path.rsplit("/", 2)
+            with keras.name_scope(scope, override_parent=parent):
+                adapter = (
+                    keras.Variable(initial_lora_a((kernel.shape[0], rank), self.variable_dtype),
+                                   name="lora_a"),
+                    keras.Variable(keras.initializers.Zeros(), shape=(rank, kernel.shape[1]),
+                                   dtype=self.variable_dtype, name="lora_b"),
+                    keras.Variable(self.lora.scale, shape=(), dtype="float32", trainable=False,
+                                   name="lora_scale"))
+            setattr(self, f"{target}_lora", adapter)
+            self._lora[kernel.path] = adapter
 
     def lora_adapters(self):
-        """`[(kernel, (lora_a, lora_b, lora_scale))]` of the adapters `enable_lora` added."""
+        """`[(kernel, (lora_a, lora_b, lora_scale))]` of the layer's adapters."""
         kernels = {v.path: v for v in self.variables}
         return [(kernels[path], adapter) for path, adapter in self._lora.items()]
 
@@ -250,6 +250,7 @@ class TransformerLayer(keras.layers.Layer):
             recompute=self.recompute,
             kernels=self.kernels,
             causal=self.causal,
+            lora=self.lora and self.lora.to_dict(),
         )
         return config
 
