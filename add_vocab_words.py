@@ -58,11 +58,11 @@ def main(_):
     options = {name: FLAGS[name].value for name in add_words.Options.__dataclass_fields__}
     if not FLAGS["do_lower_case"].present:  # the checkpoint's recorded casing, else True
         options["do_lower_case"] = None
-    add_words.run(add_words.Options(**options))
+    add_words.extend_checkpoint(add_words.Options(**options))
 
 
 if __name__ == "__main__":
     for name in ("init_checkpoint", "words_file", "output_dir"):
         flags.mark_flag_as_required(name)
     run_flags.require_model_files("bert_config_file", "vocab_file")
-    cli.run(main)
+    cli.run_script(main)

@@ -73,7 +73,7 @@ def main(_):
         if FLAGS.runner:
             beam_pipelines.build_vocab(opts, FLAGS.runner, FLAGS.beam_pipeline_options)
         else:
-            building.run(opts)
+            building.build_vocab(opts)
     except WorkerError as e:
         logging.error("%s", e)
         sys.exit(1)
@@ -82,4 +82,4 @@ def main(_):
 if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("output_file")
-    cli.run(main)
+    cli.run_script(main)

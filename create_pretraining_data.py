@@ -114,7 +114,7 @@ def main(_):
             beam_pipelines.make_pretraining_data(
                 opts, FLAGS.runner, FLAGS.beam_pipeline_options)
         else:
-            pipeline.run(opts)
+            pipeline.write_records(opts)
     except WorkerError as e:
         logging.error("%s", e)
         sys.exit(1)
@@ -124,4 +124,4 @@ if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("output_file")
     flags.mark_flag_as_required("vocab_file")
-    cli.run(main)
+    cli.run_script(main)

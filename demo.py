@@ -440,9 +440,9 @@ def main(argv):
         table5(pipe, scale)
         return
     if FLAGS.electra:
-        electra.run(pipe, scale, [int(seed) for seed in FLAGS.electra_seeds],
-                    cpu_budget=FLAGS.electra_cpu_budget, quick=FLAGS.quick,
-                    vocab_file=FLAGS.vocab_file)
+        electra.compare_at_equal_cpu(pipe, scale, [int(seed) for seed in FLAGS.electra_seeds],
+                                     cpu_budget=FLAGS.electra_cpu_budget, quick=FLAGS.quick,
+                                     vocab_file=FLAGS.vocab_file)
         return
     test_labels, squad, swag_labels, ner_sentences = stage_data(pipe, scale)
     stage_vocab(pipe, scale, FLAGS.vocab_file)
@@ -463,4 +463,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.run_script(main)

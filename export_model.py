@@ -206,4 +206,4 @@ if __name__ == "__main__":
     for name in ("checkpoint", "export_dir"):
         flags.mark_flag_as_required(name)
     run_flags.require_model_files("bert_config_file", "vocab_file", checkpoint="checkpoint")
-    cli.run(main)
+    cli.run_script(main)

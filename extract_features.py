@@ -321,4 +321,4 @@ if __name__ == "__main__":
     flags.mark_flag_as_required("output_file")
     flags.mark_flag_as_required("init_checkpoint")
     run_flags.require_model_files("vocab_file", "bert_config_file")
-    cli.run(main)
+    cli.run_script(main)

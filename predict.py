@@ -51,13 +51,13 @@ def main(argv):
     if FLAGS.rerank:
         from bert_tasks.classifier import reranking
 
-        reranking.run(FLAGS.model, predictor.read_inputs(texts, FLAGS.input_file, sys.stdin),
-                      FLAGS.output_format, sys.stdout)
+        inputs = predictor.read_inputs(texts, FLAGS.input_file, sys.stdin)
+        reranking.print_reranked(FLAGS.model, inputs, FLAGS.output_format, sys.stdout)
         return
-    predictor.run(FLAGS.model, texts, FLAGS.input_file, sys.stdin, FLAGS.output_format,
-                  sys.stdout)
+    predictor.predict(FLAGS.model, texts, FLAGS.input_file, sys.stdin, FLAGS.output_format,
+                      sys.stdout)
 
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("model")
-    cli.run(main)
+    cli.run_script(main)

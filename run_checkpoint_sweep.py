@@ -59,4 +59,4 @@ def main(_):
 if __name__ == "__main__":
     for name in ("pretraining_dirs", "task_name", "data_dir", "vocab_file", "output_dir"):
         flags.mark_flag_as_required(name)
-    cli.run(main)
+    cli.run_script(main)

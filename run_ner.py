@@ -60,4 +60,4 @@ if __name__ == "__main__":
     for _name in ("data_dir", "output_dir"):
         flags.mark_flag_as_required(_name)
     run_flags.require_model_files("vocab_file", "bert_config_file")
-    cli.run(main)
+    cli.run_script(main)

@@ -106,4 +106,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.run_script(main)

@@ -159,4 +159,4 @@ if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     run_flags.require_model_files("bert_config_file")
     flags.mark_flag_as_required("output_dir")
-    cli.run(main)
+    cli.run_script(main)

@@ -87,4 +87,4 @@ def main(_):
 if __name__ == "__main__":
     flags.mark_flag_as_required("output_dir")
     run_flags.require_model_files("vocab_file", "bert_config_file")
-    cli.run(main)
+    cli.run_script(main)

@@ -72,4 +72,4 @@ def main(_):
 if __name__ == "__main__":
     run_flags.require_model_files("vocab_file", "bert_config_file")
     flags.mark_flag_as_required("output_dir")
-    cli.run(main)
+    cli.run_script(main)

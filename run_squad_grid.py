@@ -64,4 +64,4 @@ if __name__ == "__main__":
     # As run_classifier.py's: a Hugging Face directory or a released ELECTRA folder as
     # --init_checkpoint holds its config (and vocabulary).
     run_flags.require_model_files("vocab_file", "bert_config_file")
-    cli.run(main)
+    cli.run_script(main)

@@ -43,4 +43,4 @@ if __name__ == "__main__":
     for name in ("data_dir", "output_dir"):
         flags.mark_flag_as_required(name)
     run_flags.require_model_files("vocab_file", "bert_config_file")
-    cli.run(main)
+    cli.run_script(main)

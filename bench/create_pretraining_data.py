@@ -314,7 +314,7 @@ def _bench(pool, workdir, corpus):
 
     def ours(name, **overrides):
         opts = options(name, **overrides)
-        return lambda: pipeline.run(opts, pool=pool if opts.num_workers > 1 else None)
+        return lambda: pipeline.write_records(opts, pool=pool if opts.num_workers > 1 else None)
 
     configs = []
     if not FLAGS.skip_port:
@@ -368,7 +368,7 @@ def _bench(pool, workdir, corpus):
     print("speed-up of 2 workers (chunked) over the fastest single process (original order): "
           "%.2fx" % (fast / results["ours, chunked, 2 workers"]))
     cold = options("chunked2_cold.tfrecord", chunk_size_mb=FLAGS.chunk_size_mb, num_workers=2)
-    wall, _, _ = _timed(lambda: pipeline.run(cold))
+    wall, _, _ = _timed(lambda: pipeline.write_records(cold))
     print("2 workers, the run starting and stopping its own pool (as the command line): %.2f s "
           "(%.2f s more than with the pool already running)"
           % (wall, wall - results["ours, chunked, 2 workers"]))

@@ -119,9 +119,9 @@ def main(_):
             out.write(corpus.gutenberg_to_corpus(f.read()))
     records = os.path.join(folder, "records.tfrecord")
     seq, pred = FLAGS.max_seq_length, FLAGS.max_predictions_per_seq
-    pipeline.run(pipeline.Options(text, records, VOCAB, max_seq_length=seq,
-                                  max_predictions_per_seq=pred, dupe_factor=1,
-                                  do_whole_word_mask=FLAGS.whole_word))
+    pipeline.write_records(pipeline.Options(text, records, VOCAB, max_seq_length=seq,
+                                            max_predictions_per_seq=pred, dupe_factor=1,
+                                            do_whole_word_mask=FLAGS.whole_word))
 
     class Config:  # what settle reads of the model config
         vocab_size, type_vocab_size = 30522, 2

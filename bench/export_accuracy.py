@@ -246,4 +246,4 @@ def print_refused(refused):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["data_dir", "checkpoint"])
-    cli.run(main)
+    cli.run_script(main)

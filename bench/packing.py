@@ -82,8 +82,8 @@ def make_task(seq_length, workdir):
                    vocab_file=VOCAB, max_seq_length=seq_length, dupe_factor=1,
                    max_predictions_per_seq=round(0.15 * seq_length))
     for name, per_row in (("unpacked", 1), ("packed", FLAGS.max_sequences_per_row)):
-        pipeline.run(pipeline.Options(output_file=paths[name], max_sequences_per_row=per_row,
-                                      **options))
+        pipeline.write_records(pipeline.Options(
+            output_file=paths[name], max_sequences_per_row=per_row, **options))
     return None, paths  # a pre-training task for each file: `layout_runner`
 
 

@@ -84,7 +84,7 @@ def _learn(files, output_file):
                             vocab_size=FLAGS.vocab_size, num_unused=FLAGS.num_unused,
                             min_count=FLAGS.min_count)
     start = time.monotonic()
-    stats = building.run(opts)
+    stats = building.build_vocab(opts)
     return stats, time.monotonic() - start
 
 

@@ -1,4 +1,5 @@
-"""How every script starts and how it fails: `cli.run(main)` in place of `absl.app.run(main)`.
+"""How every script starts and how it fails: `cli.run_script(main)` in place of
+`absl.app.run(main)`.
 
 A failure the user can fix (a flag out of range, a malformed input file, an unreadable
 checkpoint, an output_dir that is read-only or held by another run) is one line on stderr that
@@ -166,7 +167,7 @@ def freeze_imported_objects():
     gc.set_threshold(young, middle, 100)
 
 
-def run(main):
+def run_script(main):
     """`absl.app.run(main)` with the project's rules: flag errors and refusals exit 2 with one
     line (see the module docstring), SIGTERM unwinds like Ctrl-C so `finally` blocks remove
     incomplete outputs and release the output_dir, and the script's `--help` text ends with its

@@ -478,7 +478,7 @@ def _count_sentences(conll_path):
         return sum(1 for block in f.read().split("\n\n") if block.strip())
 
 
-def run(pipe, scale, seeds, cpu_budget=None, quick=False, vocab_file=None):
+def compare_at_equal_cpu(pipe, scale, seeds, cpu_budget=None, quick=False, vocab_file=None):
     """BERT against ELECTRA at equal CPU time, in `pipe`'s work folder: each of `seeds` (ints) is a
     fine-tuning seed of every row and task; `cpu_budget` the CPU seconds of training steps of
     each pre-training (default: CPU_BUDGET, QUICK_CPU_BUDGET with `quick`, which also shortens

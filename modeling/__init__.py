@@ -23,6 +23,7 @@ _PUBLIC = {
     "BertTaskModel": ("modeling.bert.task_models", "BertTaskModel"),
     "BertTokenClassifier": ("modeling.bert.token_classifier", "BertTokenClassifier"),
     "ClassificationHead": ("modeling.layers.heads", "ClassificationHead"),
+    "ConfigNeeded": ("modeling.bert.config", "ConfigNeeded"),
     "EncoderModes": ("modeling.bert.modes", "EncoderModes"),
     "MaskedLMHead": ("modeling.layers.heads", "MaskedLMHead"),
     "NextSentenceHead": ("modeling.layers.heads", "NextSentenceHead"),
@@ -39,7 +40,7 @@ _PUBLIC = {
     "regression_loss": ("modeling.losses", "regression_loss"),
     "span_loss": ("modeling.losses", "span_loss"),
     "trainable_count": ("modeling.layers.lora", "trainable_count"),
-    "with_lora": ("modeling.layers.lora", "with_lora"),
+    "with_lora": ("modeling.inference", "with_lora"),
 }
 __all__ = sorted(_PUBLIC)
 

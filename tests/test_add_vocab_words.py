@@ -35,7 +35,7 @@ def vocab_file(tmp_path_factory):
 
 def _run(tmp_path, vocab_file, words, checkpoint=TINY / "bert_model.ckpt", **flags):
     (tmp_path / "words.txt").write_text(words, encoding="utf-8")
-    return add_words.run(add_words.Options(
+    return add_words.extend_checkpoint(add_words.Options(
         vocab_file=str(vocab_file), bert_config_file=str(TINY / "bert_config.json"),
         init_checkpoint=str(checkpoint), words_file=str(tmp_path / "words.txt"),
         output_dir=str(tmp_path / "out"), **flags))
@@ -187,7 +187,7 @@ def test_a_hugging_face_encoder_gets_its_rows_and_no_head(tmp_path, vocab_file, 
     # A capitalised word is refused under lower-casing: added, it shows the directory's casing.
     words = "dogs\nwalked\nbirds\nsinging\n" + ("" if do_lower_case else "Cats\n")
     (tmp_path / "words.txt").write_text(words, encoding="utf-8")
-    result = add_words.run(add_words.Options(
+    result = add_words.extend_checkpoint(add_words.Options(
         vocab_file=None, bert_config_file=None, init_checkpoint=directory,
         words_file=str(tmp_path / "words.txt"), output_dir=str(tmp_path / "out")))
     size = 100 if do_lower_case else 101  # three [unused*] slots, then appended

@@ -61,7 +61,7 @@ def test_each_shard_is_the_local_output_of_its_file(records, shards, tmp_path):
     total = 0
     for path, beam_file in zip(shards, beam_files):
         local = tmp_path / (os.path.basename(path) + ".tfrecord")
-        local_stats = pipeline.run(pipeline.Options(**{
+        local_stats = pipeline.write_records(pipeline.Options(**{
             **vars(opts), "input_file": path, "output_file": str(local)}))
         beam_bytes = open(beam_file, "rb").read()
         assert beam_bytes and beam_bytes == local.read_bytes(), path
@@ -96,7 +96,7 @@ def vocabs(shards, tmp_path_factory):
     finally:
         beam_pipelines.count_words = count_words
     local = building.Options(**{**vars(opts), "output_file": str(folder / "local_vocab.txt")})
-    building.run(local)
+    building.build_vocab(local)
     return seen, _word_counts_of_local_run(shards, local), folder
 
 

@@ -51,7 +51,7 @@ def _options(corpus, output, **overrides):
 def uncased(corpus, tmp_path_factory):
     """(vocab file, BuildStats) learned uncased with the original's 994 unused slots."""
     output = tmp_path_factory.mktemp("uncased") / "vocab.txt"
-    return output, building.run(_options(corpus, output))
+    return output, building.build_vocab(_options(corpus, output))
 
 
 def test_reserved_block_is_the_originals():
@@ -140,8 +140,8 @@ def test_learned_vocab_beats_a_random_subset_on_held_out_text(uncased):
 
 def test_cased_keeps_case_and_accents(corpus, uncased, tmp_path):
     output = tmp_path / "cased.txt"
-    building.run(_options(corpus, output, do_lower_case=False, num_unused=99,
-                          reserved_tokens="[URL],[EMAIL]"))
+    building.build_vocab(_options(corpus, output, do_lower_case=False, num_unused=99,
+                                  reserved_tokens="[URL],[EMAIL]"))
     cased = tokenization.read_vocab_lines(str(output))
     lower = set(tokenization.read_vocab_lines(str(uncased[0])))
     assert len(cased) == 1200 and cased[100:104] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -162,7 +162,7 @@ def test_workers_and_small_blocks_give_the_same_vocab(corpus, uncased, tmp_path,
     monkeypatch.setattr(pipeline, "_PROGRESS_SECONDS", 0.0)
     caplog.set_level("INFO")
     output = tmp_path / "vocab.txt"
-    building.run(_options(corpus, output, num_workers=2))
+    building.build_vocab(_options(corpus, output, num_workers=2))
     assert output.read_bytes() == uncased[0].read_bytes()
     progress = [m for m in caplog.messages if m.startswith("counting words")]
     assert len(progress) > 5 and all("lines/s" in m and "ETA" in m for m in progress)
@@ -171,8 +171,8 @@ def test_workers_and_small_blocks_give_the_same_vocab(corpus, uncased, tmp_path,
 def test_bounded_table_and_line_limit(corpus, tmp_path, caplog):
     caplog.set_level("INFO")
     output = tmp_path / "vocab.txt"
-    stats = building.run(_options(corpus, output, max_input_lines=2000, max_input_words=500,
-                                  vocab_size=400, num_unused=99))
+    stats = building.build_vocab(_options(corpus, output, max_input_lines=2000, max_input_words=500,
+                                          vocab_size=400, num_unused=99))
     assert stats.num_lines == 2000 and stats.num_distinct_words <= 1000
     assert any("the table was cut" in m for m in caplog.messages)
     assert len(tokenization.read_vocab_lines(str(output))) == 400
@@ -180,7 +180,7 @@ def test_bounded_table_and_line_limit(corpus, tmp_path, caplog):
 
 def test_too_little_text_gives_a_shorter_vocab_and_a_warning(corpus, tmp_path, caplog):
     output = tmp_path / "vocab.txt"
-    stats = building.run(_options(corpus, output, max_input_lines=500, vocab_size=100000))
+    stats = building.build_vocab(_options(corpus, output, max_input_lines=500, vocab_size=100000))
     lines = tokenization.read_vocab_lines(str(output))
     assert stats.learn.short_by > 0 and len(lines) == 100000 - stats.learn.short_by > 999
     assert stats.learn.calls == 1 and stats.learn.threshold == 3  # the lowest threshold
@@ -190,7 +190,7 @@ def test_too_little_text_gives_a_shorter_vocab_and_a_warning(corpus, tmp_path, c
 def test_invalid_utf8_names_file_and_line(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"fine\nbad \xff byte\n")
     with pytest.raises(InputError, match=r"bad\.txt line 2: invalid UTF-8 byte 0xff"):
-        building.run(_options(tmp_path, tmp_path / "vocab.txt"))
+        building.build_vocab(_options(tmp_path, tmp_path / "vocab.txt"))
     assert not (tmp_path / "vocab.txt").exists()
 
 
@@ -209,7 +209,7 @@ def test_bad_flags_fail_and_write_nothing(corpus, tmp_path, overrides, message):
     output = tmp_path / "vocab.txt"
     output.write_text("old\n")
     with pytest.raises(InputError, match=message):
-        building.run(_options(corpus, overrides.pop("output_file", output), **overrides))
+        building.build_vocab(_options(corpus, overrides.pop("output_file", output), **overrides))
     assert os.listdir(tmp_path) == ["vocab.txt"] and output.read_text() == "old\n"
 
 
@@ -217,7 +217,7 @@ def test_input_without_words_fails_naming_the_files(tmp_path):
     (tmp_path / "a_empty.txt").write_text("")
     (tmp_path / "b_control.txt").write_text("\n \t\n\x00\u200b\n")
     with pytest.raises(InputError, match=r"a_empty\.txt, .*b_control\.txt: no words in 3 lines"):
-        building.run(_options(tmp_path, tmp_path / "vocab.txt"))
+        building.build_vocab(_options(tmp_path, tmp_path / "vocab.txt"))
     assert not (tmp_path / "vocab.txt").exists()
 
 
@@ -241,7 +241,7 @@ def test_an_output_file_that_is_an_input_is_refused(tmp_path, monkeypatch):
     for input_file, output_file in (("w.txt,x.txt", "./x.txt"), ("*.txt", "sub/../x.txt"),
                                     ("x.txt", "link.txt"), ("link.txt", str(corpus))):
         with pytest.raises(InputError, match=re.escape(message("output-file-is-input"))):
-            building.run(_options(tmp_path, output_file, input_file=input_file))
+            building.build_vocab(_options(tmp_path, output_file, input_file=input_file))
         assert corpus.read_text(encoding="utf-8") == text
     assert sorted(os.listdir(tmp_path)) == ["link.txt", "sub", "w.txt", "x.txt"]
 

@@ -78,7 +78,8 @@ def test_the_layout_label_sets_and_bad_rows(tmp_path):
     _write(tmp_path / "test.tsv", ["index", "text_a"], [["7", "z"]])
     processor = processors.get_processor("MultiLabel")
     train = processor.get_train_examples(str(tmp_path))
-    assert processor.get_labels() == ["politics", "sport", "weather"]  # sorted
+    assert processor.train_labels(str(tmp_path)) == ("politics", "sport", "weather")  # sorted
+    processor = processors.get_processor("MultiLabel", processor.train_labels(str(tmp_path)))
     assert [e.label for e in train] == [("sport", "politics"), (), ("weather",)]
     dev = processor.get_dev_examples(str(tmp_path))
     assert (dev[0].text_a, dev[0].text_b, dev[0].guid) == ("x", "y", "dev-1")
@@ -163,8 +164,9 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     (tmp_path / "with_labels" / "label_list.txt").write_text("bad\ngood\n")
     recorded = make_task("multilabel", 16, str(data))
     fresh = RunConfig(str(tmp_path / "fresh"), init_checkpoint=str(tmp_path / "with_labels"))
-    assert len(recorded.read_examples("predict", fresh)) == 3
-    assert recorded.label_names == ["bad", "good"]
+    examples = {"predict": recorded.read_examples("predict", fresh)}
+    assert len(examples["predict"]) == 3
+    assert recorded.settle(examples, fresh).label_names == ["bad", "good"]
 
     # The TPU padding record parses with the task's spec: no label applies, not a real example.
     padding = tf.io.parse_single_example(task.padding_record().SerializeToString(),

@@ -75,7 +75,7 @@ def test_sigterm_unwinds_as_ctrl_c_does(tmp_path):
         "        os.kill(os.getpid(), signal.SIGINT)\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         f"        open({str(tmp_path / 'cleaned')!r}, 'w').close()\n"
-        "cli.run(main)\n")
+        "cli.run_script(main)\n")
     process = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
     assert process.returncode == 143, process.stderr

@@ -43,7 +43,7 @@ def run(tmp_path, output_name, corpus, **overrides):
     flags = dict(FIXTURE_FLAGS, input_file=str(corpus),
                  output_file=",".join(str(tmp_path / n) for n in output_name.split(",")))
     flags.update(overrides)
-    return pipeline.run(pipeline.Options(**flags))
+    return pipeline.write_records(pipeline.Options(**flags))
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_bad_flags_fail_before_any_work(tmp_path, data_dir, overrides, message):
                  output_file=str(tmp_path / "out.tfrecord"))
     flags.update(overrides)
     with pytest.raises((InputError, VocabError), match=message):
-        pipeline.run(pipeline.Options(**flags))
+        pipeline.write_records(pipeline.Options(**flags))
     assert os.listdir(tmp_path) == []
 
 
@@ -200,12 +200,12 @@ def test_an_output_file_that_is_an_input_is_refused(tmp_path, data_dir, monkeypa
         options = dict(FIXTURE_FLAGS, input_file=input_file, output_file=output_file,
                        vocab_file=str(vocab_copy))
         with pytest.raises(InputError, match=re.escape(refusals.message("output-file-is-input"))):
-            pipeline.run(pipeline.Options(**options))
+            pipeline.write_records(pipeline.Options(**options))
         assert corpus.read_bytes() == text and vocab_copy.read_bytes() == open(
             VOCAB_FILE, "rb").read()
         assert not (tmp_path / "out.tfrecord").exists()
     with pytest.raises(InputError, match=re.escape("--vocab_file=%s" % vocab_copy)):
-        pipeline.run(pipeline.Options(**dict(options, output_file=str(vocab_copy))))
+        pipeline.write_records(pipeline.Options(**dict(options, output_file=str(vocab_copy))))
 
 
 def _start_long_run(tmp_path, data_dir, *args):

@@ -38,7 +38,7 @@ def _make(corpus, output, **overrides):
     flags = dict(input_file=str(corpus), output_file=str(output), vocab_file=VOCAB_FILE,
                  dupe_factor=1)
     flags.update(overrides)
-    pipeline.run(pipeline.Options(**flags))
+    pipeline.write_records(pipeline.Options(**flags))
     return output
 
 

@@ -33,7 +33,7 @@ def _run(corpus, output, pool=None, **overrides):
     flags = dict(input_file=str(corpus), output_file=str(output), vocab_file=VOCAB_FILE,
                  dupe_factor=2)
     flags.update(overrides)
-    return pipeline.run(pipeline.Options(**flags), pool=pool)
+    return pipeline.write_records(pipeline.Options(**flags), pool=pool)
 
 
 def _read_bytes(path):

@@ -379,9 +379,9 @@ def test_masked_records_are_refused_as_unmasked_records(tmp_path):
                    vocab_file=str(ROOT / "tests" / "fixtures" / "modeling" / "tiny" / "vocab.txt"),
                    max_seq_length=64, max_predictions_per_seq=10)
     masked, unmasked = tmp_path / "masked.tfrecord", tmp_path / "unmasked.tfrecord"
-    pipeline.run(pipeline.Options(output_file=str(masked), **options))
-    pipeline.run(pipeline.Options(output_file=str(unmasked), mask_token_prob=0.0,
-                                  random_token_prob=0.0, **options))
+    pipeline.write_records(pipeline.Options(output_file=str(masked), **options))
+    pipeline.write_records(pipeline.Options(output_file=str(unmasked), mask_token_prob=0.0,
+                                            random_token_prob=0.0, **options))
     check = dict(max_seq_length=64, max_predictions_per_seq=10, vocab_size=99, unmasked=True)
     assert check_records([str(unmasked)], **check).next_sentence
     with pytest.raises(InputError, match=re.escape(message("unmasked-records-masked"))):

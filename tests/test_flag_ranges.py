@@ -274,7 +274,7 @@ def test_a_rule_of_a_flag_the_run_does_not_use_is_not_applied():
 
 def declared_rules(tmp_path):
     """{script: [(kind, flag names, text)]}: the rules each script declares where it defines its
-    flags (`flag_ranges.declared`, written by `cli.run` to BERT_FLAG_RULES_FILE)."""
+    flags (`flag_ranges.declared`, written by `cli.run_script` to BERT_FLAG_RULES_FILE)."""
     rules = {}
     for script in sorted(REQUIRED):
         path = tmp_path / f"{script}.json"

@@ -264,7 +264,7 @@ def test_every_task_answers_from_litert_as_from_its_saved_model(case, tmp_path):
             printed = []
             for path in (tmp_path / "saved", model):
                 out = io.StringIO()
-                predictor.run(str(path), inputs + [""], out=out)
+                predictor.predict(str(path), inputs + [""], out=out)
                 printed.append(out.getvalue())
             assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
             continue

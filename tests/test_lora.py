@@ -21,13 +21,14 @@ def _features(seed=0):
 @pytest.mark.parametrize("targets,adapted", [("query_value", 2), ("all", 6)])
 def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     from modeling import BertClassifier
+    from modeling.inference import merged_copy, with_lora
     from modeling.layers import lora
 
     config = tiny_config()
     model = BertClassifier(config, 2)
     before = np.asarray(model(_features())["logits"])
     base = model
-    model = lora.with_lora(model, lora.LoraSettings(rank=4, alpha=8, targets=targets))
+    model = with_lora(model, lora.LoraSettings(rank=4, alpha=8, targets=targets))
     np.testing.assert_array_equal(np.asarray(model(_features())["logits"]), before)  # B = 0
     trained = {v.path for v in model.trainable_variables}
     assert trained == ({p for p in lora.adapters(model)
@@ -43,7 +44,7 @@ def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     adapted_logits = np.asarray(model(_features())["logits"])
     assert not np.allclose(adapted_logits, before)
     plain = BertClassifier(config, 2)
-    values = {v.path: np.asarray(v) for v in lora.merged_copy(model).variables}
+    values = {v.path: np.asarray(v) for v in merged_copy(model).variables}
     for variable in plain.variables:
         if "seed_generator" not in variable.path:
             variable.assign(values[variable.path])
@@ -52,7 +53,7 @@ def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     # The merged copy left the model's base kernels, and the model it was made from, as they were.
     kernel, *_ = next(iter(lora.adapters(model).values()))
     assert not np.array_equal(np.asarray(kernel), values[kernel.path])
-    assert not lora.adapters(base) and lora.merged_copy(base) is base
+    assert not lora.adapters(base) and merged_copy(base) is base
     np.testing.assert_array_equal(np.asarray(base(_features())["logits"]), before)
 
 

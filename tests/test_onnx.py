@@ -290,7 +290,7 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
     printed = []
     for model in (tmp_path / "saved", tmp_path / "onnx"):
         out = io.StringIO()
-        predictor.run(str(model), inputs + [""], out=out)
+        predictor.predict(str(model), inputs + [""], out=out)
         printed.append(out.getvalue())
     assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
 

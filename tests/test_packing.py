@@ -136,9 +136,10 @@ def test_create_pretraining_data_packs_and_run_pretraining_trains_on_the_rows(tm
     opts = dict(input_file=str(FIXTURES / "pretraining_data" / "tiny_corpus.txt"),
                 vocab_file=str(TINY / "vocab.txt"), max_seq_length=64, max_predictions_per_seq=10,
                 dupe_factor=2, short_seq_prob=0.5)
-    pipeline.run(pipeline.Options(output_file=str(tmp_path / "unpacked.tfrecord"), **opts))
-    pipeline.run(pipeline.Options(output_file=str(tmp_path / "packed.tfrecord"),
-                                  max_sequences_per_row=3, **opts))
+    pipeline.write_records(pipeline.Options(output_file=str(tmp_path / "unpacked.tfrecord"),
+                                            **opts))
+    pipeline.write_records(pipeline.Options(output_file=str(tmp_path / "packed.tfrecord"),
+                                            max_sequences_per_row=3, **opts))
     assert any("Packed" in m and "padding" in m for m in caplog.messages)
     count = sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / "packed.tfrecord")))
     assert count < sum(1 for _ in tf.data.TFRecordDataset(str(tmp_path / "unpacked.tfrecord")))
@@ -161,8 +162,9 @@ def test_what_cannot_be_packed_is_refused(tmp_path):
     opts = dict(input_file=str(FIXTURES / "pretraining_data" / "tiny_corpus.txt"),
                 vocab_file=str(TINY / "vocab.txt"), max_seq_length=64)
     with pytest.raises(ValueError, match=re.escape(message("packed-ltr"))):
-        pipeline.run(pipeline.Options(output_file=str(tmp_path / "ltr.tfrecord"),
-                                      pretraining_objective="ltr", max_sequences_per_row=2, **opts))
+        pipeline.write_records(pipeline.Options(
+            output_file=str(tmp_path / "ltr.tfrecord"), pretraining_objective="ltr",
+            max_sequences_per_row=2, **opts))
     assert not list(tmp_path.iterdir())
     records = _pairs(6)
     rows, _ = _packed(6)

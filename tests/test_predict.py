@@ -80,7 +80,7 @@ def test_predict_py_calls_only_the_signature_its_inputs_use(export_dir, monkeypa
 
     calls = recording_calls(monkeypatch)
     out = io.StringIO()
-    predictor.run(str(export_dir), ["The dog runs fast.", "the cat sleeps"], out=out)
+    predictor.predict(str(export_dir), ["The dog runs fast.", "the cat sleeps"], out=out)
     assert calls == [("serving_default", {"text_a": 2})]
     assert len(out.getvalue().splitlines()) == 2
 
@@ -105,7 +105,7 @@ def test_predictor_answers_texts_and_pairs_as_the_signatures(export_dir, loaded)
                                    atol=1e-6)
         assert result["label"] == label.decode()
     out = io.StringIO()
-    predictor.run(str(export_dir), texts, output_format="json", out=out)
+    predictor.predict(str(export_dir), texts, output_format="json", out=out)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["input"] for line in lines] == texts
     assert [line["label"] for line in lines] == [r["label"] for r in results]
@@ -125,8 +125,8 @@ def test_inputs_from_a_file_and_their_refusals(loaded, export_dir, tmp_path):
     # One output line per input line, a blank one for a blank line.
     for output_format in ("text", "json"):
         out = io.StringIO()
-        predictor.run(str(export_dir), input_file=str(path), output_format=output_format,
-                      out=out)
+        predictor.predict(str(export_dir), input_file=str(path), output_format=output_format,
+                          out=out)
         lines = out.getvalue().split("\n")[:-1]
         assert len(lines) == 3 and lines[0] and lines[2], lines
         assert lines[1] == ("" if output_format == "text" else '{"input": ""}')

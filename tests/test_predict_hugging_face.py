@@ -206,7 +206,7 @@ def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(tmp_path):
     printed = []
     for model in (saved, hf):
         out = io.StringIO()
-        reranking.run(model, predictor.read_inputs(RERANK_INPUTS), "json", out)
+        reranking.print_reranked(model, predictor.read_inputs(RERANK_INPUTS), "json", out)
         printed.append([json.loads(line) for line in out.getvalue().splitlines()])
     assert [[c["was"] for c in q["ranked"]] for q in printed[0]] == [
         [c["was"] for c in q["ranked"]] for q in printed[1]]

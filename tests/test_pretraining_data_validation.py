@@ -16,7 +16,7 @@ def records(fixtures_dir):
 @pytest.fixture(scope="module")
 def no_nsp_records(tmp_path_factory, fixtures_dir):
     path = tmp_path_factory.mktemp("no_nsp") / "no_nsp.tfrecord"
-    pipeline.run(pipeline.Options(
+    pipeline.write_records(pipeline.Options(
         input_file=str(fixtures_dir / "pretraining_data" / "tiny_corpus.txt"),
         output_file=str(path), vocab_file=vocab.bundled_vocab_file(), dupe_factor=1,
         next_sentence_prediction=False))

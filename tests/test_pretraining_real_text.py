@@ -36,7 +36,7 @@ def make_records(text, path, vocab_file, seed):
 
     corpus = path.with_suffix(".txt")
     corpus.write_text(text)
-    pipeline.run(pipeline.Options(
+    pipeline.write_records(pipeline.Options(
         input_file=str(corpus), output_file=str(path), vocab_file=str(vocab_file), max_seq_length=64,
         max_predictions_per_seq=10, dupe_factor=2, random_seed=seed))
     return path

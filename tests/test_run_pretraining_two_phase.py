@@ -23,7 +23,7 @@ WORD_EMBEDDINGS = "model/by_path/bert.Sembeddings.Sword_embeddings/.ATTRIBUTES/V
 def _make_data(corpus, output, max_seq_length, max_predictions_per_seq, seed):
     from bert_tasks.pretraining.data import pipeline
 
-    pipeline.run(pipeline.Options(
+    pipeline.write_records(pipeline.Options(
         input_file=str(corpus), output_file=str(output), vocab_file=vocab.bundled_vocab_file(),
         max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
         dupe_factor=1, random_seed=seed))

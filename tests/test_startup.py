@@ -62,7 +62,7 @@ def test_matching_case_and_tiny_vocabs_say_nothing(tmp_path, cased_file, do_lowe
 def test_create_pretraining_data_warns_too(tmp_path, caplog):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Emma walked to Highbury.\nShe was happy.\n\nThe end came.\nIt rained.\n")
-    pipeline.run(pipeline.Options(
+    pipeline.write_records(pipeline.Options(
         input_file=str(corpus), output_file=str(tmp_path / "out.tfrecord"), vocab_file=UNCASED,
         do_lower_case=False, max_seq_length=32, max_predictions_per_seq=4, dupe_factor=1,
         tokenizer="faithful"))

@@ -12,7 +12,7 @@ from typing import Optional
 
 from bert_runner.runs import checkpoint_flags, checkpoints, supplied
 from bert_runner.runs.record import RUN_RECORD, read_run_file, record_directories
-from modeling import checkpoint as model_checkpoint
+from modeling import ConfigNeeded, checkpoint as model_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _released_files(init_checkpoint, vocab_file, max_seq_length, flag):
         raise ValueError(supplied.required_unless("bert_config_file", flag))
     try:
         config = read(found.shapes, checkpoint_flags.describe_source(found.location, flag))
-    except model_checkpoint.ConfigNeeded as error:
+    except ConfigNeeded as error:
         raise ValueError(f"{error}: pass the --hparams JSON it was pre-trained with as "
                          "--bert_config_file") from None
     model_checkpoint.check_max_seq_length(config, max_seq_length, found.location)

@@ -44,7 +44,9 @@ def _huggingface(flag_values, files):
         model, what = provenance.load_encoder(files.config, flag_values.checkpoint,
                                               config_file=files.config_file), "encoder"
     elif fine_tuned is not None and fine_tuned.fine_tuned is not None:
-        (model, labels, hf_config), head = fine_tuned.fine_tuned(flag_values, files), True
+        (model, labels), head = fine_tuned.fine_tuned(flag_values, files), True
+        if fine_tuned.hf_config is not None:
+            hf_config = fine_tuned.hf_config(flag_values)
         what = f"{fine_tuned.script} model with its head"
     else:
         model, what = _pretrainer_or_encoder(files.config, flag_values.checkpoint,

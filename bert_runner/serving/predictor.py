@@ -224,7 +224,7 @@ class Predictor:
         return self.serving.describe(result)
 
 
-def run(export_dir, texts=(), input_file=None, stdin=None, output_format="text", out=None):
+def predict(export_dir, texts=(), input_file=None, stdin=None, output_format="text", out=None):
     """predict.py: loads `export_dir`, answers the inputs (`read_inputs`), writes one line per
     input to `out`: readable, or one JSON object per line (`output_format="json"`, with the
     input's text)."""

@@ -92,9 +92,10 @@ class ServingFormat:
       litert: whether `convertible` converts to LiteRT too (its raw-text module, or its graph
         on token ids where `Convertible.litert_ids`).
       fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
-        --checkpoint, its outputs' names or None, {config.json entry: value} to write beside
-        the family's): what export_model.py --format=huggingface writes with its head, as the
-        transformers class its family declares for it.
+        --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
+        writes with its head, as the transformers class its family declares for it.
+      hf_config: flag_values -> {config.json entry: value} that directory's config.json holds
+        beside its family's (a reranker's activation); None: none.
     """
     name: str
     help: str
@@ -116,6 +117,7 @@ class ServingFormat:
     hf_settings: Callable = lambda flag_values: {}
     litert: bool = False
     fine_tuned: Optional[Callable] = None
+    hf_config: Optional[Callable] = None
 
     def model_family(self, task_name):
         """The set of task names sharing `task_name`'s fine-tuned model (itself alone)."""

@@ -289,8 +289,9 @@ class MultiLabelProcessor(DataProcessor):
     (optional; test) in any order. `labels` holds the example's labels joined by "," (empty: no
     label applies).
 
-    The label set is `labels` (`--labels`) in that order, or else the sorted labels of the
-    training file, settled when it is read. Labels outside the set are refused with file and line.
+    The label set is `labels` (`--labels`) in that order, fixed at construction; a processor
+    without one reads only the training file (`train_labels` gives its sorted labels, the set a
+    training run takes). Labels outside the set are refused with file and line.
     """
     name, submission_name, is_multi_label = "multilabel", None, True
 
@@ -317,12 +318,18 @@ class MultiLabelProcessor(DataProcessor):
                              "training run's label_list.txt, comma-separated) when not training")
         return self.labels
 
-    def get_train_examples(self, data_dir):
+    def train_labels(self, data_dir):
+        """The sorted labels of the training file."""
         path, rows = self._rows(data_dir, "train.tsv", "train")
+        labels = tuple(sorted({label for _, row, _ in rows for label in row[1]}))
+        if not labels:
+            raise ValueError("%s: no example has a label: the label set would be empty" % path)
+        return labels
+
+    def get_train_examples(self, data_dir):
+        _, rows = self._rows(data_dir, "train.tsv", "train")
         if self.labels is None:
-            self.labels = tuple(sorted({label for _, row, _ in rows for label in row[1]}))
-            if not self.labels:
-                raise ValueError("%s: no example has a label: the label set would be empty" % path)
+            return self._checked(rows, "train", self.train_labels(data_dir))
         return self._checked(rows, "train")
 
     def get_dev_examples(self, data_dir):
@@ -369,14 +376,15 @@ class MultiLabelProcessor(DataProcessor):
             rows.append((where, (get("text_a"), labels, get("text_b"), get("index")), position))
         return path, rows
 
-    def _checked(self, rows, set_type):
+    def _checked(self, rows, set_type, label_set=None):
+        label_set = label_set or self.labels
         examples = []
         for where, (text_a, labels, text_b, index), position in rows:
-            unknown = [label for label in labels if label not in self.labels]
+            unknown = [label for label in labels if label not in label_set]
             if unknown:
                 raise ValueError("%s: unknown label(s) %s; the label set is %s"
                                  % (where, ", ".join(map(repr, unknown)),
-                                    ", ".join(map(repr, self.labels))))
+                                    ", ".join(map(repr, label_set))))
             examples.append(InputExample(guid="%s-%d" % (set_type, position), text_a=text_a,
                                          text_b=text_b, label=labels, index=index))
         return examples

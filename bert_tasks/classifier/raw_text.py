@@ -256,13 +256,20 @@ def cross_encoder(model):
 
 def fine_tuned_from_flags(flag_values, files):
     """export_model.py --format=huggingface of a run_classifier run: (its model, its labels;
-    None for regression, {}), the task its run.json records; a reranker as its cross-encoder
-    (`cross_encoder`, no labels, `CROSS_ENCODER_CONFIG`)."""
+    None for regression), the task its run.json records; a reranker as its cross-encoder
+    (`cross_encoder`, no labels)."""
     task = provenance.recorded_task(flag_values.checkpoint)
     model, processor = _classifier_from_flags(flag_values, files, task)
     if task == RERANK_TASK:
-        return cross_encoder(model), None, CROSS_ENCODER_CONFIG
-    return model, processor.get_labels(), {}
+        return cross_encoder(model), None
+    return model, processor.get_labels()
+
+
+def hf_config_from_flags(flag_values):
+    """The config.json entries of a run_classifier run's Hugging Face directory beside its
+    family's: a reranker's `CROSS_ENCODER_CONFIG` (its cross-encoder's activation)."""
+    rerank = provenance.recorded_task(flag_values.checkpoint) == RERANK_TASK
+    return CROSS_ENCODER_CONFIG if rerank else {}
 
 
 def export_from_flags(flag_values, files):

@@ -57,14 +57,14 @@ def describe(answer):
     return "\n".join(lines)
 
 
-def run(export_dir, inputs, output_format, out):
+def print_reranked(export_dir, inputs, output_format, out):
     """predict.py --rerank: checks `inputs` (`predictor.Input`s), loads `export_dir`, writes each
     query's answer to `out` (readable lines, or one JSON object per query)."""
     from bert_runner.serving.predictor import Predictor
 
     inputs = [item for item in inputs if item.text.strip()]
     check_pairs(inputs)
-    # Every input is read: their call builds only the `pairs` signature (as predictor.run).
+    # Every input is read: their call builds only the `pairs` signature (as predictor.predict).
     for answer in rerank(Predictor(export_dir, warm_up=False), inputs):
         out.write((json.dumps(answer, ensure_ascii=False) if output_format == "json"
                    else describe(answer)) + "\n")

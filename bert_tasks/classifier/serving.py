@@ -48,4 +48,5 @@ FORMAT = registry.register(registry.ServingFormat(
     warm_up_fields=(1, 2),
     convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags"),
     served_module=registry.deferred("bert_tasks.classifier.raw_text", "served_module"),
-    fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_flags")))
+    fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_flags"),
+    hf_config=registry.deferred("bert_tasks.classifier.raw_text", "hf_config_from_flags")))

@@ -92,15 +92,21 @@ class ClassifierTask(Task):
         return self.processor.is_regression
 
     def read_examples(self, split, run=None):
-        read = {"train": self.processor.get_train_examples,
-                "eval": self.processor.get_dev_examples,
-                "predict": self.processor.get_test_examples}[split]
+        processor = self.processor_of(run)
+        read = {"train": processor.get_train_examples,
+                "eval": processor.get_dev_examples,
+                "predict": processor.get_test_examples}[split]
         examples = read(self.data_dir)
         if split == "train" and self.teacher is not None and self.teacher.unlabeled_file:
             # Labelled and unlabelled examples mixed once (the pipeline shuffles within 100).
             examples += self._unlabeled_examples(self.teacher.unlabeled_file)
             random.Random(_WINDOW_SHUFFLE_SEED).shuffle(examples)
         return examples
+
+    def processor_of(self, run):
+        """The processor that reads `run`'s examples: the task's own (its labels are the task
+        name's)."""
+        return self.processor
 
     def _unlabeled_examples(self, path):
         """--unlabeled_file's lines as examples (the teacher labels them): one text a line, two
@@ -372,18 +378,22 @@ class MultiLabelTask(ClassifierTask):
     def label_names(self):
         return self.processor.get_labels()
 
-    def read_examples(self, split, run=None):
-        """The split's examples; without --labels, a run that does not read train.tsv first
-        takes the labels recorded beside the model it uses (output_dir's, else
-        --init_checkpoint's label_list.txt)."""
-        if split != "train" and self.processor.labels is None and run is not None:
-            source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
-                                                run.lora_adapters)
-            if source and run_labels.recorded_labels(source):
-                self.processor.labels = tuple(run_labels.recorded_labels(source))
-                logging.info("Labels of the model at %s (its %s): %s", source,
-                             run_labels.LABEL_LIST_FILE, ", ".join(self.processor.labels))
-        return super().read_examples(split, run)
+    def processor_of(self, run):
+        """A processor of `run`'s label set: --labels; else a training run's, train.tsv's
+        sorted labels; else those recorded beside the model it uses (output_dir's, else
+        --init_checkpoint's label_list.txt); else none (refused when a split needs them)."""
+        if self.processor.labels is not None or run is None:
+            return self.processor
+        if run.do_train:
+            return processors.MultiLabelProcessor(self.processor.train_labels(self.data_dir))
+        source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
+                                            run.lora_adapters)
+        return processors.MultiLabelProcessor(source and run_labels.recorded_labels(source))
+
+    def settle(self, examples, run, config=None):
+        """The task with the label set of `run` (`processor_of`)."""
+        processor = self.processor_of(run)
+        return self if processor is self.processor else self._settled(processor=processor)
 
     def write_run_files(self, run):
         """label_list.txt; refused when the model the run starts from (output_dir's, else

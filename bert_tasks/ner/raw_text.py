@@ -225,7 +225,7 @@ def export_ner(model, vocab_file, do_lower_case, max_seq_length, label_list, exp
 
 def fine_tuned_from_flags(flag_values, files):
     """(the run_ner model with every weight from --checkpoint, its tag set in its scheme):
-    the labels of --entity_types or of its label_list.txt, {})."""
+    the labels of --entity_types or of its label_list.txt."""
     if flag_values.entity_types:
         label_list = ner_tags.label_list(flag_values.entity_types)
         source = "--entity_types=%s" % ",".join(flag_values.entity_types)
@@ -238,7 +238,7 @@ def fine_tuned_from_flags(flag_values, files):
         families.build_model("token", files.config, len(label_list),
                              **provenance.recorded_model_options(flag_values.checkpoint)),
         flag_values.checkpoint, serving.FORMAT_NAME, files.config_file, label_source=source)
-    return model, label_list, {}
+    return model, label_list
 
 
 def convertible(model, label_list):

@@ -188,11 +188,11 @@ def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, m
 
 
 def fine_tuned_from_flags(flag_values, files):
-    """(the run_squad model with every weight from --checkpoint, None: no labels, {})."""
+    """(the run_squad model with every weight from --checkpoint, None: no labels)."""
     model = families.build_model("span", files.config,
                                  **provenance.recorded_model_options(flag_values.checkpoint))
     return provenance.load_fine_tuned(
-        model, flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None, {}
+        model, flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
 
 
 def _windows_from_flags(flag_values):

@@ -41,6 +41,11 @@ _POSITIVE_INT_FIELDS = (
 )
 
 
+class ConfigNeeded(ValueError):
+    """A checkpoint without a config whose shapes do not give one (`ModelFamily
+    .config_from_checkpoint`): the config it was trained with is needed."""
+
+
 class BertConfig:
     """Configuration of a `BertModel`, field for field the original `modeling.BertConfig`.
 

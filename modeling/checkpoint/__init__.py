@@ -28,7 +28,6 @@ from modeling.lazy_names import module_getattr
 _PUBLIC = {
     "ADAPTERS_FILE": ("modeling.checkpoint.layout", "ADAPTERS_FILE"),
     "AdaptersError": ("modeling.checkpoint.errors", "AdaptersError"),
-    "ConfigNeeded": ("modeling.checkpoint.errors", "ConfigNeeded"),
     "Checkpoint": ("modeling.checkpoint.reader", "Checkpoint"),
     "CheckpointError": ("modeling.checkpoint.errors", "CheckpointError"),
     "CheckpointNotFoundError": ("modeling.checkpoint.errors", "CheckpointNotFoundError"),

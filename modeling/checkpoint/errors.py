@@ -25,11 +25,6 @@ class CheckpointNotFoundError(_NamesItsFile, FileNotFoundError):
     """No checkpoint where one was named; says what is there instead."""
 
 
-class ConfigNeeded(ValueError):
-    """A checkpoint without a config whose shapes do not give one (`ModelFamily
-    .config_from_checkpoint`): the config it was trained with is needed."""
-
-
 class AdaptersError(CheckpointError):
     """A LoRA run's adapters file that cannot be read, or not onto this base or model: `file` is
     the adapters file (not the base checkpoint)."""

@@ -1,18 +1,18 @@
 """The one writer: a model in the original layout, in Hugging Face's, or a LoRA run's adapters.
 
 Every writer writes a LoRA model as a copy with its adapters merged into its kernels
-(`modeling.layers.lora.merged_copy`; the model itself without LoRA), so what it writes is a plain
+(`modeling.inference.merged_copy`; the model itself without LoRA), so what it writes is a plain
 model that any reader, ours or another project's, loads. A run's own checkpoints (`ckpt-N`, `reader.ModelVariables`) are written by
 its `tf.train.CheckpointManager` (`bert_runner.trainer`), with their run files (`bert_runner.runs`).
 """
-from modeling.layers import lora
+from modeling.inference import merged_copy
 from modeling.checkpoint import adapters, hugging_face, original
 
 
 def write_original(model, prefix, extra_tensors=None):
     """`model` as an original-layout TF1 checkpoint at `prefix` (`original.save_tf1_checkpoint`:
     atomic, the index last). Returns `prefix`."""
-    return original.save_tf1_checkpoint(lora.merged_copy(model), prefix, extra_tensors)
+    return original.save_tf1_checkpoint(merged_copy(model), prefix, extra_tensors)
 
 
 def write_hugging_face(model, directory, vocab_file, do_lower_case, sentence_embedding=None,
@@ -26,7 +26,7 @@ def write_hugging_face(model, directory, vocab_file, do_lower_case, sentence_emb
     `sentence_embedding`, sentence-transformers' files too; `json_files` ({relative path: JSON
     value}) written beside; `hf_config`: entries of the head's config.json beside the family's
     (a cross-encoder's activation). Returns `directory`."""
-    return hugging_face.save_hf_model(lora.merged_copy(model), directory, vocab_file,
+    return hugging_face.save_hf_model(merged_copy(model), directory, vocab_file,
                                       do_lower_case, sentence_embedding, head, labels, json_files,
                                       hf_config)
 

@@ -17,8 +17,7 @@ import json
 
 from absl import logging
 
-from modeling.bert.config import REQUIRED_KEYS, BertConfig
-from modeling.checkpoint.errors import ConfigNeeded
+from modeling.bert.config import REQUIRED_KEYS, BertConfig, ConfigNeeded
 
 # util/training_utils.get_bert_config: (hidden_size, num_hidden_layers) by model size.
 MODEL_SIZES = {"small": (256, 12), "base": (768, 12), "large": (1024, 24)}

@@ -14,8 +14,9 @@ a model without adapters, which is how every export serves a LoRA run as a plain
 
 Adapters are a constructor argument of the encoder (`BertModel(config, lora=LoraSettings(...))`,
 saved by `get_config`), which builds them and freezes everything else of itself; a model built
-without them gets a copy with them from `with_lora`, and a LoRA model a plain copy, its adapters
-merged, from `merged_copy`. Neither changes the model it is handed.
+without them gets a copy with them from `modeling.inference.with_lora`, and a LoRA model a plain
+copy, its adapters merged, from `modeling.inference.merged_copy`. Neither changes the model it is
+handed.
 
     model = with_lora(model, LoraSettings(rank=8, alpha=8, targets="query_value"))
 """
@@ -73,24 +74,6 @@ def initial_lora_a(shape, dtype):
     """A `lora_a` start: He-uniform, as KerasHub's and PEFT's, from an initializer of its own (a
     Keras initializer repeats its values on every call)."""
     return keras.initializers.HeUniform()(shape, dtype)
-
-
-def with_lora(model, settings):
-    """A copy of `model` (a `BertModel` or a task model, without adapters) whose encoder has the
-    adapters of `settings` (`LoraSettings`) and is frozen (embeddings, layers, pooler); the rest
-    (its head, a BiLSTM on top) stays trainable. It computes what `model` computes until the
-    adapters are trained (`lora_b` starts at zero)."""
-    from modeling.inference import copy_with
-
-    return copy_with(model, lora=settings)
-
-
-def merged_copy(model):
-    """`model` itself without adapters; else a copy without them, each targeted kernel holding
-    its merged value (`merged_value`): a plain model, for writers and exports."""
-    from modeling.inference import copy_with
-
-    return copy_with(model, lora=None)
 
 
 def adapters(model):

@@ -134,7 +134,7 @@ class Progress(object):
         logging.info("%s", " | ".join(fields))
 
 
-def run(opts, pool=None):
+def write_records(opts, pool=None):
     """Runs create_pretraining_data; returns `processing.ChunkStats` (with `seconds` set).
 
     Args:

@@ -33,7 +33,7 @@ class ChunkStats(object):
     num_instances: int = 0
     num_chunks: int = 0
     worker_cpu_seconds: float = 0.0  # CPU time of worker processes (none for one worker)
-    seconds: float = 0.0  # wall time of the whole run (set by `pipeline.run`)
+    seconds: float = 0.0  # wall time of the whole run (set by `pipeline.write_records`)
     # Packed runs (--max_sequences_per_row > 1): the rows written, the instances' tokens.
     num_rows: int = 0
     num_tokens: int = 0
@@ -127,8 +127,8 @@ class WorkerError(RuntimeError):
 class WorkerPool(object):
     """Processes that turn chunks into records; a context manager.
 
-    One pool serves any number of `pipeline.run` calls, with any flags: a program that makes
-    several data sets starts the workers (in parallel) once. Workers are
+    One pool serves any number of `pipeline.write_records` calls, with any flags: a program that
+    makes several data sets starts the workers (in parallel) once. Workers are
     `spawn`ed: the parent has imported TensorFlow, which is not fork-safe.
 
     Args:

@@ -260,7 +260,7 @@ def check_inputs(opts):
     return opts, config, vocab_lines, vocab, words
 
 
-def run(opts):
+def extend_checkpoint(opts):
     """Writes `vocab.txt`, `bert_config.json` and `bert_model.ckpt` with the words added into
     `opts.output_dir`; returns a `Result`. Everything is checked before anything is written, and
     the files are written in a temporary directory first, then moved in, so `output_dir` never

@@ -81,7 +81,7 @@ def check_options(opts):
         raise InputError("; ".join(problems))
 
 
-def run(opts):
+def build_vocab(opts):
     """Builds the vocab file; returns BuildStats.
 
     Raises:
