@@ -255,13 +255,16 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
         if not missing:
             return True
         from bert_runner.runs.checkpoint_flags import check_partial_directory
-        from modeling.checkpoint import checkpoint_folder, hf_home, is_original_electra
+        from modeling.checkpoint import (
+            checkpoint_folder, hf_home, is_original_electra, is_saved_model, saved_model_vocab)
 
         directory = values[checkpoint]
         home = hf_home(directory) or (checkpoint_folder(directory)
                                       if is_original_electra(directory) else None)
-        if home and ("vocab_file" not in missing
-                     or os.path.isfile(os.path.join(home, "vocab.txt"))):
+        vocab = os.path.join(home, "vocab.txt") if home else None
+        if not home and is_saved_model(directory):  # a TF Hub encoder: its asset
+            home, vocab = directory, saved_model_vocab(directory)
+        if home and ("vocab_file" not in missing or (vocab and os.path.isfile(vocab))):
             return True
         try:  # part of a Hugging Face directory: say what it lacks, not which flag to give
             check_partial_directory(directory, f"--{checkpoint}")
@@ -283,13 +286,16 @@ def require_model_files(*names, checkpoint="init_checkpoint", flag_values=flags.
 
 def _take_casing(directory, flag_values):
     """Sets `--do_lower_case`, when the command line does not give it, to the casing a Hugging
-    Face directory `directory` records (its tokenizer_config.json), as its config and vocabulary
-    are taken from it: a cased model's text is then not lower-cased by the flag's default."""
+    Face directory `directory` records (its tokenizer_config.json), or a TF Hub SavedModel (its
+    `do_lower_case`), as its config and vocabulary are taken from it: a cased model's text is
+    then not lower-cased by the flag's default."""
     if directory and not flag_values["do_lower_case"].present:
-        from modeling.checkpoint import hf_home, read_casing
+        from modeling.checkpoint import hf_home, is_saved_model, read_casing, saved_model_casing
 
         home = hf_home(directory)
         casing = read_casing(home) if home else None
+        if casing is None and is_saved_model(directory):
+            casing = saved_model_casing(directory)
         if casing is not None:
             flag_values["do_lower_case"].value = casing  # as if given, for every later reader
     return True

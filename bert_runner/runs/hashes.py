@@ -42,6 +42,7 @@ def fingerprint(path):
       a TF checkpoint prefix (ours or the original's): its .index file, which holds a checksum
           of every tensor, so the whole checkpoint without reading its data;
       a directory holding checkpoints (an output_dir): its newest checkpoint;
+      a SavedModel (a TF Hub encoder): its graph and its variables' .index;
       any other directory (a Hugging Face model, a data folder): its files' names and contents;
       a file: its content.
     """
@@ -50,6 +51,11 @@ def fingerprint(path):
     latest = newest_checkpoint(path)
     if latest:
         return fingerprint(latest)
+    if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        digest = hashlib.sha256()
+        for name in ("saved_model.pb", os.path.join("variables", "variables.index")):
+            digest.update(f"{name}\0{file_sha256(os.path.join(path, name))}\0".encode())
+        return digest.hexdigest()[:16]
     if tf.io.gfile.isdir(path):
         digest = hashlib.sha256()
         for name in sorted(tf.io.gfile.listdir(path)):

@@ -33,7 +33,8 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     When `init_checkpoint` (the checkpoint flag `flag`) is a Hugging Face model directory (or a
     weights file with its `config.json` beside it), its `config.json` is the config (its
     `"gelu"` read as the exact erf GELU) and its `vocab.txt` the vocabulary unless `vocab_file`
-    is given; a `bert_config_file` given as well must describe the same model (else ValueError
+    is given; a TF Hub text-encoder SavedModel gives its encoder's settings and its vocabulary
+    asset the same way; a `bert_config_file` given as well must describe the same model (else ValueError
     naming both files) and is used (its dropout rates). An original ELECTRA checkpoint (a
     released folder) without `bert_config_file` has its config read from its shapes by its
     family, and its `vocab.txt` beside it is the vocabulary unless `vocab_file` is given.
@@ -44,7 +45,9 @@ def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=No
     against the config's positions.
     """
     checkpoint_flags.check_partial_directory(init_checkpoint, flag)
-    home = model_checkpoint.hf_home(init_checkpoint)
+    # A Hugging Face directory or a TF Hub SavedModel carries its config and vocabulary.
+    home = model_checkpoint.hf_home(init_checkpoint) or (
+        init_checkpoint if model_checkpoint.is_saved_model(init_checkpoint) else None)
     released = home is None and model_checkpoint.is_original_electra(init_checkpoint)
     if released and not bert_config_file:
         return _released_files(init_checkpoint, vocab_file, max_seq_length, flag)

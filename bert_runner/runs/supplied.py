@@ -156,7 +156,8 @@ RUN_DIRECTORY = ("a run's output_dir (or a checkpoint in it) whose bert_config.j
 def required_unless(name, flag):
     """The refusal of a command without `--name` (bert_config_file, vocab_file) whose checkpoint
     flag `flag` supplies none."""
-    return f"--{name} is required unless {flag} is {HF_DIRECTORY}, or {RUN_DIRECTORY}"
+    return (f"--{name} is required unless {flag} is {HF_DIRECTORY}, a TF Hub text-encoder "
+            f"SavedModel, or {RUN_DIRECTORY}")
 
 
 def supplied(path, flag, needs_vocab):

@@ -36,14 +36,14 @@ import tensorflow as tf
 
 from modeling import families
 from modeling.layers import lora
-from modeling.checkpoint import adapters, hugging_face, original
+from modeling.checkpoint import adapters, hugging_face, original, tf_hub
 from modeling.checkpoint.errors import CheckpointError
 from modeling.checkpoint.layout import (
     check_partial_directory, hf_home, is_hugging_face, read_casing)
 from modeling.hf_directory import HF_WEIGHT_FILES
 from modeling.family import ModelFamily
 
-ORIGINAL, RUN, HUGGING_FACE = "original", "run", "hugging_face"
+ORIGINAL, RUN, HUGGING_FACE, TF_HUB = "original", "run", "hugging_face", "tf_hub"
 
 
 class ModelVariables(tf.Module):
@@ -92,16 +92,18 @@ class Checkpoint:
     """A starting point, read once: what it is.
 
     path: as given.
-    layout: ORIGINAL, RUN or HUGGING_FACE.
-    location: the TensorFlow checkpoint prefix, or the Hugging Face directory or weights file.
+    layout: ORIGINAL, RUN, HUGGING_FACE or TF_HUB (a text-encoder SavedModel, `tf_hub`).
+    location: the TensorFlow checkpoint prefix, the Hugging Face directory or weights file, or
+      the SavedModel directory.
     family: its `modeling.family.ModelFamily`.
     shapes: `{name: shape}` of its weights, optimizer slots left out: original names (ORIGINAL)
       or variable paths (RUN); empty for HUGGING_FACE (its weights are read when loaded).
-    config, config_file: the config it carries and its file (a Hugging Face `config.json`), or
-      None: the config then comes from --bert_config_file (`model_files`).
-    vocab_file: the vocabulary it carries (a Hugging Face directory's), or None.
-    do_lower_case: its casing, where it records one (a Hugging Face `tokenizer_config.json`),
-      or None.
+    config, config_file: the config it carries and its file (a Hugging Face `config.json`, a
+      SavedModel's `keras_metadata.pb`), or None: the config then comes from the caller.
+    vocab_file: the vocabulary it carries (a Hugging Face directory's, a SavedModel's asset), or
+      None.
+    do_lower_case: its casing, where it records one (a Hugging Face `tokenizer_config.json`, a
+      SavedModel's `do_lower_case`), or None.
     lora_adapters: a LoRA run's adapters file loaded on top, or None.
     keys, reader: a TensorFlow checkpoint's `{name: its key in the file}` (the names of
       `shapes`) and its open `tf.train.CheckpointReader`, which every load reads through.
@@ -119,11 +121,14 @@ class Checkpoint:
     lora_adapters: Optional[str] = None
     keys: dict = dataclasses.field(default=None, repr=False, compare=False)
     reader: object = dataclasses.field(default=None, repr=False, compare=False)
+    tensors: dict = dataclasses.field(default=None, repr=False, compare=False)  # TF_HUB's
 
     def identity_file(self):
         """The file whose size and time identify this checkpoint (a cache made from another one is
         not reused; its content hash is the run's, `bert_runner.run_identity`): a TF checkpoint's
-        `.index`, a Hugging Face weights file."""
+        `.index`, a Hugging Face weights file, a SavedModel's variables index."""
+        if self.layout == TF_HUB:
+            return os.path.join(self.location, "variables", "variables.index")
         if self.layout != HUGGING_FACE:
             return self.location + ".index"
         if os.path.isfile(self.location):
@@ -139,6 +144,11 @@ class Checkpoint:
             tensors = hugging_face.read_hf_for_model(self.location, self.family, model)
             source = _Source(self.location, original.variable_map(model),
                              {n: v.shape for n, v in tensors.items()}, tensors.__getitem__,
+                             [n for n, _ in original.encoder_names(model)])
+        elif self.layout == TF_HUB:
+            source = _Source(self.location, original.variable_map(model),
+                             {n: v.shape for n, v in self.tensors.items()},
+                             self.tensors.__getitem__,
                              [n for n, _ in original.encoder_names(model)])
         else:
             source = self._tensorflow_source(model)
@@ -241,8 +251,9 @@ def _check_required_scopes(model, source):
 
 def open_checkpoint(path, lora_adapters=None, family=None):
     """The `Checkpoint` at `path`: an original TF1 prefix or folder, one of our ckpt-N prefixes
-    or output_dirs (or a --seeds `seed_<n>` folder), a Hugging Face directory or weights file;
-    `lora_adapters`, a LoRA run's adapters file to load on top.
+    or output_dirs (or a --seeds `seed_<n>` folder), a Hugging Face directory or weights file, a
+    TF Hub text-encoder SavedModel (`tf_hub`); `lora_adapters`, a LoRA run's adapters file to
+    load on top.
     A TensorFlow checkpoint is read as `family`'s (a `ModelFamily`, the one its run recorded),
     else as the family its names are.
 
@@ -264,6 +275,8 @@ def open_checkpoint(path, lora_adapters=None, family=None):
             vocab_file=vocab_file if vocab_file and os.path.isfile(vocab_file) else None,
             do_lower_case=read_casing(home) if home else None,
             lora_adapters=lora_adapters)
+    if tf_hub.is_saved_model(path):
+        return _open_tf_hub(path, lora_adapters)
     prefix, reader, shapes = original.read_checkpoint(path)
     if original.is_tf1_layout(shapes):
         layout = ORIGINAL
@@ -276,6 +289,19 @@ def open_checkpoint(path, lora_adapters=None, family=None):
     # Our variable paths begin as the original names do (`bert/embeddings/word_embeddings`).
     return Checkpoint(path, layout, prefix, family or families.of_original_names(names),
                       names, lora_adapters=lora_adapters, keys=keys, reader=reader)
+
+
+def _open_tf_hub(path, lora_adapters):
+    """The `Checkpoint` of a TF Hub text-encoder SavedModel: its config, vocabulary, casing and
+    weights (original names) read from it (`tf_hub.read_encoder`)."""
+    config, vocab_file, do_lower_case, tensors = tf_hub.read_encoder(path)
+    family = families.of_original_names(tensors)
+    return Checkpoint(
+        path, TF_HUB, os.fspath(path).rstrip("/"), family,
+        {name: value.shape for name, value in tensors.items()},
+        config=family.config_class.from_dict(config).validate(source=path),
+        config_file=os.path.join(path, tf_hub.KERAS_METADATA_FILE), vocab_file=vocab_file,
+        do_lower_case=do_lower_case, lora_adapters=lora_adapters, tensors=tensors)
 
 
 def load_checkpoint(model, path, strict=True, config_file=None, lora_adapters=None):
