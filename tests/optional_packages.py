@@ -18,6 +18,8 @@ REQUIREMENTS = {
     "onnx": "requirements-onnx.txt",
     "onnxruntime": "requirements-onnx.txt",
     "matplotlib": "requirements-plot.txt",
+    "tensorflow_hub": "requirements-tfhub.txt",
+    "tf_keras": "requirements-tfhub.txt",
     "torch": "tests/requirements-large.txt",
     "transformers": "tests/requirements-large.txt",
     "sentence_transformers": "tests/requirements-large.txt",

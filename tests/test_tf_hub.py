@@ -1,7 +1,9 @@
-"""TF Hub text-encoder SavedModels in: Model Garden's own exports (tests/fixtures/tfhub, made by
-its unchanged export_tfhub.py) read through the one checkpoint reader, their settings from the
-SavedModel itself; the features equal the SavedModel's own outputs and those of the original
-checkpoint it was made from; other SavedModels refused in one line."""
+"""TF Hub text-encoder SavedModels in and out. In: Model Garden's own exports (tests/fixtures/tfhub,
+made by its unchanged export_tfhub.py) read through the one checkpoint reader, their settings from
+the SavedModel itself; the features equal the SavedModel's own outputs and those of the original
+checkpoint it was made from; other SavedModels refused in one line. Out: export_model.py
+--format=tfhub of the same checkpoint gives Model Garden's encoder outputs and preprocessing,
+reads back, runs as a Keras 3 TFSMLayer and fine-tunes through hub.KerasLayer (large tier)."""
 import json
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from modeling_helpers import TINY
+from optional_packages import needs
 from refusals import assert_refused
 
 HUB = FIXTURES / "tfhub"
@@ -108,3 +111,119 @@ def test_a_saved_model_of_another_api_is_refused_in_one_line(tmp_path):
         cwd=ROOT, capture_output=True, text=True)
     assert_refused(result, "tf-hub-not-an-encoder")
     assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """export_model.py --format=tfhub of the tiny original checkpoint (bert_encoder's source)."""
+    folder = tmp_path_factory.mktemp("export") / "hub"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "export_model.py"), "--format=tfhub",
+         f"--checkpoint={TINY / 'bert_model.ckpt'}",
+         f"--bert_config_file={TINY / 'bert_config.json'}", f"--vocab_file={TINY / 'vocab.txt'}",
+         "--max_seq_length=64", f"--export_dir={folder}"],
+        cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder
+
+
+def test_our_encoder_gives_model_gardens_outputs_and_reads_back(exported):
+    import keras
+    import tensorflow as tf
+
+    from modeling import checkpoint, families
+
+    expected = dict(np.load(HUB / "bert_encoder" / "expected.npz"))
+    inputs = {k: tf.constant(expected[k])
+              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    encoder = tf.saved_model.load(str(exported / "encoder"))
+    outputs = encoder(inputs)
+    assert sorted(outputs) == ["default", "encoder_outputs", "pooled_output", "sequence_output"]
+    assert len(outputs["encoder_outputs"]) == 2 and bool(encoder.do_lower_case.numpy())
+    assert encoder.vocab_file.asset_path.numpy().decode().endswith("assets/vocab.txt")
+    np.testing.assert_allclose(np.stack([x.numpy() for x in outputs["encoder_outputs"]]),
+                               expected["encoder_outputs"], atol=1e-5)
+    np.testing.assert_allclose(outputs["pooled_output"].numpy(), expected["pooled_output"],
+                               atol=1e-5)
+    mlm = encoder.mlm({**inputs, "masked_lm_positions": tf.constant(
+        expected["masked_lm_positions"])})
+    np.testing.assert_allclose(mlm["mlm_logits"].numpy(), expected["mlm_logits"], atol=1e-5)
+    assert len(encoder.trainable_variables) == 39  # Model Garden's count for this encoder + head
+    # Keras 3 runs it as a layer.
+    layer = keras.layers.TFSMLayer(str(exported / "encoder"), call_endpoint="__call__")
+    np.testing.assert_allclose(np.asarray(layer(inputs)["sequence_output"]),
+                               outputs["sequence_output"].numpy(), atol=1e-6)
+    # Read back through the one reader, with its masked-LM head.
+    found = checkpoint.open_checkpoint(exported / "encoder")
+    model = families.build_model("pretrainer", found.config)
+    report = found.load_into(model, strict=False)
+    assert report.missing == ["cls/seq_relationship/output_weights",
+                              "cls/seq_relationship/output_bias"]
+
+
+def test_our_preprocessing_gives_model_gardens_exactly(exported):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (its ops, for the loaded graph)
+
+    expected = dict(np.load(HUB / "preprocessing_expected.npz"))
+    strings = json.loads((HUB / "preprocessing_strings.json").read_text())
+    preprocessing = tf.saved_model.load(str(exported / "preprocessing"))
+
+    def ragged(prefix):
+        return [expected[f"{prefix}/flat_values"], expected[f"{prefix}/row_splits_0"],
+                expected[f"{prefix}/row_splits_1"]]
+
+    def parts(tokens):
+        return [tokens.flat_values.numpy(), *(s.numpy() for s in tokens.nested_row_splits)]
+
+    tokens = preprocessing.tokenize(tf.constant(strings["strings"]))
+    for mine, theirs in zip(parts(tokens), ragged("tokenize")):
+        np.testing.assert_array_equal(mine, theirs)
+    keys = ("input_word_ids", "input_mask", "input_type_ids")
+    packed = preprocessing.bert_pack_inputs([tokens], seq_length=128)
+    for key in keys:  # Model Garden's default call packs at its default 128
+        np.testing.assert_array_equal(packed[key].numpy(), expected[f"default/{key}"])
+    default = preprocessing(tf.constant(strings["strings"]))  # ours at --max_seq_length
+    for key in keys:
+        np.testing.assert_array_equal(default[key].numpy(),
+                                      preprocessing.bert_pack_inputs([tokens])[key].numpy())
+        assert default[key].shape == (len(strings["strings"]), 64)
+    pair = [preprocessing.tokenize(tf.constant(strings[name])) for name in ("pair_a", "pair_b")]
+    for length in (16, 24):
+        packed = preprocessing.bert_pack_inputs(pair, seq_length=length)
+        for key in keys:
+            np.testing.assert_array_equal(packed[key].numpy(), expected[f"pack_{length}/{key}"])
+    special = {k: int(v) for k, v in preprocessing.tokenize.get_special_tokens_dict().items()}
+    assert special == {"vocab_size": 99, "start_of_sequence_id": 2, "end_of_segment_id": 3,
+                       "padding_id": 0, "mask_id": 4}
+
+
+@pytest.mark.large
+@needs("tensorflow_hub", "tf_keras")
+def test_our_export_fine_tunes_through_hub_keras_layer(exported):
+    """TensorFlow's tutorial pipeline: strings -> hub.KerasLayer(preprocessing) ->
+    hub.KerasLayer(encoder, trainable=True) -> a dense layer, trained in tf-keras."""
+    script = f"""
+import json, numpy as np, tensorflow as tf, tensorflow_text, tf_keras
+import tensorflow_hub as hub
+preprocessing = hub.KerasLayer({str(exported / 'preprocessing')!r})
+encoder = hub.KerasLayer({str(exported / 'encoder')!r}, trainable=True)
+text = tf_keras.layers.Input(shape=(), dtype=tf.string)
+logits = tf_keras.layers.Dense(2)(encoder(preprocessing(text))["pooled_output"])
+model = tf_keras.Model(text, logits)
+model.compile(tf_keras.optimizers.Adam(1e-3),
+              tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+words = ["the dog runs", "a cat sat", "the big dog", "a red car", "dog and cat", "the sun"]
+texts = np.array(words * 8)
+labels = np.array([int("dog" in t) for t in texts])
+before = [v.numpy().copy() for v in encoder.trainable_variables]
+history = model.fit(texts, labels, epochs=8, batch_size=8, verbose=0).history["loss"]
+moved = sum(not np.array_equal(a, v.numpy()) for a, v in zip(before, encoder.trainable_variables))
+print(json.dumps({{"loss": history, "moved": moved, "trainable": len(before)}}))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["loss"][-1] < 0.5 * report["loss"][0]
+    assert report["moved"] == report["trainable"] > 0

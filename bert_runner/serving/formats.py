@@ -114,6 +114,13 @@ HUGGINGFACE = registry.register(registry.ServingFormat(
          "and a sentence-transformers model; --encoder_only: the encoder alone)",
     # The layout has no sequence length: any the config's positions allow.
     export=_huggingface, needs_sequence_length=False))
+TFHUB = registry.register(registry.ServingFormat(
+    name="tfhub",
+    help="any checkpoint's encoder as TF Hub's text API, export_dir/encoder (its mlm "
+         "sub-object where the checkpoint has BERT's masked-LM head) and "
+         "export_dir/preprocessing (strings -> inputs at --max_seq_length), as TF Model "
+         "Garden's export_tfhub.py writes them: for hub.KerasLayer and keras.layers.TFSMLayer",
+    export=registry.deferred("bert_runner.serving.tf_hub", "export_from_flags")))
 LITERT = registry.register(registry.ServingFormat(
     name="litert",
     help="raw text -> a classifier's probabilities (--task_name) or a vector (--pooling) in one "

@@ -34,6 +34,7 @@ _PUBLIC = {
     "HF_DIRECTORY": ("modeling.hf_directory", "HF_DIRECTORY"),
     "HUGGING_FACE": ("modeling.checkpoint.reader", "HUGGING_FACE"),
     "TF_HUB": ("modeling.checkpoint.reader", "TF_HUB"),
+    "TF_HUB_DESCRIPTION": ("modeling.checkpoint.tf_hub", "DESCRIPTION_FILE"),
     "LABEL_LIST_FILE": ("modeling.checkpoint.layout", "LABEL_LIST_FILE"),
     "ModelVariables": ("modeling.checkpoint.reader", "ModelVariables"),
     "ORIGINAL": ("modeling.checkpoint.reader", "ORIGINAL"),

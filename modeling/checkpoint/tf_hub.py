@@ -29,6 +29,10 @@ other than the hidden size is an ELECTRA encoder, `electra/`, with `embeddings_p
                                                  cls/predictions/... (BERT's masked-LM head)
 
 Every reshape is a merge of the heads' axes: no transposes.
+
+This project's own exports (`bert_runner.serving.tf_hub`) hold `assets/encoder.json`
+(`DESCRIPTION_FILE`): the config, and the original name of each of `variables` (and of the `mlm`
+sub-object's head variables), which are read in place of Model Garden's metadata and names.
 """
 import json
 import os
@@ -41,6 +45,7 @@ from modeling.checkpoint.errors import CheckpointError
 SAVED_MODEL_FILE = "saved_model.pb"
 KERAS_METADATA_FILE = "keras_metadata.pb"
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
+DESCRIPTION_FILE = "encoder.json"
 _DO_LOWER_CASE_KEY = "do_lower_case/.ATTRIBUTES/VARIABLE_VALUE"
 # The Keras classes of Model Garden's BERT-architecture encoders.
 _ENCODER_CLASSES = ("Text>BertEncoder", "Text>BertEncoderV2", "BertEncoder", "BertEncoderV2")
@@ -228,6 +233,9 @@ def read_encoder(path):
     recorded encoder layer: a task model, a raw-text export, a TF1 Hub module), or variables that
     do not make that encoder."""
     path = os.fspath(path).rstrip("/")
+    described = _read_description(path)
+    if described is not None:
+        return described
     settings = _encoder_settings(path)
     if settings is None:
         raise CheckpointError(
@@ -247,6 +255,28 @@ def read_encoder(path):
         tensors[original] = _merged_heads(name, value)
     _check_encoder(tensors, config, scope, path)
     return config, vocab_file(path), read_casing(path), tensors
+
+
+def _read_description(path):
+    """`read_encoder`'s result for one of this project's exports (its `DESCRIPTION_FILE`), or
+    None."""
+    description = os.path.join(path, "assets", DESCRIPTION_FILE)
+    if not os.path.isfile(description):
+        return None
+    import tensorflow as tf
+
+    with open(description, encoding="utf-8") as f:
+        described = json.load(f)
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    tensors = {}
+    encoder = described["variables"]
+    # `mlm.variables` lists the encoder's (stored once, under `variables/`), then its head's.
+    for key, name in [(f"variables/{i}", name) for i, name in enumerate(encoder)] + [
+            (f"mlm/variables/{len(encoder) + i}", name)
+            for i, name in enumerate(described["mlm_variables"])]:
+        if name is not None:  # not dropout's random state
+            tensors[name] = reader.get_tensor(f"{key}/.ATTRIBUTES/VARIABLE_VALUE")
+    return described["config"], vocab_file(path), read_casing(path), tensors
 
 
 def _original_name(name, scope):
