@@ -7,6 +7,7 @@
     python predict.py --model=/tmp/reranker/1 --rerank --input_file=candidates.tsv
     python predict.py --model=/tmp/squad_onnx $'Who wrote it?\tIt was written by Jane.'  # ONNX
     python predict.py --model=/tmp/ner_hf "Jane Austen lived in Bath."  # Hugging Face directory
+    python predict.py --model=/tmp/fill_mask --top_k=3 "Paris is the [MASK] of France."
 
 Fields within an input are tab-separated (a classifier's text_a<TAB>text_b, SQuAD's
 question<TAB>context, SWAG's context<TAB>ending<TAB>...); see `bert_runner.serving.predictor` and
@@ -17,6 +18,7 @@ import sys
 from absl import flags
 
 from bert_runner import cli
+from bert_runner.flag_ranges import at_least, ranged
 
 FLAGS = flags.FLAGS
 
@@ -25,12 +27,16 @@ flags.DEFINE_string("model", None, "The directory export_model.py wrote: a Saved
                     "(--format=litert; its directory or its .tflite), or a Hugging Face "
                     "directory with a task head (--format=huggingface of a fine-tuning run, or "
                     "any BertForSequenceClassification, ...ForTokenClassification, "
-                    "...ForQuestionAnswering or ...ForMultipleChoice directory).")
+                    "...ForQuestionAnswering or ...ForMultipleChoice directory, or a "
+                    "...ForMaskedLM or ...ForPreTraining one, served as --format=fill_mask).")
 flags.DEFINE_string("input_file", None,
                     "A UTF-8 text file, one input per line (`-`: standard input); a blank "
                     "line is answered with a blank line, so the output lines match the input's.")
 flags.DEFINE_enum("output_format", "text", ["text", "json"],
                   "text: one readable line per input. json: one JSON object per line.")
+ranged(flags.DEFINE_integer(
+    "top_k", 5, "A fill-mask model (export_model.py --format=fill_mask): the most likely "
+    "word-pieces given for each [MASK], best first."), at_least(1))
 flags.DEFINE_bool(
     "rerank", False,
     "Rerank: each input is query<TAB>passage, a query's candidates on consecutive lines (the "
@@ -55,7 +61,7 @@ def main(argv):
         reranking.print_reranked(FLAGS.model, inputs, FLAGS.output_format, sys.stdout)
         return
     predictor.predict(FLAGS.model, texts, FLAGS.input_file, sys.stdin, FLAGS.output_format,
-                      sys.stdout)
+                      sys.stdout, FLAGS.top_k)
 
 
 if __name__ == "__main__":

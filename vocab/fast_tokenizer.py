@@ -105,6 +105,11 @@ class FastBertTokenizer(tf.Module):
             self._map_lengths = tf.constant(np.append(t.map_lengths, np.int32(1)))
             self._map_values = tf.constant(t.map_values)
 
+    @property
+    def vocab(self):
+        """{token: id} of the vocabulary, as `tokenization.load_vocab` returns it."""
+        return self._py.vocab
+
     # ------------------------------------------------------------------ graph API
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])

@@ -114,6 +114,19 @@ HUGGINGFACE = registry.register(registry.ServingFormat(
          "and a sentence-transformers model; --encoder_only: the encoder alone)",
     # The layout has no sequence length: any the config's positions allow.
     export=_huggingface, needs_sequence_length=False))
+FILL_MASK = registry.register(registry.ServingFormat(
+    name="fill_mask",
+    help="raw text with [MASK] -> each mask's most likely word-pieces (predict.py --top_k), as "
+         "transformers' fill-mask pipeline gives them, from any checkpoint with a masked-LM head "
+         "(SavedModel)",
+    export=registry.deferred("bert_runner.serving.fill_mask", "export_from_flags"),
+    fields=(1, 1, "a text with [MASK]"),
+    answer=registry.deferred("bert_runner.serving.fill_mask", "answers"),
+    describe=registry.deferred("bert_runner.serving.fill_mask", "describe"),
+    check_rows=registry.deferred("bert_runner.serving.fill_mask", "check_rows"),
+    signatures=("serving_default", "vocabulary"), warm_up_text="warm [MASK]",
+    served_module=registry.deferred("bert_runner.serving.fill_mask", "served_module"),
+    hf_kinds=("pretrainer",), hf_defaults={"max_seq_length": 128}))
 TFHUB = registry.register(registry.ServingFormat(
     name="tfhub",
     help="any checkpoint's encoder as TF Hub's text API, export_dir/encoder (its mlm "

@@ -6,8 +6,9 @@ Which task serves it is its head's: config.json's `architectures` (and `problem_
 head (`ModelFamily.head_of_hf_config`), whose model kind a task declares
 (`ServingFormat.hf_kinds`). A sequence classifier of one logit without `problem_type`
 "regression" is a sentence-transformers cross-encoder (a reranker's export, or one of the
-Hub's): served as a 2-label classifier whose probability of "1" is its sigmoid score. Its settings are the `export.json` export_model.py --format=huggingface
-writes beside a run's model (sequence length, windows, thresholds); a directory made elsewhere is
+Hub's): served as a 2-label classifier whose probability of "1" is its sigmoid score. A
+masked-LM class (`BertForMaskedLM`, `...ForPreTraining`) is served as a fill-mask export. Its
+settings are the `export.json` export_model.py --format=huggingface writes beside a run's model (sequence length, windows, thresholds); a directory made elsewhere is
 served with its labels (`id2label`), its casing (tokenizer_config.json) and its task script's flag
 defaults (`ServingFormat.hf_defaults`).
 """
@@ -19,6 +20,8 @@ from bert_runner.serving.served import ServedModule
 
 _FLAG = "--model"
 CROSS_ENCODER_LABELS = ("0", "1")
+# The transformers classes with a masked-LM head, served as fill-mask (BertForMaskedLM, ...).
+MASKED_LM_CLASSES = ("ForMaskedLM", "ForPreTraining")
 
 
 def serving(directory):
@@ -37,6 +40,8 @@ def serving(directory):
 
     hf = read_json_object(os.path.join(directory, "config.json")) or {}
     found = open_checkpoint(directory, _FLAG)
+    if any(name.endswith(MASKED_LM_CLASSES) for name in hf.get("architectures") or ()):
+        return _masked_lm_serving(directory, found)
     head = found.family.head_of_hf_config(hf)
     kind = kind_of(found.family, head) if head is not None else None
     serving_format = registry.of_hf_kind(kind) if kind else None
@@ -77,6 +82,20 @@ def serving(directory):
     served = ServedModule(lambda **unused: model, vocab_file, settings, serving_format)
     # As the module serves them (a SQuAD model's own null-score threshold where none is set).
     settings.update({k: v for k, v in served.module.metadata().items() if k != "signatures"})
+    return settings, served.call
+
+
+def _masked_lm_serving(directory, found):
+    """`serving` of a masked-LM directory (`MASKED_LM_CLASSES`): the fill-mask format."""
+    from bert_runner.serving import fill_mask
+
+    serving_format = registry.of_hf_kind("pretrainer")
+    model = fill_mask.load_masked_lm(found.config, directory, found.config_file, _FLAG)
+    settings = {**serving_format.hf_defaults,
+                "do_lower_case": True if found.do_lower_case is None else found.do_lower_case,
+                "format": serving_format.name}
+    vocab_file = found.vocab_file or os.path.join(directory, "vocab.txt")
+    served = ServedModule(lambda **unused: model, vocab_file, settings, serving_format)
     return settings, served.call
 
 

@@ -97,15 +97,17 @@ class Predictor:
         are known before the load (`run`): their own call builds only the signatures they use.
       num_threads: ONNX Runtime's or LiteRT's threads (None: their default); TensorFlow's are
         the process's.
+      top_k: a fill-mask export's word-pieces per mask (None: 5).
     Raises:
       ValueError naming the directory: neither a SavedModel nor an ONNX export, not one of
       export_model.py's, or lacking a signature its format needs.
     """
 
-    def __init__(self, export_dir, warm_up=True, num_threads=None):
+    def __init__(self, export_dir, warm_up=True, num_threads=None, top_k=None):
         from bert_runner.serving import conversion
 
         self.export_dir = export_dir
+        self.top_k = top_k
         # A LiteRT export: its directory or its .tflite (export.json beside it).
         tflite = (export_dir if export_dir.endswith(".tflite") else
                   os.path.join(export_dir, "model.tflite"))
@@ -159,7 +161,8 @@ class Predictor:
         # takes milliseconds, a classifier's first pair included.
         if warm_up:
             for count in self.serving.warm_up_fields or (self.serving.fields[0],):
-                self.predict([Input("\t".join(["warm up"] * count), "warm-up")])
+                self.predict([Input("\t".join([self.serving.warm_up_text] * count),
+                                    "warm-up")])
         logging.info("Loaded the %s export %s in %.1f s", self.format, export_dir,
                      time.perf_counter() - started)
 
@@ -213,7 +216,9 @@ class Predictor:
         """list of `Input` (or str) -> list of result dicts, one per input (JSON-able)."""
         inputs = [Input(item, "input %d" % i) if isinstance(item, str) else item
                   for i, item in enumerate(inputs, 1)]
-        return self.serving.answer(self._call, self.fields(inputs), self.metadata)
+        metadata = self.metadata if self.top_k is None else {**self.metadata,
+                                                             "top_k": self.top_k}
+        return self.serving.answer(self._call, self.fields(inputs), metadata)
 
     def _call(self, name, **tensors):
         outputs = self.model.signatures[name](**{k: tf.constant(v) for k, v in tensors.items()})
@@ -224,15 +229,16 @@ class Predictor:
         return self.serving.describe(result)
 
 
-def predict(export_dir, texts=(), input_file=None, stdin=None, output_format="text", out=None):
+def predict(export_dir, texts=(), input_file=None, stdin=None, output_format="text", out=None,
+            top_k=None):
     """predict.py: loads `export_dir`, answers the inputs (`read_inputs`), writes one line per
     input to `out`: readable, or one JSON object per line (`output_format="json"`, with the
-    input's text)."""
+    input's text); `top_k`: a fill-mask export's word-pieces per mask."""
     inputs = read_inputs(texts, input_file, stdin)
     answered = [item for item in inputs if item.text.strip()]
     # Every input is read before the load: their call builds what they use, and a one-off
     # answer does not wait for signatures it never calls.
-    predictor = Predictor(export_dir, warm_up=False)
+    predictor = Predictor(export_dir, warm_up=False, top_k=top_k)
     started = time.perf_counter()
     results = iter(predictor.predict(answered))
     logging.info("Answered %d input(s) in %.1f ms", len(answered),

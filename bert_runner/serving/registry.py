@@ -72,6 +72,7 @@ class ServingFormat:
         together in one call.
       warm_up_fields: the field counts of the inputs whose signatures the predictor calls once
         at load (default: `fields`' fewest).
+      warm_up_text: the text of each field of that call.
       signatures: the signatures predict.py needs (default: those export.json lists).
       needs_sequence_length: whether the export takes --max_seq_length (a Hugging Face
         directory has none).
@@ -108,6 +109,7 @@ class ServingFormat:
     describe: Optional[Callable] = None
     check_rows: Callable = lambda rows: None
     warm_up_fields: Optional[Tuple[int, ...]] = None
+    warm_up_text: str = "warm up"
     signatures: Optional[Tuple[str, ...]] = None
     needs_sequence_length: bool = True
     convertible: Optional[Callable] = None

@@ -118,6 +118,16 @@ class BertPretrainer(BertTaskModel):
         self.masked_lm.build()
         self.next_sentence.build()
 
+    # The original-layout scope of the masked-LM head (`masked_lm_logits`'s weights).
+    masked_lm_scope = "cls/predictions"
+
+    def masked_lm_logits(self, features, training=False):
+        """float32 `[B, P, V]`: the masked LM's logits at `features["masked_lm_positions"]`."""
+        outputs = self.encoder(_encoder_inputs(features), training=training,
+                               skip_padding=self.skip_padding)
+        return self.masked_lm(outputs["sequence_output"], features["masked_lm_positions"],
+                              self.encoder.embedding_table)
+
     def call(self, features, training=False):
         outputs = self.encoder(_encoder_inputs(features), training=training,
                             skip_padding=self.skip_padding)

@@ -148,12 +148,19 @@ class ElectraPretrainer(BertTaskModel):
         self.discriminator_predictions.build()
         self.seed_generator = keras.random.SeedGenerator(name="sampling_seed")
 
+    # The original-layout scope of the generator's head (`masked_lm_logits`'s weights).
+    masked_lm_scope = "generator_predictions"
+
+    def masked_lm_logits(self, features, training=False):
+        """float32 `[B, P, V]`: the generator's logits at `features["masked_lm_positions"]`."""
+        generated = self.generator(_encoder_inputs(features), training=training)
+        return self.generator_predictions(generated["sequence_output"],
+                                          features["masked_lm_positions"],
+                                          self.encoder.embedding_table)
+
     def call(self, features, training=False):
         inputs = _encoder_inputs(features)
-        generated = self.generator(inputs, training=training)
-        logits = self.generator_predictions(generated["sequence_output"],
-                                            features["masked_lm_positions"],
-                                            self.encoder.embedding_table)
+        logits = self.masked_lm_logits(features, training)
         sampled = features.get("sampled_ids")
         if sampled is None:
             sampled = ops.stop_gradient(
