@@ -132,3 +132,25 @@ def test_transformers_fill_mask_pipeline_gives_the_same_top_5(exports):
             assert [p["sequence"] for p in mask_a] == [p["sequence"] for p in mask_b]
             np.testing.assert_allclose([p["score"] for p in mask_a],
                                        [p["score"] for p in mask_b], atol=1e-4)
+
+
+def test_electras_fill_mask_is_its_generators_masked_lm(tmp_path):
+    """ELECTRA's masked LM is its generator: `masked_lm_logits` gives the original's generator
+    logits (the fixture of google-research/electra), and its export answers."""
+    from modeling import checkpoint, families
+
+    electra = FIXTURES / "electra" / "tiny"
+    found = checkpoint.open_checkpoint(electra)
+    config = checkpoint.load_config(str(electra / "hparams.json"))
+    model = families.build_model("pretrainer", config)
+    found.load_into(model, strict=False)
+    expected = dict(np.load(electra / "expected.npz"))
+    logits = model.masked_lm_logits({
+        "input_ids": expected["masked_input_ids"], "input_mask": expected["input_mask"],
+        "segment_ids": expected["segment_ids"],
+        "masked_lm_positions": expected["masked_lm_positions"]})
+    np.testing.assert_allclose(np.asarray(logits), expected["gen_logits"], atol=1e-5)
+    folder = _export(tmp_path / "electra", "fill_mask", electra,
+                     f"--bert_config_file={electra / 'hparams.json'}")
+    answers = _predict(folder, "--top_k=2")
+    assert [len(a["predictions"]) for a in answers] == [2, 2, 2]

@@ -227,3 +227,22 @@ print(json.dumps({{"loss": history, "moved": moved, "trainable": len(before)}}))
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["loss"][-1] < 0.5 * report["loss"][0]
     assert report["moved"] == report["trainable"] > 0
+
+
+def test_pre_training_goes_on_from_a_hub_encoder_and_records_its_hash(tmp_path):
+    records = tmp_path / "tiny.tfrecord"
+    for args in (["create_pretraining_data.py",
+                  f"--input_file={FIXTURES / 'pretraining_data' / 'corpus.txt'}",
+                  f"--output_file={records}", f"--vocab_file={TINY / 'vocab.txt'}",
+                  "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1"],
+                 ["run_pretraining.py", f"--input_file={records}",
+                  f"--output_dir={tmp_path / 'run'}", f"--init_checkpoint={HUB / 'bert_encoder'}",
+                  "--do_train=True", "--train_batch_size=4", "--max_seq_length=32",
+                  "--max_predictions_per_seq=5", "--num_train_steps=1"]):
+        result = subprocess.run([sys.executable, str(ROOT / args[0]), *args[1:]], cwd=ROOT,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+    # The masked-LM head came from the mlm sub-object; the next-sentence head is new.
+    assert "cls/predictions/output_bias, shape = [99], *INIT_FROM_CKPT*" in result.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["init_checkpoint"] == str(HUB / "bert_encoder") and run["init_checkpoint_sha256"]
