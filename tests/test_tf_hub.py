@@ -246,3 +246,36 @@ def test_pre_training_goes_on_from_a_hub_encoder_and_records_its_hash(tmp_path):
     assert "cls/predictions/output_bias, shape = [99], *INIT_FROM_CKPT*" in result.stderr
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["init_checkpoint"] == str(HUB / "bert_encoder") and run["init_checkpoint_sha256"]
+
+
+def test_an_electra_checkpoint_exports_its_discriminator_and_reads_back(tmp_path):
+    """The original ELECTRA's discriminator (google-research/electra's fixture) through our
+    export: its hidden states through the SavedModel and read back, and no mlm (its masked LM
+    is the generator, another network)."""
+    import tensorflow as tf
+
+    from modeling import checkpoint, families
+
+    electra = FIXTURES / "electra" / "tiny"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "export_model.py"), "--format=tfhub",
+         f"--checkpoint={electra}", f"--bert_config_file={electra / 'hparams.json'}",
+         "--max_seq_length=32", f"--export_dir={tmp_path / 'hub'}"],
+        cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = dict(np.load(electra / "expected.npz"))
+    hub = tf.saved_model.load(str(tmp_path / "hub" / "encoder"))
+    assert not hasattr(hub, "mlm")
+    outputs = hub({"input_word_ids": tf.constant(expected["input_ids"], tf.int32),
+                   "input_mask": tf.constant(expected["input_mask"], tf.int32),
+                   "input_type_ids": tf.constant(expected["segment_ids"], tf.int32)})
+    np.testing.assert_allclose(outputs["sequence_output"].numpy(),
+                               expected["disc_sequence_output"], atol=1e-5)
+    found = checkpoint.open_checkpoint(tmp_path / "hub" / "encoder")
+    assert (found.family.name, found.config.embedding_size) == ("electra", 16)
+    model = families.build_model("encoder", found.config)
+    found.load_into(model, strict=True)
+    read = model({"input_ids": expected["input_ids"], "input_mask": expected["input_mask"],
+                  "token_type_ids": expected["segment_ids"]})
+    np.testing.assert_allclose(np.asarray(read["sequence_output"]),
+                               expected["disc_sequence_output"], atol=1e-5)

@@ -79,6 +79,8 @@ _MLM = {"bert/cls/predictions/transform/dense/kernel": "cls/predictions/transfor
             "cls/predictions/transform/LayerNorm/beta",
         "bert/cls/predictions/output_bias/bias": "cls/predictions/output_bias"}
 _LAYER = re.compile(r"^transformer/layer_(\d+)/(.+)/(kernel|bias|gamma|beta)$")
+# The first BertEncoder's names of the settings BertEncoderV2 renamed.
+_OLDER_NAMES = {"inner_dim": ("intermediate_size",), "inner_activation": ("activation",)}
 
 
 def is_saved_model(path):
@@ -131,20 +133,30 @@ def _varint(data, i):
 
 
 def _encoder_settings(path):
-    """The constructor arguments Keras recorded for the SavedModel's encoder layer
-    (`keras_metadata.pb`: a `SavedMetadata`, each node's metadata a JSON object), or None."""
+    """The constructor arguments Keras recorded for the SavedModel's encoder layer, or None:
+    in `keras_metadata.pb` (a `SavedMetadata`, each node's metadata a JSON object), or, in the
+    SavedModels of TensorFlow 2.4 and before, in the object graph's `user_object.metadata`."""
     metadata = os.path.join(path, KERAS_METADATA_FILE)
-    if not os.path.isfile(metadata):
-        return None
-    with open(metadata, "rb") as f:
-        nodes = [value for number, value in _fields(f.read()) if number == 1]
-    for node in nodes:
-        for number, value in _fields(node):
-            if number != 5:
-                continue
-            found = _find_encoder(json.loads(value.decode("utf-8")))
-            if found is not None:
-                return found
+    if os.path.isfile(metadata):
+        with open(metadata, "rb") as f:
+            nodes = [value for number, value in _fields(f.read()) if number == 1]
+        texts = [value for node in nodes for number, value in _fields(node) if number == 5]
+    else:
+        from tensorflow.core.protobuf import saved_model_pb2
+
+        saved = saved_model_pb2.SavedModel()
+        with open(os.path.join(path, SAVED_MODEL_FILE), "rb") as f:
+            saved.ParseFromString(f.read())
+        texts = [node.user_object.metadata.encode("utf-8")
+                 for node in saved.meta_graphs[0].object_graph_def.nodes
+                 if node.WhichOneof("kind") == "user_object" and node.user_object.metadata]
+    for text in texts:
+        try:
+            found = _find_encoder(json.loads(text.decode("utf-8")))
+        except ValueError:  # not JSON: another object's metadata
+            continue
+        if found is not None:
+            return found
     return None
 
 
@@ -167,12 +179,15 @@ def _find_encoder(value):
 
 def _config(settings, path):
     """The original-release config dict (`bert_config.json`'s keys; `embedding_size` where the
-    embedding width differs) of the encoder `settings` (`_encoder_settings`)."""
+    embedding width differs) of the encoder `settings` (`_encoder_settings`): Model Garden's
+    `BertEncoderV2` arguments, or those of its first `BertEncoder` (`intermediate_size`,
+    `activation`, `dropout_rate`, `attention_dropout_rate`)."""
     def setting(name):
-        if name not in settings:
-            raise CheckpointError(f"{path}: its encoder records no {name!r} ({KERAS_METADATA_FILE})",
-                                  path)
-        return settings[name]
+        for key in (name, *_OLDER_NAMES.get(name, ())):
+            if key in settings:
+                return settings[key]
+        raise CheckpointError(f"{path}: its encoder records no {name!r} ({KERAS_METADATA_FILE})",
+                              path)
 
     activation = setting("inner_activation")
     if isinstance(activation, dict):  # a serialised Keras function: its registered name
@@ -191,8 +206,9 @@ def _config(settings, path):
         "num_attention_heads": setting("num_attention_heads"),
         "intermediate_size": setting("inner_dim"),
         "hidden_act": _ACTIVATIONS[name],
-        "hidden_dropout_prob": settings.get("output_dropout", 0.1),
-        "attention_probs_dropout_prob": settings.get("attention_dropout", 0.1),
+        "hidden_dropout_prob": settings.get("output_dropout", settings.get("dropout_rate", 0.1)),
+        "attention_probs_dropout_prob": settings.get("attention_dropout",
+                                                     settings.get("attention_dropout_rate", 0.1)),
         "max_position_embeddings": setting("max_sequence_length"),
         "type_vocab_size": setting("type_vocab_size"),
         "initializer_range": initializer.get("stddev", 0.02),
