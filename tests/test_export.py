@@ -628,7 +628,8 @@ def test_the_formats_are_declared_without_tensorflow(monkeypatch):
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("] ") == [
-        "['classifier', 'embedding', 'huggingface', 'litert', 'ner', 'onnx', 'squad', 'swag'",
+        "['classifier', 'embedding', 'fill_mask', 'huggingface', 'litert', 'ner', 'onnx', "
+        "'squad', 'swag', 'tfhub'",
         "False\n"]
 
 

@@ -303,7 +303,7 @@ def test_predict_refuses_a_directory_of_no_format_it_serves_in_one_line(tmp_path
                               "a text"], capture_output=True, text=True, timeout=300)
     assert_refused(process, "predict-not-a-saved-model")
     assert f"--model={tmp_path} is neither" in process.stderr
-    assert "--format=classifier|embedding|ner|squad|swag, onnx, litert or huggingface" in \
+    assert "--format=classifier|embedding|fill_mask|ner|squad|swag, onnx, litert or huggingface" in \
         process.stderr
 
 

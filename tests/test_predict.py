@@ -164,8 +164,8 @@ def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
                 f"--model={other} is neither a SavedModel directory (saved_model.pb) nor an ONNX "
                 "or LiteRT export (model.onnx or model.tflite, export.json) nor a Hugging Face "
                 "directory (config.json, model.safetensors): give an --export_dir of "
-                "export_model.py --format=classifier|embedding|ner|squad|swag, onnx, litert or "
-                "huggingface")):
+                "export_model.py --format=classifier|embedding|fill_mask|ner|squad|swag, onnx, "
+                "litert or huggingface")):
             predictor.Predictor(str(other))
     # The classifier's SavedModel saved without its `pairs` signature.
     partial = tmp_path / "partial"
