@@ -39,12 +39,22 @@ def _predict(model, *args):
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
+    """The fill-mask export of the tiny original checkpoint; the others (large tier) made when
+    first asked for: `exports[name]`."""
     folder = tmp_path_factory.mktemp("fill_mask")
-    return {"original": _export(folder / "original", "fill_mask", TINY / "bert_model.ckpt",
-                                *TINY_FLAGS),
-            "hugging_face": _export(folder / "hf", "huggingface", TINY / "bert_model.ckpt",
-                                    *TINY_FLAGS),
-            "tf_hub": _export(folder / "hub", "fill_mask", FIXTURES / "tfhub" / "bert_encoder")}
+    makers = {"original": lambda: _export(folder / "original", "fill_mask",
+                                          TINY / "bert_model.ckpt", *TINY_FLAGS),
+              "hugging_face": lambda: _export(folder / "hf", "huggingface",
+                                              TINY / "bert_model.ckpt", *TINY_FLAGS),
+              "tf_hub": lambda: _export(folder / "hub", "fill_mask",
+                                        FIXTURES / "tfhub" / "bert_encoder")}
+
+    class Exports(dict):
+        def __missing__(self, name):
+            self[name] = makers[name]()
+            return self[name]
+
+    return Exports()
 
 
 def test_each_mask_gets_the_masked_lms_most_likely_word_pieces(exports):
@@ -84,6 +94,7 @@ def _tiny_config():
     return BertConfig.from_json_file(str(TINY / "bert_config.json"))
 
 
+@pytest.mark.large
 def test_the_tf_hub_export_and_the_hugging_face_directory_answer_as_the_original(exports):
     expected = _predict(exports["original"])
     for other in ("tf_hub", "hugging_face"):
@@ -134,6 +145,7 @@ def test_transformers_fill_mask_pipeline_gives_the_same_top_5(exports):
                                        [p["score"] for p in mask_b], atol=1e-4)
 
 
+@pytest.mark.large
 def test_electras_fill_mask_is_its_generators_masked_lm(tmp_path):
     """ELECTRA's masked LM is its generator: `masked_lm_logits` gives the original's generator
     logits (the fixture of google-research/electra), and its export answers."""

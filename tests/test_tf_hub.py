@@ -229,6 +229,7 @@ print(json.dumps({{"loss": history, "moved": moved, "trainable": len(before)}}))
     assert report["moved"] == report["trainable"] > 0
 
 
+@pytest.mark.large
 def test_pre_training_goes_on_from_a_hub_encoder_and_records_its_hash(tmp_path):
     records = tmp_path / "tiny.tfrecord"
     for args in (["create_pretraining_data.py",
@@ -248,6 +249,7 @@ def test_pre_training_goes_on_from_a_hub_encoder_and_records_its_hash(tmp_path):
     assert run["init_checkpoint"] == str(HUB / "bert_encoder") and run["init_checkpoint_sha256"]
 
 
+@pytest.mark.large
 def test_an_electra_checkpoint_exports_its_discriminator_and_reads_back(tmp_path):
     """The original ELECTRA's discriminator (google-research/electra's fixture) through our
     export: its hidden states through the SavedModel and read back, and no mlm (its masked LM
