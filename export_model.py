@@ -90,11 +90,12 @@ ranged(flags.DEFINE_integer(
 ranged(flags.DEFINE_integer(
     "max_answer_length", 30, "--format=squad: the longest answer, in word-pieces."), at_least(1))
 flags.DEFINE_bool(
-    "trim_windows", False,
-    "--format=squad, onnx or litert of a SQuAD run: run each window at its own length, not "
-    "padded to max_seq_length (faster for short contexts); the padding's positions then take "
-    "no n-best place, where run_squad's n-best draws them and drops them. BERT's span head "
-    "only.")
+    "full_width_windows", False,
+    "--format=squad, onnx or litert of a SQuAD run: keep run_squad.py's windows of "
+    "max_seq_length, whose padding's positions its n-best draws (and then drops), instead of "
+    "running each group of windows at its own length (the default, several times faster for "
+    "short contexts; the answers differ only where padding outscores every real position: "
+    "docs/export.md).")
 flags.DEFINE_bool(
     "version_2_with_negative", False,
     "--format=squad: the model was trained on SQuAD 2.0 (an answer may be no answer).")
@@ -163,7 +164,7 @@ mode(ModeRule(("max_query_length", "n_best_size", "max_answer_length", "version_
                "null_score_diff_threshold"), ("format",), lambda fmt: fmt in SQUAD_FORMATS,
               "with --format=squad, onnx, litert or huggingface",
               "the other formats answer no questions"))
-mode(ModeRule(("trim_windows",), ("format",), lambda fmt: fmt in ("squad", "onnx", "litert"),
+mode(ModeRule(("full_width_windows",), ("format",), lambda fmt: fmt in ("squad", "onnx", "litert"),
               "with --format=squad, onnx or litert", "the other formats have no SQuAD windows"))
 mode(ModeRule(("null_score_diff_threshold",), ("version_2_with_negative",), bool,
               "with --version_2_with_negative", "v1.1 answers every question"))

@@ -796,7 +796,7 @@ EXPORT_FLAGS = {
     "task_name": None, "labels": None, "multi_label_threshold": 0.5, "entity_types": None,
     "long_documents": False, "window_aggregation": "mean", "mixed_precision": None,
     "doc_stride": None, "max_query_length": 64, "n_best_size": 20, "max_answer_length": 30,
-    "version_2_with_negative": False, "null_score_diff_threshold": None, "trim_windows": False,
+    "version_2_with_negative": False, "null_score_diff_threshold": None, "full_width_windows": False,
     "quantization": "float32", "encoder_only": False}
 
 
@@ -931,9 +931,9 @@ def test_the_cli_refuses_a_head_transformers_has_no_class_for_in_one_line(tmp_pa
 
 
 def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
-    """export_model.py --format=squad --trim_windows: each window's logits at its word-pieces are
-    the padded export's (run_squad's windows), its padding's are PADDED_LOGIT; ELECTRA's beam
-    head, whose outputs need windows of max_seq_length, is refused in one line."""
+    """export_model.py --format=squad (windows at their own length by default): each window's
+    logits at its word-pieces are the --full_width_windows export's (run_squad's windows), its
+    padding's are PADDED_LOGIT; ELECTRA's beam head gives the same beams either way."""
     from bert_runner.serving import predictor
     from bert_tasks.squad.raw_text import PADDED_LOGIT
     from modeling.checkpoint import load_config
@@ -943,9 +943,9 @@ def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
     run.mkdir()
     _fine_tuned_run(run, "squad", "span", None, None)
     flags = {**SQUAD_FLAGS, "max_seq_length": 32}
-    padded = predictor.Predictor(export_run(run, "squad", tmp_path / "padded", **flags))
-    trimmed = predictor.Predictor(export_run(run, "squad", tmp_path / "trimmed",
-                                             trim_windows=True, **flags))
+    padded = predictor.Predictor(export_run(run, "squad", tmp_path / "padded",
+                                            full_width_windows=True, **flags))
+    trimmed = predictor.Predictor(export_run(run, "squad", tmp_path / "trimmed", **flags))
     assert trimmed.metadata["trim_windows"] and not padded.metadata["trim_windows"]
     questions, contexts = zip(*(text.split("\t") for text in SQUAD_INPUTS[:2]))
     tensors = dict(question=list(questions), context=list(contexts))
@@ -959,11 +959,38 @@ def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
     electra.mkdir()
     _fine_tuned_run(electra, "squad", "span", None, None,
                     load_config(str(ELECTRA_TINY / "hparams.json")))
-    with pytest.raises(ValueError, match=re.escape(
-            "--trim_windows runs windows of start and end logits at their own length; this span "
-            "model's outputs (start_top_log_probs")):
-        export_run(electra, "squad", tmp_path / "electra_export", str(ELECTRA_TINY / "vocab.txt"),
-                   trim_windows=True, **flags)
+    exports = [predictor.Predictor(export_run(
+        electra, "squad", tmp_path / f"electra_{full}", str(ELECTRA_TINY / "vocab.txt"),
+        full_width_windows=full, **flags)) for full in (True, False)]
+    beams = [export._call("serving_default", **tensors) for export in exports]
+    np.testing.assert_array_equal(beams[1]["window_count"], beams[0]["window_count"])
+    np.testing.assert_allclose(beams[1]["answerable_logit"], beams[0]["answerable_logit"],
+                               atol=1e-4)
+    # The beams' positions an answer may take (log-probabilities of the context; the rest are
+    # 1000 below, in an order float32 rounding decides, and never answers).
+    starts = beams[0]["start_top_log_probs"] > -500
+    ends = (beams[0]["end_top_log_probs"] > -500) & starts[..., None]  # of a real start
+    for kind, real in (("start", starts), ("end", ends)):
+        for name in (f"{kind}_top_index", f"{kind}_top_log_probs"):
+            np.testing.assert_allclose(beams[1][name][real], beams[0][name][real], atol=1e-4)
+    answers = [export.predict(list(SQUAD_INPUTS[:2])) for export in exports]
+    assert_same_answers(answers[1], answers[0])
+
+
+def assert_same_answers(got, expected, atol=1e-5):
+    """`got` equals `expected` (answers: dicts, lists, strings, numbers), floats within `atol`."""
+    if isinstance(expected, dict):
+        assert sorted(got) == sorted(expected)
+        for key in expected:
+            assert_same_answers(got[key], expected[key], atol)
+    elif isinstance(expected, list):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            assert_same_answers(a, b, atol)
+    elif isinstance(expected, float):
+        assert got == pytest.approx(expected, abs=atol)
+    else:
+        assert got == expected
 
 
 def test_onnx_refuses_a_quantization_of_litert_in_one_line(tmp_path):

@@ -154,8 +154,8 @@ CASES = [
     ("export_model", ["--format=ner", "--max_query_length=32"],
      [_cross("max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative",
              "null_score_diff_threshold", "format")], None),
-    ("export_model", ["--format=ner", "--trim_windows"], [_cross("trim_windows", "format")],
-     None),
+    ("export_model", ["--format=ner", "--full_width_windows"],
+     [_cross("full_width_windows", "format")], None),
     ("export_model", ["--format=classifier", "--entity_types=PER"],
      [_cross("entity_types", "format")], None),
     ("export_model", ["--format=swag", "--pooling=mean"], [_cross("pooling", "normalize", "format")],
@@ -320,7 +320,7 @@ def test_every_rule_is_broken_by_a_case(tmp_path):
     # A run's task flags with the formats that take them: LiteRT's as ONNX's, and a SQuAD run's
     # windows and answer settings beside its Hugging Face directory (export.json).
     ("export_model", ["--format=litert", "--doc_stride=64", "--n_best_size=5",
-                      "--trim_windows"]),
+                      "--full_width_windows"]),
     ("export_model", ["--format=litert", "--entity_types=PER,LOC"]),
     ("export_model", ["--format=huggingface", "--doc_stride=64", "--max_query_length=32",
                       "--version_2_with_negative", "--null_score_diff_threshold=-1"]),

@@ -116,7 +116,7 @@ def test_transformers_answers_as_our_predict_on_the_directory(case, tmp_path):
     # SQuAD: an n-best of every position of a window of real tokens is the best span the peer
     # picks (run_squad's draws its n-best from the padding too, and may find no span in it).
     saved, hf, inputs = _exports(case, tmp_path, **(
-        {"n_best_size": 16, "trim_windows": True} if case == "squad" else {}))
+        {"n_best_size": 16} if case == "squad" else {}))
     ours = predictor.Predictor(saved).predict(inputs)
     auto = {"classifier": transformers.AutoModelForSequenceClassification,
             "ner": transformers.AutoModelForTokenClassification,

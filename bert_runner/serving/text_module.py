@@ -71,6 +71,8 @@ class ModelExport(tf.Module):
         self.max_seq_length = max_seq_length
         self.width = width
         self.rows_per_call = rows_per_call
+        # The fewest positions a trimmed group keeps (a model whose outputs need as many).
+        self.shortest_trim = 1
 
     def metadata(self):
         """The JSON-able description written to export.json (subclasses add their settings)."""
@@ -102,7 +104,7 @@ class ModelExport(tf.Module):
             rows = order[start:start + self.rows_per_call]
             group = {k: tf.gather(v, rows) for k, v in features.items()}
             if trim:
-                group = trim_to_longest(group)
+                group = trim_to_longest(group, self.shortest_trim)
             if self.rows_per_call == 1:
                 group = {k: tf.reshape(v, [1, -1]) for k, v in group.items()}
             values = tf.tensor_scatter_nd_update(values, rows[:, None], self._row_values(group))
@@ -133,9 +135,10 @@ class TextExport(ModelExport):
         return {"serving_default": self.serve, "pairs": self.serve_pairs}
 
 
-def trim_to_longest(features):
-    """Cuts the int [N, S] feature tensors to [N, T], T = the longest row's length (at least 1)."""
-    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 1)
+def trim_to_longest(features, shortest=1):
+    """Cuts the int [N, S] feature tensors to [N, T], T = the longest row's length (at least
+    `shortest`, at most S)."""
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), shortest)
     return {name: value[:, :longest] for name, value in features.items()}
 
 

@@ -57,28 +57,32 @@ class SquadExport(ModelExport):
       options: `task.PostprocessOptions` (written to export.json for `answers`;
         its do_lower_case must be the tokenizer's; a null_score_diff_threshold of None is the
         model's, as run_squad's).
-      trim_windows: run each group of windows at its longest window's length, not padded to
-        max_seq_length (export_model.py --trim_windows): the padding's positions get the logit
-        `PADDED_LOGIT`, so the n-best never draws them, where run_squad's draws them from the
-        padded model's logits (and then drops them). Faster for short contexts; an answer
-        differs only where padding took n-best places run_squad would have given no real span.
-        Start and end logits only (not a span model's declared `prediction_outputs`).
+      trim_windows: run each group of windows at its longest window's length (the default),
+        not padded to max_seq_length (export_model.py --full_width_windows keeps those): BERT's
+        start and end logits at the padding's positions are then `PADDED_LOGIT`, so the n-best
+        never draws them, where run_squad's draws them from the padded model's logits (and then
+        drops them). An answer differs only where padding took n-best places run_squad would
+        have given no real span (docs/export.md). ELECTRA's beams (a span model's declared
+        `prediction_outputs`) are the same either way: its head gives every position outside
+        the context a logit 1000 below, whose share of each softmax is 0 in float32, and a
+        trimmed window keeps at least `beam_size` positions, so its top-k are the padded
+        window's real ones.
     """
 
     format = "squad"
 
     def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options,
-                 trim_windows=False):
+                 trim_windows=True):
         sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
-        if trim_windows and hasattr(model, "prediction_outputs"):
-            raise ValueError("--trim_windows runs windows of start and end logits at their own "
-                             "length; this span model's outputs (%s) need windows of "
-                             "max_seq_length: leave --trim_windows out"
-                             % ", ".join(model.prediction_outputs))
         self.trim_windows = trim_windows
+        # Per-position logits are put back on the grid; a head's beams are of fixed size.
+        self._per_position = not hasattr(model, "prediction_outputs")
         self._outputs = window_outputs(model, max_seq_length)
         super().__init__("bert_squad", model, tokenizer, max_seq_length,
                          sum(_size(shape) for _, shape, _ in self._outputs))
+        # A head's beams of K positions need windows of at least K (their first dimension).
+        self.shortest_trim = 1 if self._per_position else min(
+            max(shape[0] for _, shape, _ in self._outputs if shape), max_seq_length)
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
         threshold = options.null_score_diff_threshold
@@ -142,7 +146,7 @@ class SquadExport(ModelExport):
         float32 and are cast back by `_split`."""
         outputs = self._parts.model(group, training=False)
         rows = tf.shape(group["input_ids"])[0]
-        if self.trim_windows:  # [rows, T] logits back on the [rows, max_seq_length] grid
+        if self.trim_windows and self._per_position:  # [rows, T] logits back on the grid
             padding = [[0, 0], [0, self.max_seq_length - tf.shape(group["input_ids"])[1]]]
             outputs = {name: tf.pad(tf.cast(outputs[name], tf.float32), padding,
                                     constant_values=PADDED_LOGIT)
@@ -179,7 +183,7 @@ def _size(shape):
 
 
 def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
-                 options, export_dir, trim_windows=False):
+                 options, export_dir, trim_windows=True):
     """Writes the raw-text SQuAD SavedModel of `model` (a span model) to `export_dir`
     (which must not exist; `write_saved_model`). Returns export_dir."""
     module = SquadExport(model, FastBertTokenizer(vocab_file, do_lower_case), max_seq_length,
@@ -205,7 +209,7 @@ def _windows_from_flags(flag_values):
         # Not given: the model's, as run_squad's (ELECTRA's head: -2.75; BERT's 0.0).
         null_score_diff_threshold=flag_values.null_score_diff_threshold)
     return (128 if flag_values.doc_stride is None else flag_values.doc_stride,
-            flag_values.max_query_length, options, flag_values.trim_windows)
+            flag_values.max_query_length, options, not flag_values.full_width_windows)
 
 
 def export_from_flags(flag_values, files):
@@ -219,7 +223,7 @@ def export_from_flags(flag_values, files):
 
 
 def convertible(model, max_seq_length, doc_stride, max_query_length, options,
-                trim_windows=False):
+                trim_windows=True):
     """The `registry.Convertible` of a span model for ONNX and LiteRT: its outputs per window
     (start and end logits, or a span model's declared `prediction_outputs`) on windows of
     `max_seq_length` (any length up to it with `trim_windows`), with `SquadExport`'s windows and

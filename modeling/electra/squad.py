@@ -117,7 +117,9 @@ class ElectraSquadHead(keras.layers.Layer):
                 sequence, ops.reshape(ops.cast(start_positions, "int32"), (-1, 1, 1)), axis=1)
             outputs["end_logits"] = self._end_logits(gold, sequence)[:, 0] + penalty
             return outputs
-        k = min(self.beam_size, sequence.shape[1])
+        # A graph traced on windows of any length takes K (they are at least K long).
+        k = self.beam_size if sequence.shape[1] is None else min(self.beam_size,
+                                                                 sequence.shape[1])
         start_log_probs = ops.log_softmax(start_logits, axis=-1)
         outputs["start_top_log_probs"], start_index = ops.top_k(start_log_probs, k)
         outputs["start_top_index"] = ops.cast(start_index, "int32")
