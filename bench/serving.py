@@ -13,7 +13,9 @@ initializer), its head the task's: 2 labels; the tags O, B-/I-PER, LOC, ORG, MIS
 end logits. Its exports are the files `export_model.py` writes (the same functions); each
 contender answers the task's inputs as `predict.py` prints them (`Predictor.predict`: tokenizer,
 windows and post-processing included):
-  SavedModel           the task's raw-text SavedModel (--format=classifier, ner, squad).
+  SavedModel (default) the task's raw-text SavedModel as export_model.py writes it by default
+                       (--format=classifier, ner, squad: SQuAD's windows at their own length).
+  SavedModel (--full_width_windows)  SQuAD's with run_squad.py's windows of max_seq_length.
   SavedModel bf16      the same with bfloat16 weights (--mixed_precision=bf16; --bfloat16): for
                        CPUs with bfloat16 units (AMX, AVX512_BF16).
   ONNX Runtime <q>     --format=onnx --quantization=<q> (float32, dynamic_int8: ONNX Runtime's
@@ -36,8 +38,8 @@ windows and post-processing included):
                          python -m venv --system-site-packages /tmp/hf4
                          /tmp/hf4/bin/pip install "transformers>=4.57,<5"
                          USE_TF=0 /tmp/hf4/bin/python -m bench.serving --tasks=squad
-SQuAD's exports run each window at its own length (--trim_windows, export_model.py's); the
-"SavedModel padded" contender is run_squad's own windows of max_seq_length. (Random weights
+SQuAD's exports run each group of windows at its own length (export_model.py's default); the
+"--full_width_windows" contender is run_squad's own windows of max_seq_length. (Random weights
 give the padding's positions logits as high as the text's, so its n-best is often all padding
 and its answer "empty", as run_squad's would be.)
 
@@ -53,8 +55,8 @@ timed calls); at --batch_size, the inputs in calls of that many (throughput: inp
 the rounds). --warmup untimed rounds first. Threads: --num_threads intra-op and inter-op for
 TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`), intra-op for
 onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
-Last, `predict.py`'s first answer: the seconds from starting it on the SavedModel with one input
-to its exit (median of 3), what a one-off user waits for.
+Last, `predict.py`'s first answer of every format: the seconds from starting it with one input
+to its exit (median of --first_answer_runs), what a one-off user waits for.
 """
 import glob
 import os
@@ -95,6 +97,9 @@ TASKS = ("classifier", "ner", "squad")
 CLASSIFIER_LABELS = ["0", "1"]
 ENTITY_TYPES = ["PER", "LOC", "ORG", "MISC"]
 BASELINE = "HF pipeline"
+# The contender each task's export_model.py command gives without options, and SQuAD's flag
+# that keeps run_squad.py's windows.
+DEFAULT, FULL_WIDTH = "SavedModel (default)", "--full_width_windows"
 MAX_ANSWER_LENGTH = 30  # run_squad's default, the peer's too
 # Whose versions the machine line and the figures name (those installed).
 PACKAGES = ("tensorflow", "tensorflow-text", "keras", "tokenizers", "torch", "transformers",
@@ -112,8 +117,7 @@ flags.DEFINE_string("vocab_file", "vocab/uncased_L-12_H-768_A-12/vocab.txt",
 flags.DEFINE_integer("max_seq_length", 128, "The classifier's and NER's sequence length.")
 flags.DEFINE_integer("squad_max_seq_length", 384, "SQuAD's windows (run_squad's default).")
 flags.DEFINE_integer("doc_stride", 128, "SQuAD's window stride (run_squad's default).")
-flags.DEFINE_bool("trim_windows", True, "SQuAD's exports run each window at its own length "
-                  "(export_model.py --trim_windows); the padded SavedModel is timed besides.")
+flags.DEFINE_integer("first_answer_runs", 3, "predict.py's first answer: runs per format.")
 flags.DEFINE_integer("batch_size", 32, "Inputs per call for the throughput figures.")
 flags.DEFINE_integer("inputs", 64, "Inputs per round (batch-1 calls and throughput).")
 flags.DEFINE_integer("repeats", 3, "Timed rounds.")
@@ -192,9 +196,9 @@ class Task:
         return (FLAGS.doc_stride, 64, PostprocessOptions(max_answer_length=MAX_ANSWER_LENGTH),
                 trim_windows)
 
-    def export_saved_model(self, model, export_dir, trim_windows=None):
-        """`export_model.py --format=<task>`'s SavedModel of `model` (SQuAD's windows trimmed
-        as --trim_windows unless `trim_windows` says)."""
+    def export_saved_model(self, model, export_dir, trim_windows=True):
+        """`export_model.py --format=<task>`'s SavedModel of `model` (SQuAD's windows at their
+        own length, as by default, unless `trim_windows` is False: --full_width_windows)."""
         vocab, seq = FLAGS.vocab_file, self.max_seq_length
         if self.name == "classifier":
             from bert_tasks.classifier import raw_text
@@ -206,8 +210,7 @@ class Task:
             return raw_text.export_ner(model, vocab, True, seq, self.labels, export_dir)
         from bert_tasks.squad import raw_text
 
-        trim = FLAGS.trim_windows if trim_windows is None else trim_windows
-        doc_stride, max_query_length, options, trim = self.squad_settings(trim)
+        doc_stride, max_query_length, options, trim = self.squad_settings(trim_windows)
         return raw_text.export_squad(model, vocab, True, seq, doc_stride, max_query_length,
                                      options, export_dir, trim)
 
@@ -224,7 +227,7 @@ class Task:
         from bert_tasks.squad import raw_text
 
         return raw_text.convertible(model, self.max_seq_length,
-                                    *self.squad_settings(FLAGS.trim_windows))
+                                    *self.squad_settings(True))
 
     def key(self, result):
         """What agreement compares of a predict.py result: the label, the entities (type,
@@ -290,17 +293,18 @@ def directory_mb(path):
 
 
 def build_runners(task, model, calibration, tmp):
-    """({name: inputs -> predict.py results}, {name: MB on disk}); contenders whose packages
-    are missing, or that a task refuses, are left out with a line saying so."""
+    """({name: inputs -> predict.py results}, {name: MB on disk}, {name: the export's directory,
+    ours only}); contenders whose packages are missing, or that a task refuses, are left out
+    with a line saying so."""
     from bert_runner.serving import litert, onnx
     from bert_runner.serving.predictor import Predictor
     from modeling import checkpoint as checkpoints
 
     exports = {}
-    exports["SavedModel"] = task.export_saved_model(model, os.path.join(tmp, "saved"))
-    if task.name == "squad" and FLAGS.trim_windows:
-        exports["SavedModel padded"] = task.export_saved_model(
-            model, os.path.join(tmp, "saved_padded"), trim_windows=False)
+    exports[DEFAULT] = task.export_saved_model(model, os.path.join(tmp, "saved"))
+    if task.name == "squad":
+        exports[f"SavedModel ({FULL_WIDTH})"] = task.export_saved_model(
+            model, os.path.join(tmp, "saved_full_width"), trim_windows=False)
     if FLAGS.bfloat16:
         from modeling.inference import with_bfloat16_weights
 
@@ -333,7 +337,7 @@ def build_runners(task, model, calibration, tmp):
             continue
         print(f"{name}: converted in {time.perf_counter() - start:.0f} s", flush=True)
         exports[name] = directory
-    runners, sizes = {}, {}
+    runners, sizes, served = {}, {}, {}
     for name, directory in exports.items():
         try:
             predictor = Predictor(directory, num_threads=FLAGS.num_threads)
@@ -341,6 +345,7 @@ def build_runners(task, model, calibration, tmp):
             print(f"{name} left out: {e}")
             continue
         runners[name], sizes[name] = predictor.predict, directory_mb(directory)
+        served[name] = directory
     if FLAGS.peer:
         try:
             directory = checkpoints.write_hugging_face(model, os.path.join(tmp, "hf"),
@@ -350,12 +355,12 @@ def build_runners(task, model, calibration, tmp):
                 os.path.join(directory, "model.safetensors"))
         except ImportError as e:
             print(f"{BASELINE} left out: {e}")
-    return runners, sizes
+    return runners, sizes, served
 
 
 def agreement(task, runners, inputs):
     """Lines: each contender's answers against the float32 SavedModel's on `inputs`."""
-    reference = "SavedModel"
+    reference = DEFAULT
     expected = runners[reference](inputs)
     lines = []
     for name, run in runners.items():
@@ -391,7 +396,7 @@ def report(task_name, latencies, rounds, sizes_mb, count):
     throughput = {name: count / statistics.median(values) for name, values in rounds.items()}
     print(f"batch 1: {len(next(iter(latencies.values())))} calls each; batch "
           f"{FLAGS.batch_size}: median of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up")
-    base = BASELINE if BASELINE in p50 else "SavedModel"
+    base = BASELINE if BASELINE in p50 else DEFAULT
     print(f"| contender | MB | p50 ms | p99 ms | inputs/s @{FLAGS.batch_size} | p50 vs {base} | "
           f"inputs/s vs {base} |\n|---|---|---|---|---|---|---|")
     for name in latencies:
@@ -434,16 +439,22 @@ def main(argv):
               f"round ({statistics.median(words)} words median, {max(words)} max)", flush=True)
         model = task.build_model(sizes, FLAGS.seed)
         with tempfile.TemporaryDirectory() as tmp:
-            runners, sizes_mb = build_runners(task, model, calibration, tmp)
+            runners, sizes_mb, directories = build_runners(task, model, calibration, tmp)
             reference, lines = agreement(task, runners, inputs)
             print(f"agreement with {reference}:\n" + "\n".join(lines))
             latencies, rounds = latency_rounds(runners, inputs, FLAGS.batch_size,
                                                FLAGS.repeats, FLAGS.warmup)
-            first_answer = predict_first_answer(os.path.join(tmp, "saved"), inputs[0])
+            first_answers = {contender: statistics.median(predict_first_answer(
+                directory, inputs[0], FLAGS.first_answer_runs))
+                for contender, directory in directories.items()}
         p50, base = report(name, latencies, rounds, sizes_mb, len(inputs))
-        print(f"predict.py's first answer (process start to its output, one input, the "
-              f"SavedModel; median of {len(first_answer)}): "
-              f"{statistics.median(first_answer):.2f} s")
+        print(f"predict.py's first answer (process start to its printed answer, one input; "
+              f"median of {FLAGS.first_answer_runs}):\n| contender | seconds |\n|---|---|\n"
+              + "\n".join(f"| {contender} | {seconds:.2f} |"
+                          for contender, seconds in first_answers.items()))
+        common.write_results("serving", [
+            {"task": name, "contender": contender, "first_answer_s": seconds}
+            for contender, seconds in first_answers.items()], FLAGS.num_threads, PACKAGES)
         ours = {name: value for name, value in p50.items() if name != BASELINE}
         quantized = {n: v for n, v in ours.items() if "int8" in n or "float16" in n}
         bf16 = {n: v for n, v in ours.items() if "bf16" in n}
@@ -455,7 +466,7 @@ def main(argv):
                       f"the {BASELINE}")
 
 
-def predict_first_answer(export_dir, text, runs=3):
+def predict_first_answer(export_dir, text, runs):
     """Seconds from starting `predict.py --model=export_dir TEXT` to its exit, `runs` times:
     what a one-off user waits for (Python, TensorFlow, the SavedModel's load, one call)."""
     import subprocess
