@@ -933,11 +933,10 @@ def test_the_cli_refuses_a_head_transformers_has_no_class_for_in_one_line(tmp_pa
 def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
     """export_model.py --format=squad (windows at their own length by default): each window's
     logits at its word-pieces are the --full_width_windows export's (run_squad's windows), its
-    padding's are PADDED_LOGIT; ELECTRA's beam head gives the same beams either way."""
+    padding's are PADDED_LOGIT."""
     from bert_runner.serving import predictor
     from bert_tasks.squad.raw_text import PADDED_LOGIT
-    from modeling.checkpoint import load_config
-    from test_onnx import ELECTRA_TINY, SQUAD_FLAGS, SQUAD_INPUTS
+    from test_onnx import SQUAD_FLAGS, SQUAD_INPUTS
 
     run = tmp_path / "run"
     run.mkdir()
@@ -955,6 +954,19 @@ def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
         real = got[name] != PADDED_LOGIT
         assert 0 < real.mean() < 1  # short windows: padding trimmed
         np.testing.assert_allclose(got[name][real], expected[name][real], atol=1e-4)
+
+
+@pytest.mark.large
+def test_electras_beams_are_the_same_in_windows_at_their_own_length(tmp_path):
+    """ELECTRA's beam head: the default windows' beams (of the context's positions) and answers
+    are --full_width_windows'."""
+    from bert_runner.serving import predictor
+    from modeling.checkpoint import load_config
+    from test_onnx import ELECTRA_TINY, SQUAD_FLAGS, SQUAD_INPUTS
+
+    flags = {**SQUAD_FLAGS, "max_seq_length": 32}
+    questions, contexts = zip(*(text.split("\t") for text in SQUAD_INPUTS[:2]))
+    tensors = dict(question=list(questions), context=list(contexts))
     electra = tmp_path / "electra"
     electra.mkdir()
     _fine_tuned_run(electra, "squad", "span", None, None,

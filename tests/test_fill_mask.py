@@ -57,6 +57,7 @@ def exports(tmp_path_factory):
     return Exports()
 
 
+@pytest.mark.large
 def test_each_mask_gets_the_masked_lms_most_likely_word_pieces(exports):
     from modeling import BertPretrainer, checkpoint
     from vocab.tokenization import load_vocab
@@ -110,9 +111,13 @@ def test_the_tf_hub_export_and_the_hugging_face_directory_answer_as_the_original
                                            atol=1e-5)
 
 
-def test_refusals_are_one_line(exports, tmp_path):
+@pytest.mark.large
+def test_a_text_without_a_mask_is_refused_in_one_line(exports):
     result = _script("predict.py", f"--model={exports['original']}", "the dog runs fast.")
     assert_refused(result, "fill-mask-no-mask")
+
+
+def test_a_checkpoint_without_a_masked_lm_head_is_refused_in_one_line(tmp_path):
     # An encoder alone (Model Garden's without its mlm sub-object) has no masked-LM head.
     result = _script("export_model.py", "--format=fill_mask",
                      f"--checkpoint={FIXTURES / 'tfhub' / 'bert_encoder_variant'}",

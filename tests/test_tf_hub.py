@@ -74,6 +74,7 @@ def test_the_masked_lm_head_reads_from_the_mlm_sub_object():
     np.testing.assert_allclose(np.asarray(logits), expected["mlm_logits"], atol=1e-5)
 
 
+@pytest.mark.large
 def test_features_through_the_saved_model_equal_the_original_checkpoints(tmp_path):
     """bert_encoder was exported from the tiny original checkpoint: extract_features.py reads
     it with no config, vocabulary or casing flag and writes the same features."""
@@ -127,6 +128,7 @@ def exported(tmp_path_factory):
     return folder
 
 
+@pytest.mark.large
 def test_our_encoder_gives_model_gardens_outputs_and_reads_back(exported):
     import keras
     import tensorflow as tf
@@ -161,6 +163,7 @@ def test_our_encoder_gives_model_gardens_outputs_and_reads_back(exported):
                               "cls/seq_relationship/output_bias"]
 
 
+@pytest.mark.large
 def test_our_preprocessing_gives_model_gardens_exactly(exported):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (its ops, for the loaded graph)
