@@ -74,15 +74,17 @@ class SquadExport(ModelExport):
     def __init__(self, model, tokenizer, max_seq_length, doc_stride, max_query_length, options,
                  trim_windows=True):
         sq_features.check_window_settings(max_seq_length, doc_stride, max_query_length)
-        self.trim_windows = trim_windows
         # Per-position logits are put back on the grid; a head's beams are of fixed size.
         self._per_position = not hasattr(model, "prediction_outputs")
         self._outputs = window_outputs(model, max_seq_length)
         super().__init__("bert_squad", model, tokenizer, max_seq_length,
                          sum(_size(shape) for _, shape, _ in self._outputs))
-        # A head's beams of K positions need windows of at least K (their first dimension).
-        self.shortest_trim = 1 if self._per_position else min(
-            max(shape[0] for _, shape, _ in self._outputs if shape), max_seq_length)
+        # A head's beams of K positions (their first dimension) need windows of at least K; with
+        # windows no longer than K there is nothing to trim.
+        beams = 1 if self._per_position else max(shape[0] for _, shape, _ in self._outputs
+                                                 if shape)
+        self.trim_windows = trim_windows and beams < max_seq_length
+        self.shortest_trim = beams
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
         threshold = options.null_score_diff_threshold
@@ -229,6 +231,8 @@ def convertible(model, max_seq_length, doc_stride, max_query_length, options,
     `max_seq_length` (any length up to it with `trim_windows`), with `SquadExport`'s windows and
     post-processing settings."""
     names = getattr(model, "prediction_outputs", ("start_logits", "end_logits"))
+    # As `SquadExport` decides: a head's beams need windows longer than its beam size.
+    trim_windows = trim_windows and max_seq_length > getattr(model, "beam_size", 1)
 
     def ids_outputs(span_model, features):
         # The keys `SquadExport` gives it (ELECTRA's head reads segment_ids).
