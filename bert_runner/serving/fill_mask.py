@@ -25,7 +25,8 @@ _CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (
 
 
 class FillMaskExport(ModelExport):
-    """The raw-text signatures of a masked LM (see the module docstring).
+    """The raw-text signatures of a masked LM (see the module docstring): each call runs its
+    texts together, trimmed to the longest (`ModelExport`'s groups are rows of fixed width).
 
     Args:
       model: a pre-training model with `masked_lm_logits` (`BertPretrainer`,
@@ -83,9 +84,6 @@ class FillMaskExport(ModelExport):
             tf.cast(~last, tf.int64))
         joined = tf.concat([tf.cast(pieces, tf.int32), mask], axis=1)
         return tf.RaggedTensor.from_row_splits(joined, parts.row_splits).merge_dims(1, 2)
-
-    def _row_values(self, group):
-        raise NotImplementedError("a fill-mask export answers whole texts (`serve`)")
 
 
 def decode(tokens):
