@@ -166,6 +166,14 @@ def pytest_addoption(parser):
 LARGE_SKIP = pytest.mark.skip(reason="large tier: run with --run_large")
 
 
+@pytest.fixture(scope="session")
+def task_exports(tmp_path_factory):
+    """test_onnx's `TaskExports`: each task's tiny run and its exports, made once a process."""
+    from test_onnx import TaskExports
+
+    return TaskExports(tmp_path_factory.mktemp("task_exports"))
+
+
 def _group(item):
     mark = item.get_closest_marker("xdist_group")
     return mark.args[0] if mark.args else mark.kwargs.get("name", "default")

@@ -15,6 +15,7 @@ import pytest
 from modeling_helpers import (
     EXPORT_LABELS as LABELS, EXPORT_PAIRS as PAIRS, TINY, export_classifier)
 from refusals import message
+from test_onnx import case_params
 
 VOCAB = str(TINY / "vocab.txt")
 MAX_SEQ_LENGTH = 16
@@ -235,8 +236,8 @@ QUANTIZED_TOLERANCE = {"float16": 0.01, "dynamic_int8": 0.1}
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("case", LITERT_TASKS)
-def test_every_task_answers_from_litert_as_from_its_saved_model(case, tmp_path):
+@pytest.mark.parametrize("case", case_params(LITERT_TASKS))
+def test_every_task_answers_from_litert_as_from_its_saved_model(case, task_exports):
     """export_model.py --format=litert of a task's run: predict.py --model=<its .tflite> answers
     as from the run's SavedModel in float32 (float outputs within 1e-4, the rest identical, the
     same printed lines); --model=<the directory> of float16 and dynamic_int8 within
@@ -244,27 +245,27 @@ def test_every_task_answers_from_litert_as_from_its_saved_model(case, tmp_path):
     import io
 
     from bert_runner.serving import predictor
-    from test_onnx import (
-        _assert_same_outputs, _assert_same_results, _export, signature_inputs, task_run)
+    from test_onnx import _assert_same_outputs, _assert_same_results, signature_inputs
 
-    run, vocab, task, flags, inputs = task_run(case, tmp_path)
-    saved = predictor.Predictor(_export(run, task, tmp_path / "saved", vocab, **flags))
+    _, _, task, _, inputs = task_exports.run(case)
+    saved_dir = task_exports.export(case, task)
+    saved = task_exports.predictor(saved_dir)
     _, _, (name, tensors) = signature_inputs(saved, inputs)
     expected = saved._call(name, **tensors)
     for quantization in ("float32", *QUANTIZED_TOLERANCE):
-        export_dir = _export(run, "litert", tmp_path / quantization, vocab,
-                             quantization=quantization, calibration_file=None, **flags)
+        export_dir = task_exports.export(case, "litert", quantization=quantization,
+                                         calibration_file=None)
         model = export_dir + "/model.tflite" if quantization == "float32" else export_dir
-        converted = predictor.Predictor(model)
+        converted = task_exports.predictor(model)
         assert converted.format == task and converted.metadata["quantization"] == quantization
         got = converted._call(name, **tensors)
         if quantization == "float32":
             _assert_same_outputs(expected, got)
             _assert_same_results(saved.predict(inputs), converted.predict(inputs))
             printed = []
-            for path in (tmp_path / "saved", model):
+            for path in (saved_dir, model):
                 out = io.StringIO()
-                predictor.predict(str(path), inputs + [""], out=out)
+                predictor.predict(path, inputs + [""], out=out)
                 printed.append(out.getvalue())
             assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
             continue
@@ -295,16 +296,17 @@ def test_full_int8_of_a_task_run_is_refused_in_one_line(tmp_path):
 
 
 @pytest.mark.large
-def test_a_task_graph_answers_many_inputs_at_once(tmp_path):
+@pytest.mark.xdist_group("task_exports.ner")
+def test_a_task_graph_answers_many_inputs_at_once(task_exports):
     """predict.py on a LiteRT NER export with many inputs: TensorFlow runs the module's groups
     side by side, the interpreter one at a time (it corrupted its memory before); the tags are
     the SavedModel's."""
-    from bert_runner.serving import predictor
-    from test_onnx import _assert_same_results, _export, task_run
+    from test_onnx import _assert_same_results
 
-    run, vocab, task, flags, inputs = task_run("ner", tmp_path)
+    _, _, task, _, inputs = task_exports.run("ner")
     many = [" ".join(inputs[i % len(inputs)].split()[:n]) for i in range(3) for n in range(1, 15)]
-    saved = predictor.Predictor(_export(run, task, tmp_path / "saved", vocab, **flags))
-    converted = predictor.Predictor(_export(run, "litert", tmp_path / "litert", vocab, **flags))
+    saved = task_exports.predictor(task_exports.export("ner", task))
+    converted = task_exports.predictor(task_exports.export("ner", "litert", quantization="float32",
+                                                           calibration_file=None))
     for _ in range(3):
         _assert_same_results(saved.predict(many), converted.predict(many))

@@ -223,22 +223,61 @@ def _assert_same_results(saved, converted):
         assert converted == saved
 
 
-def task_run(case, tmp_path):
-    """(the run directory of TASK_RUNS[case] in `tmp_path`, its vocabulary, its SavedModel's
-    --format, its export flags, predict.py's inputs)."""
-    from modeling.checkpoint import load_config
-    from test_export import _fine_tuned_run
+class TaskExports:
+    """Each TASK_RUNS case's run and its exports, made once in a process and shared by the tests
+    of that case (test_onnx's and test_litert's: their case's xdist group, `case_params`).
 
-    task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
-    run = tmp_path / "run"
-    run.mkdir()
-    config, vocab = None, VOCAB
-    if case.endswith("electra"):
-        config = load_config(str(ELECTRA_TINY / "hparams.json"))
-        vocab = str(ELECTRA_TINY / "vocab.txt")
-    _fine_tuned_run(run, task, kind, outputs, labels, config)
-    fmt = "embedding" if case == "embedding" else task.partition("/")[0]
-    return run, vocab, fmt, flags, inputs
+    Args:
+      root: the folder the runs and exports are written in.
+    """
+
+    def __init__(self, root):
+        self.root = root
+        self._runs, self._exports, self._predictors = {}, {}, {}
+
+    def run(self, case):
+        """(the run directory of TASK_RUNS[case], its vocabulary, its SavedModel's --format, its
+        export flags, predict.py's inputs)."""
+        from modeling.checkpoint import load_config
+        from test_export import _fine_tuned_run
+
+        if case not in self._runs:
+            task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
+            run = self.root / case / "run"
+            run.mkdir(parents=True)
+            config, vocab = None, VOCAB
+            if case.endswith("electra"):
+                config = load_config(str(ELECTRA_TINY / "hparams.json"))
+                vocab = str(ELECTRA_TINY / "vocab.txt")
+            _fine_tuned_run(run, task, kind, outputs, labels, config)
+            fmt = "embedding" if case == "embedding" else task.partition("/")[0]
+            self._runs[case] = run, vocab, fmt, flags, inputs
+        return self._runs[case]
+
+    def export(self, case, fmt, **flags):
+        """export_model.py --format=`fmt` of the case's run with its export flags and `flags`:
+        the export's directory."""
+        key = case, fmt, tuple(sorted(flags.items()))
+        if key not in self._exports:
+            run, vocab, _, case_flags, _ = self.run(case)
+            self._exports[key] = _export(run, fmt, self.root / case / str(len(self._exports)),
+                                         vocab, **case_flags, **flags)
+        return self._exports[key]
+
+    def predictor(self, path):
+        """predict.py's `Predictor` of the export at `path`, loaded once."""
+        from bert_runner.serving import predictor
+
+        if path not in self._predictors:
+            self._predictors[path] = predictor.Predictor(path, warm_up=False)
+        return self._predictors[path]
+
+
+def case_params(cases):
+    """pytest parameters of TASK_RUNS `cases`, each in its case's xdist group: a case's tests
+    share one process and so its `TaskExports` run and exports."""
+    return [pytest.param(case, marks=pytest.mark.xdist_group(f"task_exports.{case}"))
+            for case in cases]
 
 
 def signature_inputs(model, inputs):
@@ -257,8 +296,8 @@ def signature_inputs(model, inputs):
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("case", sorted(TASK_RUNS))
-def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
+@pytest.mark.parametrize("case", case_params(sorted(TASK_RUNS)))
+def test_every_task_answers_from_onnx_as_from_its_saved_model(case, task_exports):
     """export_model.py --format=onnx of each task's run (the task its run.json records):
     predict.py answers from it as from the run's SavedModel (SQuAD's answers and n-best texts,
     NER's tags identical; probabilities within 1e-4) and prints the same lines."""
@@ -268,9 +307,9 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
     from bert_tasks.squad.answers import answers
 
     _require_onnx()
-    run, vocab, fmt, flags, inputs = task_run(case, tmp_path)
-    saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", vocab, **flags))
-    converted = predictor.Predictor(_export(run, "onnx", tmp_path / "onnx", vocab, **flags))
+    _, _, fmt, _, inputs = task_exports.run(case)
+    paths = task_exports.export(case, fmt), task_exports.export(case, "onnx")
+    saved, converted = map(task_exports.predictor, paths)
     assert converted.format == saved.format == fmt
     settings = {k: v for k, v in saved.metadata.items() if k not in ("format", "signatures")}
     assert {k: converted.metadata.get(k) for k in settings} == settings  # its windows, labels
@@ -288,9 +327,9 @@ def test_every_task_answers_from_onnx_as_from_its_saved_model(case, tmp_path):
         assert nbest[0] == nbest[1] and len(nbest[0][0]) > 1
     _assert_same_results(saved.predict(inputs), converted.predict(inputs))
     printed = []
-    for model in (tmp_path / "saved", tmp_path / "onnx"):
+    for path in paths:
         out = io.StringIO()
-        predictor.predict(str(model), inputs + [""], out=out)
+        predictor.predict(path, inputs + [""], out=out)
         printed.append(out.getvalue())
     assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
 
@@ -350,21 +389,19 @@ ONNX_INT8_TOLERANCE = 0.1
 
 
 @pytest.mark.large
-@pytest.mark.parametrize("case", ["classifier", "ner", "squad", "swag"])
-def test_dynamic_int8_onnx_answers_near_the_saved_model(case, tmp_path):
+@pytest.mark.parametrize("case", case_params(["classifier", "ner", "squad", "swag"]))
+def test_dynamic_int8_onnx_answers_near_the_saved_model(case, task_exports):
     """export_model.py --format=onnx --quantization=dynamic_int8: export.json says so, its matrix
     products hold int8 weights (a smaller file), and its outputs are within ONNX_INT8_TOLERANCE of
     the SavedModel's, the rest identical."""
-    from bert_runner.serving import predictor
-
     _require_onnx()
     onnx_package = require("onnx")
-    run, vocab, fmt, flags, inputs = task_run(case, tmp_path)
-    saved = predictor.Predictor(_export(run, fmt, tmp_path / "saved", vocab, **flags))
-    int8 = predictor.Predictor(_export(run, "onnx", tmp_path / "int8", vocab,
-                                       quantization="dynamic_int8", **flags))
+    _, _, fmt, _, inputs = task_exports.run(case)
+    saved = task_exports.predictor(task_exports.export(case, fmt))
+    int8_dir = task_exports.export(case, "onnx", quantization="dynamic_int8")
+    int8 = task_exports.predictor(int8_dir)
     assert int8.metadata["quantization"] == "dynamic_int8" and int8.format == fmt
-    graph = onnx_package.load(str(tmp_path / "int8" / "model.onnx")).graph
+    graph = onnx_package.load(int8_dir + "/model.onnx").graph
     assert any(node.op_type in ("DynamicQuantizeMatMul", "MatMulInteger") for node in graph.node)
     _, _, (name, tensors) = signature_inputs(int8, inputs)
     expected, got = saved._call(name, **tensors), int8._call(name, **tensors)
