@@ -223,6 +223,24 @@ def _assert_same_results(saved, converted):
         assert converted == saved
 
 
+def task_run(case, directory):
+    """(the run directory of TASK_RUNS[case], made in `directory`, its vocabulary, its
+    SavedModel's --format, its export flags, predict.py's inputs)."""
+    from modeling.checkpoint import load_config
+    from test_export import _fine_tuned_run
+
+    task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
+    run = directory / "run"
+    run.mkdir()
+    config, vocab = None, VOCAB
+    if case.endswith("electra"):
+        config = load_config(str(ELECTRA_TINY / "hparams.json"))
+        vocab = str(ELECTRA_TINY / "vocab.txt")
+    _fine_tuned_run(run, task, kind, outputs, labels, config)
+    fmt = "embedding" if case == "embedding" else task.partition("/")[0]
+    return run, vocab, fmt, flags, inputs
+
+
 class TaskExports:
     """Each TASK_RUNS case's run and its exports, made once in a process and shared by the tests
     of that case (test_onnx's and test_litert's: their case's xdist group, `case_params`).
@@ -236,22 +254,10 @@ class TaskExports:
         self._runs, self._exports, self._predictors = {}, {}, {}
 
     def run(self, case):
-        """(the run directory of TASK_RUNS[case], its vocabulary, its SavedModel's --format, its
-        export flags, predict.py's inputs)."""
-        from modeling.checkpoint import load_config
-        from test_export import _fine_tuned_run
-
+        """`task_run(case, ...)`, made once."""
         if case not in self._runs:
-            task, kind, outputs, labels, flags, inputs = TASK_RUNS[case]
-            run = self.root / case / "run"
-            run.mkdir(parents=True)
-            config, vocab = None, VOCAB
-            if case.endswith("electra"):
-                config = load_config(str(ELECTRA_TINY / "hparams.json"))
-                vocab = str(ELECTRA_TINY / "vocab.txt")
-            _fine_tuned_run(run, task, kind, outputs, labels, config)
-            fmt = "embedding" if case == "embedding" else task.partition("/")[0]
-            self._runs[case] = run, vocab, fmt, flags, inputs
+            (self.root / case).mkdir()
+            self._runs[case] = task_run(case, self.root / case)
         return self._runs[case]
 
     def export(self, case, fmt, **flags):
