@@ -82,26 +82,27 @@ def main(_):
     except ImportError:
         sys.exit("apache-beam is not installed: pip install -r requirements-beam.txt")
     print(common.describe_machine(None, packages=("tensorflow", "apache-beam")))
-    folder = tempfile.mkdtemp(prefix="bench-beam-")
-    pattern = _corpus(folder)
-    w = FLAGS.workers
-    contenders = {
-        "local --num_workers=%d" % w: ["--num_workers=%d" % w],
-        "beam DirectRunner, %d workers" % w: [
-            "--runner=DirectRunner", "--beam_pipeline_options=--direct_num_workers=%d "
-            "--direct_running_mode=multi_processing" % w],
-    }
-    seconds = {name: [] for name in contenders}
-    records = {}
-    for round_ in range(FLAGS.repeats):
-        for k, (name, extra) in enumerate(contenders.items()):
-            s, files = _run("c%d" % k, extra, pattern, folder, round_)
-            seconds[name].append(s)
-            records[name] = (_count(files), len(files))
-    texts = [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".txt")]
+    # The corpus and each contender's records: gone when the figures are out.
+    with tempfile.TemporaryDirectory(prefix="bench-beam-") as folder:
+        pattern = _corpus(folder)
+        w = FLAGS.workers
+        contenders = {
+            "local --num_workers=%d" % w: ["--num_workers=%d" % w],
+            "beam DirectRunner, %d workers" % w: [
+                "--runner=DirectRunner", "--beam_pipeline_options=--direct_num_workers=%d "
+                "--direct_running_mode=multi_processing" % w],
+        }
+        seconds = {name: [] for name in contenders}
+        records = {}
+        for round_ in range(FLAGS.repeats):
+            for k, (name, extra) in enumerate(contenders.items()):
+                s, files = _run("c%d" % k, extra, pattern, folder, round_)
+                seconds[name].append(s)
+                records[name] = (_count(files), len(files))
+        texts = [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".txt")]
+        corpus_mb = sum(map(os.path.getsize, texts)) / 1e6
     print("\ncorpus: %d files, %.1f MB; --dupe_factor=%d --chunk_size_mb=%g; %d rounds" % (
-        len(texts), sum(map(os.path.getsize, texts)) / 1e6, FLAGS.dupe_factor,
-        FLAGS.chunk_size_mb, FLAGS.repeats))
+        len(texts), corpus_mb, FLAGS.dupe_factor, FLAGS.chunk_size_mb, FLAGS.repeats))
     print("\n| contender | output files | records | wall s (median) | records/s | "
           "records/s per worker |")
     print("|---|---|---|---|---|---|")
