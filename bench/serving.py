@@ -117,7 +117,8 @@ flags.DEFINE_string("vocab_file", "vocab/uncased_L-12_H-768_A-12/vocab.txt",
 flags.DEFINE_integer("max_seq_length", 128, "The classifier's and NER's sequence length.")
 flags.DEFINE_integer("squad_max_seq_length", 384, "SQuAD's windows (run_squad's default).")
 flags.DEFINE_integer("doc_stride", 128, "SQuAD's window stride (run_squad's default).")
-flags.DEFINE_integer("first_answer_runs", 3, "predict.py's first answer: runs per format.")
+flags.DEFINE_integer("first_answer_runs", 3, "predict.py's first answer: runs per format (0: not "
+                     "timed).", lower_bound=0)
 flags.DEFINE_integer("batch_size", 32, "Inputs per call for the throughput figures.")
 flags.DEFINE_integer("inputs", 64, "Inputs per round (batch-1 calls and throughput).")
 flags.DEFINE_integer("repeats", 3, "Timed rounds.")
@@ -446,15 +447,16 @@ def main(argv):
                                                FLAGS.repeats, FLAGS.warmup)
             first_answers = {contender: statistics.median(predict_first_answer(
                 directory, inputs[0], FLAGS.first_answer_runs))
-                for contender, directory in directories.items()}
+                for contender, directory in directories.items() if FLAGS.first_answer_runs}
         p50, base = report(name, latencies, rounds, sizes_mb, len(inputs))
-        print(f"predict.py's first answer (process start to its printed answer, one input; "
-              f"median of {FLAGS.first_answer_runs}):\n| contender | seconds |\n|---|---|\n"
-              + "\n".join(f"| {contender} | {seconds:.2f} |"
-                          for contender, seconds in first_answers.items()))
-        common.write_results("serving", [
-            {"task": name, "contender": contender, "first_answer_s": seconds}
-            for contender, seconds in first_answers.items()], FLAGS.num_threads, PACKAGES)
+        if first_answers:
+            print(f"predict.py's first answer (process start to its printed answer, one input; "
+                  f"median of {FLAGS.first_answer_runs}):\n| contender | seconds |\n|---|---|\n"
+                  + "\n".join(f"| {contender} | {seconds:.2f} |"
+                              for contender, seconds in first_answers.items()))
+            common.write_results("serving", [
+                {"task": name, "contender": contender, "first_answer_s": seconds}
+                for contender, seconds in first_answers.items()], FLAGS.num_threads, PACKAGES)
         ours = {name: value for name, value in p50.items() if name != BASELINE}
         quantized = {n: v for n, v in ours.items() if "int8" in n or "float16" in n}
         bf16 = {n: v for n, v in ours.items() if "bf16" in n}

@@ -119,10 +119,11 @@ def quick_demo(readme_mirror):
     return run_quickstart_command(README_DEMO_COMMAND, readme_mirror), out
 
 
-# pytest.ini runs the suite on 3 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
+# pytest.ini runs the suite on 4 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
 # one of them, so its module-scoped fixtures are made once; tests that share a session fixture
 # across files say so with `@pytest.mark.xdist_group(name)` (the quick demo: test_demo.py and
-# test_readme.py) and run on one process too. xdist hands the groups out in collection order, each
+# test_readme.py; each task case of `task_exports`: test_onnx.py's and test_litert.py's tests of
+# that case) and run on one process too. xdist hands the groups out in collection order, each
 # to the first process free (pytest.ini turns off its reordering by number of tests), so they are
 # sorted longest first, by the seconds each took in a suite run (GROUP_SECONDS), and the
 # processes end together. A group not listed there (a new file) goes first. Each tier keeps its
