@@ -320,6 +320,7 @@ def build_runners(task, model, calibration, tmp):
                 os.path.join(tmp, "onnx_" + quantization), quantization))
         except ValueError as e:  # the ONNX packages are missing
             print(f"{name} left out: {e}")
+        common.release_memory()
     for quantization in FLAGS.litert:
         name, directory = f"LiteRT {quantization}", os.path.join(tmp, "litert_" + quantization)
         start = time.perf_counter()
@@ -338,6 +339,7 @@ def build_runners(task, model, calibration, tmp):
             continue
         print(f"{name}: converted in {time.perf_counter() - start:.0f} s", flush=True)
         exports[name] = directory
+        common.release_memory()
     runners, sizes, served = {}, {}, {}
     for name, directory in exports.items():
         try:
