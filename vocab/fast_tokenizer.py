@@ -84,7 +84,8 @@ class FastBertTokenizer(tf.Module):
         tokens = _tokens_by_id(vocab)
         self._py = _OfflineState(vocab, tokens)
         self._py.tokenize_and_flag = tf.function(
-            self._tokenize_and_flag, input_signature=[tf.TensorSpec([None], tf.string)])
+            self._tokenize_and_flag, input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False)
         self.unk_id, self.cls_id, self.sep_id = (vocab[t] for t in tokenization.REQUIRED_TOKENS)
 
         self._token_strings = tf.constant(tokens)
@@ -112,7 +113,7 @@ class FastBertTokenizer(tf.Module):
 
     # ------------------------------------------------------------------ graph API
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, texts):
         """string [N] (UTF-8) -> int32 RaggedTensor [N, (pieces)] of word-piece ids.
 
@@ -122,11 +123,12 @@ class FastBertTokenizer(tf.Module):
         ids, _ = self._py.tokenize_and_flag(texts)
         return ids
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize_to_strings(self, texts):
         """string [N] (UTF-8) -> string RaggedTensor [N, (pieces)] of word-pieces."""
         return tf.ragged.map_flat_values(tf.gather, self._token_strings, self.tokenize(texts))
 
+    @tf.autograph.experimental.do_not_convert
     def pack(self, ids_a, ids_b=None, max_seq_length=128):
         """Builds the original classifier inputs from word-piece ids: `vocab.packing`, vectorised.
 
