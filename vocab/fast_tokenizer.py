@@ -112,6 +112,9 @@ class FastBertTokenizer(tf.Module):
         return self._py.vocab
 
     # ------------------------------------------------------------------ graph API
+    # AutoGraph stays off (and out of `pack`): these graphs have no Python control flow on
+    # tensors (`tf.cond` is spelled out), and converting them and tf.text's code they call was
+    # most of the tracing of a module that tokenizes (predict.py's first answer).
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, texts):
