@@ -243,7 +243,8 @@ def task_run(case, directory):
 
 class TaskExports:
     """Each TASK_RUNS case's run and its exports, made once in a process and shared by the tests
-    of that case (test_onnx's and test_litert's: their case's xdist group, `case_params`).
+    of that case (test_onnx's and test_litert's: their case's xdist group, `case_params`;
+    test_predict_hugging_face's: its file's group). A test that changes an export copies it.
 
     Args:
       root: the folder the runs and exports are written in.
@@ -261,13 +262,15 @@ class TaskExports:
         return self._runs[case]
 
     def export(self, case, fmt, **flags):
-        """export_model.py --format=`fmt` of the case's run with its export flags and `flags`:
+        """export_model.py --format=`fmt` of the case's run with its export flags (`flags` over them):
         the export's directory."""
         key = case, fmt, tuple(sorted(flags.items()))
         if key not in self._exports:
             run, vocab, _, case_flags, _ = self.run(case)
+            if fmt == "huggingface":  # the run's head: export_model.py takes no --task_name
+                case_flags = {k: v for k, v in case_flags.items() if k != "task_name"}
             self._exports[key] = _export(run, fmt, self.root / case / str(len(self._exports)),
-                                         vocab, **case_flags, **flags)
+                                         vocab, **{**case_flags, **flags})
         return self._exports[key]
 
     def predictor(self, path):

@@ -7,6 +7,7 @@ spans (the large tier).
 """
 import io
 import json
+import shutil
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ import pytest
 from conftest import ROOT
 from optional_packages import require
 from refusals import assert_refused
-from test_onnx import TASK_RUNS, _assert_same_results, _export, task_run
+from test_onnx import TASK_RUNS, _assert_same_results
 
 # The tasks transformers has a class for (ELECTRA's own SQuAD head and a sentence encoder have
 # none); NER in the default tier, the others in the large one.
@@ -24,25 +25,21 @@ CASES = [pytest.param(case, marks=() if case == "ner" else pytest.mark.large)
          for case in ("classifier", "regression", "squad", "squad-v2", "ner", "swag")]
 
 
-def _exports(case, tmp_path, **overrides):
-    """(the run's SavedModel, its Hugging Face directory, predict.py's inputs); `overrides`: export
-    flags."""
-    run, vocab, fmt, flags, inputs = task_run(case, tmp_path)
-    flags = {**flags, **overrides}
-    saved = _export(run, fmt, tmp_path / "saved", vocab, **flags)
-    hf = _export(run, "huggingface", tmp_path / "hf", vocab,
-                 **{k: v for k, v in flags.items() if k != "task_name"})
-    return saved, hf, inputs
+def _exports(task_exports, case, **overrides):
+    """(the case's SavedModel, its Hugging Face directory, predict.py's inputs), made once in the
+    process (`task_exports`: a test that changes a directory changes its own copy); `overrides`:
+    export flags."""
+    _, _, fmt, _, inputs = task_exports.run(case)
+    return (task_exports.export(case, fmt, **overrides),
+            task_exports.export(case, "huggingface", **overrides), inputs)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_runs_hugging_face_directory_answers_as_its_saved_model(case, tmp_path):
+def test_a_runs_hugging_face_directory_answers_as_its_saved_model(case, task_exports):
     """predict.py on the directory: the SavedModel's answers (probabilities within 1e-4; labels,
     entities, spans identical) and its settings (windows, labels, casing) from export.json."""
-    from bert_runner.serving import predictor
-
-    saved, hf, inputs = _exports(case, tmp_path)
-    expected, got = predictor.Predictor(saved), predictor.Predictor(hf)
+    saved, hf, inputs = _exports(task_exports, case)
+    expected, got = task_exports.predictor(saved), task_exports.predictor(hf)
     assert got.format == expected.format
     settings = {k: v for k, v in expected.metadata.items() if k not in ("format", "signatures")}
     assert {k: got.metadata.get(k) for k in settings} == settings
@@ -50,9 +47,9 @@ def test_a_runs_hugging_face_directory_answers_as_its_saved_model(case, tmp_path
 
 
 @pytest.mark.large
-def test_predict_prints_the_same_lines_from_the_directory(tmp_path):
+def test_predict_prints_the_same_lines_from_the_directory(task_exports):
     """The CLI: predict.py --model=<directory> prints the SavedModel's lines, blank lines kept."""
-    saved, hf, inputs = _exports("squad-v2", tmp_path)
+    saved, hf, inputs = _exports(task_exports, "squad-v2")
     printed = []
     for model in (saved, hf):
         process = subprocess.run([sys.executable, str(ROOT / "predict.py"), f"--model={model}",
@@ -63,19 +60,20 @@ def test_predict_prints_the_same_lines_from_the_directory(tmp_path):
     assert printed[0] == printed[1] and printed[0].count("\n") == len(inputs) + 1
 
 
-def test_a_directory_made_elsewhere_is_served_by_its_head(tmp_path):
+def test_a_directory_made_elsewhere_is_served_by_its_head(task_exports, tmp_path):
     """A directory without export.json (as transformers' save_pretrained writes it): its labels
     from id2label, its casing from tokenizer_config.json, its task script's defaults; the tags
     as the run's SavedModel gives them."""
     from bert_runner.serving import predictor
 
-    saved, hf, inputs = _exports("ner", tmp_path)
-    (tmp_path / "hf" / "export.json").unlink()
-    (tmp_path / "hf" / "label_list.txt").unlink()
-    got = predictor.Predictor(hf)
+    saved, made, inputs = _exports(task_exports, "ner")
+    hf = shutil.copytree(made, tmp_path / "hf")
+    (hf / "export.json").unlink()
+    (hf / "label_list.txt").unlink()
+    got = predictor.Predictor(str(hf))
     assert got.format == "ner" and got.metadata["max_seq_length"] == 128
     assert got.metadata["labels"] == TASK_RUNS["ner"][3]
-    expected = predictor.Predictor(saved).predict(inputs[1:])  # short: 16 pieces or 128 alike
+    expected = task_exports.predictor(saved).predict(inputs[1:])  # short: 16 pieces or 128 alike
     _assert_same_results(expected, got.predict(inputs[1:]))
 
 
@@ -104,20 +102,19 @@ PEER_CASES = ["classifier", "ner", "squad", "swag"]
 
 @pytest.mark.large
 @pytest.mark.parametrize("case", PEER_CASES)
-def test_transformers_answers_as_our_predict_on_the_directory(case, tmp_path):
+def test_transformers_answers_as_our_predict_on_the_directory(case, task_exports):
     """transformers' AutoModelFor* loads the directory with no missing or unexpected key; its
     pipeline ("text-classification", "token-classification" with the first word-piece's tag) or,
     for question answering (whose pipeline transformers 5 removed), its model's best span
     (bench/hf_question_answering.py), and for multiple choice its logits: our predict.py's
     labels, entities and spans identical, probabilities within 1e-4."""
     transformers, torch = require("transformers", "torch")
-    from bert_runner.serving import predictor
 
     # SQuAD: an n-best of every position of a window of real tokens is the best span the peer
     # picks (run_squad's draws its n-best from the padding too, and may find no span in it).
-    saved, hf, inputs = _exports(case, tmp_path, **(
+    saved, hf, inputs = _exports(task_exports, case, **(
         {"n_best_size": 16} if case == "squad" else {}))
-    ours = predictor.Predictor(saved).predict(inputs)
+    ours = task_exports.predictor(saved).predict(inputs)
     auto = {"classifier": transformers.AutoModelForSequenceClassification,
             "ner": transformers.AutoModelForTokenClassification,
             "squad": transformers.AutoModelForQuestionAnswering,
@@ -140,7 +137,7 @@ def test_transformers_answers_as_our_predict_on_the_directory(case, tmp_path):
         pipe = transformers.pipeline("token-classification", model=hf,
                                      aggregation_strategy="first")
         short = [text for text in inputs if len(text) < 40]  # within the run's 16 word-pieces
-        for text, answer in zip(short, predictor.Predictor(saved).predict(short)):
+        for text, answer in zip(short, task_exports.predictor(saved).predict(short)):
             assert [(e["entity_group"], e["start"], e["end"]) for e in pipe(text)] == [
                 (e["label"], e["start"], e["end"]) for e in answer["entities"]]
         assert any(answer["entities"] for answer in ours)
@@ -154,7 +151,7 @@ def test_transformers_answers_as_our_predict_on_the_directory(case, tmp_path):
         peer = HfQuestionAnswering(hf, 16, 4, 6)
         questions, contexts = zip(*(text.split("\t") for text in short))
         theirs = peer(list(questions), list(contexts))
-        assert [a["answer"] for a in predictor.Predictor(saved).predict(short)] == [
+        assert [a["answer"] for a in task_exports.predictor(saved).predict(short)] == [
             a["answer"] for a in theirs]
     else:
         model = transformers.AutoModelForMultipleChoice.from_pretrained(hf).eval()
@@ -174,25 +171,29 @@ RERANK_INPUTS = ["who walked\tThe old dog walked to the river.", "who walked\tsn
                  "who walked\ta big red car", "what is red\tA big red car.", "what is red\tsnow"]
 
 
-def _reranker(tmp_path):
-    """(a --task_name=rerank run's SavedModel, its Hugging Face export)."""
+@pytest.fixture(scope="module")
+def reranker(tmp_path_factory):
+    """(a --task_name=rerank run's SavedModel, its Hugging Face export), made once for the file's
+    tests (a test that changes a directory changes its own copy)."""
     from test_export import _fine_tuned_run, export_run
 
-    run = tmp_path / "run"
+    root = tmp_path_factory.mktemp("reranker")
+    run = root / "run"
     run.mkdir()
     _fine_tuned_run(run, "classifier/rerank", "classifier", 2, None)
-    return (export_run(run, "classifier", tmp_path / "saved", task_name="RERANK"),
-            export_run(run, "huggingface", tmp_path / "hf"))
+    return (export_run(run, "classifier", root / "saved", task_name="RERANK"),
+            export_run(run, "huggingface", root / "hf"))
 
 
-def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(tmp_path):
+def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(reranker, tmp_path):
     """A reranker's directory is a sentence-transformers cross-encoder (one logit, its sigmoid
     CrossEncoder's score); predict.py serves it with the run's labels and probabilities, and
     --rerank orders the candidates as from the SavedModel."""
     from bert_runner.serving import predictor
     from bert_tasks.classifier import reranking
 
-    saved, hf = _reranker(tmp_path)
+    saved, made = reranker
+    hf = str(shutil.copytree(made, tmp_path / "hf"))
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]
     assert len(config["id2label"]) == 1 and config["sentence_transformers"] == {
@@ -214,13 +215,13 @@ def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(tmp_path):
 
 
 @pytest.mark.large
-def test_sentence_transformers_cross_encoder_scores_as_our_reranker(tmp_path):
+def test_sentence_transformers_cross_encoder_scores_as_our_reranker(reranker):
     """sentence-transformers' CrossEncoder on the directory: its scores are our probabilities of
     "relevant" (within 1e-4), its rank() our order."""
     sentence_transformers = require("sentence_transformers")
     from bert_runner.serving import predictor
 
-    saved, hf = _reranker(tmp_path)
+    saved, hf = reranker
     ours = [r["probabilities"]["1"] for r in predictor.Predictor(saved).predict(RERANK_INPUTS)]
     model = sentence_transformers.CrossEncoder(hf, max_length=16)
     pairs = [tuple(text.split("\t")) for text in RERANK_INPUTS]
