@@ -262,8 +262,8 @@ class TaskExports:
         return self._runs[case]
 
     def export(self, case, fmt, **flags):
-        """export_model.py --format=`fmt` of the case's run with its export flags (`flags` over them):
-        the export's directory."""
+        """export_model.py --format=`fmt` of the case's run with its export flags (`flags` over
+        them): the export's directory."""
         key = case, fmt, tuple(sorted(flags.items()))
         if key not in self._exports:
             run, vocab, _, case_flags, _ = self.run(case)
