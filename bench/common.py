@@ -109,21 +109,6 @@ def wall_seconds(run):
     return time.perf_counter() - start
 
 
-def release_memory():
-    """Collects Python's garbage and hands the C heap's free pages back to the system (glibc's
-    malloc_trim): a bench that converts BERT-Base several times in one process (a tf2onnx
-    conversion needs many times the model's size) then holds what it uses, not what its
-    conversions left behind."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
 def ratios(numerators, denominators):
     """Two ratios of paired samples (round i of each): of their medians, and the median of the
     per-round ratios (each from one round's back-to-back calls: the steadier figure under

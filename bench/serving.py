@@ -297,7 +297,7 @@ def build_runners(task, model, calibration, tmp):
     """({name: inputs -> predict.py results}, {name: MB on disk}, {name: the export's directory,
     ours only}); contenders whose packages are missing, or that a task refuses, are left out
     with a line saying so."""
-    from bert_runner.serving import litert, onnx
+    from bert_runner.serving import conversion, litert, onnx
     from bert_runner.serving.predictor import Predictor
     from modeling import checkpoint as checkpoints
 
@@ -320,7 +320,7 @@ def build_runners(task, model, calibration, tmp):
                 os.path.join(tmp, "onnx_" + quantization), quantization))
         except ValueError as e:  # the ONNX packages are missing
             print(f"{name} left out: {e}")
-        common.release_memory()
+        conversion.release_memory()
     for quantization in FLAGS.litert:
         name, directory = f"LiteRT {quantization}", os.path.join(tmp, "litert_" + quantization)
         start = time.perf_counter()
@@ -339,7 +339,7 @@ def build_runners(task, model, calibration, tmp):
             continue
         print(f"{name}: converted in {time.perf_counter() - start:.0f} s", flush=True)
         exports[name] = directory
-        common.release_memory()
+        conversion.release_memory()
     runners, sizes, served = {}, {}, {}
     for name, directory in exports.items():
         try:

@@ -73,6 +73,20 @@ def reference_copy(model, **modes):
     return copy_with(model, kernels="reference", **modes)
 
 
+def release_memory():
+    """Collects Python's garbage and hands the C heap's free pages back to the system (glibc's
+    malloc_trim): a conversion's intermediate copies of the weights (several times the model's
+    size) are not left under what comes after it."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def first_line(error):
     """The line of a converter error that says what failed (its "error:" line), else its first."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

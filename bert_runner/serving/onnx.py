@@ -86,6 +86,11 @@ def convert(function):
     hides them from `fuse_layer_norms`. `from_function` takes no optimizer list, so its steps are
     spelled out here. Each LayerNorm is then one `LayerNormalization` node
     (`onnx_layer_norm.fuse_layer_norms`).
+
+    Memory: tf2onnx deep-copies the whole graph, weights included, before each optimizer pass
+    (to roll a failed pass back), and the copies are cycles that only Python's cyclic collector
+    frees: each pass here starts with a collection, so that a few copies are alive, not dozens.
+    The freezing's own copies are handed back before the conversion starts.
     """
     (tf2onnx,) = require("tf2onnx")
     from tf2onnx import optimizer, tf_loader
@@ -93,11 +98,13 @@ def convert(function):
     concrete = function.get_concrete_function()
     inputs = [t.name for t in concrete.inputs if t.dtype != tf.dtypes.resource]
     outputs = [t.name for t in concrete.outputs if t.dtype != tf.dtypes.resource]
-    optimizers = {name: make for name, make in optimizer._get_optimizers().items()
+    optimizers = {name: _collected_first(make) for name, make in
+                  optimizer._get_optimizers().items()
                   if name not in ("reshape_optimizer", "global_pool_optimizer")}
     try:
         with tf.device("/cpu:0"):
             frozen = tf_loader.from_function(concrete, inputs, outputs)
+            conversion.release_memory()
             proto, _ = tf2onnx.convert._convert_common(
                 frozen, name=concrete.name, continue_on_error=True, opset=OPSET,
                 input_names=inputs, output_names=outputs, optimizers=optimizers,
@@ -107,6 +114,18 @@ def convert(function):
         raise ValueError("ONNX conversion failed: %s" % conversion.first_line(e)) from e
     fuse_layer_norms(proto)
     return proto.SerializeToString()
+
+
+def _collected_first(make):
+    """tf2onnx's optimizer factory `make`, run after a collection of Python's cyclic garbage (the
+    graph copies of the passes before, `convert`)."""
+    import gc
+
+    def factory():
+        gc.collect()
+        return make()
+
+    return factory
 
 
 def write_onnx(convertible, vocab_file, do_lower_case, max_seq_length, export_dir,
