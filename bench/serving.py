@@ -56,7 +56,11 @@ the rounds). --warmup untimed rounds first. Threads: --num_threads intra-op and 
 TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`), intra-op for
 onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
 Last, `predict.py`'s first answer of every format: the seconds from starting it with one input
-to its exit (median of --first_answer_runs), what a one-off user waits for.
+to its exit (median of --first_answer_runs), what a one-off user waits for, and where they go,
+from predict.py's own log lines (`--verbosity=0`): loading the export (`Predictor(...)`, no call
+made), its first call (building and optimising the signature's graph, or tracing the task's
+module around an ONNX or LiteRT graph, then computing), and the rest (Python, importing
+TensorFlow, reading the inputs, printing).
 """
 import glob
 import os
@@ -447,18 +451,23 @@ def main(argv):
             print(f"agreement with {reference}:\n" + "\n".join(lines))
             latencies, rounds = latency_rounds(runners, inputs, FLAGS.batch_size,
                                                FLAGS.repeats, FLAGS.warmup)
-            first_answers = {contender: statistics.median(predict_first_answer(
-                directory, inputs[0], FLAGS.first_answer_runs))
-                for contender, directory in directories.items() if FLAGS.first_answer_runs}
+            first_answers = {contender: first_answer(directory, inputs[0],
+                                                     FLAGS.first_answer_runs)
+                             for contender, directory in directories.items()
+                             if FLAGS.first_answer_runs}
         p50, base = report(name, latencies, rounds, sizes_mb, len(inputs))
         if first_answers:
             print(f"predict.py's first answer (process start to its printed answer, one input; "
-                  f"median of {FLAGS.first_answer_runs}):\n| contender | seconds |\n|---|---|\n"
-                  + "\n".join(f"| {contender} | {seconds:.2f} |"
-                              for contender, seconds in first_answers.items()))
+                  f"median of {FLAGS.first_answer_runs}), seconds:\n"
+                  f"| contender | in all | load | first call | the rest: Python, imports |\n"
+                  f"|---|---|---|---|---|\n"
+                  + "\n".join(f"| {contender} | {parts['first_answer_s']:.2f} | "
+                              f"{parts['load_s']:.1f} | {parts['first_call_s']:.2f} | "
+                              f"{parts['rest_s']:.1f} |"
+                              for contender, parts in first_answers.items()))
             common.write_results("serving", [
-                {"task": name, "contender": contender, "first_answer_s": seconds}
-                for contender, seconds in first_answers.items()], FLAGS.num_threads, PACKAGES)
+                {"task": name, "contender": contender, **parts}
+                for contender, parts in first_answers.items()], FLAGS.num_threads, PACKAGES)
         ours = {name: value for name, value in p50.items() if name != BASELINE}
         quantized = {n: v for n, v in ours.items() if "int8" in n or "float16" in n}
         bf16 = {n: v for n, v in ours.items() if "bf16" in n}
@@ -470,20 +479,31 @@ def main(argv):
                       f"the {BASELINE}")
 
 
-def predict_first_answer(export_dir, text, runs):
-    """Seconds from starting `predict.py --model=export_dir TEXT` to its exit, `runs` times:
-    what a one-off user waits for (Python, TensorFlow, the SavedModel's load, one call)."""
+# predict.py's log lines (bert_runner.serving.predictor) of its load and of its first call.
+_LOADED = re.compile(r"Loaded the \S+ export .* in ([0-9.]+) s$", re.M)
+_ANSWERED = re.compile(r"Answered \d+ input\(s\) in ([0-9.]+) ms$", re.M)
+
+
+def first_answer(export_dir, text, runs):
+    """`predict.py --model=export_dir TEXT` started `runs` times: the medians of its seconds from
+    start to exit (`first_answer_s`: what a one-off user waits for), of its load (`load_s`), of
+    its first call (`first_call_s`) and of the rest (`rest_s`: Python, imports, printing)."""
     import subprocess
 
     environment = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(FLAGS.num_threads),
                        TF_NUM_INTEROP_THREADS=str(FLAGS.num_threads))
-    seconds = []
+    parts = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, os.path.join(ROOT, "predict.py"), f"--model={export_dir}",
-                        text], check=True, capture_output=True, env=environment)
-        seconds.append(time.perf_counter() - start)
-    return seconds
+        process = subprocess.run([sys.executable, os.path.join(ROOT, "predict.py"),
+                                  f"--model={export_dir}", "--verbosity=0", text], check=True,
+                                 capture_output=True, text=True, env=environment)
+        seconds = time.perf_counter() - start
+        load = float(_LOADED.search(process.stderr).group(1))
+        call = float(_ANSWERED.search(process.stderr).group(1)) / 1000
+        parts.append({"first_answer_s": seconds, "load_s": load, "first_call_s": call,
+                      "rest_s": seconds - load - call})
+    return {key: statistics.median(run[key] for run in parts) for key in parts[0]}
 
 
 if __name__ == "__main__":
