@@ -41,6 +41,9 @@ OPSET = 17
 _FEATURES = ("input_ids", "input_mask", "segment_ids")
 # What an ONNX export's weights can be (export_model.py --quantization).
 QUANTIZATIONS = ("float32", "dynamic_int8")
+# Weights from which `convert` collects tf2onnx's graph copies as it goes (BERT-Base's then peak
+# at a fraction of the memory); a small model's copies cost less than the collections' time.
+COLLECTED_ABOVE_BYTES = 64 * 2**20
 
 
 def require(*modules):
@@ -89,8 +92,10 @@ def convert(function):
 
     Memory: tf2onnx deep-copies the whole graph, weights included, before each optimizer pass
     (to roll a failed pass back), and the copies are cycles that only Python's cyclic collector
-    frees: each pass here starts with a collection, so that a few copies are alive, not dozens.
-    The freezing's own copies are handed back before the conversion starts.
+    frees. For a model of COLLECTED_ABOVE_BYTES of weights or more, each pass here starts with a
+    collection, so that a few copies are alive, not dozens, and the freezing's own copies are
+    handed back before the conversion starts. A smaller model's copies cost less than the
+    collections would (each walks every object of the process).
     """
     (tf2onnx,) = require("tf2onnx")
     from tf2onnx import optimizer, tf_loader
@@ -98,13 +103,16 @@ def convert(function):
     concrete = function.get_concrete_function()
     inputs = [t.name for t in concrete.inputs if t.dtype != tf.dtypes.resource]
     outputs = [t.name for t in concrete.outputs if t.dtype != tf.dtypes.resource]
-    optimizers = {name: _collected_first(make) for name, make in
-                  optimizer._get_optimizers().items()
+    large = sum(w.shape.num_elements() * w.dtype.size
+                for w in function.model_weights) >= COLLECTED_ABOVE_BYTES
+    optimizers = {name: _collected_first(make) if large else make
+                  for name, make in optimizer._get_optimizers().items()
                   if name not in ("reshape_optimizer", "global_pool_optimizer")}
     try:
         with tf.device("/cpu:0"):
             frozen = tf_loader.from_function(concrete, inputs, outputs)
-            conversion.release_memory()
+            if large:
+                conversion.release_memory()
             proto, _ = tf2onnx.convert._convert_common(
                 frozen, name=concrete.name, continue_on_error=True, opset=OPSET,
                 input_names=inputs, output_names=outputs, optimizers=optimizers,
