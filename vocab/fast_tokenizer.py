@@ -150,7 +150,7 @@ class FastBertTokenizer(tf.Module):
         ids_a = tf.cast(ids_a, tf.int32)
         if ids_b is None:
             ids_b = tf.RaggedTensor.from_row_lengths(
-                tf.zeros([0], tf.int32), tf.zeros_like(ids_a.row_lengths()))
+                tf.zeros([0], tf.int32), tf.zeros_like(ids_a.row_lengths()), validate=False)
         ids_b = tf.cast(ids_b, tf.int32)
         len_a = tf.cast(ids_a.row_lengths(), tf.int32)
         len_b = tf.cast(ids_b.row_lengths(), tf.int32)
@@ -326,7 +326,7 @@ class FastBertTokenizer(tf.Module):
         tokens = tf.strings.split(texts)  # splits on ASCII whitespace, all that is left
         distinct, index = tf.unique(tokens.flat_values)
         pieces = tf.gather(self._tokenize_tokens(distinct), index)
-        return tokens.with_flat_values(pieces).merge_dims(1, 2).with_row_splits_dtype(tf.int64)
+        return grouped_rows(tokens.row_splits, pieces).with_row_splits_dtype(tf.int64)
 
     def _tokenize_tokens(self, tokens):
         """Whitespace-free tokens [T] -> int32 RaggedTensor [T, (pieces)]."""
@@ -342,7 +342,7 @@ class FastBertTokenizer(tf.Module):
         # The word "[UNK]" is word-pieced to exactly the [UNK] token (it is in the vocab, and no
         # real word can contain '[' any more: it is punctuation).
         words = words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
-        return self._word_wordpiece.tokenize(words).merge_dims(1, 2)
+        return grouped_rows(words.row_splits, self._word_wordpiece.tokenize(words.flat_values))
 
     def _lower_strip_accents(self, texts):
         """Per code point c: strip_accents(c.lower()) from the generated map (ragged expansion)."""
@@ -357,9 +357,11 @@ class FastBertTokenizer(tf.Module):
         mapped = tf.gather(self._map_values,
                            tf.gather(tf.gather(self._map_starts, slot), owner) + within)
         out = tf.where(tf.gather(hit, owner), mapped, tf.gather(cps, owner))
-        row_lengths = tf.math.unsorted_segment_sum(lengths, chars.value_rowids(), chars.nrows())
-        return tf.strings.unicode_encode(
-            tf.RaggedTensor.from_row_lengths(out, tf.cast(row_lengths, tf.int64)), "UTF-8")
+        # Each text's output characters: its rows' ends in the running count (unchecked: the
+        # splits are sorted by construction, and a check costs the graph a conditional).
+        written_before = tf.concat([[0], tf.cumsum(tf.cast(lengths, tf.int64))], axis=0)
+        return tf.strings.unicode_encode(tf.RaggedTensor.from_row_splits(
+            out, tf.gather(written_before, chars.row_splits), validate=False), "UTF-8")
 
     def _reorder_hazard(self, texts):
         """Rows where the per-character map may differ from NFD (see module docstring)."""
@@ -381,3 +383,13 @@ def truncated_pair_lengths(len_a, len_b, budget):
     keep_a = tf.minimum(len_a, tf.maximum(half_up, budget - len_b))
     keep_b = tf.minimum(len_b, budget - keep_a)
     return tf.where(over, keep_a, len_a), tf.where(over, keep_b, len_b)
+
+
+def grouped_rows(row_splits, rows):
+    """The int RaggedTensor `rows` [K, (P)] grouped by `row_splits` [N + 1] (a RaggedTensor's, of
+    K values): [N, (pieces)], e.g. each text's word-pieces from each word's. The same as
+    `RaggedTensor.from_row_splits(rows, row_splits).merge_dims(1, 2)`, built unchecked: the
+    splits are sorted by construction, and each check is a conditional in the graph that its
+    first call's optimisation pays for."""
+    return tf.RaggedTensor.from_row_splits(
+        rows.flat_values, tf.gather(rows.row_splits, row_splits), validate=False)

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_runner.serving.saved_model import write_saved_model
-from bert_runner.serving.text_module import TEXT, ModelExport, trim_to_longest
+from bert_runner.serving.text_module import TEXT, ModelExport, signature, trim_to_longest
 from vocab.fast_tokenizer import FastBertTokenizer
 
 MASK_TOKEN = "[MASK]"
@@ -57,7 +57,7 @@ class FillMaskExport(ModelExport):
     def vocabulary(self):
         return {"tokens": self.tokens}
 
-    @tf.function(input_signature=[TEXT])
+    @signature(TEXT)
     def serve(self, text):
         features = trim_to_longest(self._parts.tokenizer.pack(self._masked_ids(text), None,
                                                               self.max_seq_length))

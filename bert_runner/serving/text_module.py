@@ -17,6 +17,16 @@ import tensorflow as tf
 from modeling.inference import copy_with
 
 TEXT = tf.TensorSpec([None], tf.string)
+
+
+def signature(*input_signature):
+    """A module's signature: `tf.function` of `input_signature`, traced without AutoGraph.
+
+    Converting a module's code and tf.text's with AutoGraph was most of its trace, which every
+    process serving a converted export pays again; the modules' loops are `tf.while_loop`s and
+    their Python conditions are on Python values.
+    """
+    return tf.function(input_signature=list(input_signature), autograph=False)
 # Rows per model call (see ModelExport._by_length): small enough that a group's rows have
 # similar lengths, large enough that its matrix products stay efficient.
 ROWS_PER_CALL = 8
@@ -99,8 +109,8 @@ class ModelExport(tf.Module):
         """
         order = tf.argsort(tf.reduce_sum(features["input_mask"], axis=1), stable=True)
         n = tf.shape(order)[0]
-        values = tf.zeros([n, self.width], tf.float32)
-        for start in tf.range(0, n, self.rows_per_call):
+
+        def run_group(start, values):
             rows = order[start:start + self.rows_per_call]
             group = {k: tf.gather(v, rows) for k, v in features.items()}
             if trim:
@@ -108,6 +118,11 @@ class ModelExport(tf.Module):
             if self.rows_per_call == 1:
                 group = {k: tf.reshape(v, [1, -1]) for k, v in group.items()}
             values = tf.tensor_scatter_nd_update(values, rows[:, None], self._row_values(group))
+            return start + self.rows_per_call, values
+
+        # An explicit loop: the signatures trace without AutoGraph (`signature`).
+        _, values = tf.while_loop(lambda start, _: start < n, run_group,
+                                  (tf.constant(0), tf.zeros([n, self.width], tf.float32)))
         return values
 
 
@@ -117,12 +132,12 @@ class TextExport(ModelExport):
     [n, width]) and what the signatures return of them (`_outputs`). Arguments: `ModelExport`'s.
     """
 
-    @tf.function(input_signature=[TEXT])
+    @signature(TEXT)
     def serve(self, text_a):
         """string [N] -> dict of outputs (a subclass's `_outputs`)."""
         return self._outputs(self._text_values(self._parts.tokenizer.tokenize(text_a), None))
 
-    @tf.function(input_signature=[TEXT, TEXT])
+    @signature(TEXT, TEXT)
     def serve_pairs(self, text_a, text_b):
         """string [N], string [N] -> dict of outputs (a subclass's `_outputs`)."""
         tf.debugging.assert_equal(tf.shape(text_a), tf.shape(text_b),

@@ -27,11 +27,11 @@ import tensorflow_text as tf_text
 from bert_runner.runs import labels as run_labels
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
-from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
+from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices, signature
 from bert_tasks.ner import serving, tags as ner_tags
 from modeling import families
 from vocab import char_tables
-from vocab.fast_tokenizer import FastBertTokenizer
+from vocab.fast_tokenizer import FastBertTokenizer, grouped_rows
 
 
 class NerExport(ModelExport):
@@ -66,7 +66,7 @@ class NerExport(ModelExport):
     def metadata(self):
         return {**super().metadata(), "labels": self.label_list}
 
-    @tf.function(input_signature=[TEXT])
+    @signature(TEXT)
     def serve_ner(self, text):
         """text [N] strings -> dict of outputs (see the module docstring)."""
         tokenizer = self._parts.tokenizer
@@ -74,23 +74,30 @@ class NerExport(ModelExport):
         # The regex split ends a word at U+0000; U+0001 is deleted by the tokenizer just as well.
         words, begin, end = tf_text.regex_split_with_offsets(
             tf.strings.regex_replace(text, "\x00", "\x01"), *self._split)
-        word_pieces = tokenizer.tokenize(words.flat_values)
-        words = begin.with_flat_values(tf.strings.substr(
-            tf.gather(text, begin.value_rowids()), begin.flat_values,
-            end.flat_values - begin.flat_values))
+        word_pieces = tokenizer.tokenize(words.flat_values)  # [K, (P)]
         # Only characters BasicTokenizer deletes (controls): it drops such a word.
-        kept = word_pieces.row_lengths() > 0
-        words, begin, end = (tf.ragged.boolean_mask(t, words.with_flat_values(kept))
-                             for t in (words, begin, end))
-        word_pieces = tf.ragged.boolean_mask(word_pieces, kept)[:, :budget]
+        piece_counts = word_pieces.row_lengths()
+        kept = piece_counts > 0
+        # Ragged tensors here are built unchecked: their row ids are sorted by construction, and
+        # each check is a conditional that the first call's graph optimisation pays for.
+        text_of_word = tf.boolean_mask(words.value_rowids(), kept)
+        n = tf.shape(text, out_type=tf.int64)[0]
+        begin, end = (tf.RaggedTensor.from_value_rowids(tf.boolean_mask(t.flat_values, kept),
+                                                        text_of_word, n, validate=False)
+                      for t in (begin, end))
+        words = begin.with_flat_values(tf.strings.substr(
+            tf.gather(text, text_of_word), begin.flat_values, end.flat_values - begin.flat_values))
+        # A dropped word has no pieces: the pieces stay, the empty rows go.
+        word_pieces = tf.RaggedTensor.from_row_lengths(
+            word_pieces.flat_values, tf.boolean_mask(piece_counts, kept),
+            validate=False)[:, :budget]
 
         word_count = tf.cast(words.row_lengths(), tf.int32)
-        pieces = tf.RaggedTensor.from_row_splits(
-            word_pieces.flat_values, tf.gather(word_pieces.row_splits, words.row_splits))
+        pieces = grouped_rows(words.row_splits, word_pieces)
         total = tf.cast(pieces.row_lengths(), tf.int32)
         # Each word's first piece in its text's pieces.
         offsets = words.with_flat_values(tf.cast(
-            word_pieces.row_starts() - tf.gather(pieces.row_splits, words.value_rowids()),
+            word_pieces.row_starts() - tf.gather(pieces.row_splits, text_of_word),
             tf.int32))
         bounds = _word_bounds(offsets, word_count, total)
         rows, first, last = _chunks(bounds, word_count, budget)
@@ -138,19 +145,22 @@ def _chunks(bounds, word_count, budget):
     does alone): the same greedy cut as run_ner's, all texts at once.
     """
     n = tf.shape(word_count)[0]
-    firsts = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
-    lasts = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
-    first = tf.zeros([n], tf.int32)
-    step = 0
-    # At least one step, so that the stacks are [steps >= 1, N] even when no text has words.
-    while tf.equal(step, 0) or tf.reduce_any(first < word_count):
+
+    def more(step, first, firsts, lasts):
+        # At least one step, so that the stacks are [steps >= 1, N] even when no text has words.
+        return tf.equal(step, 0) | tf.reduce_any(first < word_count)
+
+    def window(step, first, firsts, lasts):
         limit = tf.gather(bounds, first, batch_dims=1) + budget
         last = tf.cast(tf.searchsorted(bounds, limit[:, None], side="right")[:, 0], tf.int32) - 1
         last = tf.minimum(last, word_count)
-        firsts = firsts.write(step, first)
-        lasts = lasts.write(step, last)
-        first = tf.where(first < word_count, last, first)
-        step += 1
+        return (step + 1, tf.where(first < word_count, last, first), firsts.write(step, first),
+                lasts.write(step, last))
+
+    stacks = [tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
+              for _ in range(2)]
+    _, _, firsts, lasts = tf.while_loop(more, window,
+                                        (tf.constant(0), tf.zeros([n], tf.int32), *stacks))
     firsts, lasts = tf.transpose(firsts.stack()), tf.transpose(lasts.stack())  # [N, steps]
     active = firsts < word_count[:, None]
     rows = tf.broadcast_to(tf.range(n)[:, None], tf.shape(firsts))
@@ -180,7 +190,8 @@ def _entity_outputs(text, words, begin, end, tags):
     n = tf.shape(text, out_type=tf.int64)[0]
 
     def by_row(values, pad, row_ids=entity_row):
-        return tf.RaggedTensor.from_value_rowids(values, row_ids, nrows=n).to_tensor(pad)
+        return tf.RaggedTensor.from_value_rowids(values, row_ids, nrows=n,
+                                                 validate=False).to_tensor(pad)
 
     entity_text = tf.strings.substr(tf.gather(text, entity_row), entity_begin,
                                     entity_end - entity_begin)
@@ -193,8 +204,9 @@ def _entity_outputs(text, words, begin, end, tags):
         "entity_label": by_row(tf.gather(kind, head), ""),
         "entity_start": by_row(char_begin, -1),
         "entity_end": by_row(char_end, -1),
-        "entity_count": tf.cast(tf.RaggedTensor.from_value_rowids(
-            head, entity_row, nrows=n).row_lengths(), tf.int32),
+        "entity_count": tf.math.bincount(tf.cast(entity_row, tf.int32),
+                                         minlength=tf.cast(n, tf.int32),
+                                         maxlength=tf.cast(n, tf.int32)),
         "words": words.to_tensor(""),
         "word_tags": tags.to_tensor(""),
         "word_start": by_row(word_begin, -1, word_rows),

@@ -31,12 +31,12 @@ import tensorflow as tf
 
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
-from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices
+from bert_runner.serving.text_module import TEXT, ModelExport, ragged_slices, signature
 from bert_tasks.squad import features as sq_features, serving
 from bert_tasks.squad.task import PostprocessOptions
 from bert_tasks.windows import window_spans_graph
 from modeling import families
-from vocab.fast_tokenizer import FastBertTokenizer
+from vocab.fast_tokenizer import FastBertTokenizer, grouped_rows
 
 # examples._CONTEXT_WHITESPACE but " ": turned into " ", which splits.
 _OTHER_CONTEXT_WHITESPACE = "[\t\r\n\u202f]"
@@ -103,7 +103,7 @@ class SquadExport(ModelExport):
                 "max_query_length": self.max_query_length, "trim_windows": self.trim_windows,
                 **settings}
 
-    @tf.function(input_signature=[TEXT, TEXT])
+    @signature(TEXT, TEXT)
     def serve_squad(self, question, context):
         """question [N], context [N] strings -> dict of outputs (see the module docstring)."""
         tf.debugging.assert_equal(tf.shape(question), tf.shape(context),
@@ -114,10 +114,15 @@ class SquadExport(ModelExport):
         query = tokenizer.tokenize(question)[:, :self.max_query_length]
         words = tf.strings.split(
             tf.strings.regex_replace(context, _OTHER_CONTEXT_WHITESPACE, " "), sep=" ")
-        words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+        # Ragged tensors here are built unchecked (their splits are sorted by construction):
+        # each check is a conditional that the first call's graph optimisation pays for.
+        nonempty = tf.strings.length(words.flat_values) > 0
+        kept_before = tf.concat([[0], tf.cumsum(tf.cast(nonempty, tf.int64))], axis=0)
+        words = tf.RaggedTensor.from_row_splits(
+            tf.boolean_mask(words.flat_values, nonempty), tf.gather(kept_before, words.row_splits),
+            validate=False)
         word_pieces = tokenizer.tokenize(words.flat_values)  # each word alone, as run_squad
-        pieces = tf.RaggedTensor.from_row_splits(
-            word_pieces.flat_values, tf.gather(word_pieces.row_splits, words.row_splits))
+        pieces = grouped_rows(words.row_splits, word_pieces)
         first_word = tf.gather(words.row_splits, pieces.value_rowids())
         piece_word = pieces.with_flat_values(
             tf.cast(word_pieces.value_rowids() - first_word, tf.int32))
@@ -131,7 +136,7 @@ class SquadExport(ModelExport):
             ragged_slices(pieces, rows, start, length), seq)
         values = tf.RaggedTensor.from_value_rowids(
             self._by_length(features, trim=self.trim_windows), tf.cast(rows, tf.int64),
-            nrows=tf.cast(n, tf.int64))
+            nrows=tf.cast(n, tf.int64), validate=False)
         dense = values.to_tensor(shape=[None, None, self.width])
         token_strings = tokenizer._token_strings  # noqa: SLF001 (the vocabulary, a constant)
         return {

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from bert_runner.serving import provenance, registry
 from bert_runner.serving.saved_model import write_saved_model
-from bert_runner.serving.text_module import ROWS_PER_CALL, ModelExport
+from bert_runner.serving.text_module import ROWS_PER_CALL, TEXT, ModelExport, signature
 from bert_tasks.swag import serving
 from modeling import families
 from vocab.fast_tokenizer import FastBertTokenizer
@@ -43,8 +43,7 @@ class SwagExport(ModelExport):
     def signatures(self):
         return {"serving_default": self.serve_swag}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                                  tf.TensorSpec([None, None], tf.string)])
+    @signature(TEXT, tf.TensorSpec([None, None], tf.string))
     def serve_swag(self, context, endings):
         """context [N], endings [N, C] strings -> dict of outputs (see the module docstring)."""
         tf.debugging.assert_equal(tf.shape(context)[0], tf.shape(endings)[0],
