@@ -58,6 +58,19 @@ def _xla_cache_keys():
 
 
 @pytest.fixture(autouse=True)
+def _import_time_environment_kept():
+    """Each test leaves the variables the scripts' imports read as it found them: after one that
+    changed them (tf2onnx's import set TF_CPP_MIN_LOG_LEVEL once), every script its process
+    starts runs afresh, not forked, and pays the imports (forked_scripts)."""
+    before = forked_scripts.import_time(os.environ)
+    yield
+    changed = {name: value for name, value, old in zip(
+        forked_scripts.IMPORT_TIME, forked_scripts.import_time(os.environ), before)
+        if value != old}
+    assert not changed, "the test left os.environ changed: %s" % changed
+
+
+@pytest.fixture(autouse=True)
 def _absl_log_level():
     """Each test starts with absl's logger at its initial level (NOTSET: caplog's decides).
     TensorFlow's SavedModel writer sets it to FATAL and back to its effective level, WARNING

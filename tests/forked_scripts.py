@@ -35,7 +35,7 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server
 # Read when the server imports TensorFlow and Keras, or by the interpreter at its start: a script
 # that needs other values than the server's must start afresh.
 # (Devices, thread pools and TF_CONFIG are read later, when the script first runs TensorFlow.)
-_IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
+IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
                 "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
 # On PYTHONPATH for the README's demo command (conftest.run_quickstart_command), whose stages are
 # forked too: left out of the import-time environment, so that they fork from the session's
@@ -56,9 +56,11 @@ def _without_forking_site(env):
     return {**env, "PYTHONPATH": os.pathsep.join(paths)} if paths else env
 
 
-def _import_time(env):
+def import_time(env):
+    """The values of `env`'s import-time variables (`IMPORT_TIME`): a script forks only where
+    they are the test process's own."""
     env = _without_forking_site(env)
-    return [env.get(name) for name in _IMPORT_TIME]
+    return [env.get(name) for name in IMPORT_TIME]
 
 
 class _Server:
@@ -67,11 +69,11 @@ class _Server:
     and started by the first that needs it. Scripts run side by side."""
 
     def can_run(self, env):
-        return _import_time(env) == _import_time(os.environ)
+        return import_time(env) == import_time(os.environ)
 
     def _connect(self):
         """A new connection to the server, started here if it is not running."""
-        key = hashlib.sha1(json.dumps(_import_time(os.environ)).encode())
+        key = hashlib.sha1(json.dumps(import_time(os.environ)).encode())
         path = os.path.join(_servers_folder(), key.hexdigest()[:16] + ".sock")
         connection = _try_connect(path)
         if connection is not None:

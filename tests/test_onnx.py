@@ -5,6 +5,7 @@ its ONNX export as from its SavedModel. The conversions are skipped when the opt
 (requirements-onnx.txt) are not installed.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -149,6 +150,20 @@ def test_embedding_gives_the_saved_models_vectors(tmp_path):
                                       True)
     np.testing.assert_allclose(got, saved.serve(tf.constant(SINGLES))["embedding"].numpy(),
                                atol=1e-5, rtol=0)
+
+
+def test_the_converters_import_leaves_the_environment_as_it_was(monkeypatch):
+    """Importing tf2onnx.convert sets TF_CPP_MIN_LOG_LEVEL=3 in os.environ; through onnx.require
+    the processes started after an ONNX export get the environment they had before (the
+    suite's scripts fork only where it is the session's)."""
+    require("tf2onnx")
+    from bert_runner.serving import onnx
+
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "1")
+    monkeypatch.delitem(sys.modules, "tf2onnx.convert", raising=False)  # imported afresh
+    before = dict(os.environ)
+    (converter,) = onnx.require("tf2onnx.convert")
+    assert converter.__name__ == "tf2onnx.convert" and dict(os.environ) == before
 
 
 def test_missing_package_names_the_requirements_file(monkeypatch, tmp_path):

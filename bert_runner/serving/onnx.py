@@ -48,14 +48,24 @@ COLLECTED_ABOVE_BYTES = 64 * 2**20
 
 def require(*modules):
     """Imports the optional `modules` (names); a missing one is a ValueError naming
-    requirements-onnx.txt."""
+    requirements-onnx.txt.
+
+    The process's environment stays as it was: importing tf2onnx.convert sets
+    TF_CPP_MIN_LOG_LEVEL=3 in it, which TensorFlow, imported already, no longer reads, but which
+    every process started after would inherit (its C++ errors silenced).
+    """
     import importlib
 
+    environment = dict(os.environ)
     try:
         return [importlib.import_module(name) for name in modules]
     except ImportError as e:
         raise ValueError("ONNX export and inference need %s: pip install -r %s"
                          % (e.name, REQUIREMENTS)) from e
+    finally:
+        for name in set(os.environ) - set(environment):
+            del os.environ[name]
+        os.environ.update(environment)
 
 
 def ids_function(convertible, shape=None, whole_last_layer=False):
@@ -97,7 +107,7 @@ def convert(function):
     handed back before the conversion starts. A smaller model's copies cost less than the
     collections would (each walks every object of the process).
     """
-    (tf2onnx,) = require("tf2onnx")
+    (converter,) = require("tf2onnx.convert")
     from tf2onnx import optimizer, tf_loader
 
     concrete = function.get_concrete_function()
@@ -113,10 +123,10 @@ def convert(function):
             frozen = tf_loader.from_function(concrete, inputs, outputs)
             if large:
                 conversion.release_memory()
-            proto, _ = tf2onnx.convert._convert_common(
+            proto, _ = converter._convert_common(
                 frozen, name=concrete.name, continue_on_error=True, opset=OPSET,
                 input_names=inputs, output_names=outputs, optimizers=optimizers,
-                tensors_to_rename=tf2onnx.convert.tensor_names_from_structed(
+                tensors_to_rename=converter.tensor_names_from_structed(
                     concrete, inputs, outputs))
     except Exception as e:  # tf2onnx raises whatever its handlers raise
         raise ValueError("ONNX conversion failed: %s" % conversion.first_line(e)) from e
