@@ -357,11 +357,9 @@ class FastBertTokenizer(tf.Module):
         mapped = tf.gather(self._map_values,
                            tf.gather(tf.gather(self._map_starts, slot), owner) + within)
         out = tf.where(tf.gather(hit, owner), mapped, tf.gather(cps, owner))
-        # Each text's output characters: its rows' ends in the running count (unchecked: the
-        # splits are sorted by construction, and a check costs the graph a conditional).
-        written_before = tf.concat([[0], tf.cumsum(tf.cast(lengths, tf.int64))], axis=0)
-        return tf.strings.unicode_encode(tf.RaggedTensor.from_row_splits(
-            out, tf.gather(written_before, chars.row_splits), validate=False), "UTF-8")
+        written = tf.RaggedTensor.from_row_lengths(out, tf.cast(lengths, tf.int64),
+                                                   validate=False)  # [chars, (outputs)]
+        return tf.strings.unicode_encode(grouped_rows(chars.row_splits, written), "UTF-8")
 
     def _reorder_hazard(self, texts):
         """Rows where the per-character map may differ from NFD (see module docstring)."""
@@ -386,8 +384,8 @@ def truncated_pair_lengths(len_a, len_b, budget):
 
 
 def grouped_rows(row_splits, rows):
-    """The int RaggedTensor `rows` [K, (P)] grouped by `row_splits` [N + 1] (a RaggedTensor's, of
-    K values): [N, (pieces)], e.g. each text's word-pieces from each word's. The same as
+    """The RaggedTensor `rows` [K, (P)] grouped by `row_splits` [N + 1] (a RaggedTensor's, of K
+    values): [N, (pieces)], e.g. each text's word-pieces from each word's. The same as
     `RaggedTensor.from_row_splits(rows, row_splits).merge_dims(1, 2)`, built unchecked: the
     splits are sorted by construction, and each check is a conditional in the graph that its
     first call's optimisation pays for."""

@@ -17,6 +17,9 @@ import tensorflow as tf
 from modeling.inference import copy_with
 
 TEXT = tf.TensorSpec([None], tf.string)
+# Rows per model call (see ModelExport._by_length): small enough that a group's rows have
+# similar lengths, large enough that its matrix products stay efficient.
+ROWS_PER_CALL = 8
 
 
 def signature(*input_signature):
@@ -27,9 +30,6 @@ def signature(*input_signature):
     their Python conditions are on Python values.
     """
     return tf.function(input_signature=list(input_signature), autograph=False)
-# Rows per model call (see ModelExport._by_length): small enough that a group's rows have
-# similar lengths, large enough that its matrix products stay efficient.
-ROWS_PER_CALL = 8
 
 
 def served_modes(rows_per_call=ROWS_PER_CALL):
