@@ -36,7 +36,7 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server
 # that needs other values than the server's must start afresh.
 # (Devices, thread pools and TF_CONFIG are read later, when the script first runs TensorFlow.)
 IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
-                "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
+               "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
 # On PYTHONPATH for the README's demo command (conftest.run_quickstart_command), whose stages are
 # forked too: left out of the import-time environment, so that they fork from the session's
 # server instead of starting one of their own (which never has it either).
