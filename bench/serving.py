@@ -52,9 +52,13 @@ Inputs: --input's Austen sentences for the classifier and NER (shuffled with --s
 questions and contexts of --squad_file for SQuAD. Each round runs every contender in turn on the
 same --inputs inputs: at batch 1, one call per input, each timed (latency p50 and p99 over all
 timed calls); at --batch_size, the inputs in calls of that many (throughput: inputs/s, median of
-the rounds). --warmup untimed rounds first. Threads: --num_threads intra-op and inter-op for
-TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`), intra-op for
-onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
+the rounds). --warmup untimed rounds first. For the contenders that run an engine behind our
+module or tokenizer (ONNX Runtime's session, a LiteRT interpreter), each batch-1 call's seconds
+inside that engine too: their p50 ("engine p50"), and the ratio to the peer a module costing
+nothing would give ("ceiling"): where the ceiling is under a goal, the engine's arithmetic, not
+our code around it, is what keeps the contender from it. Threads: --num_threads intra-op and
+inter-op for TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`),
+intra-op for onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
 Last, `predict.py`'s first answer of every format: the seconds from starting it with one input
 to its exit (median of --first_answer_runs), what a one-off user waits for, and where they go,
 from predict.py's own log lines (`--verbosity=0`): loading the export (`Predictor(...)`, no call
@@ -382,41 +386,109 @@ def agreement(task, runners, inputs):
     return reference, lines
 
 
+class EngineClock:
+    """While installed (`with`), the seconds spent inside an inference engine: onnxruntime's
+    `InferenceSession.run` and a LiteRT signature runner's call, wrapped in this process. What a
+    task's module (tokenizer, windows, answers) adds to a call around an engine is the call's
+    time less these; a SavedModel's or the peer's calls run no such engine."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._wrapped = []
+
+    def __enter__(self):
+        for cls, name in self._entry_points():
+            original = getattr(cls, name)
+
+            def timed(*args, _original=original, **kwargs):
+                start = time.perf_counter()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.seconds += time.perf_counter() - start
+
+            setattr(cls, name, timed)
+            self._wrapped.append((cls, name, original))
+        return self
+
+    def __exit__(self, *exc_info):
+        for cls, name, original in reversed(self._wrapped):
+            setattr(cls, name, original)
+        self._wrapped.clear()
+
+    @staticmethod
+    def _entry_points():
+        """(class, method) of each installed engine's call."""
+        import importlib
+
+        points = []
+        for module, cls, name in (("onnxruntime", "InferenceSession", "run"),
+                                  ("ai_edge_litert.interpreter", "SignatureRunner", "__call__"),
+                                  ("tensorflow.lite.python.interpreter", "SignatureRunner",
+                                   "__call__")):
+            try:
+                points.append((getattr(importlib.import_module(module), cls), name))
+            except (ImportError, AttributeError):
+                pass
+        return points
+
+
 def latency_rounds(runners, inputs, batch_size, repeats, warmup):
-    """({name: [seconds of each batch-1 call]}, {name: [seconds per round at batch_size]})."""
+    """({name: [seconds of each batch-1 call]}, {name: [seconds of each batch-1 call inside an
+    engine, `EngineClock`]}, {name: [seconds per round at batch_size]})."""
+    clock = EngineClock()
+
     def measure(run):
-        latencies = [common.wall_seconds(lambda text=text: run([text])) for text in inputs]
-        return latencies, common.wall_seconds(lambda: [
+        latencies, engine = [], []
+        for text in inputs:
+            clock.seconds = 0.0
+            latencies.append(common.wall_seconds(lambda text=text: run([text])))
+            engine.append(clock.seconds)
+        return latencies, engine, common.wall_seconds(lambda: [
             run(inputs[i:i + batch_size]) for i in range(0, len(inputs), batch_size)])
 
-    figures = common.time_rounds(runners, repeats, warmup, measure, progress=True)
-    return ({name: [s for latencies, _ in values for s in latencies]
+    with clock:
+        figures = common.time_rounds(runners, repeats, warmup, measure, progress=True)
+    return ({name: [s for latencies, _, _ in values for s in latencies]
              for name, values in figures.items()},
-            {name: [seconds for _, seconds in values] for name, values in figures.items()})
+            {name: [s for _, engine, _ in values for s in engine]
+             for name, values in figures.items()},
+            {name: [seconds for _, _, seconds in values] for name, values in figures.items()})
 
 
-def report(task_name, latencies, rounds, sizes_mb, count):
-    """The table: batch-1 p50/p99 latency, batch throughput, ratios to the HF peer; its rows
-    written as JSON lines too."""
+def report(task_name, latencies, engine, rounds, sizes_mb, count):
+    """The table: batch-1 p50/p99 latency, the engine's part of the p50 call and the ceiling it
+    sets, batch throughput, ratios to the HF peer; its rows written as JSON lines too."""
     p50 = {name: np.percentile(values, 50) * 1e3 for name, values in latencies.items()}
     p99 = {name: np.percentile(values, 99) * 1e3 for name, values in latencies.items()}
+    # The engine's seconds of the calls (`EngineClock`), where the contender runs one.
+    engine_p50 = {name: np.percentile(values, 50) * 1e3 for name, values in engine.items()
+                  if any(values)}
     throughput = {name: count / statistics.median(values) for name, values in rounds.items()}
     print(f"batch 1: {len(next(iter(latencies.values())))} calls each; batch "
-          f"{FLAGS.batch_size}: median of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up")
+          f"{FLAGS.batch_size}: median of {FLAGS.repeats} rounds after {FLAGS.warmup} warm-up; "
+          f"engine: the p50 of each call's time inside onnxruntime or LiteRT, and the p50 ratio "
+          f"a module around it that cost nothing would give (its ceiling)")
     base = BASELINE if BASELINE in p50 else DEFAULT
-    print(f"| contender | MB | p50 ms | p99 ms | inputs/s @{FLAGS.batch_size} | p50 vs {base} | "
-          f"inputs/s vs {base} |\n|---|---|---|---|---|---|---|")
+    print(f"| contender | MB | p50 ms | p99 ms | engine p50 ms | ceiling vs {base} | inputs/s "
+          f"@{FLAGS.batch_size} | p50 vs {base} | inputs/s vs {base} |\n"
+          f"|---|---|---|---|---|---|---|---|---|")
     for name in latencies:
+        engine_columns = (f"{engine_p50[name]:.1f} | {p50[base] / engine_p50[name]:.2f}x"
+                          if name in engine_p50 else "| ")
         print(f"| {name} | {sizes_mb.get(name, 0):.1f} | {p50[name]:.1f} | {p99[name]:.1f} | "
-              f"{throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
+              f"{engine_columns} | {throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
               f"{throughput[name] / throughput[base]:.2f}x |")
     common.write_results("serving", [
         {"task": task_name, "contender": name, "mb": sizes_mb.get(name, 0),
          "p50_ms": p50[name], "p99_ms": p99[name], "inputs_per_s": throughput[name],
          "baseline": base, "p50_vs_baseline": p50[base] / p50[name],
-         "inputs_per_s_vs_baseline": throughput[name] / throughput[base]}
+         "inputs_per_s_vs_baseline": throughput[name] / throughput[base],
+         **({"engine_p50_ms": engine_p50[name],
+             "engine_ceiling_vs_baseline": p50[base] / engine_p50[name]}
+            if name in engine_p50 else {})}
         for name in latencies], FLAGS.num_threads, PACKAGES)
-    return p50, base
+    return p50, engine_p50, base
 
 
 def main(argv):
@@ -449,13 +521,14 @@ def main(argv):
             runners, sizes_mb, directories = build_runners(task, model, calibration, tmp)
             reference, lines = agreement(task, runners, inputs)
             print(f"agreement with {reference}:\n" + "\n".join(lines))
-            latencies, rounds = latency_rounds(runners, inputs, FLAGS.batch_size,
-                                               FLAGS.repeats, FLAGS.warmup)
+            latencies, engine, rounds = latency_rounds(runners, inputs, FLAGS.batch_size,
+                                                       FLAGS.repeats, FLAGS.warmup)
             first_answers = {contender: first_answer(directory, inputs[0],
                                                      FLAGS.first_answer_runs)
                              for contender, directory in directories.items()
                              if FLAGS.first_answer_runs}
-        p50, base = report(name, latencies, rounds, sizes_mb, len(inputs))
+        p50, engine_p50, base = report(name, latencies, engine, rounds, sizes_mb,
+                                       len(inputs))
         if first_answers:
             print(f"predict.py's first answer (process start to its printed answer, one input; "
                   f"median of {FLAGS.first_answer_runs}), seconds:\n"
@@ -475,8 +548,10 @@ def main(argv):
         for what, group in (("float32", floats), ("quantized", quantized), ("bf16", bf16)):
             if group and base == BASELINE:
                 fastest = min(group, key=group.get)
+                ceiling = (f" (its engine alone: {p50[base] / engine_p50[fastest]:.2f}x)"
+                           if fastest in engine_p50 else "")
                 print(f"fastest {what} at batch 1: {fastest}, {p50[base] / group[fastest]:.2f}x "
-                      f"the {BASELINE}")
+                      f"the {BASELINE}{ceiling}")
 
 
 # predict.py's log lines (bert_runner.serving.predictor) of its load and of its first call.

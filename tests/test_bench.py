@@ -47,8 +47,8 @@ BENCHES = [
         marks=PEERS),
     pytest.param("serving", ["--config=tiny", "--tasks=classifier", "--inputs=4",
                              "--calibration_inputs=2", "--batch_size=2", "--repeats=1",
-                             "--warmup=0", "--litert=", "--onnx=", "--nobfloat16",
-                             "--first_answer_runs=1"], marks=PEERS),
+                             "--warmup=0", "--litert=", "--onnx=float32", "--nobfloat16",
+                             "--first_answer_runs=1"], marks=[PEERS, needs("onnxruntime")]),
     pytest.param("serving_profile", ["--config=tiny", "--sentences=2", "--repeats=1",
                                      "--max_seq_length=32", "--export_dir={tmp}/saved_model",
                                      "--noop_stats"]),
@@ -165,3 +165,17 @@ def test_bench_runs_and_writes_its_figures(name, args, tmp_path, request):
         assert set(line) == KEYS and line["bench"] == name
         assert line["figures"] and line["versions"]["python"] and line["machine"]["cores"]
     assert f"JSON lines appended to {results}" in result.stdout
+    if name == "serving":
+        _check_engine_figures([line["figures"] for line in lines])
+
+
+def _check_engine_figures(rows):
+    """bench.serving's batch-1 rows: ONNX Runtime's has the engine's part of its calls (less than
+    the whole call) and the ceiling it sets; the SavedModel's and the peer's, no engine, none."""
+    latency = {row["contender"]: row for row in rows if "p50_ms" in row}
+    onnx = latency.pop("ONNX Runtime float32")
+    assert 0 < onnx["engine_p50_ms"] < onnx["p50_ms"]
+    assert onnx["engine_ceiling_vs_baseline"] == pytest.approx(
+        onnx["p50_vs_baseline"] * onnx["p50_ms"] / onnx["engine_p50_ms"])
+    assert set(latency) == {"SavedModel (default)", "HF pipeline"}
+    assert not any("engine_p50_ms" in row for row in latency.values())
