@@ -58,7 +58,8 @@ inside that engine too: their p50 ("engine p50"), and the ratio to the peer a mo
 nothing would give ("ceiling"): where the ceiling is under a goal, the engine's arithmetic, not
 our code around it, is what keeps the contender from it. Threads: --num_threads intra-op and
 inter-op for TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`),
-intra-op for onnxruntime and LiteRT. A contender whose package is missing is left out with a line saying so.
+intra-op for onnxruntime and LiteRT. A contender whose package is missing is left out with a
+line saying so.
 Last, `predict.py`'s first answer of every format: the seconds from starting it with one input
 to its exit (median of --first_answer_runs), what a one-off user waits for, and where they go,
 from predict.py's own log lines (`--verbosity=0`): loading the export (`Predictor(...)`, no call
