@@ -475,10 +475,10 @@ def report(task_name, latencies, engine, rounds, sizes_mb, count):
           f"@{FLAGS.batch_size} | p50 vs {base} | inputs/s vs {base} |\n"
           f"|---|---|---|---|---|---|---|---|---|")
     for name in latencies:
-        engine_columns = (f"{engine_p50[name]:.1f} | {p50[base] / engine_p50[name]:.2f}x"
-                          if name in engine_p50 else "| ")
+        engine_ms, ceiling = ((f"{engine_p50[name]:.1f}", f"{p50[base] / engine_p50[name]:.2f}x")
+                              if name in engine_p50 else ("", ""))
         print(f"| {name} | {sizes_mb.get(name, 0):.1f} | {p50[name]:.1f} | {p99[name]:.1f} | "
-              f"{engine_columns} | {throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
+              f"{engine_ms} | {ceiling} | {throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
               f"{throughput[name] / throughput[base]:.2f}x |")
     common.write_results("serving", [
         {"task": task_name, "contender": name, "mb": sizes_mb.get(name, 0),
