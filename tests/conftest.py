@@ -132,7 +132,7 @@ def quick_demo(readme_mirror):
     return run_quickstart_command(README_DEMO_COMMAND, readme_mirror), out
 
 
-# pytest.ini runs the suite on 4 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
+# pytest.ini runs the suite on 3 processes (pytest-xdist, `--dist loadgroup`). A test file runs on
 # one of them, so its module-scoped fixtures are made once; tests that share a session fixture
 # across files say so with `@pytest.mark.xdist_group(name)` (the quick demo: test_demo.py and
 # test_readme.py; each task case of `task_exports`: test_onnx.py's and test_litert.py's tests of
@@ -169,7 +169,7 @@ def pytest_collection_finish(session):
 def pytest_addoption(parser):
     parser.addoption("--record-group-seconds", action="store_true",
                      help=f"write this tier's part of {GROUP_SECONDS.name}: the seconds each xdist "
-                          "group took in this run (with pytest.ini's -n 4)")
+                          "group took in this run (with pytest.ini's -n 3)")
     parser.addoption("--run_large", action="store_true",
                      help="also run the large tier: the tests marked `large` (tests/README.md)")
 

@@ -7,7 +7,7 @@ import pytest
 
 def test_this_file_runs_as_one_group(request):
     if not getattr(request.config.option, "loadgroup", False):
-        pytest.skip("not run by pytest-xdist with --dist loadgroup (pytest.ini's -n 4)")
+        pytest.skip("not run by pytest-xdist with --dist loadgroup (pytest.ini's -n 3)")
     assert request.node.nodeid.endswith("@tests/test_grouping.py"), (
         f"{request.node.nodeid}: pytest-xdist did not tag the test with its group; see "
         "tests/requirements.txt")
