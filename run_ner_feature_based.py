@@ -81,7 +81,8 @@ flags.register_validator("choices", _check_choices)
 
 def main(_):
     from bert_tasks.ner import feature_based, feature_based_run
-    from bert_runner import output_lock, results
+    from bert_runner import output_lock
+    from modeling.checkpoint.files import write_text_atomic
 
     # Everything the user gave is checked before the activations are computed (the long part).
     run = feature_based_run.prepare(feature_based_run.Table7Flags(
@@ -101,7 +102,7 @@ def main(_):
                 for choice in run.choices]
         baseline = feature_based.majority_baseline_f1(dev_gold)
         table = feature_based.format_table(rows, baseline)
-        results.write_text_atomic(os.path.join(FLAGS.output_dir, "table7.txt"), table)
+        write_text_atomic(os.path.join(FLAGS.output_dir, "table7.txt"), table)
     print(table, end="")
 
 

@@ -40,6 +40,7 @@ from modeling import (
     LoraSettings, checkpoint as checkpoints, families, trainable_count, with_lora)
 from modeling.bert.config import OBJECTIVE_KEY
 from modeling.bert.modes import EncoderModes
+from modeling.checkpoint.files import write_text_atomic
 from modeling.optimization import create_optimizer, layerwise_rates
 from bert_runner import (
     distribution, output_lock, results, run_identity, seeds as seed_sweeps, startup)
@@ -225,7 +226,7 @@ def _record_run(output_dir, config, identity, vocab_file=None):
                          **({run_records.VOCAB_PATH_KEY: where} if where else {})})
     config_path = os.path.join(output_dir, "bert_config.json")
     if not tf.io.gfile.exists(config_path) or not holds_checkpoints:
-        results.write_text_atomic(config_path, config.to_json_string())
+        write_text_atomic(config_path, config.to_json_string())
 
 
 def _changed_settings(output_dir, identity, names=None):
@@ -544,7 +545,7 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
             summary = seed_sweeps.summarize_seeds({s: r.eval_results for s, r in by_seed.items()})
             logging.info("***** Eval results over seeds %s *****\n%s", ",".join(map(str, seeds)),
                          summary)
-            results.write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"),
+            write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"),
                                       summary)
         return by_seed
 

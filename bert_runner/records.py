@@ -3,7 +3,7 @@ and `create_float_feature`) and the one writer every split goes through; reading
 `bert_runner.inputs.decode_record`."""
 import tensorflow as tf
 
-from bert_runner.results import atomic_output
+from modeling.checkpoint.files import atomic_output
 
 
 def int_feature(values):

@@ -11,12 +11,8 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from modeling.checkpoint import files
+from modeling.checkpoint.files import write_text_atomic
 from bert_runner.runs.record import read_run_file
-
-# Every output file is written through these; they live with the checkpoint writer
-# (`modeling.checkpoint`), below the machinery.
-atomic_output, write_text_atomic = files.atomic_output, files.write_text_atomic
 
 
 def file_error_reason(error):

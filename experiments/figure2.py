@@ -25,7 +25,8 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results, run_identity
+from modeling.checkpoint.files import atomic_output, write_text_atomic
+from bert_runner import run_identity
 from bert_runner.runs import record as run_records
 
 PLOT_REQUIREMENTS = "requirements-plot.txt"
@@ -208,7 +209,7 @@ def write_outputs(rows, csv_path, png_path, title, baseline=None, keep_earlier=T
         logging.info("%s: kept %d rows of the earlier sweep (checkpoints this command did not "
                      "fine-tune)", csv_path, len(merged) - len(rows))
     rows = merged
-    results.write_text_atomic(csv_path, csv_text(rows))
+    write_text_atomic(csv_path, csv_text(rows))
     logging.info("Wrote %s", csv_path)
     try:
         import matplotlib
@@ -236,7 +237,7 @@ def write_outputs(rows, csv_path, png_path, title, baseline=None, keep_earlier=T
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
-    with results.atomic_output(png_path) as tmp:
+    with atomic_output(png_path) as tmp:
         figure.savefig(tmp, format="png")
     pyplot.close(figure)
     logging.info("Wrote %s", png_path)
@@ -292,7 +293,7 @@ def check_sweep_identity(output_dir, runs, identity, steps, evaluated):
             raise ValueError(
                 f"--output_dir={output_dir} holds fine-tunings of another sweep ({path}): "
                 f"{'; '.join(changed)}. Use another --output_dir: nothing in it was changed.")
-    results.write_text_atomic(record_path,
+    write_text_atomic(record_path,
                               json.dumps({**common, _EVALUATED: evaluated}, indent=2) + "\n")
     return sweep_record.get(_EVALUATED) == evaluated
 

@@ -43,6 +43,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from modeling.checkpoint.files import write_text_atomic
 from bert_runner import results
 from bert_runner.runs import record as run_records
 from bert_tasks.classifier import processors
@@ -401,7 +402,7 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
         current[choice.task] = task_rows(choice, run, glue_dir)
         chosen[choice.task] = {"setting": choice.setting.name, "rows": current[choice.task],
                                "test_data": test_data(choice.task, glue_dir, max_seq_length)}
-        results.write_text_atomic(os.path.join(submission, CHOSEN), json.dumps(chosen) + "\n")
+        write_text_atomic(os.path.join(submission, CHOSEN), json.dumps(chosen) + "\n")
     for choice in choices.values():
         if choice.task in current:
             continue
@@ -415,8 +416,8 @@ def run_glue(tasks, glue_dir, max_seq_length, run, learning_rates, epochs, batch
         logging.info("Wrote %s (WNLI: the training set's majority class %r)", path, wnli_class)
         current["wnli"] = wnli_rows(wnli_class)
         chosen["wnli"] = {"setting": None, "rows": current["wnli"]}
-    results.write_text_atomic(os.path.join(submission, CHOSEN), json.dumps(chosen) + "\n")
+    write_text_atomic(os.path.join(submission, CHOSEN), json.dumps(chosen) + "\n")
     # Every task whose files submission/ holds, this command's as it found them.
     header, rows = table({**{task: entry["rows"] for task, entry in chosen.items()}, **current})
-    results.write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
+    write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
     return choices, protocol.format_table(header, rows)

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling.checkpoint.files import write_text_atomic
 from bert_runner import results, run_identity
 from bert_runner.runs import hashes, record as run_records
 
@@ -168,7 +169,7 @@ def reports(settings, select_only, read_report, fine_tune, output_dir, evaluated
             fine_tune(setting, directory)
             report = read_report(directory)
         if report is not None and recorded != expected:
-            results.write_text_atomic(os.path.join(directory, EVALUATED),
+            write_text_atomic(os.path.join(directory, EVALUATED),
                                       json.dumps(expected, sort_keys=True) + "\n")
         found[setting] = report
     return found

@@ -21,7 +21,7 @@ import os
 
 from absl import logging
 
-from bert_runner import results
+from modeling.checkpoint.files import write_text_atomic
 from bert_runner.runs import record as run_records
 from experiments import protocol
 
@@ -199,5 +199,5 @@ def run_squad_grid(files, run, learning_rates, epochs, batch_sizes, restarts,
         for path in predict(choice, run, files):
             logging.info("Wrote %s", path)
     header, rows = table(choice, files, run)
-    results.write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
+    write_text_atomic(os.path.join(run.output_dir, RESULTS), protocol.tsv(header, rows))
     return choice, protocol.format_table(header, rows)

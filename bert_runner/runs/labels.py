@@ -44,7 +44,7 @@ def recorded_labels(checkpoint):
 
 
 def write_label_list(output_dir, labels):
-    from bert_runner.results import write_text_atomic
+    from modeling.checkpoint.files import write_text_atomic
 
     write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE), "\n".join(labels) + "\n")
 

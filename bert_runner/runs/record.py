@@ -77,7 +77,7 @@ def output_dir_record(output_dir):
 
 
 def write_output_dir_record(output_dir, record):
-    from bert_runner.results import write_text_atomic  # imports TensorFlow, which readers skip
+    from modeling.checkpoint.files import write_text_atomic  # imports TensorFlow, which readers skip
 
     write_text_atomic(os.path.join(output_dir, RUN_RECORD), json.dumps(record, indent=2) + "\n")
 

@@ -22,11 +22,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_runner import results, run_identity
+from bert_runner import run_identity
 from bert_runner.runs import checkpoints
 from bert_runner.runs.hashes import fingerprint
 from bert_runner.runs.record import VOCAB_KEY, record_directories
 from modeling import checkpoint as model_checkpoint, families
+from modeling.checkpoint.files import atomic_output
 from modeling.losses import classification_loss
 
 CACHE_FILE = "teacher_logits.npz"
@@ -145,7 +146,7 @@ def teacher_logits(teacher, features, num_labels, output_dir, batch_size=64):
         for start in range(0, len(ids), batch_size)]).astype(np.float32)
     data = io.BytesIO()
     np.savez(data, key=np.asarray(key), logits=logits)
-    with results.atomic_output(path) as tmp_path:
+    with atomic_output(path) as tmp_path:
         with tf.io.gfile.GFile(tmp_path, "wb") as f:
             f.write(data.getvalue())
     logging.info("Teacher logits of %d training examples computed (%s) and kept in %s",

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from bert_runner import results
+from modeling.checkpoint.files import write_text_atomic
 
 # The score range of a regression task's GLUE file: the scale its gold scores are on.
 SCORE_RANGES = {"STS-B": (0.0, 5.0)}
@@ -28,7 +28,7 @@ def write_test_results(path, probabilities, num_actual_examples):
         raise ValueError("expected at least %d rows of probabilities, got shape %s"
                          % (num_actual_examples, rows.shape))
     text = "".join("\t".join(str(p) for p in row) + "\n" for row in rows[:num_actual_examples])
-    results.write_text_atomic(path, text)
+    write_text_atomic(path, text)
 
 
 def predicted_values(outputs, is_regression):
@@ -76,5 +76,5 @@ def write_glue_submission(output_dir, processor, examples, predictions):
             value = processor.labels[int(prediction)]
         lines.append("%s\t%s\n" % (example.index, value))
     path = os.path.join(output_dir, processor.submission_name + ".tsv")
-    results.write_text_atomic(path, "".join(lines))
+    write_text_atomic(path, "".join(lines))
     return path

@@ -10,7 +10,7 @@ scores it; `write_predictions` returns those same counts.
 """
 from bert_tasks.ner import conlleval
 from bert_tasks.ner.tags import OUTSIDE, in_scheme
-from bert_runner.results import write_text_atomic
+from modeling.checkpoint.files import write_text_atomic
 
 
 def sentence_tags(windows, predicted_ids, sentences, label_list):

@@ -24,7 +24,7 @@ from keras import ops
 from modeling import masked_lm_loss, families
 from bert_tasks.ner import conll, conlleval, features as ner_features, predictions, tags
 from bert_tasks.ner.sets import NerSet
-from bert_runner.results import write_text_atomic
+from modeling.checkpoint.files import write_text_atomic
 from bert_runner.runs import labels as run_labels
 from bert_runner.task import Task, collect, encoder_training_flops
 

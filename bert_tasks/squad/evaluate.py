@@ -391,7 +391,7 @@ def write_metrics(path, metrics):
     """Writes the metrics dict as one line of JSON (the official v2.0 script's --out-file),
     atomically."""
     # Imported here: bert_runner.results loads TensorFlow, which scoring to stdout does not need.
-    from bert_runner.results import write_text_atomic
+    from modeling.checkpoint.files import write_text_atomic
     write_text_atomic(path, json.dumps(metrics))
 
 

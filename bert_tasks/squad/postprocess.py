@@ -35,7 +35,7 @@ import math
 import numpy as np
 from absl import logging
 
-from bert_runner.results import write_text_atomic
+from modeling.checkpoint.files import write_text_atomic
 from vocab.tokenization import BasicTokenizer
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])

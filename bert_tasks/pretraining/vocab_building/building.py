@@ -108,7 +108,7 @@ def learn_and_write(opts, input_files, table, stats, start):
 
     tokens = reserved + stats.learn.tokens
     stats.vocab_size = len(tokens)
-    from bert_runner.results import write_text_atomic  # imports TensorFlow, which workers skip
+    from modeling.checkpoint.files import write_text_atomic  # imports TensorFlow, which workers skip
     write_text_atomic(opts.output_file, "".join(t + "\n" for t in tokens))
     stats.seconds = time.monotonic() - start
     logging.info("Wrote %s: %d tokens (%d reserved, %d learned, among them %d characters alone "
