@@ -119,8 +119,9 @@ class ModelFamily(abc.ABC):
         family's (BERT's: it holds every key of `bert_config.json`)."""
 
     @abc.abstractmethod
-    def config_from_file(self, path: str) -> Any:
-        """The config in the file at `path` (one `claims_config` claims); errors name it."""
+    def config_from_dict(self, data: Mapping[str, Any], path: str) -> Any:
+        """The config of `data`, the dict of the config file at `path` (one `claims_config`
+        claims); errors name the file."""
 
     @abc.abstractmethod
     def config_from_hf(self, hf: Mapping[str, Any], path: str) -> Any:

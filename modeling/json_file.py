@@ -1,6 +1,7 @@
 """The one reader of a JSON object file: a config, a run's record, a Hugging Face directory's
-files. A file that is missing reads as None; one that is there but not a JSON object is refused
-naming it (`JsonFileError`), whoever reads it.
+files. A file that is missing reads as None (`read_json_object`), or is refused naming it where it
+must be there (`read_required_json_object`: a config file); one that is there but not a JSON
+object is refused naming it (`JsonFileError`), whoever reads it.
 
 Local paths are read with `open` (the scripts' flag checks read before TensorFlow is imported);
 a URL (`gs://`) through `tf.io.gfile`.
@@ -34,6 +35,22 @@ def read_json_object(path):
         raise JsonFileError(path, f"not valid JSON ({error})") from None
     if not isinstance(value, dict):
         raise JsonFileError(path, "not a JSON object")
+    return value
+
+
+def read_required_json_object(path, what):
+    """The JSON object (a dict) in the file `path`, which must be there; `what` ("BERT config
+    file") names it in the errors.
+
+    Raises:
+      IsADirectoryError, FileNotFoundError: `path` is a directory, or no file.
+      JsonFileError naming `path`: it is not valid UTF-8 JSON, or not an object.
+    """
+    value = read_json_object(path)
+    if value is None:
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{what} {path}: is a directory, expected a file")
+        raise FileNotFoundError(f"Cannot read {what} {path}: there is no such file")
     return value
 
 

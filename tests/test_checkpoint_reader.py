@@ -184,7 +184,7 @@ def test_a_config_file_is_read_by_the_family_that_claims_it(tmp_path, monkeypatc
         def claims_config(self, data):
             return "model_size" in data
 
-        def config_from_file(self, path):
+        def config_from_dict(self, data, path):
             return ("other's config", path)
 
     monkeypatch.setitem(families._FAMILIES, "other", Other())

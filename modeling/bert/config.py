@@ -3,6 +3,8 @@ import copy
 import json
 import os
 
+from modeling.json_file import read_required_json_object
+
 # Activation names a config may use. "gelu" is the original release's tanh approximation;
 # "gelu_exact" is the erf form that Hugging Face checkpoints were trained with.
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
@@ -90,20 +92,13 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file):
         """Reads a `bert_config.json`; errors name the file."""
-        try:
-            with open(json_file, "r", encoding="utf-8") as reader:
-                text = reader.read()
-        except IsADirectoryError:
-            raise IsADirectoryError(
-                f"BERT config file {json_file}: is a directory, expected a file") from None
-        except OSError as e:
-            raise FileNotFoundError(f"Cannot read BERT config file {json_file}: {e}") from e
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{json_file}: not valid JSON ({e})") from e
-        if not isinstance(data, dict):
-            raise ValueError(f"{json_file}: expected a JSON object, got {type(data).__name__}")
+        return cls.from_file_dict(read_required_json_object(json_file, "BERT config file"),
+                                  json_file)
+
+    @classmethod
+    def from_file_dict(cls, data, json_file):
+        """The config of `data`, the dict of the `bert_config.json` at `json_file`: every key of
+        the original's there, each valid; errors name the file."""
         missing = [key for key in REQUIRED_KEYS if key not in data]
         if missing:
             # The original's from_dict falls back to BERT-Base values for a missing key (12

@@ -94,8 +94,8 @@ class BertFamily(ModelFamily):
         keys)."""
         return all(key in data for key in REQUIRED_KEYS)
 
-    def config_from_file(self, path):
-        return self.config_class.from_json_file(path)
+    def config_from_dict(self, data, path):
+        return self.config_class.from_file_dict(data, path)
 
     def encoder_names(self, encoder):
         """`[(original name, variable)]` of the encoder under `original_scope`."""

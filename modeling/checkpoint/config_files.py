@@ -4,7 +4,7 @@ Hugging Face `config.json` (the config of a run's starting point is chosen from 
 """
 from modeling import families
 from modeling.checkpoint import hugging_face
-from modeling.json_file import read_json_object
+from modeling.json_file import read_required_json_object
 
 # The config keys that decide a model's outputs: a config file given with a Hugging Face
 # directory must agree on these (dropout rates may differ: they only change training).
@@ -31,11 +31,11 @@ def load_config(bert_config_file, max_seq_length=None):
     BERT its `"gelu"` is the exact erf GELU, where the original's `"gelu"` is the tanh form.
     Any other file is read by the family that claims it (`families.of_config_file`: the
     original's `bert_config.json` is BERT's)."""
-    data = read_json_object(bert_config_file) or {}
+    data = read_required_json_object(bert_config_file, "config file")
     if any(key in data for key in _HF_CONFIG_KEYS):
-        config = hugging_face.read_config(bert_config_file)
+        config = hugging_face.config_from_dict(data, bert_config_file)
     else:
-        config = families.of_config_file(data).config_from_file(bert_config_file)
+        config = families.of_config_file(data).config_from_dict(data, bert_config_file)
     check_max_seq_length(config, max_seq_length, bert_config_file)
     return config
 

@@ -20,17 +20,17 @@ import safetensors.numpy
 from modeling import families
 from modeling.checkpoint.original import encoder_names, encoder_of, is_pooler
 from modeling.checkpoint.layout import LABEL_LIST_FILE
-from modeling.json_file import read_json_object
+from modeling.json_file import read_json_object, read_required_json_object
 
 
 def read_config(path):
     """The config of a Hugging Face `config.json`, by its family (`model_type`; none: BERT, as
     transformers' oldest files); errors name the file."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            hf = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
+    return config_from_dict(read_required_json_object(path, "Hugging Face config file"), path)
+
+
+def config_from_dict(hf, path):
+    """The config of `hf`, the dict of the Hugging Face `config.json` at `path` (`read_config`)."""
     family = families.of_hf_model_type(hf.get("model_type", "bert"), path)
     return family.config_from_hf(hf, path)
 

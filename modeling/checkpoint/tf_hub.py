@@ -41,6 +41,7 @@ import re
 import numpy as np
 
 from modeling.checkpoint.errors import CheckpointError
+from modeling.json_file import read_json_object
 
 SAVED_MODEL_FILE = "saved_model.pb"
 KERAS_METADATA_FILE = "keras_metadata.pb"
@@ -276,13 +277,11 @@ def read_encoder(path):
 def _read_description(path):
     """`read_encoder`'s result for one of this project's exports (its `DESCRIPTION_FILE`), or
     None."""
-    description = os.path.join(path, "assets", DESCRIPTION_FILE)
-    if not os.path.isfile(description):
+    described = read_json_object(os.path.join(path, "assets", DESCRIPTION_FILE))
+    if described is None:
         return None
     import tensorflow as tf
 
-    with open(description, encoding="utf-8") as f:
-        described = json.load(f)
     reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
     tensors = {}
     encoder = described["variables"]

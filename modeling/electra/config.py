@@ -13,7 +13,6 @@ The original ELECTRA's `"gelu"` is the exact erf GELU (its `modeling.gelu`), whi
 names `"gelu_exact"` (its `"gelu"` is the original BERT's tanh form).
 """
 import copy
-import json
 
 from absl import logging
 
@@ -229,16 +228,10 @@ def _is_bert_config_form(data):
     return all(key in data for key in ELECTRA_KEYS + REQUIRED_KEYS)
 
 
-def config_from_file(path):
-    """The `ElectraConfig` of a config file: an original `--hparams` JSON or this project's
-    bert_config.json of an ELECTRA run; errors name the file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise FileNotFoundError(f"Cannot read ELECTRA config file {path}: {e}") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
+def config_from_dict(data, path):
+    """The `ElectraConfig` of `data`, the dict of the config file at `path`: an original
+    `--hparams` JSON or this project's bert_config.json of an ELECTRA run; errors name the
+    file."""
     if _is_bert_config_form(data):
         return ElectraConfig.from_dict(data).validate(source=path)
     return ElectraConfig.from_hparams(data, source=path)

@@ -167,8 +167,8 @@ class ElectraFamily(BertFamily):
     def claims_config(self, data):
         return electra_config.claims_config(data)
 
-    def config_from_file(self, path):
-        return electra_config.config_from_file(path)
+    def config_from_dict(self, data, path):
+        return electra_config.config_from_dict(data, path)
 
     def layerwise_lr_decay(self, config):
         """The original's fine-tuning default: 0.8, 0.9 for ELECTRA-Large."""
