@@ -26,12 +26,11 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
+
+from bench import harness
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
 
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob of the Gutenberg texts (relative: to "
                     "the project root), one corpus file each.")
@@ -81,7 +80,7 @@ def main(_):
         import apache_beam  # noqa: F401
     except ImportError:
         sys.exit("apache-beam is not installed: pip install -r requirements-beam.txt")
-    print(common.describe_machine(None, packages=("tensorflow", "apache-beam")))
+    print(harness.describe_machine(None, packages=("tensorflow", "apache-beam")))
     # The corpus and each contender's records: gone when the figures are out.
     with tempfile.TemporaryDirectory(prefix="bench-beam-") as folder:
         pattern = _corpus(folder)
@@ -114,12 +113,12 @@ def main(_):
             name, num_files, count, t, count / t, count / t / w))
         figures.append({"contender": name, "output_files": num_files, "records": count,
                         "wall_s": t, "records_per_s": count / t, "seconds": values})
-    ratio, paired = common.ratios(*seconds.values())
+    ratio, paired = harness.ratios(*seconds.values())
     print("\nbeam / local records/s: %.2fx (paired: %.2fx)" % (ratio, paired))
     for figure in figures:
         figure.update(beam_over_local=ratio, paired=paired)
-    common.write_results("beam_pipelines", figures, packages=("tensorflow", "apache-beam"))
+    harness.write_results("beam_pipelines", figures, packages=("tensorflow", "apache-beam"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

@@ -32,7 +32,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 import vocab  # noqa: E402
-from bench import common  # noqa: E402
+from bench import harness  # noqa: E402
 from demo_data import TASK_NOVELS, read_novel  # noqa: E402
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 
@@ -59,7 +59,7 @@ NAMES = {
         "Churchills Frank Fairfax Bates Martin Martins Hartfield Highbury Randalls Donwell Dixon "
         "Campbell Campbells Perry Goddard Smith Isabella John Enscombe Cole Coles Taylor"),
 }
-FIGURES = []  # a row per run, for common.write_results
+FIGURES = []  # a row per run, for harness.write_results
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
              hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
              max_position_embeddings=128, type_vocab_size=2, initializer_range=0.02)
@@ -166,7 +166,7 @@ def main(_):
                                          f"--init_checkpoint={os.path.join(work_dir, 'windows')}"])
     for figure in FIGURES:
         figure["dev_majority"] = majority
-    common.write_results("classifier_long_documents", FIGURES, packages=("tensorflow", "keras"))
+    harness.write_results("classifier_long_documents", FIGURES, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from bert_tasks.pretraining.data import pipeline  # noqa: E402
 from bert_tasks.pretraining.data import processing  # noqa: E402
 from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 import vocab  # noqa: E402
-from bench import common  # noqa: E402
+from bench import harness  # noqa: E402
 from vocab import tokenization  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -275,7 +275,7 @@ def _memory(workdir, corpus):
         figures.append({"dupe_factor": dupe_factor, "chunk_size_mb": chunk_size_mb,
                         "num_workers": num_workers, "main_peak_mb": main_mb,
                         "workers_peak_mb": sorted(workers_mb.values())})
-    common.write_results("create_pretraining_data", figures, packages=("tensorflow",))
+    harness.write_results("create_pretraining_data", figures, packages=("tensorflow",))
 
 
 def _peak_mb(pid):
@@ -332,11 +332,11 @@ def _bench(pool, workdir, corpus):
     print("corpus: %s (%.2f MB, %s, one sentence per line), dupe_factor=%d, "
           "max_seq_length=128, chunk_size_mb=%g" % (corpus, megabytes, FLAGS.input,
                                                     FLAGS.dupe_factor, FLAGS.chunk_size_mb))
-    print(common.describe_machine(None, ("tensorflow",)))
+    print(harness.describe_machine(None, ("tensorflow",)))
     # One warm-up each (graph building, caches, file cache), then the configurations take turns
     # so that a change in machine load hits them alike.
     instances = [fn().num_instances for _, fn in configs]
-    runs = list(common.time_rounds(dict(configs), FLAGS.repeats, measure=_timed).values())
+    runs = list(harness.time_rounds(dict(configs), FLAGS.repeats, measure=_timed).values())
     results, figures = {}, []
     for (label, _), count, timings in zip(configs, instances, runs):
         median = statistics.median(wall for wall, _, _ in timings)
@@ -375,7 +375,7 @@ def _bench(pool, workdir, corpus):
     print("(one-time start-up of a command-line run, in no figure above: importing TensorFlow and "
           "building the tokenizer's graph, a few seconds)")
     figures.append({"configuration": "ours, chunked, 2 workers, own pool", "wall_s": wall})
-    common.write_results("create_pretraining_data", figures, packages=("tensorflow",))
+    harness.write_results("create_pretraining_data", figures, packages=("tensorflow",))
 
 
 if __name__ == "__main__":

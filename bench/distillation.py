@@ -17,21 +17,18 @@ Task: "which novel?" (`bench/novel_task.py`), dev accuracy beside the majority b
 Both students: lr 1e-4, 3 epochs. Serving speed: the classifier's forward pass (XLA off, as
 run_classifier predicts on a CPU) over the dev set at batch 32, in this process, best of 3.
 """
+import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-import json  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
-from bench.novel_task import write_task  # noqa: E402
+from bench import harness
+from bench.novel_task import write_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,7 +117,7 @@ def main(argv):
     del argv
     from bert_runner.runs.model_files import model_files
 
-    model_dir = common.require_model_dir(FLAGS.model_dir)
+    model_dir = harness.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_distillation_")
     try:
         data_dir = os.path.join(workdir, "data")
@@ -140,7 +137,7 @@ def main(argv):
                              ("student", FLAGS.student_layers)):
             with open(files[name], "w", encoding="utf-8") as f:
                 json.dump({**config.to_dict(), "num_hidden_layers": layers}, f)
-        print(common.describe_machine(None, packages=("tensorflow", "keras")))
+        print(harness.describe_machine(None, packages=("tensorflow", "keras")))
         layers = ", ".join(str(i * stride) for i in range(FLAGS.student_layers))
         print(f"model: {model_dir}; student: {FLAGS.student_layers} layers, from the teacher's "
               f"layers {layers}\ndata: {len(rows['train'])} train / {len(rows['dev'])} dev / "
@@ -195,7 +192,7 @@ def main(argv):
               f"{seconds['teacher'] / seconds['student']:.2f}x the teacher's")
         for figure in figures:
             figure["dev_majority"] = majority
-        common.write_results("distillation", figures, packages=("tensorflow", "keras"))
+        harness.write_results("distillation", figures, packages=("tensorflow", "keras"))
     finally:
         if FLAGS.workdir is None:
             import shutil
@@ -204,4 +201,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

@@ -24,11 +24,9 @@ import statistics
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
+from bench import harness
 
 flags.DEFINE_string("novel", "persuasion.txt", "Novel of data/austen/ used as the corpus.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
@@ -56,7 +54,7 @@ def _rate(dataset, batches):
 
 def _rounds(runs):
     """{name: [examples/s per round]}: each of `runs` (name -> () -> examples/s) called in turns."""
-    return common.time_rounds(runs, FLAGS.repeats, measure=lambda run: run())
+    return harness.time_rounds(runs, FLAGS.repeats, measure=lambda run: run())
 
 
 def _table(title, rates):
@@ -65,7 +63,7 @@ def _table(title, rates):
     print("|---|---|")
     for name, values in rates.items():
         print("| %s | %.0f |" % (name, statistics.median(values)))
-    ratio, paired = common.ratios(rates[TEXT], rates[RECORDS])
+    ratio, paired = harness.ratios(rates[TEXT], rates[RECORDS])
     print("\ntext / records: %.2fx (paired: %.2fx)" % (ratio, paired))
     return [{"table": title, "input": name, "examples_per_s": statistics.median(values),
              "rounds": values, "text_over_records": ratio, "paired": paired}
@@ -111,7 +109,7 @@ def main(_):
     from bert_tasks.pretraining.data import corpus, dynamic_masking, pipeline
     from bert_tasks.pretraining.task import PretrainingTask
 
-    print(common.describe_machine(None, packages=("tensorflow", "keras")))
+    print(harness.describe_machine(None, packages=("tensorflow", "keras")))
     folder = tempfile.mkdtemp(prefix="bench-dynamic-masking-")
     text = os.path.join(folder, "corpus.txt")
     with open(os.path.join(ROOT, "data", "austen", FLAGS.novel), encoding="utf-8") as f:
@@ -145,8 +143,8 @@ def main(_):
     if FLAGS.train_steps:
         figures += _table("training %d x %d (%s)" % (FLAGS.num_layers, FLAGS.hidden_size, shape),
                           _rounds(_trainers(tasks, folder)))
-    common.write_results("dynamic_masking", figures, packages=("tensorflow", "keras"))
+    harness.write_results("dynamic_masking", figures, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

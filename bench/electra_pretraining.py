@@ -56,20 +56,12 @@ steps/s over the peer row's at the same precision from the medians, `paired` the
 per-round ratios (the steadier figure under background load).
 """
 import os
+import tempfile
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The peer's OpenMP threads otherwise spin at every barrier; on a machine with more runnable
-# threads than cores that slows its steps down severalfold (see bench/pretraining.py). Must be
-# set before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
+from absl import app, flags, logging
 
-import tempfile  # noqa: E402
-
-import numpy as np  # noqa: E402
-from absl import app, flags, logging  # noqa: E402
-
-from bench import common, training_steps  # noqa: E402
+from bench import harness, training_steps
 
 JIT_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 PEER_HEADS = ("all", "masked")
@@ -338,7 +330,7 @@ def print_table(times, first_call):
             row.update({f"vs {peer}": ratio, f"paired vs {peer}": paired})
         print(line)
         figures.append(row)
-    common.write_results("electra_pretraining", figures, FLAGS.num_threads)
+    harness.write_results("electra_pretraining", figures, FLAGS.num_threads)
 
 
 def main(argv):
@@ -348,7 +340,7 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"unknown --precisions/--peer_heads values: {sorted(unknown)}")
     logging.set_verbosity(logging.WARNING)  # the Trainer logs every loop at INFO
-    common.set_threads(FLAGS.num_threads)
+    harness.set_threads(FLAGS.num_threads)
     import keras
 
     keras.utils.set_random_seed(FLAGS.seed)
@@ -360,7 +352,7 @@ def main(argv):
                            FLAGS.max_predictions_per_seq, FLAGS.vocab_size, rng)
     sampled = first_sampled_ids(batches, rng)
     torch_batches = peer_batches(batches)
-    print(common.describe_machine(FLAGS.num_threads))
+    print(harness.describe_machine(FLAGS.num_threads))
     print(f"model: discriminator hidden {config.hidden_size}, {config.num_hidden_layers} layers, "
           f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}; "
           f"generator (generator_hidden_size {FLAGS.generator_hidden_size}; configure_"
@@ -398,10 +390,13 @@ def main(argv):
                         lambda head=head: peer_trainer(PeerElectra(config, FLAGS.seed),
                                                        torch_batches, precision, head == "masked"))
             print(f"  {precision:8s} peer: attention={peer.generator.config._attn_implementation}")
-        times = common.time_rounds(runners, FLAGS.repeats, FLAGS.warmup,
+        times = harness.time_rounds(runners, FLAGS.repeats, FLAGS.warmup,
                                    training_steps.step_seconds(FLAGS.steps))
     print_table(times, first_call)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    # The peer's OpenMP threads otherwise spin at every barrier; on a machine with more runnable
+    # threads than cores that slows its steps down severalfold (see bench/pretraining.py). Must be
+    # set before torch is imported.
+    harness.run(main, OMP_WAIT_POLICY="PASSIVE")

@@ -29,20 +29,12 @@ Each row reports the median over `--repeats` timed rounds after one untimed comp
 and `--warmup` untimed rounds; `vs peer` is the peer's median time over ours (> 1: ours faster).
 """
 import os
+import statistics
+import time
 
-# Ours is measured on the TensorFlow backend; both settings must precede the first TF import.
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The peer's OpenMP threads otherwise spin at every barrier, which on a loaded machine slows it
-# down severalfold (see bench/pretraining.py). Must be set before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import statistics  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-from bench import common  # noqa: E402
-from absl import app, flags  # noqa: E402
+import numpy as np
+from bench import harness
+from absl import app, flags
 
 # Named encoder shapes: BERT-Base (the target) and smaller ones for quick runs.
 def _shape(hidden, layers, heads, intermediate):
@@ -70,7 +62,7 @@ flags.DEFINE_list("precisions", list(PRECISIONS), f"Any of {', '.join(PRECISIONS
 flags.DEFINE_list("modes", list(OUR_MODES), f"Our execution modes, any of {', '.join(OUR_MODES)}.")
 flags.DEFINE_integer(
     "num_threads", os.cpu_count(),
-    "Threads for both frameworks, intra-op and inter-op (bench.common.set_threads).",
+    "Threads for both frameworks, intra-op and inter-op (bench.harness.set_threads).",
 )
 flags.DEFINE_enum(
     "peer_hidden_act", "gelu_new", ["gelu_new", "gelu_pytorch_tanh"],
@@ -133,7 +125,7 @@ def build_ours(c, precision, peer_state):
         model = BertModel(BertConfig(**c, **COMMON))
     finally:
         keras.config.set_dtype_policy(previous)
-    return common.assign_peer_weights(model, peer_state, prefix="bert.")
+    return harness.assign_peer_weights(model, peer_state, prefix="bert.")
 
 
 def our_runners(model, inputs, modes):
@@ -210,12 +202,12 @@ def main(argv):
     unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.modes) - set(OUR_MODES)
     if unknown:
         raise app.UsageError(f"unknown --precisions/--modes values: {sorted(unknown)}")
-    common.set_threads(FLAGS.num_threads)
+    harness.set_threads(FLAGS.num_threads)
     c = CONFIGS[FLAGS.config]
     peer = build_peer(c, FLAGS.peer_hidden_act, FLAGS.seed)
     rng = np.random.default_rng(FLAGS.seed)
     inputs = make_inputs(FLAGS.batch_size, FLAGS.seq_length, COMMON["vocab_size"], rng)
-    print(common.describe_machine(FLAGS.num_threads))
+    print(harness.describe_machine(FLAGS.num_threads))
     print(
         f"encoder: {FLAGS.config} {c}, batch {FLAGS.batch_size} x sequence {FLAGS.seq_length}; "
         f"peer: hidden_act={FLAGS.peer_hidden_act}, attention={peer.config._attn_implementation}"
@@ -243,7 +235,7 @@ def main(argv):
         for name, seconds in first_calls(runners, inputs, precision).items():
             rows[precision, name] = runners[name]
             first_call[precision, name] = seconds
-    times = common.time_rounds(rows, FLAGS.repeats, FLAGS.warmup)
+    times = harness.time_rounds(rows, FLAGS.repeats, FLAGS.warmup)
 
     gflops = forward_gflops(c, FLAGS.seq_length) * FLAGS.batch_size
     print(
@@ -255,7 +247,7 @@ def main(argv):
     figures = []
     for precision in FLAGS.precisions:
         peer_median = statistics.median(times[precision, PEER])
-        peak = common.cpu_peak_tflops(precision)
+        peak = harness.cpu_peak_tflops(precision)
         for (p, name), samples in times.items():
             if p != precision:
                 continue
@@ -278,11 +270,13 @@ def main(argv):
             if p == "bfloat16" and name.startswith("ours bf16 weights"):
                 print(f"bfloat16   {name} vs {PEER_BF16}: "
                       f"{peer_bf16 / statistics.median(samples):.2f}x")
-    print("of peak: of this CPU's nominal peak (bench.common.cpu_peak_tflops: "
-          + ", ".join(f"{p} {common.cpu_peak_tflops(p) or float('nan'):.2f} TFLOP/s"
+    print("of peak: of this CPU's nominal peak (bench.harness.cpu_peak_tflops: "
+          + ", ".join(f"{p} {harness.cpu_peak_tflops(p) or float('nan'):.2f} TFLOP/s"
                       for p in FLAGS.precisions) + ")")
-    common.write_results("encoder", figures, FLAGS.num_threads)
+    harness.write_results("encoder", figures, FLAGS.num_threads)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    # The peer's OpenMP threads otherwise spin at every barrier, which on a loaded machine slows it
+    # down severalfold (see bench/pretraining.py). Must be set before torch is imported.
+    harness.run(main, OMP_WAIT_POLICY="PASSIVE")

@@ -21,20 +21,15 @@ Columns: accuracy (the majority baseline beside it), agreement (rows whose predi
 SavedModel's), max |p - p_SavedModel| over rows and labels; for --pooling, the mean and the
 lowest cosine between a text's vector and the SavedModel's.
 """
+import collections
 import os
+import tempfile
+import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+from absl import flags
 
-import collections  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-from absl import flags  # noqa: E402
-
-from bench import common  # noqa: E402
-from bert_runner import cli  # noqa: E402
+from bench import harness
 
 flags.DEFINE_string("task_name", "sst-2", "The classifier's task (its processor reads the data).")
 flags.DEFINE_string("data_dir", None, "The task's data: dev rows are measured, train rows "
@@ -219,7 +214,7 @@ def report(results, gold, refused):
             figures.append({"model": name, "size_mb": size / 1e6, "mean_cos": float(cos.mean()),
                             "min_cos": float(cos.min())})
         print_refused(refused)
-        common.write_results("export_accuracy", figures, packages=PACKAGES)
+        harness.write_results("export_accuracy", figures, packages=PACKAGES)
         return
     majority = np.bincount(gold).max() / len(gold)
     print(f"\n{'model':22s} {'size MB':>8s} {'accuracy':>9s} {'agreement':>10s} {'max |dp|':>9s}"
@@ -236,7 +231,7 @@ def report(results, gold, refused):
                         "max_abs_dp": float(np.abs(probabilities - reference).max()),
                         "majority": float(majority)})
     print_refused(refused)
-    common.write_results("export_accuracy", figures, packages=PACKAGES)
+    harness.write_results("export_accuracy", figures, packages=PACKAGES)
 
 
 def print_refused(refused):
@@ -246,4 +241,6 @@ def print_refused(refused):
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["data_dir", "checkpoint"])
-    cli.run_script(main)
+    from bert_runner import cli  # the scripts' rules (exit codes, oneDNN): at the entry point
+
+    harness.run(main, runner=cli.run_script)

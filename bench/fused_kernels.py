@@ -13,14 +13,11 @@ residual + LayerNorm with the dense bias (`[rows, width]`), and the GELU with it
 `speed-up` is the reference's median time over the fused one's.
 """
 import os
+import statistics
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-import statistics  # noqa: E402
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
+from bench import harness
 
 flags.DEFINE_integer("rows", 3072, "Real token rows.")
 flags.DEFINE_integer("width", 384, "Hidden size; the intermediate size is 4x.")
@@ -87,7 +84,7 @@ def timed(fn, inputs, backward):
 
 def main(argv):
     del argv
-    print(common.describe_machine(None, packages=("tensorflow", "keras")))
+    print(harness.describe_machine(None, packages=("tensorflow", "keras")))
     runners = {}
     for dtype in FLAGS.precisions:
         versions = {fast: cases(dtype, fast) for fast in (True, False)}
@@ -98,7 +95,7 @@ def main(argv):
                     run = timed(fn, inputs, backward)
                     run()  # traced and compiled here, untimed
                     runners[dtype, name, backward, fast] = run
-    times = common.time_rounds(runners, FLAGS.repeats, warmup=1)
+    times = harness.time_rounds(runners, FLAGS.repeats, warmup=1)
     print(f"\nmedian of {FLAGS.repeats} rounds; rows {FLAGS.rows} x {FLAGS.width}, attention "
           f"[{FLAGS.batch_size}, {FLAGS.heads}, {FLAGS.seq_length}, {FLAGS.seq_length}]")
     print(f"{'dtype':9s} {'kernel':32s} {'pass':17s} {'fused ms':>9s} {'op by op ms':>12s} "
@@ -114,8 +111,8 @@ def main(argv):
         figures.append({"dtype": dtype, "kernel": name, "backward": backward,
                         "fused_ms": ours * 1e3, "op_by_op_ms": reference * 1e3,
                         "speed_up": reference / ours})
-    common.write_results("fused_kernels", figures, packages=("tensorflow", "keras"))
+    harness.write_results("fused_kernels", figures, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

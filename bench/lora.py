@@ -18,19 +18,16 @@ Training time: the Trainer's own log line (first step, tracing included, to the 
 checkpoint). Peak memory: the process's maximum resident set (`wait4`'s ru_maxrss), whole run.
 """
 import os
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-import re  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
-from bench.novel_task import write_task  # noqa: E402
+from bench import harness
+from bench.novel_task import write_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,14 +84,14 @@ def run(contender, data_dir, model_dir, output_dir, seed):
 
 def main(argv):
     del argv
-    model_dir = common.require_model_dir(FLAGS.model_dir)
+    model_dir = harness.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_lora_")
     try:
         data_dir = os.path.join(workdir, "data")
         rows = write_task(data_dir, "passages", FLAGS.train_examples, FLAGS.dev_examples, 12345)
         majority = max(sum(label == c for _, label in rows["dev"]) for c in (0, 1)) / len(
             rows["dev"])
-        print(common.describe_machine(None, packages=("tensorflow", "keras")))
+        print(harness.describe_machine(None, packages=("tensorflow", "keras")))
         print(f"model: {model_dir}\ndata: {len(rows['train'])} train / {len(rows['dev'])} dev "
               f"passages; batch {FLAGS.batch_size}, {FLAGS.epochs:g} epochs, "
               f"{FLAGS.max_seq_length} tokens; full lr {FLAGS.learning_rate:g}, LoRA rank "
@@ -144,8 +141,8 @@ def print_table(runs, majority):
              / statistics.median(r["train_s"] for r in runs["lora"]))
     print(f"LoRA - full dev accuracy: {lora - full:+.4f}; training time full / LoRA (medians): "
           f"{speed:.2f}x")
-    common.write_results("lora", figures, packages=("tensorflow", "keras"))
+    harness.write_results("lora", figures, packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

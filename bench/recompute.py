@@ -13,17 +13,13 @@ step's activations and gradients), the process's peak resident memory so far, th
 the losses, which must agree.
 """
 import os
+import resource
+import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+from absl import app, flags
 
-import resource  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
+from bench import harness
 
 CONFIGS = {
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
@@ -106,7 +102,7 @@ def main(argv):
              "token_type_ids": (np.arange(FLAGS.seq_length) >= FLAGS.seq_length // 2)
              .astype("int32")[None].repeat(FLAGS.batch_size, 0),
              "labels": rng.integers(0, 2, FLAGS.batch_size).astype("int32")}
-    print(common.describe_machine(None, packages=("tensorflow", "keras")))
+    print(harness.describe_machine(None, packages=("tensorflow", "keras")))
     print(f"model: {FLAGS.config} {CONFIGS[FLAGS.config]}, batch {FLAGS.batch_size} x "
           f"{FLAGS.seq_length}, dropout 0.1, {FLAGS.mixed_precision or 'float32'}")
     stored = build(recompute=False)
@@ -121,10 +117,10 @@ def main(argv):
     print(f"\nrecompute: step peak {peak_r / peak:.2f}x, losses max |difference| "
           f"{max(abs(a - b) for a, b in zip(losses, losses_r)):.1e}; process peak RSS "
           f"{rss_stored:.0f} MB after the first setting, {_peak_rss_mb():.0f} MB after both")
-    common.write_results("recompute", [
+    harness.write_results("recompute", [
         {"setting": name, "step_s": seconds, "step_peak_mb": peak, "losses": losses}
         for name, (losses, seconds, peak) in rows.items()], packages=("tensorflow", "keras"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

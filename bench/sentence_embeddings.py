@@ -29,21 +29,18 @@ Contenders, each a fresh process, per seed:
         figures must equal ours (the directory serves what we trained).
 Threads: each framework's default (all cores), as a new user runs them.
 """
+import json
 import os
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-import json  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
+from bench import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("recall_at_1", "recall_at_10", "mrr_at_10", "ndcg_at_10")
@@ -107,7 +104,7 @@ def run_peer(paths, model_dir, output_dir, seed, ours_dir):
     config = dict(paths=paths, model_dir=model_dir, output_dir=output_dir, seed=seed,
                   ours_dir=ours_dir, batch_size=FLAGS.batch_size, epochs=FLAGS.epochs,
                   learning_rate=FLAGS.learning_rate, max_seq_length=FLAGS.max_seq_length)
-    out, process_s = common.run_peer("bench.sentence_embeddings", config)
+    out, process_s = harness.run_peer("bench.sentence_embeddings", config)
     return {**out, "process_s": process_s}
 
 
@@ -161,11 +158,11 @@ def main(argv):
     if FLAGS.peer_run:
         peer_main(json.loads(FLAGS.peer_run))
         return
-    model_dir = common.require_model_dir(FLAGS.model_dir)
+    model_dir = harness.require_model_dir(FLAGS.model_dir)
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_sentence_embeddings_")
     try:
         paths = write_pairs(workdir)
-        print(common.describe_machine(
+        print(harness.describe_machine(
             None, packages=("tensorflow", "keras", "torch", "sentence-transformers")))
         print(f"model: {model_dir}\ndata: {FLAGS.train_pairs} training pairs from the other "
               f"novels, {FLAGS.eval_pairs} held-out queries and passages of {FLAGS.held_out}; "
@@ -213,7 +210,7 @@ def print_table(runs):
         diff = (statistics.mean(r["after"][m] for r in runs["ours"])
                 - statistics.mean(r["after"][m] for r in runs["peer"]))
         print(f"  {m}: ours - peer {diff:+.4f}")
-    common.write_results("sentence_embeddings", [
+    harness.write_results("sentence_embeddings", [
         {"contender": name, "seeds": FLAGS.seeds, "train_s": [r["train_s"] for r in results],
          "before": results[0]["before"], "after": [r["after"] for r in results],
          "train_s_peer_over_ours": peer / ours}
@@ -222,4 +219,4 @@ def print_table(runs):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

@@ -57,7 +57,7 @@ module or tokenizer (ONNX Runtime's session, a LiteRT interpreter), each batch-1
 inside that engine too: their p50 ("engine p50"), and the ratio to the peer a module costing
 nothing would give ("ceiling"): where the ceiling is under a goal, the engine's arithmetic, not
 our code around it, is what keeps the contender from it. Threads: --num_threads intra-op and
-inter-op for TensorFlow and torch (and the peer's Rust tokenizer, `common.set_threads`),
+inter-op for TensorFlow and torch (and the peer's Rust tokenizer, `harness.set_threads`),
 intra-op for onnxruntime and LiteRT. A contender whose package is missing is left out with a
 line saying so.
 Last, `predict.py`'s first answer of every format: the seconds from starting it with one input
@@ -68,31 +68,19 @@ module around an ONNX or LiteRT graph, then computing), and the rest (Python, im
 TensorFlow, reading the inputs, printing).
 """
 import glob
+import json
 import os
+import random
+import re
+import statistics
 import sys
+import tempfile
+import time
 
-# Thread settings must be in place before the libraries start their pools.
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+from absl import app, flags
 
-# Hugging Face's BERT imports torch._dynamo, whose LLVM aborts the process ("Option ... registered
-# more than once") when TensorFlow's was loaded first; loaded before TensorFlow, both work.
-try:
-    import transformers.models.bert.modeling_bert  # noqa: E402, F401
-except ImportError:
-    pass
-
-import json  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
+from bench import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Named encoder shapes: BERT-Base (the target) and a small one for quick runs.
@@ -443,13 +431,13 @@ def latency_rounds(runners, inputs, batch_size, repeats, warmup):
         latencies, engine = [], []
         for text in inputs:
             clock.seconds = 0.0
-            latencies.append(common.wall_seconds(lambda text=text: run([text])))
+            latencies.append(harness.wall_seconds(lambda text=text: run([text])))
             engine.append(clock.seconds)
-        return latencies, engine, common.wall_seconds(lambda: [
+        return latencies, engine, harness.wall_seconds(lambda: [
             run(inputs[i:i + batch_size]) for i in range(0, len(inputs), batch_size)])
 
     with clock:
-        figures = common.time_rounds(runners, repeats, warmup, measure, progress=True)
+        figures = harness.time_rounds(runners, repeats, warmup, measure, progress=True)
     return ({name: [s for latencies, _, _ in values for s in latencies]
              for name, values in figures.items()},
             {name: [s for _, engine, _ in values for s in engine]
@@ -480,7 +468,7 @@ def report(task_name, latencies, engine, rounds, sizes_mb, count):
         print(f"| {name} | {sizes_mb.get(name, 0):.1f} | {p50[name]:.1f} | {p99[name]:.1f} | "
               f"{engine_ms} | {ceiling} | {throughput[name]:.1f} | {p50[base] / p50[name]:.2f}x | "
               f"{throughput[name] / throughput[base]:.2f}x |")
-    common.write_results("serving", [
+    harness.write_results("serving", [
         {"task": task_name, "contender": name, "mb": sizes_mb.get(name, 0),
          "p50_ms": p50[name], "p99_ms": p99[name], "inputs_per_s": throughput[name],
          "baseline": base, "p50_vs_baseline": p50[base] / p50[name],
@@ -492,8 +480,19 @@ def report(task_name, latencies, engine, rounds, sizes_mb, count):
     return p50, engine_p50, base
 
 
+def load_transformers_bert():
+    """Imports Hugging Face's BERT (where transformers is installed) before TensorFlow: it imports
+    torch._dynamo, whose LLVM aborts the process ("Option ... registered more than once") when
+    TensorFlow's was loaded first; loaded before TensorFlow, both work."""
+    try:
+        import transformers.models.bert.modeling_bert  # noqa: F401
+    except ImportError:
+        pass
+
+
 def main(argv):
     del argv
+    load_transformers_bert()
     unknown = sorted(set(FLAGS.tasks) - set(TASKS))
     if unknown:
         raise app.UsageError(f"--tasks: {', '.join(unknown)} (tasks: {', '.join(TASKS)})")
@@ -505,11 +504,11 @@ def main(argv):
             subprocess.run([sys.executable, "-m", "bench.serving", *sys.argv[1:],
                             f"--tasks={name}"], check=True, cwd=ROOT)  # the last --tasks counts
         return
-    common.set_threads(FLAGS.num_threads)
+    harness.set_threads(FLAGS.num_threads)
     sizes = CONFIGS[FLAGS.config]
     sentences = read_sentences(FLAGS.input, FLAGS.inputs + FLAGS.calibration_inputs, FLAGS.seed)
     sentences, calibration = sentences[:FLAGS.inputs], sentences[FLAGS.inputs:]
-    print(common.describe_machine(FLAGS.num_threads, PACKAGES))
+    print(harness.describe_machine(FLAGS.num_threads, PACKAGES))
     print(f"model: {FLAGS.config} {sizes}, random weights (seed {FLAGS.seed})")
     for name in FLAGS.tasks:
         task = Task(name)
@@ -539,7 +538,7 @@ def main(argv):
                               f"{parts['load_s']:.1f} | {parts['first_call_s']:.2f} | "
                               f"{parts['rest_s']:.1f} |"
                               for contender, parts in first_answers.items()))
-            common.write_results("serving", [
+            harness.write_results("serving", [
                 {"task": name, "contender": contender, **parts}
                 for contender, parts in first_answers.items()], FLAGS.num_threads, PACKAGES)
         ours = {name: value for name, value in p50.items() if name != BASELINE}
@@ -583,4 +582,4 @@ def first_answer(export_dir, text, runs):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

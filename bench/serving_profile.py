@@ -40,13 +40,10 @@ import collections
 import os
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+from absl import app, flags
 
-import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
-
-from bench import common, serving  # noqa: E402  (serving's flags: --config, --vocab_file ...)
+from bench import harness, serving  # (serving's flags: --config, --vocab_file ...)
 
 flags.DEFINE_string("export_dir", "/tmp/serving_profile_saved_model",
                     "SavedModel to profile, with its weights beside it; written (random weights) "
@@ -64,8 +61,8 @@ LABELS = serving.CLASSIFIER_LABELS
 
 def p50(run, items, repeats):
     """Median milliseconds of `run(item)` over every item of `repeats` rounds after one untimed."""
-    calls = common.time_rounds({"": run}, repeats, 1, lambda run: [
-        common.wall_seconds(lambda item=item: run(item)) for item in items])[""]
+    calls = harness.time_rounds({"": run}, repeats, 1, lambda run: [
+        harness.wall_seconds(lambda item=item: run(item)) for item in items])[""]
     return np.median(calls) * 1e3
 
 
@@ -126,7 +123,7 @@ def main(argv):
     module = raw_text.ClassifierExport(model, FastBertTokenizer(FLAGS.vocab_file, True),
                                        FLAGS.max_seq_length, LABELS)
     tokenizer = module._parts.tokenizer
-    print(common.describe_machine(FLAGS.num_threads, ["tensorflow", "tensorflow-text", "keras"]))
+    print(harness.describe_machine(FLAGS.num_threads, ["tensorflow", "tensorflow-text", "keras"]))
     print(f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(unset)')}, "
           f"inter-op {FLAGS.inter_op_threads or FLAGS.num_threads}; {FLAGS.config}, "
           f"max_seq_length {FLAGS.max_seq_length}, {len(texts)} sentences")
@@ -238,7 +235,7 @@ def main(argv):
             print(f"  {op:40s} {ms:7.2f} ms")
     if FLAGS.onnx_dir:
         figures += onnx_rows(model, texts)
-    common.write_results("serving_profile", figures, FLAGS.num_threads,
+    harness.write_results("serving_profile", figures, FLAGS.num_threads,
                          ("tensorflow", "tensorflow-text", "keras", "onnxruntime"))
 
 
@@ -319,4 +316,4 @@ def serving_text_spec():
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

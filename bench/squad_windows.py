@@ -21,15 +21,12 @@ import random
 import statistics
 import tracemalloc
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from absl import app
+from absl import flags
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-
-import vocab  # noqa: E402
-from bench import common  # noqa: E402
-from bert_tasks.squad import examples as sq_examples, features as sq_features  # noqa: E402
-from vocab import tokenization  # noqa: E402
+import vocab
+from bench import harness
+from vocab import tokenization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob of text files (paragraphs: blank lines).")
@@ -44,6 +41,8 @@ flags.DEFINE_integer("repeats", 3, "Timed repetitions per contender (after one w
 
 def make_examples(pattern, num_questions, per_paragraph):
     """Prediction examples on Austen paragraphs; questions are 10 words of their context."""
+    from bert_tasks.squad import examples as sq_examples  # imports TensorFlow: after `run`
+
     paragraphs = []
     for path in sorted(glob.glob(pattern)):
         with open(path, encoding="utf-8") as f:
@@ -62,6 +61,8 @@ def make_examples(pattern, num_questions, per_paragraph):
 
 def original_windows(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
     """Windows with the context re-tokenized per question, as the original."""
+    from bert_tasks.squad import features as sq_features
+
     unique_id = sq_features.FIRST_UNIQUE_ID
     windows = []
     for index, example in enumerate(examples):
@@ -85,6 +86,8 @@ def retained_bytes(fn):
 
 def main(argv):
     del argv
+    from bert_tasks.squad import features as sq_features
+
     examples = make_examples(FLAGS.input, FLAGS.questions, FLAGS.questions_per_paragraph)
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
     args = (examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
@@ -94,14 +97,14 @@ def main(argv):
     }
     num_features = sum(len(w.doc_spans) for w in contenders["ours"]())  # Also the warm-up.
     contenders["original"]()
-    times = common.time_rounds(contenders, FLAGS.repeats)
+    times = harness.time_rounds(contenders, FLAGS.repeats)
     memory = {
         "original": retained_bytes(
             lambda: list(sq_features.convert_examples_to_features(*args, is_training=False))),
         "ours": retained_bytes(contenders["ours"]),
     }
 
-    print(common.describe_machine(None, ("tensorflow",)))
+    print(harness.describe_machine(None, ("tensorflow",)))
     print("%d questions on %d contexts, %d features at max_seq_length=%d, doc_stride=%d, "
           "max_query_length=%d" % (len(examples), len({id(e.doc_tokens) for e in examples}),
                                    num_features, FLAGS.max_seq_length, FLAGS.doc_stride,
@@ -116,7 +119,7 @@ def main(argv):
         print("  %-8s %6.1f MB  %5.1f KB per feature  (%s)"
               % (name, memory[name] / 1e6, memory[name] / num_features / 1e3, what))
     print("  ratio    %.1fx less" % (memory["original"] / memory["ours"]))
-    common.write_results("squad_windows", [
+    harness.write_results("squad_windows", [
         {"contender": name, "questions": len(examples), "features": num_features,
          "median_s": median[name], "questions_per_s": len(examples) / median[name],
          "memory_bytes": memory[name], "seconds": times[name]}
@@ -124,4 +127,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main, TF_CPP_MIN_LOG_LEVEL="3")

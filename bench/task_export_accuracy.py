@@ -18,21 +18,17 @@ chosen endings on val.csv, chance 25. Agreement: inputs whose answer (entities; 
 ending) is the float32 SavedModel's. Each figure: mean and standard
 deviation over the runs. A format a run refuses is listed with the reason.
 """
+import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-import json  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-from absl import app, flags  # noqa: E402
-
-from bench import common  # noqa: E402
+from bench import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name: export_model.py flags beyond --checkpoint and --export_dir ("{task}": the run's format).
@@ -223,10 +219,10 @@ def main(argv):
             cells.append(f"{statistics.mean(values):.2f} ± {spread:.2f}")
         print(f"| {name} | {statistics.mean(r[2] for r in runs):.1f} | {' | '.join(cells)} | "
               f"{statistics.mean(r[1] for r in runs):.4f} |")
-    common.write_results("task_export_accuracy", rows, packages=(
+    harness.write_results("task_export_accuracy", rows, packages=(
         "tensorflow", "keras", "ai-edge-litert", "tf2onnx", "onnxruntime"))
 
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("checkpoints")
-    app.run(main)
+    harness.run(main)

@@ -22,13 +22,11 @@ import glob
 import os
 import statistics
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from absl import app
+from absl import flags
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-
-import vocab  # noqa: E402
-from bench import common  # noqa: E402
+import vocab
+from bench import harness
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob (comma-separated globs) of text files.")
@@ -67,7 +65,7 @@ def main(argv):
         lines = lines[:FLAGS.max_lines]
     print("input: %d files, %d non-empty lines, %d characters"
           % (len(paths), len(lines), sum(map(len, lines))))
-    print(common.describe_machine(None, PACKAGES))
+    print(harness.describe_machine(None, PACKAGES))
 
     faithful = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
     fast = fast_tokenizer.FastBertTokenizer(FLAGS.vocab_file, do_lower_case=True)
@@ -90,7 +88,7 @@ def main(argv):
     def run_peer():
         return peer.encode_batch(lines, add_special_tokens=False)
 
-    times = common.time_rounds({
+    times = harness.time_rounds({
         "faithful": run_faithful, "fast (graph)": run_fast_graph, "fast (batch)": run_fast_batch,
         "fast (ids)": run_fast_ids, "peer (HF tokenizers)": run_peer}, FLAGS.repeats, warmup=1)
 
@@ -115,7 +113,7 @@ def main(argv):
             name, median, pieces / median, medians["faithful"] / median,
             medians["peer (HF tokenizers)"] / median, disagree[name]))
     print("load avg at end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
-    common.write_results("tokenization", [
+    harness.write_results("tokenization", [
         {"contender": name, "median_s": median, "word_pieces_per_s": pieces / median,
          "vs_faithful": medians["faithful"] / median,
          "vs_peer": medians["peer (HF tokenizers)"] / median, "lines_differ": disagree[name],
@@ -130,4 +128,4 @@ def _disagreeing_rows(ids, row_splits, want_ids):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main, TF_CPP_MIN_LOG_LEVEL="3")

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import flags
 
-from bench import common
+from bench import harness
 
 PRECISIONS = ("float32", "bfloat16")
 CLS_ID = 101
@@ -34,7 +34,7 @@ def define_flags(*, steps, max_predictions, max_predictions_help, num_threads, w
     flags.DEFINE_list("precisions", list(PRECISIONS), f"Any of {', '.join(PRECISIONS)}.")
     flags.DEFINE_integer(
         "num_threads", num_threads,
-        "Threads for both frameworks, intra-op and inter-op (bench.common.set_threads).")
+        "Threads for both frameworks, intra-op and inter-op (bench.harness.set_threads).")
     flags.DEFINE_integer("seed", 0, "Seed of the weights and of the batches.")
     flags.DEFINE_string(
         "workdir", "/dev/shm" if os.path.isdir("/dev/shm") else None,
@@ -220,7 +220,7 @@ def add_row(runners, first_call, key, make_run, steps, name_width):
 
 
 def step_seconds(steps):
-    """The `measure` of `common.time_rounds` for these rows: a round is `steps` steps."""
+    """The `measure` of `harness.time_rounds` for these rows: a round is `steps` steps."""
     return lambda run: run(steps)[0]
 
 
@@ -241,9 +241,9 @@ def table_rows(times, precisions):
 
 
 def vs_peer(peer_samples, samples):
-    """The `vs peer` and `paired` figures of a row of ours (`common.ratios` of the peer's times
+    """The `vs peer` and `paired` figures of a row of ours (`harness.ratios` of the peer's times
     over ours); (None, None) without the peer's row."""
-    return common.ratios(peer_samples, samples) if peer_samples else (None, None)
+    return harness.ratios(peer_samples, samples) if peer_samples else (None, None)
 
 
 def ratio_cell(ratio):

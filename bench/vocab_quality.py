@@ -25,17 +25,15 @@ import statistics
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from absl import app
+from absl import flags
+from absl import logging
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
-
-import vocab  # noqa: E402
-from bench import common  # noqa: E402
-from bert_tasks.pretraining.data.reading import iter_line_blocks  # noqa: E402
-from vocab import tokenization  # noqa: E402
-from bert_tasks.pretraining.vocab_building import building, layout, learner, quality, words  # noqa: E402
+import vocab
+from bench import harness
+from bert_tasks.pretraining.data.reading import iter_line_blocks
+from vocab import tokenization
+from bert_tasks.pretraining.vocab_building import building, layout, learner, quality, words
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", "data/austen/*.txt", "Glob of the text files (the novels).")
@@ -173,8 +171,8 @@ def main(argv):
         figures = _setting("in-sample", files, files, bert, workdir)
         figures += _setting("held-out", [f for f in files if f not in held_out], held_out, bert,
                             workdir)
-    common.write_results("vocab_quality", figures, packages=("tensorflow", "tensorflow-text"))
+    harness.write_results("vocab_quality", figures, packages=("tensorflow", "tensorflow-text"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main, TF_CPP_MIN_LOG_LEVEL="3")

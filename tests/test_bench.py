@@ -1,5 +1,5 @@
 """A tiny-size run of every benchmark (bench/, `python -m bench.NAME`): it exits 0 and appends its
-figures to --results_jsonl as JSON lines (bench/common.py). Large tier, where the peers' packages
+figures to --results_jsonl as JSON lines (bench/harness.py). Large tier, where the peers' packages
 are installed (tests/requirements-large.txt); a bench that reads a Hugging Face model gets a tiny
 random one, so no download is needed.
 

@@ -1,7 +1,12 @@
-"""The harness every benchmark runs on: the thread budget of both sides, rounds, medians and
-paired ratios, the machine line, the peer's subprocess, and the figures written as JSON lines.
+"""The harness every benchmark runs on: its entry point (`run`: the environment the libraries
+read at import, then absl), the thread budget of both sides, timed rounds, medians and paired
+ratios, the machine line and package versions, the CPU's nominal peak, the peer's subprocess and
+weights, the model directory and its conversion to the original layout, and the figures written
+as JSON lines.
 
 Run a benchmark from the project root as a module: `python -m bench.encoder --config=tiny`.
+Importing a bench sets nothing: what the libraries read when they are first imported is set by
+its entry point (`run`), before that import.
 Besides its table, each appends one JSON line per row to `--results_jsonl` (default
 bench/results/<bench>.jsonl, which git ignores; an empty value writes none):
 `{"bench", "time", "argv", "machine", "versions", "figures"}`, `figures` the row's cells.
@@ -16,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from absl import flags
+from absl import app, flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "bench", "results")
@@ -24,6 +29,20 @@ FRAMEWORKS = ("tensorflow", "keras", "torch", "transformers")
 
 flags.DEFINE_string("results_jsonl", None, "Append the figures here, one JSON line per row "
                     "(default: bench/results/<bench>.jsonl; empty: none).")
+
+# Read by Keras and TensorFlow when first imported: ours is measured on the TensorFlow backend,
+# without TensorFlow's C++ start-up logging.
+ENVIRONMENT = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def run(main, runner=app.run, **environment):
+    """A bench's entry point: sets `ENVIRONMENT` updated with `environment` (each only where the
+    caller's environment has no value), then runs `main` with `runner` (absl's `app.run`, or the
+    scripts' `bert_runner.cli.run_script`). A bench imports Keras, TensorFlow and torch inside its
+    functions, so all of them start with these settings."""
+    for name, value in {**ENVIRONMENT, **environment}.items():
+        os.environ.setdefault(name, value)
+    runner(main)
 
 
 def set_threads(num_threads):
