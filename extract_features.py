@@ -21,8 +21,8 @@ import time
 
 from absl import flags, logging
 
-from bert_runner import cli, distribution, flags as run_flags
-from bert_runner.flag_ranges import PAIR, ModeRule, at_least, layer_indexes, mode, ranged
+from bert_runner import cli, distribution, flag_ranges, flags as run_flags
+from bert_runner.flag_ranges import PAIR, ModeRule, at_least, mode, ranged
 
 FLAGS = flags.FLAGS
 
@@ -32,7 +32,7 @@ run_flags.define_embedding_flags()
 flags.DEFINE_string("input_file", None, "")
 flags.DEFINE_string("output_file", None, "")
 # The model's number of layers bounds them, checked once it is loaded.
-ranged(flags.DEFINE_string("layers", "-1,-2,-3,-4", ""), layer_indexes())
+ranged(flags.DEFINE_string("layers", "-1,-2,-3,-4", ""), flag_ranges.layer_indexes())
 flags.DEFINE_enum(
     "output_format", "jsonl", ["jsonl", "npy"],
     "With --pooling: jsonl (one JSON object per line) or npy (--output_file=X.npy holds the "

@@ -52,14 +52,15 @@ class Setting:
         """Restart k: another data order and classifier initialisation, from the same checkpoint."""
         return base_seed + self.restart - 1
 
-    def output_dir(self, output_dir):
-        return os.path.join(output_dir, self.task, self.name)
+    def output_dir(self, grid_dir):
+        """The setting's folder under the grid's output_dir `grid_dir`."""
+        return os.path.join(grid_dir, self.task, self.name)
 
-    def run(self, run):
-        """`run` (a `RunConfig`) with this setting's hyper-parameters and seed."""
+    def run(self, base):
+        """`base` (a `RunConfig`) with this setting's hyper-parameters and seed."""
         return dataclasses.replace(
-            run, learning_rate=self.learning_rate, num_train_epochs=self.num_train_epochs,
-            train_batch_size=self.train_batch_size, random_seed=self.seed(run.random_seed))
+            base, learning_rate=self.learning_rate, num_train_epochs=self.num_train_epochs,
+            train_batch_size=self.train_batch_size, random_seed=self.seed(base.random_seed))
 
 
 def _exact(number):
