@@ -40,7 +40,7 @@ _PUBLIC = {
     "regression_loss": ("modeling.losses", "regression_loss"),
     "span_loss": ("modeling.losses", "span_loss"),
     "trainable_count": ("modeling.layers.lora", "trainable_count"),
-    "with_lora": ("modeling.inference", "with_lora"),
+    "with_lora": ("modeling.optimization", "with_lora"),
 }
 __all__ = sorted(_PUBLIC)
 

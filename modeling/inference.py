@@ -58,14 +58,6 @@ def copy_with(model, dtype=None, kernels=None, lora=_KEEP, **modes):
     return copy
 
 
-def with_lora(model, settings):
-    """A copy of `model` (a `BertModel` or a task model, without adapters) whose encoder has the
-    adapters of `settings` (`LoraSettings`) and is frozen (embeddings, layers, pooler); the rest
-    (its head, a BiLSTM on top) stays trainable. It computes what `model` computes until the
-    adapters are trained (`lora_b` starts at zero)."""
-    return copy_with(model, lora=settings)
-
-
 def merged_copy(model):
     """`model` itself without adapters; else a copy without them, each targeted kernel holding
     its merged value (`merged_value`): a plain model, for writers and exports."""

@@ -6,18 +6,30 @@ Gradient clipping is not done here: the training loop clips the *aggregated* gra
 global norm (1.0) before calling `apply`, as the original's `create_optimizer` does on one device.
 The loop also densifies sparse (IndexedSlices) gradients first: the original's arithmetic
 densifies them too, so every embedding row gets its moments decayed and its weight decay each step.
+
+Which weights a LoRA run trains is chosen here too: `with_lora`, the copy of a model that it
+trains (its encoder frozen, adapters beside it).
 """
 import re
 
 import keras
 from keras import ops
 
+from modeling.inference import copy_with
 from modeling.layers.kernels import xla
 
 # optimization.create_optimizer's exclusions, matched with re.search against variable paths.
 # This project's layers keep the original scope words (`LayerNorm`, `bias`, `output_bias`) in
 # their paths, so the same patterns select the same variables (tested against the TF1 names).
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def with_lora(model, settings):
+    """A copy of `model` (a `BertModel` or a task model, without adapters) whose encoder has the
+    adapters of `settings` (`LoraSettings`) and is frozen (embeddings, layers, pooler); the rest
+    (its head, a BiLSTM on top) stays trainable. It computes what `model` computes until the
+    adapters are trained (`lora_b` starts at zero)."""
+    return copy_with(model, lora=settings)
 
 
 # How warm-up combines with the decay: BERT's `optimization.py` ("bert") or ELECTRA's

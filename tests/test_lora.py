@@ -21,7 +21,8 @@ def _features(seed=0):
 @pytest.mark.parametrize("targets,adapted", [("query_value", 2), ("all", 6)])
 def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
     from modeling import BertClassifier
-    from modeling.inference import merged_copy, with_lora
+    from modeling.inference import merged_copy
+    from modeling.optimization import with_lora
     from modeling.layers import lora
 
     config = tiny_config()

@@ -14,7 +14,7 @@ a model without adapters, which is how every export serves a LoRA run as a plain
 
 Adapters are a constructor argument of the encoder (`BertModel(config, lora=LoraSettings(...))`,
 saved by `get_config`), which builds them and freezes everything else of itself; a model built
-without them gets a copy with them from `modeling.inference.with_lora`, and a LoRA model a plain
+without them gets a copy with them from `modeling.optimization.with_lora`, and a LoRA model a plain
 copy, its adapters merged, from `modeling.inference.merged_copy`. Neither changes the model it is
 handed.
 
