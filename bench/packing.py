@@ -88,7 +88,7 @@ def make_task(seq_length, workdir):
 def make_classifier(seq_length, workdir, paths):
     """run_classifier's SST-2-layout task of "which novel?" sentences, its training records
     written to `paths` unpacked and packed."""
-    from bert_runner import packing, records
+    from bert_runner import packing, tfrecords
     from demo_data.which_novel import novel_task_tsvs
     from bert_tasks.classifier.task import ClassifierTask
     from vocab.tokenization import FullTokenizer
@@ -101,10 +101,10 @@ def make_classifier(seq_length, workdir, paths):
     task = ClassifierTask("sst-2", seq_length, data_dir)
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
     examples = task.read_examples("train")
-    records.write_records(paths["unpacked"],
+    tfrecords.write_records(paths["unpacked"],
                           task.records(examples, "train", tokenizer, None, {}))
     packer = packing.RecordPacker(task.feature_spec(True), seq_length, FLAGS.max_sequences_per_row)
-    records.write_records(paths["packed"],
+    tfrecords.write_records(paths["packed"],
                           packer.pack(task.records(examples, "train", tokenizer, None, {})))
     return task
 

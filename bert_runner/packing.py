@@ -155,7 +155,7 @@ class RecordPacker(object):
     def _encode(self, row):
         """One packed `tf.train.Example` of `row`: [(feature values, real length)]."""
         import tensorflow as tf
-        from bert_runner.records import float_feature, int_feature
+        from bert_runner.tfrecords import float_feature, int_feature
 
         s, k = self.max_seq_length, self.max_sequences_per_row
         lengths = [length for _, length in row]

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 from absl import logging
 
-from bert_runner import packing, records
+from bert_runner import packing, tfrecords as records
 
 # The RunConfig fields of each split's flag and batch size.
 _DO_FLAG = {"train": "do_train", "eval": "do_eval", "predict": "do_predict"}

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tasks.classifier import features, processors
 from bert_runner.inputs import decode_record
-from bert_runner.records import write_records
+from bert_runner.tfrecords import write_records
 from vocab import tokenization
 
 TASK_DIRS = {"mrpc": "MRPC", "cola": "CoLA", "mnli": "MNLI", "xnli": "XNLI"}

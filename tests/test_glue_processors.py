@@ -8,7 +8,7 @@ import tensorflow as tf
 from bert_runner import cli
 from bert_tasks.classifier import features, processors
 from bert_runner.inputs import decode_record
-from bert_runner.records import write_records
+from bert_runner.tfrecords import write_records
 from bert_tasks.classifier.features import InputExample
 from refusals import message as refusal_message
 

@@ -12,7 +12,7 @@ from bert_tasks.ner import conll, conlleval, features, predictions, tags
 from bert_tasks.ner.sets import NerSet
 from bert_tasks.ner.task import NerTask
 from bert_runner.inputs import decode_record
-from bert_runner.records import write_records
+from bert_runner.tfrecords import write_records
 from vocab import bundled_vocab_file
 from vocab.tokenization import FullTokenizer
 from refusals import message as refusal_message

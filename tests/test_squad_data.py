@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import vocab
 from bert_runner.inputs import decode_record
-from bert_runner.records import write_records
+from bert_runner.tfrecords import write_records
 from bert_tasks.squad import examples as sq_examples
 from bert_tasks.squad import features as sq_features
 from bert_tasks.squad.io_utils import SquadFormatError

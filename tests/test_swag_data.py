@@ -10,7 +10,7 @@ import tensorflow as tf
 from conftest import FIXTURES
 from refusals import message
 from bert_runner.inputs import decode_record
-from bert_runner.records import write_records
+from bert_runner.tfrecords import write_records
 from bert_tasks.swag import examples as swag_examples
 from bert_tasks.swag import features as swag_features
 from bert_tasks.swag.examples import SwagExample

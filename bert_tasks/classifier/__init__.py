@@ -5,7 +5,7 @@ Typical flow (what run_classifier.py does):
     processor = processors.get_processor(FLAGS.task_name)
     label_list = processor.get_labels()            # None for STS-B (regression)
     examples = processor.get_train_examples(FLAGS.data_dir)
-    bert_runner.records.write_records(train_file, features.tf_examples(
+    bert_runner.tfrecords.write_records(train_file, features.tf_examples(
         examples, label_list, FLAGS.max_seq_length, tokenizer))
     spec = features.name_to_features(FLAGS.max_seq_length, processor.is_regression)
     ...

@@ -13,7 +13,7 @@ from typing import Optional, Union
 from absl import logging
 import tensorflow as tf
 
-from bert_runner.records import float_feature, int_feature
+from bert_runner.tfrecords import float_feature, int_feature
 from bert_tasks.classifier import windows
 from vocab import packing
 
@@ -174,7 +174,7 @@ def tf_examples(examples, label_list, max_seq_length, tokenizer, doc_stride=None
                 window_counts=None):
     """Yields the `tf.train.Example` of each example: the original
     `file_based_convert_examples_to_features`'s records, in order, to write with
-    `bert_runner.records.write_records` (compare parsed values: protobuf map order varies per
+    `bert_runner.tfrecords.write_records` (compare parsed values: protobuf map order varies per
     process).
 
     With `doc_stride` (an int), an example longer than max_seq_length gives the records of its

@@ -26,7 +26,7 @@ from bert_tasks.classifier import (
 from bert_tasks.classifier.outputs import predicted_values
 from modeling import classification_loss, multi_label_loss, regression_loss, families
 from bert_runner import run_identity
-from bert_runner.records import float_feature, int_feature
+from bert_runner.tfrecords import float_feature, int_feature
 from bert_runner.packing import slot_mean
 from bert_runner.runs import labels as run_labels
 from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean

@@ -21,7 +21,7 @@ import tensorflow as tf
 from absl import logging
 from keras import ops
 
-from bert_runner.records import int_feature
+from bert_runner.tfrecords import int_feature
 from bert_runner.startup import check_pooling
 from bert_runner.task import Task, encoder_training_flops
 from bert_tasks import ranking

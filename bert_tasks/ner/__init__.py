@@ -22,7 +22,7 @@ The data side, as run_ner.py uses it:
     sentences = conll.sentences_of(documents)
     label_list = tags.label_list(tags.entity_types_of(s.tags for s in sentences))
     windows = list(features.make_windows(documents, tokenizer, max_seq_length))
-    bert_runner.records.write_records("train.tf_record", features.tf_examples(
+    bert_runner.tfrecords.write_records("train.tf_record", features.tf_examples(
         windows, sentences, label_list, tokenizer, max_seq_length))
     ...  # predicted label ids per window, [num_windows, max_seq_length]
     predicted = predictions.sentence_tags(windows, predicted_ids, sentences, label_list)

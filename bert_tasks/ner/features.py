@@ -30,7 +30,7 @@ from typing import List
 import tensorflow as tf
 from absl import logging
 
-from bert_runner.records import float_feature, int_feature
+from bert_runner.tfrecords import float_feature, int_feature
 from bert_tasks.ner.tags import in_scheme
 
 

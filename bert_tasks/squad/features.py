@@ -8,7 +8,7 @@ nothing but the current example is in memory:
     windows = []      # filled with one ExampleWindows per example, as the records are made
     records = tf_examples(examples, tokenizer, max_seq_length=384, doc_stride=128,
                           max_query_length=64, is_training=False, kept_windows=windows)
-    bert_runner.records.write_records("eval.tf_record", records)
+    bert_runner.tfrecords.write_records("eval.tf_record", records)
     windows           # all that `postprocess.write_predictions` needs
 
 The TFRecord layout is the original FeatureWriter's; `name_to_features` is the original
@@ -19,7 +19,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from bert_runner.records import int_feature
+from bert_runner.tfrecords import int_feature
 # run_classifier's --long_documents slides the same windows (`--doc_stride` means one thing).
 from bert_tasks.windows import DocSpan, window_spans
 

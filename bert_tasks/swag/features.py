@@ -23,7 +23,7 @@ from typing import List
 import tensorflow as tf
 from absl import logging
 
-from bert_runner.records import int_feature
+from bert_runner.tfrecords import int_feature
 from bert_tasks.swag.examples import NUM_CHOICES
 from vocab.packing import pack_pair, pad_inputs
 
