@@ -5,13 +5,14 @@ import numpy as np
 import pytest
 
 from bert_tasks.classifier import outputs, processors
-from bert_runner import results as files
+from bert_runner import results
 from bert_tasks.classifier.features import InputExample
+from modeling.checkpoint import files
 
 
 def test_eval_results_format(tmp_path):
     path = tmp_path / "eval_results.txt"
-    files.write_eval_results(str(path), {
+    results.write_eval_results(str(path), {
         "loss": np.float32(0.6931472), "global_step": np.int64(344),
         "eval_loss": np.float32(0.5), "eval_accuracy": np.float32(0.75), "eval_f1": 0.8})
     assert path.read_text() == ("eval_accuracy = 0.75\neval_f1 = 0.8\neval_loss = 0.5\n"
