@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 
 from bench import harness
 from bench.novel_task import write_task

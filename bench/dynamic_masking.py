@@ -24,7 +24,7 @@ import statistics
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 
 from bench import harness
 

@@ -12,10 +12,9 @@ residual + LayerNorm with the dense bias (`[rows, width]`), and the GELU with it
 (`[rows, 4 x width]`).
 `speed-up` is the reference's median time over the fused one's.
 """
-import os
 import statistics
 
-from absl import app, flags
+from absl import flags
 
 from bench import harness
 

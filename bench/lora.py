@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from absl import app, flags
+from absl import flags
 
 from bench import harness
 from bench.novel_task import write_task

@@ -34,7 +34,7 @@ import os
 import statistics
 import tempfile
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bench import harness
 

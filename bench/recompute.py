@@ -12,12 +12,11 @@ last step (`tf.config.experimental.get_memory_info`) above what was allocated be
 step's activations and gradients), the process's peak resident memory so far, the step time and
 the losses, which must agree.
 """
-import os
 import resource
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from bench import harness
 

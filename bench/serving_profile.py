@@ -41,7 +41,7 @@ import os
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from bench import harness, serving  # (serving's flags: --config, --vocab_file ...)
 

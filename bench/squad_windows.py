@@ -16,12 +16,10 @@ Memory (tracemalloc, bytes still allocated once windowing is done):
   ours      one `ExampleWindows` per question (`write_features` keeps these for prediction).
 """
 import glob
-import os
 import random
 import statistics
 import tracemalloc
 
-from absl import app
 from absl import flags
 
 import vocab

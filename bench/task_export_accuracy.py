@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 
 from bench import harness
 

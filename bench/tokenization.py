@@ -22,7 +22,6 @@ import glob
 import os
 import statistics
 
-from absl import app
 from absl import flags
 
 import vocab

@@ -25,7 +25,6 @@ import statistics
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 
