@@ -11,8 +11,9 @@ The driver sets nothing on a task: what a method needs of the command reaches it
 output_dir is the seed's directory), or the `Split` whose records the outputs are of (its
 examples as read, and the `index` its `records` returned). What the input or the model config
 decides (NER's labels, pre-training's objective from its records) is settled once, by `settle`,
-whose returned task the driver uses from then on. No method depends on another having run
-first, and none changes the examples it is handed: what it makes of them is a new value.
+whose returned task the driver uses from then on (this one is left as constructed). No method
+depends on another having run first, and none changes the examples it is handed: what it makes
+of them (windows, counts) is a new value, returned.
 
 The data side (`examples` are whatever the task's reader returns, usually a list):
 
@@ -232,8 +233,8 @@ class Task:
 
     def evaluate(self, outputs, global_step, split, output_dir):
         """`{name: value}` for eval_results.txt from `collect`ed `predict_step` outputs of
-        `split` (the `bert_runner.splits.Split`: its `examples` and `index`); a task may write its own evaluation files in
-        `output_dir` (the run's, a seed's own in a sweep).
+        `split` (the `bert_runner.splits.Split`: its `examples` and `index`); a task may write
+        its own evaluation files in `output_dir` (the run's, a seed's own in a sweep).
 
         Values should be numpy scalars (np.float32 metrics, np.int64 global_step), so the file
         shows the original's text.

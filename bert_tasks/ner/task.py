@@ -145,8 +145,8 @@ class NerTask(Task):
         }
 
     def _score(self, outputs, data, prefix, output_dir):
-        """Tags of `data`'s words (a windowed `NerSet`) from collected outputs; writes <prefix>_predictions.txt and
-        <prefix>_conlleval.txt. Returns the conlleval ChunkCounts."""
+        """Tags of `data`'s words (a windowed `NerSet`) from collected outputs; writes
+        <prefix>_predictions.txt and <prefix>_conlleval.txt. Returns the conlleval ChunkCounts."""
         real = outputs["window_index"] >= 0
         order = outputs["window_index"][real]
         if not np.array_equal(order, np.arange(len(data.windows))):
