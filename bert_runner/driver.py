@@ -343,12 +343,14 @@ def _init_from_checkpoint(trainer, run, task):
         lora_adapters=run.lora_adapters)
 
 
-def _examples_per_row(task, split):
+def _examples_per_row(task, split, run):
     """The examples a training row holds on average, for the progress lines: a split the driver
-    packed counts them; otherwise the task's own input says (`Task.examples_per_row`)."""
+    packed counts them; otherwise the task's own input says (`Task.examples_per_row`), asked
+    once the trainer made the dataset (pre-training from text then reads the count of the pairs
+    its pipeline packed, rather than pack them again)."""
     if split.num_rows:
         return split.num_examples / split.num_rows
-    return task.examples_per_row()
+    return lambda: task.examples_per_row(run)
 
 
 def train(trainer, task, run, config, split, num_train_steps):
@@ -363,7 +365,7 @@ def train(trainer, task, run, config, split, num_train_steps):
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
                   init_fn=_init_from_checkpoint(trainer, run, task),
                   checkpoint_iterator=run.checkpoint_iterator,
-                  examples_per_row=_examples_per_row(task, split))
+                  examples_per_row=_examples_per_row(task, split, run))
     if not trainer.history and trainer.step >= num_train_steps > 0:
         logging.warning(
             "%s already holds a finished run (checkpoint at step %d of %d): it was resumed and NOT "

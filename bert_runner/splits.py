@@ -30,10 +30,10 @@ class Split:
     predict sets on TPU: `is_real_example=0`). repeat/max_batches: read the files repeatedly and
     stop after `max_batches` batches (pre-training evaluation's `max_eval_steps`).
     sequences_per_row: more than 1 for packed records (`bert_runner.packing`), then `num_rows`
-    records hold the `num_examples`. examples: what the task's `records` wrote them from (with
-    what it kept on them, NER's windows), and kept: `{name: value}` that `records` filled as it
-    converted them (the classifier's window counts, SQuAD's windows), for its `evaluate` and
-    `write_predictions`; None and empty for records the task did not need written.
+    records hold the `num_examples`. examples: what the task's `records` wrote them from, as
+    read; index: the `SplitRecords.index` that `records` returned beside them (the classifier's
+    window counts, SQuAD's windows, NER's windowed set), for the task's `evaluate`, `baselines`
+    and `write_predictions`; both None for records the task did not need written.
     """
 
     files: Sequence[str]
@@ -45,7 +45,7 @@ class Split:
     sequences_per_row: int = 1
     num_rows: Optional[int] = None
     examples: object = None
-    kept: dict = dataclasses.field(default_factory=dict)
+    index: object = None
 
 
 class NothingToDoError(ValueError):
@@ -71,13 +71,14 @@ def write_split(task, examples, split, tokenizer, run):
     batch_size = getattr(run, _BATCH_SIZE[split])
     path = os.path.join(run.output_dir, task.splits[split] + ".tf_record")
     padding = task.padding_record() if run.on_tpu and split != "train" else None
-    kept = {}
-    split_records = task.records(examples, split, tokenizer, run, kept)
+    converted = task.records(examples, split, tokenizer, run)
     if split == "train" and run.max_sequences_per_row > 1:
-        return _write_packed(task, split_records, path, batch_size, run.max_sequences_per_row)
-    num_records, num_padding = records.write_records(path, split_records, padding, batch_size)
+        return _write_packed(task, converted.records, path, batch_size,
+                             run.max_sequences_per_row)
+    num_records, num_padding = records.write_records(path, converted.records, padding,
+                                                     batch_size)
     return Split([path], num_records, batch_size, num_padding=num_padding, examples=examples,
-                 kept=kept)
+                 index=converted.index)
 
 
 def _write_packed(task, split_records, path, batch_size, sequences_per_row):

@@ -8,9 +8,12 @@ trains, evaluates and predicts (`run_task`) and hands the results back to the ta
 
 The driver sets nothing on a task: what a method needs of the command reaches it as an argument,
 `run` (the frozen `bert_runner.run_config.RunConfig`: in a seed sweep the seed's own, whose
-output_dir is the seed's directory), or the `Split` whose records the outputs are of. What the
-input or the model config decides (NER's labels, pre-training's objective from its records) is
-settled once, by `settle`, whose returned task the driver uses from then on.
+output_dir is the seed's directory), or the `Split` whose records the outputs are of (its
+examples as read, and the `index` its `records` returned). What the input or the model config
+decides (NER's labels, pre-training's objective from its records) is settled once, by `settle`,
+whose returned task the driver uses from then on (this one is left as constructed). No method
+depends on another having run first, and none changes the examples it is handed: what it makes
+of them (windows, counts) is a new value, returned.
 
 The data side (`examples` are whatever the task's reader returns, usually a list):
 
@@ -29,9 +32,10 @@ The data side (`examples` are whatever the task's reader returns, usually a list
                                             that only evaluates or predicts gives none)
     training_data(examples)                 what of the training examples identifies them (the
                                             examples; NER's read file without its path)
-    records(examples, split, tokenizer, run, kept)   yields the split's `tf.train.Example`s;
-                                            what `evaluate` / `write_predictions` need stays on
-                                            the examples or goes in the dict `kept` (`Split`)
+    records(examples, split, tokenizer, run)   `SplitRecords`: the split's `tf.train.Example`s
+                                            (streamed) and its `index`, what `evaluate` /
+                                            `baselines` / `write_predictions` need beyond the
+                                            examples, complete when returned (`Split.index`)
     padding_record()                        a record with is_real_example=0 (TPU padding)
     existing_records(split)                 TFRecord paths when the split's records exist
                                             (pre-training's --input_file), else None
@@ -42,7 +46,7 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     compare_with_start                      True: a training run also evaluates the starting
                                             model (before its first step) and prints its
                                             metrics beside the trained model's
-    examples_per_row()                      the examples a row of the task's own training input
+    examples_per_row(run)                   the examples a row of the task's own training input
                                             holds, for the progress lines (default 1.0)
 
 The model side (`features` are the decoded TFRecord batch: a dict of int32 / float32 tensors
@@ -73,11 +77,28 @@ file order, plus `batch_index` `[N]` (the batch of each row, for per-batch means
 Estimator's `loss`). `write_predictions` gets the batches themselves, so a task can stream them.
 """
 import copy
+import dataclasses
+from typing import Iterable
 
 import numpy as np
 
 # The splits a fine-tuning script usually offers, each written to <name>.tf_record.
 STANDARD_SPLITS = {"train": "train", "eval": "eval", "predict": "predict"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitRecords:
+    """What `Task.records` returns for one split.
+
+    records: the split's `tf.train.Example`s in file order, read once (a generator streams them
+      to their file). index: what `evaluate`, `baselines` and `write_predictions` need beyond
+      the examples to turn the outputs back into the task's (the classifier's window counts,
+      SQuAD's windows, NER's windowed set), complete when `records` returns; None where they
+      need nothing more. The driver hands it on as the split's `Split.index`.
+    """
+
+    records: Iterable
+    index: object = None
 
 
 class Task:
@@ -131,13 +152,11 @@ class Task:
         read from. Default: the examples themselves (dataclasses of their text and labels)."""
         return examples
 
-    def records(self, examples, split, tokenizer, run, kept):
-        """Yields the `tf.train.Example`s of `split`, in file order; `run`: the command's
-        `RunConfig` (None outside one).
-
-        What `evaluate` / `write_predictions` need to turn the results back into the task's
-        outputs is kept on the examples (NER's windows: the split's `Split.examples`), or put in
-        the dict `kept` (SQuAD's windows, the classifier's window counts: `Split.kept`).
+    def records(self, examples, split, tokenizer, run):
+        """The `SplitRecords` of `split`: its `tf.train.Example`s in file order, and the index
+        `evaluate` / `write_predictions` read to turn the results back into the task's outputs
+        (SQuAD's windows, the classifier's window counts, NER's windowed set: `Split.index`);
+        `run`: the command's `RunConfig` (None outside one). `examples` are left as they are.
         """
         raise NotImplementedError
 
@@ -164,12 +183,12 @@ class Task:
             spec = packing.packed_feature_spec(spec, self.max_seq_length, sequences_per_row)
         return inputs.tfrecord_dataset(files, spec, batch_size, is_training=is_training, **kwargs)
 
-    def examples_per_row(self):
-        """The examples a row of the task's own training input holds on average, for the
-        progress lines: 1.0 (a row is an example); None where the rows are not counted
-        (pre-training's packed records, read as a stream); or a function of no arguments, asked
-        once the training dataset is made (pre-training from text, packed in its pipeline).
-        Rows the driver packed (`--max_sequences_per_row`) are counted by the driver."""
+    def examples_per_row(self, run):
+        """The examples a row of the task's own training input for `run` (a `RunConfig`) holds
+        on average, for the progress lines: 1.0 (a row is an example); None where the rows are
+        not counted (pre-training's packed records, read as a stream); pre-training from text
+        gives the pairs a row of its packed pipeline holds. Rows the driver packed
+        (`--max_sequences_per_row`) are counted by the driver."""
         return 1.0
 
     def training_steps(self, run, examples, num_records):
@@ -214,8 +233,8 @@ class Task:
 
     def evaluate(self, outputs, global_step, split, output_dir):
         """`{name: value}` for eval_results.txt from `collect`ed `predict_step` outputs of
-        `split` (the `bert_runner.splits.Split`); a task may write its own evaluation files in
-        `output_dir` (the run's, a seed's own in a sweep).
+        `split` (the `bert_runner.splits.Split`: its `examples` and `index`); a task may write
+        its own evaluation files in `output_dir` (the run's, a seed's own in a sweep).
 
         Values should be numpy scalars (np.float32 metrics, np.int64 global_step), so the file
         shows the original's text.

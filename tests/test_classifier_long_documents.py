@@ -69,9 +69,9 @@ def test_training_windows_are_shuffled_once_and_counted_as_steps():
     examples = [InputExample(f"train-{i}", " ".join(["the big red dog"] * (8 if i % 2 else 1)),
                              None, str(i % 2)) for i in range(6)]
     task = ClassifierTask("sst-2", 16, long_documents=True, doc_stride=7)
-    kept = {}
-    records = task.records(examples, "train", _tokenizer(), None, kept)
-    assert kept["window_counts"] == [1, 4, 1, 4, 1, 4]
+    converted = task.records(examples, "train", _tokenizer(), None)
+    records = converted.records
+    assert list(converted.index) == [1, 4, 1, 4, 1, 4]
     in_order = features.tf_examples(examples, ["0", "1"], 16, _tokenizer(), 7, [])
     shuffled = [r.SerializeToString(deterministic=True) for r in records]
     expected = [r.SerializeToString(deterministic=True) for r in in_order]
@@ -81,7 +81,7 @@ def test_training_windows_are_shuffled_once_and_counted_as_steps():
     assert task.training_steps(run, examples, len(records)) == run.training_steps(15)
     # Where every example fits, the records stay in the original's order.
     fitting = ClassifierTask("sst-2", 16, long_documents=True).records(
-        examples[::2], "train", _tokenizer(), None, {})
+        examples[::2], "train", _tokenizer(), None).records
     assert [r.features.feature["label_ids"].int64_list.value[0] for r in fitting] == [0, 0, 0]
 
 
@@ -123,7 +123,7 @@ def test_eval_results_and_test_results_count_examples_not_windows(tmp_path, how)
     outputs = _collected(logits, labels, batch_size=4)
     aggregated = windows.aggregate(np.float32(logits), [3, 1, 2], how)
     predicted = np.argmax(aggregated, -1)
-    split = Split(["x"], 3, 8, kept={"window_counts": [3, 1, 2]})
+    split = Split(["x"], 3, 8, index=(3, 1, 2))
     results = task.evaluate(outputs, 5, split, str(tmp_path))
     assert results["eval_accuracy"] == np.float32(np.mean(predicted == [1, 0, 1]))
     log_probs = aggregated - np.log(np.exp(aggregated).sum(-1, keepdims=True))
@@ -132,7 +132,7 @@ def test_eval_results_and_test_results_count_examples_not_windows(tmp_path, how)
     assert task.baselines(outputs, split) == {
         "eval_accuracy": "majority class '1' 0.6667, chance 0.5000"}
 
-    task.write_predictions(iter([outputs]), Split(["x"], 6, 8, kept={"window_counts": [3, 1, 2]}),
+    task.write_predictions(iter([outputs]), Split(["x"], 6, 8, index=(3, 1, 2)),
                            str(tmp_path))
     lines = (tmp_path / "test_results.tsv").read_text().splitlines()
     assert len(lines) == 3

@@ -154,9 +154,8 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
         + [f"eval_{a}_{m}" for a in ("micro", "macro") for m in ("precision", "recall", "f1")])
     tokenizer = FullTokenizer(str(TINY / "vocab.txt"))
     for split, counts in (("eval", [4, 1]), ("predict", [4, 1, 1])):
-        kept = {}
-        list(task.records(task.read_examples(split), split, tokenizer, run, kept))
-        assert kept["window_counts"] == counts
+        converted = task.records(task.read_examples(split), split, tokenizer, run)
+        assert list(converted.index) == counts
     probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probabilities.shape == (3, 2) and np.all((probabilities > 0) & (probabilities < 1))
     # Prediction from that run without --labels: the labels recorded beside the model it uses.

@@ -17,7 +17,7 @@ from refusals import message
 from bert_runner import driver, run_identity, splits
 from bert_runner.inputs import decode_record
 from bert_runner.run_config import RunConfig
-from bert_runner.task import Task, collect
+from bert_runner.task import SplitRecords, Task, collect
 from bert_tasks.classifier import features
 from bert_tasks.pretraining.task import PretrainingTask
 from modeling import BertClassifier, classification_loss
@@ -51,8 +51,8 @@ class KeywordTask(Task):
                 examples.append(features.InputExample(f"{split}-{number}", text.strip(), None, label))
         return examples
 
-    def records(self, examples, split, tokenizer, run, kept):
-        return features.tf_examples(examples, ["0", "1"], SEQ, tokenizer)
+    def records(self, examples, split, tokenizer, run):
+        return SplitRecords(features.tf_examples(examples, ["0", "1"], SEQ, tokenizer))
 
     def padding_record(self):
         return features.features_to_tf_example(features.convert_single_example(

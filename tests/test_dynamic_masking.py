@@ -302,6 +302,26 @@ def test_a_dynamic_formats_bad_vocab_is_refused_before_the_output_dir(tmp_path, 
     assert not out.exists()
 
 
+def test_pairs_per_row_is_known_before_the_dataset_is_made(tmp_path):
+    """The pairs a packed row of text holds, for the progress lines: the same asked before any
+    dataset is made as counted by the dataset's own packing."""
+    from bert_runner.run_config import RunConfig
+    from bert_tasks.pretraining.task import PretrainingTask
+
+    text, vocab, _ = _tiny_text_model(tmp_path)
+    options = dynamic_masking.MaskingOptions(vocab_file=str(vocab), max_sequences_per_row=3)
+
+    def settled():
+        return PretrainingTask(32, 8, None, str(text), dynamic_input=dynamic_masking.DynamicInput(
+            options, 32, 8, tokenizer="faithful")).settle({}, None)
+
+    run = RunConfig(str(tmp_path / "out"), random_seed=7)
+    before = settled().examples_per_row(run)
+    task = settled()
+    task.input_dataset([str(text)], 4, is_training=True, seed=7)
+    assert task.examples_per_row(run) == before > 1
+
+
 def test_only_text_needs_unk(tmp_path):
     """[UNK] is what the text's unknown words become; records already hold their ids."""
     from vocab.tokenization import VocabError

@@ -276,8 +276,11 @@ def test_names_are_learned_in_iob1_and_predictions_written_in_the_files_scheme(
     learned = {}
     for label_scheme in tags.SCHEMES:
         task = NerTask(str(tmp_path), 16, ["LOC", "PER"], label_scheme=label_scheme)
-        record = next(task.records(data, "train", tokenizer, None, {}))
-        learned[label_scheme] = [task.label_list[i] for i in _label_ids(record, data.windows[0])]
+        converted = task.records(data, "train", tokenizer, None)
+        record = next(iter(converted.records))
+        learned[label_scheme] = [task.label_list[i]
+                                 for i in _label_ids(record, converted.index.windows[0])]
+        assert data.windows is None  # the set read is left as it is
     assert learned == {"IOB1": ["I-PER", "I-PER", "O", "I-PER", "B-PER", "O", "I-LOC"],
                        "IOB2": ["B-PER", "I-PER", "O", "B-PER", "B-PER", "O", "B-LOC"]}
     assert NerTask(str(tmp_path), 16).label_scheme == "IOB1"

@@ -41,6 +41,17 @@ def test_span_model_trains_everything_but_the_pooler():
     assert out["start_logits"].shape == (2, 16) and out["unique_ids"].numpy().tolist() == [7, 8]
 
 
+def test_a_copy_of_the_span_model_keeps_its_pooler_untrained():
+    """The frozen pooler is the model's constructor argument: a copy in another mode keeps it."""
+    from modeling.inference import copy_with
+
+    model = task.build_model(tiny_config())
+    copy = copy_with(model, recompute=True)
+    assert copy is not model and copy.get_config()["train_pooler"] is False
+    pooler = {id(v) for v in copy.encoder.pooler.weights}
+    assert pooler and not pooler & {id(v) for v in copy.trainable_variables}
+
+
 def test_raw_results_one_per_feature():
     batches = [{"unique_ids": np.array([1000000000, 1000000001], np.int32),
                 "start_logits": np.zeros((2, 4), np.float32),

@@ -29,7 +29,8 @@ from bert_runner import run_identity
 from bert_runner.tfrecords import float_feature, int_feature
 from bert_runner.packing import slot_mean
 from bert_runner.runs import labels as run_labels
-from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
+from bert_runner.task import (
+    SplitRecords, Task, collect, encoder_training_flops, per_batch_mean)
 from bert_tasks import ranking
 
 # Windows of one example are adjacent in the records, and the input pipeline shuffles only within
@@ -127,20 +128,23 @@ class ClassifierTask(Task):
         logging.info("Distillation: %d unlabelled examples from %s", len(examples), path)
         return examples
 
-    def records(self, examples, split, tokenizer, run, kept):
-        """The split's records; with long documents `kept["window_counts"]`, the windows of
-        each example, filled as they are written."""
+    def records(self, examples, split, tokenizer, run):
+        """The split's records; with long documents every window's, made at once, and the
+        windows of each example (a tuple of counts) as the index."""
         if split == "train" and self.teacher is not None:
-            return self._distillation_records(examples, tokenizer, run.output_dir)
+            return SplitRecords(self._distillation_records(examples, tokenizer, run.output_dir))
         if self.doc_stride is None:
-            return features.tf_examples(examples, self.processor.get_labels(),
-                                        self.max_seq_length, tokenizer)
-        counts = kept["window_counts"] = []
-        records = features.tf_examples(examples, self.processor.get_labels(), self.max_seq_length,
-                                       tokenizer, self.doc_stride, counts)
-        if split == "train":
-            return self._shuffled_windows(list(records), counts)
-        return self._logged_windows(records, counts, split)
+            return SplitRecords(features.tf_examples(
+                examples, self.processor.get_labels(), self.max_seq_length, tokenizer))
+        counts = []
+        records = list(features.tf_examples(examples, self.processor.get_labels(),
+                                            self.max_seq_length, tokenizer, self.doc_stride,
+                                            counts))
+        logging.info("%s: %d examples in %d windows", split, len(counts), len(records))
+        if split == "train" and len(records) > len(counts):
+            # In memory already: the training set's windows shuffled once.
+            random.Random(_WINDOW_SHUFFLE_SEED).shuffle(records)
+        return SplitRecords(records, tuple(counts))
 
     def _distillation_records(self, examples, tokenizer, output_dir):
         """The training records with the teacher's logits (`teacher_logits` [C] float, cached
@@ -155,20 +159,6 @@ class ClassifierTask(Task):
             record.features.feature["has_label"].CopyFrom(
                 int_feature([int(not example.guid.startswith(_UNLABELED))]))
             yield record
-
-    def _shuffled_windows(self, records, counts):
-        """The training windows, shuffled once where some example has several (in memory: the
-        records of the training set); as they are where every example is one window."""
-        logging.info("train: %d examples in %d windows", len(counts), len(records))
-        if len(records) > len(counts):
-            random.Random(_WINDOW_SHUFFLE_SEED).shuffle(records)
-        return records
-
-    @staticmethod
-    def _logged_windows(records, counts, split):
-        """The records as they come (streamed), then the split's window count in the log."""
-        yield from records
-        logging.info("%s: %d examples in %d windows", split, len(counts), sum(counts))
 
     # Distillation: what the student is trained with.
     training_only_settings = ("teacher", run_identity.TEACHER_HASH, "distillation_temperature",
@@ -265,14 +255,15 @@ class ClassifierTask(Task):
         `split` (the `Split`).
 
         Without long documents, the rows of `outputs` that are real. With them, each example's
-        windows' logits aggregated (`window_aggregation`), then the head's outputs and loss of
-        those, and the label of its first window.
+        windows' logits aggregated (`window_aggregation`; the split's `index`: the windows of
+        each example), then the head's outputs and loss of those, and the label of its first
+        window.
         """
         if self.doc_stride is None:
             real = outputs["is_real_example"].astype(bool)
             return {name: outputs[name][real]
                     for name in ("outputs", "per_example_loss", "label_ids")}
-        counts = split.kept["window_counts"]
+        counts = split.index
         logits = windows.aggregate(outputs["logits"], counts, self.window_aggregation)
         labels = outputs["label_ids"][windows.window_starts(counts)]
         _, per_example, example_outputs = self._head(logits, labels)

@@ -23,7 +23,7 @@ from keras import ops
 
 from bert_runner.tfrecords import int_feature
 from bert_runner.startup import check_pooling
-from bert_runner.task import Task, encoder_training_flops
+from bert_runner.task import SplitRecords, Task, encoder_training_flops
 from bert_tasks import ranking
 from bert_tasks.embeddings.pairs import read_corpus, read_pairs
 from modeling import families
@@ -100,7 +100,12 @@ class SentenceEmbeddingTask(Task):
         return pad_inputs(tokenizer.convert_tokens_to_ids(tokens), segment_ids,
                           self.max_seq_length)
 
-    def records(self, examples, split, tokenizer, run, kept):
+    def records(self, examples, split, tokenizer, run):
+        """The training pairs' records (a pair's texts in one record), or the evaluation set's
+        texts, queries first; evaluation reads the set itself (`Split.examples`)."""
+        return SplitRecords(self._records(examples, split, tokenizer))
+
+    def _records(self, examples, split, tokenizer):
         if split == "train":
             for pair in examples:
                 texts = [self._ids(t, tokenizer) for t in (pair.query, pair.positive, *pair.negatives)]

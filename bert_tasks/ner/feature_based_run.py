@@ -143,7 +143,7 @@ def prepare(flags):
         settings = cache_settings(flags, data.path, model, label_list)
         if not activations.ActivationCache.reusable(os.path.join(cache_dir, split), settings,
                                                     config.num_hidden_layers):
-            data.make_windows(tokenizer, flags.max_seq_length, flags.document_context)
+            sets[split] = data.windowed(tokenizer, flags.max_seq_length, flags.document_context)
     bert = activations.load_frozen_encoder(config, flags.init_checkpoint)
     return Table7Run(flags, config, tokenizer, choices, sets, label_list, bert, model, cache_dir,
                      started)

@@ -3,8 +3,8 @@ predictions can be turned back into tags on its words.
 
     data = NerSet.read(conll.split_file(data_dir, "dev"))
     data.check_labels(label_list)
-    data.make_windows(tokenizer, 128)
-    data.windows      # what predicted label ids come back for, in record order
+    windowed = data.windowed(tokenizer, 128)   # a new set; `data` stays as read
+    windowed.windows  # what predicted label ids come back for, in record order
 """
 import dataclasses
 from typing import List, Optional
@@ -14,7 +14,7 @@ from absl import logging
 from bert_tasks.ner import conll, features, tags
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class NerSet:
     """A read CoNLL file.
 
@@ -23,7 +23,7 @@ class NerSet:
       documents: list of `bert_tasks.ner.conll.Document`.
       scheme: "IOB1" or "IOB2", the file's tag scheme (`bert_tasks.ner.tags.scheme_of`); predictions are
         written in it.
-      windows: list of `bert_tasks.ner.features.Window` once `make_windows` has run.
+      windows: list of `bert_tasks.ner.features.Window` in a set `windowed` made, else None.
     """
     path: str
     documents: List[conll.Document]
@@ -47,11 +47,9 @@ class NerSet:
         """Raises ValueError naming file:line for a tag outside `label_list`."""
         features.check_labels(self.sentences, label_list, self.path)
 
-    def make_windows(self, tokenizer, max_seq_length, document_context=True):
-        """Makes the windows the records are written from (`bert_tasks.ner.features`); returns
-        them."""
-        self.windows = list(features.make_windows(self.documents, tokenizer, max_seq_length,
-                                                  document_context))
-        logging.info("%s: %d windows of %d word-pieces", self.path, len(self.windows),
-                     max_seq_length)
-        return self.windows
+    def windowed(self, tokenizer, max_seq_length, document_context=True):
+        """This set with the windows the records are written from (`bert_tasks.ner.features`)."""
+        windows = list(features.make_windows(self.documents, tokenizer, max_seq_length,
+                                             document_context))
+        logging.info("%s: %d windows of %d word-pieces", self.path, len(windows), max_seq_length)
+        return dataclasses.replace(self, windows=windows)

@@ -26,7 +26,7 @@ from bert_tasks.ner import conll, conlleval, features as ner_features, predictio
 from bert_tasks.ner.sets import NerSet
 from modeling.checkpoint.files import write_text_atomic
 from bert_runner.runs import labels as run_labels
-from bert_runner.task import Task, collect, encoder_training_flops
+from bert_runner.task import SplitRecords, Task, collect, encoder_training_flops
 
 # The driver's splits -> CoNLL split of the file read.
 _CONLL_SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
@@ -104,12 +104,13 @@ class NerTask(Task):
     def write_run_files(self, run):
         run_labels.write_label_list(run.output_dir, self.label_list)
 
-    def records(self, data, split, tokenizer, run, kept):
-        """The windows' records; the set keeps its windows, to put the predicted tags back on its
-        words (the split's `Split.examples`)."""
-        data.make_windows(tokenizer, self.max_seq_length, self.document_context)
-        return ner_features.tf_examples(data.windows, data.sentences, self.label_list, tokenizer,
-                                        self.max_seq_length, self.label_scheme)
+    def records(self, data, split, tokenizer, run):
+        """The windows' records; the index is the set with its windows (a new `NerSet`), to put
+        the predicted tags back on its words."""
+        windowed = data.windowed(tokenizer, self.max_seq_length, self.document_context)
+        return SplitRecords(ner_features.tf_examples(
+            windowed.windows, windowed.sentences, self.label_list, tokenizer,
+            self.max_seq_length, self.label_scheme), windowed)
 
     def padding_record(self):
         return ner_features.padding_example(self.max_seq_length)
@@ -144,8 +145,8 @@ class NerTask(Task):
         }
 
     def _score(self, outputs, data, prefix, output_dir):
-        """Tags of `data`'s words from collected outputs; writes <prefix>_predictions.txt and
-        <prefix>_conlleval.txt. Returns the conlleval ChunkCounts."""
+        """Tags of `data`'s words (a windowed `NerSet`) from collected outputs; writes
+        <prefix>_predictions.txt and <prefix>_conlleval.txt. Returns the conlleval ChunkCounts."""
         real = outputs["window_index"] >= 0
         order = outputs["window_index"][real]
         if not np.array_equal(order, np.arange(len(data.windows))):
@@ -164,7 +165,7 @@ class NerTask(Task):
         """eval_results.txt: eval_f1 / eval_precision / eval_recall / eval_accuracy (conlleval,
         percent), the same per type (eval_f1_PER, ...), eval_loss (mean over scored words),
         global_step; eval_predictions.txt and eval_conlleval.txt in `output_dir`."""
-        counts = self._score(outputs, split.examples, "eval", output_dir)
+        counts = self._score(outputs, split.index, "eval", output_dir)
         scores = conlleval.metrics(counts)
         real = outputs["window_index"] >= 0
         values = {"eval_loss": outputs["loss_sum"][real].sum(dtype=np.float64)
@@ -189,7 +190,7 @@ class NerTask(Task):
     def write_predictions(self, batches, split, output_dir):
         """test_predictions.txt (CoNLL format + predicted tag) and test_conlleval.txt; returns the
         conlleval ChunkCounts (against the file's tags)."""
-        return self._score(collect(batches), split.examples, "test", output_dir)
+        return self._score(collect(batches), split.index, "test", output_dir)
 
     def finish(self, result, output_dir):
         """Logs the F1 scores beside the paper's BERT-Base figures on CoNLL-2003 (Table 3)."""

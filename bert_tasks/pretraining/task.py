@@ -144,14 +144,14 @@ class PretrainingTask(Task):
     def training_steps(self, run, examples, num_records):
         return self.num_train_steps, self.num_warmup_steps
 
-    def examples_per_row(self):
+    def examples_per_row(self, run):
         """None for packed records (read as a stream: rows not counted); with `dynamic_input`,
-        the pairs a row of its pipeline holds (`--input_format=text --max_sequences_per_row`
-        packs them there), known once the training dataset is made."""
+        the pairs a row of its pipeline holds for `run`'s seed (`--input_format=text
+        --max_sequences_per_row` packs them there)."""
         if self.sequences_per_row > 1:
             return None
         if self.dynamic_input is not None:
-            return lambda: self.dynamic_input.examples_per_row
+            return self.dynamic_input.pairs_per_row(run.random_seed, self.next_sentence)
         return 1.0
 
     def model_config(self, config):

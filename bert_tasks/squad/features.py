@@ -300,11 +300,18 @@ def tf_examples(examples, tokenizer, max_seq_length, doc_stride, max_query_lengt
     """
     for windows in iter_windows(examples, tokenizer, max_seq_length, doc_stride,
                                 max_query_length, is_training):
-        for feature in window_features(windows, examples[windows.example_index], tokenizer,
-                                       max_seq_length, is_training):
-            yield feature_to_example(feature, is_training)
+        yield from window_records([windows], examples, tokenizer, max_seq_length, is_training)
         if kept_windows is not None:
             kept_windows.append(windows)
+
+
+def window_records(windows, examples, tokenizer, max_seq_length, is_training):
+    """Yields the `tf.train.Example` of every window of `windows` (`iter_windows`' ExampleWindows
+    of `examples`), in order: `tf_examples`' records of windows already made."""
+    for example_windows in windows:
+        for feature in window_features(example_windows, examples[example_windows.example_index],
+                                       tokenizer, max_seq_length, is_training):
+            yield feature_to_example(feature, is_training)
 
 
 def name_to_features(seq_length, is_training, training_features=()):

@@ -16,7 +16,7 @@ from typing import Optional
 from absl import logging
 
 from modeling import span_loss, families
-from bert_runner.task import Task, encoder_training_flops
+from bert_runner.task import SplitRecords, Task, encoder_training_flops
 from bert_tasks.input_files import check_is_file
 from bert_tasks.squad import evaluate, examples as sq_examples, features as sq_features, io_utils
 from bert_tasks.squad import postprocess
@@ -107,22 +107,30 @@ class SquadTask(Task):
             training_features=tuple(getattr(span_model, "training_features", ())),
             options=options, predict_set=examples.get("predict"))
 
-    def records(self, examples, split, tokenizer, run, kept):
-        """The windows' records of the training examples or of a `PredictSet`'s, whose windows
-        are kept (`kept["windows"]`)."""
-        windows = None
-        if split == "predict":
-            examples = examples.examples
-            windows = kept["windows"] = []
-        count = 0
-        for record in sq_features.tf_examples(
+    def records(self, examples, split, tokenizer, run):
+        """The windows' records of the training examples (streamed), or of a `PredictSet`'s,
+        whose windows (`iter_windows`' ExampleWindows, made at once) are the index."""
+        if split == "train":
+            return SplitRecords(self._logged(sq_features.tf_examples(
                 examples, tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
-                split == "train", windows):
+                is_training=True), "training", len(examples)))
+        examples = examples.examples
+        windows = tuple(sq_features.iter_windows(
+            examples, tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
+            is_training=False))
+        return SplitRecords(self._logged(sq_features.window_records(
+            windows, examples, tokenizer, self.max_seq_length, is_training=False),
+            "predictions", len(examples)), windows)
+
+    @staticmethod
+    def _logged(records, purpose, num_examples):
+        """The records as they come (streamed), then their count in the original's log lines."""
+        count = 0
+        for record in records:
             count += 1
             yield record
-        logging.info("***** Features for %s *****",
-                     "training" if split == "train" else "predictions")
-        logging.info("  Num orig examples = %d", len(examples))
+        logging.info("***** Features for %s *****", purpose)
+        logging.info("  Num orig examples = %d", num_examples)
         logging.info("  Num split examples = %d", count)
 
     def recorded_settings(self):
@@ -162,7 +170,7 @@ class SquadTask(Task):
         `bert_tasks.squad.postprocess.Predictions`."""
         o = self.options
         return postprocess.write_predictions(
-            split.examples.examples, split.kept["windows"],
+            split.examples.examples, split.index,
             raw_results(batches, split.num_examples),
             o.n_best_size, o.max_answer_length, o.do_lower_case,
             os.path.join(output_dir, "predictions.json"),
@@ -194,17 +202,13 @@ class SquadTask(Task):
 def build_model(config, bilstm_on_top=False, modes=None):
     """The original `create_model`: the encoder and the `cls/squad` span layer.
 
-    The pooler is frozen: the span loss does not reach it, so the original's optimizer got a None
-    gradient for it and skipped it (no update, no weight decay). Excluding it from the trainable
-    variables does the same and keeps `Trainer` from differentiating it.
-
     Returns:
-      `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]), with
-      `bilstm_on_top` the paper's "+ BiLSTM" under the span layer, its encoder's `modes`.
+      `modeling.BertSpanLabeler` (built; returns start_logits, end_logits float32 [B, S]; its
+      pooler, which the span loss does not reach, not trained, as the original's optimizer
+      skipped it), with `bilstm_on_top` the paper's "+ BiLSTM" under the span layer, its
+      encoder's `modes`; or the family's span model of `config`.
     """
-    model = families.build_model("span", config, bilstm_on_top=bilstm_on_top, modes=modes)
-    model.encoder.pooler.trainable = False
-    return model
+    return families.build_model("span", config, bilstm_on_top=bilstm_on_top, modes=modes)
 
 
 def span_loss_fn(model, features, training):

@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from bert_tasks.classifier.outputs import write_test_results
 from modeling import classification_loss, families
-from bert_runner.task import Task, collect, encoder_training_flops, per_batch_mean
+from bert_runner.task import (
+    SplitRecords, Task, collect, encoder_training_flops, per_batch_mean)
 from bert_tasks.swag import features
 from bert_tasks.swag.examples import NUM_CHOICES, SPLIT_FILES, read_swag_examples
 
@@ -52,8 +53,8 @@ class SwagTask(Task):
             random.Random(TRAIN_SHUFFLE_SEED).shuffle(examples)
         return examples
 
-    def records(self, examples, split, tokenizer, run, kept):
-        return features.tf_examples(examples, self.max_seq_length, tokenizer)
+    def records(self, examples, split, tokenizer, run):
+        return SplitRecords(features.tf_examples(examples, self.max_seq_length, tokenizer))
 
     def padding_record(self):
         return features.features_to_tf_example(features.padding_features(self.max_seq_length))

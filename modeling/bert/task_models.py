@@ -207,11 +207,17 @@ class BertMultiLabelClassifier(BertClassifier):
 class BertSpanLabeler(BertTaskModel):
     """Encoder + SQuAD span layer (run_squad's `create_model`).
 
+    `train_pooler`: whether the encoder's pooler is trainable. The span layer reads no pooled
+    output, so the span loss does not reach the pooler: the original's optimizer got a None
+    gradient for it and skipped it (no update, no weight decay). False (the default) does the
+    same, and keeps a trainer from differentiating it; its weights are still loaded and saved.
     Returns: `start_logits`, `end_logits` float32 `[B, S]`.
     """
 
-    def __init__(self, config, name="bert_span_labeler", **kwargs):
+    def __init__(self, config, name="bert_span_labeler", train_pooler=False, **kwargs):
         super().__init__(config, name, **kwargs)
+        self.train_pooler = train_pooler
+        self.encoder.pooler.trainable = train_pooler
         self.span = SpanHead(self.config.hidden_size, dtype=self.dtype_policy, name="squad")
         self.span.build()
 
@@ -224,7 +230,7 @@ class BertSpanLabeler(BertTaskModel):
         }
 
     def get_config(self):
-        return self._config_dict()
+        return {**self._config_dict(), "train_pooler": self.train_pooler}
 
     def tf1_head_variables(self):
         return output_layer_names("cls/squad", self.span)

@@ -435,9 +435,6 @@ class DynamicInput(object):
 
     # Passes of pairs made from the text (create_pretraining_data's default dupe_factor).
     PAIRING_PASSES = 10
-    # The pairs a row of the last text dataset made holds on average: the driver's progress
-    # lines count rows/s and the pairs/s they hold, known only once the rows are packed here.
-    examples_per_row = 1.0
 
     def __init__(self, options, max_seq_length, max_predictions_per_seq, tokenizer="auto"):
         """Raises VocabError (a ValueError) for a vocab file that cannot be read or lacks a
@@ -448,6 +445,8 @@ class DynamicInput(object):
         self.vocab = tokenization.load_vocab(options.vocab_file)
         tokenization.check_vocab(self.vocab, options.vocab_file, self.required_tokens)
         self.documents = None
+        # {(seed, next_sentence): the pairs a packed row holds}, as `dataset` packed them.
+        self._pairs_per_row = {}
 
     @property
     def required_tokens(self):
@@ -479,6 +478,29 @@ class DynamicInput(object):
                      ", whole words" if o.do_whole_word_mask else "")
         return next_sentence is not False
 
+    def _text_pairs(self, seed, next_sentence):
+        """The `TextPairs` of the text (`read_text` first) for `seed`, packed with
+        --max_sequences_per_row."""
+        pairs = TextPairs(self.documents, self.vocab, self.max_seq_length,
+                          self.options.short_seq_prob, next_sentence, seed)
+        if self.options.max_sequences_per_row > 1:
+            pairs.pack(self.options.max_sequences_per_row, self.max_predictions,
+                       self.options.masked_lm_prob)
+        return pairs
+
+    def pairs_per_row(self, seed, next_sentence):
+        """The pairs a row of `dataset`'s batches for `seed` holds on average: 1.0 but for
+        text packed in the pipeline (--max_sequences_per_row), where the packing of those
+        pairs counts them. The pairs are made once: a `dataset` made for `seed` already
+        counted them; else they are made here (`read_text` first)."""
+        if not (self.reads_text and self.options.max_sequences_per_row > 1):
+            return 1.0
+        if (seed, next_sentence) not in self._pairs_per_row:
+            pairs = self._text_pairs(seed, next_sentence)
+            pairs.arrays(self.PAIRING_PASSES)
+            self._pairs_per_row[seed, next_sentence] = pairs.pairs_per_row
+        return self._pairs_per_row[seed, next_sentence]
+
     def masker(self):
         o = self.options
         return Masker(self.vocab, self.max_predictions, o.masked_lm_prob, o.do_whole_word_mask,
@@ -489,14 +511,10 @@ class DynamicInput(object):
         """Masked batches of the text (`read_text` first) or of unmasked records `files`."""
         seed = self.options.random_seed if seed is None else seed
         if self.reads_text:
-            pairs = TextPairs(self.documents, self.vocab, self.max_seq_length,
-                              self.options.short_seq_prob, next_sentence, seed)
-            if self.options.max_sequences_per_row > 1:
-                pairs.pack(self.options.max_sequences_per_row, self.max_predictions,
-                           self.options.masked_lm_prob)
+            pairs = self._text_pairs(seed, next_sentence)
             dataset = text_dataset(pairs, self.masker(), batch_size, seed, self.PAIRING_PASSES,
                                    repeat is not False, input_context)
-            self.examples_per_row = pairs.pairs_per_row
+            self._pairs_per_row[seed, next_sentence] = pairs.pairs_per_row
             return dataset
         from bert_runner import inputs
         from bert_tasks.pretraining.data.features import name_to_features
