@@ -102,10 +102,10 @@ def make_classifier(seq_length, workdir, paths):
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
     examples = task.read_examples("train")
     tfrecords.write_records(paths["unpacked"],
-                          task.records(examples, "train", tokenizer, None, {}))
+                            task.records(examples, "train", tokenizer, None).records)
     packer = packing.RecordPacker(task.feature_spec(True), seq_length, FLAGS.max_sequences_per_row)
     tfrecords.write_records(paths["packed"],
-                          packer.pack(task.records(examples, "train", tokenizer, None, {})))
+                            packer.pack(task.records(examples, "train", tokenizer, None).records))
     return task
 
 

@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 from absl import logging
 
-from bert_runner import packing, tfrecords as records
+from bert_runner import packing, tfrecords
 
 # The RunConfig fields of each split's flag and batch size.
 _DO_FLAG = {"train": "do_train", "eval": "do_eval", "predict": "do_predict"}
@@ -75,15 +75,15 @@ def write_split(task, examples, split, tokenizer, run):
     if split == "train" and run.max_sequences_per_row > 1:
         return _write_packed(task, converted.records, path, batch_size,
                              run.max_sequences_per_row)
-    num_records, num_padding = records.write_records(path, converted.records, padding,
-                                                     batch_size)
+    num_records, num_padding = tfrecords.write_records(path, converted.records, padding,
+                                                       batch_size)
     return Split([path], num_records, batch_size, num_padding=num_padding, examples=examples,
                  index=converted.index)
 
 
 def _write_packed(task, split_records, path, batch_size, sequences_per_row):
     packer = packing.RecordPacker(task.feature_spec(True), task.max_seq_length, sequences_per_row)
-    records.write_records(path, packer.pack(split_records))
+    tfrecords.write_records(path, packer.pack(split_records))
     sequences, rows, unpacked, packed = packer.fit.stats()
     logging.info(
         "train: %d sequences packed into %d rows of up to %d (%.2f a row): padding %.1f%% -> "
