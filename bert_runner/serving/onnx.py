@@ -272,8 +272,8 @@ class OnnxModel:
     def __init__(self, inference_session, **attributes):
         self.session = inference_session
         self.weights = []
-        self._rank = len(session.get_inputs()[0].shape)
-        self._outputs = session.get_outputs()
+        self._rank = len(inference_session.get_inputs()[0].shape)
+        self._outputs = inference_session.get_outputs()
         self.output_names = tuple(output.name for output in self._outputs)
         self.__dict__.update(attributes)
 
