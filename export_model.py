@@ -28,7 +28,6 @@ from bert_runner.serving.formats import QUANTIZATIONS
 from bert_tasks.ner.tags import entity_types_rule
 from bert_tasks.serving import register_all
 
-FLAGS = flags.FLAGS
 FORMATS = register_all()
 
 run_flags.define_bert_flags("bert_config_file", "vocab_file", "do_lower_case")
@@ -183,24 +182,23 @@ def main(_):
 
     from bert_runner import startup
     from bert_runner.serving import provenance
+    from bert_runner.serving.export_config import ExportConfig
     from bert_runner.runs.model_files import model_files
 
+    config = run_flags.config_from_flags(ExportConfig, given=run_flags.given_names())
     # Every format writes a new directory: refused before a checkpoint is read, not after.
     # (gfile: a SavedModel may go to a bucket)
-    if tf.io.gfile.exists(FLAGS.export_dir):
-        raise FileExistsError(f"{FLAGS.export_dir} already exists: choose a new --export_dir")
-    serving_format = registry.get(FLAGS.format)
-    provenance.follow_run_record(FLAGS, FLAGS.checkpoint)
-    try:  # the rules between flags again, with the values the run's record gave
-        FLAGS.validate_all_flags()
-    except flags.Error as error:
-        raise ValueError(str(error)) from None
-    max_seq_length = FLAGS.max_seq_length if serving_format.needs_sequence_length else None
-    files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.checkpoint,
+    if tf.io.gfile.exists(config.export_dir):
+        raise FileExistsError(f"{config.export_dir} already exists: choose a new --export_dir")
+    serving_format = registry.get(config.format)
+    config = provenance.follow_run_record(config)
+    run_flags.check_rules_again(config)  # with the values the run's record gave
+    max_seq_length = config.max_seq_length if serving_format.needs_sequence_length else None
+    files = model_files(config.bert_config_file, config.vocab_file, config.checkpoint,
                         max_seq_length, flag="--checkpoint")
-    startup.load_tokenizer(files.vocab_file, FLAGS.do_lower_case, FLAGS.checkpoint, files.config,
-                           files.config_file)
-    serving_format.export(FLAGS, files)
+    startup.load_tokenizer(files.vocab_file, config.do_lower_case, config.checkpoint,
+                           files.config, files.config_file)
+    serving_format.export(config, files)
 
 
 if __name__ == "__main__":

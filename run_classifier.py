@@ -126,8 +126,9 @@ def main(_):
 
         files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
                             FLAGS.max_seq_length)
-        teacher = distillation.load_teacher(FLAGS, FLAGS.task_name, files.config,
-                                            files.config_file, files.vocab_file)
+        teacher = distillation.load_teacher(
+            run_flags.config_from_flags(distillation.DistillationSettings), FLAGS.task_name,
+            files.config, files.config_file, files.vocab_file)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
                      doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation,

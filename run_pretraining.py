@@ -126,7 +126,7 @@ def run():
     from bert_runner.run_config import RunConfig
 
     dynamic_input = None
-    masking = dynamic_masking.MaskingOptions.from_flags(FLAGS)
+    masking = run_flags.config_from_flags(dynamic_masking.MaskingOptions).dynamic()
     if masking is not None:  # --input_format=text|unmasked_records: masks made in tf.data
         dynamic_input = dynamic_masking.DynamicInput(
             masking, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
@@ -139,7 +139,10 @@ def run():
             FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, FLAGS.input_file,
             FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.max_eval_steps,
             FLAGS.gen_weight, FLAGS.disc_weight, FLAGS.temperature,
-            masking=electra_masking.ElectraMasking.from_flags(FLAGS), dynamic_input=dynamic_input)
+            masking=electra_masking.ElectraMasking(
+                FLAGS.vocab_file, FLAGS.masked_lm_prob,
+                run_flags.given_value("max_predictions_per_seq")),
+            dynamic_input=dynamic_input)
     elif FLAGS.pretraining_objective == "ltr":
         task = LtrPretrainingTask(FLAGS.max_seq_length, FLAGS.input_file, FLAGS.num_train_steps,
                                   FLAGS.num_warmup_steps, FLAGS.max_eval_steps, dynamic_input)

@@ -1,4 +1,7 @@
-"""Flags shared by the training scripts: the original TPU flags and this project's additions."""
+"""Flags shared by the training scripts: the original TPU flags and this project's additions;
+and the settings values the scripts make of their flags (`config_from_flags`), so that nothing
+below a script reads them."""
+import dataclasses
 import os
 
 from absl import flags
@@ -336,3 +339,38 @@ def define_embedding_flags():
         "them).")
     flags.DEFINE_bool("normalize", False,
                       "With --pooling: divide each vector by its L2 norm (cosine = dot product).")
+
+
+def config_from_flags(cls, flag_values=flags.FLAGS, **values):
+    """`cls` (a frozen dataclass of settings: `RunConfig`, `ExportConfig`, ...) of the parsed
+    `flag_values`: each field named as a flag the script defines takes its value, `values` are
+    given as they are, the other fields keep their defaults."""
+    parsed = {field.name: flag_values[field.name].value for field in dataclasses.fields(cls)
+              if field.name in flag_values}
+    return cls(**{**parsed, **values})
+
+
+def given_names(flag_values=flags.FLAGS):
+    """The names of the flags the command line gave (the others hold their defaults, or what
+    the model files supplied)."""
+    return frozenset(name for name in flag_values if flag_values[name].present)
+
+
+def given_value(name, flag_values=flags.FLAGS):
+    """`--name`'s value where the command line gave it, None where it was left out (its
+    default then comes from other settings: ELECTRA's `--max_predictions_per_seq`)."""
+    return flag_values[name].value if flag_values[name].present else None
+
+
+def check_rules_again(config, flag_values=flags.FLAGS):
+    """Checks the rules between flags (`bert_runner.flag_ranges`) again with `config`'s values,
+    each field on the flag of its name: values a run's record gave the flags left out
+    (`provenance.follow_run_record`), which the rules of a given flag may refuse. ValueError in
+    one line for a broken rule."""
+    for field in dataclasses.fields(config):
+        if field.name in flag_values:
+            flag_values[field.name].value = getattr(config, field.name)
+    try:
+        flag_values.validate_all_flags()
+    except flags.Error as error:
+        raise ValueError(str(error)) from None

@@ -11,6 +11,8 @@ from typing import Optional
 
 from absl import flags
 
+from bert_runner import flags as run_flags
+
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
@@ -61,10 +63,7 @@ class RunConfig:
     @classmethod
     def from_flags(cls, flag_values=None):
         """The config of the parsed flags; fields without a flag keep their defaults."""
-        flag_values = flag_values or flags.FLAGS
-        values = {field.name: flag_values[field.name].value
-                  for field in dataclasses.fields(cls) if field.name in flag_values}
-        return cls(**values)
+        return run_flags.config_from_flags(cls, flag_values or flags.FLAGS)
 
     def with_seed(self, seed, output_dir):
         """This config for one run of a seed sweep: another seed and output directory."""

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import logging
 import random
-import types
 
 import numpy as np
 import pytest
@@ -139,7 +138,9 @@ def test_a_student_learns_the_teachers_answers_from_unlabelled_text(teacher, tmp
 
 def _flags(teacher, **given):
     """run_classifier's distillation flags, as `load_teacher` reads them."""
-    return types.SimpleNamespace(**{
+    from bert_tasks.classifier import distillation
+
+    return distillation.DistillationSettings(**{
         "teacher": str(teacher), "teacher_bert_config_file": None,
         "distillation_temperature": 2.0, "distillation_weight": 0.5, "unlabeled_file": None,
         "init_from_teacher_stride": 0, "bilstm_on_top": False, "do_lower_case": True, **given})

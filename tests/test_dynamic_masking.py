@@ -251,6 +251,8 @@ def test_run_pretraining_trains_from_text(tmp_path):
 
 def test_a_dynamic_format_without_vocab_is_refused():
     from absl import flags
+
+    from bert_runner.flags import config_from_flags
     from refusals import message
     values = flags.FlagValues()
     flags.DEFINE_string("vocab_file", None, "", flag_values=values)
@@ -263,14 +265,18 @@ def test_a_dynamic_format_without_vocab_is_refused():
     for name in ("masked_lm_prob", "mask_token_prob", "random_token_prob", "short_seq_prob"):
         flags.DEFINE_float(name, 0.1, "", flag_values=values)
     values(["prog"])
+
+    def options():  # as run_pretraining.py makes them
+        return config_from_flags(dynamic_masking.MaskingOptions, values)
+
     with pytest.raises(ValueError, match="needs --vocab_file") as refused:
-        dynamic_masking.MaskingOptions.from_flags(values)
+        options().dynamic()
     assert message("dynamic-masking-without-vocab") in str(refused.value)
     values.input_format = "records"
-    assert dynamic_masking.MaskingOptions.from_flags(values) is None
+    assert options().dynamic() is None
     values.max_sequences_per_row = 2  # records carry their own packing
     with pytest.raises(ValueError, match=re.escape(message("packed-dynamic-masking"))):
-        dynamic_masking.MaskingOptions.from_flags(values)
+        options().dynamic()
 
 
 @pytest.mark.parametrize("input_format, renamed, case", [

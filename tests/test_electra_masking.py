@@ -85,17 +85,23 @@ def test_max_predictions_is_the_originals_rule():
 
 def test_max_predictions_per_seq_is_the_rules_unless_given():
     from absl import flags
+
+    from bert_runner.flags import given_value
+
+    def masking_of(values):  # as run_pretraining.py makes it
+        return electra_masking.ElectraMasking(values.vocab_file, values.masked_lm_prob,
+                                              given_value("max_predictions_per_seq", values))
     values = flags.FlagValues()
     flags.DEFINE_string("vocab_file", None, "", flag_values=values)
     flags.DEFINE_float("masked_lm_prob", 0.15, "", flag_values=values)
     flags.DEFINE_integer("max_predictions_per_seq", 20, "", flag_values=values)
     values(["prog", "--masked_lm_prob=0.25"])
-    masking = electra_masking.ElectraMasking.from_flags(values)
+    masking = masking_of(values)
     assert (masking.mask_prob, masking.max_predictions_per_seq) == (0.25, None)
     assert masking.slots(512) == 130
     values.unparse_flags()
     values(["prog", "--max_predictions_per_seq=20"])
-    assert electra_masking.ElectraMasking.from_flags(values).slots(512) == 20
+    assert masking_of(values).slots(512) == 20
 
 
 @pytest.mark.parametrize("mask_prob,n", [(0.15, 4), (0.3, 9), (0.3, 3)])

@@ -633,10 +633,13 @@ def test_the_formats_are_declared_without_tensorflow(monkeypatch):
         "False\n"]
 
 
-def export_flags(*argv):
-    """export_model.py's flags that follow a run's record (`provenance.follow_run_record`), with
-    their defaults, parsed from `argv`."""
+def export_flags(checkpoint, *argv):
+    """The `ExportConfig` of `checkpoint` with export_model.py's flags that follow a run's record
+    (`provenance.follow_run_record`), with their defaults, parsed from `argv`."""
     from absl import flags
+
+    from bert_runner.flags import config_from_flags, given_names
+    from bert_runner.serving.export_config import ExportConfig
 
     values = flags.FlagValues()
     flags.DEFINE_string("format", "classifier", "", flag_values=values)
@@ -650,7 +653,9 @@ def export_flags(*argv):
         flags.DEFINE_integer(name, default, "", flag_values=values)
     flags.DEFINE_bool("version_2_with_negative", False, "", flag_values=values)
     values(["export_model.py", *argv])
-    return values
+    return config_from_flags(ExportConfig, values, checkpoint=str(checkpoint),
+                             export_dir=os.path.join(checkpoint, "serving"),
+                             given=given_names(values))
 
 
 def test_an_export_serves_the_model_as_its_run_trained_it(tmp_path, caplog):
@@ -666,23 +671,20 @@ def test_an_export_serves_the_model_as_its_run_trained_it(tmp_path, caplog):
     run.mkdir()
     (run / "run.json").write_text(json.dumps({
         "task": "embeddings", "max_seq_length": 16, "pooling": "mean", "normalize": True}))
-    given = export_flags()
-    provenance.follow_run_record(given, str(run))
+    given = provenance.follow_run_record(export_flags(run))
     assert (given.max_seq_length, given.pooling, given.normalize) == (16, "mean", True)
     with pytest.raises(ValueError, match=re.escape(message("export-not-as-trained"))) as error:
-        provenance.follow_run_record(export_flags("--pooling=cls"), str(run))
+        provenance.follow_run_record(export_flags(run, "--pooling=cls"))
     assert str(error.value).endswith(f"was trained with --pooling=mean ({run / 'run.json'}): "
                                      "pass that, or leave --pooling out")
     with pytest.raises(ValueError, match="--normalize=false, but .* --normalize=true"):
-        provenance.follow_run_record(export_flags("--nonormalize"), str(run))
+        provenance.follow_run_record(export_flags(run, "--nonormalize"))
     caplog.set_level(logging.WARNING)
-    longer = export_flags("--max_seq_length=48")
-    provenance.follow_run_record(longer, str(run))
+    longer = provenance.follow_run_record(export_flags(run, "--max_seq_length=48"))
     assert longer.max_seq_length == 48 and "was trained with --max_seq_length=16" in caplog.text
     # A checkpoint no run of this project wrote keeps the flags as given.
     (run / "run.json").unlink()
-    untouched = export_flags()
-    provenance.follow_run_record(untouched, str(run))
+    untouched = provenance.follow_run_record(export_flags(run))
     assert (untouched.max_seq_length, untouched.pooling) == (128, None)
 
 
@@ -698,16 +700,15 @@ def test_an_export_takes_every_setting_its_run_recorded(tmp_path):
     (squad / "run.json").write_text(json.dumps({
         "task": "squad", "max_seq_length": 60, "doc_stride": 23, "max_query_length": 20,
         "version_2_with_negative": True, "do_lower_case": False}))
-    given = export_flags("--format=squad")
-    provenance.follow_run_record(given, str(squad))
+    given = provenance.follow_run_record(export_flags(squad, "--format=squad"))
     assert (given.max_seq_length, given.doc_stride, given.max_query_length,
             given.version_2_with_negative, given.do_lower_case, given.task_name) == (
         60, 23, 20, True, False, None)
-    asked = export_flags("--format=squad", "--max_query_length=12")
-    provenance.follow_run_record(asked, str(squad))
+    asked = provenance.follow_run_record(
+        export_flags(squad, "--format=squad", "--max_query_length=12"))
     assert (asked.max_query_length, asked.doc_stride) == (12, 23)
     with pytest.raises(ValueError, match=re.escape(message("export-not-as-trained"))) as error:
-        provenance.follow_run_record(export_flags("--format=squad", "--do_lower_case"), str(squad))
+        provenance.follow_run_record(export_flags(squad, "--format=squad", "--do_lower_case"))
     assert "--do_lower_case=true, but" in str(error.value)
 
     classifier = tmp_path / "classifier"
@@ -716,15 +717,14 @@ def test_an_export_takes_every_setting_its_run_recorded(tmp_path):
         "task": "classifier/mrpc", "max_seq_length": 32, "doc_stride": None,
         "do_lower_case": True}))
     for serving_format in ("classifier", "litert", "onnx"):
-        given = export_flags(f"--format={serving_format}")
-        provenance.follow_run_record(given, str(classifier))
+        given = provenance.follow_run_record(
+            export_flags(classifier, f"--format={serving_format}"))
         assert (given.task_name, given.max_seq_length, given.doc_stride) == ("mrpc", 32, None)
     # The encoder of a classifier run, pooled into a vector: no task.
-    pooled = export_flags("--format=onnx", "--pooling=mean")
-    provenance.follow_run_record(pooled, str(classifier))
+    pooled = provenance.follow_run_record(
+        export_flags(classifier, "--format=onnx", "--pooling=mean"))
     assert pooled.task_name is None
-    named = export_flags("--task_name=MRPC")
-    provenance.follow_run_record(named, str(classifier))
+    named = provenance.follow_run_record(export_flags(classifier, "--task_name=MRPC"))
     assert named.task_name == "MRPC"
 
 
@@ -803,16 +803,15 @@ EXPORT_FLAGS = {
 def export_run(run, fmt, export_dir, vocab=VOCAB, **flags):
     """export_model.py --format=`fmt` of the run directory `run` (its flags as parsed: `flags`
     over `EXPORT_FLAGS`)."""
-    import types
-
     from bert_runner.serving import registry
+    from bert_runner.serving.export_config import ExportConfig
     from bert_tasks.serving import register_all
     from bert_runner.runs.model_files import model_files
 
     register_all()
-    values = types.SimpleNamespace(**{**EXPORT_FLAGS, "format": fmt, "checkpoint": str(run),
-                                      "export_dir": str(export_dir), **flags})
-    registry.get(fmt).export(values, model_files(None, vocab, str(run)))
+    config = ExportConfig(**{**EXPORT_FLAGS, "format": fmt, "checkpoint": str(run),
+                             "export_dir": str(export_dir), **flags})
+    registry.get(fmt).export(config, model_files(None, vocab, str(run)))
     return str(export_dir)
 
 

@@ -206,16 +206,16 @@ def test_what_does_not_convert_is_refused_in_one_line(values):
 
     register_all()
     with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))):
-        conversion.convertible_from_flags(_flags(**values), files=None)
+        conversion.convertible_from_config(_flags(**values), files=None)
 
 
 def test_mixed_precision_and_int8_without_texts_are_refused(tmp_path):
     from bert_runner.serving import conversion, litert
 
     with pytest.raises(ValueError, match=re.escape(message("litert-mixed-precision"))):
-        conversion.convertible_from_flags(_flags(mixed_precision="bf16"), files=None)
+        conversion.convertible_from_config(_flags(mixed_precision="bf16"), files=None)
     with pytest.raises(ValueError, match=re.escape(message("litert-int8-calibration"))):
-        litert.export_from_flags(_flags(quantization="int8"), files=None)
+        litert.export_from_config(_flags(quantization="int8"), files=None)
     (tmp_path / "blank.txt").write_text("\n  \n")
     with pytest.raises(ValueError, match=re.escape(message("litert-calibration-empty"))):
         litert.read_calibration_file(str(tmp_path / "blank.txt"))
@@ -289,7 +289,7 @@ def test_full_int8_of_a_task_run_is_refused_in_one_line(tmp_path):
     register_all()
     _fine_tuned_run(tmp_path, "swag", "multiple_choice", 4, None)
     with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))) as error:
-        conversion.convertible_from_flags(
+        conversion.convertible_from_config(
             _flags(task_name=None, quantization="int8", checkpoint=str(tmp_path)), files=None)
     assert "a swag model (--checkpoint=%s) converts with --quantization=float32" % tmp_path in (
         str(error.value))

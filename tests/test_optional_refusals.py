@@ -26,7 +26,7 @@ def test_onnx_quantization_of_litert_is_refused_without_the_onnx_packages(monkey
 
     _uninstall(monkeypatch, "requirements-onnx.txt")
     with pytest.raises(ValueError, match=re.escape(message("export-onnx-quantization"))):
-        onnx.export_from_flags(types.SimpleNamespace(quantization="int8"), files=None)
+        onnx.export_from_config(types.SimpleNamespace(quantization="int8"), files=None)
 
 
 def test_litert_int8_without_texts_is_refused_without_the_litert_package(monkeypatch):
@@ -34,7 +34,7 @@ def test_litert_int8_without_texts_is_refused_without_the_litert_package(monkeyp
 
     _uninstall(monkeypatch, "requirements-litert.txt")
     with pytest.raises(ValueError, match=re.escape(message("litert-int8-calibration"))):
-        litert.export_from_flags(types.SimpleNamespace(quantization="int8",
+        litert.export_from_config(types.SimpleNamespace(quantization="int8",
                                                        calibration_file=None), files=None)
 
 

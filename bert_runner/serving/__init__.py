@@ -1,6 +1,7 @@
 """Serving: the machinery every export is made of, and the formats that are not a task's.
 
   registry      the serving formats (`ServingFormat`), declared by their owners
+  export_config export_model.py's flags as one frozen value (`ExportConfig`): every export's input
   text_module   the raw-text module (`ModelExport`, `TextExport`): strings in, the model's
                 values per text out, in groups of similar length
   saved_model   a SavedModel written whole or not at all, with its export.json

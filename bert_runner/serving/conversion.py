@@ -1,7 +1,7 @@
 """What the LiteRT and ONNX conversions share: the model they convert (a format's
-`registry.Convertible`, chosen by the flags), its copy on the reference kernels, the directory
-they write (the model file beside export.json, whole or not at all) and the converter's error in
-one line."""
+`registry.Convertible`, chosen by the `ExportConfig`), its copy on the reference kernels, the
+directory they write (the model file beside export.json, whole or not at all) and the converter's
+error in one line."""
 import json
 import os
 import shutil
@@ -18,7 +18,7 @@ from bert_runner.startup import check_pooling
 _CONVERTS = "converts a classifier (--task_name) or an embedding model (--pooling)"
 
 
-def convertible_from_flags(flag_values, files):
+def convertible_from_config(export_config, files):
     """The `registry.Convertible` export_model.py --format=litert or onnx converts: the
     classifier of --task_name, or with --pooling the encoder (an embedding model), or (ONNX) the
     model of the task the run's run.json records (SQuAD, NER, SWAG), as their formats declare it
@@ -26,44 +26,44 @@ def convertible_from_flags(flag_values, files):
 
     Raises ValueError (one line, naming the flags) for what these formats do not export.
     """
-    fmt = "--format=%s" % flag_values.format
-    if flag_values.mixed_precision:
+    fmt = "--format=%s" % export_config.format
+    if export_config.mixed_precision:
         raise ValueError("%s: --mixed_precision is for SavedModels; a LiteRT model is made "
                          "smaller with --quantization" % fmt)
-    if flag_values.long_documents:
+    if export_config.long_documents:
         raise ValueError("%s %s, not --long_documents (their windows are not in this graph): "
                          "export a SavedModel" % (fmt, _CONVERTS))
-    if flag_values.pooling and flag_values.task_name:
+    if export_config.pooling and export_config.task_name:
         raise ValueError("%s %s, not both at once" % (fmt, _CONVERTS))
-    if not flag_values.pooling and not flag_values.task_name:
-        return _recorded_task_convertible(flag_values, files, fmt)
-    if flag_values.pooling:
-        check_pooling(flag_values.pooling, files.config)
-    return registry.get("embedding" if flag_values.pooling else "classifier").convertible(
-        flag_values, files)
+    if not export_config.pooling and not export_config.task_name:
+        return _recorded_task_convertible(export_config, files, fmt)
+    if export_config.pooling:
+        check_pooling(export_config.pooling, files.config)
+    return registry.get("embedding" if export_config.pooling else "classifier").convertible(
+        export_config, files)
 
 
-def _recorded_task_convertible(flag_values, files, fmt):
+def _recorded_task_convertible(export_config, files, fmt):
     """The `registry.Convertible` of the run's recorded task (its run.json), refused in one line
     for a checkpoint no fine-tuning run wrote, LiteRT of a task whose format does not declare it
     (`ServingFormat.litert`) and full int8 (its calibration is a classifier's texts)."""
     from bert_runner.serving import provenance
 
-    recorded = provenance.recorded_script_task(flag_values.checkpoint)
+    recorded = provenance.recorded_script_task(export_config.checkpoint)
     task = registry.of_script_task(recorded) if recorded else None
     if task is None or task.convertible is None:
         raise ValueError("%s %s, or the model of the run (SQuAD, NER, SWAG) whose run.json "
                          "--checkpoint=%s records: give one" % (fmt, _CONVERTS,
-                                                               flag_values.checkpoint))
-    if flag_values.format != "onnx" and not task.litert:
+                                                               export_config.checkpoint))
+    if export_config.format != "onnx" and not task.litert:
         raise ValueError("%s %s: a %s model (--checkpoint=%s) exports as a SavedModel "
                          "(--format=%s) or ONNX" % (fmt, _CONVERTS, task.name,
-                                                    flag_values.checkpoint, task.name))
-    if getattr(flag_values, "quantization", None) == "int8":  # calibrated on texts, not rows
+                                                    export_config.checkpoint, task.name))
+    if export_config.quantization == "int8":  # calibrated on texts, not rows
         raise ValueError("%s --quantization=int8 %s: a %s model (--checkpoint=%s) converts with "
                          "--quantization=float32, float16 or dynamic_int8"
-                         % (fmt, _CONVERTS, task.name, flag_values.checkpoint))
-    return task.convertible(flag_values, files)
+                         % (fmt, _CONVERTS, task.name, export_config.checkpoint))
+    return task.convertible(export_config, files)
 
 
 def reference_copy(model, **modes):

@@ -65,15 +65,15 @@ def export_embedding(model, vocab_file, do_lower_case, max_seq_length, pooling, 
     return write_saved_model(module, export_dir, "sentence encoder")
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=embedding: the encoder of any checkpoint, pooled."""
-    if not flag_values.pooling:
+    if not export_config.pooling:
         raise ValueError("--format=embedding needs --pooling=cls, mean or max")
-    model = provenance.load_encoder(files.config, flag_values.checkpoint,
+    model = provenance.load_encoder(files.config, export_config.checkpoint,
                                     config_file=files.config_file)
-    export_embedding(provenance.serving_precision(flag_values, model), files.vocab_file,
-                     flag_values.do_lower_case, flag_values.max_seq_length, flag_values.pooling,
-                     flag_values.normalize, flag_values.export_dir)
+    export_embedding(provenance.serving_precision(model, export_config.mixed_precision),
+                     files.vocab_file, export_config.do_lower_case, export_config.max_seq_length,
+                     export_config.pooling, export_config.normalize, export_config.export_dir)
 
 
 def convertible(model, pooling, normalize):
@@ -102,8 +102,8 @@ def served_module(make_model, tokenizer, metadata):
                            metadata["normalize"])
 
 
-def convertible_from_flags(flag_values, files):
+def convertible_from_config(export_config, files):
     """The encoder LiteRT and ONNX convert with --pooling."""
-    model = provenance.load_encoder(files.config, flag_values.checkpoint,
+    model = provenance.load_encoder(files.config, export_config.checkpoint,
                                     config_file=files.config_file)
-    return convertible(model, flag_values.pooling, flag_values.normalize)
+    return convertible(model, export_config.pooling, export_config.normalize)

@@ -167,13 +167,13 @@ def load_masked_lm(config, checkpoint, config_file, flag):
     return model
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=fill_mask (see the module docstring)."""
-    model = load_masked_lm(files.config, flag_values.checkpoint, files.config_file,
+    model = load_masked_lm(files.config, export_config.checkpoint, files.config_file,
                            "--checkpoint")
-    module = FillMaskExport(model, FastBertTokenizer(files.vocab_file, flag_values.do_lower_case),
-                            flag_values.max_seq_length)
-    write_saved_model(module, flag_values.export_dir, "fill-mask model")
+    module = FillMaskExport(model, FastBertTokenizer(files.vocab_file, export_config.do_lower_case),
+                            export_config.max_seq_length)
+    write_saved_model(module, export_config.export_dir, "fill-mask model")
 
 
 def served_module(make_model, tokenizer, metadata):

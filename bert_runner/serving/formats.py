@@ -18,7 +18,7 @@ def _describe_embedding(result):
     return "[%s ... ] (%d values)" % (" ".join("%.4f" % v for v in vector[:4]), len(vector))
 
 
-def _huggingface(flag_values, files):
+def _huggingface(export_config, files):
     """A fine-tuned run's model (its run.json names the script) as the transformers class of its
     head (`ServingFormat.fine_tuned`, `modeling.checkpoint.write_hugging_face(head=True)`:
     BertForSequenceClassification with its labels, ...; refused naming what can be exported
@@ -37,39 +37,39 @@ def _huggingface(flag_values, files):
     from modeling.family import NoHfClass
     from bert_runner.startup import check_pooling
 
-    task = provenance.recorded_script_task(flag_values.checkpoint)
+    task = provenance.recorded_script_task(export_config.checkpoint)
     fine_tuned = registry.of_script_task(task) if task else None
     head, labels, hf_config = False, None, {}
-    if flag_values.pooling or flag_values.encoder_only:  # sentence-transformers reads an encoder
-        model, what = provenance.load_encoder(files.config, flag_values.checkpoint,
+    if export_config.pooling or export_config.encoder_only:  # sentence-transformers: an encoder
+        model, what = provenance.load_encoder(files.config, export_config.checkpoint,
                                               config_file=files.config_file), "encoder"
     elif fine_tuned is not None and fine_tuned.fine_tuned is not None:
-        (model, labels), head = fine_tuned.fine_tuned(flag_values, files), True
+        (model, labels), head = fine_tuned.fine_tuned(export_config, files), True
         if fine_tuned.hf_config is not None:
-            hf_config = fine_tuned.hf_config(flag_values)
+            hf_config = fine_tuned.hf_config(export_config)
         what = f"{fine_tuned.script} model with its head"
     else:
-        model, what = _pretrainer_or_encoder(files.config, flag_values.checkpoint,
+        model, what = _pretrainer_or_encoder(files.config, export_config.checkpoint,
                                              files.config_file, provenance)
     sentence_embedding = None
-    if flag_values.pooling:
-        check_pooling(flag_values.pooling, files.config)
-        sentence_embedding = (flag_values.pooling, flag_values.normalize,
-                              flag_values.max_seq_length)
+    if export_config.pooling:
+        check_pooling(export_config.pooling, files.config)
+        sentence_embedding = (export_config.pooling, export_config.normalize,
+                              export_config.max_seq_length)
     json_files = {}
     if head:  # how predict.py serves the directory: as the run's SavedModel would
         json_files[METADATA_FILE] = {
-            "format": fine_tuned.name, "max_seq_length": flag_values.max_seq_length,
-            "do_lower_case": flag_values.do_lower_case, "labels": labels,
-            **fine_tuned.hf_settings(flag_values)}
+            "format": fine_tuned.name, "max_seq_length": export_config.max_seq_length,
+            "do_lower_case": export_config.do_lower_case, "labels": labels,
+            **fine_tuned.hf_settings(export_config)}
     try:
-        directory = write_hugging_face(model, flag_values.export_dir, files.vocab_file,
-                                       flag_values.do_lower_case, sentence_embedding, head=head,
+        directory = write_hugging_face(model, export_config.export_dir, files.vocab_file,
+                                       export_config.do_lower_case, sentence_embedding, head=head,
                                        labels=labels, json_files=json_files,
                                        hf_config=hf_config)
     except NoHfClass as error:
         raise ValueError(
-            f"--checkpoint={flag_values.checkpoint} ({task}): {error}. Export it with "
+            f"--checkpoint={export_config.checkpoint} ({task}): {error}. Export it with "
             f"--format={fine_tuned.name} (a SavedModel), or its encoder alone with "
             "--format=huggingface --encoder_only") from None
     # The class transformers loads it as says what the directory holds (its heads or none).
@@ -99,9 +99,9 @@ def _pretrainer_or_encoder(config, checkpoint, config_file, provenance):
 EMBEDDING = registry.register(registry.ServingFormat(
     name="embedding",
     help="raw text -> one vector per text, by --pooling and --normalize (SavedModel)",
-    export=registry.deferred("bert_runner.serving.embedding", "export_from_flags"),
+    export=registry.deferred("bert_runner.serving.embedding", "export_from_config"),
     fields=(1, 1, "text"), answer=_embedding_answers, describe=_describe_embedding,
-    convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_flags"),
+    convertible=registry.deferred("bert_runner.serving.embedding", "convertible_from_config"),
     served_module=registry.deferred("bert_runner.serving.embedding", "served_module")))
 HUGGINGFACE = registry.register(registry.ServingFormat(
     name="huggingface",
@@ -119,7 +119,7 @@ FILL_MASK = registry.register(registry.ServingFormat(
     help="raw text with [MASK] -> each mask's most likely word-pieces (predict.py --top_k), as "
          "transformers' fill-mask pipeline gives them, from any checkpoint with a masked-LM head "
          "(SavedModel)",
-    export=registry.deferred("bert_runner.serving.fill_mask", "export_from_flags"),
+    export=registry.deferred("bert_runner.serving.fill_mask", "export_from_config"),
     fields=(1, 1, "a text with [MASK]"),
     answer=registry.deferred("bert_runner.serving.fill_mask", "answers"),
     describe=registry.deferred("bert_runner.serving.fill_mask", "describe"),
@@ -133,15 +133,15 @@ TFHUB = registry.register(registry.ServingFormat(
          "sub-object where the checkpoint has BERT's masked-LM head) and "
          "export_dir/preprocessing (strings -> inputs at --max_seq_length), as TF Model "
          "Garden's export_tfhub.py writes them: for hub.KerasLayer and keras.layers.TFSMLayer",
-    export=registry.deferred("bert_runner.serving.tf_hub", "export_from_flags")))
+    export=registry.deferred("bert_runner.serving.tf_hub", "export_from_config")))
 LITERT = registry.register(registry.ServingFormat(
     name="litert",
     help="raw text -> a classifier's probabilities (--task_name) or a vector (--pooling) in one "
          ".tflite, tokenizer inside (--quantization)",
-    export=registry.deferred("bert_runner.serving.litert", "export_from_flags")))
+    export=registry.deferred("bert_runner.serving.litert", "export_from_config")))
 ONNX = registry.register(registry.ServingFormat(
     name="onnx",
     help="token ids -> the run's task's outputs (a classifier's probabilities, SQuAD's or NER's "
          "logits, SWAG's scores) or a vector, as model.onnx beside vocab.txt "
          "(requirements-onnx.txt)",
-    export=registry.deferred("bert_runner.serving.onnx", "export_from_flags")))
+    export=registry.deferred("bert_runner.serving.onnx", "export_from_config")))

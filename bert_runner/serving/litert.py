@@ -41,7 +41,7 @@ from absl import logging
 
 from bert_runner import results
 from bert_runner.serving.conversion import (
-    METADATA_FILE, convertible_from_flags, first_line, reference_copy, write_export_dir)
+    METADATA_FILE, convertible_from_config, first_line, reference_copy, write_export_dir)
 from bert_runner.serving.formats import QUANTIZATIONS
 from bert_runner.serving.text_module import served_modes
 from vocab import tokenization
@@ -418,23 +418,23 @@ def read_calibration_file(path):
     return texts[:CALIBRATION_TEXTS]
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=litert."""
-    if flag_values.quantization == "int8" and not flag_values.calibration_file:
+    if export_config.quantization == "int8" and not export_config.calibration_file:
         raise ValueError("--quantization=int8 needs --calibration_file (training texts, one per "
                          "line; a tab between the texts of a pair)")
     calibration = None
-    if flag_values.quantization == "int8":
-        calibration = read_calibration_file(flag_values.calibration_file)
-    convertible = convertible_from_flags(flag_values, files)
+    if export_config.quantization == "int8":
+        calibration = read_calibration_file(export_config.calibration_file)
+    convertible = convertible_from_config(export_config, files)
     if convertible.litert_ids:
-        path = write_ids_litert(convertible, files.vocab_file, flag_values.do_lower_case,
-                                flag_values.max_seq_length, flag_values.quantization,
-                                flag_values.export_dir)
+        path = write_ids_litert(convertible, files.vocab_file, export_config.do_lower_case,
+                                export_config.max_seq_length, export_config.quantization,
+                                export_config.export_dir)
     else:
-        module = text_module(convertible, files.vocab_file, flag_values.do_lower_case,
-                             flag_values.max_seq_length)
-        path = write_litert(module, flag_values.quantization, flag_values.export_dir,
+        module = text_module(convertible, files.vocab_file, export_config.do_lower_case,
+                             export_config.max_seq_length)
+        path = write_litert(module, export_config.quantization, export_config.export_dir,
                             calibration)
-    logging.info("LiteRT model (%s): %s, %.1f MB", flag_values.quantization, path,
+    logging.info("LiteRT model (%s): %s, %.1f MB", export_config.quantization, path,
                  os.path.getsize(path) / 1e6)

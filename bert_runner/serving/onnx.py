@@ -263,17 +263,17 @@ class OnnxModel:
     the graph's outputs (`tf.numpy_function`; SWAG's [n, 1, T] choices for a graph of [N, C, T]).
 
     Args:
-      session: `onnxruntime.InferenceSession` of model.onnx.
+      inference_session: `onnxruntime.InferenceSession` of model.onnx.
       attributes: what the module reads of its model (`num_labels`, `config`, ...).
     """
 
     runs_onnx = True  # `ModelExport._onnx_outputs`
 
-    def __init__(self, session, **attributes):
-        self.session = session
+    def __init__(self, inference_session, **attributes):
+        self.session = inference_session
         self.weights = []
-        self._rank = len(session.get_inputs()[0].shape)
-        self._outputs = session.get_outputs()
+        self._rank = len(inference_session.get_inputs()[0].shape)
+        self._outputs = inference_session.get_outputs()
         self.output_names = tuple(output.name for output in self._outputs)
         self.__dict__.update(attributes)
 
@@ -310,13 +310,13 @@ def served(export_dir, metadata, serving, num_threads=None):
                         os.path.join(export_dir, VOCAB_FILE), metadata, serving)
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=onnx."""
-    # The flags before the packages and the model: refused as they are, installed or not.
-    check_quantization(flag_values.quantization)
+    # The settings before the packages and the model: refused as they are, installed or not.
+    check_quantization(export_config.quantization)
     require("tf2onnx", "onnx")
-    path = write_onnx(conversion.convertible_from_flags(flag_values, files), files.vocab_file,
-                      flag_values.do_lower_case, flag_values.max_seq_length,
-                      flag_values.export_dir, flag_values.quantization)
-    logging.info("ONNX model (%s): %s, %.1f MB", flag_values.quantization, path,
+    path = write_onnx(conversion.convertible_from_config(export_config, files), files.vocab_file,
+                      export_config.do_lower_case, export_config.max_seq_length,
+                      export_config.export_dir, export_config.quantization)
+    logging.info("ONNX model (%s): %s, %.1f MB", export_config.quantization, path,
                  os.path.getsize(path) / 1e6)

@@ -5,6 +5,8 @@ names the script and task (an NER model is not exported as SQuAD, nor an MRPC mo
 holds the format's head, of the task's number of labels; then every weight must load
 (`modeling.checkpoint`, strict). Messages name `--checkpoint`.
 """
+import dataclasses
+
 from bert_runner import run_identity
 from bert_runner.runs import checkpoints
 from bert_runner.runs.record import run_record
@@ -102,24 +104,29 @@ _AS_ASKED = ("max_seq_length", "doc_stride", "max_query_length", "long_documents
              "window_aggregation", "version_2_with_negative")
 
 
-def follow_run_record(flag_values, checkpoint):
-    """Sets the export flags left out to what the run that wrote `checkpoint` recorded (its
-    run.json): the sequence length it was trained at, its casing, its pooling and normalisation,
-    its long-document or SQuAD windows (and SQuAD's question length), its SQuAD version, and a
+def follow_run_record(export_config):
+    """`export_config` (an `ExportConfig`) with the settings the command line left out (not in
+    its `given`) taken from what the run that wrote its checkpoint recorded (its run.json): the
+    sequence length it was trained at, its casing, its pooling and normalisation, its
+    long-document or SQuAD windows (and SQuAD's question length), its SQuAD version, and a
     run_classifier run's --task_name. A given casing, pooling or normalisation other than the
     run's is refused naming the record (the model would read other word-pieces, or the vector
     would be another model's); another sequence length, windows or version is served as asked,
     with a warning.
-    A checkpoint without a run.json (original layout, Hugging Face) keeps the flags as given."""
+    A checkpoint without a run.json (original layout, Hugging Face) keeps the settings as given."""
     from absl import logging
 
+    checkpoint = export_config.checkpoint
     path, record = run_record(checkpoint)
-    for flag in (_AS_TRAINED + _AS_ASKED) if record else ():
-        if record.get(flag) is None or flag not in flag_values:
+    if not record:
+        return export_config
+    followed = {}
+    for flag in _AS_TRAINED + _AS_ASKED:
+        if record.get(flag) is None:
             continue
-        given, recorded = flag_values[flag].value, record[flag]
-        if not flag_values[flag].present:
-            flag_values[flag].value = recorded
+        given, recorded = getattr(export_config, flag), record[flag]
+        if flag not in export_config.given:
+            followed[flag] = recorded
         elif given != recorded and flag in _AS_TRAINED:
             raise ValueError(
                 f"--{flag}={_flag_text(given)}, but {checkpoint} was trained with "
@@ -127,21 +134,20 @@ def follow_run_record(flag_values, checkpoint):
         elif given != recorded:
             logging.warning("--%s=%s, but %s was trained with --%s=%s (%s): served as asked",
                             flag, given, checkpoint, flag, recorded, path)
-    if record:
-        _follow_task_name(flag_values, record)
+    followed = dataclasses.replace(export_config, **followed)
+    return dataclasses.replace(followed, task_name=_recorded_task_name(followed, record))
 
 
-def _follow_task_name(flag_values, record):
-    """--task_name left out of a classifier's export: the task its run fine-tuned (a given one
-    is checked against the record when the checkpoint loads, `_check_fine_tuned_task`)."""
+def _recorded_task_name(export_config, record):
+    """--task_name, or where a classifier's export leaves it out the task its run fine-tuned (a
+    given one is checked against the record when the checkpoint loads,
+    `_check_fine_tuned_task`)."""
     recorded = record.get("task")
-    if ("task_name" not in flag_values or flag_values["task_name"].value
-            or not isinstance(recorded, str) or not recorded.startswith("classifier/")):
-        return
-    serving_format = flag_values["format"].value if "format" in flag_values else "classifier"
-    pooled = "pooling" in flag_values and flag_values["pooling"].value
-    if serving_format in registry.CLASSIFIER_FORMATS and not pooled:
-        flag_values["task_name"].value = recorded.partition("/")[2]
+    if (export_config.task_name or not isinstance(recorded, str)
+            or not recorded.startswith("classifier/")
+            or export_config.format not in registry.CLASSIFIER_FORMATS or export_config.pooling):
+        return export_config.task_name
+    return recorded.partition("/")[2]
 
 
 def _flag_text(value):
@@ -193,9 +199,9 @@ def recorded_labels(checkpoint, flag):
     return labels
 
 
-def serving_precision(flag_values, model):
+def serving_precision(model, mixed_precision):
     """`model` with bfloat16 weights under --mixed_precision=bf16, else itself."""
-    if flag_values.mixed_precision != "bf16":
+    if mixed_precision != "bf16":
         return model
     from modeling.inference import with_bfloat16_weights
 

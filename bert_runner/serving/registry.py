@@ -7,7 +7,7 @@ onnx) register the same way. Declarations load no TensorFlow (an export imports 
 runs), so export_model.py lists the formats before it parses its flags.
 `export_model.py` and `predict.py` find every format here, one way:
 
-    registry.get("squad").export(FLAGS, files)        # export_model.py --format=squad
+    registry.get("squad").export(export_config, files)   # export_model.py --format=squad
     registry.get(metadata["format"]).answer(call, rows, metadata)   # predict.py
 
 Nothing in this package imports a task: the scripts (export_model.py, predict.py) import the
@@ -55,8 +55,8 @@ class ServingFormat:
     Attributes:
       name: the --format value (and `ModelExport.format` of its raw-text module).
       help: what it exports, for --format's help.
-      export: (flag_values, files: `modeling.checkpoint.ModelFiles`) -> None, export_model.py's
-        export.
+      export: (export_config: `export_config.ExportConfig`, files:
+        `modeling.checkpoint.ModelFiles`) -> None, export_model.py's export.
       script: the fine-tuning script whose checkpoints it exports ("run_squad.py"); None for
         formats of any checkpoint's encoder.
       head: the task head's name in messages ("SQuAD span").
@@ -76,7 +76,7 @@ class ServingFormat:
       signatures: the signatures predict.py needs (default: those export.json lists).
       needs_sequence_length: whether the export takes --max_seq_length (a Hugging Face
         directory has none).
-      convertible: (flag_values, files) -> `Convertible` for ONNX (and LiteRT: a classifier's
+      convertible: (export_config, files) -> `Convertible` for ONNX (and LiteRT: a classifier's
         or an encoder's); None: this format's models export as SavedModels only.
       served_module: (make_model(**attributes) -> model, tokenizer, export.json settings) -> the
         raw-text `ModelExport` predict.py serves an ONNX or LiteRT export of this format with
@@ -86,16 +86,16 @@ class ServingFormat:
         predict.py serves with this format (a directory's class, `HfHead`, says its kind).
       hf_defaults: the export.json settings a Hugging Face directory without one (not written
         here) is served with: its script's flag defaults (`max_seq_length`, windows).
-      hf_settings: (flag_values) -> the export.json settings beyond the sequence length, casing
+      hf_settings: (export_config) -> the export.json settings beyond the sequence length, casing
         and labels that export_model.py --format=huggingface records beside the directory of a
         run of this format, so that predict.py serves it as the SavedModel would (windows,
         thresholds).
       litert: whether `convertible` converts to LiteRT too (its raw-text module, or its graph
         on token ids where `Convertible.litert_ids`).
-      fine_tuned: (flag_values, files) -> (the script's fine-tuned model with every weight from
+      fine_tuned: (export_config, files) -> (the script's fine-tuned model with every weight from
         --checkpoint, its outputs' names or None): what export_model.py --format=huggingface
         writes with its head, as the transformers class its family declares for it.
-      hf_config: flag_values -> {config.json entry: value} that directory's config.json holds
+      hf_config: (export_config) -> {config.json entry: value} that directory's config.json holds
         beside its family's (a reranker's activation); None: none.
     """
     name: str
@@ -116,7 +116,7 @@ class ServingFormat:
     served_module: Optional[Callable] = None
     hf_kinds: Tuple[str, ...] = ()
     hf_defaults: dict = dataclasses.field(default_factory=dict)
-    hf_settings: Callable = lambda flag_values: {}
+    hf_settings: Callable = lambda export_config: {}
     litert: bool = False
     fine_tuned: Optional[Callable] = None
     hf_config: Optional[Callable] = None

@@ -178,10 +178,10 @@ def preprocessing_module(vocab_file, do_lower_case, seq_length):
     return root, {"serving_default": preprocess}
 
 
-def _model_from_flags(flag_values, files):
+def _models_of(export_config, files):
     """(the pre-training model holding BERT's masked-LM head, or None; the encoder) of
     --checkpoint."""
-    checkpoint = flag_values.checkpoint
+    checkpoint = export_config.checkpoint
     if families.of_config(files.config).name == "bert":
         pretrainer = families.build_model("pretrainer", files.config)
         report = load_checkpoint(pretrainer, checkpoint, strict=False, flag="--checkpoint",
@@ -197,28 +197,28 @@ def _model_from_flags(flag_values, files):
                                          config_file=files.config_file)
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=tfhub: `encoder/` and `preprocessing/` in --export_dir (written
     beside it first, then moved in: nothing half-written is left)."""
     import tempfile
 
-    export_dir = os.fspath(flag_values.export_dir).rstrip("/")
+    export_dir = os.fspath(export_config.export_dir).rstrip("/")
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} already exists: choose a new --export_dir")
-    pretrainer, encoder = _model_from_flags(flag_values, files)
+    pretrainer, encoder = _models_of(export_config, files)
     parent = os.path.dirname(os.path.abspath(export_dir))
     os.makedirs(parent, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=parent, prefix=".tfhub-") as tmp:
         root, signatures = encoder_module(pretrainer, encoder, files.vocab_file,
-                                          flag_values.do_lower_case,
+                                          export_config.do_lower_case,
                                           os.path.join(tmp, TF_HUB_DESCRIPTION))
         tf.saved_model.save(root, os.path.join(tmp, ENCODER), signatures=signatures)
         os.remove(os.path.join(tmp, TF_HUB_DESCRIPTION))
-        root, signatures = preprocessing_module(files.vocab_file, flag_values.do_lower_case,
-                                                flag_values.max_seq_length)
+        root, signatures = preprocessing_module(files.vocab_file, export_config.do_lower_case,
+                                                export_config.max_seq_length)
         tf.saved_model.save(root, os.path.join(tmp, PREPROCESSING), signatures=signatures)
         os.rename(tmp, export_dir)
         os.makedirs(tmp)  # for the context manager to remove
     logging.info("Wrote the TF Hub encoder%s and preprocessing (seq_length %d) to %s",
                  " with its mlm sub-object" if pretrainer is not None else "",
-                 flag_values.max_seq_length, export_dir)
+                 export_config.max_seq_length, export_dir)

@@ -48,23 +48,37 @@ class Teacher:
     layer_stride: int = 0
 
 
-def load_teacher(flag_values, task_name, student_config, student_config_file, vocab_file):
-    """The `Teacher` of `--teacher` and the distillation flags, checked before any work: the
+@dataclasses.dataclass(frozen=True)
+class DistillationSettings:
+    """run_classifier's distillation settings, each the flag of its name (its default, help and
+    range there), and the student's casing and BiLSTM, which the teacher must share."""
+    teacher: str
+    teacher_bert_config_file: Optional[str] = None
+    distillation_temperature: float = 2.0
+    distillation_weight: float = 0.5
+    unlabeled_file: Optional[str] = None
+    init_from_teacher_stride: int = 0
+    do_lower_case: bool = True
+    bilstm_on_top: bool = False
+
+
+def load_teacher(settings, task_name, student_config, student_config_file, vocab_file):
+    """The `Teacher` of `settings` (`DistillationSettings`), checked before any work: the
     teacher was fine-tuned on `task_name` (its run.json), has the student's vocabulary (size, and
     the file's contents and --do_lower_case when its run recorded them), and with
     `--init_from_teacher_stride` the student is the teacher with fewer layers (config and
     --bilstm_on_top). The teacher is the model its run.json records (--bilstm_on_top).
     ValueError names the flag and files."""
-    found = checkpoints.open_checkpoint(flag_values.teacher, "--teacher")
+    found = checkpoints.open_checkpoint(settings.teacher, "--teacher")
     prefix, record_path, record = found.location, found.record_path, found.record
     wanted = "classifier/" + task_name.lower()
     if record is None or record.get("task") != wanted:
         trained = (f"a {record.get('task')!r} run ({record_path})" if record
                    else "no run.json beside it")
-        raise ValueError(f"--teacher={flag_values.teacher} is not a run_classifier model of "
+        raise ValueError(f"--teacher={settings.teacher} is not a run_classifier model of "
                          f"--task_name={task_name}: it is {trained}; give the output_dir of a "
                          f"run_classifier.py --task_name={task_name} run")
-    config_file = flag_values.teacher_bert_config_file or os.path.join(
+    config_file = settings.teacher_bert_config_file or os.path.join(
         record_directories(prefix)[-1], "bert_config.json")
     config = model_checkpoint.load_config(config_file)
     if config.vocab_size != student_config.vocab_size:
@@ -73,23 +87,23 @@ def load_teacher(flag_values, task_name, student_config, student_config_file, vo
     elif record.get(VOCAB_KEY) and record[VOCAB_KEY] != run_identity.fingerprint(vocab_file):
         differ = (f"the same size, but the word-pieces of {vocab_file} differ from those its "
                   f"run recorded in {record_path}")
-    elif record.get("do_lower_case", flag_values.do_lower_case) != flag_values.do_lower_case:
+    elif record.get("do_lower_case", settings.do_lower_case) != settings.do_lower_case:
         differ = (f"--do_lower_case={str(record['do_lower_case']).lower()} in {record_path}; the "
-                  f"student's --do_lower_case={str(flag_values.do_lower_case).lower()}")
+                  f"student's --do_lower_case={str(settings.do_lower_case).lower()}")
     else:
         differ = None
     if differ:
         raise ValueError(
-            f"--teacher={flag_values.teacher} was trained with another vocabulary ({differ}): "
+            f"--teacher={settings.teacher} was trained with another vocabulary ({differ}): "
             "the teacher reads the student's word-pieces, so both need the same vocab.txt")
     bilstm_on_top = bool(record.get("bilstm_on_top", False))
-    stride = flag_values.init_from_teacher_stride
+    stride = settings.init_from_teacher_stride
     if stride:
         check_student_shape(config, student_config, stride, config_file, student_config_file,
-                            (bilstm_on_top, bool(flag_values.bilstm_on_top)))
+                            (bilstm_on_top, bool(settings.bilstm_on_top)))
     return Teacher(prefix, config, config_file, bilstm_on_top,
-                   flag_values.distillation_temperature, flag_values.distillation_weight,
-                   flag_values.unlabeled_file, stride)
+                   settings.distillation_temperature, settings.distillation_weight,
+                   settings.unlabeled_file, stride)
 
 
 def check_student_shape(teacher_config, student_config, stride, teacher_file, student_file,

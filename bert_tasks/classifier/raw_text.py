@@ -214,19 +214,19 @@ def load_classifier(config, num_labels, checkpoint, task_name=None, config_file=
                                       task_name=task_name, label_source=labels)
 
 
-def _classifier_from_flags(flag_values, files, task_name):
+def _classifier_of(export_config, files, task_name):
     """(the run_classifier model of `task_name` with every weight from --checkpoint, its task's
     processor): a multi-label model's labels from --labels or its label_list.txt."""
     labels = None
     if task_name.lower() == "multilabel":
-        labels = flag_values.labels
+        labels = export_config.labels
         if labels:
-            run_labels.check_recorded_labels(labels, flag_values.checkpoint, "--labels",
+            run_labels.check_recorded_labels(labels, export_config.checkpoint, "--labels",
                                             ",".join(labels))
         else:
-            labels = provenance.recorded_labels(flag_values.checkpoint, "--labels")
+            labels = provenance.recorded_labels(export_config.checkpoint, "--labels")
     processor = processors.get_processor(task_name, labels)
-    model = load_classifier(files.config, processor.num_labels, flag_values.checkpoint,
+    model = load_classifier(files.config, processor.num_labels, export_config.checkpoint,
                             task_name=task_name, config_file=files.config_file)
     return model, processor
 
@@ -254,41 +254,41 @@ def cross_encoder(model):
     return one
 
 
-def fine_tuned_from_flags(flag_values, files):
+def fine_tuned_from_config(export_config, files):
     """export_model.py --format=huggingface of a run_classifier run: (its model, its labels;
     None for regression), the task its run.json records; a reranker as its cross-encoder
     (`cross_encoder`, no labels)."""
-    task = provenance.recorded_task(flag_values.checkpoint)
-    model, processor = _classifier_from_flags(flag_values, files, task)
+    task = provenance.recorded_task(export_config.checkpoint)
+    model, processor = _classifier_of(export_config, files, task)
     if task == RERANK_TASK:
         return cross_encoder(model), None
     return model, processor.get_labels()
 
 
-def hf_config_from_flags(flag_values):
+def hf_config_entries(export_config):
     """The config.json entries of a run_classifier run's Hugging Face directory beside its
     family's: a reranker's `CROSS_ENCODER_CONFIG` (its cross-encoder's activation)."""
-    rerank = provenance.recorded_task(flag_values.checkpoint) == RERANK_TASK
+    rerank = provenance.recorded_task(export_config.checkpoint) == RERANK_TASK
     return CROSS_ENCODER_CONFIG if rerank else {}
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=classifier: a run_classifier model (single-label, regression or
     multi-label; truncated or windowed)."""
-    task_name = flag_values.task_name
+    task_name = export_config.task_name
     if not task_name:
         raise ValueError("--task_name is required with --format=classifier")
     multi_label = task_name.lower() == "multilabel"
-    model, processor = _classifier_from_flags(flag_values, files, task_name)
+    model, processor = _classifier_of(export_config, files, task_name)
     doc_stride = None
-    if flag_values.long_documents:
-        doc_stride = 64 if flag_values.doc_stride is None else flag_values.doc_stride
+    if export_config.long_documents:
+        doc_stride = 64 if export_config.doc_stride is None else export_config.doc_stride
     export_classifier(
-        provenance.serving_precision(flag_values, model), files.vocab_file,
-        flag_values.do_lower_case, flag_values.max_seq_length, processor.get_labels(),
-        flag_values.export_dir,
-        multi_label_threshold=flag_values.multi_label_threshold if multi_label else None,
-        doc_stride=doc_stride, window_aggregation=flag_values.window_aggregation)
+        provenance.serving_precision(model, export_config.mixed_precision), files.vocab_file,
+        export_config.do_lower_case, export_config.max_seq_length, processor.get_labels(),
+        export_config.export_dir,
+        multi_label_threshold=export_config.multi_label_threshold if multi_label else None,
+        doc_stride=doc_stride, window_aggregation=export_config.window_aggregation)
 
 
 def convertible(model, label_names):
@@ -319,23 +319,24 @@ def served_module(make_model, tokenizer, metadata):
                             window_aggregation=metadata.get("window_aggregation") or "mean")
 
 
-def hf_settings(flag_values):
+def hf_settings(export_config):
     """export.json's settings beside a run_classifier run's Hugging Face directory
     (`ServingFormat.hf_settings`): a multi-label run's decision threshold; a reranker's labels,
     served from its cross-encoder's one logit (`cross_encoder`)."""
-    task = (flag_values.task_name or provenance.recorded_task(flag_values.checkpoint) or "").lower()
+    task = (export_config.task_name or provenance.recorded_task(export_config.checkpoint)
+            or "").lower()
     if task == "multilabel":
-        return {"multi_label_threshold": flag_values.multi_label_threshold}
+        return {"multi_label_threshold": export_config.multi_label_threshold}
     if task == RERANK_TASK:  # its labels, not the one logit's (`cross_encoder`)
         return {"labels": processors.get_processor(task).get_labels(), "cross_encoder": True}
     return {}
 
 
-def convertible_from_flags(flag_values, files):
+def convertible_from_config(export_config, files):
     """The classifier of --task_name, for LiteRT and ONNX: single-label or regression."""
-    if flag_values.task_name.lower() == "multilabel":
+    if export_config.task_name.lower() == "multilabel":
         raise ValueError("--format=%s converts a classifier (--task_name) or an embedding model "
                          "(--pooling) (single-label or regression), not --task_name=multilabel: "
-                         "export a SavedModel" % flag_values.format)
-    model, processor = _classifier_from_flags(flag_values, files, flag_values.task_name)
+                         "export a SavedModel" % export_config.format)
+    model, processor = _classifier_of(export_config, files, export_config.task_name)
     return convertible(model, processor.get_labels())

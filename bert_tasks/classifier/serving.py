@@ -37,7 +37,7 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="raw text -> a run_classifier model's probabilities (SavedModel)",
-    export=registry.deferred("bert_tasks.classifier.raw_text", "export_from_flags"),
+    export=registry.deferred("bert_tasks.classifier.raw_text", "export_from_config"),
     hf_kinds=("classifier", "multi_label"), hf_defaults={"max_seq_length": 128},
     hf_settings=registry.deferred("bert_tasks.classifier.raw_text", "hf_settings"),
     script="run_classifier.py", head="classifier",
@@ -46,7 +46,7 @@ FORMAT = registry.register(registry.ServingFormat(
     fields=(1, 2, "text or text_a<TAB>text_b"), answer=_answer_rows, describe=_describe,
     # A classifier answers single texts and pairs through two signatures: both are warmed up.
     warm_up_fields=(1, 2),
-    convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_flags"),
+    convertible=registry.deferred("bert_tasks.classifier.raw_text", "convertible_from_config"),
     served_module=registry.deferred("bert_tasks.classifier.raw_text", "served_module"),
-    fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_flags"),
-    hf_config=registry.deferred("bert_tasks.classifier.raw_text", "hf_config_from_flags")))
+    fine_tuned=registry.deferred("bert_tasks.classifier.raw_text", "fine_tuned_from_config"),
+    hf_config=registry.deferred("bert_tasks.classifier.raw_text", "hf_config_entries")))

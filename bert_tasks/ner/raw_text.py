@@ -235,21 +235,21 @@ def export_ner(model, vocab_file, do_lower_case, max_seq_length, label_list, exp
     return write_saved_model(module, export_dir, "NER model")
 
 
-def fine_tuned_from_flags(flag_values, files):
+def fine_tuned_from_config(export_config, files):
     """(the run_ner model with every weight from --checkpoint, its tag set in its scheme):
     the labels of --entity_types or of its label_list.txt."""
-    if flag_values.entity_types:
-        label_list = ner_tags.label_list(flag_values.entity_types)
-        source = "--entity_types=%s" % ",".join(flag_values.entity_types)
-        run_labels.check_recorded_labels(label_list, flag_values.checkpoint, "--entity_types",
-                                        ",".join(flag_values.entity_types))
+    if export_config.entity_types:
+        label_list = ner_tags.label_list(export_config.entity_types)
+        source = "--entity_types=%s" % ",".join(export_config.entity_types)
+        run_labels.check_recorded_labels(label_list, export_config.checkpoint, "--entity_types",
+                                        ",".join(export_config.entity_types))
     else:
-        label_list = provenance.recorded_labels(flag_values.checkpoint, "--entity_types")
+        label_list = provenance.recorded_labels(export_config.checkpoint, "--entity_types")
         source = "its label_list.txt"
     model = provenance.load_fine_tuned(
         families.build_model("token", files.config, len(label_list),
-                             **provenance.recorded_model_options(flag_values.checkpoint)),
-        flag_values.checkpoint, serving.FORMAT_NAME, files.config_file, label_source=source)
+                             **provenance.recorded_model_options(export_config.checkpoint)),
+        export_config.checkpoint, serving.FORMAT_NAME, files.config_file, label_source=source)
     return model, label_list
 
 
@@ -264,9 +264,9 @@ def convertible(model, label_list):
             "logits": tagger(features, training=False)["logits"]}, litert_ids=True)
 
 
-def convertible_from_flags(flag_values, files):
+def convertible_from_config(export_config, files):
     """The run_ner model of --checkpoint for ONNX and LiteRT (`convertible`)."""
-    return convertible(*fine_tuned_from_flags(flag_values, files))
+    return convertible(*fine_tuned_from_config(export_config, files))
 
 
 def served_module(make_model, tokenizer, metadata):
@@ -277,10 +277,10 @@ def served_module(make_model, tokenizer, metadata):
                      labels)
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=ner: a run_ner model, with its label list (--entity_types or its
     label_list.txt)."""
-    model, label_list = fine_tuned_from_flags(flag_values, files)
-    export_ner(provenance.serving_precision(flag_values, model), files.vocab_file,
-               flag_values.do_lower_case, flag_values.max_seq_length, label_list,
-               flag_values.export_dir)
+    model, label_list = fine_tuned_from_config(export_config, files)
+    export_ner(provenance.serving_precision(model, export_config.mixed_precision),
+               files.vocab_file, export_config.do_lower_case, export_config.max_seq_length,
+               label_list, export_config.export_dir)

@@ -26,10 +26,10 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="text -> a run_ner model's entities with character offsets",
-    export=registry.deferred("bert_tasks.ner.raw_text", "export_from_flags"),
-    convertible=registry.deferred("bert_tasks.ner.raw_text", "convertible_from_flags"),
+    export=registry.deferred("bert_tasks.ner.raw_text", "export_from_config"),
+    convertible=registry.deferred("bert_tasks.ner.raw_text", "convertible_from_config"),
     served_module=registry.deferred("bert_tasks.ner.raw_text", "served_module"), litert=True,
-    fine_tuned=registry.deferred("bert_tasks.ner.raw_text", "fine_tuned_from_flags"),
+    fine_tuned=registry.deferred("bert_tasks.ner.raw_text", "fine_tuned_from_config"),
     hf_kinds=("token",), hf_defaults={"max_seq_length": 128},
     script="run_ner.py", head="token classifier",
     fields=(1, 1, "text"), answer=_answer_rows, describe=_describe,

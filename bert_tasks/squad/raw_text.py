@@ -196,35 +196,35 @@ def export_squad(model, vocab_file, do_lower_case, max_seq_length, doc_stride, m
     return write_saved_model(module, export_dir, "SQuAD model")
 
 
-def fine_tuned_from_flags(flag_values, files):
+def fine_tuned_from_config(export_config, files):
     """(the run_squad model with every weight from --checkpoint, None: no labels)."""
     model = families.build_model("span", files.config,
-                                 **provenance.recorded_model_options(flag_values.checkpoint))
+                                 **provenance.recorded_model_options(export_config.checkpoint))
     return provenance.load_fine_tuned(
-        model, flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
+        model, export_config.checkpoint, serving.FORMAT_NAME, files.config_file), None
 
 
-def _windows_from_flags(flag_values):
-    """(doc_stride, max_query_length, `PostprocessOptions`, trim_windows) of export_model.py's
-    flags."""
+def _windows_of(export_config):
+    """(doc_stride, max_query_length, `PostprocessOptions`, trim_windows) of the export's
+    settings."""
     options = PostprocessOptions(
-        n_best_size=flag_values.n_best_size, max_answer_length=flag_values.max_answer_length,
-        do_lower_case=flag_values.do_lower_case,
-        version_2_with_negative=flag_values.version_2_with_negative,
+        n_best_size=export_config.n_best_size, max_answer_length=export_config.max_answer_length,
+        do_lower_case=export_config.do_lower_case,
+        version_2_with_negative=export_config.version_2_with_negative,
         # Not given: the model's, as run_squad's (ELECTRA's head: -2.75; BERT's 0.0).
-        null_score_diff_threshold=flag_values.null_score_diff_threshold)
-    return (128 if flag_values.doc_stride is None else flag_values.doc_stride,
-            flag_values.max_query_length, options, not flag_values.full_width_windows)
+        null_score_diff_threshold=export_config.null_score_diff_threshold)
+    return (128 if export_config.doc_stride is None else export_config.doc_stride,
+            export_config.max_query_length, options, not export_config.full_width_windows)
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=squad: a run_squad model, with its windows and post-processing
     settings."""
-    model, _ = fine_tuned_from_flags(flag_values, files)
-    doc_stride, max_query_length, options, trim_windows = _windows_from_flags(flag_values)
-    export_squad(provenance.serving_precision(flag_values, model), files.vocab_file,
-                 flag_values.do_lower_case, flag_values.max_seq_length, doc_stride,
-                 max_query_length, options, flag_values.export_dir, trim_windows)
+    model, _ = fine_tuned_from_config(export_config, files)
+    doc_stride, max_query_length, options, trim_windows = _windows_of(export_config)
+    export_squad(provenance.serving_precision(model, export_config.mixed_precision),
+                 files.vocab_file, export_config.do_lower_case, export_config.max_seq_length,
+                 doc_stride, max_query_length, options, export_config.export_dir, trim_windows)
 
 
 def convertible(model, max_seq_length, doc_stride, max_query_length, options,
@@ -252,10 +252,10 @@ def convertible(model, max_seq_length, doc_stride, max_query_length, options,
             span_model, tokenizer, length, doc_stride, max_query_length, options, trim_windows))
 
 
-def convertible_from_flags(flag_values, files):
+def convertible_from_config(export_config, files):
     """The run_squad model of --checkpoint for ONNX and LiteRT (`convertible`)."""
-    model, _ = fine_tuned_from_flags(flag_values, files)
-    return convertible(model, flag_values.max_seq_length, *_windows_from_flags(flag_values))
+    model, _ = fine_tuned_from_config(export_config, files)
+    return convertible(model, export_config.max_seq_length, *_windows_of(export_config))
 
 
 def served_module(make_model, tokenizer, metadata):
@@ -274,10 +274,10 @@ def served_module(make_model, tokenizer, metadata):
                        metadata.get("trim_windows", False))
 
 
-def hf_settings(flag_values):
+def hf_settings(export_config):
     """export.json's settings beside a run_squad run's Hugging Face directory
     (`ServingFormat.hf_settings`): its windows and post-processing, as its SavedModel's."""
-    doc_stride, max_query_length, options, trim_windows = _windows_from_flags(flag_values)
+    doc_stride, max_query_length, options, trim_windows = _windows_of(export_config)
     settings = dataclasses.asdict(options)
     settings.pop("verbose_logging")
     return {"doc_stride": doc_stride, "max_query_length": max_query_length,

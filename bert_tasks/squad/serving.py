@@ -23,10 +23,10 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="question and context -> run_squad's windows' logits, answered by predict.py",
-    export=registry.deferred("bert_tasks.squad.raw_text", "export_from_flags"),
-    convertible=registry.deferred("bert_tasks.squad.raw_text", "convertible_from_flags"),
+    export=registry.deferred("bert_tasks.squad.raw_text", "export_from_config"),
+    convertible=registry.deferred("bert_tasks.squad.raw_text", "convertible_from_config"),
     served_module=registry.deferred("bert_tasks.squad.raw_text", "served_module"), litert=True,
-    fine_tuned=registry.deferred("bert_tasks.squad.raw_text", "fine_tuned_from_flags"),
+    fine_tuned=registry.deferred("bert_tasks.squad.raw_text", "fine_tuned_from_config"),
     hf_kinds=("span",),
     hf_defaults={"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64},
     hf_settings=registry.deferred("bert_tasks.squad.raw_text", "hf_settings"),

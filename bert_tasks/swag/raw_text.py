@@ -70,12 +70,12 @@ def export_swag(model, vocab_file, do_lower_case, max_seq_length, export_dir):
     return write_saved_model(module, export_dir, "SWAG model")
 
 
-def fine_tuned_from_flags(flag_values, files):
+def fine_tuned_from_config(export_config, files):
     """(the run_swag model with every weight from --checkpoint, None: no labels)."""
     return provenance.load_fine_tuned(
         families.build_model("multiple_choice", files.config,
-                             **provenance.recorded_model_options(flag_values.checkpoint)),
-        flag_values.checkpoint, serving.FORMAT_NAME, files.config_file), None
+                             **provenance.recorded_model_options(export_config.checkpoint)),
+        export_config.checkpoint, serving.FORMAT_NAME, files.config_file), None
 
 
 def choice_logits(model, features):
@@ -93,9 +93,9 @@ def row_scores(model, features):
     return tf.reshape(tf.cast(model.scorer(pooled, training=False), tf.float32), [-1, 1])
 
 
-def convertible_from_flags(flag_values, files):
+def convertible_from_config(export_config, files):
     """The run_swag model for ONNX and LiteRT (`registry.Convertible`): one score per ending."""
-    model, _ = fine_tuned_from_flags(flag_values, files)
+    model, _ = fine_tuned_from_config(export_config, files)
     return registry.Convertible(model=model, metadata={}, text_module=functools.partial(
                                     SwagExport, rows_per_call=1),
                                 ids_outputs=choice_logits, ids_shape=(None, None, None))
@@ -107,8 +107,9 @@ def served_module(make_model, tokenizer, metadata):
     return SwagExport(make_model(), tokenizer, metadata["max_seq_length"])
 
 
-def export_from_flags(flag_values, files):
+def export_from_config(export_config, files):
     """export_model.py --format=swag: a run_swag model."""
-    model, _ = fine_tuned_from_flags(flag_values, files)
-    export_swag(provenance.serving_precision(flag_values, model), files.vocab_file,
-                flag_values.do_lower_case, flag_values.max_seq_length, flag_values.export_dir)
+    model, _ = fine_tuned_from_config(export_config, files)
+    export_swag(provenance.serving_precision(model, export_config.mixed_precision),
+                files.vocab_file, export_config.do_lower_case, export_config.max_seq_length,
+                export_config.export_dir)

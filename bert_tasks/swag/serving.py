@@ -28,10 +28,10 @@ def _describe(result):
 FORMAT = registry.register(registry.ServingFormat(
     name=FORMAT_NAME,
     help="context and endings -> a run_swag model's probabilities",
-    export=registry.deferred("bert_tasks.swag.raw_text", "export_from_flags"),
-    convertible=registry.deferred("bert_tasks.swag.raw_text", "convertible_from_flags"),
+    export=registry.deferred("bert_tasks.swag.raw_text", "export_from_config"),
+    convertible=registry.deferred("bert_tasks.swag.raw_text", "convertible_from_config"),
     served_module=registry.deferred("bert_tasks.swag.raw_text", "served_module"), litert=True,
-    fine_tuned=registry.deferred("bert_tasks.swag.raw_text", "fine_tuned_from_flags"),
+    fine_tuned=registry.deferred("bert_tasks.swag.raw_text", "fine_tuned_from_config"),
     hf_kinds=("multiple_choice",), hf_defaults={"max_seq_length": 128},
     script="run_swag.py", head="multiple-choice",
     fields=(2, None, "context<TAB>ending<TAB>ending..."), answer=_answer_rows, describe=_describe,

@@ -90,7 +90,8 @@ def define_flags():
 
 @dataclasses.dataclass(frozen=True)
 class MaskingOptions(object):
-    """What dynamic masking needs besides the task's shapes (run_pretraining's flags)."""
+    """What dynamic masking needs besides the task's shapes: run_pretraining's flags of these
+    names (`bert_runner.flags.config_from_flags`)."""
     input_format: str = "text"
     vocab_file: str = None
     do_lower_case: bool = True
@@ -102,22 +103,22 @@ class MaskingOptions(object):
     random_seed: int = 12345
     max_sequences_per_row: int = 1
 
-    @classmethod
-    def from_flags(cls, flag_values):
-        """The options of `--input_format` text or unmasked_records; None for records. Raises
-        ValueError (a refusal) for a dynamic format without `--vocab_file`."""
-        per_row = flag_values.max_sequences_per_row
-        if per_row > 1 and (flag_values.input_format != "text" or flag_values.do_whole_word_mask):
+    def dynamic(self):
+        """These options where `input_format` masks in tf.data (text, unmasked_records); None
+        for records (they hold their masks). Raises ValueError (a refusal) for a dynamic format
+        without `--vocab_file`, and for packing other than text's."""
+        per_row = self.max_sequences_per_row
+        if per_row > 1 and (self.input_format != "text" or self.do_whole_word_mask):
             raise ValueError(
                 "--max_sequences_per_row=%d packs --input_format=text without "
                 "--do_whole_word_mask; records carry their own packing "
                 "(create_pretraining_data.py --max_sequences_per_row)" % per_row)
-        if flag_values.input_format == "records":
+        if self.input_format == "records":
             return None
-        if not flag_values.vocab_file:
+        if not self.vocab_file:
             raise ValueError("--input_format=%s needs --vocab_file (and --do_lower_case): the "
-                             "masks are made from the vocabulary's ids" % flag_values.input_format)
-        return cls(**{f.name: flag_values[f.name].value for f in dataclasses.fields(cls)})
+                             "masks are made from the vocabulary's ids" % self.input_format)
+        return self
 
 
 class _PairBuilder(InstanceBuilder):

@@ -118,12 +118,6 @@ class ElectraMasking(object):
     mask_prob: float = MASK_PROB
     max_predictions_per_seq: int = None
 
-    @classmethod
-    def from_flags(cls, flag_values):
-        given = flag_values["max_predictions_per_seq"].present
-        return cls(flag_values.vocab_file, flag_values.masked_lm_prob,
-                   flag_values.max_predictions_per_seq if given else None)
-
     def slots(self, max_seq_length):
         """N: the flag's value, else the original's rule."""
         if self.max_predictions_per_seq is not None:
