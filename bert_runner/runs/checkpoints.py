@@ -2,7 +2,7 @@
 
     found = open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None)
     found.record_path, .record   its run's run.json (None, None: none, as an original checkpoint)
-    found.labels                 the labels recorded beside it (label_list.txt), or None
+    found.labels, .labels_file   the labels recorded beside it and their label_list.txt, or None
     found.family                 the family its run recorded, else the one its names are
 
 `modeling.checkpoint` reads the layouts and knows no run nor flag; here its checkpoint is read as
@@ -17,7 +17,7 @@ from typing import Optional
 
 from bert_runner.runs import labels as run_labels
 from bert_runner.runs.checkpoint_flags import ADAPTERS_FLAG, describe_source, naming_flag
-from bert_runner.runs.record import FAMILY_KEY, read_run_file, run_record
+from bert_runner.runs.record import FAMILY_KEY, read_record, read_run_file
 from modeling import checkpoint as model_checkpoint
 from modeling import families
 
@@ -48,6 +48,7 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
     record_path: Optional[str] = None
     record: Optional[dict] = None
     labels: Optional[list] = None
+    labels_file: Optional[str] = None
 
     def load_into(self, model, strict, config_file=None):
         """`Checkpoint.load_into`, its refusals naming `flag`, and `config_file` or its flag."""
@@ -104,10 +105,11 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
                 "out"]
 
 
-def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
+def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None, recorded=None):
     """The `RunCheckpoint` at `path` (any starting point `modeling.checkpoint.open_checkpoint`
     reads; `flag` is named in the messages): a TensorFlow checkpoint with the record and labels
-    of the run that wrote it, read as the family that run recorded.
+    of the run that wrote it (`recorded`: its `record.RunRecord` where already read), read as
+    the family that run recorded.
 
     Raises ValueError naming a run.json beside it that is not a JSON object, or that records a
     family this version does not know; the reader's errors otherwise.
@@ -117,7 +119,8 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
     tensorflow = not model_checkpoint.is_hugging_face(path)
     if tensorflow:
         # The record first: an unreadable run.json is refused whatever the checkpoint beside it.
-        record_path, record = run_record(path)
+        recorded = recorded or read_record(path)
+        record_path, record = recorded.path, recorded.record
     with naming_flag(flag):
         if (record or {}).get(FAMILY_KEY):
             try:
@@ -129,8 +132,9 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
         found = model_checkpoint.open_checkpoint(path, lora_adapters, family)
     fields = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
     if tensorflow:
+        labels = run_labels.recorded(found.location, recorded.directories)
         fields.update(do_lower_case=(record or {}).get("do_lower_case"),
-                      labels=run_labels.recorded_labels(found.location))
+                      labels=labels and list(labels.labels), labels_file=labels and labels.file)
     return RunCheckpoint(**fields, flag=flag, record_path=record_path, record=record)
 
 

@@ -7,9 +7,11 @@ Read and written here only; a `gs://` output_dir behaves as a local one. A run.j
 but is not a JSON object is refused naming it, whoever reads it: it is what tells which model the
 checkpoints beside it are of. Imports no TensorFlow (the flag checks read it, `supplied`).
 """
+import dataclasses
 import json
 import os
 import re
+from typing import Optional
 
 from modeling.json_file import JsonFileError, read_json_object
 
@@ -58,6 +60,50 @@ def read_run_file(path):
     except JsonFileError as e:
         raise ValueError(f"{e.path} is {e.reason}: restore it, or move the checkpoints beside it "
                          "away") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What the folders of the run that wrote a checkpoint say of it, read once
+    (`read_record`).
+
+    directories: `record_directories` of the checkpoint. path, record: its run.json and that as
+    a dict (None, None: none, as beside an original checkpoint). config_file: the first
+    bert_config.json in them, or None. objective, objective_file: the pretraining objective the
+    run recorded and the file recording it (`objective_of`), or None, None.
+    """
+
+    directories: tuple
+    path: Optional[str] = None
+    record: Optional[dict] = None
+    config_file: Optional[str] = None
+    objective: Optional[str] = None
+    objective_file: Optional[str] = None
+
+
+def read_record(checkpoint):
+    """The `RunRecord` of the run that wrote `checkpoint` (a run's output_dir, a checkpoint
+    prefix in it, a --seeds `seed_<n>` folder; None: none). Raises ValueError naming a run.json
+    or bert_config.json that is not a JSON object."""
+    directories = tuple(record_directories(checkpoint))
+    path = record = objective = objective_file = None
+    for directory in directories:
+        # The pretraining objective of the run.json, else of the bert_config.json beside it
+        # (run_pretraining writes one; a config without the key, as the original's, is a
+        # masked LM); the run's record is the first run.json.
+        for name, default in ((RUN_RECORD, None), ("bert_config.json", "mlm")):
+            file = os.path.join(directory, name)
+            read = read_run_file(file)
+            if read is None:
+                continue
+            if name == RUN_RECORD and record is None:
+                path, record = file, read
+            if objective is None and read.get("pretraining_objective", default):
+                objective, objective_file = read.get("pretraining_objective", default), file
+    config_file = next((os.path.join(d, "bert_config.json") for d in directories
+                        if "://" not in d and os.path.isfile(os.path.join(d, "bert_config.json"))),
+                       None)
+    return RunRecord(directories, path, record, config_file, objective, objective_file)
 
 
 def run_record(checkpoint):
