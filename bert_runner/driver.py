@@ -8,8 +8,8 @@ and the scripts' main() did, the same way for every task.
 Face directory or a run's output_dir given as `--init_checkpoint`, and that checkpoint opened),
 loads the tokenizer, reads every split the do_* flags ask for (all before any is converted) and
 makes the run's `bert_runner.plan.RunPlan`; then, holding output_dir's lock
-(`bert_runner.output_lock`: one run at a time), builds the run's one model (`new_model`), checks
-output_dir and the starting checkpoint against it (`prepare`), writes each split's TFRecords
+(`bert_runner.output_lock`: one run at a time), checks output_dir (`prepare`), builds the run's
+one model (`new_model`) and checks the starting checkpoint against it (`check_start`), writes each split's TFRecords
 (`bert_runner.splits.write_split`: atomically, TPU padding for evaluation and prediction), counts
 the training steps into the plan, then `run_task` (once per seed with `seeds`, each other seed
 building its own model) and the task's `finish`.
@@ -73,16 +73,12 @@ class OutputDirError(ValueError):
     """An output_dir that holds another task's run."""
 
 
-def prepare(task, plan, model, checkpoint):
-    """Checks of output_dir and `--init_checkpoint` before any work, made holding output_dir's
-    lock: refuses a directory whose run.json names another task, or another model than the
-    `plan`'s (`--bilstm_on_top`, the config's pretraining objective), or, for a command that
-    trains, checkpoints of a run whose identity (`bert_runner.run_identity`) differs from the
-    plan's (OutputDirError); and checks that the opened `checkpoint` (`--init_checkpoint`'s;
-    None: none) fits `model`, the run's task model (names the file and every mismatched
-    variable); for a command that only evaluates or predicts, that output_dir's own checkpoints
-    fit it, and that an `--init_checkpoint` they take the place of is not used, or that one
-    without the task's head leaves it untrained (warnings)."""
+def prepare(task, plan):
+    """Checks of output_dir before any work, made holding output_dir's lock: refuses a directory
+    whose run.json names another task, or another model than the `plan`'s (`--bilstm_on_top`,
+    the config's pretraining objective), or, for a command that trains, checkpoints of a run
+    whose identity (`bert_runner.run_identity`) differs from the plan's (OutputDirError). Then
+    `check_start` with the run's model."""
     run, config, seeds = plan.run, plan.config, plan.seeds
     path, recorded = run_records.run_record(run.output_dir)
     path = path or os.path.join(run.output_dir, run_records.RUN_RECORD)
@@ -95,7 +91,16 @@ def prepare(task, plan, model, checkpoint):
         _check_recorded_model(recorded, run, config)
     for record_path, record, expected in _recorded_runs(run.output_dir, plan.identity, seeds):
         _check_recorded_identity(record, run, expected, record_path)
-    restored = (not run.do_train and not seeds
+
+
+def check_start(task, plan, model, checkpoint):
+    """Checks, before any work, that the opened `checkpoint` (`--init_checkpoint`'s; None: none)
+    fits `model`, the run's task model (names the file and every mismatched variable); for a
+    command that only evaluates or predicts, that output_dir's own checkpoints fit it, and that
+    an `--init_checkpoint` they take the place of is not used, or that one without the task's
+    head leaves it untrained (warnings)."""
+    run = plan.run
+    restored = (not run.do_train and not plan.seeds
                 and hashes.newest_checkpoint(run.output_dir))
     if restored:
         unused = [f"--{name}={value}" for name, value in (
@@ -368,7 +373,7 @@ def _examples_per_row(task, split):
     return task.examples_per_row()
 
 
-def train(trainer, task, run, config, split, num_train_steps, init=None):
+def train(trainer, task, run, config, split, num_train_steps, init):
     """Trains to `num_train_steps` (resuming, else `init()`: from `--init_checkpoint`,
     `_init_from_checkpoint`); then the original-layout checkpoint with `--save_tf1_checkpoint`.
 
@@ -401,7 +406,7 @@ def train(trainer, task, run, config, split, num_train_steps, init=None):
         logging.info("Wrote original-layout checkpoint %s", prefix)
 
 
-def evaluate_start(trainer, task, run, split, init=None):
+def evaluate_start(trainer, task, run, split, init):
     """The starting model's metrics on `split`, before the first training step (`--init_checkpoint`
     loaded), kept in output_dir/eval_start.json so that a resumed run prints them too; None for a
     run resumed from checkpoints written without them."""
@@ -516,11 +521,12 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
     run, seeds, identity = plan.run, plan.seeds, plan.identity
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)), \
             _run_files_removed_if_failed(run.output_dir, plan.made, _run_file_names(task)):
+        prepare(task, plan)
         # The model of the (first) run, built once: checked against the checkpoints here,
         # then trained or evaluated.
         first = plan.for_seed(seeds[0]) if seeds else plan
         model = new_model(task, first.run, plan.config, strategy)
-        prepare(task, plan, model, checkpoint)
+        check_start(task, plan, model, checkpoint)
         # A training command of other settings was refused above: these only evaluate or predict.
         used = [name for name in identity if name not in run_identity.TRAINING_ONLY
                 and name not in task.training_only_settings]

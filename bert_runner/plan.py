@@ -6,9 +6,9 @@
 
 `resolve_start` reads `--init_checkpoint` once (`bert_runner.runs.model_files.resolve`: the
 layout, the run's record, the files it supplies, the checkpoint opened, the labels beside it) into
-a `StartingPoint`; the identity check, `prepare`, the trainer and the writers read that, and
-load the one opened `checkpoints.RunCheckpoint` that comes with it: nothing opens or classifies
-the path again. The plan holds values only (no TensorFlow object, no model, no strategy), so an
+a `StartingPoint`; the identity check (`driver.prepare`), the fit check of the run's one model
+(`driver.check_start`), the trainer and the writers read that, and load the one opened
+`checkpoints.RunCheckpoint` that comes with it: nothing opens or classifies the path again. The plan holds values only (no TensorFlow object, no model, no strategy), so an
 engine of another backend can run the same plan; the opened checkpoint, the task, the tokenizer
 and the strategy travel beside it.
 """
