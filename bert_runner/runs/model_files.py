@@ -4,13 +4,13 @@ its starting checkpoint's run recorded.
 The config comes from `--bert_config_file` (the original's `bert_config.json`, or a Hugging Face
 `config.json`), or from the Hugging Face directory given as the checkpoint, or the output_dir of
 the run that wrote it (`supplied`); the vocabulary from `--vocab_file` or those. Every script
-reads them here (`model_files`), before any work; the driver's walk of a starting point
-(`resolve`, for `bert_runner.plan`) also opens the checkpoint, once.
+reads them here (`model_files`), before any work.
 
-The walk goes one way: the flag's partial-directory check (`checkpoint_flags`), the layout
-(`modeling.checkpoint`), the run's record read once (`record.read_record`), the files that run
-supplies (`supplied`, from that record), the checkpoint opened with it (`checkpoints`, which
-reads the labels beside it); no module is entered twice for the path.
+The walk of a starting point (`resolve`, for `bert_runner.plan`) goes one way: the checkpoint is
+opened once (`checkpoints.open_checkpoint`: the reader tells its layout, its run's record is
+read once, the labels beside it), then the files come from what was opened (its config, the
+files its run supplies from that record: `supplied`); nothing classifies or reads the path again.
+A script that only needs the files (`model_files`) opens it only where they come from it.
 """
 import dataclasses
 import os
@@ -34,16 +34,16 @@ class ModelFiles:
 def model_files(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
                 flag="--init_checkpoint"):
     """The `ModelFiles` of a run, from the flags, a Hugging Face directory or a run's output_dir
-    (`resolve`'s, without opening a checkpoint the config does not come from)."""
+    (`resolve`'s, opening the checkpoint only where the files come from it)."""
     return resolve(bert_config_file, vocab_file, init_checkpoint, max_seq_length, flag)[0]
 
 
 def resolve(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
             flag="--init_checkpoint", lora_adapters=None, open_checkpoint=False):
-    """(`ModelFiles`, the opened `checkpoints.RunCheckpoint` or None) of a run: the config and
-    vocabulary from the flags, a Hugging Face directory or a run's output_dir; with
-    `open_checkpoint`, `init_checkpoint` opened (with `lora_adapters` on top) whatever its
-    layout, else only where the config comes from it.
+    """(`ModelFiles`, the `checkpoints.RunCheckpoint` of `init_checkpoint` with `lora_adapters` on
+    top, opened once, or None): the config and vocabulary of a run, from the flags, a Hugging
+    Face directory or a run's output_dir. The checkpoint is opened with `open_checkpoint`, and
+    wherever the files come from it.
 
     When `init_checkpoint` (the checkpoint flag `flag`) is a Hugging Face model directory (or a
     weights file with its `config.json` beside it), its `config.json` is the config (its
@@ -60,30 +60,26 @@ def resolve(bert_config_file, vocab_file, init_checkpoint, max_seq_length=None,
     checked against the one the checkpoint's run recorded (`check_objective`).
     `max_seq_length` is checked against the config's positions.
     """
-    checkpoint_flags.check_partial_directory(init_checkpoint, flag)
-    # A Hugging Face directory or a TF Hub SavedModel carries its config and vocabulary.
-    hf = model_checkpoint.hf_home(init_checkpoint)
-    home = hf or (init_checkpoint if model_checkpoint.is_saved_model(init_checkpoint) else None)
-    released = home is None and model_checkpoint.is_original_electra(init_checkpoint)
-    # A TensorFlow checkpoint's run folders (none beside a Hugging Face directory's).
-    recorded = read_record(init_checkpoint) if init_checkpoint and not hf else None
     found = None
-    if home is not None or (released and not bert_config_file):
-        found = checkpoints.open_checkpoint(init_checkpoint, flag, lora_adapters, recorded)
-    if found is not None and home is None:
-        files = _released_files(found, vocab_file, max_seq_length, flag)
-    elif home is None:
-        if not bert_config_file:
-            bert_config_file, vocab_file = _run_files(init_checkpoint, vocab_file, flag, recorded)
-        config = model_checkpoint.load_config(bert_config_file, max_seq_length)
-        check_objective(config, bert_config_file, init_checkpoint, flag, recorded)
-        files = ModelFiles(config, bert_config_file,
-                           vocab_file or (_vocab_beside(init_checkpoint) if released else None))
+    if init_checkpoint and (open_checkpoint or not bert_config_file
+                            or model_checkpoint.hf_home(init_checkpoint)
+                            or model_checkpoint.is_saved_model(init_checkpoint)):
+        # The one classification of the path: its layout, its run's record, its labels.
+        found = checkpoints.open_checkpoint(init_checkpoint, flag, lora_adapters)
     else:
-        files = _carried_files(found, bert_config_file, vocab_file, max_seq_length, flag)
-    if open_checkpoint and init_checkpoint and found is None:
-        found = checkpoints.open_checkpoint(init_checkpoint, flag, lora_adapters, recorded)
-    return files, found
+        checkpoint_flags.check_partial_directory(init_checkpoint, flag)
+    if found is not None and found.config is not None:  # a Hugging Face or TF Hub directory
+        return _carried_files(found, bert_config_file, vocab_file, max_seq_length, flag), found
+    released = bool(init_checkpoint) and model_checkpoint.is_original_electra(
+        found.location if found else init_checkpoint)
+    if released and not bert_config_file:
+        return _released_files(found, vocab_file, max_seq_length, flag), found
+    if not bert_config_file:
+        bert_config_file, vocab_file = _run_files(found, vocab_file, flag)
+    config = model_checkpoint.load_config(bert_config_file, max_seq_length)
+    check_objective(config, bert_config_file, init_checkpoint, flag, found and found.recorded)
+    return ModelFiles(config, bert_config_file,
+                      vocab_file or (_vocab_beside(init_checkpoint) if released else None)), found
 
 
 def _carried_files(found, bert_config_file, vocab_file, max_seq_length, flag):
@@ -104,11 +100,11 @@ def _carried_files(found, bert_config_file, vocab_file, max_seq_length, flag):
     return ModelFiles(config, config_file, vocab_file or found.vocab_file)
 
 
-def _run_files(init_checkpoint, vocab_file, flag, recorded):
-    """(config file, vocabulary) of the run whose checkpoint `init_checkpoint` is (its
-    `record.RunRecord` `recorded`), when the config is not given: its bert_config.json, and the
-    vocabulary it read unless `vocab_file` is given (None where it recorded none)."""
-    files = supplied.supplied(init_checkpoint, flag, not vocab_file, recorded)
+def _run_files(found, vocab_file, flag):
+    """(config file, vocabulary) of the run whose checkpoint `found` (opened; None: no
+    checkpoint) is, when the config is not given: its bert_config.json, and the vocabulary it
+    read unless `vocab_file` is given (None where it recorded none)."""
+    files = found and supplied.supplied(found.path, flag, not vocab_file, found.recorded)
     if files is None:
         raise ValueError(supplied.required_unless("bert_config_file", flag))
     return files[0], vocab_file or files[1]
@@ -118,7 +114,7 @@ def _released_files(found, vocab_file, max_seq_length, flag):
     """The files of a checkpoint that comes without a config (a released ELECTRA folder, opened
     as `found`): the config its family reads from its shapes, the `vocab.txt` beside it."""
     read = found.family.config_from_checkpoint
-    if read is None or found.layout != "original":
+    if read is None:
         raise ValueError(supplied.required_unless("bert_config_file", flag))
     try:
         config = read(found.shapes, checkpoint_flags.describe_source(found.location, flag))
