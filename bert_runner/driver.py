@@ -9,10 +9,10 @@ Face directory or a run's output_dir given as `--init_checkpoint`, and that chec
 loads the tokenizer, reads every split the do_* flags ask for (all before any is converted) and
 makes the run's `bert_runner.plan.RunPlan`; then, holding output_dir's lock
 (`bert_runner.output_lock`: one run at a time), checks output_dir (`prepare`), builds the run's
-one model (`new_model`) and checks the starting checkpoint against it (`check_start`), writes each split's TFRecords
-(`bert_runner.splits.write_split`: atomically, TPU padding for evaluation and prediction), counts
-the training steps into the plan, then `run_task` (once per seed with `seeds`, each other seed
-building its own model) and the task's `finish`.
+one model (`new_model`) and checks the starting checkpoint against it (`check_start`), writes
+each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU padding for evaluation
+and prediction), counts the training steps into the plan, then `run_task` (once per seed with
+`seeds`, each further seed building its own model) and the task's `finish`.
 
 `run_task` puts the plan's model and the original optimizer under the `tf.distribute` strategy in
 a `Trainer`, trains (resuming from the newest checkpoint in output_dir, else loading the opened
@@ -77,8 +77,8 @@ def prepare(task, plan):
     """Checks of output_dir before any work, made holding output_dir's lock: refuses a directory
     whose run.json names another task, or another model than the `plan`'s (`--bilstm_on_top`,
     the config's pretraining objective), or, for a command that trains, checkpoints of a run
-    whose identity (`bert_runner.run_identity`) differs from the plan's (OutputDirError). Then
-    `check_start` with the run's model."""
+    whose identity (`bert_runner.run_identity`) differs from the plan's (OutputDirError). The
+    starting checkpoint is checked once the run's model is built (`check_start`)."""
     run, config, seeds = plan.run, plan.config, plan.seeds
     path, recorded = run_records.run_record(run.output_dir)
     path = path or os.path.join(run.output_dir, run_records.RUN_RECORD)
@@ -446,7 +446,7 @@ def evaluate(trainer, task, run, split, start=None):
     return metrics
 
 
-def run_task(task, plan, strategy, model, checkpoint=None):
+def run_task(task, plan, strategy, model, checkpoint):
     """Trains, evaluates and predicts what the `plan`'s splits ask for with `model` (the run's,
     `new_model`), starting from the opened `checkpoint` (None: none) where there is nothing to
     resume; see the module docstring."""
@@ -551,13 +551,13 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
         _record_run(run.output_dir, plan.config, _sweep_identity(identity) if seeds else identity,
                     run.vocab_file)
 
-        def run_once(seed_plan, model):
+        def run_once(seed_plan, built):
             if seeds and distribution.is_chief(strategy):
                 tf.io.gfile.makedirs(seed_plan.run.output_dir)
                 _record_run(seed_plan.run.output_dir, plan.config, seed_plan.identity,
                             run.vocab_file)
             result = run_task(task, seed_plan, strategy,
-                              model or new_model(task, seed_plan.run, plan.config, strategy),
+                              built or new_model(task, seed_plan.run, plan.config, strategy),
                               checkpoint)
             task.finish(result, seed_plan.run.output_dir)
             return result

@@ -5,12 +5,13 @@
     plan = dataclasses.replace(plan, splits=..., num_train_steps=..., num_warmup_steps=...)
 
 `resolve_start` reads `--init_checkpoint` once (`bert_runner.runs.model_files.resolve`: the
-checkpoint opened, its layout, its run's record, the labels beside it, the files it supplies) into
-a `StartingPoint`; the identity check (`driver.prepare`), the fit check of the run's one model
-(`driver.check_start`), the trainer and the writers read that, and load the one opened
-`checkpoints.RunCheckpoint` that comes with it: nothing opens or classifies the path again. The plan holds values only (no TensorFlow object, no model, no strategy), so an
-engine of another backend can run the same plan; the opened checkpoint, the task, the tokenizer
-and the strategy travel beside it.
+checkpoint opened, its layout, its run's record, the labels beside it, the files it supplies)
+into a `StartingPoint`; the identity check (`driver.prepare`), the fit check of the run's one
+model (`driver.check_start`), the trainer and the writers read that, and load the one opened
+`checkpoints.RunCheckpoint` that comes with it: nothing opens or classifies the path again. The
+plan holds values only (no TensorFlow object, no model, no strategy), so an engine of another
+backend can run the same plan; the opened checkpoint, the task, the tokenizer and the strategy
+travel beside it.
 """
 import dataclasses
 from typing import Optional

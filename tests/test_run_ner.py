@@ -133,7 +133,8 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     empty.mkdir()  # no train.txt
     run = RunConfig(str(tmp_path / "out"), init_checkpoint=str(output_dir / "bert_model.ckpt"))
     task = NerTask(str(empty), 32)
-    assert task.settle(test, run, labels=_governing(run)).label_list == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert task.settle(test, run, labels=_governing(run)).label_list == [
+        "O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     task = NerTask(str(empty), 32, entity_types=["PER", "LOC"])
     with pytest.raises(ValueError, match=message("ner-labels-differ")):
         task.settle(test, run, labels=_governing(run))

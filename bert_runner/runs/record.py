@@ -16,6 +16,8 @@ from typing import Optional
 from modeling.json_file import JsonFileError, read_json_object
 
 RUN_RECORD = "run.json"
+# The config of the model a run trained, which the driver writes beside its run.json.
+CONFIG_FILE = "bert_config.json"
 # The vocabulary's content hash (`bert_runner.run_identity`): a model read with another
 # vocabulary is refused.
 VOCAB_KEY = "vocab"
@@ -70,7 +72,7 @@ class RunRecord:
     directories: `record_directories` of the checkpoint. path, record: its run.json and that as
     a dict (None, None: none, as beside an original checkpoint). config_file: the first
     bert_config.json in them, or None. objective, objective_file: the pretraining objective the
-    run recorded and the file recording it (`objective_of`), or None, None.
+    run recorded and the file recording it, or None, None.
     """
 
     directories: tuple
@@ -86,30 +88,37 @@ def read_record(checkpoint):
     prefix in it, a --seeds `seed_<n>` folder; None: none). Raises ValueError naming a run.json
     or bert_config.json that is not a JSON object."""
     directories = tuple(record_directories(checkpoint))
-    path = record = objective = objective_file = None
-    for directory in directories:
-        # The pretraining objective of the run.json, else of the bert_config.json beside it
-        # (run_pretraining writes one; a config without the key, as the original's, is a
-        # masked LM); the run's record is the first run.json.
-        for name, default in ((RUN_RECORD, None), ("bert_config.json", "mlm")):
-            file = os.path.join(directory, name)
-            read = read_run_file(file)
-            if read is None:
-                continue
-            if name == RUN_RECORD and record is None:
-                path, record = file, read
-            if objective is None and read.get("pretraining_objective", default):
-                objective, objective_file = read.get("pretraining_objective", default), file
-    config_file = next((os.path.join(d, "bert_config.json") for d in directories
-                        if "://" not in d and os.path.isfile(os.path.join(d, "bert_config.json"))),
+    path, record = _run_json(directories)
+    config_file = next((os.path.join(d, CONFIG_FILE) for d in directories
+                        if "://" not in d and os.path.isfile(os.path.join(d, CONFIG_FILE))),
                        None)
-    return RunRecord(directories, path, record, config_file, objective, objective_file)
+    return RunRecord(directories, path, record, config_file,
+                     *_objective(directories, path, record))
+
+
+def _objective(directories, path, record):
+    """(pretraining objective, the file recording it), or (None, None): the
+    "pretraining_objective" of the run.json in `directories` (`path`, read as `record`), else of
+    the bert_config.json beside it (run_pretraining writes one; a config without the key, as the
+    original's, is a masked LM)."""
+    for directory in directories:
+        for name, default in ((RUN_RECORD, None), (CONFIG_FILE, "mlm")):
+            file = os.path.join(directory, name)
+            read = record if file == path else read_run_file(file)
+            objective = None if read is None else read.get("pretraining_objective", default)
+            if objective:
+                return objective, file
+    return None, None
 
 
 def run_record(checkpoint):
     """(path, dict) of the run.json of the run that wrote `checkpoint` (`record_directories`),
     or (None, None) when there is none (an original-layout checkpoint)."""
-    for directory in record_directories(checkpoint):
+    return _run_json(record_directories(checkpoint))
+
+
+def _run_json(directories):
+    for directory in directories:
         path = os.path.join(directory, RUN_RECORD)
         record = read_run_file(path)
         if record is not None:
