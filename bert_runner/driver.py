@@ -576,8 +576,7 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
             summary = seed_sweeps.summarize_seeds({s: r.eval_results for s, r in by_seed.items()})
             logging.info("***** Eval results over seeds %s *****\n%s", ",".join(map(str, seeds)),
                          summary)
-            write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"),
-                                      summary)
+            write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"), summary)
         return by_seed
 
 

@@ -294,7 +294,7 @@ def check_sweep_identity(output_dir, runs, identity, steps, evaluated):
                 f"--output_dir={output_dir} holds fine-tunings of another sweep ({path}): "
                 f"{'; '.join(changed)}. Use another --output_dir: nothing in it was changed.")
     write_text_atomic(record_path,
-                              json.dumps({**common, _EVALUATED: evaluated}, indent=2) + "\n")
+                      json.dumps({**common, _EVALUATED: evaluated}, indent=2) + "\n")
     return sweep_record.get(_EVALUATED) == evaluated
 
 

@@ -171,7 +171,7 @@ def reports(settings, select_only, read_report, fine_tune, output_dir, evaluated
             report = read_report(directory)
         if report is not None and recorded != expected:
             write_text_atomic(os.path.join(directory, EVALUATED),
-                                      json.dumps(expected, sort_keys=True) + "\n")
+                              json.dumps(expected, sort_keys=True) + "\n")
         found[setting] = report
     return found
 
