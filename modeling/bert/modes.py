@@ -22,12 +22,18 @@ class EncoderModes:
       apart (which lets a graph that reads only `pooled_output` drop the other rows' work):
       LiteRT's XNNPack cannot run a dense layer on the two parts joined (a token tagger's graph
       on ids).
+    fused_attention: the attention as the backend's fused operation
+      (`modeling.layers.attention.fused_attention`: cuDNN's flash attention under JAX on a GPU in
+      bfloat16) wherever no attention dropout is drawn (a rate of 0, or not training) and rows
+      are not packed; elsewhere the usual attention. Input masks must be right-padded (every
+      record's and script's are).
     """
 
     recompute: bool = False
     static_shapes: bool = False
     small_row_blocks: bool = False
     whole_last_layer: bool = False
+    fused_attention: bool = False
 
     @classmethod
     def of(cls, modes):
