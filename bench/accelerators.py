@@ -49,14 +49,9 @@ from absl import app, flags
 
 from bench import common
 
-CONFIGS = {
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                  intermediate_size=4096),
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=128),  # the CPU smoke run
-}
+# The encoder's widths: hidden size, layers, heads, intermediate size (vocab 30522, 512
+# positions); tiny is the CPU smoke run's.
+SIZES = {"base": (768, 12, 12, 3072), "large": (1024, 24, 16, 4096), "tiny": (64, 2, 2, 128)}
 # name: (framework, its settings)
 # name: (framework, its settings), in the order they run (the figures the issue's acceptance
 # compares first).
@@ -67,10 +62,12 @@ CONTENDERS = {
     "ours fp32": ("ours", dict(policy="float32")),
     "peer eager bf16": ("peer", dict(compiled=False)),
 }
-flags.DEFINE_enum("config", "base", sorted(CONFIGS), "Encoder shape (vocab 30522, 512 positions).")
-flags.DEFINE_list("shapes", ["128x128x20", "32x512x80"],
-                  "BATCHxSEQxMASKED per step: the records' max_seq_length and "
-                  "max_predictions_per_seq.")
+flags.DEFINE_enum("config", "base", sorted(SIZES), "Encoder shape (vocab 30522, 512 positions).")
+# The records' shapes (batch x max_seq_length x max_predictions_per_seq) of each config's run.
+SHAPES = {"base": ["128x128x20", "32x512x80"], "large": ["128x128x20", "32x512x80"],
+          "tiny": ["4x32x5", "2x64x8"]}
+flags.DEFINE_list("shapes", None, "BATCHxSEQxMASKED per step (default: the config's, "
+                  "128x128x20,32x512x80; tiny 4x32x5,2x64x8).")
 flags.DEFINE_list("contenders", list(CONTENDERS), f"Which of: {', '.join(CONTENDERS)}.")
 flags.DEFINE_integer("steps", 20, "Timed steps per contender and shape.", lower_bound=1)
 flags.DEFINE_integer("warmup", 2, "Untimed steps first (the first compiles).", lower_bound=1)
@@ -95,7 +92,9 @@ def model_config(fused=False):
     return dict(vocab_size=VOCAB, max_position_embeddings=POSITIONS, type_vocab_size=2,
                 hidden_act="gelu", hidden_dropout_prob=dropout,
                 attention_probs_dropout_prob=0.0 if fused else dropout,
-                initializer_range=0.02, **CONFIGS[FLAGS.config])
+                initializer_range=0.02, **dict(zip(
+                    ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size"), SIZES[FLAGS.config])))
 
 
 def parse_shape(text):
@@ -365,6 +364,8 @@ def run_contender(name, timeout):
 
 def main(argv):
     del argv
+    if FLAGS.shapes is None:
+        FLAGS.shapes = SHAPES[FLAGS.config]
     if FLAGS.contender_run:
         contender_main({"name": json.loads(FLAGS.contender_run)})
         return
@@ -377,7 +378,7 @@ def main(argv):
             parse_shape(text)
         except ValueError:
             raise app.UsageError(f"--shapes: {text!r} is not BATCHxSEQxMASKED") from None
-    print(f"model: {FLAGS.config} {CONFIGS[FLAGS.config]}, shapes {', '.join(FLAGS.shapes)}, "
+    print(f"model: {FLAGS.config} {model_config()}, shapes {', '.join(FLAGS.shapes)}, "
           f"{FLAGS.steps} timed steps after {FLAGS.warmup}")
     rows = []
     path = os.path.join(FLAGS.out, "accelerators.jsonl") if FLAGS.out else None

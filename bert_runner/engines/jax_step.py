@@ -64,11 +64,11 @@ class JaxStep:
                              f"{keras.backend.backend()}")
         self.model = model
         self.optimizer = optimizer
+        if not optimizer.built:
+            optimizer.build(model.trainable_variables)
         self.loss_fn = loss_fn
         self.clip_norm = clip_norm
         self.accumulation = accumulation
-        if not optimizer.built:
-            optimizer.build(model.trainable_variables)
         self._reached = None  # which trainable variables the loss reaches, found on the first call
         self._step = jax.jit(self._step_fn, donate_argnums=0)
 
