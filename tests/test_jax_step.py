@@ -128,8 +128,8 @@ def loss_fn(model, features, training):
 rng = np.random.default_rng(0)
 batch = dict(input_ids=rng.integers(0, 50, (2, 8)), input_mask=np.ones((2, 8), "int32"),
              segment_ids=np.zeros((2, 8), "int32"), masked_lm_positions=np.array([[1, 2], [3, 4]]),
-             masked_lm_ids=rng.integers(0, 50, (2, 2)), masked_lm_weights=np.ones((2, 2), "float32"),
-             next_sentence_labels=np.array([0, 1]))
+             masked_lm_ids=rng.integers(0, 50, (2, 2)),
+             masked_lm_weights=np.ones((2, 2), "float32"), next_sentence_labels=np.array([0, 1]))
 if {distribution}:
     keras.distribution.set_distribution(data_parallel())
 keras.utils.set_random_seed(0)
