@@ -33,6 +33,8 @@ import jax.extend.core
 import keras
 from keras import ops
 
+from modeling.optimization import DecoupledDecayOptimizer
+
 
 class State(NamedTuple):
     """The values a step reads and writes: `trainable`, `non_trainable` (the model's, in the order
@@ -62,6 +64,9 @@ class JaxStep:
         if keras.backend.backend() != "jax":
             raise ValueError("JaxStep needs Keras' JAX backend (KERAS_BACKEND=jax), not "
                              f"{keras.backend.backend()}")
+        if not isinstance(optimizer, DecoupledDecayOptimizer):
+            raise ValueError(f"JaxStep applies a DecoupledDecayOptimizer (the project's AdamW or "
+                             f"LAMB), not {type(optimizer).__name__}")
         self.model = model
         self.optimizer = optimizer
         if not optimizer.built:
@@ -74,20 +79,19 @@ class JaxStep:
 
     def initial_state(self):
         """Copies of the variables' current values (the step donates its state's buffers)."""
-        def values(variables):
-            return [jax.numpy.array(v.value, copy=True) for v in variables]
-
-        return State(values(self.model.trainable_variables),
-                     values(self.model.non_trainable_variables),
-                     values(self.optimizer.variables))
+        return State(*([_copy(v.value) for v in variables] for variables in self._variables()))
 
     def write_back(self, state):
-        """Assigns `state` to the model's and the optimizer's variables (for a checkpoint)."""
-        for variables, values in ((self.model.trainable_variables, state.trainable),
-                                  (self.model.non_trainable_variables, state.non_trainable),
-                                  (self.optimizer.variables, state.optimizer)):
+        """Assigns copies of `state`'s values to the model's and the optimizer's variables (for
+        a checkpoint; `state` stays the engine's, to be donated by the next step)."""
+        for variables, values in zip(self._variables(), state):
             for variable, value in zip(variables, values):
-                variable.assign(value)
+                variable.assign(_copy(value))
+
+    def _variables(self):
+        """The Keras variables of `State`'s fields, in its order."""
+        return (self.model.trainable_variables, self.model.non_trainable_variables,
+                self.optimizer.variables)
 
     def __call__(self, state, features):
         """One step: `(state after it, {metric: scalar}` with `"loss"` and `"grad_norm"`)`.
@@ -152,6 +156,10 @@ class JaxStep:
                           non_trainable,
                           [scope.get_current_value(v) for v in optimizer.variables])
         return new_state, {**metrics, "loss": loss, "grad_norm": norm}
+
+
+def _copy(array):
+    return jax.numpy.array(array, copy=True)
 
 
 def global_norm(tensors):
