@@ -12,7 +12,7 @@ positions: `--shapes`), MLM + NSP losses, the original's AdamW and schedule, dro
 prints one JSON line: `contender` ("ours ..." or "peer ..."), `seq_per_s` (timed steps over their
 wall time, the device kept busy as a training loop keeps it), `mfu` (model FLOPs utilisation
 against `--peak_tflops`, counting 6 x matmul parameters x tokens + attention + the masked-LM head
-at the masked positions only, as `bert_runner.task.encoder_training_flops`), `first_step_s`
+at the masked positions only: `bert_runner.task.encoder_training_flops`), `first_step_s`
 (compilation included), the device. Contenders:
 
   ours bf16, ours fp32          `JaxStep` on `BertPretrainer`, Keras mixed_bfloat16 / float32
@@ -104,13 +104,12 @@ def parse_shape(text):
 
 
 def step_flops(config, batch, seq, masked):
-    """Training FLOPs of one step: 6 x the encoder's matmul parameters x tokens, attention's
-    two matmuls (12 x layers x S² x H per sequence), the masked-LM head at the masked positions
-    (transform and the tied output layer), the pooler and NSP head."""
-    h, layers, i = config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]
-    encoder = layers * (4 * h * h + 2 * h * i)
-    return (6 * batch * seq * encoder + 12 * layers * batch * seq * seq * h
-            + 6 * batch * masked * (h * h + h * VOCAB) + 6 * batch * (h * h + 2 * h))
+    """Training model FLOPs of one step (`bert_runner.task.encoder_training_flops`: the matmuls,
+    attention, the masked-LM head at the masked positions)."""
+    from bert_runner.task import encoder_training_flops
+    from modeling import BertConfig
+
+    return batch * encoder_training_flops(BertConfig.from_dict(config), seq, masked)
 
 
 def batches(batch, seq, masked, count=2):
