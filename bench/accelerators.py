@@ -17,12 +17,15 @@ at the masked positions only: `bert_runner.task.encoder_training_flops`), `first
 
   ours bf16, ours fp32          `JaxStep` on `BertPretrainer`, Keras mixed_bfloat16 / float32
                                 (on GPUs float32 matmuls run in TF32, XLA's default)
-  ours bf16 fused-attention     + `EncoderModes(fused_attention, whole_last_layer)` and attention
-                                dropout 0 (cuDNN's flash attention has no dropout there): a
-                                different model run, named so
-  peer eager bf16, peer compiled bf16
+  ours bf16 fused-attention     + `EncoderModes(fused_attention, whole_last_layer)`: the
+                                attention and its dropout one Pallas kernel drawing the same
+                                masks (`modeling.layers.kernels.flash`): the same run
+  ours bf16 fused-attention no-attention-dropout
+                                the same modes, attention dropout 0: cuDNN's flash attention
+                                (a different model run, named so)
+  peer compiled bf16, peer eager bf16
                                 transformers' `BertForPreTraining` (sdpa attention), fused AdamW,
-                                `torch.autocast` bf16; eager / `torch.compile`
+                                `torch.autocast` bf16; `torch.compile` / eager
 
 Each contender runs in a process of its own (JAX and PyTorch each take the device), both shapes
 in it, under `--timeout` seconds (what it printed before is kept; a contender killed or failed
@@ -36,8 +39,8 @@ namex 0.1.0 and optree 0.20.0 travel as Python 3.12 wheels in `.whl/`:
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit
     nvidia-smi -L; PYTHONUNBUFFERED=1 python3 -m bench.accelerators --out=$OUT --peak_tflops=989
 
-The default run (5 contenders x 2 shapes, 20 timed steps) is sized for about 400 s of an H200;
---budget (480 s) bounds it whatever happens.
+The default run (6 contenders x 2 shapes, 20 timed steps) takes about 450 s of an H200; --budget
+(480 s) bounds it whatever happens (the contenders run in the order above).
 """
 import json
 import os
@@ -60,6 +63,8 @@ CONTENDERS = {
     "peer compiled bf16": ("peer", dict(compiled=True)),
     "ours bf16 fused-attention": ("ours", dict(policy="mixed_bfloat16", fused=True)),
     "ours fp32": ("ours", dict(policy="float32")),
+    "ours bf16 fused-attention no-attention-dropout": (
+        "ours", dict(policy="mixed_bfloat16", fused=True, attention_dropout=False)),
     "peer eager bf16": ("peer", dict(compiled=False)),
 }
 flags.DEFINE_enum("config", "base", sorted(SIZES), "Encoder shape (vocab 30522, 512 positions).")
@@ -87,11 +92,10 @@ FLAGS = flags.FLAGS
 VOCAB, POSITIONS = 30522, 512
 
 
-def model_config(fused=False):
-    dropout = 0.1
+def model_config(attention_dropout=True):
     return dict(vocab_size=VOCAB, max_position_embeddings=POSITIONS, type_vocab_size=2,
-                hidden_act="gelu", hidden_dropout_prob=dropout,
-                attention_probs_dropout_prob=0.0 if fused else dropout,
+                hidden_act="gelu", hidden_dropout_prob=0.1,
+                attention_probs_dropout_prob=0.1 if attention_dropout else 0.0,
                 initializer_range=0.02, **dict(zip(
                     ("hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size"), SIZES[FLAGS.config])))
@@ -144,7 +148,7 @@ def pretraining_loss(model, features, training):
     return mlm + nsp, {"masked_lm_loss": mlm}
 
 
-def run_ours(shape, policy, fused=False):
+def run_ours(shape, policy, fused=False, attention_dropout=True):
     """Times `JaxStep` on `BertPretrainer`; returns the row's figures."""
     import jax
     import keras
@@ -159,7 +163,7 @@ def run_ours(shape, policy, fused=False):
     if distribution is not None:
         keras.distribution.set_distribution(distribution)
     modes = dict(fused_attention=True, whole_last_layer=True) if fused else None
-    model = BertPretrainer(model_config(fused), modes=modes)
+    model = BertPretrainer(model_config(attention_dropout), modes=modes)
     engine = JaxStep(model, create_optimizer("adamw", 1e-4, 10000, 100), pretraining_loss)
     data = [{name: jax.device_put(value) for name, value in b.items()} for b in batches(*shape)]
     state = engine.initial_state()
@@ -325,7 +329,7 @@ def contender_main(settings):
         except Exception as error:  # the others' lines still count
             row["error"] = f"{type(error).__name__}: {error}"[:800]
         else:
-            config = model_config(options.get("fused", False))
+            config = model_config(options.get("attention_dropout", True))
             tflops = step_flops(config, *shape) / figures["step_s"] / 1e12
             row.update(seq_per_s=round(shape[0] / figures["step_s"], 1),
                        mfu=round(tflops / FLAGS.peak_tflops, 4), tflops=round(tflops, 1),
@@ -396,12 +400,12 @@ def main(argv):
             if path:
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(line + "\n")
-    print(f"\n{'contender':28s} {'shape':>11s} {'seq/s':>8s} {'MFU':>6s} {'first s':>8s}  device")
+    print(f"\n{'contender':46s} {'shape':>11s} {'seq/s':>8s} {'MFU':>6s} {'first s':>8s}  device")
     for row in rows:
         if "error" in row:
-            print(f"{row['contender']:28s} {row['shape']:>11s}  error: {row['error'][:200]}")
+            print(f"{row['contender']:46s} {row['shape']:>11s}  error: {row['error'][:200]}")
         else:
-            print(f"{row['contender']:28s} {row['shape']:>11s} {row['seq_per_s']:8.1f} "
+            print(f"{row['contender']:46s} {row['shape']:>11s} {row['seq_per_s']:8.1f} "
                   f"{100 * row['mfu']:5.1f}% {row['first_step_s']:8.1f}  {row['device']}")
     common.write_results("accelerators", rows, packages=("jax", "keras", "torch",
                                                          "transformers"))

@@ -1,6 +1,8 @@
-"""The encoder mode `EncoderModes.fused_attention` (the backend's fused attention where no attention
-dropout is drawn) gives the values and gradients of the usual attention: on TensorFlow here, under
-JAX (XLA's implementation on a CPU) in the large tier."""
+"""The encoder mode `EncoderModes.fused_attention` gives the values and gradients of the usual
+attention: the backend's fused attention where no attention dropout is drawn, on TensorFlow here
+and under JAX (XLA's implementation on a CPU) in the large tier; and the flash-attention kernel
+with the hashed dropout (`modeling.layers.kernels.flash`, in Pallas' interpreter on a CPU), which
+draws the reference's masks."""
 import os
 import subprocess
 import sys
@@ -81,3 +83,48 @@ def test_fused_attention_gives_the_same_values_on_tensorflow():
 @needs("jax")
 def test_fused_attention_gives_the_same_values_under_jax():
     assert np.max(_gaps("jax", JAX_GRADIENTS)) < 1e-5
+
+
+FLASH_SCRIPT = """
+import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+sys.path.insert(0, {root!r})
+from modeling.layers.attention import attention
+from modeling.layers.kernels.dropout import grid_positions, seed_words
+from modeling.layers.kernels.flash import flash_attention
+
+rng = np.random.default_rng(1)
+B, N, S, D = 2, 2, 128, 16
+q, k, v = (jnp.asarray(rng.normal(size=(B, N, S, D)), jnp.float32) for _ in range(3))
+mask = np.ones((B, S), "int32")
+mask[1, 70:] = 0
+seed = jnp.asarray([7, 11], jnp.int32)
+weights = jnp.asarray(rng.normal(size=(B, N, S, D)), jnp.float32)
+gaps = []
+for rate in (0.0, 0.1):
+    for causal in (False, True):
+        def reference(q, k, v):
+            return attention(q, k, v, mask, rate, seed, fast=False, causal=causal)
+        def flash(q, k, v):
+            return flash_attention(q, k, v, jnp.asarray(mask), 1 / np.sqrt(D), rate,
+                                   jnp.stack(seed_words(seed)), grid_positions(B, S), causal,
+                                   interpret=True)
+        for fn in (lambda f: f(q, k, v),
+                   lambda f: jax.grad(lambda *x: jnp.sum(f(*x) * weights), (0, 1, 2))(q, k, v)):
+            gaps += [float(jnp.max(jnp.abs(a - b))) for a, b in zip(
+                jax.tree.leaves(fn(reference)), jax.tree.leaves(fn(flash)))]
+print(max(gaps))
+"""
+
+
+@pytest.mark.large  # JAX (with its Pallas): the large tier's packages
+@needs("jax")
+def test_the_flash_kernel_draws_the_reference_dropout():
+    """Values and gradients with and without dropout, causal or not, one sequence padded."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", FLASH_SCRIPT.format(root=str(ROOT))],
+                            env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert float(result.stdout.split()[-1]) < 1e-5

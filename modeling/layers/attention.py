@@ -6,8 +6,8 @@ import math
 import keras
 from keras import ops
 
-from modeling.layers.kernels import xla
-from modeling.layers.kernels.dropout import dropout, grid_positions
+from modeling.layers.kernels import flash, xla
+from modeling.layers.kernels.dropout import dropout, grid_positions, seed_words
 
 # The original adds (1 - mask) * -10000 to the attention scores, not -inf: fully padded rows
 # still produce a (uniform) softmax rather than NaN.
@@ -58,16 +58,25 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
             positions, `Sq == S`.
         sequence_ids: int `[B, S]` of packed rows: a query attends to its own sequence's keys
             only (`mask_bias`); `Sq == S`.
-        fused: `fused_attention` where it gives the same values: without dropout (its rate 0,
-            or not training) and without `sequence_ids`.
+        fused: without `sequence_ids`, one fused operation: without dropout (its rate 0, or
+            not training) `fused_attention`; with it, under JAX on a GPU, the Pallas kernel
+            `modeling.layers.kernels.flash` (the same dropout masks), for whole blocks of
+            queries and keys (else the reference).
     Returns:
         `[B, N, Sq, D]` context in the compute dtype.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])
     if seed is None:
         dropout_rate = 0.0
-    if fused and not dropout_rate and sequence_ids is None:
-        return fused_attention(q, k, v, input_mask, scale, causal)
+    if fused and sequence_ids is None:
+        if not dropout_rate:
+            return fused_attention(q, k, v, input_mask, scale, causal)
+        if _flash_kernel_runs(q, k):
+            if query_positions is None:
+                query_positions = grid_positions(ops.shape(k)[0],
+                                                 ops.shape(k)[2])[:, :ops.shape(q)[2]]
+            return flash.flash_attention(q, k, v, input_mask, scale, dropout_rate,
+                                         ops.stack(seed_words(seed)), query_positions, causal)
     rows = _query_rows(q, k, query_positions) if dropout_rate else None
     if fast:
         return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed, causal,
@@ -108,6 +117,16 @@ def fused_attention(q, k, v, input_mask, scale, causal=False):
         context = ops.dot_product_attention(q, k, v, mask=mask[:, None, None, :], scale=scale,
                                             is_causal=causal)
     return ops.transpose(context, (0, 2, 1, 3))
+
+
+def _flash_kernel_runs(q, k):
+    """Whether `flash.flash_attention` takes these queries and keys here: under JAX on a GPU
+    (its Triton kernels), whole blocks."""
+    if keras.backend.backend() != "jax" or not flash.supported(q, k):
+        return False
+    import jax
+
+    return jax.devices()[0].platform == "gpu"
 
 
 def _query_rows(q, k, query_positions):
