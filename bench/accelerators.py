@@ -70,9 +70,9 @@ CONTENDERS = {
 flags.DEFINE_enum("config", "base", sorted(SIZES), "Encoder shape (vocab 30522, 512 positions).")
 # The records' shapes (batch x max_seq_length x max_predictions_per_seq) of each config's run.
 SHAPES = {"base": ["128x128x20", "32x512x80"], "large": ["128x128x20", "32x512x80"],
-          "tiny": ["4x32x5", "2x64x8"]}
+          "tiny": ["4x64x5"]}
 flags.DEFINE_list("shapes", None, "BATCHxSEQxMASKED per step (default: the config's, "
-                  "128x128x20,32x512x80; tiny 4x32x5,2x64x8).")
+                  "128x128x20,32x512x80; tiny 4x64x5).")
 flags.DEFINE_list("contenders", list(CONTENDERS), f"Which of: {', '.join(CONTENDERS)}.")
 flags.DEFINE_integer("steps", 20, "Timed steps per contender and shape.", lower_bound=1)
 flags.DEFINE_integer("warmup", 2, "Untimed steps first (the first compiles).", lower_bound=1)
