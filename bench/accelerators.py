@@ -78,7 +78,7 @@ flags.DEFINE_integer("steps", 20, "Timed steps per contender and shape.", lower_
 flags.DEFINE_integer("warmup", 2, "Untimed steps first (the first compiles).", lower_bound=1)
 flags.DEFINE_float("peak_tflops", 989.0, "The device's dense bf16 peak, for the MFU (H100/H200 "
                    "SXM: 989).")
-flags.DEFINE_integer("timeout", 150, "Seconds each contender's process may take (both shapes).")
+flags.DEFINE_integer("timeout", 200, "Seconds each contender's process may take (both shapes).")
 flags.DEFINE_integer("budget", 480, "Seconds the whole run may take: a contender gets what is "
                      "left of it when less than --timeout.")
 flags.DEFINE_integer("profile_steps", 0, "Steps each contender then runs under its framework's "
