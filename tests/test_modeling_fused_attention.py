@@ -115,6 +115,16 @@ for rate in (0.0, 0.1):
                    lambda f: jax.grad(lambda *x: jnp.sum(f(*x) * weights), (0, 1, 2))(q, k, v)):
             gaps += [float(jnp.max(jnp.abs(a - b))) for a, b in zip(
                 jax.tree.leaves(fn(reference)), jax.tree.leaves(fn(flash)))]
+# The kernels lower for CUDA (Pallas to Triton) on this machine without a GPU.
+args = [jax.ShapeDtypeStruct((B, N, S, 64), jnp.bfloat16)] * 3 + [
+    jax.ShapeDtypeStruct((B, S), jnp.int32), jax.ShapeDtypeStruct((2,), jnp.uint32),
+    jax.ShapeDtypeStruct((B, S), jnp.int32)]
+grad = jax.grad(lambda q, k, v, *rest: jnp.sum(flash_attention(q, k, v, *rest[:1], 0.125, 0.1,
+                                                                  *rest[1:]).astype(jnp.float32)),
+                (0, 1, 2))
+text = jax.jit(grad).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+assert all(name in text for name in ("flash_attention_forward", "flash_attention_key_grads",
+                                     "flash_attention_query_grads")), "not lowered"
 print(max(gaps))
 """
 
@@ -122,7 +132,8 @@ print(max(gaps))
 @pytest.mark.large  # JAX (with its Pallas): the large tier's packages
 @needs("jax")
 def test_the_flash_kernel_draws_the_reference_dropout():
-    """Values and gradients with and without dropout, causal or not, one sequence padded."""
+    """Values and gradients with and without dropout, causal or not, one sequence padded; and
+    the kernels lower for CUDA."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     result = subprocess.run([sys.executable, "-c", FLASH_SCRIPT.format(root=str(ROOT))],
                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
