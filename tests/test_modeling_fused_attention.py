@@ -115,6 +115,20 @@ for rate in (0.0, 0.1):
                    lambda f: jax.grad(lambda *x: jnp.sum(f(*x) * weights), (0, 1, 2))(q, k, v)):
             gaps += [float(jnp.max(jnp.abs(a - b))) for a, b in zip(
                 jax.tree.leaves(fn(reference)), jax.tree.leaves(fn(flash)))]
+# Queries of part of the grid (a layer's first rows apart, `first_row_apart`), padded to blocks.
+for part in (slice(0, 1), slice(1, S)):
+    positions = grid_positions(B, S)[:, part]
+    def reference(q, k, v):
+        return attention(q, k, v, mask, 0.1, seed, fast=False, query_positions=positions)
+    def flash(q, k, v):
+        return flash_attention(q, k, v, jnp.asarray(mask), 1 / np.sqrt(D), 0.1,
+                               jnp.stack(seed_words(seed)), positions, interpret=True)
+    loss = lambda f: lambda *x: jnp.sum(f(*x) * weights[:, :, part])
+    gaps += [float(jnp.max(jnp.abs(a - b))) for a, b in zip(
+        jax.grad(loss(reference), (0, 1, 2))(q[:, :, part], k, v),
+        jax.grad(loss(flash), (0, 1, 2))(q[:, :, part], k, v))]
+    gaps.append(float(jnp.max(jnp.abs(reference(q[:, :, part], k, v)
+                                      - flash(q[:, :, part], k, v)))))
 # The kernels lower for CUDA (Pallas to Triton) on this machine without a GPU.
 args = [jax.ShapeDtypeStruct((B, N, S, 64), jnp.bfloat16)] * 3 + [
     jax.ShapeDtypeStruct((B, S), jnp.int32), jax.ShapeDtypeStruct((2,), jnp.uint32),
@@ -132,8 +146,8 @@ print(max(gaps))
 @pytest.mark.large  # JAX (with its Pallas): the large tier's packages
 @needs("jax")
 def test_the_flash_kernel_draws_the_reference_dropout():
-    """Values and gradients with and without dropout, causal or not, one sequence padded; and
-    the kernels lower for CUDA."""
+    """Values and gradients with and without dropout, causal or not, one sequence padded, for
+    every query or part of them; and the kernels lower for CUDA."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     result = subprocess.run([sys.executable, "-c", FLASH_SCRIPT.format(root=str(ROOT))],
                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)

@@ -60,8 +60,8 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
             only (`mask_bias`); `Sq == S`.
         fused: without `sequence_ids`, one fused operation: without dropout (its rate 0, or
             not training) `fused_attention`; with it, under JAX on a GPU, the Pallas kernel
-            `modeling.layers.kernels.flash` (the same dropout masks), for whole blocks of
-            queries and keys (else the reference).
+            `modeling.layers.kernels.flash` (the same dropout masks), for keys in whole blocks
+            (else the reference).
     Returns:
         `[B, N, Sq, D]` context in the compute dtype.
     """
@@ -121,7 +121,7 @@ def fused_attention(q, k, v, input_mask, scale, causal=False):
 
 def _flash_kernel_runs(q, k):
     """Whether `flash.flash_attention` takes these queries and keys here: under JAX on a GPU
-    (its Triton kernels), whole blocks."""
+    (its Triton kernels), keys in whole blocks."""
     if keras.backend.backend() != "jax" or not flash.supported(q, k):
         return False
     import jax

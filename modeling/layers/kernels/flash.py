@@ -21,10 +21,9 @@ _BLOCK = 64  # queries and keys per block
 
 
 def supported(q, k):
-    """Whether the kernel takes queries `[B, N, Sq, D]` and keys `[B, N, S, D]`: whole blocks,
-    a head width the matrix units take."""
-    return (q.shape[2] % _BLOCK == 0 and k.shape[2] % _BLOCK == 0 and q.shape[-1] % 16 == 0
-            and q.shape[-1] <= 256)
+    """Whether the kernel takes queries `[B, N, Sq, D]` and keys `[B, N, S, D]`: keys in whole
+    blocks (queries are padded to them), a head width the matrix units take."""
+    return k.shape[2] % _BLOCK == 0 and q.shape[-1] % 16 == 0 and q.shape[-1] <= 256
 
 
 def flash_attention(q, k, v, input_mask, scale, rate, seed_words, rows, causal=False,
@@ -45,8 +44,16 @@ def flash_attention(q, k, v, input_mask, scale, rate, seed_words, rows, causal=F
     import jax.numpy as jnp
 
     bias = (1.0 - input_mask.astype(jnp.float32)) * -10000.0
-    return _attention(float(scale), float(rate), bool(causal), bool(interpret))(
+    # Queries padded to whole blocks: a padded query's output is dropped, so its gradient is 0
+    # and it adds nothing to the keys' and values' gradients.
+    queries = q.shape[2]
+    padding = -queries % _BLOCK
+    if padding:
+        q = jnp.pad(q, ((0, 0), (0, 0), (0, padding), (0, 0)))
+        rows = jnp.pad(rows, ((0, 0), (0, padding)))
+    out = _attention(float(scale), float(rate), bool(causal), bool(interpret))(
         q, k, v, bias, jnp.asarray(seed_words, jnp.uint32), rows.astype(jnp.int32))
+    return out[:, :, :queries]
 
 
 @functools.lru_cache(maxsize=None)
