@@ -119,21 +119,22 @@ def main(_):
     from bert_runner.run_config import RunConfig
     from bert_tasks.classifier.task import make_task
 
-    teacher = None
+    run = RunConfig.from_flags()
+    teacher = start = None
     if FLAGS.teacher:
         from bert_tasks.classifier import distillation
-        from bert_runner.runs.model_files import model_files
+        from bert_runner.plan import resolve_start
 
-        files = model_files(FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.init_checkpoint,
-                            FLAGS.max_seq_length)
+        # The student's starting point, resolved once: the teacher is checked against it.
+        start = resolve_start(run, FLAGS.max_seq_length)
         teacher = distillation.load_teacher(
             run_flags.config_from_flags(distillation.DistillationSettings), FLAGS.task_name,
-            files.config, files.config_file, files.vocab_file)
+            start[0].config, start[0].config_file, start[0].vocab_file)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
                      doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation,
                      teacher=teacher)
-    driver.run_command(task, RunConfig.from_flags(), seeds=run_flags.seeds_of(FLAGS))
+    driver.run_command(task, run, seeds=run_flags.seeds_of(FLAGS), start=start)
 
 
 if __name__ == "__main__":

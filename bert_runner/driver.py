@@ -3,17 +3,20 @@ and the scripts' main() did, the same way for every task.
 
     run_command(task, RunConfig.from_flags())       # a script's whole main()
 
-`run_command` refuses a run with nothing to do, loads the config and the tokenizer (from the
-flags, or from a Hugging Face directory given as `--init_checkpoint`: `runs.model_files`),
-reads every split the do_* flags ask for (all before any is converted), takes output_dir's lock
-(`bert_runner.output_lock`: one run at a time), checks output_dir and `--init_checkpoint`
-(`prepare`), writes each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU
-padding for evaluation and prediction), counts the training steps, then `run_task` (once per seed
-with `seeds`) and the task's `finish`.
+`run_command` refuses a run with nothing to do, resolves the starting point once
+(`bert_runner.plan.resolve_start`: the config and vocabulary from the flags, or from a Hugging
+Face directory or a run's output_dir given as `--init_checkpoint`, and that checkpoint opened),
+loads the tokenizer, reads every split the do_* flags ask for (all before any is converted) and
+makes the run's `bert_runner.plan.RunPlan`; then, holding output_dir's lock
+(`bert_runner.output_lock`: one run at a time), checks output_dir (`prepare`), builds the run's
+one model (`new_model`) and checks the starting checkpoint against it (`check_start`), writes
+each split's TFRecords (`bert_runner.splits.write_split`: atomically, TPU padding for evaluation
+and prediction), counts the training steps into the plan, then `run_task` (once per seed with
+`seeds`, each further seed building its own model) and the task's `finish`.
 
-`run_task` builds the model and the original optimizer under the `tf.distribute` strategy,
-trains (resuming from the newest checkpoint in output_dir, else starting from
-`--init_checkpoint`), writes the original-layout checkpoint with `--save_tf1_checkpoint`, or
+`run_task` puts the plan's model and the original optimizer under the `tf.distribute` strategy in
+a `Trainer`, trains (resuming from the newest checkpoint in output_dir, else loading the opened
+starting checkpoint), writes the original-layout checkpoint with `--save_tf1_checkpoint`, or
 without training restores the newest checkpoint; then evaluates (eval_results.txt, with the
 task's baselines in the log) and predicts (the task's prediction files).
 
@@ -43,10 +46,10 @@ from modeling.bert.modes import EncoderModes
 from modeling.checkpoint.files import write_text_atomic
 from modeling.optimization import create_optimizer, layerwise_rates
 from bert_runner import (
-    distribution, output_lock, results, run_identity, seeds as seed_sweeps, startup)
+    distribution, output_lock, plan as plan_of, results, run_identity, seeds as seed_sweeps,
+    startup)
 from bert_runner.runs import (
     checkpoints as run_checkpoints, hashes, labels as run_labels, record as run_records)
-from bert_runner.runs.model_files import model_files
 from bert_runner.splits import existing_split, wanted_splits, write_split
 from bert_runner.task import collect
 from bert_runner.trainer import Trainer
@@ -54,8 +57,8 @@ from bert_runner.trainer import Trainer
 @dataclasses.dataclass
 class RunResult:
     """What `run_task` did: the trainer (its `.model` holds the weights), the run's settings
-    (model files resolved), the eval_results values, and what the task's `write_predictions`
-    returned."""
+    (`RunConfig`, model files resolved), the eval_results values, and what the task's
+    `write_predictions` returned."""
 
     trainer: Trainer
     run: object = None
@@ -71,16 +74,13 @@ class OutputDirError(ValueError):
     """An output_dir that holds another task's run."""
 
 
-def prepare(task, run, config, identity, seeds=None):
-    """Checks of output_dir and `--init_checkpoint` before any work, made holding output_dir's
-    lock: refuses a directory whose run.json names another task, or another model than this
-    command's (`--bilstm_on_top`, the config's pretraining objective), or, for a command that
-    trains, checkpoints of a run whose identity (`bert_runner.run_identity`) differs from this
-    command's `identity` (OutputDirError); and checks that `--init_checkpoint` is readable and
-    fits the task's model for `config` (names the file and every mismatched variable); for a
-    command that only evaluates or predicts, that output_dir's own checkpoints fit it, and that
-    an `--init_checkpoint` they take the place of is not used, or that one without the task's
-    head leaves it untrained (warnings)."""
+def prepare(task, plan):
+    """Checks of output_dir before any work, made holding output_dir's lock: refuses a directory
+    whose run.json names another task, or another model than the `plan`'s (`--bilstm_on_top`,
+    the config's pretraining objective), or, for a command that trains, checkpoints of a run
+    whose identity (`bert_runner.run_identity`) differs from the plan's (OutputDirError). The
+    starting checkpoint is checked once the run's model is built (`check_start`)."""
+    run, config, seeds = plan.run, plan.config, plan.seeds
     path, recorded = run_records.run_record(run.output_dir)
     path = path or os.path.join(run.output_dir, run_records.RUN_RECORD)
     if recorded is not None and recorded.get("task") != task.name:
@@ -90,9 +90,18 @@ def prepare(task, run, config, identity, seeds=None):
             "changed.")
     if recorded is not None:
         _check_recorded_model(recorded, run, config)
-    for record_path, record, expected in _recorded_runs(run.output_dir, identity, seeds):
+    for record_path, record, expected in _recorded_runs(run.output_dir, plan.identity, seeds):
         _check_recorded_identity(record, run, expected, record_path)
-    restored = (not run.do_train and not seeds
+
+
+def check_start(task, plan, model, checkpoint):
+    """Checks, before any work, that the opened `checkpoint` (`--init_checkpoint`'s; None: none)
+    fits `model`, the run's task model (names the file and every mismatched variable); for a
+    command that only evaluates or predicts, that output_dir's own checkpoints fit it, and that
+    an `--init_checkpoint` they take the place of is not used, or that one without the task's
+    head leaves it untrained (warnings)."""
+    run = plan.run
+    restored = (not run.do_train and not plan.seeds
                 and hashes.newest_checkpoint(run.output_dir))
     if restored:
         unused = [f"--{name}={value}" for name, value in (
@@ -103,13 +112,10 @@ def prepare(task, run, config, identity, seeds=None):
                             "is evaluated and predicted with", " and ".join(unused),
                             run.output_dir, os.path.basename(restored))
         run_checkpoints.check_init_checkpoint(
-            task.build_model(config, run.bilstm_on_top), run.output_dir, "--output_dir",
-            config_file=run.bert_config_file, task=task.name, read_tensors=False)
-    elif run.init_checkpoint:
-        new = run_checkpoints.check_init_checkpoint(
-            task.build_model(config, run.bilstm_on_top), run.init_checkpoint,
-            config_file=run.bert_config_file,
-            lora_adapters=run.lora_adapters, task=task.name)
+            model, run.output_dir, "--output_dir", config_file=run.bert_config_file,
+            task=task.name, read_tensors=False)
+    elif checkpoint is not None:
+        new = checkpoint.check_fits(model, run.bert_config_file, task.name)
         # A pooler alone is new where a span or tag model is read for its own task, which never
         # uses it (`checkpoints.is_pooler`).
         if not run.do_train and any(not checkpoints.is_pooler(name) for name in new):
@@ -117,8 +123,6 @@ def prepare(task, run, config, identity, seeds=None):
                 "--init_checkpoint=%s has no %s: newly initialised at random, and this command "
                 "trains nothing, so its evaluation and predictions are of an untrained head",
                 run.init_checkpoint, ", ".join(new))
-    if restored or run.init_checkpoint:
-        keras.backend.clear_session(free_memory=False)  # see run_task
 
 
 def _sweep_identity(identity):
@@ -244,19 +248,39 @@ def _check_lora_rank(rank, config, config_file):
             f"({config_file or '--bert_config_file'}): a low rank is the point (8 or 16 usually)")
 
 
-def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps):
-    """The task's model and the original optimizer under `strategy`, in a `Trainer`.
+def new_model(task, run, config, strategy):
+    """The one model of a run: `task`'s for `config`, built under `strategy` in the encoder
+    modes `run` asks for, in a fresh Keras state with `run`'s seeds, determinism and dtype
+    policy set first, so several runs in one process (a seed sweep) are each as a run of their
+    own."""
+    # Keras' names and graph state only: Keras' default also runs a full garbage collection,
+    # slow with TensorFlow loaded, and Python runs one when it needs to.
+    keras.backend.clear_session(free_memory=False)
+    distribution.set_determinism(run.random_seed, run.deterministic)
+    distribution.set_precision(run.mixed_precision)
+    return _build_model(task, run, config, strategy)
 
-    Without training the optimizer only holds the step counter for the checkpoint layout, so a
-    `num_train_steps` of 0 is accepted.
-    """
+
+def _build_model(task, run, config, strategy):
     # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
     modes = EncoderModes(recompute=run.recompute_activations, static_shapes=run.static_shapes)
     if run.static_shapes:
         logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
                      "of the padded grid")
     with strategy.scope():
-        model = task.build_model(config, run.bilstm_on_top, modes)
+        return task.build_model(config, run.bilstm_on_top, modes)
+
+
+def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps, model=None):
+    """`model` (the run's, `new_model`; None: the task's model built here) with LoRA adapters
+    where `run` asks for them, and the original optimizer under `strategy`, in a `Trainer`.
+
+    Without training the optimizer only holds the step counter for the checkpoint layout, so a
+    `num_train_steps` of 0 is accepted.
+    """
+    if model is None:
+        model = _build_model(task, run, config, strategy)
+    with strategy.scope():
         if run.lora_rank:
             model = with_lora(model, LoraSettings(run.lora_rank, run.lora_alpha, run.lora_targets))
             trained, total = trainable_count(model)
@@ -333,14 +357,13 @@ def _batches(trainer, task, split, run):
     return itertools.islice(batches, split.max_batches) if split.max_batches else batches
 
 
-def _init_from_checkpoint(trainer, run, task):
-    """What starts a run with nothing to resume: loading `--init_checkpoint`, else the task's
-    own initialiser (a student from its teacher), or None."""
-    if not run.init_checkpoint:
+def _init_from_checkpoint(trainer, checkpoint, task, config_file):
+    """What starts a run with nothing to resume: loading the opened `checkpoint`
+    (`--init_checkpoint`'s: the whole encoder and the heads it has; `config_file` named in its
+    messages), else the task's own initialiser (a student from its teacher), or None."""
+    if checkpoint is None:
         return task.initializer(trainer.model)
-    return lambda: run_checkpoints.initialize_from_checkpoint(
-        trainer.model, run.init_checkpoint, config_file=run.bert_config_file,
-        lora_adapters=run.lora_adapters)
+    return lambda: checkpoint.load_into(trainer.model, False, config_file)
 
 
 def _examples_per_row(task, split, run):
@@ -353,9 +376,9 @@ def _examples_per_row(task, split, run):
     return lambda: task.examples_per_row(run)
 
 
-def train(trainer, task, run, config, split, num_train_steps):
-    """Trains to `num_train_steps` (resuming, else from `--init_checkpoint`); then the
-    original-layout checkpoint with `--save_tf1_checkpoint`.
+def train(trainer, task, run, config, split, num_train_steps, init):
+    """Trains to `num_train_steps` (resuming, else `init()`: from `--init_checkpoint`,
+    `_init_from_checkpoint`); then the original-layout checkpoint with `--save_tf1_checkpoint`.
 
     Resuming a run whose hyper-parameters differ from this command's is reported; so is a run
     that had already finished (it is restored, not trained again).
@@ -363,7 +386,7 @@ def train(trainer, task, run, config, split, num_train_steps):
     _log_split("training", split)
     logging.info("  Num steps = %d", num_train_steps)
     trainer.train(_dataset_fn(task, split, run, True), num_train_steps,
-                  init_fn=_init_from_checkpoint(trainer, run, task),
+                  init_fn=init,
                   checkpoint_iterator=run.checkpoint_iterator,
                   examples_per_row=_examples_per_row(task, split, run))
     if not trainer.history and trainer.step >= num_train_steps > 0:
@@ -386,7 +409,7 @@ def train(trainer, task, run, config, split, num_train_steps):
         logging.info("Wrote original-layout checkpoint %s", prefix)
 
 
-def evaluate_start(trainer, task, run, split):
+def evaluate_start(trainer, task, run, split, init):
     """The starting model's metrics on `split`, before the first training step (`--init_checkpoint`
     loaded), kept in output_dir/eval_start.json so that a resumed run prints them too; None for a
     run resumed from checkpoints written without them."""
@@ -397,7 +420,7 @@ def evaluate_start(trainer, task, run, split):
     if hashes.newest_checkpoint(run.output_dir):
         return None
     _log_split("evaluation of the starting model", split)
-    trainer.restore(_init_from_checkpoint(trainer, run, task))
+    trainer.restore(init)
     outputs = collect(_batches(trainer, task, split, run))
     metrics = {name: float(value)
                for name, value in task.evaluate(outputs, 0, split, run.output_dir).items()}
@@ -426,27 +449,23 @@ def evaluate(trainer, task, run, split, start=None):
     return metrics
 
 
-def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_steps=0,
-             eval_split=None, predict_split=None, strategy=None):
-    """Trains, evaluates and predicts what the splits ask for; see the module docstring.
-
-    Sets the seeds (`run.random_seed`), determinism and dtype policy first, in a fresh Keras
-    state, so several runs in one process (a seed sweep) are each as a run of their own.
-    """
-    # Keras' names and graph state only: Keras' default also runs a full garbage collection,
-    # slow with TensorFlow loaded, and Python runs one when it needs to.
-    keras.backend.clear_session(free_memory=False)
-    distribution.set_determinism(run.random_seed, run.deterministic)
-    distribution.set_precision(run.mixed_precision)
-    strategy = strategy or get_strategy(run)
-    trainer = build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps)
+def run_task(task, plan, strategy, model, checkpoint):
+    """Trains, evaluates and predicts what the `plan`'s splits ask for with `model` (the run's,
+    `new_model`), starting from the opened `checkpoint` (None: none) where there is nothing to
+    resume; see the module docstring."""
+    run = plan.run
+    trainer = build_trainer(task, run, plan.config, strategy, plan.num_train_steps,
+                            plan.num_warmup_steps, model)
+    init = _init_from_checkpoint(trainer, checkpoint, task, run.bert_config_file)
+    train_split, eval_split, predict_split = (plan.splits.get(name)
+                                              for name in ("train", "eval", "predict"))
     start = None
     if train_split is not None and eval_split is not None and task.compare_with_start:
-        start = evaluate_start(trainer, task, run, eval_split)
+        start = evaluate_start(trainer, task, run, eval_split, init)
     if train_split is not None:
-        train(trainer, task, run, config, train_split, num_train_steps)
+        train(trainer, task, run, plan.config, train_split, plan.num_train_steps, init)
     else:
-        trainer.restore(_init_from_checkpoint(trainer, run, task))
+        trainer.restore(init)
     result = RunResult(trainer, run)
     if eval_split is not None:
         result.eval_results = evaluate(trainer, task, run, eval_split, start)
@@ -457,52 +476,60 @@ def run_task(task, run, config, train_split=None, num_train_steps=0, num_warmup_
     return result
 
 
-def run_command(task, run, seeds=None):
+def run_command(task, run, seeds=None, start=None):
     """Does everything `task`'s script is asked for by `run` (a `RunConfig`); see the module
     docstring. With `seeds` (ints), `run_task` runs once per seed in `output_dir/seed_<seed>`
-    on the same records, and eval_results_seeds.txt summarises them.
+    on the same records, and eval_results_seeds.txt summarises them. `start`: what
+    `plan.resolve_start(run, task.max_seq_length)` returned, where the script needed it first
+    (a distillation's student config); None: resolved here.
 
     Returns:
       the `RunResult`, or with `seeds` `{seed: RunResult}`.
     """
     wanted = wanted_splits(task, run)
-    # A Hugging Face directory as --init_checkpoint gives the config and vocabulary; the messages
-    # below name the file the config was read from.
-    files = model_files(run.bert_config_file, run.vocab_file, run.init_checkpoint,
-                        task.max_seq_length)
-    run = dataclasses.replace(run, bert_config_file=files.config_file, vocab_file=files.vocab_file)
-    config = task.model_config(files.config)
+    # The starting point, read once: a Hugging Face directory as --init_checkpoint gives the
+    # config and vocabulary; the messages below name the file the config was read from.
+    start, checkpoint = start or plan_of.resolve_start(run, task.max_seq_length)
+    run = dataclasses.replace(run, bert_config_file=start.config_file, vocab_file=start.vocab_file)
+    config = task.model_config(start.config)
     _check_lora_rank(run.lora_rank, config, run.bert_config_file)
     if run.lora_adapters:
         run_checkpoints.check_adapters_task(run.lora_adapters, task.name, run.init_checkpoint)
     tokenizer = None
     if run.vocab_file:
-        tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, run.init_checkpoint,
+        tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, start.path,
                                            config, run.bert_config_file)
     existing = {split: task.existing_records(split) for split in wanted}
     examples = {split: task.read_examples(split, run) for split in wanted
                 if existing[split] is None}
-    task = task.settle(examples, run, config)
+    task = task.settle(examples, run, config, labels=start.labels)
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
     # A multi-worker run's other workers share the chief's output_dir: the chief's to remove.
     made = results.missing_dirs(run.output_dir) if distribution.is_chief(strategy) else []
     with results.dirs_removed_if_failed(made):
         results.check_writable_dir(run.output_dir, "output_dir")
-        return _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing,
-                                  examples, strategy, made)
+        identity = run_identity.of(
+            task, run, config, train_examples=examples.get("train") if run.do_train else None,
+            train_records=existing.get("train") if run.do_train else None, start=start)
+        plan = plan_of.RunPlan(run, start, config, identity, tuple(seeds or ()), existing,
+                               tuple(made))
+        return _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint)
 
 
-def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, examples, strategy,
-                       made):
-    """`run_command`'s work once output_dir exists: `made` lists the folders this run
-    created."""
-    identity = run_identity.of(
-        task, run, config, train_examples=examples.get("train") if run.do_train else None,
-        train_records=existing.get("train") if run.do_train else None)
+def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
+    """`run_command`'s work once output_dir exists, by `plan` (its `made`: the folders this run
+    created): `examples` read for the splits it writes, `checkpoint` the opened starting
+    point."""
+    run, seeds, identity = plan.run, plan.seeds, plan.identity
     with output_lock.hold(run.output_dir, enabled=distribution.is_chief(strategy)), \
-            _run_files_removed_if_failed(run.output_dir, made, _run_file_names(task)):
-        prepare(task, run, config, identity, seeds)
+            _run_files_removed_if_failed(run.output_dir, plan.made, _run_file_names(task)):
+        prepare(task, plan)
+        # The model of the (first) run, built once: checked against the checkpoints here,
+        # then trained or evaluated.
+        first = plan.for_seed(seeds[0]) if seeds else plan
+        model = new_model(task, first.run, plan.config, strategy)
+        check_start(task, plan, model, checkpoint)
         # A training command of other settings was refused above: these only evaluate or predict.
         used = [name for name in identity if name not in run_identity.TRAINING_ONLY
                 and name not in task.training_only_settings]
@@ -514,35 +541,37 @@ def _run_in_output_dir(task, run, seeds, config, tokenizer, wanted, existing, ex
                 ", ".join(changed))
         task.write_run_files(run)
         splits = {split: write_split(task, examples[split], split, tokenizer, run)
-                  if existing[split] is None else existing_split(task, split, existing[split], run)
-                  for split in wanted}
+                  if files is None else existing_split(task, split, files, run)
+                  for split, files in plan.existing.items()}
         steps = (0, 0)
         if "train" in splits and splits["train"].num_rows is not None:
             # A batch is of rows: an epoch is one pass over the packed rows.
             steps = run.training_steps(splits["train"].num_rows, unit="packed rows")
         elif "train" in splits:
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
-        _record_run(run.output_dir, config, _sweep_identity(identity) if seeds else identity,
+        plan = dataclasses.replace(plan, splits=splits, num_train_steps=steps[0],
+                                   num_warmup_steps=steps[1])
+        _record_run(run.output_dir, plan.config, _sweep_identity(identity) if seeds else identity,
                     run.vocab_file)
 
-        def run_once(seed_run):
+        def run_once(seed_plan, built):
             if seeds and distribution.is_chief(strategy):
-                tf.io.gfile.makedirs(seed_run.output_dir)
-                _record_run(seed_run.output_dir, config,
-                            {**identity, "random_seed": seed_run.random_seed}, run.vocab_file)
-            result = run_task(task, seed_run, config, splits.get("train"), *steps,
-                              eval_split=splits.get("eval"), predict_split=splits.get("predict"),
-                              strategy=strategy)
-            task.finish(result, seed_run.output_dir)
+                tf.io.gfile.makedirs(seed_plan.run.output_dir)
+                _record_run(seed_plan.run.output_dir, plan.config, seed_plan.identity,
+                            run.vocab_file)
+            result = run_task(task, seed_plan, strategy,
+                              built or new_model(task, seed_plan.run, plan.config, strategy),
+                              checkpoint)
+            task.finish(result, seed_plan.run.output_dir)
             return result
 
         if not seeds:
-            return run_once(run)
+            return run_once(plan, model)
         by_seed = {}
         for seed in seeds:
             logging.info("***** Seed %d *****", seed)
-            by_seed[seed] = run_once(
-                run.with_seed(seed, seed_sweeps.seed_dir(run.output_dir, seed)))
+            # The first seed's model is the one built above; each other seed builds its own.
+            by_seed[seed] = run_once(plan.for_seed(seed), model if seed == seeds[0] else None)
         if "eval" in splits and distribution.is_chief(strategy):
             summary = seed_sweeps.summarize_seeds({s: r.eval_results for s, r in by_seed.items()})
             logging.info("***** Eval results over seeds %s *****\n%s", ",".join(map(str, seeds)),

@@ -1,7 +1,7 @@
 """What a run is: every setting that changes its result, recorded in its run.json and compared
 by every reader before it reuses, resumes or serves what the run wrote.
 
-    identity = run_identity.of(task, run, train_examples=examples["train"])
+    identity = run_identity.of(task, run, train_examples=examples["train"], start=start)
     changed = run_identity.differences(recorded, identity)   # ["random_seed 12345 -> 1", ...]
 
 The identity is a flat `{name: JSON value}`: the task and its own settings
@@ -96,19 +96,32 @@ def config_sha256(config):
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def of(task, run, config=None, train_examples=None, train_records=None):
+def of_start(path):
+    """What the identity takes of the starting point `path` (--init_checkpoint; None: none):
+    its content hash and, for a directory, its newest checkpoint when the run starts."""
+    content, newest = hashes.fingerprint_and_newest(path)
+    entries = {"init_checkpoint_sha256": content}
+    if path and tf.io.gfile.isdir(path):
+        entries[INIT_PREFIX] = newest
+    return entries
+
+
+def of(task, run, config=None, train_examples=None, train_records=None, start=None):
     """The identity of `task` run with `run` (a `RunConfig`), the model built from `config`
     (a `BertConfig`; None: left out), trained on `train_examples` (as
     `task.read_examples("train")` returned them: `task.training_data` of them is hashed) or on
     the TFRecord files `train_records`; without either, the identity leaves the training data
-    out."""
+    out. `start`: the run's `bert_runner.plan.StartingPoint`, whose `identity` holds what
+    `of_start` gives (None: `of_start` of `run.init_checkpoint`)."""
     identity = {"task": task.name, "max_seq_length": task.max_seq_length,
                 **{name: getattr(run, name) for name in TRAINING_FIELDS},
                 **task.recorded_settings()}
+    started = start.identity if start is not None else of_start(run.init_checkpoint)
     for key, field in FINGERPRINTED:
-        identity[key] = fingerprint(getattr(run, field))
-    if run.init_checkpoint and tf.io.gfile.isdir(run.init_checkpoint):
-        identity[INIT_PREFIX] = hashes.newest_checkpoint(run.init_checkpoint)
+        identity[key] = (started[key] if field == "init_checkpoint"
+                         else fingerprint(getattr(run, field)))
+    if INIT_PREFIX in started:
+        identity[INIT_PREFIX] = started[INIT_PREFIX]
     if config is not None:
         # The reader builds the model of this family from the run's checkpoints.
         identity[run_records.FAMILY_KEY] = families.of_config(config).name

@@ -22,9 +22,10 @@ The data side (`examples` are whatever the task's reader returns, usually a list
                                             writes `<output_dir>/<record name>.tf_record`
     read_examples(split, run=None)          the split's input, read and checked (bad input names
                                             its file and line); `run` None outside a command
-    settle(examples, run, config)           the task the run goes on with: checks across the
+    settle(examples, run, config, labels)   the task the run goes on with: checks across the
                                             read splits ({split: examples}) and settles what
-                                            they and the model config decide, in a copy
+                                            they, the model config and the labels recorded
+                                            with the starting model decide, in a copy
     write_run_files(run)                    the task's own files beside run.json (NER's labels)
     recorded_settings()                     {name: JSON value}: the task's settings recorded in
                                             run.json (a later command that changes one is told)
@@ -122,12 +123,13 @@ class Task:
         """
         raise NotImplementedError
 
-    def settle(self, examples, run, config=None):
+    def settle(self, examples, run, config=None, labels=None):
         """The task the rest of the run uses, once every split is read (`{split: examples}`; a
         split with `existing_records` has none) and `config` (`model_config`'s) is known: checks
         across the splits, and returns a copy (`_settled`) holding what they or the config
-        decide (NER's labels, also from those recorded beside the model `run` starts from),
-        or this task when nothing is; this one is left as constructed."""
+        decide (NER's labels, also from `labels`: the `bert_runner.runs.labels.RecordedLabels`
+        of the model the run starts from, `StartingPoint.labels`; None: none), or this task
+        when nothing is; this one is left as constructed."""
         return self
 
     def _settled(self, **values):

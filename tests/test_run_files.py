@@ -24,14 +24,14 @@ def test_run_json_is_read_beside_a_checkpoint_or_its_seed_directory(tmp_path):
     (b"\xff\xfe{}", "is not valid JSON")])
 def test_a_run_json_that_is_not_a_json_object_is_refused_by_every_reader(tmp_path, content,
                                                                         says):
-    from bert_runner.runs import checkpoints, model_files, supplied
+    from bert_runner.runs import checkpoints, supplied
     from bert_runner.serving import provenance
 
     path = tmp_path / "run.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     assert message("run-record-unreadable") == "is not valid JSON"
     for read in (run_records.output_dir_record, run_records.run_record, checkpoints.open_checkpoint,
-                 model_files.recorded_objective, supplied.of_checkpoint,
+                 run_records.read_record, supplied.of_checkpoint,
                  provenance.recorded_bilstm_on_top):
         with pytest.raises(ValueError, match=re.escape(f"{path} {says}")):
             read(str(tmp_path))

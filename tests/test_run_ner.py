@@ -133,10 +133,11 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     empty.mkdir()  # no train.txt
     run = RunConfig(str(tmp_path / "out"), init_checkpoint=str(output_dir / "bert_model.ckpt"))
     task = NerTask(str(empty), 32)
-    assert task.settle(test, run).label_list == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert task.settle(test, run, labels=_governing(run)).label_list == [
+        "O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
     task = NerTask(str(empty), 32, entity_types=["PER", "LOC"])
     with pytest.raises(ValueError, match=message("ner-labels-differ")):
-        task.settle(test, run)
+        task.settle(test, run, labels=_governing(run))
     # LoRA adapters carry their head, and the labels in its order, in their own record.
     from modeling import BertClassifier, checkpoint as checkpoints
     from modeling_helpers import tiny_config
@@ -151,9 +152,17 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
         if governed is None:
             with pytest.raises(ValueError, match=re.escape(message("ner-labels-differ"))
                                + f".*{re.escape(adapters)}"):
-                task.settle(test, run)
+                task.settle(test, run, labels=_governing(run))
         else:
-            assert task.settle(test, run).label_list == governed
+            assert task.settle(test, run, labels=_governing(run)).label_list == governed
+
+
+def _governing(run):
+    """The labels recorded with the model `run` starts from, as the driver's plan finds them."""
+    from bert_runner.runs import labels as run_labels
+
+    return run_labels.governing(run.output_dir, run.lora_adapters,
+                                run_labels.recorded(run.init_checkpoint))
 
 
 def test_bad_input_is_named_before_any_work(tmp_path):

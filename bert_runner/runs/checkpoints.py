@@ -1,8 +1,9 @@
 """A starting point opened with what the run that wrote it recorded:
 
     found = open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None)
+    found.recorded               its run's `record.RunRecord`, read once (None: a Hugging Face one)
     found.record_path, .record   its run's run.json (None, None: none, as an original checkpoint)
-    found.labels                 the labels recorded beside it (label_list.txt), or None
+    found.labels, .labels_file   the labels recorded beside it and their label_list.txt, or None
     found.family                 the family its run recorded, else the one its names are
 
 `modeling.checkpoint` reads the layouts and knows no run nor flag; here its checkpoint is read as
@@ -17,7 +18,7 @@ from typing import Optional
 
 from bert_runner.runs import labels as run_labels
 from bert_runner.runs.checkpoint_flags import ADAPTERS_FLAG, describe_source, naming_flag
-from bert_runner.runs.record import FAMILY_KEY, read_run_file, run_record
+from bert_runner.runs.record import FAMILY_KEY, RunRecord, read_record, read_run_file
 from modeling import checkpoint as model_checkpoint
 from modeling import families
 
@@ -45,9 +46,17 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
     run's where it recorded one."""
 
     flag: Optional[str] = None
-    record_path: Optional[str] = None
-    record: Optional[dict] = None
+    recorded: Optional[RunRecord] = dataclasses.field(default=None, repr=False)
     labels: Optional[list] = None
+    labels_file: Optional[str] = None
+
+    @property
+    def record_path(self):
+        return self.recorded and self.recorded.path
+
+    @property
+    def record(self):
+        return self.recorded and self.recorded.record
 
     def load_into(self, model, strict, config_file=None):
         """`Checkpoint.load_into`, its refusals naming `flag`, and `config_file` or its flag."""
@@ -106,18 +115,18 @@ class RunCheckpoint(model_checkpoint.Checkpoint):
 
 def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
     """The `RunCheckpoint` at `path` (any starting point `modeling.checkpoint.open_checkpoint`
-    reads; `flag` is named in the messages): a TensorFlow checkpoint with the record and labels
-    of the run that wrote it, read as the family that run recorded.
+    reads; `flag` is named in the messages): a TensorFlow checkpoint with the record (read once:
+    `recorded`) and labels of the run that wrote it, read as the family that run recorded.
 
     Raises ValueError naming a run.json beside it that is not a JSON object, or that records a
     family this version does not know; the reader's errors otherwise.
     """
     path = os.fspath(path)
-    record_path = record = family = None
-    tensorflow = not model_checkpoint.is_hugging_face(path)
-    if tensorflow:
+    recorded = family = None
+    if not model_checkpoint.is_hugging_face(path):
         # The record first: an unreadable run.json is refused whatever the checkpoint beside it.
-        record_path, record = run_record(path)
+        recorded = read_record(path)
+    record_path, record = (recorded.path, recorded.record) if recorded else (None, None)
     with naming_flag(flag):
         if (record or {}).get(FAMILY_KEY):
             try:
@@ -128,10 +137,11 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
                                  f"another version ({record_path}): {e}") from None
         found = model_checkpoint.open_checkpoint(path, lora_adapters, family)
     fields = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
-    if tensorflow:
+    if recorded:
+        labels = run_labels.recorded(found.location, recorded.directories)
         fields.update(do_lower_case=(record or {}).get("do_lower_case"),
-                      labels=run_labels.recorded_labels(found.location))
-    return RunCheckpoint(**fields, flag=flag, record_path=record_path, record=record)
+                      labels=labels and list(labels.labels), labels_file=labels and labels.file)
+    return RunCheckpoint(**fields, flag=flag, recorded=recorded)
 
 
 def check_adapters_task(path, task_name, base):

@@ -70,6 +70,13 @@ def fingerprint(path):
     return None
 
 
+def fingerprint_and_newest(path):
+    """(`fingerprint(path)`, `newest_checkpoint(path)`): a directory's newest checkpoint is
+    found once, for both."""
+    newest = newest_checkpoint(path)
+    return fingerprint(newest or path), newest
+
+
 def newest_checkpoint(directory):
     """The prefix of the newest TensorFlow checkpoint in `directory` (its `checkpoint` file), or
     None: not a directory, or none there."""

@@ -7,13 +7,17 @@ Read and written here only; a `gs://` output_dir behaves as a local one. A run.j
 but is not a JSON object is refused naming it, whoever reads it: it is what tells which model the
 checkpoints beside it are of. Imports no TensorFlow (the flag checks read it, `supplied`).
 """
+import dataclasses
 import json
 import os
 import re
+from typing import Optional
 
 from modeling.json_file import JsonFileError, read_json_object
 
 RUN_RECORD = "run.json"
+# The config of the model a run trained, which the driver writes beside its run.json.
+CONFIG_FILE = "bert_config.json"
 # The vocabulary's content hash (`bert_runner.run_identity`): a model read with another
 # vocabulary is refused.
 VOCAB_KEY = "vocab"
@@ -60,10 +64,61 @@ def read_run_file(path):
                          "away") from None
 
 
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What the folders of the run that wrote a checkpoint say of it, read once
+    (`read_record`).
+
+    directories: `record_directories` of the checkpoint. path, record: its run.json and that as
+    a dict (None, None: none, as beside an original checkpoint). config_file: the first
+    bert_config.json in them, or None. objective, objective_file: the pretraining objective the
+    run recorded and the file recording it, or None, None.
+    """
+
+    directories: tuple
+    path: Optional[str] = None
+    record: Optional[dict] = None
+    config_file: Optional[str] = None
+    objective: Optional[str] = None
+    objective_file: Optional[str] = None
+
+
+def read_record(checkpoint):
+    """The `RunRecord` of the run that wrote `checkpoint` (a run's output_dir, a checkpoint
+    prefix in it, a --seeds `seed_<n>` folder; None: none). Raises ValueError naming a run.json
+    or bert_config.json that is not a JSON object."""
+    directories = tuple(record_directories(checkpoint))
+    path, record = _run_json(directories)
+    config_file = next((os.path.join(d, CONFIG_FILE) for d in directories
+                        if "://" not in d and os.path.isfile(os.path.join(d, CONFIG_FILE))),
+                       None)
+    return RunRecord(directories, path, record, config_file,
+                     *_objective(directories, path, record))
+
+
+def _objective(directories, path, record):
+    """(pretraining objective, the file recording it), or (None, None): the
+    "pretraining_objective" of the run.json in `directories` (`path`, read as `record`), else of
+    the bert_config.json beside it (run_pretraining writes one; a config without the key, as the
+    original's, is a masked LM)."""
+    for directory in directories:
+        for name, default in ((RUN_RECORD, None), (CONFIG_FILE, "mlm")):
+            file = os.path.join(directory, name)
+            read = record if file == path else read_run_file(file)
+            objective = None if read is None else read.get("pretraining_objective", default)
+            if objective:
+                return objective, file
+    return None, None
+
+
 def run_record(checkpoint):
     """(path, dict) of the run.json of the run that wrote `checkpoint` (`record_directories`),
     or (None, None) when there is none (an original-layout checkpoint)."""
-    for directory in record_directories(checkpoint):
+    return _run_json(record_directories(checkpoint))
+
+
+def _run_json(directories):
+    for directory in directories:
         path = os.path.join(directory, RUN_RECORD)
         record = read_run_file(path)
         if record is not None:

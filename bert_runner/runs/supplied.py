@@ -23,10 +23,9 @@ import hashlib
 import os
 from typing import Optional
 
-from bert_runner.runs.record import VOCAB_KEY, VOCAB_PATH_KEY, record_directories, run_record
+from bert_runner.runs.record import VOCAB_KEY, VOCAB_PATH_KEY, read_record
 from modeling.checkpoint import HF_DIRECTORY, checkpoint_folder, hf_home
 
-CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
 # A run started from a run started from ...: how far back the vocabulary is followed.
 _MAX_RUNS_BACK = 4
@@ -54,14 +53,16 @@ def of_checkpoint(path):
 def _of_checkpoint(path, runs_back):
     if "://" in path:
         return None
-    directories = record_directories(path)
-    record_path, record = run_record(path)
-    if record is None:
+    return _of_record(read_record(path), runs_back)
+
+
+def _of_record(recorded, runs_back):
+    """`of_checkpoint` of the checkpoint whose run's `record.RunRecord` is `recorded`."""
+    if recorded.record is None:
         return None
-    config_file = next((os.path.join(d, CONFIG_FILE) for d in directories
-                        if os.path.isfile(os.path.join(d, CONFIG_FILE))), None)
-    vocab_file, problem = _recorded_vocab(record, record_path, directories, runs_back)
-    return RunModelFiles(record_path, config_file, vocab_file, problem)
+    vocab_file, problem = _recorded_vocab(recorded.record, recorded.path, recorded.directories,
+                                          runs_back)
+    return RunModelFiles(recorded.path, recorded.config_file, vocab_file, problem)
 
 
 def _sha256_prefix(path):
@@ -160,12 +161,15 @@ def required_unless(name, flag):
             f"SavedModel, or {RUN_DIRECTORY}")
 
 
-def supplied(path, flag, needs_vocab):
+def supplied(path, flag, needs_vocab, recorded=None):
     """(config file, vocabulary or None) that the run whose checkpoint `flag`=`path` is supplies
-    (its bert_config.json, the vocabulary it read), or None where no run's config is there.
-    Raises ValueError naming what is gone when `needs_vocab` (no --vocab_file given) and the
-    vocabulary the run read is not at hand."""
-    found = of_checkpoint(path) if path else None
+    (its bert_config.json, the vocabulary it read), or None where no run's config is there;
+    `recorded`: that run's `record.RunRecord` where already read. Raises ValueError naming what
+    is gone when `needs_vocab` (no --vocab_file given) and the vocabulary the run read is not at
+    hand."""
+    if not path or "://" in path:
+        return None
+    found = _of_record(recorded or read_record(path), _MAX_RUNS_BACK)
     if found is None or not found.config_file:
         return None
     if needs_vocab and found.vocab_problem:

@@ -381,7 +381,7 @@ class MultiLabelTask(ClassifierTask):
                                             run.lora_adapters)
         return processors.MultiLabelProcessor(source and run_labels.recorded_labels(source))
 
-    def settle(self, examples, run, config=None):
+    def settle(self, examples, run, config=None, labels=None):
         """The task with the label set of `run` (`processor_of`)."""
         processor = self.processor_of(run)
         return self if processor is self.processor else self._settled(processor=processor)

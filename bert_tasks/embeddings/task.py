@@ -81,7 +81,7 @@ class SentenceEmbeddingTask(Task):
         corpus = read_corpus(self.corpus_file) if self.corpus_file else []
         return retrieval_set(pairs, corpus)
 
-    def settle(self, examples, run, config=None):
+    def settle(self, examples, run, config=None, labels=None):
         """With a training split: its batches checked, and the texts a pair holds (query,
         positive, its negatives), which shape its records, settled."""
         if "train" not in examples:

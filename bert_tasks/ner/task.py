@@ -79,23 +79,19 @@ class NerTask(Task):
         """The split's `bert_tasks.ner.sets.NerSet`."""
         return NerSet.read(conll.split_file(self.data_dir, _CONLL_SPLITS[split]))
 
-    def settle(self, examples, run, config=None):
+    def settle(self, examples, run, config=None, labels=None):
         """The task with its label list settled (--entity_types, else the training file's
-        types, else those recorded with the model the run starts from; checked against that
-        record), every file's tags checked against it."""
+        types, else `labels`, those recorded with the model the run starts from; checked
+        against that record), every file's tags checked against it."""
         train = examples.get("train")
         if train is None and not self.entity_types:
             try:
                 train = NerSet.read(conll.split_file(self.data_dir, "train"))
             except FileNotFoundError:
                 pass
-        # The labels of the model the run starts from (the multi-label classifier's rule).
-        source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
-                                            run.lora_adapters)
-        recorded = run_labels.recorded_labels(source) if source else None
         label_list = tags.resolve_label_list(
-            self.entity_types, [s.tags for s in train.sentences] if train else None, recorded,
-            source and run_labels.labels_record_path(source))
+            self.entity_types, [s.tags for s in train.sentences] if train else None,
+            labels and list(labels.labels), labels and labels.file)
         for data in examples.values():
             data.check_labels(label_list)
         logging.info("Labels: %s", " ".join(label_list))

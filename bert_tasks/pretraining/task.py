@@ -112,7 +112,7 @@ class PretrainingTask(Task):
         """The files of `input_file` (both splits read them)."""
         return expand_input_files(self.input_file)
 
-    def settle(self, examples, run, config=None):
+    def settle(self, examples, run, config=None, labels=None):
         """The task with what its input leaves open settled: with `dynamic_input` reading text,
         next sentence prediction as the text decides; else what `input_file`'s first records,
         checked against the flags and `config`, say (`records_settings`)."""

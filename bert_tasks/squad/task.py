@@ -93,7 +93,7 @@ class SquadTask(Task):
             return examples
         return PredictSet(examples, data, evaluate.should_score(self.do_eval, data, path))
 
-    def settle(self, examples, run, config=None):
+    def settle(self, examples, run, config=None, labels=None):
         """The task with the settings of `config`'s span model (its family's; read off its
         class, nothing built): the training records' further features its loss reads, and
         its null threshold where --null_score_diff_threshold left it open (else 0.0); and
