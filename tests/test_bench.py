@@ -35,6 +35,7 @@ BENCHES = [
     pytest.param("encoder", ["--config=tiny", "--batch_size=2", "--seq_length=16", "--repeats=1",
                              "--warmup=0", "--modes=function", "--precisions=float32",
                              "--nobf16_weights"], marks=PEERS),
+    pytest.param("accelerators", ["--config=tiny", "--steps=2"], marks=[PEERS, needs("jax")]),
     pytest.param("pretraining", ["--config=tiny", "--batch_size=2", "--seq_length=16",
                                  "--max_predictions_per_seq=2", "--steps=1", "--repeats=1",
                                  "--warmup=0", "--num_batches=1", "--modes=function",

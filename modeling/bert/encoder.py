@@ -114,6 +114,7 @@ class BertModel(keras.Model):
                 kernels=kernels,
                 causal=c.causal,
                 lora=self.lora,
+                fused_attention=self.modes.fused_attention,
                 dtype=policy,
                 name=f"layer_{i}",
             )

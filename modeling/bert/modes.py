@@ -22,12 +22,20 @@ class EncoderModes:
       apart (which lets a graph that reads only `pooled_output` drop the other rows' work):
       LiteRT's XNNPack cannot run a dense layer on the two parts joined (a token tagger's graph
       on ids).
+    fused_attention: the attention as one fused operation where rows are not packed: without
+      attention dropout (a rate of 0, or not training) the backend's
+      (`modeling.layers.attention.fused_attention`: cuDNN's flash attention under JAX on a GPU in
+      bfloat16; input masks must be right-padded, as every record's and script's are); with it,
+      under JAX on a GPU, a flash-attention kernel drawing the same hashed dropout masks
+      (`modeling.layers.kernels.flash`, sequence lengths a multiple of 64); elsewhere the usual
+      attention.
     """
 
     recompute: bool = False
     static_shapes: bool = False
     small_row_blocks: bool = False
     whole_last_layer: bool = False
+    fused_attention: bool = False
 
     @classmethod
     def of(cls, modes):

@@ -3,10 +3,11 @@ key and value projections (which the encoder block makes, `modeling.layers.trans
 import functools
 import math
 
+import keras
 from keras import ops
 
-from modeling.layers.kernels import xla
-from modeling.layers.kernels.dropout import dropout, grid_positions
+from modeling.layers.kernels import flash, xla
+from modeling.layers.kernels.dropout import dropout, grid_positions, seed_words
 
 # The original adds (1 - mask) * -10000 to the attention scores, not -inf: fully padded rows
 # still produce a (uniform) softmax rather than NaN.
@@ -35,7 +36,7 @@ def mask_bias(input_mask, causal=False, sequence_ids=None):
 
 
 def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=False,
-              sequence_ids=None, query_positions=None):
+              sequence_ids=None, query_positions=None, fused=False):
     """`dropout(softmax(q k^T / sqrt(D) + mask bias)) v`, the softmax in float32.
 
     The scores are scaled as the original scales them, after the matmul.
@@ -57,12 +58,25 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
             positions, `Sq == S`.
         sequence_ids: int `[B, S]` of packed rows: a query attends to its own sequence's keys
             only (`mask_bias`); `Sq == S`.
+        fused: without `sequence_ids`, one fused operation: without dropout (its rate 0, or
+            not training) `fused_attention`; with it, under JAX on a GPU, the Pallas kernel
+            `modeling.layers.kernels.flash` (the same dropout masks), for whole blocks of
+            queries and keys (else the reference).
     Returns:
         `[B, N, Sq, D]` context in the compute dtype.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])
     if seed is None:
         dropout_rate = 0.0
+    if fused and sequence_ids is None:
+        if not dropout_rate:
+            return fused_attention(q, k, v, input_mask, scale, causal)
+        if _flash_kernel_runs(q, k):
+            if query_positions is None:
+                query_positions = grid_positions(ops.shape(k)[0],
+                                                 ops.shape(k)[2])[:, :ops.shape(q)[2]]
+            return flash.flash_attention(q, k, v, input_mask, scale, dropout_rate,
+                                         ops.stack(seed_words(seed)), query_positions, causal)
     rows = _query_rows(q, k, query_positions) if dropout_rate else None
     if fast:
         return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed, causal,
@@ -72,6 +86,47 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
                         + mask_bias(input_mask, causal, sequence_ids), axis=-1)
     probs = dropout(probs, dropout_rate, seed, rows)
     return ops.matmul(ops.cast(probs, q.dtype), v)
+
+
+def fused_attention(q, k, v, input_mask, scale, causal=False):
+    """`attention` without dropout as one fused operation of the backend: under JAX
+    `jax.nn.dot_product_attention`, cuDNN's flash attention on a GPU in bfloat16 or float16 (its
+    softmax in float32, the probabilities never in memory), else XLA's; elsewhere
+    `keras.ops.dot_product_attention`.
+
+    The mask is taken as each sequence's key length, `Σ input_mask` (cuDNN's padding mask):
+    right-padded masks (ones, then zeros), as every record and script feature has. Masked keys
+    get a probability of 0, as the reference's -10000 gives them; a sequence without any real
+    token (a padding example) attends to its first key alone where the reference spreads its
+    probabilities evenly (finite either way; such rows are weighted 0).
+    `q`, `k`, `v`: `[B, N, Sq, D]`, `[B, N, S, D]` (the backend's layout is `[B, S, N, D]`: the
+    transposes meet the ones that made the heads, which XLA removes). Returns `[B, N, Sq, D]`.
+    """
+    lengths = ops.maximum(ops.sum(ops.cast(input_mask, "int32"), axis=1), 1)
+    q, k, v = (ops.transpose(t, (0, 2, 1, 3)) for t in (q, k, v))
+    if keras.backend.backend() == "jax":
+        import jax
+
+        cudnn = (jax.devices()[0].platform == "gpu"
+                 and keras.backend.standardize_dtype(q.dtype) in ("bfloat16", "float16"))
+        context = jax.nn.dot_product_attention(
+            q, k, v, scale=scale, is_causal=causal, key_value_seq_lengths=lengths,
+            implementation="cudnn" if cudnn else "xla")
+    else:
+        mask = ops.arange(ops.shape(k)[1])[None, :] < lengths[:, None]
+        context = ops.dot_product_attention(q, k, v, mask=mask[:, None, None, :], scale=scale,
+                                            is_causal=causal)
+    return ops.transpose(context, (0, 2, 1, 3))
+
+
+def _flash_kernel_runs(q, k):
+    """Whether `flash.flash_attention` takes these queries and keys here: under JAX on a GPU
+    (its Triton kernels), whole blocks."""
+    if keras.backend.backend() != "jax" or not flash.supported(q, k):
+        return False
+    import jax
+
+    return jax.devices()[0].platform == "gpu"
 
 
 def _query_rows(q, k, query_positions):

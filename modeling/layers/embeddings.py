@@ -51,20 +51,15 @@ class BertEmbeddings(keras.layers.Layer):
     def build(self, input_shape=None):
         # Creation order is the original's: word, token type, position, then LayerNorm. One
         # initializer each: a shared Keras initializer gives every table the same leading rows.
-        self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.hidden_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
-        self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings",
-            shape=(self.type_vocab_size, self.hidden_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
-        self.position_embeddings = self.add_weight(
-            name="position_embeddings",
-            shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=truncated_normal(self.initializer_range),
-        )
+        # Not autocast: under mixed precision `call` gathers from the float32 tables and casts
+        # the rows it took (`_lookup`), so the tables' gradients are float32 scatter-adds (a
+        # bfloat16 scatter-add is a slow atomic loop on GPUs) and no whole table is cast.
+        self.word_embeddings, self.token_type_embeddings, self.position_embeddings = (
+            self.add_weight(name=name, shape=(rows, self.hidden_size),
+                            initializer=truncated_normal(self.initializer_range), autocast=False)
+            for name, rows in (("word_embeddings", self.vocab_size),
+                               ("token_type_embeddings", self.type_vocab_size),
+                               ("position_embeddings", self.max_position_embeddings)))
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
@@ -80,17 +75,23 @@ class BertEmbeddings(keras.layers.Layer):
             one_hot = ops.one_hot(input_ids, self.vocab_size, dtype=self.compute_dtype)
             words = ops.matmul(one_hot, ops.cast(self.word_embeddings, self.compute_dtype))
         else:
-            words = ops.take(self.word_embeddings, input_ids, axis=0)
+            words = self._lookup(self.word_embeddings, input_ids)
         # The original multiplies a one-hot matrix by the token-type table; with finite weights
         # the non-selected terms are exact zeros, so a gather gives the identical sum.
-        token_types = ops.take(self.token_type_embeddings, token_type_ids, axis=0)
+        token_types = self._lookup(self.token_type_embeddings, token_type_ids)
         if position_ids is None:
-            positions = ops.expand_dims(self.position_embeddings[:ops.shape(input_ids)[1]], 0)
+            positions = ops.expand_dims(ops.cast(
+                self.position_embeddings[:ops.shape(input_ids)[1]], self.compute_dtype), 0)
         else:
-            positions = ops.take(self.position_embeddings, position_ids, axis=0)
+            positions = self._lookup(self.position_embeddings, position_ids)
         embeddings = words + token_types + positions
         embeddings = self.layer_norm(embeddings)
         return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)
+
+    def _lookup(self, table, ids):
+        """The rows `ids` of the float32 `table`, in the compute dtype: the same values as a
+        gather from the table cast whole."""
+        return ops.cast(ops.take(table, ids, axis=0), self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -19,8 +19,13 @@ from modeling.layers.initializers import truncated_normal
 
 
 def gather_positions(sequence_output, positions):
-    """`[B, S, H]`, int `[B, P]` → `[B, P, H]`: the vectors at the masked positions."""
-    return ops.take_along_axis(sequence_output, ops.expand_dims(positions, -1), axis=1)
+    """`[B, S, H]`, int `[B, P]` → `[B, P, H]`: the vectors at the masked positions.
+
+    Taken from the vectors in float32 and cast back (the same values): the gradient is then a
+    float32 scatter-add, where a bfloat16 one is a slow atomic loop on GPUs."""
+    rows = ops.take_along_axis(ops.cast(sequence_output, "float32"),
+                               ops.expand_dims(positions, -1), axis=1)
+    return ops.cast(rows, sequence_output.dtype)
 
 
 class _TransposedDense(keras.layers.Layer):

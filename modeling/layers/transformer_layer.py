@@ -33,6 +33,9 @@ class TransformerLayer(keras.layers.Layer):
     `output_dense/{kernel,bias}`, `output_LayerNorm/{gamma,beta}`, created in this order (the
     original's); LayerNorm variables are float32 under every dtype policy.
 
+    With `fused_attention=True` the attention is the backend's fused operation where that gives
+    the same values (`modeling.layers.attention.attention`'s `fused`; `EncoderModes`).
+
     With `causal=True` (a left-to-right model, `BertConfig.causal`) each position attends to the
     positions up to itself only (`modeling.layers.attention.mask_bias`).
 
@@ -66,6 +69,7 @@ class TransformerLayer(keras.layers.Layer):
         kernels="fast",
         causal=False,
         lora=None,
+        fused_attention=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -79,6 +83,7 @@ class TransformerLayer(keras.layers.Layer):
         self.recompute = recompute
         self.kernels = kernels
         self.causal = causal
+        self.fused_attention = fused_attention
         self.lora = LoraSettings.of(lora)
         self._fast = use_fast(kernels)
         self.activation = activations.get_activation(hidden_act)
@@ -167,7 +172,7 @@ class TransformerLayer(keras.layers.Layer):
         queries = self._heads(x, self.query_kernel, self.query_bias, layout, group)
         context = attention(queries, keys, values, layout.input_mask, self.attention_dropout_rate,
                             attention_seed, fast=fast, causal=self.causal,
-                            sequence_ids=layout.sequence_ids,
+                            sequence_ids=layout.sequence_ids, fused=self.fused_attention,
                             query_positions=None if attention_seed is None
                             else layout.query_positions(group))
         context = layout.from_heads(context, group)
@@ -251,6 +256,7 @@ class TransformerLayer(keras.layers.Layer):
             kernels=self.kernels,
             causal=self.causal,
             lora=self.lora and self.lora.to_dict(),
+            fused_attention=self.fused_attention,
         )
         return config
 

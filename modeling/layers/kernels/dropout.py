@@ -58,10 +58,16 @@ def keep_mask(shape, rate, seed, rows=None):
 def random_bits(shape, seed, rows=None):
     """uint32 `shape`: the hash of each element's index (`keep_mask`) and the int `[2]` `seed`,
     uniform over 0..2**32-1: the same bits op by op, under XLA and on every backend."""
+    k0, k1 = seed_words(seed)
+    return _mix(ops.bitwise_xor(_mix(_index_plus(shape, k0, rows)), k1))
+
+
+def seed_words(seed):
+    """The two uint32 words `(k0, k1)` that the int `[2]` `seed` mixes into every element's
+    hash (`keep_mask`)."""
     seed = ops.cast(seed, "uint32")
     k0 = _mix(ops.multiply(seed[0], _u32(_GOLDEN)) + _mix(seed[1]))
-    k1 = _mix(k0 + _u32(_GOLDEN))
-    return _mix(ops.bitwise_xor(_mix(_index_plus(shape, k0, rows)), k1))
+    return k0, _mix(k0 + _u32(_GOLDEN))
 
 
 def _index_plus(shape, offset, rows):
