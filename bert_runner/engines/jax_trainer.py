@@ -123,19 +123,26 @@ class JaxTrainer(Trainer):
     # ---- prediction ------------------------------------------------------------------------
 
     def predict(self, dataset_fn, predict_step):
-        """Yields `{name: np.ndarray}` per batch from `predict_step(model, features)`, jitted."""
+        """Yields `{name: np.ndarray}` per batch from `predict_step(model, features)`, jitted.
+        The non-trainable variables' updates (the random generators' states: ELECTRA's
+        sampling) are kept after each batch, as TensorFlow's variables keep them."""
+        model = self.model
         run = self._predict_functions.get(predict_step)
         if run is None:
-            model = self.model
 
             def stateless(values, features):
-                with keras.StatelessScope(state_mapping=list(zip(model.variables, values))):
-                    return predict_step(model, features)
+                with keras.StatelessScope(
+                        state_mapping=list(zip(model.variables, values))) as scope:
+                    outputs = predict_step(model, features)
+                return outputs, [scope.get_current_value(v) for v in
+                                 model.non_trainable_variables]
 
             run = self._predict_functions[predict_step] = jax.jit(stateless)
-        values = [v.value for v in self.model.variables]
         for batch in dataset_fn(tf.distribute.InputContext()):
-            yield {name: np.asarray(value) for name, value in run(values, _arrays(batch)).items()}
+            outputs, updated = run([v.value for v in model.variables], _arrays(batch))
+            for variable, value in zip(model.non_trainable_variables, updated):
+                variable.assign(value)
+            yield {name: np.asarray(value) for name, value in outputs.items()}
 
 
 def _arrays(batch):
