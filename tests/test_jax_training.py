@@ -5,6 +5,7 @@ written under either backend is resumed or predicted from under the other. The l
 is not a project requirement: tests/requirements-large.txt installs it); each JAX run is a
 process of its own (the forked scripts share the session's backend)."""
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -139,3 +140,22 @@ def test_fine_tuned_predictions_agree_across_backends_from_either_backends_check
                     np.testing.assert_allclose(a, b, rtol=0, atol=1e-3, err_msg=name)
                 else:
                     assert a == b, name
+
+
+def test_sentence_embeddings_under_jax_are_the_tensorflow_run(tmp_path):
+    from test_sentence_embedding_training import topic_pairs, write_jsonl
+
+    pairs = topic_pairs(random.Random(0), 40, negatives=1)
+    train = write_jsonl(tmp_path / "train.jsonl", pairs[:32])
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("".join(f"{p['query']}\t{p['positive']}\n" for p in pairs[32:]))
+    runs = {backend: tmp_path / backend for backend in ("tensorflow", "jax")}
+    for backend, output_dir in runs.items():
+        _run([sys.executable, str(ROOT / "run_sentence_embeddings.py"),
+              f"--vocab_file={TINY / 'vocab.txt'}", f"--bert_config_file={TINY / 'bert_config.json'}",
+              f"--init_checkpoint={TINY / 'bert_model.ckpt'}", f"--train_file={train}",
+              f"--eval_file={dev}", "--do_train", "--do_eval", f"--output_dir={output_dir}",
+              "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1",
+              "--learning_rate=1e-3", "--iterations_per_loop=1"], backend)
+    _assert_same_losses(_train_losses(runs["jax"]), _train_losses(runs["tensorflow"]))
+    _assert_same_eval(_eval_results(runs["jax"]), _eval_results(runs["tensorflow"]))
