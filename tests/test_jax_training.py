@@ -159,3 +159,19 @@ def test_sentence_embeddings_under_jax_are_the_tensorflow_run(tmp_path):
               "--learning_rate=1e-3", "--iterations_per_loop=1"], backend)
     _assert_same_losses(_train_losses(runs["jax"]), _train_losses(runs["tensorflow"]))
     _assert_same_eval(_eval_results(runs["jax"]), _eval_results(runs["tensorflow"]))
+
+
+@pytest.mark.parametrize("flag, why", [
+    ("--jit_compile", "the JAX step is always compiled"),
+    ("--mixed_precision=fp16", "loss scaling"),
+    ("--distribution_strategy=mirrored", "a tf.distribute strategy")])
+def test_what_jax_cannot_do_yet_is_refused_naming_the_flag(tmp_path, flag, why):
+    data = write_records(tmp_path / "train.tfrecord", 8)
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(pretraining_command(data, tmp_path / "out", "--do_train", flag),
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 2, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"run_pretraining.py: error: {flag} is not supported under "
+                           f"KERAS_BACKEND=jax ({why}")
+    assert "Traceback" not in result.stderr

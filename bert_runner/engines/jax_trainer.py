@@ -21,18 +21,17 @@ from modeling.checkpoint import ModelVariables
 def check_supported(run):
     """Refuses, in one line naming the flag, what a run under JAX cannot do yet."""
     refused = [
-        (run.use_tpu, "--use_tpu (TPUs under JAX take jax's own TPU wheel; tf.distribute's "
-                      "TPU strategy is TensorFlow's)"),
+        (run.use_tpu, "--use_tpu", "tf.distribute's TPU strategy is TensorFlow's; JAX runs on "
+                                   "TPUs with its own wheel, on one device here"),
         (run.distribution_strategy != "default",
-         f"--distribution_strategy={run.distribution_strategy} (tf.distribute)"),
-        (run.jit_compile, "--jit_compile (the JAX step is always compiled)"),
-        (run.mixed_precision == "fp16", "--mixed_precision=fp16 (loss scaling)"),
-        (run.lora_rank, "--lora_rank"),
+         f"--distribution_strategy={run.distribution_strategy}", "a tf.distribute strategy"),
+        (run.jit_compile, "--jit_compile", "the JAX step is always compiled"),
+        (run.mixed_precision == "fp16", "--mixed_precision=fp16", "loss scaling; bf16 runs"),
     ]
-    for wanted, flag in refused:
+    for wanted, flag, why in refused:
         if wanted:
-            raise ValueError(f"{flag} is not supported under KERAS_BACKEND=jax yet: leave it "
-                             "out, or run under TensorFlow")
+            raise ValueError(f"{flag} is not supported under KERAS_BACKEND=jax ({why}): leave "
+                             "it out, or run under TensorFlow")
 
 
 def _tf_dtype(variable):
