@@ -18,13 +18,13 @@ import io
 import os
 from typing import Optional
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 from keras import ops
 
 from bert_runner import run_identity
+from bert_runner.engines import compiled
 from bert_runner.runs import checkpoints
 from bert_runner.runs.hashes import fingerprint
 from bert_runner.runs.record import VOCAB_KEY, record_directories
@@ -156,11 +156,7 @@ def teacher_logits(teacher, features, num_labels, output_dir, batch_size=64):
     model = _teacher_model(teacher, num_labels)
     inputs = {"input_ids": ids, "input_mask": np.asarray([f.input_mask for f in features], np.int32),
               "segment_ids": np.asarray([f.segment_ids for f in features], np.int32)}
-    def call(batch):
-        return model(batch, training=False)["logits"]
-
-    # Traced once under TensorFlow; under JAX each op runs compiled as it comes.
-    forward = tf.function(call) if keras.backend.backend() == "tensorflow" else call
+    forward = compiled(lambda batch: model(batch, training=False)["logits"])
     logits = np.concatenate([
         np.asarray(forward({k: v[start:start + batch_size] for k, v in inputs.items()}))
         for start in range(0, len(ids), batch_size)]).astype(np.float32)
