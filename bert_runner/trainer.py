@@ -1,5 +1,9 @@
 """Training, evaluation and prediction loops shared by the scripts, for any `tf.distribute` strategy.
 
+The loop (checkpoint cadence, resume, logs, history) is written once in `Trainer`; its step
+engine is the backend's: TensorFlow's below (`_init_step`, `_train_loop`, `predict`), JAX's in
+`bert_runner.engines.jax_trainer` (`JaxStep`, the same arithmetic under `jax.jit`).
+
 One training step, per replica:
   1. loss and gradients of the replica's batch (optionally as `gradient_accumulation_steps`
      micro-batches whose gradients are averaged; optionally XLA-compiled; fp16 loss-scaled);

@@ -180,3 +180,16 @@ def test_what_jax_cannot_do_yet_is_refused_naming_the_flag(tmp_path, flag, why):
     assert last.startswith(f"run_pretraining.py: error: {flag} is not supported under "
                            f"KERAS_BACKEND=jax ({why}")
     assert "Traceback" not in result.stderr
+
+
+def test_the_feature_based_ner_script_is_refused_under_jax(tmp_path):
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([
+        sys.executable, str(ROOT / "run_ner_feature_based.py"), f"--data_dir={tmp_path}",
+        f"--bert_config_file={TINY / 'bert_config.json'}", f"--vocab_file={TINY / 'vocab.txt'}",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", f"--output_dir={tmp_path / 'out'}"],
+        capture_output=True, text=True, env=env)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "run_ner_feature_based.py: error: run_ner_feature_based.py runs under TensorFlow only, "
+        "not under KERAS_BACKEND=jax: unset KERAS_BACKEND")
