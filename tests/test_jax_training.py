@@ -60,7 +60,9 @@ def _resumable_copy(output_dir, destination, step):
     return destination
 
 
-@pytest.mark.parametrize("objective", ["mlm", "ltr", "electra"])
+@pytest.mark.parametrize("objective", [  # each on a pytest process of its own, when one is free
+    pytest.param(name, marks=pytest.mark.xdist_group(f"jax_{name}")) for name in
+    ("mlm", "ltr", "electra")])
 def test_pretraining_under_jax_is_the_tensorflow_run_and_resumes_across_backends(
         tmp_path, objective):
     """BERT and the left-to-right model from the tiny checkpoint: the same run under both
