@@ -91,6 +91,16 @@ def _exit_refused(message):
     sys.exit(2)
 
 
+# KERAS_BACKEND=jax needs JAX, an optional requirement: said in one line before Keras, which
+# every script imports after this module, fails on it with a traceback.
+if os.environ.get("KERAS_BACKEND") == "jax":
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        _exit_refused("KERAS_BACKEND=jax needs JAX, which is not installed: "
+                      "pip install -r requirements-jax.txt")
+
+
 def _parse_flags(argv):
     """absl's parser, with a flag error as a refusal (exit 2, absl says 1) and help asked for as a
     success (absl's --help and --helpfull exit 1)."""

@@ -293,7 +293,7 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
             else None)
         if run.mixed_precision == "fp16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return Trainer(
+    return _trainer_class()(
         strategy, model, optimizer, task.loss, run.output_dir,
         global_batch_size=run.train_batch_size,
         save_checkpoints_steps=run.save_checkpoints_steps,
@@ -303,6 +303,15 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
         jit_compile=run.jit_compile,
         flops_per_example=task.flops_per_example(config),
         peak_tflops=run.peak_tflops)
+
+
+def _trainer_class():
+    """The trainer of Keras' backend: TensorFlow's `tf.function` steps, or JAX's `jax.jit` one."""
+    if keras.backend.backend() == "jax":
+        from bert_runner.engines.jax_trainer import JaxTrainer
+
+        return JaxTrainer
+    return Trainer
 
 
 def _layer_rates(model, decay):
@@ -486,6 +495,10 @@ def run_command(task, run, seeds=None, start=None):
     Returns:
       the `RunResult`, or with `seeds` `{seed: RunResult}`.
     """
+    if keras.backend.backend() == "jax":
+        from bert_runner.engines import jax_trainer
+
+        jax_trainer.check_supported(run)
     wanted = wanted_splits(task, run)
     # The starting point, read once: a Hugging Face directory as --init_checkpoint gives the
     # config and vocabulary; the messages below name the file the config was read from.

@@ -1,5 +1,9 @@
 """Training, evaluation and prediction loops shared by the scripts, for any `tf.distribute` strategy.
 
+The loop (checkpoint cadence, resume, logs, history) is written once in `Trainer`; its step
+engine is the backend's: TensorFlow's below (`_init_step`, `_train_loop`, `predict`), JAX's in
+`bert_runner.engines.jax_trainer` (`JaxStep`, the same arithmetic under `jax.jit`).
+
 One training step, per replica:
   1. loss and gradients of the replica's batch (optionally as `gradient_accumulation_steps`
      micro-batches whose gradients are averaged; optionally XLA-compiled; fp16 loss-scaled);
@@ -159,16 +163,25 @@ class Trainer:
         self.clip_norm = clip_norm
         self.flops_per_example = flops_per_example
         self.peak_tflops = peak_tflops
+        self.jit_compile = jit_compile
         replicas = strategy.num_replicas_in_sync
         if global_batch_size % (replicas * gradient_accumulation_steps):
             raise ValueError(
                 f"The global batch size {global_batch_size} must divide evenly into {replicas} "
                 f"replicas x {gradient_accumulation_steps} accumulation steps")
+        self.chief = is_chief(strategy)
+        # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
+        self.history = []
+        self._init_step()
+
+    def _init_step(self):
+        """The step engine: `tf.function`s under `self.strategy` (`engines.jax_trainer` has
+        JAX's)."""
+        strategy, optimizer = self.strategy, self.optimizer
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         # Separate functions without autograph (they hold no tensor-dependent Python control
         # flow): each is traced once, and callers (the accumulation loop, both call sites in
         # `_train_loop`) add one call op instead of another copy of the model's graph.
-        self.jit_compile = jit_compile
         self._grads = self._compiled(self._loss_and_grads)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
@@ -178,12 +191,9 @@ class Trainer:
         # cross-replica merge) nor with loss scaling (its wrapper's own `apply`).
         self._compiled_update = (strategy.num_replicas_in_sync == 1 and not self._loss_scaled
                                  and isinstance(optimizer, DecoupledDecayOptimizer))
-        self.chief = is_chief(strategy)
-        # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
-        self.history = []
         self._predict_functions = {}  # {predict_step: its tf.function}, see `predict`
         with strategy.scope():
-            optimizer.build(model.trainable_variables)
+            optimizer.build(self.model.trainable_variables)
 
     # ---- one step -------------------------------------------------------------------------
 
@@ -281,8 +291,7 @@ class Trainer:
 
     def checkpoint_manager(self, iterator=None):
         """Manager of `ckpt-<step>` files holding model, optimizer (slots, step) and input position."""
-        # "model" first: a variable reachable twice is saved under the first path found.
-        objects = {"model": ModelVariables(self.model), "optimizer": self.optimizer}
+        objects = self._checkpoint_objects()
         if iterator is not None and not isinstance(iterator, tf.__internal__.tracking.Trackable):
             # A mirrored strategy's `DistributedIterator` cannot be saved (tensorflow#56372).
             logging.warning("%s's input iterator cannot be checkpointed: a resumed run starts "
@@ -293,8 +302,28 @@ class Trainer:
             tf.train.Checkpoint(**objects),
             directory=self._checkpoint_dir(),
             max_to_keep=self.keep_checkpoint_max,
-            step_counter=self.optimizer.iterations,
+            step_counter=objects["optimizer"].iterations,
         )
+
+    def _checkpoint_objects(self):
+        """`{"model": ..., "optimizer": ...}`, the trackables a checkpoint saves."""
+        # "model" first: a variable reachable twice is saved under the first path found.
+        return {"model": ModelVariables(self.model), "optimizer": self.optimizer}
+
+    def _restore(self, manager, path, partial):
+        """Restores checkpoint `path` into `manager`'s objects; `partial`: the input position and
+        optimizer may be absent (evaluation, prediction)."""
+        status = manager.checkpoint.restore(path)
+        if partial:
+            status.expect_partial()
+        else:
+            status.assert_existing_objects_matched()
+
+    def _save(self, manager):
+        return manager.save(checkpoint_number=self.step)
+
+    def _input_iterator(self, dataset_fn):
+        return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
 
     def restore(self, init_fn=None):
         """For evaluation or prediction without training: the latest checkpoint in `output_dir`,
@@ -302,7 +331,7 @@ class Trainer:
         (with a warning)."""
         manager = self.checkpoint_manager()
         restored = restore_newest_readable(
-            manager, lambda path: manager.checkpoint.restore(path).expect_partial())
+            manager, lambda path: self._restore(manager, path, partial=True))
         if restored:
             logging.info("Restored %s (step %d)", restored, self.step)
         elif init_fn is not None:
@@ -330,14 +359,12 @@ class Trainer:
             callable is asked once the dataset is made (rows packed by the input pipeline);
             None: packed rows of an unknown mean (pre-training's packed records), rows/s alone.
         """
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
-        iterator = iter(dataset)
+        iterator = self._input_iterator(dataset_fn)
         if callable(examples_per_row):
             examples_per_row = examples_per_row()
         manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
         restored = restore_newest_readable(
-            manager,
-            lambda path: manager.checkpoint.restore(path).assert_existing_objects_matched())
+            manager, lambda path: self._restore(manager, path, partial=False))
         if restored:
             logging.info("Resuming from %s (step %d)", restored, self.step)
         elif init_fn is not None:
@@ -360,7 +387,7 @@ class Trainer:
                 if len(self.history) == first_record + 1:
                     pace_since = (self.step, loop_end)
                 if self.step % self.save_checkpoints_steps == 0 or self.step >= num_train_steps:
-                    path = manager.save(checkpoint_number=self.step)
+                    path = self._save(manager)
                     if self.chief:
                         logging.info("Saved checkpoint %s", path)
         except BaseException:

@@ -198,3 +198,14 @@ def test_a_cluster_or_tpu_that_is_not_described_is_refused_naming_what_describes
     result = run_script("run_ner", *args, "--distribution_strategy=tpu")
     assert_refused(result, "tpu-not-named")
     assert "--tpu_name" in result.stderr
+
+
+def test_jax_backend_without_jax_is_refused_naming_its_requirements(tmp_path):
+    (tmp_path / "jax.py").write_text('raise ImportError("JAX is not installed here")\n')
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([sys.executable, str(ROOT / "run_pretraining.py")], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [
+        "run_pretraining.py: error: KERAS_BACKEND=jax needs JAX, which is not installed: "
+        "pip install -r requirements-jax.txt"]

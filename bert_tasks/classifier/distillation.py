@@ -21,8 +21,10 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from bert_runner import run_identity
+from bert_runner.engines import compiled
 from bert_runner.runs import checkpoints
 from bert_runner.runs.hashes import fingerprint
 from bert_runner.runs.record import VOCAB_KEY, record_directories
@@ -154,9 +156,9 @@ def teacher_logits(teacher, features, num_labels, output_dir, batch_size=64):
     model = _teacher_model(teacher, num_labels)
     inputs = {"input_ids": ids, "input_mask": np.asarray([f.input_mask for f in features], np.int32),
               "segment_ids": np.asarray([f.segment_ids for f in features], np.int32)}
-    forward = tf.function(lambda batch: model(batch, training=False)["logits"])
+    forward = compiled(lambda batch: model(batch, training=False)["logits"])
     logits = np.concatenate([
-        forward({k: v[start:start + batch_size] for k, v in inputs.items()}).numpy()
+        np.asarray(forward({k: v[start:start + batch_size] for k, v in inputs.items()}))
         for start in range(0, len(ids), batch_size)]).astype(np.float32)
     data = io.BytesIO()
     np.savez(data, key=np.asarray(key), logits=logits)
@@ -171,17 +173,17 @@ def teacher_logits(teacher, features, num_labels, output_dir, batch_size=64):
 def distillation_loss(logits, labels, has_label, teacher, temperature, weight):
     """(scalar loss, per-example loss [B]): see the module docstring. `logits`, `teacher`
     float `[B, C]`; `labels` int `[B]`; `has_label` `[B]` 1 for a labelled example."""
-    t = tf.cast(temperature, tf.float32)
-    soft_targets = tf.nn.softmax(tf.cast(teacher, tf.float32) / t)
-    student = tf.nn.log_softmax(tf.cast(logits, tf.float32) / t)
-    soft = t * t * tf.reduce_sum(
-        soft_targets * (tf.math.log(tf.maximum(soft_targets, 1e-20)) - student), axis=-1)
+    t = ops.cast(temperature, "float32")
+    soft_targets = ops.softmax(ops.cast(teacher, "float32") / t, axis=-1)
+    student = ops.log_softmax(ops.cast(logits, "float32") / t, axis=-1)
+    soft = t * t * ops.sum(
+        soft_targets * (ops.log(ops.maximum(soft_targets, 1e-20)) - student), axis=-1)
     _, hard, _ = classification_loss(logits, labels)
-    labelled = tf.cast(has_label, tf.float32)
+    labelled = ops.cast(has_label, "float32")
     per_example = weight * soft + (1.0 - weight) * hard * labelled
     # The hard term is the mean over the batch's labelled examples, as without distillation.
-    hard_mean = tf.reduce_sum(hard * labelled) / tf.maximum(tf.reduce_sum(labelled), 1.0)
-    return weight * tf.reduce_mean(soft) + (1.0 - weight) * hard_mean, per_example
+    hard_mean = ops.sum(hard * labelled) / ops.maximum(ops.sum(labelled), 1.0)
+    return weight * ops.mean(soft) + (1.0 - weight) * hard_mean, per_example
 
 
 def init_from_teacher(model, teacher, num_labels):

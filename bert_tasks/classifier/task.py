@@ -20,6 +20,7 @@ import random
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from bert_tasks.classifier import (
     distillation, features, files, metrics, outputs as glue_outputs, processors, windows)
@@ -212,7 +213,7 @@ class ClassifierTask(Task):
             loss, per_example, _ = regression_loss(logits, label_ids)
             return loss, per_example, logits
         loss, per_example, _ = classification_loss(logits, label_ids)
-        return loss, per_example, tf.nn.softmax(logits, axis=-1)
+        return loss, per_example, ops.softmax(logits, axis=-1)
 
     def _forward(self, model, features, training):
         """(mean loss, per-example loss [B], outputs, logits [B, num_labels]); see `_head`."""
@@ -233,8 +234,8 @@ class ClassifierTask(Task):
             return loss, {}
         logits = model(features, training=training)["logits"]  # [B, K, C]
         labels = features["label_ids"]  # [B, K] (multi-label [B, K, L])
-        _, per_slot, _ = self._head(tf.reshape(logits, [-1, logits.shape[-1]]),
-                                    tf.reshape(labels, [-1, *labels.shape[2:]]))
+        _, per_slot, _ = self._head(ops.reshape(logits, (-1, logits.shape[-1])),
+                                    ops.reshape(labels, (-1, *labels.shape[2:])))
         return slot_mean(per_slot, features["sequence_starts"]), {}
 
     def predict_step(self, model, features):

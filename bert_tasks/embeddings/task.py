@@ -147,7 +147,7 @@ class SentenceEmbeddingTask(Task):
         queries, positives = vectors[:, 0], vectors[:, 1]
         negatives = None
         if features["input_ids"].shape[1] > 2:  # K texts a pair: hard negatives after two
-            negatives = tf.reshape(vectors[:, 2:], [-1, tf.shape(vectors)[-1]])
+            negatives = ops.reshape(vectors[:, 2:], (-1, ops.shape(vectors)[-1]))
         ids = features["input_ids"]
         query_hashes, positive_hashes = text_hashes(ids[:, 0]), text_hashes(ids[:, 1])
         first, all_queries = 0, queries

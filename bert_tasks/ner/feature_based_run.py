@@ -15,6 +15,7 @@ import os
 import time
 from typing import Dict, List, Optional
 
+import keras
 from absl import logging
 
 from bert_runner import run_identity
@@ -117,6 +118,10 @@ def prepare(flags):
     from bert_runner import results, startup
     from bert_runner.runs.model_files import model_files
 
+    if keras.backend.backend() != "tensorflow":
+        # Its taggers train batch by batch, each sentence length compiled anew by JAX.
+        raise ValueError(f"run_ner_feature_based.py runs under TensorFlow only, not under "
+                         f"KERAS_BACKEND={keras.backend.backend()}: unset KERAS_BACKEND")
     started = time.time()
     files = model_files(flags.bert_config_file, flags.vocab_file, flags.init_checkpoint,
                         flags.max_seq_length)

@@ -10,8 +10,8 @@ carry none (the original ELECTRA's `build_pretraining_dataset.py`: `data.electra
 by dynamic masking (`--input_format=text|unmasked_records`).
 """
 import numpy as np
-import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from modeling import families, masked_lm_loss
 from modeling.bert.config import OBJECTIVE_KEY
@@ -159,9 +159,9 @@ class ElectraPretrainingTask(PretrainingTask):
     def loss(self, model, features, training):
         total, generator, discriminator, outputs = electra_outputs(
             model, features, training, self.gen_weight, self.disc_weight)
-        weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+        weights = ops.reshape(ops.cast(features["masked_lm_weights"], "float32"), (-1,))
         correct = _correct(generator[2], features["masked_lm_ids"])
-        accuracy = tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+        accuracy = ops.sum(correct * weights) / ops.maximum(ops.sum(weights), 1.0)
         return total, {"masked_lm_loss": generator[0], "masked_lm_accuracy": accuracy,
                        "disc_loss": discriminator[0]}
 
@@ -172,10 +172,10 @@ class ElectraPretrainingTask(PretrainingTask):
         _, generator, discriminator, outputs = electra_outputs(
             model, features, False, self.gen_weight, self.disc_weight)
         ids = features["masked_lm_ids"]
-        shape = tf.shape(ids)
+        shape = ops.shape(ids)
         return {
-            "mlm_loss": tf.reshape(generator[1], shape),
-            "mlm_preds": tf.reshape(tf.argmax(generator[2], -1, output_type=tf.int32), shape),
+            "mlm_loss": ops.reshape(generator[1], shape),
+            "mlm_preds": ops.reshape(ops.cast(ops.argmax(generator[2], -1), "int32"), shape),
             "sampled_ids": outputs["sampled_ids"],
             "masked_lm_ids": ids,
             "masked_lm_weights": features["masked_lm_weights"],

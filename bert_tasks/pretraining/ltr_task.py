@@ -10,8 +10,8 @@ keep their initial values, as without NSP (`bert_tasks.pretraining.task`). Check
 wherever the masked LM's do; the config makes every script build the causal encoder.
 """
 import numpy as np
-import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from modeling import next_token_loss
 from bert_tasks.pretraining.data.features import name_to_features
@@ -23,8 +23,8 @@ def next_token_outputs(model, features, training):
     """`next_token_loss` of `model` (a causal `BertPretrainer`) on a batch: the head applied at
     positions 0..S-2. Returns `(loss, per_position [B·(S-1)], log_probs [B·(S-1), V])`."""
     input_ids = features["input_ids"]
-    batch, seq = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
-    positions = tf.tile(tf.range(seq - 1)[None], [batch, 1])
+    batch, seq = ops.shape(input_ids)[0], ops.shape(input_ids)[1]
+    positions = ops.tile(ops.arange(seq - 1, dtype="int32")[None], (batch, 1))
     logits = model({**features, "masked_lm_positions": positions},
                    training=training)["masked_lm_logits"]
     return next_token_loss(logits, input_ids, features["input_mask"])
@@ -32,8 +32,8 @@ def next_token_outputs(model, features, training):
 
 def _targets(features):
     """The next-token targets `[B·(S-1)]` and their weights (1.0 at real targets)."""
-    return (tf.reshape(features["input_ids"][:, 1:], [-1]),
-            tf.reshape(tf.cast(features["input_mask"][:, 1:], tf.float32), [-1]))
+    return (ops.reshape(features["input_ids"][:, 1:], (-1,)),
+            ops.reshape(ops.cast(features["input_mask"][:, 1:], "float32"), (-1,)))
 
 
 class LtrPretrainingTask(PretrainingTask):
@@ -65,8 +65,8 @@ class LtrPretrainingTask(PretrainingTask):
     def loss(self, model, features, training):
         loss, _, log_probs = next_token_outputs(model, features, training)
         targets, weights = _targets(features)
-        accuracy = (tf.reduce_sum(_correct(log_probs, targets) * weights)
-                    / tf.maximum(tf.reduce_sum(weights), 1.0))
+        accuracy = (ops.sum(_correct(log_probs, targets) * weights)
+                    / ops.maximum(ops.sum(weights), 1.0))
         return loss, {"next_token_loss": loss, "next_token_accuracy": accuracy}
 
     def predict_step(self, model, features):
@@ -74,17 +74,17 @@ class LtrPretrainingTask(PretrainingTask):
         number; and the targets with their weights `[B, S-1]` for the baseline."""
         _, per_position, log_probs = next_token_outputs(model, features, False)
         targets, weights = _targets(features)
-        batch = tf.shape(features["input_ids"])[0]
+        batch = ops.shape(features["input_ids"])[0]
 
         def per_example(values):
-            return tf.reduce_sum(tf.reshape(values * weights, [batch, -1]), axis=1)
+            return ops.sum(ops.reshape(values * weights, (batch, -1)), axis=1)
 
         return {
             "lm_loss": per_example(per_position),
             "lm_correct": per_example(_correct(log_probs, targets)),
-            "lm_weight": per_example(tf.ones_like(weights)),
-            "targets": tf.reshape(targets, [batch, -1]),
-            "target_weights": tf.reshape(weights, [batch, -1]),
+            "lm_weight": per_example(ops.ones_like(weights)),
+            "targets": ops.reshape(targets, (batch, -1)),
+            "target_weights": ops.reshape(weights, (batch, -1)),
         }
 
     def evaluate(self, outputs, global_step, split, output_dir):

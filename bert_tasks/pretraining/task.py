@@ -10,8 +10,8 @@ initial values (or those of `--init_checkpoint`): fine-tuning trains the pooler 
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from modeling import classification_loss, masked_lm_loss, families
 from modeling.bert.config import OBJECTIVE_KEY
@@ -34,25 +34,25 @@ def _heads(model, features, training, next_sentence=True):
         outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"])
     nsp = None
     if next_sentence and "sequence_starts" in features:
-        logits = tf.reshape(outputs["next_sentence_logits"], [-1, 2])
+        logits = ops.reshape(outputs["next_sentence_logits"], (-1, 2))
         _, per_slot, log_probs = classification_loss(logits, features["next_sentence_labels"])
         nsp = (slot_mean(per_slot, features["sequence_starts"]), per_slot, log_probs)
     elif next_sentence:
         nsp = classification_loss(outputs["next_sentence_logits"], features["next_sentence_labels"])
-    return mlm, nsp, tf.reshape(features["masked_lm_weights"], [-1])
+    return mlm, nsp, ops.reshape(features["masked_lm_weights"], (-1,))
 
 
 def _correct(log_probs, labels):
     """1.0 where the argmax of `log_probs [N, C]` equals `labels` (any shape with N entries)."""
-    predicted = tf.argmax(log_probs, -1, output_type=tf.int32)
-    return tf.cast(tf.equal(predicted, tf.reshape(labels, [-1])), tf.float32)
+    predicted = ops.cast(ops.argmax(log_probs, -1), "int32")
+    return ops.cast(ops.equal(predicted, ops.cast(ops.reshape(labels, (-1,)), "int32")), "float32")
 
 
 def pretraining_loss(model, features, training, next_sentence=True):
     """total_loss = masked_lm_loss (+ next_sentence_loss); also reports the MLM accuracy."""
     (mlm_loss, _, mlm_log_probs), nsp, weights = _heads(model, features, training, next_sentence)
     correct = _correct(mlm_log_probs, features["masked_lm_ids"])
-    accuracy = tf.reduce_sum(correct * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    accuracy = ops.sum(correct * weights) / ops.maximum(ops.sum(weights), 1.0)
     metrics = {"masked_lm_loss": mlm_loss, "masked_lm_accuracy": accuracy}
     if nsp is None:
         return mlm_loss, metrics
@@ -203,28 +203,28 @@ class PretrainingTask(Task):
         loss."""
         (_, mlm_per_position, mlm_log_probs), nsp, weights = _heads(
             model, features, False, self.next_sentence)
-        batch = tf.shape(features["masked_lm_ids"])[0]
+        batch = ops.shape(features["masked_lm_ids"])[0]
 
         def per_example(values):
-            return tf.reduce_sum(tf.reshape(values * weights, [batch, -1]), axis=1)
+            return ops.sum(ops.reshape(values * weights, (batch, -1)), axis=1)
 
         outputs = {
             "mlm_loss": per_example(mlm_per_position),
             "mlm_correct": per_example(_correct(mlm_log_probs, features["masked_lm_ids"])),
-            "mlm_weight": tf.reduce_sum(features["masked_lm_weights"], axis=1),
+            "mlm_weight": ops.sum(features["masked_lm_weights"], axis=1),
             "masked_lm_ids": features["masked_lm_ids"],
             "masked_lm_weights": features["masked_lm_weights"],
         }
         if nsp is not None:
             _, nsp_per_example, nsp_log_probs = nsp
             labels = features["next_sentence_labels"]
-            slots = tf.shape(labels)[1]
+            slots = ops.shape(labels)[1]
             outputs.update({
-                "nsp_loss": tf.reshape(nsp_per_example, [batch, slots]),
-                "nsp_correct": tf.reshape(_correct(nsp_log_probs, labels), [batch, slots]),
+                "nsp_loss": ops.reshape(nsp_per_example, (batch, slots)),
+                "nsp_correct": ops.reshape(_correct(nsp_log_probs, labels), (batch, slots)),
                 "next_sentence_labels": labels,
                 "nsp_weight": (filled_slots(features["sequence_starts"])
-                               if "sequence_starts" in features else tf.ones([batch, 1])),
+                               if "sequence_starts" in features else ops.ones((batch, 1))),
             })
         return outputs
 

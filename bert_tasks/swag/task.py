@@ -12,7 +12,7 @@ import os
 import random
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from bert_tasks.classifier.outputs import write_test_results
 from modeling import classification_loss, families
@@ -70,7 +70,7 @@ class SwagTask(Task):
         """(mean loss, per-example loss [B], probabilities [B, 4])."""
         logits = model(batch, training=training)["logits"]
         loss, per_example, _ = classification_loss(logits, batch["label_ids"])
-        return loss, per_example, tf.nn.softmax(logits, axis=-1)
+        return loss, per_example, ops.softmax(logits, axis=-1)
 
     def loss(self, model, features, training):
         loss, _, _ = self._forward(model, features, training)

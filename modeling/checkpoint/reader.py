@@ -47,11 +47,15 @@ ORIGINAL, RUN, HUGGING_FACE, TF_HUB = "original", "run", "hugging_face", "tf_hub
 
 
 class ModelVariables(tf.Module):
-    """Tracks every variable of a Keras model under its path (what a RUN checkpoint holds)."""
+    """Tracks every variable of a Keras model under its path (what a RUN checkpoint holds).
 
-    def __init__(self, model):
+    `values`: `{path: tf.Variable}` tracked instead of the model's own (a model under another
+    Keras backend, whose values the caller copies in and out: `bert_runner.engines.jax_trainer`).
+    """
+
+    def __init__(self, model, values=None):
         super().__init__(name="model_variables")
-        self.by_path = {v.path: v.value for v in model.variables}
+        self.by_path = values if values is not None else {v.path: v.value for v in model.variables}
 
 
 _KEY_PREFIX, _KEY_SUFFIX = "model/by_path/", "/.ATTRIBUTES/VARIABLE_VALUE"

@@ -1,0 +1,149 @@
+"""The trainer under Keras' JAX backend: `bert_runner.trainer.Trainer`'s loop, checkpoints, logs
+and history, with `JaxStep` as its step engine.
+
+The input stays `tf.data` on the host (its iterator is checkpointed as on TensorFlow); each batch
+is handed to the step as numpy arrays. Checkpoints are TensorFlow's, with the keys the
+TensorFlow trainer writes (`model/by_path/...`, `optimizer/_iterations`, `_variables/<i>`,
+`_trainable_variables/<i>`, `iterator`): the values are copied into TensorFlow variables of
+the dtypes TensorFlow's Keras gives them before a save and back after a restore, so a run
+written under one backend is read, resumed and exported under the other.
+"""
+import jax
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_runner.engines.jax_step import JaxStep
+from bert_runner.trainer import Trainer
+from modeling.checkpoint import ModelVariables
+
+
+def check_supported(run):
+    """Refuses, in one line naming the flag, what a run under JAX cannot do yet."""
+    refused = [
+        (run.use_tpu, "--use_tpu", "tf.distribute's TPU strategy is TensorFlow's; JAX runs on "
+                                   "TPUs with its own wheel, on one device here"),
+        (run.distribution_strategy != "default",
+         f"--distribution_strategy={run.distribution_strategy}", "a tf.distribute strategy"),
+        (run.jit_compile, "--jit_compile", "the JAX step is always compiled"),
+        (run.mixed_precision == "fp16", "--mixed_precision=fp16", "loss scaling; bf16 runs"),
+    ]
+    for wanted, flag, why in refused:
+        if wanted:
+            raise ValueError(f"{flag} is not supported under KERAS_BACKEND=jax ({why}): leave "
+                             "it out, or run under TensorFlow")
+
+
+def _tf_dtype(variable):
+    """The dtype TensorFlow's Keras keeps `variable` in: its own for floats, int64 for the
+    integers (the step counter, the dropout generators' states), which JAX keeps in 32 bits."""
+    dtype = tf.as_dtype(keras.backend.standardize_dtype(variable.dtype))
+    return dtype if dtype.is_floating else tf.int64
+
+
+def _mirror(variable):
+    return tf.Variable(np.asarray(variable.value), dtype=_tf_dtype(variable), trainable=False)
+
+
+class _OptimizerVariables(tf.__internal__.tracking.AutoTrackable):
+    """The TensorFlow-side copy of a Keras optimizer's variables, in its object graph: the step
+    counter, every slot (`_variables`, the counter first) and the trained variables' values
+    (`_trainable_variables`, as Keras' TensorFlow optimizer tracks them)."""
+
+    def __init__(self, optimizer):
+        variables = [_mirror(v) for v in optimizer.variables]
+        self._iterations = variables[0]
+        self._variables = variables
+        self._trainable_variables = [_mirror(v) for v in optimizer._trainable_variables]
+
+    @property
+    def iterations(self):
+        return self._iterations
+
+
+class JaxTrainer(Trainer):
+    """`Trainer` with `JaxStep` (one device; `check_supported` refuses the rest). `strategy` is
+    TensorFlow's default one, for the input pipeline's context and the chief's role."""
+
+    def _init_step(self):
+        if self.strategy.num_replicas_in_sync != 1:
+            raise ValueError("Under KERAS_BACKEND=jax the run takes one process and TensorFlow's "
+                             "default strategy (leave --distribution_strategy out)")
+        self.engine = JaxStep(self.model, self.optimizer, self.loss_fn, clip_norm=self.clip_norm,
+                              accumulation=self.accumulation)
+        self._predict_functions = {}  # {predict_step: its jitted function}, see `predict`
+        self._checkpointed = None
+
+    # ---- steps -----------------------------------------------------------------------------
+
+    def _input_iterator(self, dataset_fn):
+        return iter(dataset_fn(tf.distribute.InputContext()))
+
+    def _train_loop(self, iterator, steps):
+        """`steps` steps of the engine on the iterator's next batches; the model's and the
+        optimizer's Keras variables hold the values after them (for the logs, a save, an
+        evaluation). Returns the last step's metrics."""
+        state = self.engine.initial_state()
+        for _ in range(int(steps)):
+            state, metrics = self.engine(state, _arrays(next(iterator)))
+        self.engine.write_back(state)
+        return metrics
+
+    # ---- checkpoints -----------------------------------------------------------------------
+
+    def _checkpoint_objects(self):
+        if self._checkpointed is None:
+            model = self.model
+            self._checkpointed = {
+                "model": ModelVariables(model, {v.path: _mirror(v) for v in model.variables}),
+                "optimizer": _OptimizerVariables(self.optimizer)}
+        return self._checkpointed
+
+    def _pairs(self):
+        """(Keras variable, its TensorFlow copy) of everything a checkpoint restores."""
+        objects = self._checkpoint_objects()
+        by_path = objects["model"].by_path
+        return ([(v, by_path[v.path]) for v in self.model.variables]
+                + list(zip(self.optimizer.variables, objects["optimizer"]._variables)))
+
+    def _restore(self, manager, path, partial):
+        super()._restore(manager, path, partial)
+        for variable, copy in self._pairs():
+            variable.assign(np.asarray(copy.numpy()).astype(variable.dtype))
+
+    def _save(self, manager):
+        for variable, copy in self._pairs():
+            copy.assign(np.asarray(variable.value).astype(copy.dtype.as_numpy_dtype))
+        trained = self._checkpoint_objects()["optimizer"]._trainable_variables
+        for variable, copy in zip(self.optimizer._trainable_variables, trained):
+            copy.assign(np.asarray(variable.value))
+        return super()._save(manager)
+
+    # ---- prediction ------------------------------------------------------------------------
+
+    def predict(self, dataset_fn, predict_step):
+        """Yields `{name: np.ndarray}` per batch from `predict_step(model, features)`, jitted.
+        The non-trainable variables' updates (the random generators' states: ELECTRA's
+        sampling) are kept after each batch, as TensorFlow's variables keep them."""
+        model = self.model
+        run = self._predict_functions.get(predict_step)
+        if run is None:
+
+            def stateless(values, features):
+                with keras.StatelessScope(
+                        state_mapping=list(zip(model.variables, values))) as scope:
+                    outputs = predict_step(model, features)
+                return outputs, [scope.get_current_value(v) for v in
+                                 model.non_trainable_variables]
+
+            run = self._predict_functions[predict_step] = jax.jit(stateless)
+        for batch in dataset_fn(tf.distribute.InputContext()):
+            outputs, updated = run([v.value for v in model.variables], _arrays(batch))
+            for variable, value in zip(model.non_trainable_variables, updated):
+                variable.assign(value)
+            yield {name: np.asarray(value) for name, value in outputs.items()}
+
+
+def _arrays(batch):
+    """A `tf.data` batch (`{name: tf.Tensor}`) as numpy arrays, for the JAX step."""
+    return {name: value.numpy() for name, value in batch.items()}
