@@ -19,13 +19,13 @@ from modeling.checkpoint import ModelVariables
 
 
 def check_supported(run):
-    """Refuses, in one line naming the flag, what a run under JAX cannot do yet."""
+    """Refuses, in one line naming the flag, what a run under JAX cannot do yet. `--jit_compile`
+    is accepted: the JAX step is always compiled, on the static shapes it asks for."""
     refused = [
         (run.use_tpu, "--use_tpu", "tf.distribute's TPU strategy is TensorFlow's; JAX runs on "
                                    "TPUs with its own wheel, on one device here"),
         (run.distribution_strategy != "default",
          f"--distribution_strategy={run.distribution_strategy}", "a tf.distribute strategy"),
-        (run.jit_compile, "--jit_compile", "the JAX step is always compiled"),
         (run.mixed_precision == "fp16", "--mixed_precision=fp16", "loss scaling; bf16 runs"),
     ]
     for wanted, flag, why in refused:
