@@ -29,7 +29,7 @@ from absl import logging
 
 from modeling.checkpoint import ModelVariables
 from bert_runner.distribution import is_chief
-from modeling.optimization import DecoupledDecayOptimizer
+from modeling.optimization import DecoupledDecayOptimizer, clip_scale
 
 
 def restore_newest_readable(manager, restore):
@@ -108,14 +108,6 @@ def remove_unfinished_saves(directory):
             tf.io.gfile.rmtree(path)
             removed.append(path)
     return removed
-
-
-def clip_scale(norm, clip_norm):
-    """What `tf.clip_by_global_norm` multiplies every gradient by, for their global `norm`:
-    `clip_norm / max(norm, clip_norm)` as it computes it, NaN unless `norm` is finite."""
-    clip_norm = tf.cast(clip_norm, norm.dtype)
-    scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0, norm.dtype) / clip_norm)
-    return scale + (norm - norm)
 
 
 class Trainer:

@@ -91,6 +91,15 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
+def clip_scale(norm, clip_norm):
+    """What `tf.clip_by_global_norm` multiplies every gradient by, for their global `norm` (a
+    scalar tensor): `clip_norm / max(norm, clip_norm)` as it computes it, NaN unless `norm` is
+    finite. The training loops of both backends pass it to `apply_at` as `gradient_scale`."""
+    clip_norm = ops.cast(clip_norm, norm.dtype)
+    scale = clip_norm * ops.minimum(1.0 / norm, ops.cast(1.0, norm.dtype) / clip_norm)
+    return scale + (norm - norm)
+
+
 class DecoupledDecayOptimizer(keras.optimizers.Optimizer):
     """Adam moments plus decoupled weight decay selected by name, shared by both optimizers.
 

@@ -13,10 +13,10 @@ from modeling import BertConfig, BertPretrainer, LoraSettings, families, with_lo
 from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
 from modeling.optimization import (
-    AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer, layerwise_rates)
+    AdamWeightDecay, Lamb, WarmupPolynomialDecay, clip_scale, create_optimizer, layerwise_rates)
 from modeling_helpers import TINY_TRAIN, tiny_config, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
-from bert_runner.trainer import Trainer, clip_scale
+from bert_runner.trainer import Trainer
 
 
 def fixed_batch_dataset(features, copies=1):

@@ -33,7 +33,7 @@ import jax.extend.core
 import keras
 from keras import ops
 
-from modeling.optimization import DecoupledDecayOptimizer
+from modeling.optimization import DecoupledDecayOptimizer, clip_scale
 
 
 class State(NamedTuple):
@@ -166,13 +166,6 @@ def global_norm(tensors):
     """`tf.linalg.global_norm`'s arithmetic: `sqrt(2 Σ_t Σ t² / 2)`, float32."""
     halves = [ops.sum(ops.square(ops.cast(t, "float32"))) / 2.0 for t in tensors]
     return ops.sqrt(ops.sum(ops.stack(halves)) * 2.0)
-
-
-def clip_scale(norm, clip_norm):
-    """What `tf.clip_by_global_norm` multiplies every gradient by for their global `norm`
-    (`bert_runner.trainer.clip_scale`, in `keras.ops`): NaN unless `norm` is finite."""
-    scale = clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm)
-    return scale + (norm - norm)
 
 
 def reached_variables(loss, state, features):
