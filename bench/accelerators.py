@@ -50,7 +50,7 @@ import time
 
 from absl import app, flags
 
-from bench import common
+from bench import harness
 
 # The encoder's widths: hidden size, layers, heads, intermediate size (vocab 30522, 512
 # positions); tiny is the CPU smoke run's.
@@ -178,7 +178,7 @@ def run_ours(shape, policy, fused=False, attention_dropout=True):
     profile = guarded(jax_profile, step) if FLAGS.profile_steps else None
     return dict(first_step_s=first, step_s=seconds, losses=losses, profile=profile,
                 device=getattr(device, "device_kind", str(device)),
-                devices=jax.device_count(), versions=common.versions(("jax", "jaxlib", "keras")))
+                devices=jax.device_count(), versions=harness.versions(("jax", "jaxlib", "keras")))
 
 
 def run_peer(shape, compiled):
@@ -233,7 +233,7 @@ def run_peer(shape, compiled):
     return dict(first_step_s=first, step_s=seconds, losses=losses, profile=profile,
                 device=torch.cuda.get_device_name() if device == "cuda" else "cpu",
                 attention=model.config._attn_implementation,
-                versions=common.versions(("torch", "transformers")))
+                versions=harness.versions(("torch", "transformers")))
 
 
 def guarded(profile, *args):
@@ -348,7 +348,7 @@ def run_contender(name, timeout):
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     start = time.perf_counter()
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=common.ROOT,
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=harness.ROOT,
                                 timeout=timeout)
         output, problem = result.stdout, (f"exit {result.returncode}: {result.stderr[-600:]}"
                                           if result.returncode else None)
@@ -407,9 +407,9 @@ def main(argv):
         else:
             print(f"{row['contender']:46s} {row['shape']:>11s} {row['seq_per_s']:8.1f} "
                   f"{100 * row['mfu']:5.1f}% {row['first_step_s']:8.1f}  {row['device']}")
-    common.write_results("accelerators", rows, packages=("jax", "keras", "torch",
+    harness.write_results("accelerators", rows, packages=("jax", "keras", "torch",
                                                          "transformers"))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_PREALLOCATE="false")
