@@ -26,7 +26,6 @@ def _huggingface(export_config, files):
     checkpoint's whole model; each as config.json, model.safetensors and vocab.txt. With
     --pooling the encoder and sentence-transformers' module files; with --encoder_only the
     encoder alone."""
-    import json
     import os
 
     from absl import logging
@@ -35,6 +34,7 @@ def _huggingface(export_config, files):
     from bert_runner.serving.conversion import METADATA_FILE
     from modeling.checkpoint import write_hugging_face
     from modeling.family import NoHfClass
+    from modeling.json_file import read_json_object
     from bert_runner.startup import check_pooling
 
     task = provenance.recorded_script_task(export_config.checkpoint)
@@ -73,8 +73,8 @@ def _huggingface(export_config, files):
             f"--format={fine_tuned.name} (a SavedModel), or its encoder alone with "
             "--format=huggingface --encoder_only") from None
     # The class transformers loads it as says what the directory holds (its heads or none).
-    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
-        architectures = ", ".join(json.load(f)["architectures"])
+    architectures = ", ".join(
+        read_json_object(os.path.join(directory, "config.json"))["architectures"])
     logging.info("Wrote the %s in Hugging Face's layout (%s)%s to %s", what, architectures,
                  " with sentence-transformers' pooling" if sentence_embedding else "", directory)
 
