@@ -15,14 +15,15 @@ against `--peak_tflops`, counting 6 x matmul parameters x tokens + attention + t
 at the masked positions only: `bert_runner.task.encoder_training_flops`), `first_step_s`
 (compilation included), the device. Contenders:
 
-  ours bf16, ours fp32          `JaxStep` on `BertPretrainer`, Keras mixed_bfloat16 / float32
-                                (on GPUs float32 matmuls run in TF32, XLA's default)
-  ours bf16 fused-attention     + `EncoderModes(fused_attention, whole_last_layer)`: the
-                                attention and its dropout one Pallas kernel drawing the same
-                                masks (`modeling.layers.kernels.flash`): the same run
-  ours bf16 fused-attention no-attention-dropout
-                                the same modes, attention dropout 0: cuDNN's flash attention
-                                (a different model run, named so)
+  ours bf16, ours fp32          `JaxStep` on `BertPretrainer` as the scripts build it, Keras
+                                mixed_bfloat16 / float32 (on GPUs float32 matmuls run in TF32,
+                                XLA's default); under JAX on a GPU in bf16 the attention fused
+                                (`--fused_attention=auto`: `EncoderModes.fused`, a Pallas flash
+                                kernel drawing the same dropout masks: the same run)
+  ours bf16 unfused             --fused_attention=false
+  ours bf16 no-attention-dropout
+                                attention dropout 0: cuDNN's flash attention (a different
+                                model run, named so)
   peer compiled bf16, peer eager bf16
                                 transformers' `BertForPreTraining` (sdpa attention), fused AdamW,
                                 `torch.autocast` bf16; `torch.compile` / eager
@@ -39,8 +40,9 @@ namex 0.1.0 and optree 0.20.0 travel as Python 3.12 wheels in `.whl/`:
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit
     nvidia-smi -L; PYTHONUNBUFFERED=1 python3 -m bench.accelerators --out=$OUT --peak_tflops=989
 
-The default run (6 contenders x 2 shapes, 20 timed steps) takes about 450 s of an H200; --budget
-(480 s) bounds it whatever happens (the contenders run in the order above).
+The default run (6 contenders x 2 shapes, 20 timed steps) takes about 460 s of an H200 (a start
+adds about 35 s); --budget (480 s) bounds it whatever happens (the contenders run in the order
+above). bench/measured/ keeps what it printed on one.
 """
 import json
 import os
@@ -55,16 +57,15 @@ from bench import harness
 # The encoder's widths: hidden size, layers, heads, intermediate size (vocab 30522, 512
 # positions); tiny is the CPU smoke run's.
 SIZES = {"base": (768, 12, 12, 3072), "large": (1024, 24, 16, 4096), "tiny": (64, 2, 2, 128)}
-# name: (framework, its settings)
 # name: (framework, its settings), in the order they run (the figures the issue's acceptance
 # compares first).
 CONTENDERS = {
     "ours bf16": ("ours", dict(policy="mixed_bfloat16")),
     "peer compiled bf16": ("peer", dict(compiled=True)),
-    "ours bf16 fused-attention": ("ours", dict(policy="mixed_bfloat16", fused=True)),
+    "ours bf16 unfused": ("ours", dict(policy="mixed_bfloat16", fused=False)),
     "ours fp32": ("ours", dict(policy="float32")),
-    "ours bf16 fused-attention no-attention-dropout": (
-        "ours", dict(policy="mixed_bfloat16", fused=True, attention_dropout=False)),
+    "ours bf16 no-attention-dropout": (
+        "ours", dict(policy="mixed_bfloat16", attention_dropout=False)),
     "peer eager bf16": ("peer", dict(compiled=False)),
 }
 flags.DEFINE_enum("config", "base", sorted(SIZES), "Encoder shape (vocab 30522, 512 positions).")
@@ -148,13 +149,15 @@ def pretraining_loss(model, features, training):
     return mlm + nsp, {"masked_lm_loss": mlm}
 
 
-def run_ours(shape, policy, fused=False, attention_dropout=True):
-    """Times `JaxStep` on `BertPretrainer`; returns the row's figures."""
+def run_ours(shape, policy, fused=None, attention_dropout=True):
+    """Times `JaxStep` on `BertPretrainer` in the modes the scripts build it in (`fused` None:
+    `--fused_attention=auto`'s choice, False: unfused); returns the row's figures."""
     import jax
     import keras
 
     from bert_runner.engines.jax_step import JaxStep, data_parallel
-    from modeling import BertPretrainer
+    from modeling import BertPretrainer, EncoderModes
+    from modeling.layers.attention import fused_attention_pays
     from modeling.optimization import create_optimizer
 
     keras.config.set_dtype_policy(policy)
@@ -162,7 +165,9 @@ def run_ours(shape, policy, fused=False, attention_dropout=True):
     distribution = data_parallel()
     if distribution is not None:
         keras.distribution.set_distribution(distribution)
-    modes = dict(fused_attention=True, whole_last_layer=True) if fused else None
+    if fused is None:
+        fused = fused_attention_pays(keras.config.dtype_policy().compute_dtype)
+    modes = EncoderModes().fused() if fused else None
     model = BertPretrainer(model_config(attention_dropout), modes=modes)
     engine = JaxStep(model, create_optimizer("adamw", 1e-4, 10000, 100), pretraining_loss)
     data = [{name: jax.device_put(value) for name, value in b.items()} for b in batches(*shape)]

@@ -44,6 +44,7 @@ from modeling import (
 from modeling.bert.config import OBJECTIVE_KEY
 from modeling.bert.modes import EncoderModes
 from modeling.checkpoint.files import write_text_atomic
+from modeling.layers.attention import fused_attention_pays
 from modeling.optimization import create_optimizer, layerwise_rates
 from bert_runner import (
     distribution, output_lock, plan as plan_of, results, run_identity, seeds as seed_sweeps,
@@ -258,7 +259,22 @@ def new_model(task, run, config, strategy):
     keras.backend.clear_session(free_memory=False)
     distribution.set_determinism(run.random_seed, run.deterministic)
     distribution.set_precision(run.mixed_precision)
+    if keras.backend.backend() == "jax":
+        _set_jax_distribution()
     return _build_model(task, run, config, strategy)
+
+
+def _set_jax_distribution():
+    """Keras' distribution under JAX: data-parallel over the local devices where there are
+    several (the variables replicated, each batch split along its first axis), else none."""
+    from bert_runner.engines.jax_step import data_parallel
+
+    parallel = data_parallel()
+    keras.distribution.set_distribution(parallel)
+    if parallel is not None:
+        count = parallel.device_mesh.devices.size
+        logging.info("Data-parallel over %d devices: batch sizes divisible by %d are split "
+                     "over them, others run whole on each", count, count)
 
 
 def _build_model(task, run, config, strategy):
@@ -267,8 +283,20 @@ def _build_model(task, run, config, strategy):
     if run.static_shapes:
         logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
                      "of the padded grid")
+    if _fuses_attention(run):
+        modes = modes.fused()
+        logging.info("Fused attention (--fused_attention=%s): flash-attention kernels drawing "
+                     "the same dropout masks", run.fused_attention)
     with strategy.scope():
         return task.build_model(config, run.bilstm_on_top, modes)
+
+
+def _fuses_attention(run):
+    """`--fused_attention`, its auto resolved for the dtype policy set
+    (`modeling.layers.attention.fused_attention_pays`)."""
+    if run.fused_attention != "auto":
+        return run.fused_attention == "true"
+    return fused_attention_pays(keras.config.dtype_policy().compute_dtype)
 
 
 def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps, model=None):

@@ -219,6 +219,11 @@ def define_run_flags(batch_size_rule=True):
         "Keep only each encoder layer's input during the forward pass and recompute the rest in "
         "the backward pass: the same losses and gradients in less memory (BERT-Large on small "
         "GPUs), for about one more forward pass of compute.")
+    flags.DEFINE_enum(
+        "fused_attention", "auto", ["auto", "true", "false"],
+        "The attention and its dropout as one flash-attention kernel drawing the same dropout "
+        "masks (EncoderModes.fused_attention): the same run, faster. auto: under "
+        "KERAS_BACKEND=jax on a GPU in bf16 (cuDNN, Pallas), where it was measured faster.")
     flags.DEFINE_bool(
         "save_tf1_checkpoint", False,
         "At the end of training also write the weights as an original-layout TF1 checkpoint "

@@ -56,6 +56,7 @@ class RunConfig:
     optimizer: str = "adamw"
     gradient_accumulation_steps: int = 1
     recompute_activations: bool = False
+    fused_attention: str = "auto"
     random_seed: int = 12345
     deterministic: bool = False
     peak_tflops: Optional[float] = None

@@ -26,8 +26,8 @@ pytestmark = [pytest.mark.large, needs("jax")]
 TOLERANCE = 2e-4
 
 
-def _run(cmd, backend):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+def _run(cmd, backend, **more_env):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **more_env}
     if backend == "jax":
         env.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -118,6 +118,25 @@ def test_pretraining_under_jax_is_the_tensorflow_run_and_resumes_across_backends
         np.testing.assert_allclose([losses[s] for s in (4, 5, 6)], [want[s] for s in (4, 5, 6)],
                                    rtol=0, atol=TOLERANCE)
         _assert_same_eval(_eval_results(resumed), _eval_results(runs[first]))
+
+
+def test_pretraining_over_two_devices_is_the_one_device_run(tmp_path):
+    """Two JAX devices (XLA:CPU split in two): the variables replicated, the training batch of 8
+    split over them, the evaluation's batches of 5 run whole on each; the same losses and
+    evaluation as on one device."""
+    data = write_records(tmp_path / "train.tfrecord", 32)
+    runs = {}
+    for devices in (1, 2):
+        runs[devices] = tmp_path / f"devices_{devices}"
+        log = _run(pretraining_command(
+            data, runs[devices], "--do_train", "--do_eval", "--train_batch_size=8",
+            "--eval_batch_size=5", "--num_train_steps=4", "--num_warmup_steps=1",
+            "--iterations_per_loop=2", "--max_eval_steps=2", "--learning_rate=1e-3",
+            f"--init_checkpoint={TINY / 'bert_model.ckpt'}", config=TINY / "bert_config.json"),
+            "jax", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+        assert ("Data-parallel over 2 devices" in log) == (devices == 2)
+    _assert_same_losses(_train_losses(runs[2]), _train_losses(runs[1]))
+    _assert_same_eval(_eval_results(runs[2]), _eval_results(runs[1]))
 
 
 def _fine_tune(script, args, output_dir, backend, *more):

@@ -193,10 +193,15 @@ def data_parallel():
 
 
 def shard_batch(features):
-    """`features` placed for the step: split along the batch axis over the devices of the
-    current `keras.distribution` (the batch must divide by their number), else as they are."""
+    """`features` placed for the step: under a `keras.distribution`, split along the batch axis
+    over its devices, or whole on each where the batch does not divide by their number (a
+    last partial batch); else as they are."""
     distribution = keras.distribution.distribution()
     if distribution is None:
         return features
-    return {name: jax.device_put(value, distribution.get_data_layout(value.shape).backend_layout)
+    mesh = distribution.device_mesh
+    whole = jax.sharding.NamedSharding(mesh.backend_mesh, jax.sharding.PartitionSpec())
+    return {name: jax.device_put(value, (
+                whole if value.shape[0] % mesh.devices.size else
+                distribution.get_data_layout(value.shape).backend_layout))
             for name, value in features.items()}

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_runner.engines.jax_step import JaxStep
+from bert_runner.engines.jax_step import JaxStep, shard_batch
 from bert_runner.trainer import Trainer
 from modeling.checkpoint import ModelVariables
 
@@ -62,7 +62,8 @@ class _OptimizerVariables(tf.__internal__.tracking.AutoTrackable):
 
 
 class JaxTrainer(Trainer):
-    """`Trainer` with `JaxStep` (one device; `check_supported` refuses the rest). `strategy` is
+    """`Trainer` with `JaxStep`, data-parallel over the local devices (the distribution
+    `driver.new_model` sets; `check_supported` refuses tf.distribute's). `strategy` is
     TensorFlow's default one, for the input pipeline's context and the chief's role."""
 
     def _init_step(self):
@@ -138,7 +139,8 @@ class JaxTrainer(Trainer):
 
             run = self._predict_functions[predict_step] = jax.jit(stateless)
         for batch in dataset_fn(tf.distribute.InputContext()):
-            outputs, updated = run([v.value for v in model.variables], _arrays(batch))
+            outputs, updated = run([v.value for v in model.variables],
+                                   shard_batch(_arrays(batch)))
             for variable, value in zip(model.non_trainable_variables, updated):
                 variable.assign(value)
             yield {name: np.asarray(value) for name, value in outputs.items()}

@@ -92,16 +92,25 @@ def _mix(x):
     return x ^ (x >> 16)
 
 
+def _dot(a, b, trans_a=False, trans_b=False):
+    """The float32 product of two 2-D blocks, either transposed first (`pl.dot`'s meaning;
+    Pallas dropped `pl.dot` in JAX 0.11)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    contract = (((0 if trans_a else 1,), (1 if trans_b else 0,)), ((), ()))
+    return lax.dot_general(a, b, contract, preferred_element_type=jnp.float32)
+
+
 def _scores(q, k, bias_block, query_index, key_index, scale, causal):
     """The block's float32 scores `q kᵀ · scale + bias`, the product rounded to the inputs'
     dtype first (the reference's matmul gives it in the compute dtype)."""
     import jax.numpy as jnp
-    from jax.experimental import pallas as pl
 
     bias = bias_block[None, :]
     if causal:  # the reference's bias: -10000 once on a key masked either way
         bias = jnp.where(key_index[None, :] > query_index[:, None], -10000.0, bias)
-    return pl.dot(q, k, trans_b=True).astype(q.dtype).astype(jnp.float32) * scale + bias
+    return _dot(q, k, trans_b=True).astype(q.dtype).astype(jnp.float32) * scale + bias
 
 
 def _keep(seed_ref, row_block, head, heads, keys, key_index, rate):
@@ -142,7 +151,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, bias_ref, seed_ref, rows_ref, o_ref, ls
             keep = _keep(seed_ref, row_block, head, heads, keys, key_index, rate)
             p = jnp.where(keep, p * (1.0 / (1.0 - rate)), 0.0)
         v = v_ref[key_slice, :]
-        acc = acc * correction[:, None] + pl.dot(p.astype(v.dtype), v)
+        acc = acc * correction[:, None] + _dot(p.astype(v.dtype), v)
         return acc, m_next, l_next
 
     init = (jnp.zeros(q.shape, jnp.float32), jnp.full((block_q,), -jnp.inf, jnp.float32),
@@ -199,7 +208,7 @@ def _key_grads_kernel(q_ref, k_ref, v_ref, bias_ref, seed_ref, rows_ref, do_ref,
         q, do = q_ref[query_slice, :], do_ref[query_slice, :]
         s = _scores(q, k, bias_block, query_index, key_index, scale, causal)
         p = jnp.exp(s - lse_ref[query_slice][:, None])
-        dp = pl.dot(do, v, trans_b=True)
+        dp = _dot(do, v, trans_b=True)
         if rate:
             keep = _keep(seed_ref, rows_ref[query_slice], head, heads, keys, key_index, rate)
             inverse = 1.0 / (1.0 - rate)
@@ -207,9 +216,9 @@ def _key_grads_kernel(q_ref, k_ref, v_ref, bias_ref, seed_ref, rows_ref, do_ref,
             dp = jnp.where(keep, dp * inverse, 0.0)
         else:
             dropped = p
-        dv = dv + pl.dot(dropped.astype(do.dtype), do, trans_a=True)
+        dv = dv + _dot(dropped.astype(do.dtype), do, trans_a=True)
         ds = p * (dp - delta_ref[query_slice][:, None]) * scale
-        dk = dk + pl.dot(ds.astype(q.dtype), q, trans_a=True)
+        dk = dk + _dot(ds.astype(q.dtype), q, trans_a=True)
         return dk, dv
 
     zeros = jnp.zeros(k.shape, jnp.float32)
@@ -237,12 +246,12 @@ def _query_grads_kernel(q_ref, k_ref, v_ref, bias_ref, seed_ref, rows_ref, do_re
         k = k_ref[key_slice, :]
         s = _scores(q, k, bias_ref[key_slice], query_index, key_index, scale, causal)
         p = jnp.exp(s - lse[:, None])
-        dp = pl.dot(do, v_ref[key_slice, :], trans_b=True)
+        dp = _dot(do, v_ref[key_slice, :], trans_b=True)
         if rate:
             keep = _keep(seed_ref, row_block, head, heads, keys, key_index, rate)
             dp = jnp.where(keep, dp * (1.0 / (1.0 - rate)), 0.0)
         ds = p * (dp - delta[:, None]) * scale
-        return dq + pl.dot(ds.astype(k.dtype), k)
+        return dq + _dot(ds.astype(k.dtype), k)
 
     dq = lax.fori_loop(0, keys // _BLOCK, body, jnp.zeros(q.shape, jnp.float32))
     dq_ref[...] = dq.astype(dq_ref.dtype)
