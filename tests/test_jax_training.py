@@ -66,10 +66,9 @@ def _resumable_copy(output_dir, destination, step):
     ("mlm", "ltr", "electra")])
 def test_pretraining_under_jax_is_the_tensorflow_run_and_resumes_across_backends(
         tmp_path, objective):
-    """BERT and the left-to-right model from the tiny checkpoint: the same run under both
-    backends. ELECTRA from scratch (no checkpoint holds the tiny model's generator), whose
-    initial values each backend draws in its own way: stopped at step 3 under one backend,
-    resumed under the other."""
+    """BERT and the left-to-right model from the tiny checkpoint, ELECTRA from scratch (its
+    initial values drawn on the host: `modeling.layers.initializers`): the same run under both
+    backends; stopped at step 3 under one backend, resumed under the other."""
     from test_ltr_model import ltr_records
 
     data = (ltr_records(tmp_path / "ltr.tfrecord") if objective == "ltr"
@@ -100,12 +99,11 @@ def test_pretraining_under_jax_is_the_tensorflow_run_and_resumes_across_backends
         shapes = [{k: v for k, v in reader.get_variable_to_shape_map().items()
                    if not k.startswith("iterator/")} for reader in (got, want)]
         assert shapes[0] == shapes[1]
-    if objective != "electra":
-        _assert_same_losses(_train_losses(jax_run), _train_losses(tf_run))
-        _assert_same_eval(_eval_results(jax_run), _eval_results(tf_run))
-        want, got = (model_checkpoint_values(run / "ckpt-6") for run in (tf_run, jax_run))
-        for name, value in want.items():
-            np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-5, err_msg=name)
+    _assert_same_losses(_train_losses(jax_run), _train_losses(tf_run))
+    _assert_same_eval(_eval_results(jax_run), _eval_results(tf_run))
+    want, got = (model_checkpoint_values(run / "ckpt-6") for run in (tf_run, jax_run))
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-5, err_msg=name)
 
     # Stopped at step 3 under one backend, resumed under the other: the uninterrupted run's
     # steps 4-6 (its input position restored too) and evaluation.

@@ -153,3 +153,49 @@ def test_the_flash_kernel_draws_the_reference_dropout():
                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert float(result.stdout.split()[-1]) < 1e-5
+
+
+SHARDED_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import jax, keras, numpy as np
+import jax.numpy as jnp
+from modeling.layers.attention import flash_attention
+from modeling.layers.kernels.dropout import grid_positions, seed_words
+
+rng = np.random.default_rng(2)
+B, N, S, D = 4, 2, 64, 16
+q, k, v, weights = (jnp.asarray(rng.normal(size=(B, N, S, D)), jnp.float32) for _ in range(4))
+mask = np.ones((B, S), "int32")
+mask[1, 40:] = 0
+args = (jnp.asarray(mask), jnp.stack(seed_words(jnp.asarray([3, 5], jnp.int32))),
+        grid_positions(B, S))
+
+def values_and_grads():
+    def loss(q, k, v):
+        out = flash_attention(q, k, v, args[0], 0.25, 0.1, *args[1:], interpret=True)
+        return jnp.sum(out * weights), out
+    (_, out), grads = jax.jit(jax.value_and_grad(loss, (0, 1, 2), has_aux=True))(q, k, v)
+    return [np.asarray(x) for x in (out, *grads)]
+
+alone = values_and_grads()
+keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+sharded = values_and_grads()
+assert "shard_map" in str(jax.make_jaxpr(lambda q: flash_attention(
+    q, k, v, args[0], 0.25, 0.1, *args[1:], interpret=True))(q))
+print(len(jax.devices()), max(float(np.max(np.abs(a - b))) for a, b in zip(alone, sharded)))
+"""
+
+
+@pytest.mark.large
+@needs("jax")
+def test_the_flash_kernel_runs_on_each_devices_part_of_the_batch():
+    """Under a data-parallel distribution over 2 devices the kernel runs per device
+    (`jax.shard_map`) with the batch's grid positions: the one-device values and gradients."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    result = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT.format(root=str(ROOT))],
+                            env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    devices, gap = result.stdout.split()[-2:]
+    assert devices == "2" and float(gap) < 1e-6

@@ -10,6 +10,8 @@ keras.ops only.
 import keras
 from keras import ops
 
+from modeling.layers.initializers import GlorotUniform, Orthogonal
+
 COMBINATIONS = ("single", "weighted_sum", "concat")
 
 
@@ -46,11 +48,13 @@ class BiLstmTagger(keras.Model):
                 name="mix_logits", shape=(num_inputs,), initializer="zeros")
         self.lstm_layers = [
             keras.layers.Bidirectional(
-                keras.layers.LSTM(lstm_units, return_sequences=True, dtype=self.dtype_policy),
+                keras.layers.LSTM(lstm_units, return_sequences=True,
+                                  kernel_initializer=GlorotUniform(),
+                                  recurrent_initializer=Orthogonal(), dtype=self.dtype_policy),
                 dtype=self.dtype_policy, name="bilstm_%d" % i)
             for i in range(2)]
-        self.classifier = keras.layers.Dense(num_labels, dtype=self.dtype_policy,
-                                             name="classifier")
+        self.classifier = keras.layers.Dense(num_labels, kernel_initializer=GlorotUniform(),
+                                             dtype=self.dtype_policy, name="classifier")
 
     def _combine(self, activations):
         if self.combination == "single":

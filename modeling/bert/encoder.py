@@ -8,7 +8,7 @@ from modeling.layers import token_rows
 from modeling.bert.config import BertConfig
 from modeling.bert.modes import EncoderModes
 from modeling.layers.embeddings import BertEmbeddings
-from modeling.layers.initializers import truncated_normal
+from modeling.layers.initializers import GlorotUniform, truncated_normal
 from modeling.layers.kernels import use_fast
 from modeling.layers.lora import LoraSettings, is_adapter_path
 from modeling.layers.token_rows import GridRows, RealRows
@@ -97,7 +97,7 @@ class BertModel(keras.Model):
         # the original ELECTRA's `embeddings_project` (a dense layer, no activation).
         self.embeddings_project = None if width == c.hidden_size else keras.layers.Dense(
             c.hidden_size,
-            kernel_initializer=keras.initializers.GlorotUniform(),
+            kernel_initializer=GlorotUniform(),
             dtype=policy,
             name="embeddings_project",
         )

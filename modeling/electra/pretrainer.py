@@ -23,7 +23,7 @@ from modeling.layers.activations import get_activation
 from modeling.bert.checkpoint_names import dense_names, encoder_names, layer_norm_names
 from modeling.electra.encoder import ElectraModel
 from modeling.layers.heads import MaskedLMHead
-from modeling.layers.initializers import truncated_normal
+from modeling.layers.initializers import GlorotUniform, truncated_normal
 from modeling.layers.kernels.dropout import random_bits
 from modeling.bert.task_models import BertTaskModel, _encoder_inputs
 
@@ -93,7 +93,8 @@ class DiscriminatorHead(keras.layers.Layer):
             kernel_initializer=truncated_normal(initializer_range), dtype=self.dtype_policy,
             name="dense")
         # tf.layers.dense's default initializer: Glorot uniform.
-        self.dense_prediction = keras.layers.Dense(1, dtype=self.dtype_policy, name="dense_1")
+        self.dense_prediction = keras.layers.Dense(1, kernel_initializer=GlorotUniform(),
+                                                   dtype=self.dtype_policy, name="dense_1")
 
     def build(self, input_shape=None):
         self.dense.build((None, None, self.hidden_size))

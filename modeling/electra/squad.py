@@ -27,6 +27,7 @@ import keras
 from keras import ops
 
 from modeling.layers.activations import gelu_exact
+from modeling.layers.initializers import GlorotUniform
 from modeling.electra.encoder import ElectraModel
 from modeling.bert.task_models import BertTaskModel
 
@@ -48,7 +49,8 @@ def answer_mask(input_mask, segment_ids):
 
 def _dense(units, name, activation=None, dtype=None):
     # tf.layers.dense's defaults, which the original keeps: Glorot-uniform kernel, zero bias.
-    return keras.layers.Dense(units, activation=activation, dtype=dtype, name=name)
+    return keras.layers.Dense(units, activation=activation, kernel_initializer=GlorotUniform(),
+                              dtype=dtype, name=name)
 
 
 class ElectraSquadHead(keras.layers.Layer):

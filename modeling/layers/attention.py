@@ -75,8 +75,8 @@ def attention(q, k, v, input_mask, dropout_rate=0.0, seed=None, *, fast, causal=
             if query_positions is None:
                 query_positions = grid_positions(ops.shape(k)[0],
                                                  ops.shape(k)[2])[:, :ops.shape(q)[2]]
-            return flash.flash_attention(q, k, v, input_mask, scale, dropout_rate,
-                                         ops.stack(seed_words(seed)), query_positions, causal)
+            return flash_attention(q, k, v, input_mask, scale, dropout_rate,
+                                   ops.stack(seed_words(seed)), query_positions, causal)
     rows = _query_rows(q, k, query_positions) if dropout_rate else None
     if fast:
         return fast_attention(q, k, v, input_mask, scale, float(dropout_rate), seed, causal,
@@ -117,6 +117,28 @@ def fused_attention(q, k, v, input_mask, scale, causal=False):
         context = ops.dot_product_attention(q, k, v, mask=mask[:, None, None, :], scale=scale,
                                             is_causal=causal)
     return ops.transpose(context, (0, 2, 1, 3))
+
+
+def flash_attention(q, k, v, input_mask, scale, rate, seeds, rows, causal=False,
+                    interpret=False):
+    """`flash.flash_attention` (the same arguments); under a data-parallel
+    `keras.distribution`, each device's kernel on its part of the batch (`jax.shard_map`: XLA's
+    partitioner cannot split a Pallas kernel), where the batch divides by the devices."""
+    import jax
+    from jax.sharding import PartitionSpec
+
+    def kernel(q, k, v, input_mask, seeds, rows):
+        return flash.flash_attention(q, k, v, input_mask, scale, rate, seeds, rows, causal,
+                                     interpret)
+
+    distribution = keras.distribution.distribution()
+    if (not isinstance(distribution, keras.distribution.DataParallel)
+            or q.shape[0] % distribution.device_mesh.devices.size):
+        return kernel(q, k, v, input_mask, seeds, rows)
+    batch = PartitionSpec(distribution.batch_dim_name)
+    return jax.shard_map(kernel, mesh=distribution.device_mesh.backend_mesh,
+                         in_specs=(batch, batch, batch, batch, PartitionSpec(), batch),
+                         out_specs=batch, check_vma=False)(q, k, v, input_mask, seeds, rows)
 
 
 def fused_attention_pays(compute_dtype):

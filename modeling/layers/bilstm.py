@@ -10,6 +10,8 @@ its two final states replace `pooled_output` (classifier, SWAG).
 import keras
 from keras import ops
 
+from modeling.layers.initializers import GlorotUniform, Orthogonal
+
 
 class BiLstmOnTop(keras.layers.Layer):
     """One bidirectional LSTM layer, `hidden_size / 2` units per direction, so that its outputs
@@ -39,7 +41,9 @@ class BiLstmOnTop(keras.layers.Layer):
         # built another), and the variables' paths, which checkpoints are read by, with it.
         self.lstm = keras.layers.Bidirectional(
             keras.layers.LSTM(hidden_size // 2, return_sequences=True, return_state=True,
-                              dtype=self.dtype_policy, name="lstm"),
+                              kernel_initializer=GlorotUniform(),
+                              recurrent_initializer=Orthogonal(), dtype=self.dtype_policy,
+                              name="lstm"),
             dtype=self.dtype_policy, name="bidirectional")
 
     def build(self, input_shape=None):

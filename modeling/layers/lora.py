@@ -26,6 +26,8 @@ from typing import Optional
 import keras
 import numpy as np
 
+from modeling.layers.initializers import HeUniform
+
 # --lora_targets: the encoder layers' kernels that get adapters.
 TARGETS = {
     # The paper's choice (its section 7.1: adapting W_q and W_v is the best at a fixed budget).
@@ -73,7 +75,7 @@ class LoraSettings:
 def initial_lora_a(shape, dtype):
     """A `lora_a` start: He-uniform, as KerasHub's and PEFT's, from an initializer of its own (a
     Keras initializer repeats its values on every call)."""
-    return keras.initializers.HeUniform()(shape, dtype)
+    return HeUniform()(shape, dtype)
 
 
 def adapters(model):
