@@ -233,6 +233,9 @@ def main(argv):
     unknown = set(FLAGS.precisions) - set(PRECISIONS) | set(FLAGS.peer_padding) - {"max_length", "longest"}
     if unknown:
         raise app.UsageError(f"unknown --precisions/--peer_padding values: {sorted(unknown)}")
+    if FLAGS.workdir and os.path.exists(os.path.join(FLAGS.workdir, "runs")):
+        raise app.UsageError(f"--workdir={FLAGS.workdir} holds an earlier bench's runs/: give "
+                             "a new folder")
     workdir = FLAGS.workdir or tempfile.mkdtemp(prefix="bench_finetuning_")
     try:
         data_dir = os.path.join(workdir, "data")
