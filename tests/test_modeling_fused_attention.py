@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from optional_packages import needs
+from optional_packages import needs, require
 
 def fused_attention_gaps(gradients):
     """On the session's backend: the tiny encoder (padded rows in the batch, hidden dropout on,
@@ -54,8 +54,9 @@ def tf_gradients(model, inputs):
 
 
 def jax_gradients(model, inputs):
-    import jax
     from keras import ops
+
+    jax = require("jax")
 
     def loss(trainable):
         out, _ = model.stateless_call(trainable, [v.value for v in model.non_trainable_variables],
