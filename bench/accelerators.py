@@ -18,8 +18,8 @@ at the masked positions only: `bert_runner.task.encoder_training_flops`), `first
   ours bf16, ours fp32          `JaxStep` on `BertPretrainer` as the scripts build it, Keras
                                 mixed_bfloat16 / float32 (on GPUs float32 matmuls run in TF32,
                                 XLA's default); under JAX on a GPU in bf16 the attention fused
-                                (`--fused_attention=auto`: `EncoderModes.fused`, a Pallas flash
-                                kernel drawing the same dropout masks: the same run)
+                                (`--fused_attention=auto`: `EncoderModes(fused_attention)`, a
+                                Pallas flash kernel drawing the same dropout masks: the same run)
   ours bf16 unfused             --fused_attention=false
   ours bf16 no-attention-dropout
                                 attention dropout 0: cuDNN's flash attention (a different
@@ -167,7 +167,7 @@ def run_ours(shape, policy, fused=None, attention_dropout=True):
         keras.distribution.set_distribution(distribution)
     if fused is None:
         fused = fused_attention_pays(keras.config.dtype_policy().compute_dtype)
-    modes = EncoderModes().fused() if fused else None
+    modes = EncoderModes(fused_attention=True) if fused else None
     model = BertPretrainer(model_config(attention_dropout), modes=modes)
     engine = JaxStep(model, create_optimizer("adamw", 1e-4, 10000, 100), pretraining_loss)
     data = [{name: jax.device_put(value) for name, value in b.items()} for b in batches(*shape)]

@@ -284,7 +284,7 @@ def _build_model(task, run, config, strategy):
         logging.info("XLA-compiled steps: static shapes, the encoder computes every position "
                      "of the padded grid")
     if _fuses_attention(run):
-        modes = modes.fused()
+        modes = modes.replace(fused_attention=True)
         logging.info("Fused attention (--fused_attention=%s): flash-attention kernels drawing "
                      "the same dropout masks", run.fused_attention)
     with strategy.scope():

@@ -193,7 +193,8 @@ def define_run_flags(batch_size_rule=True):
     flags.DEFINE_enum(
         "distribution_strategy", "default",
         ["default", "mirrored", "multi_worker_mirrored", "tpu"],
-        "tf.distribute strategy: default (one device), mirrored (all local GPUs), "
+        "tf.distribute strategy: default (one device; under KERAS_BACKEND=jax every local device, "
+        "data-parallel), mirrored (all local GPUs), "
         "multi_worker_mirrored (cluster from TF_CONFIG) or tpu (also selected by --use_tpu).")
     flags.DEFINE_enum(
         "mixed_precision", None, ["bf16", "fp16"],

@@ -156,15 +156,19 @@ class Trainer:
         self.flops_per_example = flops_per_example
         self.peak_tflops = peak_tflops
         self.jit_compile = jit_compile
-        replicas = strategy.num_replicas_in_sync
+        replicas = self.devices()
         if global_batch_size % (replicas * gradient_accumulation_steps):
             raise ValueError(
-                f"The global batch size {global_batch_size} must divide evenly into {replicas} "
-                f"replicas x {gradient_accumulation_steps} accumulation steps")
+                f"--train_batch_size: the global batch of {global_batch_size} must divide evenly "
+                f"into {replicas} devices x {gradient_accumulation_steps} accumulation steps")
         self.chief = is_chief(strategy)
         # A `LoopRecord` per `iterations_per_loop` call: the last step's metrics and the call's time.
         self.history = []
         self._init_step()
+
+    def devices(self):
+        """The devices (replicas) a step's global batch is split over."""
+        return self.strategy.num_replicas_in_sync
 
     def _init_step(self):
         """The step engine: `tf.function`s under `self.strategy` (`engines.jax_trainer` has
@@ -423,7 +427,7 @@ class Trainer:
             tflops = rows_per_s * self.flops_per_example / 1e12
             line += f" {tflops:.3f} model TFLOP/s"
             if self.peak_tflops:
-                mfu = tflops / (self.peak_tflops * self.strategy.num_replicas_in_sync)
+                mfu = tflops / (self.peak_tflops * self.devices())
                 line += f" MFU {100 * mfu:.1f}%"
         logging.info(line)
         if writer is not None:

@@ -135,6 +135,18 @@ def test_pretraining_over_two_devices_is_the_one_device_run(tmp_path):
         assert ("Data-parallel over 2 devices" in log) == (devices == 2)
     _assert_same_losses(_train_losses(runs[2]), _train_losses(runs[1]))
     _assert_same_eval(_eval_results(runs[2]), _eval_results(runs[1]))
+    # A training batch the devices cannot share is refused, not run whole on each.
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(pretraining_command(
+        data, tmp_path / "odd", "--do_train", "--train_batch_size=5", "--num_train_steps=2",
+        "--num_warmup_steps=0", f"--init_checkpoint={TINY / 'bert_model.ckpt'}",
+        config=TINY / "bert_config.json"), capture_output=True, text=True, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "--train_batch_size: the global batch of 5 must divide evenly into 2 devices x 1 "
+        "accumulation steps")
+    assert not (tmp_path / "odd").exists()
 
 
 def _fine_tune(script, args, output_dir, backend, *more):

@@ -23,7 +23,7 @@ def check_supported(run):
     is accepted: the JAX step is always compiled, on the static shapes it asks for."""
     refused = [
         (run.use_tpu, "--use_tpu", "tf.distribute's TPU strategy is TensorFlow's; JAX runs on "
-                                   "TPUs with its own wheel, on one device here"),
+                                   "TPUs with its own wheel, over the local devices"),
         (run.distribution_strategy != "default",
          f"--distribution_strategy={run.distribution_strategy}", "a tf.distribute strategy"),
         (run.mixed_precision == "fp16", "--mixed_precision=fp16", "loss scaling; bf16 runs"),
@@ -65,6 +65,11 @@ class JaxTrainer(Trainer):
     """`Trainer` with `JaxStep`, data-parallel over the local devices (the distribution
     `driver.new_model` sets; `check_supported` refuses tf.distribute's). `strategy` is
     TensorFlow's default one, for the input pipeline's context and the chief's role."""
+
+    def devices(self):
+        """The local devices of the data-parallel `keras.distribution` (1 without one)."""
+        distribution = keras.distribution.distribution()
+        return 1 if distribution is None else distribution.device_mesh.devices.size
 
     def _init_step(self):
         if self.strategy.num_replicas_in_sync != 1:

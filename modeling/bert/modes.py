@@ -48,11 +48,6 @@ class EncoderModes:
     def to_dict(self):
         return dataclasses.asdict(self)
 
-    def fused(self):
-        """A copy with `fused_attention` and `whole_last_layer`: the last layer's queries in
-        whole blocks too, the fused training step `bench/accelerators.py` measures."""
-        return self.replace(fused_attention=True, whole_last_layer=True)
-
     def replace(self, **changes):
         """A copy with `changes` (field: value)."""
         return dataclasses.replace(self, **changes)

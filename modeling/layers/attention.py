@@ -163,7 +163,7 @@ def _on_jax_gpu():
 def _flash_kernel_runs(q, k):
     """Whether `flash.flash_attention` takes these queries and keys here: under JAX on a GPU
     (its Triton kernels), keys in whole blocks."""
-    return flash.supported(q, k) and _on_jax_gpu()
+    return _on_jax_gpu() and flash.supported(q, k)
 
 
 def _query_rows(q, k, query_positions):

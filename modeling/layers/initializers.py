@@ -5,7 +5,7 @@ random functions draw different numbers from the same seed).
 The original initialises with `tf.truncated_normal_initializer(stddev=initializer_range)`
 (`truncated_normal`); what it leaves to TensorFlow's defaults (ELECTRA's `embeddings_project`,
 Keras' dense and LSTM layers) is Glorot-uniform kernels and orthogonal recurrent kernels; LoRA's
-`lora_a` is He-uniform, as PEFT's.
+`lora_a` is He-uniform, as KerasHub's.
 
 Each initializer takes its seed from Python's `random` when it is made, as Keras' unseeded
 initializers do (`keras.utils.set_random_seed` seeds it), and, as Keras' do, gives the same

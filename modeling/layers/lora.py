@@ -2,7 +2,7 @@
 its dense kernels, the task's head trained as usual.
 
 A targeted kernel `W [in, out]` of an encoder layer gets `lora_a [in, r]` (He-uniform, as
-KerasHub's and PEFT's) and `lora_b [r, out]` (zeros: training starts from the base model exactly),
+KerasHub's) and `lora_b [r, out]` (zeros: training starts from the base model exactly),
 and the layer computes
 
     x @ W + scale * (x @ lora_a) @ lora_b,        scale = alpha / r (`lora_scale`, stored)
@@ -73,7 +73,7 @@ class LoraSettings:
 
 
 def initial_lora_a(shape, dtype):
-    """A `lora_a` start: He-uniform, as KerasHub's and PEFT's, from an initializer of its own (a
+    """A `lora_a` start: He-uniform, as KerasHub's, from an initializer of its own (a
     Keras initializer repeats its values on every call)."""
     return HeUniform()(shape, dtype)
 
