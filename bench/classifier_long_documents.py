@@ -26,15 +26,14 @@ import subprocess
 import sys
 import time
 
+from absl import flags
+
+import vocab
+from bench import harness
+from demo_data import TASK_NOVELS, read_novel
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-
-import vocab  # noqa: E402
-from bench import harness  # noqa: E402
-from demo_data import TASK_NOVELS, read_novel  # noqa: E402
-from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "/tmp/long_documents", "Data, model config and runs go here.")
@@ -170,4 +169,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

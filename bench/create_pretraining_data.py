@@ -31,19 +31,18 @@ import tempfile
 import time
 
 import numpy as np
-from absl import app
 from absl import flags
 from absl import logging
 
 
 # No TensorFlow import at module level: worker processes are spawned, and spawning re-imports the
 # main module. The functions below import it.
-from bert_tasks.pretraining.data import pipeline  # noqa: E402
-from bert_tasks.pretraining.data import processing  # noqa: E402
-from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus  # noqa: E402
-import vocab  # noqa: E402
-from bench import harness  # noqa: E402
-from vocab import tokenization  # noqa: E402
+from bert_tasks.pretraining.data import pipeline
+from bert_tasks.pretraining.data import processing
+from bert_tasks.pretraining.data.corpus import gutenberg_to_corpus
+import vocab
+from bench import harness
+from vocab import tokenization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_FILE = vocab.bundled_vocab_file()
@@ -379,4 +378,4 @@ def _bench(pool, workdir, corpus):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

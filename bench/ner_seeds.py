@@ -35,12 +35,12 @@ import subprocess
 import sys
 import tempfile
 
-from absl import app, flags
+from absl import flags
+
+from bench import harness
+from bert_tasks.ner.tags import SCHEMES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from bench import harness  # noqa: E402
-from bert_tasks.ner.tags import SCHEMES  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("chapters", ["5", "2"], "Training and dev chapters of each task novel.")
@@ -217,4 +217,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main)

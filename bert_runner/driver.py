@@ -600,9 +600,9 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
                 tf.io.gfile.makedirs(seed_plan.run.output_dir)
                 _record_run(seed_plan.run.output_dir, plan.config, seed_plan.identity,
                             run.vocab_file)
-            result = run_task(task, seed_plan, strategy,
-                              built or new_model(task, seed_plan.run, plan.config, strategy),
-                              checkpoint)
+            if built is None:
+                built = new_model(task, seed_plan.run, plan.config, strategy)
+            result = run_task(task, seed_plan, strategy, built, checkpoint)
             task.finish(result, seed_plan.run.output_dir)
             return result
 

@@ -243,8 +243,8 @@ class Trainer:
         """Clips the summed gradients (one per trainable variable, or None) by their global norm
         and applies them at `learning_rate` (the schedule's value at this step); returns the
         norm."""
-        # Variables the loss does not reach (e.g. the pooler under a span head) are skipped, as
-        # the original optimizer skips them: no update, no weight decay, no slots touched.
+        # Variables the loss does not reach (a head's part another head's loss uses) are
+        # skipped, as the original optimizer skips them: no update, no weight decay, no slots.
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
         # With loss scaling the gradients are scaled too; so is the clipping threshold.
         scale = self.optimizer.dynamic_scale if self._loss_scaled else 1.0

@@ -42,7 +42,9 @@ def test_span_model_trains_everything_but_the_pooler():
 
 
 def test_a_copy_of_the_span_model_keeps_its_pooler_untrained():
-    """The frozen pooler is the model's constructor argument: a copy in another mode keeps it."""
+    """The frozen pooler is the model's constructor argument: a copy in another mode keeps it,
+    frozen or not."""
+    from modeling import BertSpanLabeler
     from modeling.inference import copy_with
 
     model = task.build_model(tiny_config())
@@ -50,6 +52,10 @@ def test_a_copy_of_the_span_model_keeps_its_pooler_untrained():
     assert copy is not model and copy.get_config()["train_pooler"] is False
     pooler = {id(v) for v in copy.encoder.pooler.weights}
     assert pooler and not pooler & {id(v) for v in copy.trainable_variables}
+    trained = copy_with(BertSpanLabeler(tiny_config(), train_pooler=True), recompute=True)
+    assert trained.get_config()["train_pooler"] is True
+    assert {id(v) for v in trained.encoder.pooler.weights} <= {
+        id(v) for v in trained.trainable_variables}
 
 
 def test_raw_results_one_per_feature():

@@ -390,7 +390,7 @@ def evaluate_files(data_file, pred_file, na_prob_file=None, version="auto", na_p
 def write_metrics(path, metrics):
     """Writes the metrics dict as one line of JSON (the official v2.0 script's --out-file),
     atomically."""
-    # Imported here: bert_runner.results loads TensorFlow, which scoring to stdout does not need.
+    # Imported here: modeling.checkpoint loads TensorFlow, which scoring to stdout does not need.
     from modeling.checkpoint.files import write_text_atomic
     write_text_atomic(path, json.dumps(metrics))
 

@@ -144,9 +144,9 @@ def flash_attention(q, k, v, input_mask, scale, rate, seeds, rows, causal=False,
 def fused_attention_pays(compute_dtype):
     """Whether `EncoderModes(fused_attention=True)` trains faster here, `compute_dtype`'s run
     being the same: under JAX on a GPU in bfloat16 or float16 (cuDNN's flash attention, and the
-    Pallas kernel drawing the reference's dropout masks; BERT-Base on an H200, bf16,
-    `bench/accelerators.py`: 1.03x at 128 tokens, 1.2x at 512). Elsewhere the fused mode
-    changes nothing or is untested (float32 on a GPU)."""
+    Pallas kernel drawing the reference's dropout masks: `bench/accelerators.py` measures it,
+    docs/accelerators.md keeps its figures). Elsewhere the fused mode changes nothing or is
+    untested (float32 on a GPU)."""
     return (keras.backend.standardize_dtype(compute_dtype) in ("bfloat16", "float16")
             and _on_jax_gpu())
 
