@@ -541,7 +541,7 @@ def run_command(task, run, seeds=None, start=None):
         tokenizer = startup.load_tokenizer(run.vocab_file, run.do_lower_case, start.path,
                                            config, run.bert_config_file)
     existing = {split: task.existing_records(split) for split in wanted}
-    examples = {split: task.read_examples(split, run) for split in wanted
+    examples = {split: task.read_examples(split, run, start.labels) for split in wanted
                 if existing[split] is None}
     task = task.settle(examples, run, config, labels=start.labels)
     # A multi-worker strategy must exist before any TensorFlow op runs.

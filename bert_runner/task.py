@@ -20,8 +20,9 @@ The data side (`examples` are whatever the task's reader returns, usually a list
     splits                                  {split: record name}: the splits the script offers
                                             ("train", "eval", "predict"), in order; the driver
                                             writes `<output_dir>/<record name>.tf_record`
-    read_examples(split, run=None)          the split's input, read and checked (bad input names
-                                            its file and line); `run` None outside a command
+    read_examples(split, run=None, labels=None)   the split's input, read and checked (bad input
+                                            names its file and line); `run` None outside a
+                                            command; `labels` as settle's
     settle(examples, run, config, labels)   the task the run goes on with: checks across the
                                             read splits ({split: examples}) and settles what
                                             they, the model config and the labels recorded
@@ -114,9 +115,10 @@ class Task:
 
     # The data side.
 
-    def read_examples(self, split, run=None):
+    def read_examples(self, split, run=None, labels=None):
         """The input of `split` ("train", "eval" or "predict"), read and checked; `run` is the
-        command's `RunConfig` (None outside one: nothing recorded beside a model is consulted).
+        command's `RunConfig` (None outside one); `labels`: the `RecordedLabels` of the model the
+        run starts from, as `settle` receives them (None: none recorded, or outside a command).
 
         The driver reads every split the run needs before it converts any, so bad dev or test
         input fails in seconds, before the training set's conversion or the fine-tuning.

@@ -132,6 +132,7 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     import tensorflow as tf
     from bert_runner import driver
     from bert_runner.run_config import RunConfig
+    from bert_runner.runs import labels as run_labels
     from bert_tasks.classifier.task import make_task
     from modeling.checkpoint import original as original_layout
     from vocab.tokenization import FullTokenizer
@@ -163,9 +164,15 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     (tmp_path / "with_labels" / "label_list.txt").write_text("bad\ngood\n")
     recorded = make_task("multilabel", 16, str(data))
     fresh = RunConfig(str(tmp_path / "fresh"), init_checkpoint=str(tmp_path / "with_labels"))
-    examples = {"predict": recorded.read_examples("predict", fresh)}
+    labels = run_labels.recorded(fresh.init_checkpoint)  # the plan's StartingPoint.labels
+    examples = {"predict": recorded.read_examples("predict", fresh, labels)}
     assert len(examples["predict"]) == 3
-    assert recorded.settle(examples, fresh).label_names == ["bad", "good"]
+    assert recorded.settle(examples, fresh, labels=labels).label_names == ["bad", "good"]
+    with pytest.raises(ValueError, match=re.escape(
+            "--labels=good,bad: the model at %s was trained with the labels bad,good in this "
+            "order" % fresh.init_checkpoint)):
+        make_task("multilabel", 16, str(data), labels=["good", "bad"]).settle(
+            examples, fresh, labels=labels)
 
     # The TPU padding record parses with the task's spec: no label applies, not a real example.
     padding = tf.io.parse_single_example(task.padding_record().SerializeToString(),
@@ -202,26 +209,33 @@ def test_labels_other_than_the_models_are_refused(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "label_list.txt").write_text("animal\nvehicle\nweather\n")
+
+    def settled(labels, output_dir, init_checkpoint=None):
+        """The task of `labels` settled for a run into `output_dir` from `init_checkpoint`,
+        given the labels that govern its model (`runs.labels.governing`, as the plan finds
+        them); the run."""
+        config = RunConfig(str(output_dir), init_checkpoint=init_checkpoint)
+        governing = run_labels.governing(
+            config.output_dir, None, init_checkpoint and run_labels.recorded(init_checkpoint))
+        return MultiLabelTask(32, labels=labels).settle({}, config, labels=governing), config
+
     # Without a checkpoint there is no model to contradict: the file is rewritten.
-    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(
-        RunConfig(str(run)))
+    task, config = settled(["weather", "animal", "vehicle"], run)
+    task.write_run_files(config)
     assert (run / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
     tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(run / "ckpt"))
     with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
-        MultiLabelTask(32, labels=["animal", "vehicle", "weather"]).write_run_files(
-            RunConfig(str(run)))
-    MultiLabelTask(32, labels=["weather", "animal", "vehicle"]).write_run_files(
-        RunConfig(str(run)))
+        settled(["animal", "vehicle", "weather"], run)
+    settled(["weather", "animal", "vehicle"], run)
     # A new output_dir whose model comes from that run's checkpoint (--init_checkpoint, e.g. a
     # --do_predict run): the labels recorded beside the checkpoint govern.
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    task = MultiLabelTask(32, labels=["animal", "vehicle", "weather"])
     with pytest.raises(ValueError, match=re.escape(message("multilabel-labels-order"))):
-        task.write_run_files(RunConfig(str(fresh), init_checkpoint=str(run / "ckpt-1")))
+        settled(["animal", "vehicle", "weather"], fresh, str(run / "ckpt-1"))
     assert not (fresh / "label_list.txt").exists()
-    task = MultiLabelTask(32, labels=["weather", "animal", "vehicle"])
-    task.write_run_files(RunConfig(str(fresh), init_checkpoint=str(run)))
+    task, config = settled(["weather", "animal", "vehicle"], fresh, str(run))
+    task.write_run_files(config)
     assert (fresh / "label_list.txt").read_text() == "weather\nanimal\nvehicle\n"
     # export_model --labels (and --entity_types) against the checkpoint's recorded labels.
     run_labels.check_recorded_labels(["weather", "animal", "vehicle"], str(run / "ckpt-1"),

@@ -40,7 +40,7 @@ class KeywordTask(Task):
         self.name = name
         self.finished = []
 
-    def read_examples(self, split, run=None):
+    def read_examples(self, split, run=None, labels=None):
         path = os.path.join(self.data_dir, self.splits[split] + ".txt")
         examples = []
         with open(path, encoding="utf-8") as f:

@@ -131,7 +131,8 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
     test = {"predict": NerSet.read(os.path.join(data_dir, "test.txt"))}
     empty = tmp_path / "data"
     empty.mkdir()  # no train.txt
-    run = RunConfig(str(tmp_path / "out"), init_checkpoint=str(output_dir / "bert_model.ckpt"))
+    run = RunConfig(str(tmp_path / "out"), bert_config_file=str(TINY / "bert_config.json"),
+                    init_checkpoint=str(output_dir / "bert_model.ckpt"))
     task = NerTask(str(empty), 32)
     assert task.settle(test, run, labels=_governing(run)).label_list == [
         "O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
@@ -147,8 +148,8 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
         "task": "ner", "labels": labels})
     for entity_types, governed in ((None, labels), (["LOC", "PER"], None)):
         task = NerTask(str(empty), 32, entity_types=entity_types)
-        run = RunConfig(str(tmp_path / "out"), init_checkpoint=str(TINY / "bert_model.ckpt"),
-                        lora_adapters=adapters)
+        run = RunConfig(str(tmp_path / "out"), bert_config_file=str(TINY / "bert_config.json"),
+                        init_checkpoint=str(TINY / "bert_model.ckpt"), lora_adapters=adapters)
         if governed is None:
             with pytest.raises(ValueError, match=re.escape(message("ner-labels-differ"))
                                + f".*{re.escape(adapters)}"):
@@ -158,11 +159,10 @@ def test_the_labels_recorded_with_the_starting_model_govern(trained, tmp_path):
 
 
 def _governing(run):
-    """The labels recorded with the model `run` starts from, as the driver's plan finds them."""
-    from bert_runner.runs import labels as run_labels
+    """The labels recorded with the model `run` starts from: the driver's plan's."""
+    from bert_runner import plan
 
-    return run_labels.governing(run.output_dir, run.lora_adapters,
-                                run_labels.recorded(run.init_checkpoint))
+    return plan.resolve_start(run, 32)[0].labels
 
 
 def test_bad_input_is_named_before_any_work(tmp_path):

@@ -61,13 +61,6 @@ def write_label_list(output_dir, labels):
     write_text_atomic(os.path.join(output_dir, LABEL_LIST_FILE), "\n".join(labels) + "\n")
 
 
-def labels_governing(output_dir, init_checkpoint, lora_adapters=None):
-    """Where the labels of the model a run starts from are recorded (`governing`, the
-    --init_checkpoint's read here), or None."""
-    found = governing(output_dir, lora_adapters, init_checkpoint and recorded(init_checkpoint))
-    return found and found.checkpoint
-
-
 def governing(output_dir, lora_adapters=None, started=None):
     """The `RecordedLabels` that govern the labels of the model a run starts from: `output_dir`'s
     when it holds a checkpoint (the run resumes, evaluates or predicts with it), else

@@ -93,8 +93,8 @@ class ClassifierTask(Task):
     def is_regression(self):
         return self.processor.is_regression
 
-    def read_examples(self, split, run=None):
-        processor = self.processor_of(run)
+    def read_examples(self, split, run=None, labels=None):
+        processor = self.processor_of(run, labels)
         read = {"train": processor.get_train_examples,
                 "eval": processor.get_dev_examples,
                 "predict": processor.get_test_examples}[split]
@@ -105,7 +105,7 @@ class ClassifierTask(Task):
             random.Random(_WINDOW_SHUFFLE_SEED).shuffle(examples)
         return examples
 
-    def processor_of(self, run):
+    def processor_of(self, run, labels=None):
         """The processor that reads `run`'s examples: the task's own (its labels are the task
         name's)."""
         return self.processor
@@ -370,32 +370,29 @@ class MultiLabelTask(ClassifierTask):
     def label_names(self):
         return self.processor.get_labels()
 
-    def processor_of(self, run):
+    def processor_of(self, run, labels=None):
         """A processor of `run`'s label set: --labels; else a training run's, train.tsv's
-        sorted labels; else those recorded beside the model it uses (output_dir's, else
-        --init_checkpoint's label_list.txt); else none (refused when a split needs them)."""
+        sorted labels; else `labels`, those recorded with the model it starts from (the
+        plan's `StartingPoint.labels`: output_dir's, else the LoRA adapters', else
+        --init_checkpoint's); else none (refused when a split needs them)."""
         if self.processor.labels is not None or run is None:
             return self.processor
         if run.do_train:
             return processors.MultiLabelProcessor(self.processor.train_labels(self.data_dir))
-        source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
-                                            run.lora_adapters)
-        return processors.MultiLabelProcessor(source and run_labels.recorded_labels(source))
+        return processors.MultiLabelProcessor(labels and labels.labels)
 
     def settle(self, examples, run, config=None, labels=None):
-        """The task with the label set of `run` (`processor_of`)."""
-        processor = self.processor_of(run)
+        """The task with the label set of `run` (`processor_of`); refused when the model the
+        run starts from (`labels`) was trained with other labels, or the same in another
+        order."""
+        processor = self.processor_of(run, labels)
+        if processor.labels is not None:
+            run_labels.check_labels(processor.labels, labels, "--labels",
+                                    ",".join(processor.labels))
         return self if processor is self.processor else self._settled(processor=processor)
 
     def write_run_files(self, run):
-        """label_list.txt; refused when the model the run starts from (output_dir's, else
-        --init_checkpoint's) was trained with other labels, or the same in another order (the
-        label_list.txt beside it)."""
-        source = run_labels.labels_governing(run.output_dir, run.init_checkpoint,
-                                            run.lora_adapters)
-        if source:
-            run_labels.check_recorded_labels(self.label_names, source, "--labels",
-                                            ",".join(self.label_names))
+        """label_list.txt (checked against the starting model's by `settle`)."""
         run_labels.write_label_list(run.output_dir, self.label_names)
         logging.info("Labels (the columns of test_results.tsv): %s", ", ".join(self.label_names))
 

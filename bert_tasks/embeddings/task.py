@@ -67,7 +67,7 @@ class SentenceEmbeddingTask(Task):
         self.accumulation = accumulation
         self.texts_per_pair = None
 
-    def read_examples(self, split, run=None):
+    def read_examples(self, split, run=None, labels=None):
         path = self.files[split]
         if not path:
             flag = {"train": "train_file", "eval": "eval_file"}[split]

@@ -75,7 +75,7 @@ class NerTask(Task):
         """The training file's documents (its words and tags), not its path."""
         return examples.documents
 
-    def read_examples(self, split, run=None):
+    def read_examples(self, split, run=None, labels=None):
         """The split's `bert_tasks.ner.sets.NerSet`."""
         return NerSet.read(conll.split_file(self.data_dir, _CONLL_SPLITS[split]))
 

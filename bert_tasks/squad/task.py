@@ -77,7 +77,7 @@ class SquadTask(Task):
         self.training_features = ()
         self.predict_set = None
 
-    def read_examples(self, split, run=None):
+    def read_examples(self, split, run=None, labels=None):
         """The training split's SquadExamples (shuffled as the original main() did); the predict
         split's `PredictSet`, its answers kept for scoring."""
         path = self.files[split]

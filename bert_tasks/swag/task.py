@@ -43,7 +43,7 @@ class SwagTask(Task):
         self.max_seq_length = max_seq_length
         self.data_dir = data_dir
 
-    def read_examples(self, split, run=None):
+    def read_examples(self, split, run=None, labels=None):
         """The split's SwagExamples (guids "train-0", "dev-0", "test-0"); training examples in
         the order they are written (shuffled with TRAIN_SHUFFLE_SEED)."""
         name = self.splits[split]
