@@ -161,15 +161,20 @@ def test_the_traceback_of_a_refusal_is_shown_when_asked_for(monkeypatch, caplog,
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="oneDNN's default is x86's")
 def test_scripts_run_onednn_on_every_x86_cpu_unless_told_not_to(monkeypatch):
     # TensorFlow turns oneDNN on by itself only on CPUs with VNNI, bf16 or AMX units (not an
-    # AVX2-only Zen 3); importing bert_runner.cli, as every script does first, turns it on.
+    # AVX2-only Zen 3); importing bert_runner.cli, as every script does first, turns it on: in a
+    # fresh interpreter it sets TF_ENABLE_ONEDNN_OPTS before anything has imported TensorFlow,
+    # which reads it at its import (this session's TensorFlow, imported after conftest.py set it
+    # as the scripts do, shows the variable decides).
+    from tensorflow.python.util import _pywrap_util_port as port
+
     env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
-    code = ("import bert_runner.cli, tensorflow; "
-            "from tensorflow.python.util import _pywrap_util_port as port; "
-            "print(port.IsMklEnabled())")
+    code = ("import os, sys, bert_runner.cli; "
+            "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'), 'tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split()[-1] == "True"
+    assert result.stdout.split() == ["1", "False"]
+    assert port.IsMklEnabled() == (os.environ["TF_ENABLE_ONEDNN_OPTS"] != "0")
     # A user's choice stands.
     import importlib
 
