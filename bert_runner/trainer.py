@@ -304,7 +304,7 @@ class Trainer:
     def _checkpoint_objects(self):
         """`{"model": ..., "optimizer": ...}`, the trackables a checkpoint saves."""
         # "model" first: a variable reachable twice is saved under the first path found.
-        return {"model": ModelVariables(self.model), "optimizer": self.optimizer}
+        return {"model": ModelVariables.of_model(self.model), "optimizer": self.optimizer}
 
     def _restore(self, manager, path, partial):
         """Restores checkpoint `path` into `manager`'s objects; `partial`: the input position and

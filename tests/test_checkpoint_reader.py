@@ -65,7 +65,7 @@ def test_an_original_checkpoint_by_prefix_or_folder(reference):
 def _run_directory(directory, model, record, labels=None):
     """`directory` as a run leaves it: ckpt-1 of `model`, its run.json and label_list.txt."""
     manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(model=checkpoints.ModelVariables(model)), str(directory), 1)
+        tf.train.Checkpoint(model=checkpoints.ModelVariables.of_model(model)), str(directory), 1)
     manager.save(checkpoint_number=1)
     run_records.write_output_dir_record(str(directory), record)
     if labels:

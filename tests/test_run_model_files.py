@@ -36,7 +36,7 @@ def _run_directory(directory, model, record):
 
     directory.mkdir(parents=True)
     manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(model=checkpoints.ModelVariables(model)), str(directory), 1)
+        tf.train.Checkpoint(model=checkpoints.ModelVariables.of_model(model)), str(directory), 1)
     manager.save(checkpoint_number=1)
     run_records.write_output_dir_record(str(directory), record)
     (directory / "bert_config.json").write_text(tiny_config().to_json_string())

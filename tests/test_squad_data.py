@@ -91,13 +91,19 @@ def test_tfrecord_matches_original(fixtures_dir, tokenizer, tmp_path, version, m
     """As main() writes it: training examples shuffled first, so unique ids follow that order."""
     settings = _settings(fixtures_dir, version)
     examples = _read(fixtures_dir, version, mode).examples
-    if mode == "train":
+    is_training = mode == "train"
+    if is_training:
         sq_examples.shuffle_examples(examples)
     path = tmp_path / ("%s.tf_record" % mode)
-    windows = []
-    num_records, _ = write_records(str(path), sq_features.tf_examples(
-        examples, tokenizer, settings["max_seq_length"], settings["doc_stride"],
-        settings["max_query_length"], is_training=(mode == "train"), kept_windows=windows))
+    window_settings = (settings["max_seq_length"], settings["doc_stride"],
+                       settings["max_query_length"], is_training)
+    windows = tuple(sq_features.iter_windows(examples, tokenizer, *window_settings))
+    # As `SquadTask.records` makes them: training streams its records, prediction keeps the
+    # windows and writes theirs.
+    records = (sq_features.tf_examples(examples, tokenizer, *window_settings) if is_training
+               else sq_features.window_records(windows, examples, tokenizer,
+                                               settings["max_seq_length"], is_training))
+    num_records, _ = write_records(str(path), records)
     want = _parse_records(fixtures_dir / "squad" / version / ("%s.tf_record" % mode))
     assert _parse_records(path) == want
     assert num_records == len(want)

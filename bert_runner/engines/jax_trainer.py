@@ -101,7 +101,7 @@ class JaxTrainer(Trainer):
         if self._checkpointed is None:
             model = self.model
             self._checkpointed = {
-                "model": ModelVariables(model, {v.path: _mirror(v) for v in model.variables}),
+                "model": ModelVariables({v.path: _mirror(v) for v in model.variables}),
                 "optimizer": _OptimizerVariables(self.optimizer)}
         return self._checkpointed
 

@@ -50,10 +50,12 @@ def of_checkpoint(path):
     return _of_checkpoint(path, _MAX_RUNS_BACK)
 
 
-def _of_checkpoint(path, runs_back):
+def _of_checkpoint(path, runs_back, recorded=None):
+    """`of_checkpoint`, following at most `runs_back` runs back; `recorded`: the `RunRecord` of
+    `path` where already read."""
     if "://" in path:
         return None
-    return _of_record(read_record(path), runs_back)
+    return _of_record(recorded or read_record(path), runs_back)
 
 
 def _of_record(recorded, runs_back):
@@ -167,9 +169,9 @@ def supplied(path, flag, needs_vocab, recorded=None):
     `recorded`: that run's `record.RunRecord` where already read. Raises ValueError naming what
     is gone when `needs_vocab` (no --vocab_file given) and the vocabulary the run read is not at
     hand."""
-    if not path or "://" in path:
+    if not path:
         return None
-    found = _of_record(recorded or read_record(path), _MAX_RUNS_BACK)
+    found = _of_checkpoint(path, _MAX_RUNS_BACK, recorded)
     if found is None or not found.config_file:
         return None
     if needs_vocab and found.vocab_problem:

@@ -19,9 +19,10 @@ so the evaluator starts in a second. Prediction, as `SquadTask` does it for the 
 
     gold = io_utils.read_json(predict_file)
     examples = sq_examples.examples_from_data(gold, False, version_2_with_negative, predict_file)
-    windows = []
-    num_features, _ = bert_runner.tfrecords.write_records(record_file, features.tf_examples(
-        examples, tokenizer, max_seq_length, doc_stride, max_query_length, False, windows))
+    windows = tuple(features.iter_windows(examples, tokenizer, max_seq_length, doc_stride,
+                                          max_query_length, False))
+    num_features, _ = bert_runner.tfrecords.write_records(record_file, features.window_records(
+        windows, examples, tokenizer, max_seq_length, False))
     batches = trainer.predict(dataset_fn(record_file), task.predict_step)  # bert_runner.trainer
     out = postprocess.write_predictions(examples, windows,
                                         task.raw_results(batches, num_features),

@@ -5,11 +5,13 @@ word-pieces with the piece -> word map, the sliding windows (`doc_stride`) and, 
 the window in which it has maximum context. Features are then generated window by window, so
 nothing but the current example is in memory:
 
-    windows = []      # filled with one ExampleWindows per example, as the records are made
-    records = tf_examples(examples, tokenizer, max_seq_length=384, doc_stride=128,
-                          max_query_length=64, is_training=False, kept_windows=windows)
+    windows = tuple(iter_windows(examples, tokenizer, max_seq_length=384, doc_stride=128,
+                                 max_query_length=64, is_training=False))
+    records = window_records(windows, examples, tokenizer, max_seq_length=384, is_training=False)
     bert_runner.tfrecords.write_records("eval.tf_record", records)
     windows           # all that `postprocess.write_predictions` needs
+
+Training, which needs no windows afterwards, streams its records with `tf_examples`.
 
 The TFRecord layout is the original FeatureWriter's; `name_to_features` is the original
 `input_fn` spec (records decode with `bert_runner.inputs.decode_record`).
@@ -285,8 +287,7 @@ def feature_to_example(feature, is_training):
         feature={name: int_feature(v) for name, v in values.items()}))
 
 
-def tf_examples(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
-                kept_windows=None):
+def tf_examples(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training):
     """Yields the `tf.train.Example` of every feature of `examples`: the original FeatureWriter's
     records, in its order, one example's features in memory at a time.
 
@@ -295,14 +296,10 @@ def tf_examples(examples, tokenizer, max_seq_length, doc_stride, max_query_lengt
       tokenizer: a `vocab.tokenization.FullTokenizer`.
       max_seq_length, doc_stride, max_query_length: int, the original flags.
       is_training: bool; adds start_positions, end_positions and is_impossible.
-      kept_windows: a list, or None: receives each example's ExampleWindows (word-pieces and
-        windows, no padded id lists), which is what post-processing needs.
     """
     for windows in iter_windows(examples, tokenizer, max_seq_length, doc_stride,
                                 max_query_length, is_training):
         yield from window_records([windows], examples, tokenizer, max_seq_length, is_training)
-        if kept_windows is not None:
-            kept_windows.append(windows)
 
 
 def window_records(windows, examples, tokenizer, max_seq_length, is_training):

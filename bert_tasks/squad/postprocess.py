@@ -313,7 +313,7 @@ def compute_predictions(examples, windows, results, n_best_size, max_answer_leng
 
     Args:
       examples: list of SquadExample, in the order the features were made.
-      windows: list of ExampleWindows, windows[i] for examples[i] (`features.tf_examples`'s kept_windows).
+      windows: list of ExampleWindows, windows[i] for examples[i] (`features.iter_windows`').
       results: iterable of RawResult (or BeamResult), one per feature (any order).
       n_best_size, max_answer_length: int, the original flags.
       do_lower_case: bool, as used for the features.

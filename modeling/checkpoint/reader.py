@@ -47,15 +47,21 @@ ORIGINAL, RUN, HUGGING_FACE, TF_HUB = "original", "run", "hugging_face", "tf_hub
 
 
 class ModelVariables(tf.Module):
-    """Tracks every variable of a Keras model under its path (what a RUN checkpoint holds).
+    """Tracks a model's variables under their paths (what a RUN checkpoint holds).
 
-    `values`: `{path: tf.Variable}` tracked instead of the model's own (a model under another
-    Keras backend, whose values the caller copies in and out: `bert_runner.engines.jax_trainer`).
+    `by_path`: `{variable path: tf.Variable}`: a Keras model's own (`of_model`), or copies of a
+    model under another Keras backend, whose values the caller copies in and out
+    (`bert_runner.engines.jax_trainer`).
     """
 
-    def __init__(self, model, values=None):
+    def __init__(self, by_path):
         super().__init__(name="model_variables")
-        self.by_path = values if values is not None else {v.path: v.value for v in model.variables}
+        self.by_path = by_path
+
+    @classmethod
+    def of_model(cls, model):
+        """Tracks every variable of the Keras (TensorFlow backend) `model`."""
+        return cls({v.path: v.value for v in model.variables})
 
 
 _KEY_PREFIX, _KEY_SUFFIX = "model/by_path/", "/.ATTRIBUTES/VARIABLE_VALUE"
