@@ -50,9 +50,11 @@ MODEL_NAMES = (run_records.VOCAB_KEY, "do_lower_case", "pooling", "normalize")
 # The same for a command that reads no text (records made before): no vocabulary, no casing.
 MODEL_NAMES_NO_TEXT = ("pooling", "normalize")
 
+# The starting point's content hash (`of_start`: the plan takes it when it opens the starting
+# point, so the identity never reads that path again).
+START_HASH = "init_checkpoint_sha256"
 # The fingerprints' names in the record, and the RunConfig field whose file each hashes.
-FINGERPRINTED = (("init_checkpoint_sha256", "init_checkpoint"),
-                 ("lora_adapters_sha256", "lora_adapters"),
+FINGERPRINTED = (("lora_adapters_sha256", "lora_adapters"),
                  (run_records.VOCAB_KEY, "vocab_file"))
 CONFIG = "bert_config_sha256"
 TRAIN_DATA = "train_data_sha256"
@@ -100,7 +102,7 @@ def of_start(path):
     """What the identity takes of the starting point `path` (--init_checkpoint; None: none):
     its content hash and, for a directory, its newest checkpoint when the run starts."""
     content, newest = hashes.fingerprint_and_newest(path)
-    entries = {"init_checkpoint_sha256": content}
+    entries = {START_HASH: content}
     if path and tf.io.gfile.isdir(path):
         entries[INIT_PREFIX] = newest
     return entries
@@ -117,9 +119,8 @@ def of(task, run, config=None, train_examples=None, train_records=None, start=No
                 **{name: getattr(run, name) for name in TRAINING_FIELDS},
                 **task.recorded_settings()}
     started = start.identity if start is not None else of_start(run.init_checkpoint)
-    for key, field in FINGERPRINTED:
-        identity[key] = (started[key] if field == "init_checkpoint"
-                         else fingerprint(getattr(run, field)))
+    identity[START_HASH] = started[START_HASH]
+    identity.update({key: fingerprint(getattr(run, field)) for key, field in FINGERPRINTED})
     if INIT_PREFIX in started:
         identity[INIT_PREFIX] = started[INIT_PREFIX]
     if config is not None:
@@ -141,8 +142,8 @@ def of(task, run, config=None, train_examples=None, train_records=None, start=No
 
 # A path's name in the record, and the name of its content's hash: a path whose content is the
 # same is the same run (a file moved, a relative path against an absolute one).
-_HASH_OF_PATH = {**{field: key for key, field in FINGERPRINTED}, "teacher": TEACHER_HASH,
-                 "unlabeled_file": TRAIN_DATA, INIT_PREFIX: "init_checkpoint_sha256"}
+_HASH_OF_PATH = {"init_checkpoint": START_HASH, **{field: key for key, field in FINGERPRINTED},
+                 "teacher": TEACHER_HASH, "unlabeled_file": TRAIN_DATA, INIT_PREFIX: START_HASH}
 # Hashes a command may not compute (no vocabulary given, no config at hand): not compared then.
 _HASHES = set(_HASH_OF_PATH.values()) | {CONFIG}
 
@@ -154,10 +155,10 @@ SCHEDULE = ("learning_rate", "num_train_epochs", "warmup_proportion", "num_train
 # evaluates or predicts with a run's checkpoints leaves these flags at their defaults, so their
 # differences from the run's are not worth saying.
 TRAINING_ONLY = (*TRAINING_FIELDS, *SCHEDULE, LAYERWISE_DECAY, TRAIN_DATA, TRAIN_EXAMPLES,
-                 INIT_PREFIX, "init_checkpoint_sha256", "lora_adapters_sha256")
+                 INIT_PREFIX, START_HASH, "lora_adapters_sha256")
 # Names whose difference is said in words rather than as two hashes.
 _SAID = {TRAIN_DATA: "the training data differs",
-         "init_checkpoint_sha256": "the starting checkpoint's content differs",
+         START_HASH: "the starting checkpoint's content differs",
          "lora_adapters_sha256": "the LoRA adapters' content differs",
          CONFIG: "the model config's content differs",
          run_records.VOCAB_KEY: "the vocabulary's content differs"}
@@ -202,7 +203,7 @@ def _at_recorded_start(recorded, current):
             or current.get(INIT_PREFIX) == prefix):
         return current
     content = fingerprint(prefix)
-    return {**current, INIT_PREFIX: prefix, "init_checkpoint_sha256": content} if content \
+    return {**current, INIT_PREFIX: prefix, START_HASH: content} if content \
         else current
 
 

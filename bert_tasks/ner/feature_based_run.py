@@ -85,8 +85,8 @@ class Table7Run:
 def model_identity(init_checkpoint, config):
     """The model whose activations are cached, by content: the checkpoint's weights and the
     config that reads them (another activation function, say, on the same weights)."""
-    return {"init_checkpoint_sha256": fingerprint(init_checkpoint),
-            "bert_config_sha256": run_identity.config_sha256(config)}
+    return {run_identity.START_HASH: fingerprint(init_checkpoint),
+            run_identity.CONFIG: run_identity.config_sha256(config)}
 
 
 def cache_settings(flags, data_file, model, label_list):
