@@ -531,8 +531,9 @@ def run_command(task, run, seeds=None, start=None):
     # The starting point, read once: a Hugging Face directory as --init_checkpoint gives the
     # config and vocabulary; the messages below name the file the config was read from.
     start, checkpoint = start or plan_of.resolve_start(run, task.max_seq_length)
-    run = dataclasses.replace(run, bert_config_file=start.config_file, vocab_file=start.vocab_file)
-    config = task.model_config(start.config)
+    run = dataclasses.replace(run, bert_config_file=start.files.config_file,
+                              vocab_file=start.files.vocab_file)
+    config = task.model_config(start.files.config)
     _check_lora_rank(run.lora_rank, config, run.bert_config_file)
     if run.lora_adapters:
         run_checkpoints.check_adapters_task(run.lora_adapters, task.name, run.init_checkpoint)

@@ -29,10 +29,10 @@ class StartingPoint:
       task's: a student from its teacher).
     layout: the opened checkpoint's layout (`modeling.checkpoint`: "original", "run",
       "hugging_face", "tf_hub"); None without a path.
-    config, config_file: the family's config (`modeling.BertConfig`, before the task's
-      `model_config`) and the file it was read from, named in messages: `--bert_config_file`, a
-      Hugging Face `config.json`, a run's bert_config.json, a released checkpoint itself.
-    vocab_file: the vocabulary (`--vocab_file`, else the one the path supplies), or None.
+    files: the `runs.model_files.ModelFiles`: the family's config (`modeling.BertConfig`, before
+      the task's `model_config`), the file it was read from, named in messages
+      (`--bert_config_file`, a Hugging Face `config.json`, a run's bert_config.json, a released
+      checkpoint itself), and the vocabulary (`--vocab_file`, else the one the path supplies).
     labels: the `runs.labels.RecordedLabels` that govern the model's labels (output_dir's when
       it holds a checkpoint, else the LoRA adapters', else those beside the path), or None.
     identity: `{name: value}` the run's identity takes of it (`run_identity.of_start`: its
@@ -41,9 +41,7 @@ class StartingPoint:
 
     path: Optional[str]
     layout: Optional[str]
-    config: object
-    config_file: Optional[str]
-    vocab_file: Optional[str]
+    files: model_files.ModelFiles
     labels: Optional[run_labels.RecordedLabels]
     identity: dict
 
@@ -62,8 +60,8 @@ def resolve_start(run, max_seq_length, flag="--init_checkpoint"):
             started = run_labels.RecordedLabels(run.init_checkpoint, tuple(checkpoint.labels),
                                                 checkpoint.labels_file)
     labels = run_labels.governing(run.output_dir, run.lora_adapters, started)
-    return StartingPoint(run.init_checkpoint, layout, files.config, files.config_file,
-                         files.vocab_file, labels, run_identity.of_start(run.init_checkpoint)), \
+    return StartingPoint(run.init_checkpoint, layout, files, labels,
+                         run_identity.of_start(run.init_checkpoint)), \
         checkpoint
 
 
@@ -73,7 +71,7 @@ class RunPlan:
 
     run: the `RunConfig`, its model files those of `start` (a seed's own in a sweep: `for_seed`).
     start: the `StartingPoint`. config: the task's model config (`Task.model_config` of
-    `start.config`), which the model is built from and run.json's bert_config.json records.
+    `start.files.config`), which the model is built from and run.json's bert_config.json records.
     identity: the run's identity (`run_identity.of`), checked against output_dir's records.
     seeds: the `--seeds` of a sweep (empty: one run). existing: `{split: TFRecord paths, or None
     where the driver writes them}` of the splits the command asks for, in the task's order.
