@@ -128,9 +128,9 @@ def main(_):
         # The student's starting point, resolved once (and handed on): the teacher is checked
         # against its config and vocabulary.
         start = resolve_start(run, FLAGS.max_seq_length)
-        student = start[0]
+        student = start[0].files
         teacher = distillation.load_teacher(
-            run_flags.config_from_flags(distillation.DistillationSettings), FLAGS.task_name,
+            run_flags.config_from_flags(distillation.DistillationSettings), run, FLAGS.task_name,
             student.config, student.config_file, student.vocab_file)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,

@@ -143,7 +143,14 @@ def _flags(teacher, **given):
     return distillation.DistillationSettings(**{
         "teacher": str(teacher), "teacher_bert_config_file": None,
         "distillation_temperature": 2.0, "distillation_weight": 0.5, "unlabeled_file": None,
-        "init_from_teacher_stride": 0, "bilstm_on_top": False, "do_lower_case": True, **given})
+        "init_from_teacher_stride": 0, **given})
+
+
+def _student_run(tmp_path, **given):
+    """The student's `RunConfig`, whose casing and BiLSTM the teacher must share."""
+    from bert_runner.run_config import RunConfig
+
+    return RunConfig(str(tmp_path / "student"), **given)
 
 
 @pytest.mark.large
@@ -163,12 +170,12 @@ def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
     own = np.loadtxt(tmp_path / "teacher" / "test_results.tsv", ndmin=2)
     config_file = str(TINY / "bert_config.json")
     teacher = distillation.load_teacher(
-        _flags(tmp_path / "teacher"), "mrpc", BertConfig.from_json_file(config_file),
-        config_file, str(TINY / "vocab.txt"))
+        _flags(tmp_path / "teacher"), _student_run(tmp_path), "mrpc",
+        BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
     assert teacher.bilstm_on_top
     with pytest.raises(ValueError, match=message("distillation-teacher-other-vocabulary")) as error:
         distillation.load_teacher(
-            _flags(tmp_path / "teacher", do_lower_case=False), "mrpc",
+            _flags(tmp_path / "teacher"), _student_run(tmp_path, do_lower_case=False), "mrpc",
             BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
     assert "(--do_lower_case=true in " in str(error.value)
     tokenizer = tokenization.FullTokenizer(str(TINY / "vocab.txt"), True)
@@ -180,11 +187,12 @@ def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
     # A student started from its layers has its BiLSTM too; from every layer, it is the teacher.
     with pytest.raises(ValueError, match=message("distillation-student-shape")) as error:
         distillation.load_teacher(
-            _flags(tmp_path / "teacher", init_from_teacher_stride=1), "mrpc",
-            BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+            _flags(tmp_path / "teacher", init_from_teacher_stride=1), _student_run(tmp_path),
+            "mrpc", BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
     assert "they differ in bilstm_on_top" in str(error.value)
     every_layer = distillation.load_teacher(
-        _flags(tmp_path / "teacher", init_from_teacher_stride=1, bilstm_on_top=True), "mrpc",
+        _flags(tmp_path / "teacher", init_from_teacher_stride=1),
+        _student_run(tmp_path, bilstm_on_top=True), "mrpc",
         BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
     student = BertClassifier(BertConfig.from_json_file(config_file), 2, bilstm_on_top=True)
     distillation.init_from_teacher(student, every_layer, 2)

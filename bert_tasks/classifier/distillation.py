@@ -53,24 +53,23 @@ class Teacher:
 @dataclasses.dataclass(frozen=True)
 class DistillationSettings:
     """run_classifier's distillation settings, each the flag of its name (its default, help and
-    range there), and the student's casing and BiLSTM, which the teacher must share."""
+    range there)."""
     teacher: str
     teacher_bert_config_file: Optional[str] = None
     distillation_temperature: float = 2.0
     distillation_weight: float = 0.5
     unlabeled_file: Optional[str] = None
     init_from_teacher_stride: int = 0
-    do_lower_case: bool = True
-    bilstm_on_top: bool = False
 
 
-def load_teacher(settings, task_name, student_config, student_config_file, vocab_file):
+def load_teacher(settings, run, task_name, student_config, student_config_file, vocab_file):
     """The `Teacher` of `settings` (`DistillationSettings`), checked before any work: the
     teacher was fine-tuned on `task_name` (its run.json), has the student's vocabulary (size, and
     the file's contents and --do_lower_case when its run recorded them), and with
     `--init_from_teacher_stride` the student is the teacher with fewer layers (config and
-    --bilstm_on_top). The teacher is the model its run.json records (--bilstm_on_top).
-    ValueError names the flag and files."""
+    --bilstm_on_top); the student's casing and BiLSTM are those of `run` (its `RunConfig`). The
+    teacher is the model its run.json records (--bilstm_on_top). ValueError names the flag and
+    files."""
     found = checkpoints.open_checkpoint(settings.teacher, "--teacher")
     prefix, record_path, record = found.location, found.record_path, found.record
     wanted = "classifier/" + task_name.lower()
@@ -89,9 +88,9 @@ def load_teacher(settings, task_name, student_config, student_config_file, vocab
     elif record.get(VOCAB_KEY) and record[VOCAB_KEY] != run_identity.fingerprint(vocab_file):
         differ = (f"the same size, but the word-pieces of {vocab_file} differ from those its "
                   f"run recorded in {record_path}")
-    elif record.get("do_lower_case", settings.do_lower_case) != settings.do_lower_case:
+    elif record.get("do_lower_case", run.do_lower_case) != run.do_lower_case:
         differ = (f"--do_lower_case={str(record['do_lower_case']).lower()} in {record_path}; the "
-                  f"student's --do_lower_case={str(settings.do_lower_case).lower()}")
+                  f"student's --do_lower_case={str(run.do_lower_case).lower()}")
     else:
         differ = None
     if differ:
@@ -102,7 +101,7 @@ def load_teacher(settings, task_name, student_config, student_config_file, vocab
     stride = settings.init_from_teacher_stride
     if stride:
         check_student_shape(config, student_config, stride, config_file, student_config_file,
-                            (bilstm_on_top, bool(settings.bilstm_on_top)))
+                            (bilstm_on_top, bool(run.bilstm_on_top)))
     return Teacher(prefix, config, config_file, bilstm_on_top,
                    settings.distillation_temperature, settings.distillation_weight,
                    settings.unlabeled_file, stride)
