@@ -50,8 +50,8 @@ MODEL_NAMES = (run_records.VOCAB_KEY, "do_lower_case", "pooling", "normalize")
 # The same for a command that reads no text (records made before): no vocabulary, no casing.
 MODEL_NAMES_NO_TEXT = ("pooling", "normalize")
 
-# The starting point's content hash (`of_start`: the plan takes it when it opens the starting
-# point, so the identity never reads that path again).
+# The starting point's content hash (`of_start`): a command's plan takes it when it opens the
+# starting point, and `of` reads the path itself only when given no plan's `start`.
 START_HASH = "init_checkpoint_sha256"
 # The fingerprints' names in the record, and the RunConfig field whose file each hashes.
 FINGERPRINTED = (("lora_adapters_sha256", "lora_adapters"),

@@ -263,7 +263,7 @@ CSV_NAME = "sweep.csv"
 # In sweep.json: what sweep.csv's rows scored (the metric, the dev data's content).
 _EVALUATED = "evaluated"
 # What differs between the fine-tunings of one sweep: each starts from its own checkpoint.
-_PER_CHECKPOINT = ("init_checkpoint", "init_checkpoint_sha256", "bert_config_sha256")
+_PER_CHECKPOINT = ("init_checkpoint", run_identity.START_HASH, run_identity.CONFIG)
 
 
 def check_sweep_identity(output_dir, runs, identity, steps, evaluated):
@@ -318,7 +318,7 @@ def _check_lines(output_dir, runs, steps):
             path = os.path.join(output_dir, run.name, f"step_{step}", run_records.RUN_RECORD)
             record = run_records.read_run_file(path) if step else None
             content = fingerprint(run.checkpoints.get(step)) if step else None
-            if record and record.get("init_checkpoint_sha256") not in (None, content):
+            if record and record.get(run_identity.START_HASH) not in (None, content):
                 raise ValueError(
                     f"--output_dir={output_dir} holds a fine-tuning of another checkpoint than "
                     f"{run.checkpoints[step]} ({path}): the starting checkpoint's content "

@@ -131,10 +131,11 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     (not per window); then the TF1 layout of the model, and the training loss on a batch."""
     import tensorflow as tf
     from bert_runner import driver
+    from bert_runner import plan
     from bert_runner.run_config import RunConfig
-    from bert_runner.runs import labels as run_labels
     from bert_tasks.classifier.task import make_task
     from modeling.checkpoint import original as original_layout
+    from test_export import _fine_tuned_run, export_run
     from vocab.tokenization import FullTokenizer
 
     data = tmp_path / "data"
@@ -159,20 +160,24 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
         assert list(converted.index) == counts
     probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probabilities.shape == (3, 2) and np.all((probabilities > 0) & (probabilities < 1))
-    # Prediction from that run without --labels: the labels recorded beside the model it uses.
-    tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp_path / "with_labels" / "ckpt"))
-    (tmp_path / "with_labels" / "label_list.txt").write_text("bad\ngood\n")
+    # Prediction from a multi-label run, or from its Hugging Face export, without --labels: the
+    # labels recorded beside the model it starts from, as the plan reads them when it opens it.
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    _fine_tuned_run(trained, "classifier/multilabel", "multi_label", 2, ["bad", "good"])
+    hf = export_run(trained, "huggingface", tmp_path / "hf")
     recorded = make_task("multilabel", 16, str(data))
-    fresh = RunConfig(str(tmp_path / "fresh"), init_checkpoint=str(tmp_path / "with_labels"))
-    labels = run_labels.recorded(fresh.init_checkpoint)  # the plan's StartingPoint.labels
-    examples = {"predict": recorded.read_examples("predict", fresh, labels)}
-    assert len(examples["predict"]) == 3
-    assert recorded.settle(examples, fresh, labels=labels).label_names == ["bad", "good"]
-    with pytest.raises(ValueError, match=re.escape(
-            "--labels=good,bad: the model at %s was trained with the labels bad,good in this "
-            "order" % fresh.init_checkpoint)):
-        make_task("multilabel", 16, str(data), labels=["good", "bad"]).settle(
-            examples, fresh, labels=labels)
+    for start_from in (str(trained), hf):
+        fresh = RunConfig(str(tmp_path / "fresh"), init_checkpoint=start_from)
+        labels = plan.resolve_start(fresh, 16)[0].labels
+        examples = {"predict": recorded.read_examples("predict", fresh, labels)}
+        assert len(examples["predict"]) == 3
+        assert recorded.settle(examples, fresh, labels=labels).label_names == ["bad", "good"]
+        with pytest.raises(ValueError, match=re.escape(
+                "--labels=good,bad: the model at %s was trained with the labels bad,good in "
+                "this order" % start_from)):
+            make_task("multilabel", 16, str(data), labels=["good", "bad"]).settle(
+                examples, fresh, labels=labels)
 
     # The TPU padding record parses with the task's spec: no label applies, not a real example.
     padding = tf.io.parse_single_example(task.padding_record().SerializeToString(),

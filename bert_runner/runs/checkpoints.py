@@ -137,10 +137,11 @@ def open_checkpoint(path, flag="--init_checkpoint", lora_adapters=None):
                                  f"another version ({record_path}): {e}") from None
         found = model_checkpoint.open_checkpoint(path, lora_adapters, family)
     fields = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+    # A run's label_list.txt, or the one an export to a Hugging Face directory writes into it.
+    labels = run_labels.recorded(found.location, recorded and recorded.directories)
+    fields.update(labels=labels and list(labels.labels), labels_file=labels and labels.file)
     if recorded:
-        labels = run_labels.recorded(found.location, recorded.directories)
-        fields.update(do_lower_case=(record or {}).get("do_lower_case"),
-                      labels=labels and list(labels.labels), labels_file=labels and labels.file)
+        fields.update(do_lower_case=(record or {}).get("do_lower_case"))
     return RunCheckpoint(**fields, flag=flag, recorded=recorded)
 
 
