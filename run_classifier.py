@@ -128,10 +128,9 @@ def main(_):
         # The student's starting point, resolved once (and handed on): the teacher is checked
         # against its config and vocabulary.
         start = resolve_start(run, FLAGS.max_seq_length)
-        student = start[0].files
         teacher = distillation.load_teacher(
             run_flags.config_from_flags(distillation.DistillationSettings), run, FLAGS.task_name,
-            student.config, student.config_file, student.vocab_file)
+            start[0].files)
     task = make_task(FLAGS.task_name, FLAGS.max_seq_length, FLAGS.data_dir, labels=FLAGS.labels,
                      threshold=FLAGS.multi_label_threshold, long_documents=FLAGS.long_documents,
                      doc_stride=FLAGS.doc_stride, window_aggregation=FLAGS.window_aggregation,

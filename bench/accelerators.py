@@ -40,9 +40,9 @@ namex 0.1.0 and optree 0.20.0 travel as Python 3.12 wheels in `.whl/`:
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit
     nvidia-smi -L; PYTHONUNBUFFERED=1 python3 -m bench.accelerators --out=$OUT --peak_tflops=989
 
-The default run (6 contenders x 2 shapes, 20 timed steps) takes about 460 s of an H200 (a start
-adds about 35 s); --budget (480 s) bounds it whatever happens (the contenders run in the order
-above). bench/measured/ keeps what it printed on one.
+The default run is 6 contenders x 2 shapes, 20 timed steps each; --budget (480 s) bounds it
+whatever happens (the contenders run in the order above). bench/measured/ keeps what it printed
+on an H200, with its times.
 """
 import json
 import os

@@ -259,8 +259,6 @@ def new_model(task, run, config, strategy):
     keras.backend.clear_session(free_memory=False)
     distribution.set_determinism(run.random_seed, run.deterministic)
     distribution.set_precision(run.mixed_precision)
-    if keras.backend.backend() == "jax":
-        _set_jax_distribution()
     return _build_model(task, run, config, strategy)
 
 
@@ -278,6 +276,8 @@ def _set_jax_distribution():
 
 
 def _build_model(task, run, config, strategy):
+    if keras.backend.backend() == "jax":
+        _set_jax_distribution()
     # XLA (and so a TPU) compiles static shapes only: the grid, not the real-token rows.
     modes = EncoderModes(recompute=run.recompute_activations, static_shapes=run.static_shapes)
     if run.static_shapes:
@@ -285,8 +285,8 @@ def _build_model(task, run, config, strategy):
                      "of the padded grid")
     if _fuses_attention(run):
         modes = modes.replace(fused_attention=True)
-        logging.info("Fused attention (--fused_attention=%s): flash-attention kernels drawing "
-                     "the same dropout masks", run.fused_attention)
+        logging.info("Fused attention (--fused_attention=%s): the encoder's fused-attention "
+                     "mode (docs/accelerators.md)", run.fused_attention)
     with strategy.scope():
         return task.build_model(config, run.bilstm_on_top, modes)
 

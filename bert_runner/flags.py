@@ -224,7 +224,7 @@ def define_run_flags(batch_size_rule=True):
         "fused_attention", "auto", ["auto", "true", "false"],
         "The attention and its dropout as one flash-attention kernel drawing the same dropout "
         "masks (EncoderModes.fused_attention): the same run, faster. auto: under "
-        "KERAS_BACKEND=jax on a GPU in bf16 (cuDNN, Pallas), where it was measured faster.")
+        "KERAS_BACKEND=jax on a GPU in bf16 (cuDNN, Pallas; bench/measured/).")
     flags.DEFINE_bool(
         "save_tf1_checkpoint", False,
         "At the end of training also write the weights as an original-layout TF1 checkpoint "

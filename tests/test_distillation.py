@@ -146,6 +146,15 @@ def _flags(teacher, **given):
         "init_from_teacher_stride": 0, **given})
 
 
+def _student_files():
+    """The student's config, its file and vocabulary: the tiny model's."""
+    from bert_runner.runs.model_files import ModelFiles
+    from modeling.bert.config import BertConfig
+
+    config_file = str(TINY / "bert_config.json")
+    return ModelFiles(BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+
+
 def _student_run(tmp_path, **given):
     """The student's `RunConfig`, whose casing and BiLSTM the teacher must share."""
     from bert_runner.run_config import RunConfig
@@ -171,12 +180,12 @@ def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
     config_file = str(TINY / "bert_config.json")
     teacher = distillation.load_teacher(
         _flags(tmp_path / "teacher"), _student_run(tmp_path), "mrpc",
-        BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+        _student_files())
     assert teacher.bilstm_on_top
     with pytest.raises(ValueError, match=message("distillation-teacher-other-vocabulary")) as error:
         distillation.load_teacher(
             _flags(tmp_path / "teacher"), _student_run(tmp_path, do_lower_case=False), "mrpc",
-            BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+            _student_files())
     assert "(--do_lower_case=true in " in str(error.value)
     tokenizer = tokenization.FullTokenizer(str(TINY / "vocab.txt"), True)
     examples = ClassifierTask("mrpc", 24, str(tmp_path / "data")).read_examples("predict")
@@ -188,12 +197,12 @@ def test_a_teacher_with_a_bilstm_teaches_its_own_probabilities(tmp_path):
     with pytest.raises(ValueError, match=message("distillation-student-shape")) as error:
         distillation.load_teacher(
             _flags(tmp_path / "teacher", init_from_teacher_stride=1), _student_run(tmp_path),
-            "mrpc", BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+            "mrpc", _student_files())
     assert "they differ in bilstm_on_top" in str(error.value)
     every_layer = distillation.load_teacher(
         _flags(tmp_path / "teacher", init_from_teacher_stride=1),
         _student_run(tmp_path, bilstm_on_top=True), "mrpc",
-        BertConfig.from_json_file(config_file), config_file, str(TINY / "vocab.txt"))
+        _student_files())
     student = BertClassifier(BertConfig.from_json_file(config_file), 2, bilstm_on_top=True)
     distillation.init_from_teacher(student, every_layer, 2)
     batch = {name: np.asarray([getattr(f, name) for f in converted], np.int32)

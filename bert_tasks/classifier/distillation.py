@@ -62,14 +62,15 @@ class DistillationSettings:
     init_from_teacher_stride: int = 0
 
 
-def load_teacher(settings, run, task_name, student_config, student_config_file, vocab_file):
+def load_teacher(settings, run, task_name, student):
     """The `Teacher` of `settings` (`DistillationSettings`), checked before any work: the
     teacher was fine-tuned on `task_name` (its run.json), has the student's vocabulary (size, and
     the file's contents and --do_lower_case when its run recorded them), and with
     `--init_from_teacher_stride` the student is the teacher with fewer layers (config and
-    --bilstm_on_top); the student's casing and BiLSTM are those of `run` (its `RunConfig`). The
-    teacher is the model its run.json records (--bilstm_on_top). ValueError names the flag and
-    files."""
+    --bilstm_on_top); the student's casing and BiLSTM are those of `run` (its `RunConfig`), its
+    config, config file and vocabulary `student`'s (`bert_runner.runs.model_files.ModelFiles`).
+    The teacher is the model its run.json records (--bilstm_on_top). ValueError names the flag
+    and files."""
     found = checkpoints.open_checkpoint(settings.teacher, "--teacher")
     prefix, record_path, record = found.location, found.record_path, found.record
     wanted = "classifier/" + task_name.lower()
@@ -82,12 +83,13 @@ def load_teacher(settings, run, task_name, student_config, student_config_file, 
     config_file = settings.teacher_bert_config_file or os.path.join(
         record_directories(prefix)[-1], "bert_config.json")
     config = model_checkpoint.load_config(config_file)
-    if config.vocab_size != student_config.vocab_size:
+    if config.vocab_size != student.config.vocab_size:
         differ = (f"its {config_file}: vocab_size {config.vocab_size}; the student's "
-                  f"{student_config_file}: {student_config.vocab_size}")
-    elif record.get(VOCAB_KEY) and record[VOCAB_KEY] != run_identity.fingerprint(vocab_file):
-        differ = (f"the same size, but the word-pieces of {vocab_file} differ from those its "
-                  f"run recorded in {record_path}")
+                  f"{student.config_file}: {student.config.vocab_size}")
+    elif (record.get(VOCAB_KEY)
+          and record[VOCAB_KEY] != run_identity.fingerprint(student.vocab_file)):
+        differ = (f"the same size, but the word-pieces of {student.vocab_file} differ from those "
+                  f"its run recorded in {record_path}")
     elif record.get("do_lower_case", run.do_lower_case) != run.do_lower_case:
         differ = (f"--do_lower_case={str(record['do_lower_case']).lower()} in {record_path}; the "
                   f"student's --do_lower_case={str(run.do_lower_case).lower()}")
@@ -100,7 +102,7 @@ def load_teacher(settings, run, task_name, student_config, student_config_file, 
     bilstm_on_top = bool(record.get("bilstm_on_top", False))
     stride = settings.init_from_teacher_stride
     if stride:
-        check_student_shape(config, student_config, stride, config_file, student_config_file,
+        check_student_shape(config, student.config, stride, config_file, student.config_file,
                             (bilstm_on_top, bool(run.bilstm_on_top)))
     return Teacher(prefix, config, config_file, bilstm_on_top,
                    settings.distillation_temperature, settings.distillation_weight,

@@ -29,7 +29,8 @@ class HostInitializer(keras.initializers.Initializer):
 
     def __call__(self, shape, dtype=None):
         values = self.draw(np.random.Generator(np.random.PCG64(self.seed)), tuple(shape))
-        return keras.ops.cast(values.astype(np.float32), dtype or keras.config.floatx())
+        return keras.ops.cast(values.astype(np.float32, copy=False),
+                              dtype or keras.config.floatx())
 
     def draw(self, rng, shape):
         """float `np.ndarray` of `shape` from `rng`."""
