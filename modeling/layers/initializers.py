@@ -51,10 +51,14 @@ class TruncatedNormal(HostInitializer):
 
     def draw(self, rng, shape):
         values = rng.standard_normal(shape, dtype=np.float32)
-        outside = np.abs(values) > 2.0
-        while outside.any():
-            values[outside] = rng.standard_normal(int(outside.sum()), dtype=np.float32)
-            outside = np.abs(values) > 2.0
+        flat = values.reshape(-1)
+        # The positions still outside, in order: each round redraws them in one call and looks
+        # at those draws alone, not the whole array again (the same numbers in the same places).
+        outside = np.flatnonzero(np.abs(flat) > 2.0)
+        while outside.size:
+            redrawn = rng.standard_normal(outside.size, dtype=np.float32)
+            flat[outside] = redrawn
+            outside = outside[np.abs(redrawn) > 2.0]
         return values * np.float32(self.stddev)
 
     def get_config(self):
