@@ -70,7 +70,7 @@ def test_a_directory_made_elsewhere_is_served_by_its_head(task_exports, tmp_path
     hf = shutil.copytree(made, tmp_path / "hf")
     (hf / "export.json").unlink()
     (hf / "label_list.txt").unlink()
-    got = predictor.Predictor(str(hf))
+    got = predictor.Predictor(str(hf), warm_up=False)
     assert got.format == "ner" and got.metadata["max_seq_length"] == 128
     assert got.metadata["labels"] == TASK_RUNS["ner"][3]
     expected = task_exports.predictor(saved).predict(inputs[1:])  # short: 16 pieces or 128 alike
@@ -198,11 +198,11 @@ def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(reranker, tm
     assert config["architectures"] == ["BertForSequenceClassification"]
     assert len(config["id2label"]) == 1 and config["sentence_transformers"] == {
         "activation_fn": "torch.nn.modules.activation.Sigmoid"}
-    expected, got = predictor.Predictor(saved), predictor.Predictor(hf)
+    expected, got = (predictor.Predictor(path, warm_up=False) for path in (saved, hf))
     _assert_same_results(expected.predict(RERANK_INPUTS), got.predict(RERANK_INPUTS))
     # Without export.json (a cross-encoder of the Hub's): the same, by its one logit.
     (tmp_path / "hf" / "export.json").unlink()
-    bare = predictor.Predictor(hf)
+    bare = predictor.Predictor(hf, warm_up=False)
     _assert_same_results(expected.predict(RERANK_INPUTS), bare.predict(RERANK_INPUTS))
     # predict.py --rerank of the SavedModel: the directory's ranking, as JSON lines.
     out = io.StringIO()
