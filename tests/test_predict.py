@@ -144,7 +144,7 @@ def test_inputs_from_a_file_and_their_refusals(loaded, export_dir, tmp_path):
         loaded.predict(["a\tb\tc"])
 
 
-def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
+def test_a_directory_that_is_not_an_export_is_refused(export_dir, loaded, tmp_path):
     import tensorflow as tf
 
     from bert_runner.serving import predictor
@@ -167,11 +167,10 @@ def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
                 "export_model.py --format=classifier|embedding|fill_mask|ner|squad|swag, onnx, "
                 "litert or huggingface")):
             predictor.Predictor(str(other))
-    # The classifier's SavedModel saved without its `pairs` signature.
+    # The classifier's SavedModel (as `loaded` holds it) saved without its `pairs` signature.
     partial = tmp_path / "partial"
-    loaded = tf.saved_model.load(str(export_dir))
-    tf.saved_model.save(loaded, str(partial),
-                        signatures={"serving_default": loaded.signatures["serving_default"]})
+    tf.saved_model.save(loaded.model, str(partial),
+                        signatures={"serving_default": loaded.model.signatures["serving_default"]})
     tf.io.gfile.makedirs(str(partial / "assets.extra"))
     metadata = saved_model.METADATA_FILE
     (partial / metadata).write_text((export_dir / metadata).read_text())
