@@ -198,6 +198,7 @@ def test_a_reranker_exports_as_a_cross_encoder_and_reranks_the_same(reranker, tm
     assert config["architectures"] == ["BertForSequenceClassification"]
     assert len(config["id2label"]) == 1 and config["sentence_transformers"] == {
         "activation_fn": "torch.nn.modules.activation.Sigmoid"}
+    # Loaded as predict.py loads them (no warm-up): the pairs build only the signature they use.
     expected, got = (predictor.Predictor(path, warm_up=False) for path in (saved, hf))
     _assert_same_results(expected.predict(RERANK_INPUTS), got.predict(RERANK_INPUTS))
     # Without export.json (a cross-encoder of the Hub's): the same, by its one logit.
