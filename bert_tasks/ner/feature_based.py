@@ -174,6 +174,9 @@ def train_and_score(choice, train_cache, dev_cache, dev_gold_tags, label_list, s
                   # Not XLA: compiling the LSTM loops costs more than it saves at these sizes.
                   jit_compile=False)
     train = SentenceBatches(train_cache, layers, settings.batch_size, shuffle_seed=settings.seed)
+    # Built before the first step: TensorFlow traces a step that creates variables twice.
+    model(train[0][0])
+    model.optimizer.build(model.trainable_variables)
     _fit(model, train, settings.num_train_epochs)
     dev = SentenceBatches(dev_cache, layers, settings.batch_size)
     counts = conlleval.count_sequences(dev_gold_tags, predicted_tags(model, dev, label_list))
