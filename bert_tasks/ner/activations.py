@@ -26,6 +26,7 @@ train takes 13 x 204k x 768 x 2 bytes = 4.1 GB.
     cache.layers([11, 12])   # memory-mapped [num_words, H] arrays
 """
 import contextlib
+import functools
 import json
 import os
 import re
@@ -213,6 +214,8 @@ def load_frozen_encoder(config, init_checkpoint):
     return bert
 
 
+# The last model's: the caches of a run's splits reuse its traces (one per batch shape).
+@functools.lru_cache(maxsize=1)
 def _forward_fn(bert):
     """A compiled forward pass: inputs -> float16 [B, S, L+1, H], every layer at every position."""
 
