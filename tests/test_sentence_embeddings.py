@@ -79,9 +79,10 @@ def test_pooling_over_real_tokens(hf_dir):
 
     model = BertModel(tiny_config())
     checkpoints.initialize_from_checkpoint(model, hf_dir)
+    outputs = _outputs(model)
     for pooling in ("cls", "mean", "max"):
-        np.testing.assert_allclose(pool(*_outputs(model), pooling, normalize=True),
-                                   _reference(model, pooling), atol=2e-6, err_msg=pooling)
+        np.testing.assert_allclose(pool(*outputs, pooling, normalize=True),
+                                   _reference(outputs, pooling), atol=2e-6, err_msg=pooling)
 
 
 def _outputs(model):
@@ -97,9 +98,9 @@ def _outputs(model):
     return np.asarray(out["sequence_output"]), mask
 
 
-def _reference(model, pooling):
-    """L2-normalised vectors of LINES in NumPy."""
-    out, mask = _outputs(model)
+def _reference(outputs, pooling):
+    """L2-normalised vectors of LINES in NumPy, from their `_outputs`."""
+    out, mask = outputs
     m = mask[:, :, None] > 0
     vectors = {"cls": out[:, 0], "mean": (out * m).sum(1) / m.sum(1),
                "max": np.where(m, out, -np.inf).max(1)}[pooling]
@@ -121,7 +122,7 @@ def test_extract_features_vectors_through_the_embedding_graph(hf_dir, tmp_path):
     module = embedding.EmbeddingExport(model, FastBertTokenizer(files.vocab_file, True), 16, "max",
                                     True, rows_per_call=3)
     vectors = extract_features.sentence_vectors(module, examples)
-    np.testing.assert_allclose(vectors, _reference(model, "max"), atol=2e-6)
+    np.testing.assert_allclose(vectors, _reference(_outputs(model), "max"), atol=2e-6)
     extract_features.write_sentence_vectors(vectors, examples, str(tmp_path / "v.npy"), "npy")
     np.testing.assert_array_equal(np.load(tmp_path / "v.npy"), vectors)
     assert (tmp_path / "v.txt").read_text() == LINES.read_text()
