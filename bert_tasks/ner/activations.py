@@ -214,7 +214,8 @@ def load_frozen_encoder(config, init_checkpoint):
     return bert
 
 
-# The last model's: the caches of a run's splits reuse its traces (one per batch shape).
+# Kept for the last model only: a run's second split reuses the first's traces (one per batch
+# shape) instead of tracing the encoder again.
 @functools.lru_cache(maxsize=1)
 def _forward_fn(bert):
     """A compiled forward pass: inputs -> float16 [B, S, L+1, H], every layer at every position."""
