@@ -16,6 +16,7 @@ as a user's run does. If TensorFlow's internals differ from what this expects, n
 installed and the suite runs as before, only slower.
 """
 import hashlib
+import re
 
 
 def install():
@@ -37,13 +38,17 @@ def install():
         # The ops, and which of their tensors are the function's inputs and outputs: all that
         # the function's definition is made of. (The ops that must run, sorted: TensorFlow
         # collects them in a set, whose order changes from one process to the next.)
+        attrs = {k: v for k, v in (attrs or {}).items() if k != "_construction_context"}
+        plain = sorted((k, getattr(v, "b", v)) for k, v in attrs.items())
         ends = [[t.name for t in graph.inputs], [t.name for t in graph.outputs],
-                sorted(op.name for op in graph.control_outputs), sorted(attrs.items())]
+                sorted(op.name for op in graph.control_outputs), plain]
         graph_def = graph.as_graph_def()
         _number_gradient_types(graph_def)
         content = graph_def.SerializeToString(deterministic=True) + repr(ends).encode()
         digest = hashlib.sha1(content).hexdigest()[:16]
-        function = create(f"__inference_{graph.name}_{digest}", graph, attrs, function_type)
+        saved = re.fullmatch(r"__inference_(.+)_[0-9a-f]{16}", graph.name)
+        name = saved.group(1) if saved else graph.name
+        function = create(f"__inference_{name}_{digest}", graph, attrs, function_type)
         return cls(function, shared_func_graph=shared_func_graph)
 
     from_func_graph.names_by_content = True

@@ -26,7 +26,6 @@ train takes 13 x 204k x 768 x 2 bytes = 4.1 GB.
     cache.layers([11, 12])   # memory-mapped [num_words, H] arrays
 """
 import contextlib
-import functools
 import json
 import os
 import re
@@ -150,7 +149,7 @@ class ActivationCache:
 
     @classmethod
     def build(cls, directory, settings, bert, documents, tokenizer, label_list, max_seq_length,
-              batch_size, document_context=True, windows=None, started=None):
+              batch_size, document_context=True, windows=None, started=None, forward=None):
         """The cache of `documents` in `directory`: reused if its settings.json equals `settings`
         (a JSON-able dict naming the checkpoint, data file and windowing), else computed now.
         First removes the temporary files killed runs left in it (`remove_stale_temporaries`).
@@ -162,6 +161,8 @@ class ActivationCache:
             settings) when already made; made here otherwise.
           started: when this run started (seconds since the epoch), for
             `remove_stale_temporaries`.
+          forward: `encoder_forward(bert)` when already made (another split's), made here
+            otherwise.
         """
         check_cache_dir(directory)
         remove_stale_temporaries(directory, started)
@@ -175,8 +176,8 @@ class ActivationCache:
         if windows is None:
             windows = list(features.make_windows(documents, tokenizer, max_seq_length,
                                                  document_context))
-        _compute(directory, bert, documents, windows, tokenizer, label_list, max_seq_length,
-                 batch_size)
+        _compute(directory, bert, forward or encoder_forward(bert), documents, windows, tokenizer,
+                 label_list, max_seq_length, batch_size)
         _write_text(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
         return cls(directory)
 
@@ -214,11 +215,9 @@ def load_frozen_encoder(config, init_checkpoint):
     return bert
 
 
-# Kept for the last model only: a run's second split reuses the first's traces (one per batch
-# shape) instead of tracing the encoder again.
-@functools.lru_cache(maxsize=1)
-def _forward_fn(bert):
-    """A compiled forward pass: inputs -> float16 [B, S, L+1, H], every layer at every position."""
+def encoder_forward(bert):
+    """A compiled forward pass of `bert`: inputs -> float16 [B, S, L+1, H], every layer at every
+    position. Traced once per batch shape: the caches of a run's splits share one."""
 
     @tf.function(reduce_retracing=True)
     def forward(input_ids, input_mask):
@@ -229,7 +228,7 @@ def _forward_fn(bert):
     return forward
 
 
-def _compute(directory, bert, documents, windows, tokenizer, label_list, max_seq_length,
+def _compute(directory, bert, forward, documents, windows, tokenizer, label_list, max_seq_length,
              batch_size):
     sentences = conll.sentences_of(documents)
     num_words = sum(len(s.words) for s in sentences)
@@ -238,7 +237,6 @@ def _compute(directory, bert, documents, windows, tokenizer, label_list, max_seq
     label_map = {label: i for i, label in enumerate(label_list)}
     label_ids = np.array([label_map[t] for s in sentences for t in s.tags], np.int32)
     sentence_starts = np.cumsum([0] + [len(s.words) for s in sentences], dtype=np.int64)
-    forward = _forward_fn(bert)
     logging.info("Computing the activations of %d words (%d windows, %d layers) into %s",
                  num_words, len(windows), num_layers, directory)
     os.makedirs(directory, exist_ok=True)

@@ -76,10 +76,12 @@ class Table7Run:
     def build_caches(self, batch_size):
         """{split: ActivationCache}, reused or computed now."""
         f = self.flags
+        forward = activations.encoder_forward(self.bert)
         return {split: activations.ActivationCache.build(
             os.path.join(self.cache_dir, split), self.settings(split), self.bert, data.documents,
             self.tokenizer, self.label_list, f.max_seq_length, batch_size, f.document_context,
-            windows=data.windows, started=self.started) for split, data in self.sets.items()}
+            windows=data.windows, started=self.started, forward=forward)
+            for split, data in self.sets.items()}
 
 
 def model_identity(init_checkpoint, config):
