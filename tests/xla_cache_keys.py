@@ -8,7 +8,10 @@ something else before it, and is compiled again there (docs/performance.md has t
 `install()` names a function that must be compiled (`jit_compile=True`) by a hash of its graph,
 inputs, outputs and attributes instead: the same in every process, and still unique within one
 (two functions with one name have one definition; TensorFlow counts the references to a name).
-Nothing else changes: the name is only a key, and the cache checks the whole HLO on a hit.
+A loaded SavedModel's kernel is the same graph under its saved name (`__inference_<name>_<digest>`)
+with a construction context attribute: both are left out, so that a test comparing an export
+with the model in its process compiles each kernel once. Nothing else changes: the name is only
+a key, and the cache checks the whole HLO on a hit.
 
 Installed in the pytest processes (tests/conftest.py) and the script server the tests' scripts
 are forked from (tests/script_server.py); a script started afresh (BERT_TESTS_FORK=0) compiles
