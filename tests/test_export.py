@@ -790,6 +790,23 @@ def _fine_tuned_run(directory, task, kind, outputs, labels, config=None):
     return model
 
 
+@pytest.fixture(scope="module")
+def fine_tuned_runs(tmp_path_factory):
+    """`made(task, kind, outputs, labels)`: (the `_fine_tuned_run` directory, its model), made
+    once for the module (the tests export it elsewhere): the SQuAD run serves both the Hugging
+    Face export test and the trimmed windows' test."""
+    runs = {}
+
+    def made(task, kind, outputs, labels):
+        key = (task, kind, outputs, tuple(labels or ()))
+        if key not in runs:
+            run = tmp_path_factory.mktemp("run")
+            runs[key] = run, _fine_tuned_run(run, task, kind, outputs, labels)
+        return runs[key]
+
+    return made
+
+
 # export_model.py's flags as parsed with their defaults (the tests' sequence length).
 EXPORT_FLAGS = {
     "pooling": None, "normalize": False, "do_lower_case": True, "max_seq_length": MAX_SEQ_LENGTH,
@@ -823,15 +840,14 @@ def _export_huggingface(run, export_dir, **flags):
 @pytest.mark.parametrize("task,kind,outputs,labels,architecture", HF_RUNS,
                          ids=[case[0] for case in HF_RUNS])
 def test_a_fine_tuned_run_exports_as_the_transformers_class_of_its_head(
-        tmp_path, task, kind, outputs, labels, architecture):
+        fine_tuned_runs, tmp_path, task, kind, outputs, labels, architecture):
     """A run's output_dir goes out as the class of its head (not its encoder alone), its labels
     the run's (label_list.txt, or its task's), and loads back (our reader, as --init_checkpoint
     loads it) with the same logits."""
     from bert_tasks.classifier import processors
     from modeling import checkpoint as checkpoints, families
 
-    run = tmp_path / "run"
-    model = _fine_tuned_run(run, task, kind, outputs, labels)
+    run, model = fine_tuned_runs(task, kind, outputs, labels)
     _export_huggingface(run, tmp_path / "hf")
     hf = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert hf["architectures"] == [architecture]
@@ -931,7 +947,7 @@ def test_the_cli_refuses_a_head_transformers_has_no_class_for_in_one_line(tmp_pa
     assert not (tmp_path / "hf").exists()
 
 
-def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
+def test_trimmed_squad_windows_give_the_padded_windows_logits(fine_tuned_runs, tmp_path):
     """export_model.py --format=squad (windows at their own length by default): each window's
     logits at its word-pieces are the --full_width_windows export's (run_squad's windows), its
     padding's are PADDED_LOGIT."""
@@ -939,9 +955,7 @@ def test_trimmed_squad_windows_give_the_padded_windows_logits(tmp_path):
     from bert_tasks.squad.raw_text import PADDED_LOGIT
     from test_onnx import SQUAD_FLAGS, SQUAD_INPUTS
 
-    run = tmp_path / "run"
-    run.mkdir()
-    _fine_tuned_run(run, "squad", "span", None, None)
+    run, _ = fine_tuned_runs("squad", "span", None, None)
     flags = {**SQUAD_FLAGS, "max_seq_length": 32}
     # Not warmed up: the test calls the signature itself, and each warm-up would add window
     # shapes of its own for XLA to compile the encoder's kernels at.
