@@ -281,13 +281,14 @@ def test_every_task_answers_from_litert_as_from_its_saved_model(case, task_expor
 
 
 def test_full_int8_of_a_task_run_is_refused_in_one_line(tmp_path):
-    """--quantization=int8 of a SWAG run: its calibration is a classifier's texts."""
+    """--quantization=int8 of a SWAG run: its calibration is a classifier's texts. The run is
+    its run.json alone: the refusal comes from the recorded task, before any model is built
+    or checkpoint read."""
     from bert_runner.serving import conversion
     from bert_tasks.serving import register_all
-    from test_export import _fine_tuned_run
 
     register_all()
-    _fine_tuned_run(tmp_path, "swag", "multiple_choice", 4, None)
+    (tmp_path / "run.json").write_text(json.dumps({"task": "swag"}))
     with pytest.raises(ValueError, match=re.escape(message("litert-onnx-model-kind"))) as error:
         conversion.convertible_from_config(
             _flags(task_name=None, quantization="int8", checkpoint=str(tmp_path)), files=None)
