@@ -188,9 +188,11 @@ def test_an_evaluation_and_prediction_run_with_long_documents_from_the_original_
     prefix = original_layout.save_tf1_checkpoint(model, str(tmp_path / "tf1" / "bert_model.ckpt"))
     saved = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     assert saved["cls/multi_label/output_weights"] == [2, 32] and "output_weights" not in saved
-    batch = {"input_ids": np.int32([[2, 19, 27, 3]]), "input_mask": np.int32([[1, 1, 1, 1]]),
-             "segment_ids": np.int32([[0, 0, 0, 0]]), "label_ids": np.int32([[1, 0]]),
-             "is_real_example": np.int32([1])}
+    # One example in every row of a batch of the prediction's shape (its 4 + 1 + 1 windows of
+    # 16 tokens): kernels the run compiled, and a mean loss that is the example's.
+    row = {"input_ids": [2, 19, 27, 3] + [0] * 12, "input_mask": [1] * 4 + [0] * 12,
+           "segment_ids": [0] * 16, "label_ids": [1, 0], "is_real_example": 1}
+    batch = {name: np.int32([value] * 6) for name, value in row.items()}
     loss, _ = task.loss(model, batch, training=False)
     logits = model(batch)["logits"].numpy().astype(np.float64)
     p = 1 / (1 + np.exp(-logits))
