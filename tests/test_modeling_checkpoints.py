@@ -171,9 +171,11 @@ def test_a_config_that_does_not_describe_the_checkpoint_loads_nothing(tmp_path):
     rest at random), 1 layer (its second would be dropped): refused in both layouts, naming the
     checkpoint, the config file and both layer counts; the model keeps its initial values."""
     save_like_the_trainer(BertClassifier(tiny_config(), 2), tmp_path / "run")
+    # One model of each for both layouts: a refused load leaves it as it was (checked).
+    deep = BertModel(_with_layers(12))
+    before = [np.asarray(v).copy() for v in deep.weights]
+    shallow = BertSpanLabeler(_with_layers(1))
     for source in (TINY / "bert_model.ckpt", tmp_path / "run"):
-        deep = BertModel(_with_layers(12))
-        before = [np.asarray(v).copy() for v in deep.weights]
         for load in (checkpoints.check_init_checkpoint, checkpoints.initialize_from_checkpoint):
             text = _refused("checkpoint-encoder-missing", load, deep, str(source),
                             config_file="deep/bert_config.json")
@@ -183,7 +185,6 @@ def test_a_config_that_does_not_describe_the_checkpoint_loads_nothing(tmp_path):
         for a, b in zip(deep.weights, before):
             np.testing.assert_array_equal(np.asarray(a), b)
 
-        shallow = BertSpanLabeler(_with_layers(1))
         # The scripts' loader names the flag that gives the config where no file is named.
         text = _refused("checkpoint-encoder-extra", run_checkpoints.initialize_from_checkpoint,
                         shallow, str(source))
