@@ -255,10 +255,10 @@ def _head_model(family, kind, outputs, seed=3):
 
 
 def _head_features(kind, choices=3):
-    """A batch for `kind`: 3 rows of 12 ids (one padded), two segments; [2, choices, 12] for
-    multiple choice."""
+    """A batch for `kind`: 3 rows of 16 ids (one padded), two segments; [2, choices, 16] for
+    multiple choice. The tiny fixture's [3, 16], whose kernels other tests compile too."""
     rng = np.random.default_rng(0)
-    ids = rng.integers(5, 99, (3, 12)).astype(np.int32)
+    ids = rng.integers(5, 99, (3, 16)).astype(np.int32)
     mask = np.ones_like(ids)
     mask[1, 8:] = 0
     segments = np.zeros_like(ids)
