@@ -253,9 +253,20 @@ def test_a_flag_out_of_range_is_refused_at_parsing(script, args, refused, case):
         assert_refused(result, case)
 
 
+@pytest.fixture(scope="module")
+def defaults_runs(tmp_path_factory):
+    """{script: (its run with its defaults and every rule on, the file where it wrote the rules
+    it declares)}: one command per script serves test_the_defaults_pass and declared_rules."""
+    folder = tmp_path_factory.mktemp("rules")
+    return {script: (parse(script, *EVERYTHING_ON.get(script, ()),
+                           env={cli.FLAG_RULES_VARIABLE: str(folder / f"{script}.json")}),
+                     folder / f"{script}.json")
+            for script in sorted(REQUIRED)}
+
+
 @pytest.mark.parametrize("script", sorted(REQUIRED))
-def test_the_defaults_pass(script):
-    result = parse(script, *EVERYTHING_ON.get(script, ()))
+def test_the_defaults_pass(defaults_runs, script):
+    result, _ = defaults_runs[script]
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -272,26 +283,23 @@ def test_a_rule_of_a_flag_the_run_does_not_use_is_not_applied():
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def declared_rules(tmp_path):
+def declared_rules(defaults_runs):
     """{script: [(kind, flag names, text)]}: the rules each script declares where it defines its
     flags (`flag_ranges.declared`, written by `cli.run_script` to BERT_FLAG_RULES_FILE)."""
     rules = {}
-    for script in sorted(REQUIRED):
-        path = tmp_path / f"{script}.json"
-        result = parse(script, *EVERYTHING_ON.get(script, ()),
-                       env={cli.FLAG_RULES_VARIABLE: str(path)})
+    for script, (result, path) in defaults_runs.items():
         assert result.returncode == 0, result.stderr[-3000:]
         rules[script] = [(kind, tuple(names), text)
                          for kind, names, text in json.loads(path.read_text())]
     return rules
 
 
-def test_every_rule_is_broken_by_a_case(tmp_path):
+def test_every_rule_is_broken_by_a_case(defaults_runs):
     """Each rule a script declares (a flag's range: by its flag and text, so that a script's own
     range of a shared name counts apart; a rule between flags: by its flags) is broken by a case
     above, in some script that declares it."""
     declared, broken = set(), set()
-    for script, rules in declared_rules(tmp_path).items():
+    for script, rules in declared_rules(defaults_runs).items():
         ranges = {names[0]: text for kind, names, text in rules if kind == "range"}
         declared |= {(names, text if kind == "range" else None) for kind, names, text in rules}
         for case_script, _, refused, _ in CASES:
