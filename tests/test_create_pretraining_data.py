@@ -51,24 +51,34 @@ def data_dir(fixtures_dir):
     return fixtures_dir / "pretraining_data"
 
 
+@pytest.fixture(scope="module")
+def original_examples(data_dir):
+    """{name: read_examples of the original's records <name>.tfrecord}: parsed once for the tests
+    that compare with them (pretrain_default's by five)."""
+    return {name: read_examples(data_dir / (name + ".tfrecord"))
+            for name in ("pretrain_default", "pretrain_wwm", "pretrain_default_shard0",
+                         "pretrain_default_shard1")}
+
+
 @pytest.mark.parametrize("tokenizer", ["faithful", "auto"])
 @pytest.mark.parametrize("name,overrides", [("pretrain_default", {}),
                                             ("pretrain_wwm", {"do_whole_word_mask": True})])
-def test_records_equal_the_original(tmp_path, data_dir, name, overrides, tokenizer):
+def test_records_equal_the_original(tmp_path, data_dir, original_examples, name, overrides,
+                                   tokenizer):
     stats = run(tmp_path, "out.tfrecord", data_dir / "corpus.txt", tokenizer=tokenizer, **overrides)
     ours = read_examples(tmp_path / "out.tfrecord")
-    original = read_examples(data_dir / (name + ".tfrecord"))
+    original = original_examples[name]
     assert len(ours) == len(original) == stats.num_instances
     for i, (a, b) in enumerate(zip(ours, original)):
         assert a == b, "record %d differs" % i
     assert sorted(ours[0]) == sorted(FEATURE_NAMES)
 
 
-def test_two_shards_round_robin_equal_the_original(tmp_path, data_dir):
+def test_two_shards_round_robin_equal_the_original(tmp_path, data_dir, original_examples):
     run(tmp_path, "s0.tfrecord,s1.tfrecord", data_dir / "corpus.txt")
     for shard in (0, 1):
         assert (read_examples(tmp_path / ("s%d.tfrecord" % shard))
-                == read_examples(data_dir / ("pretrain_default_shard%d.tfrecord" % shard)))
+                == original_examples["pretrain_default_shard%d" % shard])
     assert sorted(os.listdir(tmp_path)) == ["s0.tfrecord", "s1.tfrecord"]  # no temporaries left
 
 
@@ -87,7 +97,8 @@ def _write(path, text, mode="w"):
     return path
 
 
-def test_files_are_one_line_stream_and_glob_matches_are_sorted(tmp_path, data_dir):
+def test_files_are_one_line_stream_and_glob_matches_are_sorted(tmp_path, data_dir,
+                                                              original_examples):
     """Splitting the corpus into globbed files (no blank line at the cut) changes nothing."""
     with open(data_dir / "corpus.txt", "rb") as f:
         lines = f.read().split(b"\n")
@@ -96,17 +107,15 @@ def test_files_are_one_line_stream_and_glob_matches_are_sorted(tmp_path, data_di
     _write(tmp_path / "part_b.txt", b"\n".join(lines[:cut]) + b"\n", "wb")
     _write(tmp_path / "part_c.txt", b"\n".join(lines[cut:]), "wb")
     run(tmp_path, "out.tfrecord", str(tmp_path / "part_*.txt"))
-    assert (read_examples(tmp_path / "out.tfrecord")
-            == read_examples(data_dir / "pretrain_default.tfrecord"))
+    assert read_examples(tmp_path / "out.tfrecord") == original_examples["pretrain_default"]
 
 
-def test_crlf_is_dropped_like_gfile(tmp_path, data_dir):
+def test_crlf_is_dropped_like_gfile(tmp_path, data_dir, original_examples):
     with open(data_dir / "corpus.txt", "rb") as f:
         text = f.read()
     _write(tmp_path / "crlf.txt", text.replace(b"\n", b"\r\n"), "wb")
     run(tmp_path, "out.tfrecord", tmp_path / "crlf.txt")
-    assert (read_examples(tmp_path / "out.tfrecord")
-            == read_examples(data_dir / "pretrain_default.tfrecord"))
+    assert read_examples(tmp_path / "out.tfrecord") == original_examples["pretrain_default"]
 
 
 def test_degenerate_documents(tmp_path):
@@ -296,7 +305,7 @@ def test_workers_exit_when_the_run_is_killed(tmp_path, data_dir):
     assert not out.exists()
 
 
-def test_cli_original_command(tmp_path, data_dir):
+def test_cli_original_command(tmp_path, data_dir, original_examples):
     """The original README-style command line works unchanged."""
     out = tmp_path / "out.tfrecord"
     result = subprocess.run(
@@ -306,7 +315,7 @@ def test_cli_original_command(tmp_path, data_dir):
              "--tokenizer=faithful"),
         capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert read_examples(out) == read_examples(data_dir / "pretrain_default.tfrecord")
+    assert read_examples(out) == original_examples["pretrain_default"]
     bad = subprocess.run(_cli("--input_file=/nonexistent.txt", "--output_file=%s" % out),
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "matches no file" in bad.stderr
