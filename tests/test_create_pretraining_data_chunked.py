@@ -29,6 +29,14 @@ def austen_corpus(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def pool():
+    """A WorkerPool of 2 processes for the tests' runs that bring their own pool: started once
+    (it spawns two interpreters), as a program making several data sets would."""
+    with processing.WorkerPool(2) as workers:
+        yield workers
+
+
 def _run(corpus, output, pool=None, **overrides):
     flags = dict(input_file=str(corpus), output_file=str(output), vocab_file=VOCAB_FILE,
                  dupe_factor=2)
@@ -63,15 +71,15 @@ def statistics(path):
     }
 
 
-def test_same_output_for_any_workers_and_original_statistics(tmp_path, austen_corpus):
-    """0.1 MB chunks: 1 worker, 2 workers tokenizing in the parent (fast tokenizer when available)
-    and 2 workers tokenizing themselves give byte-identical files, with the statistics of the
-    original ordering on the same text."""
+def test_same_output_for_any_workers_and_original_statistics(tmp_path, austen_corpus, pool):
+    """0.1 MB chunks: 1 worker, 2 workers tokenizing in the parent (fast tokenizer when available;
+    the run's own pool) and 2 workers tokenizing themselves (the module's pool) give
+    byte-identical files, with the statistics of the original ordering on the same text."""
     one = _run(austen_corpus, tmp_path / "one.tfrecord", chunk_size_mb=0.1)
     assert one.num_chunks >= 4
     _run(austen_corpus, tmp_path / "two.tfrecord", chunk_size_mb=0.1, num_workers=2)
-    _run(austen_corpus, tmp_path / "two_faithful.tfrecord", chunk_size_mb=0.1, num_workers=2,
-         tokenizer="faithful")
+    _run(austen_corpus, tmp_path / "two_faithful.tfrecord", pool=pool, chunk_size_mb=0.1,
+         num_workers=2, tokenizer="faithful")
     reference = _read_bytes(tmp_path / "one.tfrecord")
     assert _read_bytes(tmp_path / "two.tfrecord") == reference
     assert _read_bytes(tmp_path / "two_faithful.tfrecord") == reference
@@ -95,20 +103,19 @@ def test_same_output_for_any_workers_and_original_statistics(tmp_path, austen_co
     assert abs(chunked["kept"] - 0.1) < 0.02 and abs(chunked["random"] - 0.1) < 0.02
 
 
-def test_a_worker_pool_serves_several_runs(tmp_path, austen_corpus):
-    """One `WorkerPool`, runs with different flags: each writes what one process writes."""
+def test_a_worker_pool_serves_several_runs(tmp_path, austen_corpus, pool):
+    """One `WorkerPool` (that of the runs before), runs with different flags: each writes what
+    one process writes."""
     runs = [dict(chunk_size_mb=0.1, dupe_factor=1),
             dict(chunk_size_mb=0.2, dupe_factor=1, do_whole_word_mask=True, random_seed=7)]
-    with processing.WorkerPool(2) as pool:
-        for k, flags in enumerate(runs):
-            _run(austen_corpus, tmp_path / ("pool%d.tfrecord" % k), pool=pool, num_workers=2,
-                 **flags)
-            _run(austen_corpus, tmp_path / ("one%d.tfrecord" % k), **flags)
-            assert (_read_bytes(tmp_path / ("pool%d.tfrecord" % k))
-                    == _read_bytes(tmp_path / ("one%d.tfrecord" % k)))
-        with pytest.raises(ValueError, match="the pool has 2 workers, --num_workers=3"):
-            _run(austen_corpus, tmp_path / "three.tfrecord", pool=pool, num_workers=3,
-                 chunk_size_mb=0.1)
+    for k, flags in enumerate(runs):
+        _run(austen_corpus, tmp_path / ("pool%d.tfrecord" % k), pool=pool, num_workers=2, **flags)
+        _run(austen_corpus, tmp_path / ("one%d.tfrecord" % k), **flags)
+        assert (_read_bytes(tmp_path / ("pool%d.tfrecord" % k))
+                == _read_bytes(tmp_path / ("one%d.tfrecord" % k)))
+    with pytest.raises(ValueError, match="the pool has 2 workers, --num_workers=3"):
+        _run(austen_corpus, tmp_path / "three.tfrecord", pool=pool, num_workers=3,
+             chunk_size_mb=0.1)
     assert not (tmp_path / "three.tfrecord").exists()
 
 
@@ -127,8 +134,9 @@ def test_workers_import_no_tensorflow(monkeypatch):
 
 def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, austen_corpus):
     """A worker killed (as by the OOM killer): WorkerError, and no output file."""
+    others = set(multiprocessing.active_children())  # the module's pool's workers
     with processing.WorkerPool(2) as pool:
-        victim = multiprocessing.active_children()[0]
+        victim = next(p for p in multiprocessing.active_children() if p not in others)
         os.kill(victim.pid, signal.SIGKILL)
         victim.join()
         with pytest.raises(processing.WorkerError, match="a worker process died"):
