@@ -143,7 +143,11 @@ def extract(model, tokenizer, examples, output_file, layer_indexes, max_seq_leng
                 batch = examples[begin : begin + batch_size]
                 converted = [convert_example(a, b, tokenizer, max_seq_length)
                              for _, a, b in batch]
-                arrays = [np.array([c[k] for c in converted], np.int32) for k in (1, 2, 3)]
+                # A short last batch is filled up with copies of its rows, whose outputs are
+                # not written: every call has the same shape, so the model is traced once.
+                arrays = [np.resize(np.array([c[k] for c in converted], np.int32),
+                                    (min(batch_size, len(examples)), max_seq_length))
+                          for k in (1, 2, 3)]
                 outputs = [o.numpy() for o in forward(*arrays)]
                 for row, ((unique_id, _, _), conv) in enumerate(zip(batch, converted)):
                     record = feature_record(unique_id, conv[0], [o[row] for o in outputs],
