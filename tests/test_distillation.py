@@ -49,7 +49,7 @@ def teacher(tmp_path_factory):
     write_keyword_mrpc(folder / "data", num_train=64, num_dev=32, num_test=4)
     run_in_process(folder / "data", folder / "teacher", do_train=True, do_eval=True,
                    init_checkpoint=str(TINY / "bert_model.ckpt"), train_batch_size=16,
-                   num_train_epochs=6, learning_rate=2e-3)
+                   eval_batch_size=16, num_train_epochs=6, learning_rate=2e-3)
     config = json.loads((TINY / "bert_config.json").read_text())
     (folder / "student_config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
     return folder
