@@ -29,8 +29,10 @@ def config():
 
 @pytest.fixture(scope="module")
 def model(config):
-    from modeling import families
-    return families.build_model("span", config)
+    """run_squad's span model of the tiny ELECTRA (the SQuAD task's `build_model`: the family's,
+    with its beam head), built once for the tests of its names, its loss and the task wiring."""
+    from bert_tasks.squad import task as sq_task
+    return sq_task.build_model(config)
 
 
 def _head(original):
@@ -129,7 +131,6 @@ def test_squad_task_reads_the_declared_outputs(config, model):
 
     task = sq_task.SquadTask(32, doc_stride=8, max_query_length=8)
     assert "is_impossible" not in task.feature_spec(True)
-    built = task.build_model(config)
     task = task.settle({}, None, config)
     assert "is_impossible" in task.feature_spec(True)
     assert "is_impossible" not in task.feature_spec(False)
@@ -147,9 +148,9 @@ def test_squad_task_reads_the_declared_outputs(config, model):
     def step(sequence, features):
         with tf.GradientTape() as tape:
             mask = answer_mask(features["input_mask"], features["segment_ids"])
-            loss = built.span_loss(features, built.span(sequence, mask,
+            loss = model.span_loss(features, model.span(sequence, mask,
                                                         features["start_positions"]))
-        return loss, tape.gradient(loss, built.span.trainable_variables)
+        return loss, tape.gradient(loss, model.span.trainable_variables)
 
     loss, grads = step(sequence, features)
     assert np.isfinite(float(loss)) and all(g is not None for g in grads)
