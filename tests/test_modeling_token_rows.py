@@ -6,8 +6,8 @@ import pytest
 
 from modeling_helpers import encoder_inputs, tiny_expected, tiny_pretrainer
 
-# The shapes of the Hugging Face export tests' multiple-choice batch ([2, 3, 16]) on an encoder
-# of the tiny fixture's widths: their forward real-row kernels are compiled once for both.
+# The shapes of test_modeling_hf_import's multiple-choice batch ([2, 3, 16]) on an encoder of
+# the tiny fixture's widths: their forward real-row kernels are compiled once for both.
 B, S = 6, 16
 # Sequence lengths: full, short, one real token, fully padded (not even [CLS] real).
 LENGTHS = np.array([16, 3, 11, 1, 0, 7])

@@ -8,10 +8,12 @@ something else before it, and is compiled again there (docs/performance.md has t
 `install()` names a function that must be compiled (`jit_compile=True`) by a hash of its graph,
 inputs, outputs and attributes instead: the same in every process, and still unique within one
 (two functions with one name have one definition; TensorFlow counts the references to a name).
-A loaded SavedModel's kernel is the same graph under its saved name (`__inference_<name>_<digest>`)
-with a construction context attribute: both are left out, so that a test comparing an export
-with the model in its process compiles each kernel once. Nothing else changes: the name is only
-a key, and the cache checks the whole HLO on a hit.
+A loaded SavedModel's kernel is the same graph under its saved name (`__inference_<name>_<digest>`),
+its attributes as `AttrValue`s, and a construction context attribute (which runtime made it:
+TensorFlow drops it from saved functions itself): the name's prefix and that attribute are left
+out of the name and of the registered function, so that a test comparing an export with the
+model in its process compiles each kernel once. Nothing else changes: the name is only a key,
+and the cache checks the whole HLO on a hit.
 
 Installed in the pytest processes (tests/conftest.py) and the script server the tests' scripts
 are forked from (tests/script_server.py); a script started afresh (BERT_TESTS_FORK=0) compiles
@@ -42,7 +44,7 @@ def install():
         # the function's definition is made of. (The ops that must run, sorted: TensorFlow
         # collects them in a set, whose order changes from one process to the next.)
         attrs = {k: v for k, v in (attrs or {}).items() if k != "_construction_context"}
-        plain = sorted((k, getattr(v, "b", v)) for k, v in attrs.items())
+        plain = sorted((k, _plain(v)) for k, v in attrs.items())
         ends = [[t.name for t in graph.inputs], [t.name for t in graph.outputs],
                 sorted(op.name for op in graph.control_outputs), plain]
         graph_def = graph.as_graph_def()
@@ -68,3 +70,10 @@ def _number_gradient_types(graph_def):
             if "_gradient_op_type" in node.attr:
                 value = node.attr["_gradient_op_type"]
                 value.s = b"CustomGradient-%d" % numbers.setdefault(value.s, len(numbers))
+
+
+def _plain(value):
+    """An attribute as a traced function holds it: a loaded function's are `AttrValue`s, each
+    read here as the value it holds, so that the two kinds key alike."""
+    kind = value.WhichOneof("value") if hasattr(value, "WhichOneof") else None
+    return getattr(value, kind) if kind else value

@@ -217,7 +217,7 @@ def load_frozen_encoder(config, init_checkpoint):
 
 def encoder_forward(bert):
     """A compiled forward pass of `bert`: inputs -> float16 [B, S, L+1, H], every layer at every
-    position. Traced once per batch shape: the caches of a run's splits share one."""
+    position. The caches of a run's splits share one, and with it its traces."""
 
     @tf.function(reduce_retracing=True)
     def forward(input_ids, input_mask):
