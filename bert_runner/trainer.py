@@ -213,20 +213,46 @@ class Trainer:
         return loss, metrics, grads
 
     def _accumulated_loss_and_grads(self, features):
-        """Mean loss and gradient over `accumulation` equal micro-batches of `features`."""
+        """Mean loss and gradient over `accumulation` equal micro-batches of `features`, summed
+        from zero in their order (as `engines.jax_step`'s scan).
+
+        The micro-batches run one after another in a `tf.while_loop` whose body holds the one
+        call of `_grads`: the step's graph (which TensorFlow optimizes, function bodies inlined,
+        at the step's first call) does not grow with k, and no micro-batch's activations are
+        made before the previous one's are freed, which is what accumulation is for."""
         k = self.accumulation
         if k == 1:
             return self._grads(features)
-        size = tf.shape(next(iter(features.values())))[0] // k
-        loss, metrics, grads = self._grads({n: v[:size] for n, v in features.items()})
-        for i in range(1, k):
-            micro = {n: v[i * size:(i + 1) * size] for n, v in features.items()}
-            l, m, g = self._grads(micro)
-            loss += l
-            metrics = {name: metrics[name] + m[name] for name in metrics}
-            grads = [None if a is None else a + b for a, b in zip(grads, g)]
-        return loss / k, {n: v / k for n, v in metrics.items()}, [
-            None if g is None else g / k for g in grads]
+        # [k, batch / k, ...]: micro-batch i is row i, a slice of static shape wherever the
+        # batch's is (XLA, TPUs).
+        stacked = {n: tf.reshape(v, tf.concat([[k, -1], tf.shape(v)[1:]], 0))
+                   for n, v in features.items()}
+
+        def micro_batch(i):
+            return {n: tf.gather(v, i) for n, v in stacked.items()}
+
+        # Which variables the loss reaches (the others' gradients are None), and the outputs'
+        # shapes: from `_grads`' trace, which the loop's body calls again.
+        loss, metrics, grads = self._grads.get_concrete_function(micro_batch(0)).structured_outputs
+        reached = [i for i, g in enumerate(grads) if g is not None]
+
+        def step(i, total, metric_totals, grad_totals):
+            l, m, g = self._grads(micro_batch(i))
+            return (i + 1, total + l, {n: metric_totals[n] + m[n] for n in metric_totals},
+                    [a + g[j] for a, j in zip(grad_totals, reached)])
+
+        def zeros(x):
+            return tf.zeros(x.shape, x.dtype)
+
+        _, loss, metrics, summed = tf.while_loop(
+            lambda i, *_: i < k, step,
+            (tf.constant(0), zeros(loss), {n: zeros(m) for n, m in metrics.items()},
+             [zeros(grads[j]) for j in reached]),
+            parallel_iterations=1)
+        grads = [None] * len(grads)
+        for j, g in zip(reached, summed):
+            grads[j] = g / k
+        return loss / k, {n: v / k for n, v in metrics.items()}, grads
 
     def _replica_step(self, features):
         loss, metrics, grads = self._accumulated_loss_and_grads(features)

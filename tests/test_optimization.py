@@ -131,6 +131,15 @@ def test_five_steps_reproduce_the_original_trajectory_whole_or_as_micro_batches(
     accumulated.train(fixed_batch_dataset(features, copies=2), num_train_steps=5)
     for a, b in zip(trainer.model.get_weights(), accumulated.model.get_weights()):
         np.testing.assert_allclose(a, b, atol=2e-5)
+    # The micro-batches are one call of the loss and gradients in a loop that runs one iteration
+    # at a time: the step's graph does not grow with their number, nor its memory.
+    step = accumulated._step.get_concrete_function(
+        {k: tf.TensorSpec((6, *v.shape[1:]), v.dtype) for k, v in features.items()})
+    graph = step.graph.as_graph_def()
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    calls = [n for n in nodes if "_loss_and_grads" in n.attr["f"].func.name]
+    loops = [n for n in nodes if n.op in ("While", "StatelessWhile")]
+    assert len(calls) == 1 and [n.attr["parallel_iterations"].i for n in loops] == [1]
 
 
 def test_lamb_matches_a_numpy_reference():
