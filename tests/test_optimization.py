@@ -136,10 +136,13 @@ def test_five_steps_reproduce_the_original_trajectory_whole_or_as_micro_batches(
     step = accumulated._step.get_concrete_function(
         {k: tf.TensorSpec((6, *v.shape[1:]), v.dtype) for k, v in features.items()})
     graph = step.graph.as_graph_def()
-    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    functions = {f.signature.name: f for f in graph.library.function}
+    nodes = [*graph.node, *(n for f in functions.values() for n in f.node_def)]
     calls = [n for n in nodes if "_loss_and_grads" in n.attr["f"].func.name]
-    loops = [n for n in nodes if n.op in ("While", "StatelessWhile")]
-    assert len(calls) == 1 and [n.attr["parallel_iterations"].i for n in loops] == [1]
+    assert len(calls) == 1 and accumulated._grads.experimental_get_tracing_count() == 1
+    loops = [n for n in nodes if n.op in ("While", "StatelessWhile")
+             and calls[0] in functions[n.attr["body"].func.name].node_def]
+    assert [n.attr["parallel_iterations"].i for n in loops] == [1]
 
 
 def test_lamb_matches_a_numpy_reference():
