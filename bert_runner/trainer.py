@@ -232,8 +232,10 @@ class Trainer:
             return {n: tf.gather(v, i) for n, v in stacked.items()}
 
         # Which variables the loss reaches (the others' gradients are None), and the outputs'
-        # shapes: from `_grads`' trace, which the loop's body calls again.
-        loss, metrics, grads = self._grads.get_concrete_function(micro_batch(0)).structured_outputs
+        # shapes: from `_grads`' trace at a micro-batch's spec, which the loop's body calls.
+        loss, metrics, grads = self._grads.get_concrete_function(
+            {n: tf.TensorSpec(v.shape[1:], v.dtype) for n, v in stacked.items()}
+        ).structured_outputs
         reached = [i for i, g in enumerate(grads) if g is not None]
 
         def step(i, total, metric_totals, grad_totals):
@@ -249,10 +251,9 @@ class Trainer:
             (tf.constant(0), zeros(loss), {n: zeros(m) for n, m in metrics.items()},
              [zeros(grads[j]) for j in reached]),
             parallel_iterations=1)
-        grads = [None] * len(grads)
-        for j, g in zip(reached, summed):
-            grads[j] = g / k
-        return loss / k, {n: v / k for n, v in metrics.items()}, grads
+        summed = iter(summed)
+        return loss / k, {n: v / k for n, v in metrics.items()}, [
+            None if g is None else next(summed) / k for g in grads]
 
     def _replica_step(self, features):
         loss, metrics, grads = self._accumulated_loss_and_grads(features)
