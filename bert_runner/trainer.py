@@ -176,8 +176,9 @@ class Trainer:
         strategy, optimizer = self.strategy, self.optimizer
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         # Separate functions without autograph (they hold no tensor-dependent Python control
-        # flow): each is traced once, and callers (the accumulation loop, both call sites in
-        # `_train_loop`) add one call op instead of another copy of the model's graph.
+        # flow), each traced once. TensorFlow inlines every call of them when the caller first
+        # runs, and then optimizes the caller's graph (grappler): each has one call site (the
+        # accumulation loop's body, `_train_loop`'s), so the model's graph is copied once.
         self._grads = self._compiled(self._loss_and_grads)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
@@ -296,13 +297,29 @@ class Trainer:
 
     @tf.function
     def _train_loop(self, iterator, steps):
-        metrics = self.strategy.run(self._step, args=(next(iterator),))
-        for _ in tf.range(steps - 1):
+        """`steps` (>= 1) training steps on batches of `iterator`; the last step's metrics,
+        averaged over replicas."""
+        metrics = self._no_metrics(iterator.element_spec)
+        for _ in tf.range(steps):
             metrics = self.strategy.run(self._step, args=(next(iterator),))
         return {
             name: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
             for name, value in metrics.items()
         }
+
+    def _no_metrics(self, batch_spec):
+        """Zeros shaped as a step's metrics on each replica, for `batch_spec` (a global batch's
+        spec): the training loop's initial values, so that the step has one call site (a first
+        step before the loop would be a second copy of the model's graph, which TensorFlow would
+        optimize too). Shapes come from the step's trace, which the loop's call then reuses."""
+        step = tf.function(lambda batch: self.strategy.run(self._step, args=(batch,)),
+                           autograph=False)
+        outputs = step.get_concrete_function(batch_spec).structured_outputs
+        # One replica's: `experimental_local_results` is a tensor's or each replica's value.
+        specs = {name: self.strategy.experimental_local_results(value)[0]
+                 for name, value in outputs.items()}
+        return self.strategy.run(
+            lambda: {name: tf.zeros(value.shape, value.dtype) for name, value in specs.items()})
 
     # ---- checkpoints ----------------------------------------------------------------------
 

@@ -24,6 +24,13 @@ def fixed_batch_dataset(features, copies=1):
     return lambda context: tf.data.Dataset.from_tensors(batch).repeat()
 
 
+def graph_nodes(concrete_function):
+    """({name: FunctionDef} of the function's library, every node of its graph and library)."""
+    graph = concrete_function.graph.as_graph_def()
+    functions = {f.signature.name: f for f in graph.library.function}
+    return functions, [*graph.node, *(n for f in functions.values() for n in f.node_def)]
+
+
 def tiny_train_setup(tmp_path, accumulation=1, init_lr=1e-2):
     config = BertConfig.from_json_file(TINY_TRAIN / "bert_config.json")
     model = BertPretrainer(config)
@@ -126,6 +133,14 @@ def test_five_steps_reproduce_the_original_trajectory_whole_or_as_micro_batches(
         np.testing.assert_allclose(np.asarray(variable), reader.get_tensor(name), rtol=0, atol=5e-5,
                                    err_msg=name)
     assert trainer.step == 5
+    # The training loop calls the step once (its loop's body): TensorFlow inlines each call,
+    # and a second one would be a second copy of the model's graph to optimize.
+    loop = trainer._train_loop.get_concrete_function(
+        trainer._input_iterator(fixed_batch_dataset(features)), tf.TensorSpec([], tf.int32))
+    _, nodes = graph_nodes(loop)
+    assert len([n for n in nodes if "_replica_step" in n.attr["f"].func.name]) == 1
+    assert trainer._step.experimental_get_tracing_count() == 1
+    assert trainer._train_loop.experimental_get_tracing_count() == 1
 
     accumulated, _ = tiny_train_setup(tmp_path / "micro_batches", accumulation=2)
     accumulated.train(fixed_batch_dataset(features, copies=2), num_train_steps=5)
@@ -135,9 +150,7 @@ def test_five_steps_reproduce_the_original_trajectory_whole_or_as_micro_batches(
     # at a time: the step's graph does not grow with their number, nor its memory.
     step = accumulated._step.get_concrete_function(
         {k: tf.TensorSpec((6, *v.shape[1:]), v.dtype) for k, v in features.items()})
-    graph = step.graph.as_graph_def()
-    functions = {f.signature.name: f for f in graph.library.function}
-    nodes = [*graph.node, *(n for f in functions.values() for n in f.node_def)]
+    functions, nodes = graph_nodes(step)
     calls = [n for n in nodes if "_loss_and_grads" in n.attr["f"].func.name]
     assert len(calls) == 1 and accumulated._grads.experimental_get_tracing_count() == 1
     loops = [n for n in nodes if n.op in ("While", "StatelessWhile")
