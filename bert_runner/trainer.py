@@ -148,6 +148,10 @@ class Trainer:
         self.loss_fn = loss_fn
         self.output_dir = output_dir
         self.global_batch_size = global_batch_size
+        if save_checkpoints_steps < 1:
+            # Each loop call runs up to the next save: it would run no step.
+            raise ValueError(
+                f"save_checkpoints_steps must be at least 1, not {save_checkpoints_steps}")
         self.save_checkpoints_steps = save_checkpoints_steps
         self.steps_per_loop = max(1, steps_per_loop)
         self.keep_checkpoint_max = keep_checkpoint_max
@@ -176,9 +180,10 @@ class Trainer:
         strategy, optimizer = self.strategy, self.optimizer
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         # Separate functions without autograph (they hold no tensor-dependent Python control
-        # flow), each traced once. TensorFlow inlines every call of them when the caller first
-        # runs, and then optimizes the caller's graph (grappler): each has one call site (the
-        # accumulation loop's body, `_train_loop`'s), so the model's graph is copied once.
+        # flow). TensorFlow inlines the calls of a function that XLA does not compile when the
+        # caller first runs, then optimizes the caller's graph (grappler), so each has one call
+        # site (`_train_loop`'s loop body; the accumulation loop's): the step's graph holds one
+        # copy of the model's, and so does the loop's.
         self._grads = self._compiled(self._loss_and_grads)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and
@@ -308,16 +313,20 @@ class Trainer:
         }
 
     def _no_metrics(self, batch_spec):
-        """Zeros shaped as a step's metrics on each replica, for `batch_spec` (a global batch's
-        spec): the training loop's initial values, so that the step has one call site (a first
-        step before the loop would be a second copy of the model's graph, which TensorFlow would
-        optimize too). Shapes come from the step's trace, which the loop's call then reuses."""
+        """Zeros shaped as a step's metrics on each replica, for `batch_spec` (the spec of what
+        the iterator gives: one batch per replica): the training loop's initial values, so that
+        the step has one call site (a first step before the loop would be a second copy of the
+        model's graph, which TensorFlow would optimize too). Shapes and dtypes come from the
+        step's trace at that spec, which the loop's call reuses (a TPU's replicated context
+        traces each call anew)."""
         step = tf.function(lambda batch: self.strategy.run(self._step, args=(batch,)),
                            autograph=False)
         outputs = step.get_concrete_function(batch_spec).structured_outputs
-        # One replica's: `experimental_local_results` is a tensor's or each replica's value.
+        # The first replica's output (each replica's are alike; one replica: the output itself).
         specs = {name: self.strategy.experimental_local_results(value)[0]
                  for name, value in outputs.items()}
+        # Made by `strategy.run`, as the step's outputs are, so that both have one type: per
+        # replica values with several replicas, plain tensors with one.
         return self.strategy.run(
             lambda: {name: tf.zeros(value.shape, value.dtype) for name, value in specs.items()})
 

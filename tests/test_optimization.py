@@ -3,6 +3,8 @@ import collections
 import dataclasses
 import json
 import re
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -14,6 +16,7 @@ from modeling.checkpoint import original as original_layout
 from modeling import checkpoint as checkpoints
 from modeling.optimization import (
     AdamWeightDecay, Lamb, WarmupPolynomialDecay, clip_scale, create_optimizer, layerwise_rates)
+from conftest import ROOT
 from modeling_helpers import TINY_TRAIN, tiny_config, tiny_expected
 from bert_tasks.pretraining.task import pretraining_loss
 from bert_runner.trainer import Trainer
@@ -482,3 +485,59 @@ def test_a_mirrored_strategy_trains_and_checkpoints_without_its_input_position(t
     trainer.train(lambda context: tf.data.Dataset.from_tensors(batch).repeat(), num_train_steps=2)
     assert trainer.step == 2 and (tmp_path / "ckpt-2.index").exists()
     assert "input iterator cannot be checkpointed" in caplog.text
+
+
+def test_a_trainer_that_would_run_no_step_is_refused(tmp_path):
+    """Each loop call runs up to the next save: with saves every 0 steps it would run none (and
+    `train` would never end)."""
+    model = keras.Sequential([keras.layers.Dense(1)])
+    model.build((None, 2))
+    optimizer = create_optimizer("adamw", 1e-2, num_train_steps=2, num_warmup_steps=0)
+    with pytest.raises(ValueError, match="save_checkpoints_steps must be at least 1, not 0"):
+        Trainer(tf.distribute.get_strategy(), model, optimizer, None, str(tmp_path),
+                global_batch_size=4, save_checkpoints_steps=0)
+
+@pytest.mark.large
+def test_two_replicas_train_as_one_device_does():
+    """A MirroredStrategy of two CPU devices, each given half of every global batch, makes the
+    one-device run's steps (one loop call of three, its metrics per replica values from the
+    start)."""
+    code = f"""
+import sys, tempfile
+sys.path.insert(0, {str(ROOT)!r})
+import keras, numpy as np, tensorflow as tf
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+from bert_runner.trainer import Trainer
+from modeling.optimization import create_optimizer
+rng = np.random.default_rng(0)
+rows = {{"x": rng.normal(size=(12, 3)).astype("float32"),
+        "y": rng.normal(size=(12, 1)).astype("float32")}}
+start = [rng.normal(size=(3, 1)).astype("float32"), np.zeros(1, "float32")]
+def loss(model, features, training):
+    value = tf.reduce_mean(tf.square(model(features["x"]) - features["y"]))
+    return value, {{"twice": 2 * value}}
+def run(strategy):
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1)])
+        model.build((None, 3))
+        model.set_weights(start)
+        optimizer = create_optimizer("adamw", 0.1, num_train_steps=3, num_warmup_steps=0)
+    trainer = Trainer(strategy, model, optimizer, loss, tempfile.mkdtemp(), global_batch_size=4,
+                      steps_per_loop=3)
+    per_replica = 4 // strategy.num_replicas_in_sync
+    metrics = trainer.train(
+        lambda context: tf.data.Dataset.from_tensor_slices(rows).batch(per_replica).repeat(), 3)
+    assert trainer.step == 3 and len(trainer.history) == 1, trainer.history
+    return metrics, model.get_weights()
+one, one_weights = run(tf.distribute.get_strategy())
+two, two_weights = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+assert sorted(one) == sorted(two) == ["grad_norm", "loss", "twice"], (one, two)
+for name in one:
+    np.testing.assert_allclose(two[name], one[name], rtol=1e-5, err_msg=name)
+for a, b in zip(one_weights, two_weights):
+    np.testing.assert_allclose(b, a, atol=1e-6)
+print("ok")
+"""
+    process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert process.returncode == 0 and process.stdout.strip() == "ok", process.stderr[-3000:]
