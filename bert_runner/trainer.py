@@ -180,10 +180,10 @@ class Trainer:
         strategy, optimizer = self.strategy, self.optimizer
         self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         # Separate functions without autograph (they hold no tensor-dependent Python control
-        # flow). TensorFlow inlines the calls of a function that XLA does not compile when the
-        # caller first runs, then optimizes the caller's graph (grappler), so each has one call
-        # site (`_train_loop`'s loop body; the accumulation loop's): the step's graph holds one
-        # copy of the model's, and so does the loop's.
+        # flow). When a caller first runs, TensorFlow inlines its calls of functions that XLA
+        # does not compile, then optimizes its graph (grappler); so each of these has one call
+        # site (`_train_loop`'s loop body; the accumulation loop's), and the loop's graph holds
+        # one copy of the model's.
         self._grads = self._compiled(self._loss_and_grads)
         self._step = tf.function(self._replica_step, autograph=False)
         # Clipping and the optimizer update are ~10 elementwise passes over every variable and

@@ -497,11 +497,12 @@ def test_a_trainer_that_would_run_no_step_is_refused(tmp_path):
         Trainer(tf.distribute.get_strategy(), model, optimizer, None, str(tmp_path),
                 global_batch_size=4, save_checkpoints_steps=0)
 
+
 @pytest.mark.large
 def test_two_replicas_train_as_one_device_does():
     """A MirroredStrategy of two CPU devices, each given half of every global batch, makes the
-    one-device run's steps (one loop call of three, its metrics per replica values from the
-    start)."""
+    one-device run's steps: one loop call of three steps, whose metrics start as zeros on each
+    replica."""
     code = f"""
 import sys, tempfile
 sys.path.insert(0, {str(ROOT)!r})
