@@ -110,6 +110,12 @@ def remove_unfinished_saves(directory):
     return removed
 
 
+def _zeros(value):
+    """Zeros of the shape and dtype of `value` (a tensor of another trace, whose values are out
+    of reach)."""
+    return tf.zeros(value.shape, value.dtype)
+
+
 class Trainer:
     """Runs `loss_fn` on `model` with `optimizer`, checkpointing to `output_dir`.
 
@@ -249,13 +255,10 @@ class Trainer:
             return (i + 1, total + l, {n: metric_totals[n] + m[n] for n in metric_totals},
                     [a + g[j] for a, j in zip(grad_totals, reached)])
 
-        def zeros(x):
-            return tf.zeros(x.shape, x.dtype)
-
         _, loss, metrics, summed = tf.while_loop(
             lambda i, *_: i < k, step,
-            (tf.constant(0), zeros(loss), {n: zeros(m) for n, m in metrics.items()},
-             [zeros(grads[j]) for j in reached]),
+            (tf.constant(0), _zeros(loss), {n: _zeros(m) for n, m in metrics.items()},
+             [_zeros(grads[j]) for j in reached]),
             parallel_iterations=1)
         summed = iter(summed)
         return loss / k, {n: v / k for n, v in metrics.items()}, [
@@ -323,12 +326,11 @@ class Trainer:
                            autograph=False)
         outputs = step.get_concrete_function(batch_spec).structured_outputs
         # The first replica's output (each replica's are alike; one replica: the output itself).
-        specs = {name: self.strategy.experimental_local_results(value)[0]
+        first = {name: self.strategy.experimental_local_results(value)[0]
                  for name, value in outputs.items()}
         # Made by `strategy.run`, as the step's outputs are, so that both have one type: per
         # replica values with several replicas, plain tensors with one.
-        return self.strategy.run(
-            lambda: {name: tf.zeros(value.shape, value.dtype) for name, value in specs.items()})
+        return self.strategy.run(lambda: {name: _zeros(value) for name, value in first.items()})
 
     # ---- checkpoints ----------------------------------------------------------------------
 
