@@ -63,42 +63,48 @@ def test_real_rows_give_the_grid_values_at_real_positions(model, compiled, small
     from modeling.inference import copy_with
 
     served = copy_with(model, small_row_blocks=small_blocks)
-    call = lambda x, skip: served(x, skip_padding=skip)  # noqa: E731
+    call = lambda x, skip, apart=False: served(x, skip_padding=skip,  # noqa: E731
+                                               first_row_apart=apart)
     if compiled:
         call = tf.function(call, reduce_retracing=True)
     batch = _batch(50)
-    grid, real = call(batch, False), call(batch, True)
+    grid = call(batch, False)
     mask = batch["input_mask"].astype(bool)
-    for name in ("sequence_output", "embedding_output"):
-        np.testing.assert_allclose(np.asarray(real[name])[mask], np.asarray(grid[name])[mask],
-                                   rtol=0, atol=1e-6)
-    for a, b in zip(grid["all_encoder_layers"], real["all_encoder_layers"]):
-        np.testing.assert_allclose(np.asarray(b)[mask], np.asarray(a)[mask], rtol=0, atol=1e-6)
     has_cls = mask[:, 0]
-    np.testing.assert_allclose(np.asarray(real["pooled_output"])[has_cls],
-                               np.asarray(grid["pooled_output"])[has_cls], rtol=0, atol=1e-6)
+    # The last layer whole, and its [CLS] rows apart (a classifier's).
+    for real in (call(batch, True), call(batch, True, True)):
+        for name in ("sequence_output", "embedding_output"):
+            np.testing.assert_allclose(np.asarray(real[name])[mask],
+                                       np.asarray(grid[name])[mask], rtol=0, atol=1e-6)
+        for a, b in zip(grid["all_encoder_layers"], real["all_encoder_layers"]):
+            np.testing.assert_allclose(np.asarray(b)[mask], np.asarray(a)[mask], rtol=0,
+                                       atol=1e-6)
+        np.testing.assert_allclose(np.asarray(real["pooled_output"])[has_cls],
+                                   np.asarray(grid["pooled_output"])[has_cls], rtol=0, atol=1e-6)
 
 
 def test_real_rows_give_the_grid_gradients(model):
+    """With the last layer whole, and with its [CLS] rows apart."""
     import tensorflow as tf
 
     batch = _batch(50, seed=1)
     weights = tf.constant(batch["input_mask"], tf.float32)[..., None]
 
-    def gradients(skip):
+    def gradients(skip, apart=False):
         with tf.GradientTape() as tape:
-            out = model(batch, training=True, skip_padding=skip)
+            out = model(batch, training=True, skip_padding=skip, first_row_apart=apart)
             loss = (tf.reduce_sum(tf.square(out["pooled_output"][:4]))
                     + tf.reduce_sum(tf.sin(out["sequence_output"]) * weights))
-        return tape.gradient(loss, model.trainable_variables)
+        return [tf.convert_to_tensor(g).numpy()
+                for g in tape.gradient(loss, model.trainable_variables)]
 
-    grid = [tf.convert_to_tensor(g).numpy() for g in gradients(False)]
-    real = [tf.convert_to_tensor(g).numpy() for g in gradients(True)]
+    grid = gradients(False)
     # Rounding only (the rows are summed in another order); the key bias's gradient is 0 in
     # exact arithmetic (a softmax does not see a constant added to every score).
     atol = 1e-6 * max(np.abs(g).max() for g in grid)
-    for variable, a, b in zip(model.trainable_variables, grid, real):
-        np.testing.assert_allclose(b, a, rtol=1e-5, atol=atol, err_msg=variable.path)
+    for real in (gradients(True), gradients(True, apart=True)):
+        for variable, a, b in zip(model.trainable_variables, grid, real):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=atol, err_msg=variable.path)
 
 
 def test_real_rows_match_the_original_at_real_positions():

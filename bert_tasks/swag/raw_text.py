@@ -89,7 +89,8 @@ def choice_logits(model, features):
 def row_scores(model, features):
     """float32 [n, 1]: a `BertMultipleChoice`'s score of each row of int32 [n, T] features (one
     context with one ending), as `choice_logits` scores each choice."""
-    pooled = model.encode(features, training=False, skip_padding=True)["pooled_output"]
+    pooled = model.encode(features, training=False, skip_padding=True,
+                          first_row_apart=True)["pooled_output"]
     return tf.reshape(tf.cast(model.scorer(pooled, training=False), tf.float32), [-1, 1])
 
 

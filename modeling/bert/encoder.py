@@ -53,6 +53,11 @@ class BertModel(keras.Model):
             only real positions and `pooled_output`: classifiers, multiple choice, token tagging.
             The modes `static_shapes` (every row on the grid instead) and `small_row_blocks`
             (small blocks padded to a multiple of 8) say how.
+        first_row_apart: the last layer computes each sequence's first row ([CLS]) and the
+            other rows as two groups (the mode `whole_last_layer` keeps it whole), so that a
+            graph reading only `pooled_output` (a classifier's) drops the other rows' work
+            there. Default: the layer whole, as every row is read: the groups would only add
+            kernel calls, and compilations of the kernels' shapes.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
@@ -159,7 +164,7 @@ class BertModel(keras.Model):
         """The word-embedding variable `[vocab_size, H]`, shared with tied output heads."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs, training=False, skip_padding=False):
+    def call(self, inputs, training=False, skip_padding=False, first_row_apart=False):
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         if input_mask is None:
@@ -181,13 +186,14 @@ class BertModel(keras.Model):
         x = layout.rows(embedding_output)
         all_layers = []
         causal = self.config.causal
-        whole_rows = causal or sequence_ids is not None or self.modes.whole_last_layer
+        whole_rows = (not first_row_apart or causal or sequence_ids is not None
+                      or self.modes.whole_last_layer)
         for layer in self.encoder_layers if whole_rows else self.encoder_layers[:-1]:
             x = layer(x, layout=layout, training=training)
             all_layers.append(x)
         if not whole_rows:
             # The last layer's [CLS] rows apart: a caller using only `pooled_output`
-            # (classifiers) skips the other rows' work there once the graph is pruned.
+            # skips the other rows' work there once the graph is pruned.
             first, others = self.encoder_layers[-1](x, layout=layout, training=training,
                                                     first_row_apart=True)
             all_layers.append(layout.join(first, others))

@@ -18,10 +18,10 @@ class EncoderModes:
     small_row_blocks: with `skip_padding`, a small real-row block is padded to a multiple of 8
       rather than to 256 rows (`token_rows.padded_rows`): less work on a served request of a
       few rows.
-    whole_last_layer: the last layer computes every row together rather than the [CLS] rows
-      apart (which lets a graph that reads only `pooled_output` drop the other rows' work):
-      LiteRT's XNNPack cannot run a dense layer on the two parts joined (a token tagger's graph
-      on ids).
+    whole_last_layer: the last layer computes every row together even where a caller asks for
+      the [CLS] rows apart (`BertModel`'s `first_row_apart`, which lets a graph that reads only
+      `pooled_output` drop the other rows' work): LiteRT's XNNPack cannot run a dense layer on
+      the two parts joined.
     fused_attention: the attention as one fused operation where rows are not packed: without
       attention dropout (a rate of 0, or not training) the backend's
       (`modeling.layers.attention.fused_attention`: cuDNN's flash attention under JAX on a GPU in

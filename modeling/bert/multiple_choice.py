@@ -68,7 +68,8 @@ class BertMultipleChoice(BertTaskModel):
         flat = {name: ops.reshape(value, (-1, ops.shape(value)[-1]))
                 for name, value in features.items()
                 if name in ("input_ids", "input_mask", "segment_ids", "token_type_ids")}
-        pooled = self.encode(flat, training=training, skip_padding=True)["pooled_output"]
+        pooled = self.encode(flat, training=training, skip_padding=True,
+                             first_row_apart=True)["pooled_output"]
         scores = ops.reshape(self.scorer(pooled, training=training), (-1, self.num_choices))
         return {"logits": ops.cast(scores, "float32")}
 

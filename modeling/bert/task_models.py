@@ -53,11 +53,14 @@ class BertTaskModel(keras.Model):
                                       name="bilstm")
             self.bilstm.build()
 
-    def encode(self, features, training, skip_padding=False):
+    def encode(self, features, training, skip_padding=False, first_row_apart=False):
         """The encoder's outputs for a TFRecord feature dict; with the BiLSTM on top, its
-        per-token outputs as `sequence_output` and its final states as `pooled_output`."""
+        per-token outputs as `sequence_output` and its final states as `pooled_output`.
+        `first_row_apart`: the caller reads only `pooled_output` (`BertModel`'s; not with the
+        BiLSTM, which reads every row)."""
         inputs = _encoder_inputs(features)
-        outputs = self.encoder(inputs, training=training, skip_padding=skip_padding)
+        outputs = self.encoder(inputs, training=training, skip_padding=skip_padding,
+                               first_row_apart=first_row_apart and self.bilstm is None)
         if self.bilstm is None:
             return outputs
         mask = inputs["input_mask"]
@@ -170,7 +173,8 @@ class BertClassifier(BertTaskModel):
         self.classifier.build()
 
     def call(self, features, training=False):
-        outputs = self.encode(features, training=training, skip_padding=True)
+        outputs = self.encode(features, training=training, skip_padding=True,
+                              first_row_apart=True)
         pooled = outputs["pooled_output"]
         if "sequence_starts" in features:
             pooled = self.encoder.pool(outputs["sequence_output"], features["sequence_starts"])
