@@ -68,7 +68,7 @@ def train_steps(encoder, classifier, batch):
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            pooled = encoder(batch, training=True)["pooled_output"]
+            pooled = encoder(batch, training=True, first_row_apart=True)["pooled_output"]
             logits = tf.cast(classifier(pooled), tf.float32)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                 batch["labels"], logits))

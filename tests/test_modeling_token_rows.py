@@ -71,8 +71,8 @@ def test_real_rows_give_the_grid_values_at_real_positions(model, compiled, small
     grid = call(batch, False)
     mask = batch["input_mask"].astype(bool)
     has_cls = mask[:, 0]
-    # The last layer whole, and its [CLS] rows apart (a classifier's).
-    for real in (call(batch, True), call(batch, True, True)):
+    # The last layer whole, and its [CLS] rows apart (a classifier's) on either layout.
+    for real in (call(batch, True), call(batch, True, True), call(batch, False, True)):
         for name in ("sequence_output", "embedding_output"):
             np.testing.assert_allclose(np.asarray(real[name])[mask],
                                        np.asarray(grid[name])[mask], rtol=0, atol=1e-6)
@@ -102,9 +102,41 @@ def test_real_rows_give_the_grid_gradients(model):
     # Rounding only (the rows are summed in another order); the key bias's gradient is 0 in
     # exact arithmetic (a softmax does not see a constant added to every score).
     atol = 1e-6 * max(np.abs(g).max() for g in grid)
-    for real in (gradients(True), gradients(True, apart=True)):
+    for real in (gradients(True), gradients(True, apart=True), gradients(False, apart=True)):
         for variable, a, b in zip(model.trainable_variables, grid, real):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=atol, err_msg=variable.path)
+
+
+def test_the_last_layers_rows_apart_train_as_the_whole_layer_with_dropout_and_recompute():
+    """Dropout masks are drawn for each row's grid position, so the [CLS] rows computed apart
+    get the whole layer's masks: the same outputs and gradients, activations recomputed too."""
+    import tensorflow as tf
+
+    from modeling import BertConfig, BertModel
+    from modeling.inference import copy_with
+
+    # The module's widths, dropout at the original's 0.1.
+    base = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3,
+                                num_attention_heads=4, intermediate_size=37))
+    batch = _batch(50, seed=2)
+    mask = batch["input_mask"].astype(bool)
+
+    def step(apart):
+        encoder = copy_with(base, recompute=True)  # each copy draws the masks the base would
+        with tf.GradientTape() as tape:
+            out = encoder(batch, training=True, skip_padding=True, first_row_apart=apart)
+            loss = (tf.reduce_sum(tf.square(out["pooled_output"]))
+                    + tf.reduce_sum(tf.sin(out["sequence_output"]) * mask[..., None]))
+        grads = tape.gradient(loss, encoder.trainable_variables)
+        return (np.asarray(out["sequence_output"])[mask], np.asarray(out["pooled_output"]),
+                [tf.convert_to_tensor(g).numpy() for g in grads])
+
+    (whole_rows, whole_pooled, whole_grads), (rows, pooled, grads) = step(False), step(True)
+    np.testing.assert_allclose(rows, whole_rows, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(pooled, whole_pooled, rtol=0, atol=1e-6)
+    atol = 1e-6 * max(np.abs(g).max() for g in whole_grads)
+    for variable, a, b in zip(base.trainable_variables, whole_grads, grads):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=atol, err_msg=variable.path)
 
 
 def test_real_rows_match_the_original_at_real_positions():

@@ -54,9 +54,9 @@ class BertModel(keras.Model):
             The modes `static_shapes` (every row on the grid instead) and `small_row_blocks`
             (small blocks padded to a multiple of 8) say how.
         first_row_apart: the last layer computes each sequence's first row ([CLS]) and the
-            other rows as two groups (the mode `whole_last_layer` keeps it whole), so that a
-            graph reading only `pooled_output` (a classifier's) drops the other rows' work
-            there. Default: the layer whole, as every row is read: the groups would only add
+            other rows as two groups (a causal model, packed rows and the mode
+            `whole_last_layer` keep it whole), so that a graph reading only `pooled_output` (a
+            classifier's) drops the other rows' work there. Default: the layer whole, as every row is read: the groups would only add
             kernel calls, and compilations of the kernels' shapes.
     Returns:
         dict with
