@@ -25,7 +25,7 @@ out = model(pretraining_features(e))
 mlm, _, mlm_log_probs = masked_lm_loss(out["masked_lm_logits"], e["masked_lm_ids"], e["masked_lm_weights"])
 nsp, _, _ = classification_loss(out["next_sentence_logits"], e["next_sentence_labels"])
 pairs = [(enc["sequence_output"], e["sequence_output"]), (enc["pooled_output"], e["pooled_output"]),
-         (apart["sequence_output"], e["sequence_output"]), (apart["pooled_output"], e["pooled_output"]),
+         *((apart[name], e[name]) for name in ("sequence_output", "pooled_output")),
          (mlm_log_probs, e["masked_lm_log_probs"]), (mlm + nsp, e["total_loss"])]
 print(max(float(np.max(np.abs(np.asarray(a) - b))) for a, b in pairs))
 """

@@ -56,8 +56,9 @@ class BertModel(keras.Model):
         first_row_apart: the last layer computes each sequence's first row ([CLS]) and the
             other rows as two groups (a causal model, packed rows and the mode
             `whole_last_layer` keep it whole), so that a graph reading only `pooled_output` (a
-            classifier's) drops the other rows' work there. Default: the layer whole, as every row is read: the groups would only add
-            kernel calls, and compilations of the kernels' shapes.
+            classifier's) drops the other rows' work there. Default: the layer whole, for a
+            caller reading every row, where the groups would only add kernel calls and
+            compilations of the kernels' shapes.
     Returns:
         dict with
           `sequence_output`     float `[B, S, H]` (the last layer; padded rows: the
