@@ -44,14 +44,14 @@ def check_vocab_matches_config(vocab, vocab_file, config, bert_config_file):
 def vocab_case(vocab):
     """(word-pieces holding a letter that has case, those of them with an upper-case letter);
     the bracketed special tokens ([UNK], [unused0], ...) are left out."""
-    cased = upper = 0
-    for token in vocab:
-        if token.startswith("[") and token.endswith("]"):
-            continue
-        if any(c.lower() != c.upper() for c in token):
-            cased += 1
-            upper += any(c.isupper() for c in token)
-    return cased, upper
+    tokens = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
+    # Each distinct character is looked at once (a vocabulary holds a few thousand), not once
+    # per word-piece it is in: every script's start-up reads a vocabulary of 30,000 or more.
+    characters = set().union(*tokens)
+    has_case = {c for c in characters if c.lower() != c.upper()}
+    capitals = {c for c in characters if c.isupper()}
+    cased = [t for t in tokens if not has_case.isdisjoint(t)]
+    return len(cased), sum(not capitals.isdisjoint(t) for t in cased)
 
 
 def case_mismatch(vocab, vocab_file, do_lower_case):

@@ -3,6 +3,7 @@ file, the flag and the share of capitalised word-pieces), for the fine-tuning sc
 (load_tokenizer) and create_pretraining_data (its pipeline)."""
 import re
 
+import numpy as np
 import pytest
 
 import vocab
@@ -68,3 +69,21 @@ def test_create_pretraining_data_warns_too(tmp_path, caplog):
         tokenizer="faithful"))
     assert any(message("uncased-vocab-keeps-case") in r.getMessage() for r in caplog.records
                if r.levelname == "WARNING")
+
+
+def test_vocab_case_counts_each_word_piece_by_its_characters():
+    """The word-pieces with a character that has case, and those of them with an upper-case
+    character, as a per-character reading counts them: characters whose case maps to more than
+    one (ß), titlecase (ǅ), an upper-case symbol without a lower case (ϒ), CJK and digits."""
+    def per_character(vocab):
+        pieces = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
+        cased = [t for t in pieces if any(c.lower() != c.upper() for c in t)]
+        return len(cased), sum(any(c.isupper() for c in t) for t in cased)
+
+    rng = np.random.default_rng(0)
+    alphabet = list("abcXYZßǅϒ猫19#é[]")
+    vocab = {"[UNK]": 0, "[unused0]": 1, "ϒ": 2, "ϒa": 3}
+    for length in rng.integers(1, 6, size=400):
+        vocab.setdefault("".join(rng.choice(alphabet, size=length)), len(vocab))
+    assert startup.vocab_case(vocab) == per_character(vocab)
+    assert startup.vocab_case({"[UNK]": 0}) == (0, 0)
