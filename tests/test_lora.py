@@ -62,13 +62,14 @@ def test_adapters_start_at_the_base_and_merge_exactly(targets, adapted):
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory):
-    """A LoRA run of run_classifier on the keyword task, XLA-compiled, with --save_tf1_checkpoint."""
+    """A LoRA run of run_classifier on the keyword task, with --save_tf1_checkpoint (the large
+    tier's test_xla.py trains adapters with --jit_compile=true)."""
     folder = tmp_path_factory.mktemp("lora")
     write_keyword_mrpc(folder / "data", num_train=128, num_dev=64, num_test=20)
     out = folder / "out"
     run_in_process(folder / "data", out, do_train=True, do_eval=True, do_predict=True,
                    init_checkpoint=str(TINY / "bert_model.ckpt"), train_batch_size=16,
-                   num_train_epochs=8, learning_rate=5e-3, lora_rank=4, jit_compile=True,
+                   num_train_epochs=8, learning_rate=5e-3, lora_rank=4,
                    save_tf1_checkpoint=True)
     return folder, out
 

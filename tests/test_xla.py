@@ -62,7 +62,8 @@ def _swag(tmp):
 def _ner(tmp):
     write_conll_dir(tmp / "data", train_documents=4, dev_documents=2, test_documents=2)
     return "run_ner.py", [f"--data_dir={tmp / 'data'}", "--max_seq_length=32",
-                          "--gradient_accumulation_steps=2", "--do_predict=true", *FINE_TUNING], [
+                          "--gradient_accumulation_steps=2", "--lora_rank=2", "--do_predict=true",
+                          *FINE_TUNING], [
         "test_predictions.txt"]
 
 
