@@ -144,7 +144,7 @@ def test_inputs_from_a_file_and_their_refusals(loaded, export_dir, tmp_path):
         loaded.predict(["a\tb\tc"])
 
 
-def test_a_directory_that_is_not_an_export_is_refused(export_dir, loaded, tmp_path):
+def test_a_directory_that_is_not_an_export_is_refused(export_dir, tmp_path):
     import tensorflow as tf
 
     from bert_runner.serving import predictor
@@ -167,10 +167,13 @@ def test_a_directory_that_is_not_an_export_is_refused(export_dir, loaded, tmp_pa
                 "export_model.py --format=classifier|embedding|fill_mask|ner|squad|swag, onnx, "
                 "litert or huggingface")):
             predictor.Predictor(str(other))
-    # The classifier's SavedModel (as `loaded` holds it) saved without its `pairs` signature.
+    # A SavedModel with the classifier's export.json but without its `pairs` signature (a
+    # module of one function: the check reads the signatures' names before anything else).
     partial = tmp_path / "partial"
-    tf.saved_model.save(loaded.model, str(partial),
-                        signatures={"serving_default": loaded.model.signatures["serving_default"]})
+    module = tf.Module()
+    module.serve = tf.function(lambda text_a: {"probabilities": tf.strings.length(text_a)},
+                               input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(partial), signatures={"serving_default": module.serve})
     tf.io.gfile.makedirs(str(partial / "assets.extra"))
     metadata = saved_model.METADATA_FILE
     (partial / metadata).write_text((export_dir / metadata).read_text())
