@@ -51,7 +51,7 @@ def test_table7_command(tmp_path):
             "--bert_config_file=%s" % (model_dir / "bert_config.json"),
             "--init_checkpoint=%s" % (model_dir / "bert_model.ckpt"),
             "--vocab_file=%s" % (TINY / "vocab.txt"), "--max_seq_length=32",
-            "--output_dir=%s" % (tmp_path / "out"), "--lstm_units=16", "--num_train_epochs=8",
+            "--output_dir=%s" % (tmp_path / "out"), "--lstm_units=16", "--num_train_epochs=4",
             "--train_batch_size=8", "--learning_rate=1e-2"]
     proc = run_script(*args, "--choices=embeddings,concat_last_four")
     assert proc.returncode == 0, proc.stdout[-5000:]
