@@ -45,8 +45,8 @@ def vocab_case(vocab):
     """(word-pieces holding a letter that has case, those of them with an upper-case letter);
     the bracketed special tokens ([UNK], [unused0], ...) are left out."""
     tokens = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
-    # Each distinct character is looked at once (a vocabulary holds a few thousand), not once
-    # per word-piece it is in: every script's start-up reads a vocabulary of 30,000 or more.
+    # Each distinct character (a few thousand in a vocabulary) is looked at once, not once per
+    # word-piece holding it: every script's start-up reads tens of thousands of word-pieces.
     characters = set().union(*tokens)
     has_case = {c for c in characters if c.lower() != c.upper()}
     capitals = {c for c in characters if c.isupper()}
