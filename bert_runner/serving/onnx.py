@@ -178,19 +178,43 @@ def check_quantization(quantization):
 def quantize_dynamic(blob):
     """ONNX Runtime's dynamic quantization of the model `blob` (bytes): the weights of its
     matrix products in int8 (signed, per tensor), their activations quantised per call; bytes
-    out. Embedding tables and LayerNorm stay float32."""
+    out. Embedding tables, LayerNorm and the final products (`final_products`: the task's head)
+    stay float32."""
     import tempfile
 
-    require("onnx", "onnxruntime")
+    onnx_package, _ = require("onnx", "onnxruntime")
     from onnxruntime.quantization import QuantType, quantize_dynamic as quantize
 
     with tempfile.TemporaryDirectory() as tmp:
         source, target = os.path.join(tmp, "float32.onnx"), os.path.join(tmp, "int8.onnx")
         with open(source, "wb") as f:
             f.write(blob)
-        quantize(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+        quantize(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+                 nodes_to_exclude=final_products(onnx_package.load_from_string(blob).graph))
         with open(target, "rb") as f:
             return f.read()
+
+
+def final_products(graph):
+    """The names of `graph`'s (an onnx GraphProto's) MatMul nodes whose results reach the
+    outputs through no other MatMul: a task's head (a sentence encoder's last feed-forward).
+
+    Dynamic int8 keeps them float32: their error lands on the answers with nothing after to
+    average it out, and a pooled head's inputs (tanh, near +-1) sit at the ends of the uint8
+    range, where ONNX Runtime's u8s8 kernels on CPUs without VNNI saturate (pairs of products
+    summed in int16). They hold a sliver of the weights.
+    """
+    consumers = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    feeds_a_product = set()
+    for node in reversed(graph.node):  # ONNX graphs list their nodes in topological order
+        if any(later.op_type == "MatMul" or later.name in feeds_a_product
+               for name in node.output for later in consumers.get(name, ())):
+            feeds_a_product.add(node.name)
+    return [node.name for node in graph.node
+            if node.op_type == "MatMul" and node.name not in feeds_a_product]
 
 
 def ids_export(convertible, vocab_file, do_lower_case, max_seq_length, kind):
