@@ -2,6 +2,7 @@
 import atexit
 import collections
 import gc
+import importlib.util
 import json
 import logging
 import os
@@ -32,6 +33,14 @@ _XLA_CACHE_FLAG = f"--tf_xla_persistent_cache_directory={_XLA_CACHE}"
 if _XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", "").split():
     os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [
         os.environ.get("TF_XLA_FLAGS"), _XLA_CACHE_FLAG]))
+# JAX's persistent compilation cache beside it, for the large tier's JAX processes (each a
+# process of its own: a resumed run, a prediction from the other backend's checkpoint and a
+# bench's contenders compile programs that an earlier process compiled). Its size bound turns on
+# its file lock (the package filelock), without which processes writing one entry at once could
+# read each other's half-written file.
+if importlib.util.find_spec("filelock"):
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_XLA_CACHE, "jax"))
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**32))
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -13,13 +13,13 @@ import pytest
 from conftest import ROOT
 from optional_packages import needs, require
 
-def fused_attention_gaps(gradients):
+def fused_attention_gaps(outputs_and_gradients):
     """On the session's backend: the tiny encoder (padded rows in the batch, hidden dropout on,
     attention dropout 0) with and without the mode, the same weights; the largest difference of
-    the outputs and of the gradients of a training call (`gradients(model, inputs)`: numpy
-    arrays), bidirectional then causal."""
+    the outputs and of the gradients of a training call (`outputs_and_gradients(model, inputs)`:
+    the output arrays and the gradient arrays, both calls with the last layer's [CLS] rows apart:
+    the fused attention on part of the queries too), bidirectional then causal."""
     import keras
-    from keras import ops
 
     from modeling import BertModel
     from modeling_helpers import encoder_inputs, tiny_config, tiny_expected
@@ -33,49 +33,59 @@ def fused_attention_gaps(gradients):
         models = [BertModel(config, modes=dict(fused_attention=fused)) for fused in (False, True)]
         for variable, value in zip(models[1].variables, models[0].variables):
             variable.assign(value)
-        # The last layer's [CLS] rows apart: the fused attention on part of the queries too.
-        outputs = [m(inputs, first_row_apart=True) for m in models]
-        found.append(max(float(np.max(np.abs(ops.convert_to_numpy(outputs[0][k])
-                                             - ops.convert_to_numpy(outputs[1][k]))))
-                         for k in ("sequence_output", "pooled_output")))
-        grads = [gradients(m, inputs) for m in models]
-        found.append(max(float(np.max(np.abs(a - b))) for a, b in zip(*grads)))
+        (outputs, grads), (fused_outputs, fused_grads) = (outputs_and_gradients(m, inputs)
+                                                          for m in models)
+        for pair in (zip(outputs, fused_outputs), zip(grads, fused_grads)):
+            found.append(max(float(np.max(np.abs(a - b))) for a, b in pair))
     return found
 
 
-def tf_gradients(model, inputs):
+def tf_outputs_and_gradients(model, inputs):
+    """Eager: the outputs of an inference call, the gradients of a training call."""
     import tensorflow as tf
 
+    outputs = model(inputs, first_row_apart=True)
     with tf.GradientTape() as tape:
         out = model(inputs, training=True, first_row_apart=True)
         loss = (tf.reduce_mean(tf.square(out["sequence_output"]))
                 + tf.reduce_sum(out["pooled_output"]))
-    return [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss,
-                                                                  model.trainable_variables)]
+    return ([outputs[k].numpy() for k in ("sequence_output", "pooled_output")],
+            [tf.convert_to_tensor(g).numpy()
+             for g in tape.gradient(loss, model.trainable_variables)])
 
 
-def jax_gradients(model, inputs):
+def jax_outputs_and_gradients(model, inputs):
+    """In one jitted function, as a training step runs the model (eager JAX compiles each
+    operation apart, most of the test's time on a CPU)."""
     from keras import ops
 
     jax = require("jax")
+    fixed = [v.value for v in model.non_trainable_variables]
+
+    def call(trainable, training):
+        return model.stateless_call(trainable, fixed, inputs, training=training,
+                                    first_row_apart=True)[0]
 
     def loss(trainable):
-        out, _ = model.stateless_call(trainable, [v.value for v in model.non_trainable_variables],
-                                      inputs, training=True, first_row_apart=True)
+        out = call(trainable, True)
         return ops.mean(ops.square(out["sequence_output"])) + ops.sum(out["pooled_output"])
-    return [np.asarray(g) for g in jax.grad(loss)([v.value for v in model.trainable_variables])]
+
+    outputs, grads = jax.jit(lambda t: (call(t, False), jax.grad(loss)(t)))(
+        [v.value for v in model.trainable_variables])
+    return ([np.asarray(outputs[k]) for k in ("sequence_output", "pooled_output")],
+            [np.asarray(g) for g in grads])
 
 
 def test_fused_attention_gives_the_same_values_on_tensorflow():
-    assert np.max(fused_attention_gaps(tf_gradients)) < 1e-5
+    assert np.max(fused_attention_gaps(tf_outputs_and_gradients)) < 1e-5
 
 
 @pytest.mark.large  # JAX: the large tier's packages
 @needs("jax")
 def test_fused_attention_gives_the_same_values_under_jax():
     script = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]\n"
-              "from test_modeling_fused_attention import fused_attention_gaps, jax_gradients\n"
-              "print(*fused_attention_gaps(jax_gradients))")
+              "import test_modeling_fused_attention as t\n"
+              "print(*t.fused_attention_gaps(t.jax_outputs_and_gradients))")
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
@@ -84,6 +94,8 @@ def test_fused_attention_gives_the_same_values_under_jax():
     assert np.max([float(x) for x in result.stdout.split()[-4:]]) < 1e-5
 
 
+# Each comparison jitted, as a step runs the kernel (eager, Pallas' interpreter dispatches each
+# operation of the kernel's body apart).
 FLASH_SCRIPT = """
 import sys
 import jax
@@ -110,8 +122,9 @@ for rate in (0.0, 0.1):
             return flash_attention(q, k, v, jnp.asarray(mask), 1 / np.sqrt(D), rate,
                                    jnp.stack(seed_words(seed)), grid_positions(B, S), causal,
                                    interpret=True)
-        for fn in (lambda f: f(q, k, v),
-                   lambda f: jax.grad(lambda *x: jnp.sum(f(*x) * weights), (0, 1, 2))(q, k, v)):
+        for fn in (lambda f: jax.jit(f)(q, k, v),
+                   lambda f: jax.jit(jax.grad(lambda *x: jnp.sum(f(*x) * weights),
+                                              (0, 1, 2)))(q, k, v)):
             gaps += [float(jnp.max(jnp.abs(a - b))) for a, b in zip(
                 jax.tree.leaves(fn(reference)), jax.tree.leaves(fn(flash)))]
 # Queries of part of the grid (a layer's first rows apart, `first_row_apart`), padded to blocks.
@@ -124,10 +137,10 @@ for part in (slice(0, 1), slice(1, S)):
                                jnp.stack(seed_words(seed)), positions, interpret=True)
     loss = lambda f: lambda *x: jnp.sum(f(*x) * weights[:, :, part])
     gaps += [float(jnp.max(jnp.abs(a - b))) for a, b in zip(
-        jax.grad(loss(reference), (0, 1, 2))(q[:, :, part], k, v),
-        jax.grad(loss(flash), (0, 1, 2))(q[:, :, part], k, v))]
-    gaps.append(float(jnp.max(jnp.abs(reference(q[:, :, part], k, v)
-                                      - flash(q[:, :, part], k, v)))))
+        jax.jit(jax.grad(loss(reference), (0, 1, 2)))(q[:, :, part], k, v),
+        jax.jit(jax.grad(loss(flash), (0, 1, 2)))(q[:, :, part], k, v))]
+    gaps.append(float(jnp.max(jnp.abs(jax.jit(reference)(q[:, :, part], k, v)
+                                      - jax.jit(flash)(q[:, :, part], k, v)))))
 # The kernels lower for CUDA (Pallas to Triton) on this machine without a GPU.
 args = [jax.ShapeDtypeStruct((B, N, S, 64), jnp.bfloat16)] * 3 + [
     jax.ShapeDtypeStruct((B, S), jnp.int32), jax.ShapeDtypeStruct((2,), jnp.uint32),
