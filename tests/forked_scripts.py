@@ -10,11 +10,13 @@ and stderr (text or bytes, or stderr in stdout), or TimeoutExpired after `timeou
 process group killed. Likewise `subprocess.Popen` of a script whose outputs are pipes or DEVNULL
 (`popen`): demo.py's stages, a test that signals a running script or runs several side by side.
 
+A script under KERAS_BACKEND=jax (the large tier's JAX runs) forks from a second server, whose
+imports ran under that backend (Keras imports JAX; no JAX backend starts before the fork).
 Everything else goes to the real subprocess.run: other programs, other arguments (pass_fds, ...),
 a help request (a script's --helpfull lists every flag defined, and importing TensorFlow before
-the script defines some), and an environment that changes what the imports decide (KERAS_BACKEND,
-TensorFlow's and XLA's variables, PYTHONPATH). `BERT_TESTS_FORK=0` turns forking off: every
-script starts afresh.
+the script defines some), and an environment that changes what the imports decide otherwise
+(TensorFlow's and XLA's variables, PYTHONPATH). `BERT_TESTS_FORK=0`, in the session's environment
+or a script's, starts scripts afresh (a script that must import nothing before it runs).
 """
 import atexit
 import fcntl
@@ -37,6 +39,9 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_server
 # (Devices, thread pools and TF_CONFIG are read later, when the script first runs TensorFlow.)
 IMPORT_TIME = ("KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL",
                "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8")
+# Read by JAX's import too (its configuration's defaults), under KERAS_BACKEND=jax. XLA_FLAGS is
+# read when a JAX backend starts, in the script.
+JAX_IMPORT_TIME = ("JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE")
 # On PYTHONPATH for the README's demo command (conftest.run_quickstart_command), whose stages are
 # forked too: left out of the import-time environment, so that they fork from the session's
 # server instead of starting one of their own (which never has it either).
@@ -57,23 +62,52 @@ def _without_forking_site(env):
 
 
 def import_time(env):
-    """The values of `env`'s import-time variables (`IMPORT_TIME`): a script forks only where
-    they are the test process's own."""
+    """{name: value} of `env`'s import-time variables (`IMPORT_TIME`, and `JAX_IMPORT_TIME`
+    under KERAS_BACKEND=jax; None where unset)."""
     env = _without_forking_site(env)
-    return [env.get(name) for name in IMPORT_TIME]
+    jax = env.get("KERAS_BACKEND") == "jax"
+    return {name: env.get(name) for name in IMPORT_TIME + (JAX_IMPORT_TIME if jax else ())}
+
+
+def _server_for(env):
+    """The `_Server` a script run with `env` forks from: the session's imports, or the same
+    under KERAS_BACKEND=jax; None where anything else the imports read differs."""
+    wanted, own = import_time(env), import_time(os.environ)
+    if wanted["KERAS_BACKEND"] not in (own["KERAS_BACKEND"], "jax") or any(
+            wanted[name] != own[name] for name in IMPORT_TIME if name != "KERAS_BACKEND"):
+        return None
+    key = json.dumps(wanted, sort_keys=True)
+    if key not in _servers:
+        _servers[key] = _Server(wanted)
+    return _servers[key]
 
 
 class _Server:
-    """The script_server.py process for this process's import-time environment, shared by every
-    process of the session that has the same (the pytest processes: one server for the session)
-    and started by the first that needs it. Scripts run side by side."""
+    """The script_server.py process for one import-time environment (`import_time`'s), shared by
+    every process of the session that forks scripts with it (the pytest processes: one server for
+    the session and one for its JAX runs) and started by the first that needs it. Scripts run
+    side by side.
 
-    def can_run(self, env):
-        return import_time(env) == import_time(os.environ)
+    Args:
+      variables: the import-time environment's {name: value}: the server runs in the session's
+        environment with these values (None: unset).
+    """
+
+    def __init__(self, variables):
+        self.variables = variables
+
+    def _environment(self):
+        env = _without_forking_site(os.environ)
+        for name, value in self.variables.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
 
     def _connect(self):
         """A new connection to the server, started here if it is not running."""
-        key = hashlib.sha1(json.dumps(import_time(os.environ)).encode())
+        key = hashlib.sha1(json.dumps(self.variables, sort_keys=True).encode())
         path = os.path.join(_servers_folder(), key.hexdigest()[:16] + ".sock")
         connection = _try_connect(path)
         if connection is not None:
@@ -91,7 +125,7 @@ class _Server:
                 with open(os.path.join(_servers_folder(), "owner")) as f:
                     owner = f.read().strip()
                 server = _real_popen([sys.executable, SERVER, path, owner],
-                                     env=_without_forking_site(os.environ),
+                                     env=self._environment(),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                      start_new_session=True)
             while not os.path.exists(path):  # it binds, listens, then gives the socket its name
@@ -190,32 +224,37 @@ def _kill_group(pid):
         pass
 
 
-_server = _Server()
+_servers = {}
 
 
 def _forkable(args, kwargs, handled=_HANDLED):
-    if os.environ.get("BERT_TESTS_FORK", "1") == "0" or set(kwargs) - handled:
-        return False
-    if not isinstance(args, (list, tuple)) or len(args) < 2 or args[0] != sys.executable:
-        return False
-    if not (str(args[1]).endswith(".py") or (args[1] in ("-c", "-m") and len(args) > 2)):
-        return False
+    """The `_Server` to fork the script `args` from, or None: not a script, or one to start
+    afresh."""
     env = kwargs.get("env") or os.environ
+    if "0" in (os.environ.get("BERT_TESTS_FORK"), env.get("BERT_TESTS_FORK")):
+        return None
+    if set(kwargs) - handled:
+        return None
+    if not isinstance(args, (list, tuple)) or len(args) < 2 or args[0] != sys.executable:
+        return None
+    if not (str(args[1]).endswith(".py") or (args[1] in ("-c", "-m") and len(args) > 2)):
+        return None
     if (any(str(arg).startswith(("--help", "-?")) for arg in args)
             and env.get(FORK_HELP_VARIABLE) != "1"):
         # The help lists every defined flag, and TensorFlow's import defines some: forked only
         # for a test that reads no flag list (FORK_HELP_VARIABLE=1 in its environment).
-        return False
+        return None
     if kwargs.get("stdout") not in (None, subprocess.PIPE, subprocess.DEVNULL):
-        return False
+        return None
     if kwargs.get("stderr") not in (None, subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL):
-        return False
-    return _server.can_run(env)
+        return None
+    return _server_for(env)
 
 
 def run(args, **kwargs):
     """`subprocess.run`, forking the scripts that `_forkable` accepts (module docstring)."""
-    if not _forkable(args, kwargs):
+    server = _forkable(args, kwargs)
+    if server is None:
         return _real_run(args, **kwargs)
     capture = kwargs.get("capture_output", False)
     want_out = capture or kwargs.get("stdout") == subprocess.PIPE
@@ -230,7 +269,7 @@ def run(args, **kwargs):
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         open(out, "wb").close()
         open(err, "wb").close()
-        returncode = _server.run(
+        returncode = server.run(
             [str(arg) for arg in args[1:]], str(kwargs.get("cwd") or os.getcwd()),
             dict(kwargs.get("env") or os.environ), stdin, out, out if merged else err,
             kwargs.get("timeout"))
@@ -264,7 +303,7 @@ class _ForkedProcess:
 
     STREAMS = {subprocess.PIPE, subprocess.DEVNULL}  # stderr also STDOUT
 
-    def __init__(self, args, kwargs):
+    def __init__(self, args, kwargs, server):
         self.args = args
         self.returncode = None
         self._folder = tempfile.TemporaryDirectory(prefix="forked-script-")
@@ -276,7 +315,7 @@ class _ForkedProcess:
                 paths[name] = os.path.join(self._folder.name, name)
                 os.mkfifo(paths[name])  # the script writes it as it runs; EOF when it ends
         merged = kwargs.get("stderr") == subprocess.STDOUT
-        self.pid, self._connection = _server.start(
+        self.pid, self._connection = server.start(
             [str(arg) for arg in args[1:]], str(kwargs.get("cwd") or os.getcwd()),
             dict(kwargs.get("env") or os.environ), stdin, paths.get("stdout", os.devnull),
             paths["stdout"] if merged else paths.get("stderr", os.devnull))
@@ -355,11 +394,11 @@ def popen(args, **kwargs):
     """`subprocess.Popen`, forking a script whose outputs are pipes or DEVNULL
     (`_ForkedProcess`): demo.py's stages, a test's signalled or side-by-side scripts; other calls
     go to the real Popen."""
-    if (_forkable(args, kwargs, {"cwd", "env", "stdout", "stderr", "text", "universal_newlines",
-                                 "encoding"})
-            and kwargs.get("stdout") in _ForkedProcess.STREAMS
+    server = _forkable(args, kwargs, {"cwd", "env", "stdout", "stderr", "text",
+                                      "universal_newlines", "encoding"})
+    if (server is not None and kwargs.get("stdout") in _ForkedProcess.STREAMS
             and kwargs.get("stderr") in _ForkedProcess.STREAMS | {subprocess.STDOUT}):
-        return _ForkedProcess(args, kwargs)
+        return _ForkedProcess(args, kwargs, server)
     return _real_popen(args, **kwargs)
 
 

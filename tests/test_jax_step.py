@@ -148,8 +148,12 @@ print(*losses)
 
 
 def _run(script, backend, **variables):
+    """Runs `script` (python -c) under `backend`; under JAX in a fresh process (BERT_TESTS_FORK=0:
+    the scripts the tests fork have imported TensorFlow, which these block)."""
     env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu",
            "TF_CPP_MIN_LOG_LEVEL": "2", **variables}
+    if backend == "jax":
+        env["BERT_TESTS_FORK"] = "0"
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
