@@ -2,7 +2,6 @@
 import atexit
 import collections
 import gc
-import importlib.util
 import json
 import logging
 import os
@@ -10,6 +9,8 @@ import pathlib
 import shutil
 import sys
 import tempfile
+
+import optional_packages
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -38,7 +39,7 @@ if _XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", "").split():
 # bench's contenders compile programs that an earlier process compiled). Its size bound turns on
 # its file lock (the package filelock), without which processes writing one entry at once could
 # read each other's half-written file.
-if importlib.util.find_spec("filelock"):
+if optional_packages.installed("jax", "filelock"):
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_XLA_CACHE, "jax"))
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2**32))
 

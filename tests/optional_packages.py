@@ -26,6 +26,7 @@ REQUIREMENTS = {
     "datasets": "tests/requirements-large.txt",
     "accelerate": "tests/requirements-large.txt",
     "jax": "tests/requirements-large.txt",
+    "filelock": "tests/requirements-large.txt",
 }
 
 
@@ -55,6 +56,11 @@ def require(*names):
         pytest.skip(skip_reason(missing), allow_module_level=True)
     modules = tuple(importlib.import_module(name) for name in names)
     return modules[0] if len(modules) == 1 else modules
+
+
+def installed(*names):
+    """Whether every one of `names` is installed (the session's set-up: tests/conftest.py)."""
+    return _missing(names) is None
 
 
 def needs(*names):
