@@ -166,6 +166,13 @@ def pytest_configure(config):
     key = getattr(unraisableexception, "gc_collect_iterations_key", None)
     if key is not None:
         config.stash[key] = 1
+    # The large tier's comparisons import torch and transformers' BERT in many scripts (each bench,
+    # its peer's process, an accelerator contender): about 7 s of CPU each, imported once instead
+    # by the servers those scripts fork from (forked_scripts.PRELOAD_VARIABLE). Set before
+    # pytest-xdist starts its processes, which inherit it.
+    if config.getoption("run_large") and optional_packages.installed("torch", "transformers"):
+        os.environ.setdefault(forked_scripts.PRELOAD_VARIABLE,
+                              "torch,transformers.models.bert.modeling_bert")
 
 
 def pytest_collection_finish(session):

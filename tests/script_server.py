@@ -26,6 +26,7 @@ thread's lock can be held in the child); it learns of its children's ends throug
           ["-m", module, args...]         as `python -m`
 """
 import atexit
+import importlib
 import json
 import os
 import runpy
@@ -47,6 +48,9 @@ import tensorflow_text  # noqa: F401
 import xla_cache_keys
 
 xla_cache_keys.install()
+# And the packages the session names (forked_scripts.PRELOAD_VARIABLE): imports, no operation.
+for _module in filter(None, os.environ.get("BERT_TESTS_PRELOAD", "").split(",")):
+    importlib.import_module(_module)
 
 
 def _run_as_main(argv):
