@@ -155,6 +155,9 @@ QUICK_DEMO_GROUP = "quick_demo"
 GROUP_SECONDS = pathlib.Path(__file__).with_name("group_seconds.json")
 
 
+PRELOAD = "torch,transformers.models.bert.modeling_bert"
+
+
 def pytest_configure(config):
     # pytest's unraisable-exception plugin collects garbage five times as each process ends, to
     # report exceptions raised in finalizers; with TensorFlow loaded a collection takes about a
@@ -168,11 +171,15 @@ def pytest_configure(config):
         config.stash[key] = 1
     # The large tier's comparisons import torch and transformers' BERT in many scripts (each bench,
     # its peer's process, an accelerator contender): about 7 s of CPU each, imported once instead
-    # by the servers those scripts fork from (forked_scripts.PRELOAD_VARIABLE). Set before
-    # pytest-xdist starts its processes, which inherit it.
+    # by the servers those scripts fork from (forked_scripts.PRELOAD_VARIABLE). With the values
+    # the benches give their peers (bench/harness.py) for what those imports read: OpenMP's
+    # threads wait passively (torch's libgomp reads it when loaded; spinning ones would take a
+    # core another process needs), and Hugging Face offline (no test downloads). Set before
+    # pytest-xdist starts its processes, which inherit them.
     if config.getoption("run_large") and optional_packages.installed("torch", "transformers"):
-        os.environ.setdefault(forked_scripts.PRELOAD_VARIABLE,
-                              "torch,transformers.models.bert.modeling_bert")
+        for name, value in {forked_scripts.PRELOAD_VARIABLE: PRELOAD, "OMP_WAIT_POLICY": "PASSIVE",
+                            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}.items():
+            os.environ.setdefault(name, value)
 
 
 def pytest_collection_finish(session):
