@@ -45,8 +45,8 @@ JAX_IMPORT_TIME = ("JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATIO
 # The packages the server also imports (comma-separated module names; tests/conftest.py names the
 # large tier's comparison packages, torch and transformers' BERT, where they are installed), and
 # what they read when imported: libgomp, which torch loads, its OpenMP settings; huggingface_hub
-# its offline switches. A script with other values (the benches' peer processes run offline,
-# their OpenMP threads waiting passively) forks from a server of its own, imported with them.
+# its offline switches (the session sets the benches' values). A script with other values forks
+# from a server of its own, imported with them.
 PRELOAD_VARIABLE = "BERT_TESTS_PRELOAD"
 PRELOAD_IMPORT_TIME = (PRELOAD_VARIABLE, "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "HF_HUB_OFFLINE",
                        "TRANSFORMERS_OFFLINE")
