@@ -45,10 +45,10 @@ JAX_IMPORT_TIME = ("JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATIO
 # The packages the server also imports (comma-separated module names; tests/conftest.py names the
 # large tier's comparison packages, torch and transformers' BERT, where they are installed), and
 # what they read when imported: libgomp, which torch loads, its OpenMP settings; huggingface_hub
-# its offline switches (the session sets the benches' values). A script with other values forks
-# from a server of its own, imported with them.
+# its offline switches (the session sets the benches' values). A script with other values, or
+# without the variable, forks from a server of its own, imported with them.
 PRELOAD_VARIABLE = "BERT_TESTS_PRELOAD"
-PRELOAD_IMPORT_TIME = (PRELOAD_VARIABLE, "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "HF_HUB_OFFLINE",
+PRELOAD_IMPORT_TIME = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "HF_HUB_OFFLINE",
                        "TRANSFORMERS_OFFLINE")
 # On PYTHONPATH for the README's demo command (conftest.run_quickstart_command), whose stages are
 # forked too: left out of the import-time environment, so that they fork from the session's
@@ -70,19 +70,20 @@ def _without_forking_site(env):
 
 
 def import_time(env):
-    """{name: value} of `env`'s import-time variables (`IMPORT_TIME`, `JAX_IMPORT_TIME` under
-    KERAS_BACKEND=jax, `PRELOAD_IMPORT_TIME` where PRELOAD_VARIABLE is set; None where unset)."""
+    """{name: value} of `env`'s import-time variables (`IMPORT_TIME`, PRELOAD_VARIABLE,
+    `JAX_IMPORT_TIME` under KERAS_BACKEND=jax, `PRELOAD_IMPORT_TIME` where PRELOAD_VARIABLE is
+    set; None where unset)."""
     env = _without_forking_site(env)
     jax = env.get("KERAS_BACKEND") == "jax"
     preload = bool(env.get(PRELOAD_VARIABLE))
-    return {name: env.get(name) for name in IMPORT_TIME + (JAX_IMPORT_TIME if jax else ())
-            + (PRELOAD_IMPORT_TIME if preload else ())}
+    return {name: env.get(name) for name in IMPORT_TIME + (PRELOAD_VARIABLE,)
+            + (JAX_IMPORT_TIME if jax else ()) + (PRELOAD_IMPORT_TIME if preload else ())}
 
 
 def _server_for(env):
     """The `_Server` a script run with `env` forks from: the session's imports, or the same
-    under KERAS_BACKEND=jax or with other values of `PRELOAD_IMPORT_TIME`; None where anything
-    else the imports read differs."""
+    under KERAS_BACKEND=jax or with other preloads (PRELOAD_VARIABLE, `PRELOAD_IMPORT_TIME`);
+    None where anything else the imports read differs."""
     wanted, own = import_time(env), import_time(os.environ)
     if wanted["KERAS_BACKEND"] not in (own["KERAS_BACKEND"], "jax") or any(
             wanted[name] != own[name] for name in IMPORT_TIME if name != "KERAS_BACKEND"):
