@@ -108,6 +108,7 @@ def _python_logits(model, singles, pairs, labels):
 
 def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp_path):
     import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
 
     from bert_tasks.classifier import processors
     from modeling.checkpoint import original as original_layout
@@ -119,6 +120,9 @@ def test_cli_export_loads_without_the_project_and_matches_python(classifier, tmp
           "--do_lower_case=True", "--max_seq_length=%d" % MAX_SEQ_LENGTH,
           "--checkpoint=%s" % checkpoint, "--export_dir=%s" % export_dir], cwd=ROOT)
     assert sorted(os.listdir(tmp_path / "serving")) == ["1"]  # no temporary left behind
+    # Served, never differentiated: no kernel's custom gradient is traced into it.
+    saved = saved_model_pb2.SavedModel.FromString((export_dir / "saved_model.pb").read_bytes())
+    assert not saved.meta_graphs[0].graph_def.library.registered_gradients
 
     cases = {"singles": SINGLES, "pairs": [list(p) for p in PAIRS]}
     got = json.loads(_run(["-c", LOADER, str(export_dir)], cwd=tmp_path, stdin=json.dumps(cases)))
@@ -204,7 +208,7 @@ def test_an_unwritable_export_dir_leaves_nothing(classifier, tmp_path, monkeypat
 
     from bert_tasks.classifier import raw_text
 
-    def save_then_fail(module, directory, signatures=None):
+    def save_then_fail(module, directory, signatures=None, options=None):
         tf.io.gfile.makedirs(directory + "/variables")
         (pathlib.Path(directory) / "saved_model.pb").write_bytes(b"half")
         raise tf.errors.PermissionDeniedError(None, None,
