@@ -40,6 +40,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from bert_runner import results
+from bert_runner.serving import saved_model
 from bert_runner.serving.conversion import (
     METADATA_FILE, convertible_from_config, first_line, reference_copy, write_export_dir)
 from bert_runner.serving.formats import QUANTIZATIONS
@@ -108,7 +109,7 @@ def convert(module, quantization, calibration_texts=None):
         root.export = module
         signatures = (one_text_signatures(module) if quantization == "int8"
                       else module.signatures())
-        tf.saved_model.save(root, tmp, signatures=signatures)
+        tf.saved_model.save(root, tmp, signatures=signatures, options=saved_model.SERVED_ONLY)
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp, list(signatures))
         # tf.text's tokenizer ops are LiteRT custom ops; everything else must be a builtin.
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -34,7 +34,7 @@ def write_saved_model(module, export_dir, what):
     try:
         if parent:
             tf.io.gfile.makedirs(parent)
-        tf.saved_model.save(module, tmp_dir, signatures=signatures, options=_SAVE_OPTIONS)
+        tf.saved_model.save(module, tmp_dir, signatures=signatures, options=SERVED_ONLY)
         tf.io.gfile.makedirs(os.path.join(tmp_dir, os.path.dirname(METADATA_FILE)))
         with tf.io.gfile.GFile(os.path.join(tmp_dir, METADATA_FILE), "w") as f:
             f.write(json.dumps(module.metadata(), indent=2) + "\n")
@@ -50,11 +50,12 @@ def write_saved_model(module, export_dir, what):
     return export_dir
 
 
-# A raw-text model is served, never differentiated: its signatures take strings. TensorFlow
-# would otherwise trace the gradient of every `tf.custom_gradient` call in it (each fast kernel's,
-# `modeling.layers.kernels`) into the SavedModel, a second of an export of the tiny model and
-# more for each layer of a larger one, for a gradient no caller can ask for.
-_SAVE_OPTIONS = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+# The options of a SavedModel that is served (or converted), never differentiated: a raw-text
+# model's signatures take strings. TensorFlow would otherwise trace the gradient of every
+# `tf.custom_gradient` call in it (each fast kernel's, `modeling.layers.kernels`) into the
+# SavedModel, a second of an export of the tiny model and more for each layer of a larger one,
+# for a gradient no caller can ask for. (A TF Hub encoder, which callers fine-tune, keeps them.)
+SERVED_ONLY = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
 
 # TensorFlow's errors about a path (gfile and SavedModel writing raise these, not OSError).
 _FILE_ERRORS = (tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
