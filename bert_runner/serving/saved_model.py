@@ -53,8 +53,8 @@ def write_saved_model(module, export_dir, what):
 # The options of a SavedModel that is served (or converted), never differentiated: a raw-text
 # model's signatures take strings. TensorFlow would otherwise trace the gradient of every
 # `tf.custom_gradient` call in it (each fast kernel's, `modeling.layers.kernels`) into the
-# SavedModel, a second of an export of the tiny model and more for each layer of a larger one,
-# for a gradient no caller can ask for. (A TF Hub encoder, which callers fine-tune, keeps them.)
+# SavedModel, one per call in every layer, for a gradient no caller can ask for (and a loader
+# would restore). A TF Hub encoder, which callers fine-tune, keeps them.
 SERVED_ONLY = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
 
 # TensorFlow's errors about a path (gfile and SavedModel writing raise these, not OSError).
