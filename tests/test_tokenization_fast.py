@@ -86,6 +86,21 @@ def test_lone_surrogate_falls_back(fast, faithful):
                                                      for t in texts]
 
 
+def test_the_char_tables_candidates_are_every_code_point_that_may_matter():
+    """`char_tables._candidates` (a loop over the ranges between the skipped ones) is its
+    definition: every scalar value outside the inert ranges whose category is not Cn or Co."""
+    import unicodedata
+
+    from vocab import char_tables
+
+    inert = set().union(*(range(lo, hi + 1) for lo, hi in char_tables._INERT_RANGES))
+    expected = [(cp, chr(cp), unicodedata.category(chr(cp)))
+                for cp in range(char_tables._NUM_CODEPOINTS)
+                if cp not in char_tables._SURROGATES and cp not in inert
+                and unicodedata.category(chr(cp)) not in ("Cn", "Co")]
+    assert char_tables._candidates() == expected
+
+
 def test_pinned_difference_canonical_reordering(tmp_path):
     """NFD reorders non-Mn combining marks (here U+1D16D ccc 226 before U+1D165 ccc 216); the
     graph's per-character map does not. tokenize_batch falls back and stays exact."""
