@@ -32,6 +32,25 @@ from bert_runner.distribution import is_chief
 from modeling.optimization import DecoupledDecayOptimizer, clip_scale
 
 
+def host_input(dataset_fn):
+    """`dataset_fn` (`tf.distribute.InputContext -> tf.data.Dataset`) with tf.data's autotuning
+    model thread off; AUTOTUNE parallelism and prefetching keep tf.data's defaults (up to 16
+    parallel calls, a prefetch buffer that grows as needed), ample for decoding records.
+
+    Deleting an iterator waits for its model thread, which sleeps up to a minute between
+    optimizations. TensorFlow wakes it on cancellation before it marks the cancellation done,
+    so the thread can miss the wake-up and sleep out its period: the end of a prediction pass, of
+    an evaluation or of a training run under JAX stalled, idle, for that long.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+
+    def with_options(context):
+        return dataset_fn(context).with_options(options)
+
+    return with_options
+
+
 def restore_newest_readable(manager, restore):
     """Restores the newest checkpoint of `manager` that reads, falling back to older ones.
 
@@ -374,7 +393,7 @@ class Trainer:
         return manager.save(checkpoint_number=self.step)
 
     def _input_iterator(self, dataset_fn):
-        return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+        return iter(self.strategy.distribute_datasets_from_function(host_input(dataset_fn)))
 
     def restore(self, init_fn=None):
         """For evaluation or prediction without training: the latest checkpoint in `output_dir`,
@@ -496,7 +515,7 @@ class Trainer:
 
     def predict(self, dataset_fn, predict_step):
         """Yields `{name: np.ndarray}` per global batch from `predict_step(model, features)`."""
-        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        dataset = self.strategy.distribute_datasets_from_function(host_input(dataset_fn))
         run = self._predict_functions.get(predict_step)
         if run is None:
             step = self._compiled(lambda features: predict_step(self.model, features))

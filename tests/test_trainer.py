@@ -1,6 +1,7 @@
-"""bert_runner.trainer's progress lines and interrupted saves, on a one-layer model: the ETA at
-the pace after the first loop call (a fake clock), a save interrupted mid-way (a patched save)
-leaves no `ckpt-<step>_temp/`, and packed text counts the pairs its rows hold."""
+"""bert_runner.trainer's progress lines, interrupted saves and input, on a one-layer model: the
+ETA at the pace after the first loop call (a fake clock), a save interrupted mid-way (a patched
+save) leaves no `ckpt-<step>_temp/`, the input read without tf.data's autotuning thread, and
+packed text counts the pairs its rows hold."""
 import re
 import types
 
@@ -82,6 +83,29 @@ def test_a_save_interrupted_midway_leaves_no_temporary_folder(tmp_path, monkeypa
     assert sorted(p.name for p in out.iterdir()) == ["train"]
     assert other.is_dir()
     assert f"Removed {out / 'ckpt-2_temp'}, an unfinished checkpoint save" in caplog.messages
+
+
+def test_training_and_prediction_read_their_input_without_tf_datas_autotuning_thread(
+        tmp_path, monkeypatch):
+    """Deleting an iterator waits for that thread, which can sleep for up to a minute
+    (`trainer.host_input`): both loops read their datasets with it off, batch for batch."""
+    made = []
+    original = trainer_lib.host_input
+
+    def recorded(dataset_fn):
+        def make(context):
+            made.append(original(dataset_fn)(context))
+            return made[-1]
+        return make
+
+    monkeypatch.setattr(trainer_lib, "host_input", recorded)
+    trainer = _trainer(tmp_path, steps_per_loop=1)
+    trainer.train(_batches, num_train_steps=1)
+    batches = list(trainer.predict(lambda context: _batches(context).take(2),
+                                   lambda model, features: {"y": model(features["x"])}))
+    assert len(made) == 2 and not any(d.options().autotune.enabled for d in made)
+    want = trainer.model(np.ones((4, 2), "float32")).numpy()
+    assert len(batches) == 2 and all(np.array_equal(b["y"], want) for b in batches)
 
 
 def test_remove_unfinished_saves_takes_only_save_folders(tmp_path):
