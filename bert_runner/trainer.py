@@ -32,7 +32,7 @@ from bert_runner.distribution import is_chief
 from modeling.optimization import DecoupledDecayOptimizer, clip_scale
 
 
-def host_input(dataset_fn):
+def without_autotuning_thread(dataset_fn):
     """`dataset_fn` (`tf.distribute.InputContext -> tf.data.Dataset`) with tf.data's autotuning
     model thread off; AUTOTUNE parallelism and prefetching keep tf.data's defaults (up to 16
     parallel calls, a prefetch buffer that grows as needed), ample for decoding records.
@@ -393,7 +393,8 @@ class Trainer:
         return manager.save(checkpoint_number=self.step)
 
     def _input_iterator(self, dataset_fn):
-        return iter(self.strategy.distribute_datasets_from_function(host_input(dataset_fn)))
+        return iter(self.strategy.distribute_datasets_from_function(
+            without_autotuning_thread(dataset_fn)))
 
     def restore(self, init_fn=None):
         """For evaluation or prediction without training: the latest checkpoint in `output_dir`,
@@ -515,7 +516,8 @@ class Trainer:
 
     def predict(self, dataset_fn, predict_step):
         """Yields `{name: np.ndarray}` per global batch from `predict_step(model, features)`."""
-        dataset = self.strategy.distribute_datasets_from_function(host_input(dataset_fn))
+        dataset = self.strategy.distribute_datasets_from_function(
+            without_autotuning_thread(dataset_fn))
         run = self._predict_functions.get(predict_step)
         if run is None:
             step = self._compiled(lambda features: predict_step(self.model, features))

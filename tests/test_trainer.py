@@ -88,9 +88,10 @@ def test_a_save_interrupted_midway_leaves_no_temporary_folder(tmp_path, monkeypa
 def test_training_and_prediction_read_their_input_without_tf_datas_autotuning_thread(
         tmp_path, monkeypatch):
     """Deleting an iterator waits for that thread, which can sleep for up to a minute
-    (`trainer.host_input`): both loops read their datasets with it off, batch for batch."""
+    (`trainer.without_autotuning_thread`): both loops read their datasets with it off, batch for
+    batch."""
     made = []
-    original = trainer_lib.host_input
+    original = trainer_lib.without_autotuning_thread
 
     def recorded(dataset_fn):
         def make(context):
@@ -98,7 +99,7 @@ def test_training_and_prediction_read_their_input_without_tf_datas_autotuning_th
             return made[-1]
         return make
 
-    monkeypatch.setattr(trainer_lib, "host_input", recorded)
+    monkeypatch.setattr(trainer_lib, "without_autotuning_thread", recorded)
     trainer = _trainer(tmp_path, steps_per_loop=1)
     trainer.train(_batches, num_train_steps=1)
     batches = list(trainer.predict(lambda context: _batches(context).take(2),

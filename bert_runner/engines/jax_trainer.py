@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_runner.engines.jax_step import JaxStep, shard_batch
-from bert_runner.trainer import Trainer, host_input
+from bert_runner.trainer import Trainer, without_autotuning_thread
 from modeling.checkpoint import ModelVariables
 
 
@@ -83,7 +83,7 @@ class JaxTrainer(Trainer):
     # ---- steps -----------------------------------------------------------------------------
 
     def _input_iterator(self, dataset_fn):
-        return iter(host_input(dataset_fn)(tf.distribute.InputContext()))
+        return iter(without_autotuning_thread(dataset_fn)(tf.distribute.InputContext()))
 
     def _train_loop(self, iterator, steps):
         """`steps` steps of the engine on the iterator's next batches; the model's and the
@@ -143,7 +143,7 @@ class JaxTrainer(Trainer):
                                  model.non_trainable_variables]
 
             run = self._predict_functions[predict_step] = jax.jit(stateless)
-        for batch in host_input(dataset_fn)(tf.distribute.InputContext()):
+        for batch in without_autotuning_thread(dataset_fn)(tf.distribute.InputContext()):
             outputs, updated = run([v.value for v in model.variables],
                                    shard_batch(_arrays(batch)))
             for variable, value in zip(model.non_trainable_variables, updated):
