@@ -39,8 +39,8 @@ def without_autotuning_thread(dataset_fn):
 
     Deleting an iterator waits for its model thread, which sleeps up to a minute between
     optimizations. TensorFlow wakes it on cancellation before it marks the cancellation done,
-    so the thread can miss the wake-up and sleep out its period: the end of a prediction pass, of
-    an evaluation or of a training run under JAX stalled, idle, for that long.
+    so the thread can miss the wake-up and sleep out its period: the end of a training run, an
+    evaluation or a prediction pass, on either backend, stalled, idle, for that long.
     """
     options = tf.data.Options()
     options.autotune.enabled = False
