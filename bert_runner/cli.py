@@ -91,6 +91,14 @@ def _exit_refused(message):
     sys.exit(2)
 
 
+def keep_tensorflow_on_the_host(tf_config):
+    """Makes TensorFlow (`tf_config`: its `tf.config`) see the CPU alone, before it touches any
+    device. Under KERAS_BACKEND=jax it only reads the records and writes the checkpoints and
+    summaries, but the CUDA wheel finds the GPUs (JAX's pip NVIDIA libraries among them) and
+    would place its variables there and reserve most of the memory JAX computes in."""
+    tf_config.set_visible_devices(tf_config.list_physical_devices("CPU"))
+
+
 # KERAS_BACKEND=jax needs JAX, an optional requirement: said in one line before Keras, which
 # every script imports after this module, fails on it with a traceback.
 if os.environ.get("KERAS_BACKEND") == "jax":
@@ -99,6 +107,12 @@ if os.environ.get("KERAS_BACKEND") == "jax":
     except ImportError:
         _exit_refused("KERAS_BACKEND=jax needs JAX, which is not installed: "
                       "pip install -r requirements-jax.txt")
+    try:
+        import tensorflow as tf
+    except ImportError:  # code that runs without it (the JAX step's, the accelerator bench)
+        pass
+    else:
+        keep_tensorflow_on_the_host(tf.config)
 
 
 def _parse_flags(argv):

@@ -330,7 +330,10 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
         gradient_accumulation_steps=run.gradient_accumulation_steps,
         jit_compile=run.jit_compile,
         flops_per_example=task.flops_per_example(config),
-        peak_tflops=run.peak_tflops)
+        peak_tflops=run.peak_tflops,
+        log_steps=run.log_steps,
+        tokens_per_example=task.max_seq_length,
+        profile_steps=run.profile_steps)
 
 
 def _trainer_class():
@@ -527,6 +530,7 @@ def run_command(task, run, seeds=None, start=None):
         from bert_runner.engines import jax_trainer
 
         jax_trainer.check_supported(run)
+        jax_trainer.use_compilation_cache(run.compilation_cache_dir)
     wanted = wanted_splits(task, run)
     # The starting point, read once: a Hugging Face directory as --init_checkpoint gives the
     # config and vocabulary; the messages below name the file the config was read from.

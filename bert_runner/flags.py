@@ -122,6 +122,31 @@ def define_checkpoint_flags():
     ranged(flags.DEFINE_integer(
         "iterations_per_loop", 1000, "How many steps to make in each estimator call."),
         at_least(1).when(*TRAINING))
+    ranged(flags.DEFINE_integer(
+        "log_steps", 100,
+        "Log the loss and the throughput (steps/s, examples/s, tokens/s, MFU with "
+        "--peak_tflops) every this many steps, besides every --iterations_per_loop. Each log "
+        "waits for the step it reports."), at_least(1).when(*TRAINING))
+    ranged(flags.DEFINE_integer(
+        "profile_steps", 0,
+        "Profile this many training steps after the first loop call (which compiles the step) "
+        "with the backend's profiler (JAX's under KERAS_BACKEND=jax, with a Perfetto trace "
+        "beside; else TensorFlow's), written to output_dir/train/plugins/profile for "
+        "TensorBoard's profile tab. 0: no profile."), at_least(0).when(*TRAINING))
+    flags.DEFINE_string(
+        "compilation_cache_dir", _default_compilation_cache(),
+        "Under KERAS_BACKEND=jax: JAX's persistent compilation cache, so a run of shapes an "
+        "earlier run compiled starts its first step without compiling. Default: "
+        "$JAX_COMPILATION_CACHE_DIR, else ~/.cache/bert_keras/jax (under $XDG_CACHE_HOME where "
+        "set). Empty: no cache.")
+
+
+def _default_compilation_cache():
+    """--compilation_cache_dir's default: JAX's own variable, else the user's cache folder."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return os.environ["JAX_COMPILATION_CACHE_DIR"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "bert_keras", "jax")
 
 
 def define_packing_flag():

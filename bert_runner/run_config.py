@@ -34,6 +34,9 @@ class RunConfig:
     warmup_proportion: float = 0.1
     save_checkpoints_steps: int = 1000
     iterations_per_loop: int = 1000
+    log_steps: Optional[int] = None
+    profile_steps: int = 0
+    compilation_cache_dir: Optional[str] = None
     keep_checkpoint_max: int = 5
     save_tf1_checkpoint: bool = False
     bilstm_on_top: bool = False

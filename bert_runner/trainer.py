@@ -17,6 +17,7 @@ One training step, per replica:
 `iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop.
 """
 import collections
+import contextlib
 import glob
 import os
 import shutil
@@ -148,6 +149,12 @@ class Trainer:
             when the training records are packed (`train`'s `examples_per_row`).
         flops_per_example: training model FLOPs per example, for the utilisation estimate.
         peak_tflops: peak TFLOP/s of one device; with it, model-FLOPs utilisation is logged.
+        log_steps: a progress line (loss, steps/s, examples/s, tokens/s, MFU) every this many
+            steps, besides the end of each `steps_per_loop` call; None: at those ends alone.
+        tokens_per_example: positions of a row (max_seq_length), for tokens/s.
+        profile_steps: after the first loop call (which compiles the step), this many steps
+            under the backend's profiler, written to `output_dir/train` (TensorBoard's
+            profile tab; Perfetto opens the trace); 0: none.
     """
 
     def __init__(
@@ -166,6 +173,9 @@ class Trainer:
         clip_norm=1.0,
         flops_per_example=None,
         peak_tflops=None,
+        log_steps=None,
+        tokens_per_example=None,
+        profile_steps=0,
     ):
         self.strategy = strategy
         self.model = model
@@ -184,6 +194,9 @@ class Trainer:
         self.clip_norm = clip_norm
         self.flops_per_example = flops_per_example
         self.peak_tflops = peak_tflops
+        self.log_steps = log_steps
+        self.tokens_per_example = tokens_per_example
+        self.profile_steps = profile_steps
         self.jit_compile = jit_compile
         replicas = self.devices()
         if global_batch_size % (replicas * gradient_accumulation_steps):
@@ -322,6 +335,22 @@ class Trainer:
             self.optimizer.apply(clipped, variables)
         return norm / scale
 
+    def _run_loop(self, iterator, steps, next_save):
+        """`steps` training steps on `iterator`'s batches (one loop call); the last step's
+        metrics as floats. The steps up to `next_save` (the step of the next checkpoint, or the
+        last step) will all read `iterator`: what the input may read ahead to."""
+        del next_save  # tf.data's own prefetching is in the iterator's checkpointed state
+        return {k: float(v) for k, v in self._train_loop(iterator, tf.constant(steps)).items()}
+
+    @contextlib.contextmanager
+    def _profiler(self, logdir):
+        """TensorFlow's profiler over the block, its trace written under `logdir`."""
+        tf.profiler.experimental.start(logdir)
+        try:
+            yield
+        finally:
+            tf.profiler.experimental.stop()
+
     @tf.function
     def _train_loop(self, iterator, steps):
         """`steps` (>= 1) training steps on batches of `iterator`; the last step's metrics,
@@ -440,19 +469,33 @@ class Trainer:
             logging.info("Resuming from %s (step %d)", restored, self.step)
         elif init_fn is not None:
             init_fn()
-        writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "train")) if self.chief else None
+        writer_dir = os.path.join(self.output_dir, "train")
+        writer = tf.summary.create_file_writer(writer_dir) if self.chief else None
         start_step, start_time = self.step, time.time()
         pace_since = (start_step, start_time)
         first_record = len(self.history)
         metrics = {}
+        profile_due = self.profile_steps > 0 and self.chief
         try:
             while self.step < num_train_steps:
-                steps = min(self.steps_per_loop, num_train_steps - self.step,
-                            self.save_checkpoints_steps - self.step % self.save_checkpoints_steps)
+                every = self.save_checkpoints_steps
+                next_save = min(num_train_steps, (self.step // every + 1) * every)
+                steps = min(self.steps_per_loop, next_save - self.step)
+                if self.log_steps:
+                    steps = min(steps, self.log_steps - self.step % self.log_steps)
+                # Not the first call: it traces and compiles the step.
+                profiling = profile_due and len(self.history) > first_record
+                if profiling:
+                    steps = min(steps, self.profile_steps)
                 loop_start = time.time()
-                metrics = {k: float(v)
-                           for k, v in self._train_loop(iterator, tf.constant(steps)).items()}
+                with self._profiler(writer_dir) if profiling else contextlib.nullcontext():
+                    metrics = self._run_loop(iterator, steps, next_save)
                 loop_end = time.time()
+                if profiling:
+                    profile_due = False
+                    logging.info("Profiled steps %d-%d: %s (TensorBoard's profile tab)",
+                                 self.step - steps + 1, self.step,
+                                 os.path.join(writer_dir, "plugins", "profile"))
                 self._log(metrics, steps, loop_end - loop_start, pace_since, num_train_steps,
                           writer, examples_per_row)
                 if len(self.history) == first_record + 1:
@@ -494,6 +537,8 @@ class Trainer:
             rates["packed rows/s"] = rows_per_s
         if examples_per_row is not None:
             rates["examples/s"] = rows_per_s * examples_per_row
+        if self.tokens_per_example:
+            rates["tokens/s"] = rows_per_s * self.tokens_per_example
         pace = ", ".join(f"{value:.1f} {name}" for name, value in rates.items())
         line = (f"step {step}/{num_train_steps} loss {metrics['loss']:.4f} lr {lr:.3g} "
                 f"{steps_per_s:.2f} steps/s {pace} ETA {eta:.0f} s")

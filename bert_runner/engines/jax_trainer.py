@@ -1,18 +1,25 @@
 """The trainer under Keras' JAX backend: `bert_runner.trainer.Trainer`'s loop, checkpoints, logs
 and history, with `JaxStep` as its step engine.
 
-The input stays `tf.data` on the host (its iterator is checkpointed as on TensorFlow); each batch
-is handed to the step as numpy arrays. Checkpoints are TensorFlow's, with the keys the
+The input stays `tf.data` on the host (its iterator is checkpointed as on TensorFlow); its
+batches, as numpy arrays, are placed on the devices ahead of the step by a `DeviceFeed`, which
+never reads past the next checkpoint's step. The step's metrics are read back once per loop
+call (a logged line). Checkpoints are TensorFlow's, with the keys the
 TensorFlow trainer writes (`model/by_path/...`, `optimizer/_iterations`, `_variables/<i>`,
 `_trainable_variables/<i>`, `iterator`): the values are copied into TensorFlow variables of
 the dtypes TensorFlow's Keras gives them before a save and back after a restore, so a run
 written under one backend is read, resumed and exported under the other.
 """
+import contextlib
+import sys
+
 import jax
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
+from bert_runner.engines.device_feed import DeviceFeed
 from bert_runner.engines.jax_step import JaxStep, shard_batch
 from bert_runner.trainer import Trainer, without_autotuning_thread
 from modeling.checkpoint import ModelVariables
@@ -32,6 +39,13 @@ def check_supported(run):
         if wanted:
             raise ValueError(f"{flag} is not supported under KERAS_BACKEND=jax ({why}): leave "
                              "it out, or run under TensorFlow")
+
+
+def use_compilation_cache(path):
+    """JAX's persistent compilation cache in `path` (None or empty: none), for the programs this
+    process compiles from now on."""
+    if path and jax.config.jax_compilation_cache_dir != path:
+        jax.config.update("jax_compilation_cache_dir", path)
 
 
 def _tf_dtype(variable):
@@ -79,21 +93,50 @@ class JaxTrainer(Trainer):
                               accumulation=self.accumulation)
         self._predict_functions = {}  # {predict_step: its jitted function}, see `predict`
         self._checkpointed = None
+        self._feed = None  # the training input's `DeviceFeed`, while `train` runs
+        self._stepped = False  # whether the step has run (compiled) yet
 
     # ---- steps -----------------------------------------------------------------------------
 
     def _input_iterator(self, dataset_fn):
         return iter(without_autotuning_thread(dataset_fn)(tf.distribute.InputContext()))
 
-    def _train_loop(self, iterator, steps):
-        """`steps` steps of the engine on the iterator's next batches; the model's and the
-        optimizer's Keras variables hold the values after them (for the logs, a save, an
-        evaluation). Returns the last step's metrics."""
-        state = self.engine.initial_state()
-        for _ in range(int(steps)):
-            state, metrics = self.engine(state, _arrays(next(iterator)))
+    def train(self, dataset_fn, num_train_steps, *args, **kwargs):
+        try:
+            return super().train(dataset_fn, num_train_steps, *args, **kwargs)
+        finally:
+            if self._feed is not None:
+                self._feed.close()
+                self._feed = None
+
+    def _run_loop(self, iterator, steps, next_save):
+        """`steps` steps of the engine on the iterator's next batches, placed ahead by the feed
+        (which may read up to `next_save`); the model's and the optimizer's Keras variables
+        hold the values after them (for the logs, a save, an evaluation). Returns the last
+        step's metrics as floats."""
+        if self._feed is None:
+            self._feed = DeviceFeed(lambda: _arrays(next(iterator)), shard_batch)
+            self._fed_from = self.step
+        self._feed.allow_through(next_save - self._fed_from)
+        compiling, self._stepped = not self._stepped, True
+        with _compilation_cache_events() as events:
+            state = self.engine.initial_state()
+            for _ in range(steps):
+                state, metrics = self.engine(state, self._feed.next())
+            metrics = {name: float(value) for name, value in metrics.items()}
         self.engine.write_back(state)
+        if compiling:
+            logging.info("The step %s", "came from the compilation cache" if events["hits"]
+                         and not events["misses"] else "was compiled (not in the compilation "
+                         "cache)" if events["misses"] else "was compiled")
         return metrics
+
+    @contextlib.contextmanager
+    def _profiler(self, logdir):
+        """JAX's profiler over the block: its trace under `logdir` (TensorBoard's profile tab)
+        and a Perfetto trace beside it."""
+        with jax.profiler.trace(logdir, create_perfetto_trace=True):
+            yield
 
     # ---- checkpoints -----------------------------------------------------------------------
 
@@ -143,12 +186,41 @@ class JaxTrainer(Trainer):
                                  model.non_trainable_variables]
 
             run = self._predict_functions[predict_step] = jax.jit(stateless)
-        for batch in without_autotuning_thread(dataset_fn)(tf.distribute.InputContext()):
-            outputs, updated = run([v.value for v in model.variables],
-                                   shard_batch(_arrays(batch)))
-            for variable, value in zip(model.non_trainable_variables, updated):
-                variable.assign(value)
-            yield {name: np.asarray(value) for name, value in outputs.items()}
+        batches = iter(without_autotuning_thread(dataset_fn)(tf.distribute.InputContext()))
+        with DeviceFeed(lambda: _arrays(next(batches)), shard_batch) as feed:
+            feed.allow_through(sys.maxsize)
+            while True:
+                try:
+                    features = feed.next()
+                except StopIteration:
+                    return
+                outputs, updated = run([v.value for v in model.variables], features)
+                for variable, value in zip(model.non_trainable_variables, updated):
+                    variable.assign(value)
+                yield {name: np.asarray(value) for name, value in outputs.items()}
+
+
+_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": "hits",
+                 "/jax/compilation_cache/cache_misses": "misses"}
+_event_counts = None  # {"hits": n, "misses": n} since the listener was registered
+
+
+@contextlib.contextmanager
+def _compilation_cache_events():
+    """`{"hits": n, "misses": n}`: the persistent compilation cache's lookups in the block."""
+    global _event_counts
+    if _event_counts is None:
+        _event_counts = {"hits": 0, "misses": 0}
+
+        def count(event, **_):
+            if event in _CACHE_EVENTS:
+                _event_counts[_CACHE_EVENTS[event]] += 1
+
+        jax.monitoring.register_event_listener(count)
+    before = dict(_event_counts)
+    seen = {}
+    yield seen
+    seen.update({name: _event_counts[name] - before[name] for name in before})
 
 
 def _arrays(batch):
