@@ -42,6 +42,25 @@ def test_refusals_are_the_users_and_the_rest_are_bugs():
         assert cli.refusal(bug) is None
 
 
+def test_tensorflow_is_left_the_cpu_alone_under_jax():
+    """Under KERAS_BACKEND=jax TensorFlow reads records and writes checkpoints: shown a GPU and a
+    TPU, it is made to see the CPU alone (a run's process: tests/test_jax_training.py)."""
+    class Config:
+        devices = {"CPU": ["cpu:0"], "GPU": ["gpu:0", "gpu:1"], "TPU": ["tpu:0"]}
+        visible = None
+
+        def list_physical_devices(self, device_type=None):
+            return self.devices[device_type]
+
+        def set_visible_devices(self, devices, device_type=None):
+            assert device_type is None  # every kind's visibility, not the CPU's alone
+            self.visible = devices
+
+    config = Config()
+    cli.keep_tensorflow_on_the_host(config)
+    assert config.visible == ["cpu:0"]
+
+
 def test_refused_interrupted_and_failed_mains_exit_as_documented(capsys):
     def main_raising(error):
         def main(_):

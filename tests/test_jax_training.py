@@ -149,6 +149,38 @@ def test_pretraining_over_two_devices_is_the_one_device_run(tmp_path):
     assert not (tmp_path / "odd").exists()
 
 
+def test_a_jax_run_logs_on_its_cadence_profiles_and_reuses_its_compiled_step(tmp_path):
+    """TensorFlow in a script's process under JAX sees the CPU alone; --log_steps lines with
+    tokens/s; --profile_steps' trace for TensorBoard and Perfetto; a second run of the same shapes
+    takes its step from --compilation_cache_dir instead of compiling it."""
+    probe = ("import bert_runner.cli, tensorflow as tf\n"
+             "from tensorflow.python.eager import context\n"
+             "print([d.device_type for d in context.context()._visible_device_list])")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=300)
+    assert result.stdout.strip() == "['CPU']", result.stderr[-3000:]
+
+    data = write_records(tmp_path / "train.tfrecord", 32)
+    logs = {}
+    for run in ("first", "second"):
+        logs[run] = _run(pretraining_command(
+            data, tmp_path / run, "--do_train", "--train_batch_size=8", "--num_train_steps=6",
+            "--num_warmup_steps=1", "--log_steps=2", "--profile_steps=2",
+            f"--compilation_cache_dir={tmp_path / 'cache'}",
+            f"--init_checkpoint={TINY / 'bert_model.ckpt'}", config=TINY / "bert_config.json"),
+            "jax")
+    assert "The step was compiled (not in the compilation cache)" in logs["first"]
+    assert "The step came from the compilation cache" in logs["second"]
+    lines = [line for line in logs["first"].splitlines() if "] step " in line]
+    assert [line.split("] step ")[1].split()[0] for line in lines] == ["2/6", "4/6", "6/6"]
+    assert all(" tokens/s " in line for line in lines)
+    assert "Profiled steps 3-4: " in logs["first"]
+    traces = tmp_path / "first" / "train" / "plugins" / "profile"
+    assert list(traces.glob("*/*.xplane.pb")) and list(traces.glob("*/perfetto_trace.json.gz"))
+
+
 def _fine_tune(script, args, output_dir, backend, *more):
     return _run([sys.executable, str(ROOT / script), f"--bert_config_file={TINY / 'bert_config.json'}",
                  f"--init_checkpoint={TINY / 'bert_model.ckpt'}", "--train_batch_size=8",

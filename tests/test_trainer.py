@@ -1,7 +1,8 @@
 """bert_runner.trainer's progress lines, interrupted saves and input, on a one-layer model: the
 ETA at the pace after the first loop call (a fake clock), a save interrupted mid-way (a patched
-save) leaves no `ckpt-<step>_temp/`, the input read without tf.data's autotuning thread, and
-packed text counts the pairs its rows hold."""
+save) leaves no `ckpt-<step>_temp/`, the input read without tf.data's autotuning thread, the
+--log_steps cadence and --profile_steps' trace, and packed text counts the pairs its rows
+hold."""
 import re
 import types
 
@@ -107,6 +108,23 @@ def test_training_and_prediction_read_their_input_without_tf_datas_autotuning_th
     assert len(made) == 2 and not any(d.options().autotune.enabled for d in made)
     want = trainer.model(np.ones((4, 2), "float32")).numpy()
     assert len(batches) == 2 and all(np.array_equal(b["y"], want) for b in batches)
+
+
+def test_progress_is_logged_every_log_steps_and_a_profile_is_written(tmp_path, caplog):
+    """--log_steps ends loop calls at its multiples too (each a line with tokens/s); the loop
+    call after the first (which compiles) runs up to --profile_steps steps under TensorFlow's
+    profiler, its trace in output_dir/train/plugins/profile."""
+    trainer = _trainer(tmp_path, steps_per_loop=5, save_checkpoints_steps=6, log_steps=2,
+                       tokens_per_example=16, profile_steps=1)
+    caplog.set_level("INFO")
+    trainer.train(_batches, num_train_steps=8)
+    # Loop calls end at log points (2, 4, ...), saves (6) and the end; the profile is one step.
+    assert [record.step for record in trainer.history] == [2, 3, 4, 6, 8]
+    lines = [m for m in caplog.messages if m.startswith("step ")]
+    assert len(lines) == 5 and all(re.search(r"[\d.]+ examples/s, [\d.]+ tokens/s", m)
+                                   for m in lines)
+    assert "Profiled steps 3-3: " in "\n".join(caplog.messages)
+    assert list((tmp_path / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))
 
 
 def test_remove_unfinished_saves_takes_only_save_folders(tmp_path):
