@@ -10,23 +10,37 @@ Each contender trains `--steps` timed steps (after `--warmup` untimed ones, the 
 compiles) on in-memory batches of the pre-training records' shapes (batch x sequence, masked
 positions: `--shapes`), MLM + NSP losses, the original's AdamW and schedule, dropout 0.1, and
 prints one JSON line: `contender` ("ours ..." or "peer ..."), `seq_per_s` (timed steps over their
-wall time, the device kept busy as a training loop keeps it), `mfu` (model FLOPs utilisation
-against `--peak_tflops`, counting 6 x matmul parameters x tokens + attention + the masked-LM head
-at the masked positions only: `bert_runner.task.encoder_training_flops`), `first_step_s`
-(compilation included), the device. Contenders:
+wall time, the device kept busy as a training loop keeps it: waited for once, after them), `mfu`
+(model FLOPs utilisation against `--peak_tflops`: 6 x matmul parameters x tokens + attention + the
+masked-LM head, `bert_runner.task.encoder_training_flops`, the head counted where the contender
+computes it: at the masked positions for ours and the peer's "masked" head, at every position for
+its "all" one), `first_step_s` (compilation included), the device; ours `input` ("device": the
+batches placed on the device before the steps, the step alone; "host": numpy batches fed a step at
+a time as the scripts feed them), the peer's `mlm_head` ("all" or "masked"). Contenders:
 
-  ours bf16, ours fp32          `JaxStep` on `BertPretrainer` as the scripts build it, Keras
-                                mixed_bfloat16 / float32 (on GPUs float32 matmuls run in TF32,
-                                XLA's default); under JAX on a GPU in bf16 the attention fused
+  ours bf16                     `JaxStep` on `BertPretrainer` as the scripts build it, Keras
+                                mixed_bfloat16; under JAX on a GPU the attention fused
                                 (`--fused_attention=auto`: `EncoderModes(fused_attention)`, a
                                 Pallas flash kernel drawing the same dropout masks: the same run)
+  ours bf16 host-fed            the scripts' loop under JAX (`JaxTrainer._run_loop`): host
+                                batches through a `DeviceFeed` and `shard_batch` each step, the
+                                metrics read back as floats once after the steps; the same step
+                                as "ours bf16", so the two differ by the input's path alone
+  peer compiled bf16, peer eager bf16
+                                transformers' `BertForPreTraining` (sdpa attention) as users run
+                                it, its MLM head at every position, fused AdamW, `torch.autocast`
+                                bf16; `torch.compile` / eager
+  peer compiled bf16 masked-head
+                                the same model and weights, its MLM head at the masked positions
+                                only, as NVIDIA's DeepLearningExamples run it (`dense_seq_output`):
+                                the work ours does. Eager runs users' head alone: the compiled
+                                pair already says what the head costs
   ours bf16 unfused             --fused_attention=false
   ours bf16 no-attention-dropout
                                 attention dropout 0: cuDNN's flash attention (a different
                                 model run, named so)
-  peer compiled bf16, peer eager bf16
-                                transformers' `BertForPreTraining` (sdpa attention), fused AdamW,
-                                `torch.autocast` bf16; `torch.compile` / eager
+  ours fp32                     Keras float32 (on GPUs float32 matmuls run in TF32, XLA's
+                                default)
 
 Each contender runs in a process of its own (JAX and PyTorch each take the device), both shapes
 in it, under `--timeout` seconds (what it printed before is kept; a contender killed or failed
@@ -40,10 +54,14 @@ namex 0.1.0 and optree 0.20.0 travel as Python 3.12 wheels in `.whl/`:
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit
     nvidia-smi -L; PYTHONUNBUFFERED=1 python3 -m bench.accelerators --out=$OUT --peak_tflops=989
 
-The default run is 6 contenders x 2 shapes, 20 timed steps each; --budget (480 s) bounds it
-whatever happens (the contenders run in the order above). bench/measured/ keeps what it printed
-on an H200, with its times.
+The default run is the first 5 contenders (through "peer eager bf16") x 2 shapes, 20 timed steps
+each, 380-420 s on an H200 (a process each, 25-130 s); --budget (480 s) bounds it whatever
+happens. The other 3, whose figures held from run to run, by --contenders. bench/measured/ keeps
+what it printed on an H200, with its times.
 """
+import contextlib
+import functools
+import itertools
 import json
 import os
 import subprocess
@@ -58,23 +76,29 @@ from bench import harness
 # positions); tiny is the CPU smoke run's.
 SIZES = {"base": (768, 12, 12, 3072), "large": (1024, 24, 16, 4096), "tiny": (64, 2, 2, 128)}
 # name: (framework, its settings), in the order they run (the figures the issue's acceptance
-# compares first).
+# compares first: the scripts' loop against the step alone, ours against the peer as users run it
+# and as NVIDIA's examples do).
 CONTENDERS = {
     "ours bf16": ("ours", dict(policy="mixed_bfloat16")),
+    "ours bf16 host-fed": ("ours", dict(policy="mixed_bfloat16", fed="host")),
     "peer compiled bf16": ("peer", dict(compiled=True)),
+    "peer compiled bf16 masked-head": ("peer", dict(compiled=True, mlm_head="masked")),
+    "peer eager bf16": ("peer", dict(compiled=False)),
     "ours bf16 unfused": ("ours", dict(policy="mixed_bfloat16", fused=False)),
-    "ours fp32": ("ours", dict(policy="float32")),
     "ours bf16 no-attention-dropout": (
         "ours", dict(policy="mixed_bfloat16", attention_dropout=False)),
-    "peer eager bf16": ("peer", dict(compiled=False)),
+    "ours fp32": ("ours", dict(policy="float32")),
 }
+# What a run without --contenders times: the first five, 380-420 s on the H200 of bench/measured/,
+# within --budget with a margin.
+DEFAULT_CONTENDERS = list(CONTENDERS)[:5]
 flags.DEFINE_enum("config", "base", sorted(SIZES), "Encoder shape (vocab 30522, 512 positions).")
 # The records' shapes (batch x max_seq_length x max_predictions_per_seq) of each config's run.
 SHAPES = {"base": ["128x128x20", "32x512x80"], "large": ["128x128x20", "32x512x80"],
           "tiny": ["4x64x5"]}
 flags.DEFINE_list("shapes", None, "BATCHxSEQxMASKED per step (default: the config's, "
                   "128x128x20,32x512x80; tiny 4x64x5).")
-flags.DEFINE_list("contenders", list(CONTENDERS), f"Which of: {', '.join(CONTENDERS)}.")
+flags.DEFINE_list("contenders", DEFAULT_CONTENDERS, f"Which of: {', '.join(CONTENDERS)}.")
 flags.DEFINE_integer("steps", 20, "Timed steps per contender and shape.", lower_bound=1)
 flags.DEFINE_integer("warmup", 2, "Untimed steps first (the first compiles).", lower_bound=1)
 flags.DEFINE_float("peak_tflops", 989.0, "The device's dense bf16 peak, for the MFU (H100/H200 "
@@ -108,13 +132,14 @@ def parse_shape(text):
     return batch, seq, masked
 
 
-def step_flops(config, batch, seq, masked):
+def step_flops(config, batch, seq, head_positions):
     """Training model FLOPs of one step (`bert_runner.task.encoder_training_flops`: the matmuls,
-    attention, the masked-LM head at the masked positions)."""
+    attention, and the masked-LM head at `head_positions` of each example's `seq`: the masked
+    ones, or all `seq` where the head runs at every position)."""
     from bert_runner.task import encoder_training_flops
     from modeling import BertConfig
 
-    return batch * encoder_training_flops(BertConfig.from_dict(config), seq, masked)
+    return batch * encoder_training_flops(BertConfig.from_dict(config), seq, head_positions)
 
 
 def batches(batch, seq, masked, count=2):
@@ -149,9 +174,10 @@ def pretraining_loss(model, features, training):
     return mlm + nsp, {"masked_lm_loss": mlm}
 
 
-def run_ours(shape, policy, fused=None, attention_dropout=True):
+def run_ours(shape, policy, fused=None, attention_dropout=True, fed="device"):
     """Times `JaxStep` on `BertPretrainer` in the modes the scripts build it in (`fused` None:
-    `--fused_attention=auto`'s choice, False: unfused); returns the row's figures."""
+    `--fused_attention=auto`'s choice, False: unfused), its batches `fed` as `ours_input` says;
+    returns the row's figures."""
     import jax
     import keras
 
@@ -170,25 +196,53 @@ def run_ours(shape, policy, fused=None, attention_dropout=True):
     modes = EncoderModes(fused_attention=True) if fused else None
     model = BertPretrainer(model_config(attention_dropout), modes=modes)
     engine = JaxStep(model, create_optimizer("adamw", 1e-4, 10000, 100), pretraining_loss)
-    data = [{name: jax.device_put(value) for name, value in b.items()} for b in batches(*shape)]
     state = engine.initial_state()
+    with ours_input(fed, batches(*shape)) as batch:
 
-    def step(i):
-        nonlocal state
-        state, metrics = engine(state, data[i % len(data)])
-        return metrics["loss"]
+        def step(i):
+            nonlocal state
+            state, metrics = engine(state, batch(i))
+            return metrics
 
-    first, losses, seconds = _time(step, lambda loss: loss.block_until_ready(), float)
+        # The metrics read back as floats once the steps are dispatched, as the trainer reads
+        # them once per loop call.
+        first, losses, seconds = _time(
+            step, lambda metrics: {name: float(value) for name, value in metrics.items()},
+            lambda metrics: float(metrics["loss"]))
+        profile = guarded(jax_profile, step) if FLAGS.profile_steps else None
     device = jax.devices()[0]
-    profile = guarded(jax_profile, step) if FLAGS.profile_steps else None
-    return dict(first_step_s=first, step_s=seconds, losses=losses, profile=profile,
+    return dict(input=fed, first_step_s=first, step_s=seconds, losses=losses, profile=profile,
                 device=getattr(device, "device_kind", str(device)),
                 devices=jax.device_count(), versions=harness.versions(("jax", "jaxlib", "keras")))
 
 
-def run_peer(shape, compiled):
-    """Times transformers' `BertForPreTraining` (bf16 autocast, fused AdamW); the row's
-    figures."""
+@contextlib.contextmanager
+def ours_input(fed, host):
+    """`i -> the batch of step i` from the `host` batches (numpy), `fed` "device": placed on the
+    device once, before the steps (the step alone); "host": through a `DeviceFeed` placing them
+    with `shard_batch`, a batch a step, as `JaxTrainer._run_loop` feeds the scripts' steps (with
+    these batches for `tf.data`'s)."""
+    import jax
+
+    from bert_runner.engines.device_feed import DeviceFeed
+    from bert_runner.engines.jax_step import shard_batch
+
+    if fed == "device":
+        placed = [{name: jax.device_put(value) for name, value in b.items()} for b in host]
+        yield lambda i: placed[i % len(placed)]
+        return
+    taken = itertools.count()
+    with DeviceFeed(lambda: host[next(taken) % len(host)], shard_batch) as feed:
+        # The input never ends and no checkpoint waits for its position: the trainer lets the
+        # feed read up to its next save, here up to the last step.
+        feed.allow_through(sys.maxsize)
+        yield lambda i: feed.next()
+
+
+def run_peer(shape, compiled, mlm_head="all"):
+    """Times transformers' `BertForPreTraining` (bf16 autocast, fused AdamW), its masked-LM head
+    at every position as its `forward` computes it (`mlm_head` "all") or at the masked ones
+    (`masked_head_loss`); the row's figures."""
     import torch
     from transformers import BertConfig, BertForPreTraining
 
@@ -207,15 +261,22 @@ def run_peer(shape, compiled):
     data = []
     for b in batches(*shape):
         t = {name: torch.tensor(value, device=device) for name, value in b.items()}
-        labels = torch.full(t["input_ids"].shape, -100, dtype=torch.long, device=device)
-        labels.scatter_(1, t["masked_lm_positions"].long(), t["masked_lm_ids"].long())
-        data.append(dict(input_ids=t["input_ids"], attention_mask=t["input_mask"],
-                         token_type_ids=t["segment_ids"], labels=labels,
-                         next_sentence_label=t["next_sentence_labels"].long()))
+        positions, ids = t["masked_lm_positions"].long(), t["masked_lm_ids"].long()
+        batch = dict(input_ids=t["input_ids"], attention_mask=t["input_mask"],
+                     token_type_ids=t["segment_ids"],
+                     next_sentence_label=t["next_sentence_labels"].long())
+        if mlm_head == "all":  # the labels a data collator gives: -100 where nothing is masked
+            batch["labels"] = torch.full(t["input_ids"].shape, -100, dtype=torch.long,
+                                         device=device).scatter_(1, positions, ids)
+        else:
+            batch.update(masked_lm_positions=positions, masked_lm_ids=ids)
+        data.append(batch)
+    loss_fn = ((lambda **batch: model(**batch).loss) if mlm_head == "all" else
+               functools.partial(masked_head_loss, model))
 
     def forward(batch):
         with torch.autocast(device, dtype=torch.bfloat16):
-            return model(**batch).loss
+            return loss_fn(**batch)
 
     # On a CPU (the smoke run) dynamo traces into its eager backend: inductor's C++ compilation
     # takes minutes there, and the CPU's figures are not the comparison.
@@ -235,10 +296,27 @@ def run_peer(shape, compiled):
 
     first, losses, seconds = _time(step, sync, lambda loss: float(loss.detach()))
     profile = guarded(torch_profile, step, sync) if FLAGS.profile_steps else None
-    return dict(first_step_s=first, step_s=seconds, losses=losses, profile=profile,
-                device=torch.cuda.get_device_name() if device == "cuda" else "cpu",
+    return dict(mlm_head=mlm_head, first_step_s=first, step_s=seconds, losses=losses,
+                profile=profile, device=torch.cuda.get_device_name() if device == "cuda" else "cpu",
                 attention=model.config._attn_implementation,
                 versions=harness.versions(("torch", "transformers")))
+
+
+def masked_head_loss(model, masked_lm_positions, masked_lm_ids, next_sentence_label, **inputs):
+    """`BertForPreTraining`'s MLM + NSP loss with the masked-LM head at the masked positions
+    only, as NVIDIA's DeepLearningExamples compute it (`dense_seq_output`): the encoder's
+    sequence output gathered at `masked_lm_positions` before `model.cls.predictions` (its
+    transform and decoder), `model.cls.seq_relationship` on the pooled output. The same
+    cross-entropies as `forward`'s, whose labels are -100 away from the masked positions."""
+    import torch.nn.functional as F
+
+    outputs = model.bert(**inputs)
+    hidden = outputs.last_hidden_state
+    rows = hidden.gather(1, masked_lm_positions[..., None].expand(-1, -1, hidden.shape[-1]))
+    logits = model.cls.predictions(rows)
+    nsp_logits = model.cls.seq_relationship(outputs.pooler_output)
+    return (F.cross_entropy(logits.flatten(0, 1), masked_lm_ids.flatten())
+            + F.cross_entropy(nsp_logits, next_sentence_label))
 
 
 def guarded(profile, *args):
@@ -261,8 +339,8 @@ def jax_profile(step):
     with tempfile.TemporaryDirectory() as folder:
         with jax.profiler.trace(folder):
             for i in range(FLAGS.profile_steps):
-                loss = step(i)
-            loss.block_until_ready()
+                metrics = step(i)
+            jax.block_until_ready(metrics)
         data = ProfileData.from_file(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)[0])
         lines = {}
         for plane in data.planes:
@@ -335,8 +413,10 @@ def contender_main(settings):
             row["error"] = f"{type(error).__name__}: {error}"[:800]
         else:
             config = model_config(options.get("attention_dropout", True))
-            tflops = step_flops(config, *shape) / figures["step_s"] / 1e12
-            row.update(seq_per_s=round(shape[0] / figures["step_s"], 1),
+            batch, seq, masked = shape
+            head_positions = seq if figures.get("mlm_head") == "all" else masked
+            tflops = step_flops(config, batch, seq, head_positions) / figures["step_s"] / 1e12
+            row.update(seq_per_s=round(batch / figures["step_s"], 1),
                        mfu=round(tflops / FLAGS.peak_tflops, 4), tflops=round(tflops, 1),
                        **{**figures, "step_s": round(figures["step_s"], 5)})
         print("ROW " + json.dumps(row), flush=True)

@@ -35,7 +35,10 @@ BENCHES = [
     pytest.param("encoder", ["--config=tiny", "--batch_size=2", "--seq_length=16", "--repeats=1",
                              "--warmup=0", "--modes=function", "--precisions=float32",
                              "--nobf16_weights"], marks=PEERS),
-    pytest.param("accelerators", ["--config=tiny", "--steps=2"], marks=[PEERS, needs("jax")]),
+    pytest.param("accelerators", ["--config=tiny", "--steps=2", "--contenders=" + ",".join([
+        "ours bf16", "ours bf16 host-fed", "peer compiled bf16", "peer compiled bf16 masked-head",
+        "peer eager bf16", "ours bf16 unfused", "ours bf16 no-attention-dropout", "ours fp32"])],
+        marks=[PEERS, needs("jax")]),
     pytest.param("pretraining", ["--config=tiny", "--batch_size=2", "--seq_length=16",
                                  "--max_predictions_per_seq=2", "--steps=1", "--repeats=1",
                                  "--warmup=0", "--num_batches=1", "--modes=function",
@@ -169,6 +172,23 @@ def test_bench_runs_and_writes_its_figures(name, args, tmp_path, request):
     assert f"JSON lines appended to {results}" in result.stdout
     if name == "serving":
         _check_engine_figures([line["figures"] for line in lines])
+    if name == "accelerators":
+        _check_accelerator_rows([line["figures"] for line in lines])
+
+
+def _check_accelerator_rows(rows):
+    """bench.accelerators' contenders, every one run: ours fed on the device and from the host (the
+    scripts' loop), the same step and batches, so the same losses; the peer's MLM head at every
+    position and at the masked ones, the same model and weights, so the same losses too."""
+    by_name = {row["contender"]: row for row in rows}
+    assert not [row for row in rows if "error" in row], rows
+    assert {row["input"] for row in rows if row["contender"].startswith("ours")} == {
+        "device", "host"}
+    assert {row["mlm_head"] for row in rows if row["contender"].startswith("peer")} == {
+        "all", "masked"}
+    for one, other in [("ours bf16", "ours bf16 host-fed"),
+                       ("peer compiled bf16", "peer compiled bf16 masked-head")]:
+        assert by_name[other]["losses"] == pytest.approx(by_name[one]["losses"], rel=1e-3)
 
 
 def _check_engine_figures(rows):

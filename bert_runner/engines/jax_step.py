@@ -195,10 +195,10 @@ def data_parallel():
 def shard_batch(features):
     """`features` placed for the step: under a `keras.distribution`, split along the batch axis
     over its devices, or whole on each where the batch does not divide by their number (a
-    last partial batch); else as they are."""
+    last partial batch); else on the default device."""
     distribution = keras.distribution.distribution()
     if distribution is None:
-        return features
+        return jax.device_put(features)
     mesh = distribution.device_mesh
     whole = jax.sharding.NamedSharding(mesh.backend_mesh, jax.sharding.PartitionSpec())
     return {name: jax.device_put(value, (
