@@ -23,7 +23,7 @@ a time as the scripts feed them), the peer's `mlm_head` ("all" or "masked"). Con
                                 (`--fused_attention=auto`: `EncoderModes(fused_attention)`, a
                                 Pallas flash kernel drawing the same dropout masks: the same run)
   ours bf16 host-fed            the scripts' loop under JAX (`JaxTrainer._run_loop`): host
-                                batches through a `DeviceFeed` and `shard_batch` each step, the
+                                batches through a `DeviceFeed` and `JaxStep.place` each step, the
                                 metrics read back as floats once after the steps; the same step
                                 as "ours bf16", so the two differ by the input's path alone
   peer compiled bf16, peer eager bf16
@@ -197,7 +197,7 @@ def run_ours(shape, policy, fused=None, attention_dropout=True, fed="device"):
     model = BertPretrainer(model_config(attention_dropout), modes=modes)
     engine = JaxStep(model, create_optimizer("adamw", 1e-4, 10000, 100), pretraining_loss)
     state = engine.initial_state()
-    with ours_input(fed, batches(*shape)) as batch:
+    with ours_input(fed, batches(*shape), engine.place) as batch:
 
         def step(i):
             nonlocal state
@@ -217,22 +217,19 @@ def run_ours(shape, policy, fused=None, attention_dropout=True, fed="device"):
 
 
 @contextlib.contextmanager
-def ours_input(fed, host):
-    """`i -> the batch of step i` from the `host` batches (numpy), `fed` "device": placed on the
-    device once, before the steps (the step alone); "host": through a `DeviceFeed` placing them
-    with `shard_batch`, a batch a step, as `JaxTrainer._run_loop` feeds the scripts' steps (with
-    these batches for `tf.data`'s)."""
-    import jax
-
+def ours_input(fed, host, place):
+    """`i -> the batch of step i` from the `host` batches (numpy) placed by `place`
+    (`JaxStep.place`), `fed` "device": on the device once, before the steps (the step alone);
+    "host": through a `DeviceFeed`, a batch a step, as `JaxTrainer._run_loop` feeds the scripts'
+    steps (with these batches for `tf.data`'s)."""
     from bert_runner.engines.device_feed import DeviceFeed
-    from bert_runner.engines.jax_step import shard_batch
 
     if fed == "device":
-        placed = [{name: jax.device_put(value) for name, value in b.items()} for b in host]
+        placed = [place(b) for b in host]
         yield lambda i: placed[i % len(placed)]
         return
     taken = itertools.count()
-    with DeviceFeed(lambda: host[next(taken) % len(host)], shard_batch) as feed:
+    with DeviceFeed(lambda: host[next(taken) % len(host)], place) as feed:
         # The input never ends and no checkpoint waits for its position: the trainer lets the
         # feed read up to its next save, here up to the last step.
         feed.allow_through(sys.maxsize)

@@ -95,7 +95,7 @@ def warn_if_bfloat16_is_emulated(cpuinfo="/proc/cpuinfo"):
     model, features = cpu_features(cpuinfo)
     if features is None or any(unit in features for unit in BF16_UNITS):
         return False
-    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+    if _accelerated():
         return False
     logging.warning(
         "--mixed_precision=bf16 on a CPU without bfloat16 units (%s has none of %s): every "
@@ -105,8 +105,23 @@ def warn_if_bfloat16_is_emulated(cpuinfo="/proc/cpuinfo"):
     return True
 
 
+def _accelerated():
+    """Whether Keras' backend computes on a GPU or TPU (under JAX TensorFlow sees the CPU
+    alone: `cli.keep_tensorflow_on_the_host`)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 def is_chief(strategy):
-    """Whether this process writes outputs (always true outside multi-worker training)."""
+    """Whether this process writes outputs: true outside multi-worker training; under JAX, for
+    process 0 (`engines.jax_processes`)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_index() == 0
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.cluster_spec().as_dict():
         return True

@@ -29,10 +29,13 @@ An output_dir belongs to one task and one model: `prepare` refuses a directory w
 anything in it is overwritten; the task, its hyper-parameters and the objective are recorded
 there once every check has passed.
 """
+import atexit
 import contextlib
 import dataclasses
 import itertools
 import os
+import shutil
+import tempfile
 from typing import Optional
 
 import keras
@@ -463,7 +466,8 @@ def evaluate_start(trainer, task, run, split, init):
     trainer.restore(init)
     outputs = collect(_batches(trainer, task, split, run))
     metrics = {name: float(value)
-               for name, value in task.evaluate(outputs, 0, split, run.output_dir).items()}
+               for name, value in task.evaluate(outputs, 0, split,
+                                                written_dir(run.output_dir, trainer.chief)).items()}
     if trainer.chief:
         results.write_eval_report(run.output_dir, metrics, task.baselines(outputs, split),
                                   name=results.START_REPORT)
@@ -476,7 +480,8 @@ def evaluate(trainer, task, run, split, start=None):
     metric beside its baseline."""
     _log_split("evaluation", split)
     outputs = collect(_batches(trainer, task, split, run))
-    metrics = task.evaluate(outputs, trainer.step, split, run.output_dir)
+    metrics = task.evaluate(outputs, trainer.step, split,
+                            written_dir(run.output_dir, trainer.chief))
     baselines = task.baselines(outputs, split)
     if start:
         baselines = {name: "starting model %.4f; %s" % (start[name], text) if name in start
@@ -512,7 +517,8 @@ def run_task(task, plan, strategy, model, checkpoint):
     if predict_split is not None:
         _log_split("prediction", predict_split)
         result.predictions = task.write_predictions(
-            _batches(trainer, task, predict_split, run), predict_split, run.output_dir)
+            _batches(trainer, task, predict_split, run), predict_split,
+            written_dir(run.output_dir, trainer.chief))
     return result
 
 
@@ -530,7 +536,7 @@ def run_command(task, run, seeds=None, start=None):
         from bert_runner.engines import jax_trainer
 
         jax_trainer.check_supported(run)
-        jax_trainer.use_compilation_cache(run.compilation_cache_dir)
+        jax_trainer.start(run)
     wanted = wanted_splits(task, run)
     # The starting point, read once: a Hugging Face directory as --init_checkpoint gives the
     # config and vocabulary; the messages below name the file the config was read from.
@@ -551,13 +557,15 @@ def run_command(task, run, seeds=None, start=None):
     task = task.settle(examples, run, config, labels=start.labels)
     # A multi-worker strategy must exist before any TensorFlow op runs.
     strategy = get_strategy(run)
+    identity = run_identity.of(
+        task, run, config, train_examples=examples.get("train") if run.do_train else None,
+        train_records=existing.get("train") if run.do_train else None, start=start)
+    if keras.backend.backend() == "jax":  # before anything is written
+        jax_trainer.check_agreed(run, identity)
     # A multi-worker run's other workers share the chief's output_dir: the chief's to remove.
     made = results.missing_dirs(run.output_dir) if distribution.is_chief(strategy) else []
     with results.dirs_removed_if_failed(made):
         results.check_writable_dir(run.output_dir, "output_dir")
-        identity = run_identity.of(
-            task, run, config, train_examples=examples.get("train") if run.do_train else None,
-            train_records=existing.get("train") if run.do_train else None, start=start)
         plan = plan_of.RunPlan(run, start, config, identity, tuple(seeds or ()), existing,
                                tuple(made))
         return _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint)
@@ -585,8 +593,12 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
                 "%s holds a model trained with other settings than this command's: %s. Its "
                 "checkpoints are evaluated and predicted with as they are", run.output_dir,
                 ", ".join(changed))
-        task.write_run_files(run)
-        splits = {split: write_split(task, examples[split], split, tokenizer, run)
+        chief = distribution.is_chief(strategy)
+        if chief:
+            task.write_run_files(run)
+        # Every process writes the records it reads (the same); the chief's are the run's.
+        records_run = dataclasses.replace(run, output_dir=written_dir(run.output_dir, chief))
+        splits = {split: write_split(task, examples[split], split, tokenizer, records_run)
                   if files is None else existing_split(task, split, files, run)
                   for split, files in plan.existing.items()}
         steps = (0, 0)
@@ -597,8 +609,10 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
             steps = task.training_steps(run, examples.get("train"), splits["train"].num_examples)
         plan = dataclasses.replace(plan, splits=splits, num_train_steps=steps[0],
                                    num_warmup_steps=steps[1])
-        _record_run(run.output_dir, plan.config, _sweep_identity(identity) if seeds else identity,
-                    run.vocab_file)
+        if chief:
+            _record_run(run.output_dir, plan.config,
+                        _sweep_identity(identity) if seeds else identity, run.vocab_file)
+        _processes_barrier("the run's files written")
 
         def run_once(seed_plan, built):
             if seeds and distribution.is_chief(strategy):
@@ -608,7 +622,7 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
             if built is None:
                 built = new_model(task, seed_plan.run, plan.config, strategy)
             result = run_task(task, seed_plan, strategy, built, checkpoint)
-            task.finish(result, seed_plan.run.output_dir)
+            task.finish(result, written_dir(seed_plan.run.output_dir, chief))
             return result
 
         if not seeds:
@@ -624,6 +638,30 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
                          summary)
             write_text_atomic(os.path.join(run.output_dir, "eval_results_seeds.txt"), summary)
         return by_seed
+
+
+def written_dir(output_dir, chief):
+    """Where this process writes what a run writes in `output_dir`: there for the process that
+    writes (`distribution.is_chief`); for the other processes of a run of several JAX processes,
+    a folder of their own (removed at exit) in its place: each writes the records it reads and
+    the results it computes (the same as the chief's), never where the chief writes."""
+    if chief:
+        return output_dir
+    if output_dir not in _PROCESS_DIRS:
+        _PROCESS_DIRS[output_dir] = tempfile.mkdtemp(prefix="bert-process-output-")
+        atexit.register(shutil.rmtree, _PROCESS_DIRS[output_dir], ignore_errors=True)
+    return _PROCESS_DIRS[output_dir]
+
+
+_PROCESS_DIRS = {}  # {output_dir: this (non-chief) process's own folder in its place}
+
+
+def _processes_barrier(name):
+    """Under JAX, waits for the run's other processes at `name` (`jax_processes.barrier`)."""
+    if keras.backend.backend() == "jax":
+        from bert_runner.engines import jax_processes
+
+        jax_processes.barrier(name)
 
 
 def _run_file_names(task):

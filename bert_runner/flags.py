@@ -258,7 +258,10 @@ def define_run_flags(batch_size_rule=True):
                                 "Seed for initialisation, dropout and input shuffling."), seed())
     flags.DEFINE_bool(
         "deterministic", False,
-        "Use deterministic TF ops, so a run (and a resumed run) is reproducible bit for bit. Slower.")
+        "Reproducible bit for bit, resumed or not. TensorFlow: its deterministic ops (slower). "
+        "KERAS_BACKEND=jax: XLA's deterministic GPU ops (XLA_FLAGS="
+        "--xla_gpu_deterministic_ops=true); XLA's CPU and TPU programs are deterministic "
+        "already.")
     ranged(flags.DEFINE_float(
         "peak_tflops", None,
         "Peak TFLOP/s of one accelerator, to log model-FLOPs utilisation (e.g. 989 for an H100 "

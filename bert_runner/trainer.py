@@ -388,6 +388,10 @@ class Trainer:
         # Every worker must take part in saving; only the chief's files are kept.
         return os.path.join(self.output_dir, f".worker_tmp_{self.strategy.cluster_resolver.task_id}")
 
+    def _saving_dir(self):
+        """The folder this process's saves write, or None where it saves none."""
+        return self._checkpoint_dir()
+
     def checkpoint_manager(self, iterator=None):
         """Manager of `ckpt-<step>` files holding model, optimizer (slots, step) and input position."""
         objects = self._checkpoint_objects()
@@ -507,15 +511,16 @@ class Trainer:
         except BaseException:
             # Ctrl-C or SIGTERM (`bert_runner.cli`) during a save leaves its shards behind. What
             # cannot be removed is left for the next save: the interruption is what to report.
+            saving = self._saving_dir()
             try:
-                for path in remove_unfinished_saves(self._checkpoint_dir()):
+                for path in remove_unfinished_saves(saving) if saving else ():
                     logging.info("Removed %s, an unfinished checkpoint save", path)
             except (OSError, tf.errors.OpError) as error:
                 logging.warning("Could not remove an unfinished checkpoint save: %s", error)
             raise
         finally:
-            if not self.chief:
-                shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+            if not self.chief and self._saving_dir():
+                shutil.rmtree(self._saving_dir(), ignore_errors=True)
         if len(self.history) > first_record:
             # The first loop call also traces (and compiles) the step. bench/finetuning.py reads this.
             logging.info("Trained steps %d-%d in %.2f s, checkpoints included (first loop call "

@@ -95,7 +95,7 @@ for case, (name, loss, accumulation) in enumerate(CASES):
     engine = JaxStep(model, optimizer(), loss, accumulation=accumulation)
     state, losses = engine.initial_state(), []
     for _ in range(STEPS):
-        state, metrics = engine(state, FEATURES)
+        state, metrics = engine(state, engine.place(FEATURES))
         losses.append(float(metrics["loss"]))
     engine.write_back(state)
     loss_gap = float(np.max(np.abs(np.array(losses) - tf_run[f"losses_{{case}}"])))
@@ -108,7 +108,8 @@ assert not any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.mod
 """
 
 # Two steps of a fresh model with TensorFlow blocked (`{{distribution}}`: over several devices,
-# or not): the loss is finite and changes.
+# or not; `{{accumulation}}` micro-batches): the loss is finite and changes. Prints the losses,
+# then how many all-gathers the compiled step holds.
 NO_TENSORFLOW_SCRIPT = BLOCK_TENSORFLOW + """
 import sys
 import numpy as np
@@ -126,24 +127,28 @@ def loss_fn(model, features, training):
     return mlm + nsp, {{}}
 
 rng = np.random.default_rng(0)
-batch = dict(input_ids=rng.integers(0, 50, (2, 8)), input_mask=np.ones((2, 8), "int32"),
-             segment_ids=np.zeros((2, 8), "int32"), masked_lm_positions=np.array([[1, 2], [3, 4]]),
-             masked_lm_ids=rng.integers(0, 50, (2, 2)),
-             masked_lm_weights=np.ones((2, 2), "float32"), next_sentence_labels=np.array([0, 1]))
+batch = dict(input_ids=rng.integers(0, 50, (4, 8)), input_mask=np.ones((4, 8), "int32"),
+             segment_ids=np.zeros((4, 8), "int32"),
+             masked_lm_positions=np.array([[1, 2], [3, 4], [5, 6], [2, 7]]),
+             masked_lm_ids=rng.integers(0, 50, (4, 2)),
+             masked_lm_weights=np.ones((4, 2), "float32"),
+             next_sentence_labels=np.array([0, 1, 1, 0]))
 if {distribution}:
     keras.distribution.set_distribution(data_parallel())
 keras.utils.set_random_seed(0)
 model = BertPretrainer(dict(vocab_size=50, hidden_size=16, num_hidden_layers=1,
                             num_attention_heads=2, intermediate_size=32,
                             max_position_embeddings=16))
-engine = JaxStep(model, create_optimizer("adamw", 1e-2, 10, 0), loss_fn)
+engine = JaxStep(model, create_optimizer("adamw", 1e-2, 10, 0), loss_fn,
+                 accumulation={accumulation})
 state, losses = engine.initial_state(), []
 for _ in range(2):
-    state, metrics = engine(state, batch)
+    state, metrics = engine(state, engine.place(batch))
     losses.append(float(metrics["loss"]))
 assert np.all(np.isfinite(losses)) and losses[0] != losses[1], losses
 assert not any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.modules)
-print(*losses)
+compiled = engine._step.lower(state, engine.place(batch)).compile().as_text()
+print(*losses, compiled.count("all-gather"))
 """
 
 
@@ -160,14 +165,17 @@ def _run(script, backend, **variables):
     return result.stdout
 
 
-def test_the_step_runs_without_tensorflow_on_one_device_or_several():
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_the_step_runs_without_tensorflow_on_one_device_or_several(accumulation):
     """Two steps with TensorFlow blocked; the batch split over two devices gives the same
-    losses."""
-    one = _run(NO_TENSORFLOW_SCRIPT.format(root=str(ROOT), distribution=False), "jax")
-    two = _run(NO_TENSORFLOW_SCRIPT.format(root=str(ROOT), distribution=True), "jax",
-               XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    assert [float(x) for x in two.split()] == pytest.approx([float(x) for x in one.split()],
-                                                          abs=1e-5)
+    losses, with micro-batches too, and the compiled step gathers no batch: each micro-batch is
+    split over both devices, as the batch is."""
+    one, two = (_run(NO_TENSORFLOW_SCRIPT.format(
+        root=str(ROOT), distribution=devices > 1, accumulation=accumulation), "jax",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}").split()
+        for devices in (1, 2))
+    assert [float(x) for x in two[:2]] == pytest.approx([float(x) for x in one[:2]], abs=1e-5)
+    assert two[2] == "0"
 
 
 def test_the_step_is_the_tensorflow_trainers(tmp_path):

@@ -153,14 +153,12 @@ def test_a_jax_run_logs_on_its_cadence_profiles_and_reuses_its_compiled_step(tmp
     """TensorFlow in a script's process under JAX sees the CPU alone; --log_steps lines with
     tokens/s; --profile_steps' trace for TensorBoard and Perfetto; a second run of the same shapes
     takes its step from --compilation_cache_dir instead of compiling it."""
-    probe = ("import bert_runner.cli, tensorflow as tf\n"
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import bert_runner.cli\n"
              "from tensorflow.python.eager import context\n"
-             "print([d.device_type for d in context.context()._visible_device_list])")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=300)
-    assert result.stdout.strip() == "['CPU']", result.stderr[-3000:]
+             "print('visible:', [d.device_type for d in context.context()._visible_device_list],"
+             " file=sys.stderr)")
+    log = _run([sys.executable, "-c", probe, str(ROOT)], "jax")
+    assert log.strip().splitlines()[-1] == "visible: ['CPU']", log[-3000:]
 
     data = write_records(tmp_path / "train.tfrecord", 32)
     logs = {}

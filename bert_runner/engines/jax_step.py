@@ -3,15 +3,17 @@
 
     engine = JaxStep(model, optimizer, loss_fn)
     state = engine.initial_state()
-    for features in batches:                      # {name: array}, one global batch each
-        state, metrics = engine(state, features)  # metrics: the loss_fn's, "loss", "grad_norm"
+    for features in batches:                      # {name: np.ndarray}, one global batch each
+        state, metrics = engine(state, engine.place(features))  # the loss_fn's, "loss", "grad_norm"
     engine.write_back(state)                      # the model's and optimizer's variables
 
 The step, as the TensorFlow trainer's:
   1. loss and gradients of the batch (`loss_fn(model, features, training=True)` run inside a
      `keras.StatelessScope`, as `model.stateless_call` runs `call`), optionally as
      `accumulation` equal micro-batches (a `jax.lax.scan`) whose losses, metrics and gradients
-     are summed and divided by their count;
+     are summed and divided by their count: `place` lays the batch out as [k, batch / k, ...]
+     on the host, split over the devices along its second axis, so that micro-batch i holds
+     the rows a single device's would and every device computes a part of each;
   2. variables the loss does not reach (the pooler under a span head) are left out, as the
      TensorFlow trainer leaves out those whose gradient is None: no update, no weight decay;
   3. the gradients clipped by their global norm (`clip_norm`), as `tf.clip_by_global_norm`
@@ -31,6 +33,7 @@ from typing import NamedTuple
 import jax
 import jax.extend.core
 import keras
+import numpy as np
 from keras import ops
 
 from modeling.optimization import DecoupledDecayOptimizer, clip_scale
@@ -93,13 +96,25 @@ class JaxStep:
         return (self.model.trainable_variables, self.model.non_trainable_variables,
                 self.optimizer.variables)
 
+    def place(self, features):
+        """`features` (`{name: np.ndarray}`, the global batch, the same on every process) as the
+        step takes them: as [accumulation, batch / accumulation, ...], on the devices
+        (`shard_batch`; split along the batch axis)."""
+        k = self.accumulation
+        if k == 1:
+            return shard_batch(features)
+        return shard_batch({name: value.reshape(k, -1, *value.shape[1:])
+                            for name, value in features.items()}, batch_axis=1)
+
     def __call__(self, state, features):
         """One step: `(state after it, {metric: scalar}` with `"loss"` and `"grad_norm"`)`.
-        `features`: `{name: array}` of the global batch; sharded over the devices under a
-        distribution."""
-        features = shard_batch(features)
+        `features`: the global batch as `place` gives it."""
         if self._reached is None:
-            self._reached = reached_variables(self._loss, state, features)
+            # Traced on a micro-batch's shapes: what the loss sees.
+            micro = self.accumulation > 1
+            self._reached = reached_variables(self._loss, state, {
+                name: jax.ShapeDtypeStruct(value.shape[micro:], value.dtype)
+                for name, value in features.items()})
         return self._step(state, features)
 
     # ---- the step --------------------------------------------------------------------------
@@ -127,8 +142,7 @@ class JaxStep:
             return (non_trainable, loss + l, jax.tree.map(ops.add, metrics, m),
                     jax.tree.map(ops.add, grads, g)), None
 
-        micro_batches = {name: ops.reshape(v, (k, -1, *v.shape[1:]))
-                         for name, v in features.items()}
+        micro_batches = features  # [k, batch / k, ...] (`place`)
         first = {name: v[0] for name, v in micro_batches.items()}
         shapes = jax.eval_shape(grad_fn, trainable, non_trainable, first)
         (_, (metric_shapes, _)), grad_shapes = shapes
@@ -184,24 +198,31 @@ def reached_variables(loss, state, features):
 
 
 def data_parallel():
-    """`keras.distribution.DataParallel` over the local devices where there are several (set it
-    with `keras.distribution.set_distribution` before building the model), else None."""
-    devices = jax.local_devices()
+    """`keras.distribution.DataParallel` over every device of every process
+    (`jax_processes.start` first) where there are several (set it with
+    `keras.distribution.set_distribution` before building the model), else None."""
+    devices = jax.devices()
     if len(devices) < 2:
         return None
     return keras.distribution.DataParallel(devices=devices)
 
 
-def shard_batch(features):
-    """`features` placed for the step: under a `keras.distribution`, split along the batch axis
-    over its devices, or whole on each where the batch does not divide by their number (a
-    last partial batch); else on the default device."""
+def shard_batch(features, batch_axis=0):
+    """`features` (`{name: np.ndarray}`, the same on every process) placed for the step: under a
+    `keras.distribution`, split along `batch_axis` over its devices, or whole on each where that
+    axis does not divide by their number (a last partial batch), each process placing the rows
+    of its own devices alone; else on the default device."""
     distribution = keras.distribution.distribution()
     if distribution is None:
         return jax.device_put(features)
     mesh = distribution.device_mesh
-    whole = jax.sharding.NamedSharding(mesh.backend_mesh, jax.sharding.PartitionSpec())
-    return {name: jax.device_put(value, (
-                whole if value.shape[0] % mesh.devices.size else
-                distribution.get_data_layout(value.shape).backend_layout))
-            for name, value in features.items()}
+    split = jax.sharding.PartitionSpec(*[None] * batch_axis, distribution.batch_dim_name)
+    placed = {}
+    for name, value in features.items():
+        value = np.asarray(value)
+        spec = (jax.sharding.PartitionSpec() if value.shape[batch_axis] % mesh.devices.size
+                else split)
+        placed[name] = jax.make_array_from_callback(
+            value.shape, jax.sharding.NamedSharding(mesh.backend_mesh, spec),
+            lambda index, value=value: value[index])
+    return placed

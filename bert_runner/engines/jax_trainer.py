@@ -11,6 +11,8 @@ the dtypes TensorFlow's Keras gives them before a save and back after a restore,
 written under one backend is read, resumed and exported under the other.
 """
 import contextlib
+import dataclasses
+import os
 import sys
 
 import jax
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_runner.engines import jax_processes
 from bert_runner.engines.device_feed import DeviceFeed
 from bert_runner.engines.jax_step import JaxStep, shard_batch
 from bert_runner.trainer import Trainer, without_autotuning_thread
@@ -39,6 +42,44 @@ def check_supported(run):
         if wanted:
             raise ValueError(f"{flag} is not supported under KERAS_BACKEND=jax ({why}): leave "
                              "it out, or run under TensorFlow")
+
+
+# RunConfig fields that are each process's own: they may differ between the processes of a run.
+PROCESS_OWN = ("compilation_cache_dir",)
+# XLA's flag for deterministic GPU ops (scatters, reductions and cuDNN's algorithms chosen to be
+# reproducible); XLA's CPU and TPU programs are deterministic without one.
+DETERMINISTIC_GPU_OPS = "--xla_gpu_deterministic_ops=true"
+
+
+def start(run):
+    """What a run under JAX sets before JAX computes anything: `--deterministic`'s XLA flag, the
+    compilation cache, then this process joined to the launch's others (`jax_processes`)."""
+    if run.deterministic:
+        use_deterministic_ops()
+    use_compilation_cache(run.compilation_cache_dir)
+    jax_processes.start()
+
+
+def check_agreed(run, identity):
+    """Every process of the run was told the same run (`run`'s settings but `PROCESS_OWN`, and
+    its `identity`), or each stops in one line (`jax_processes.check_agreed`)."""
+    settings = {name: value for name, value in dataclasses.asdict(run).items()
+                if name not in PROCESS_OWN}
+    jax_processes.check_agreed({"flags": settings, "identity": identity})
+
+
+def use_deterministic_ops():
+    """XLA's deterministic GPU ops (`DETERMINISTIC_GPU_OPS` in XLA_FLAGS), read when JAX starts
+    its backends; ValueError naming --deterministic where a GPU backend started without it."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if DETERMINISTIC_GPU_OPS in flags.split():
+        return
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized() and jax.default_backend() == "gpu":
+        raise ValueError(f"--deterministic: JAX's GPU backend started before the flag could set "
+                         f"XLA_FLAGS={DETERMINISTIC_GPU_OPS}; set it in the environment")
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [flags, DETERMINISTIC_GPU_OPS]))
 
 
 def use_compilation_cache(path):
@@ -76,12 +117,16 @@ class _OptimizerVariables(tf.__internal__.tracking.AutoTrackable):
 
 
 class JaxTrainer(Trainer):
-    """`Trainer` with `JaxStep`, data-parallel over the local devices (the distribution
-    `driver.new_model` sets; `check_supported` refuses tf.distribute's). `strategy` is
-    TensorFlow's default one, for the input pipeline's context and the chief's role."""
+    """`Trainer` with `JaxStep`, data-parallel over every device of every process (the
+    distribution `driver.new_model` sets; `check_supported` refuses tf.distribute's). `strategy`
+    is TensorFlow's default one, for the input pipeline's context.
+
+    Several processes (`jax_processes`) read the same global batches (the same masks and order
+    as one process) and place the rows of their own devices; every process restores from
+    output_dir, process 0 (the chief) alone writes checkpoints and summaries."""
 
     def devices(self):
-        """The local devices of the data-parallel `keras.distribution` (1 without one)."""
+        """The devices of the data-parallel `keras.distribution` (1 without one)."""
         distribution = keras.distribution.distribution()
         return 1 if distribution is None else distribution.device_mesh.devices.size
 
@@ -115,7 +160,7 @@ class JaxTrainer(Trainer):
         hold the values after them (for the logs, a save, an evaluation). Returns the last
         step's metrics as floats."""
         if self._feed is None:
-            self._feed = DeviceFeed(lambda: _arrays(next(iterator)), shard_batch)
+            self._feed = DeviceFeed(lambda: _arrays(next(iterator)), self.engine.place)
             self._fed_from = self.step
         self._feed.allow_through(next_save - self._fed_from)
         compiling, self._stepped = not self._stepped, True
@@ -140,6 +185,12 @@ class JaxTrainer(Trainer):
 
     # ---- checkpoints -----------------------------------------------------------------------
 
+    def _checkpoint_dir(self):
+        return self.output_dir
+
+    def _saving_dir(self):
+        return self.output_dir if self.chief else None
+
     def _checkpoint_objects(self):
         if self._checkpointed is None:
             model = self.model
@@ -161,6 +212,8 @@ class JaxTrainer(Trainer):
             variable.assign(np.asarray(copy.numpy()).astype(variable.dtype))
 
     def _save(self, manager):
+        if not self.chief:
+            return None
         for variable, copy in self._pairs():
             copy.assign(np.asarray(variable.value).astype(copy.dtype.as_numpy_dtype))
         trained = self._checkpoint_objects()["optimizer"]._trainable_variables
@@ -197,7 +250,7 @@ class JaxTrainer(Trainer):
                 outputs, updated = run([v.value for v in model.variables], features)
                 for variable, value in zip(model.non_trainable_variables, updated):
                     variable.assign(value)
-                yield {name: np.asarray(value) for name, value in outputs.items()}
+                yield {name: _on_host(value) for name, value in outputs.items()}
 
 
 _CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": "hits",
@@ -221,6 +274,18 @@ def _compilation_cache_events():
     seen = {}
     yield seen
     seen.update({name: _event_counts[name] - before[name] for name in before})
+
+
+def _on_host(value):
+    """A step's output as one numpy array on every process: rows that other processes' devices
+    hold are gathered from them."""
+    if value.is_fully_addressable:
+        return np.asarray(value)
+    if value.is_fully_replicated:
+        return np.asarray(value.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(value, tiled=True))
 
 
 def _arrays(batch):
