@@ -109,7 +109,7 @@ if os.environ.get("KERAS_BACKEND") == "jax":
                       "pip install -r requirements-jax.txt")
     try:
         import tensorflow as tf
-    except ImportError:  # code that runs without it (the JAX step's, the accelerator bench)
+    except ImportError:  # code that runs without TensorFlow imports this module too (tests)
         pass
     else:
         keep_tensorflow_on_the_host(tf.config)

@@ -266,8 +266,9 @@ def new_model(task, run, config, strategy):
 
 
 def _set_jax_distribution():
-    """Keras' distribution under JAX: data-parallel over the local devices where there are
-    several (the variables replicated, each batch split along its first axis), else none."""
+    """Keras' distribution under JAX: data-parallel over every device of every process where
+    there are several (the variables replicated, each batch split along its first axis), else
+    none."""
     from bert_runner.engines.jax_step import data_parallel
 
     parallel = data_parallel()
@@ -335,7 +336,7 @@ def build_trainer(task, run, config, strategy, num_train_steps, num_warmup_steps
         flops_per_example=task.flops_per_example(config),
         peak_tflops=run.peak_tflops,
         log_steps=run.log_steps,
-        tokens_per_example=task.max_seq_length,
+        tokens_per_example=task.tokens_per_example(),
         profile_steps=run.profile_steps)
 
 
@@ -560,10 +561,10 @@ def run_command(task, run, seeds=None, start=None):
     identity = run_identity.of(
         task, run, config, train_examples=examples.get("train") if run.do_train else None,
         train_records=existing.get("train") if run.do_train else None, start=start)
-    if keras.backend.backend() == "jax":  # before anything is written
-        jax_trainer.check_agreed(run, identity)
     # A multi-worker run's other workers share the chief's output_dir: the chief's to remove.
     made = results.missing_dirs(run.output_dir) if distribution.is_chief(strategy) else []
+    if keras.backend.backend() == "jax":  # before any process writes
+        jax_trainer.check_agreed(run, identity, task, seeds)
     with results.dirs_removed_if_failed(made):
         results.check_writable_dir(run.output_dir, "output_dir")
         plan = plan_of.RunPlan(run, start, config, identity, tuple(seeds or ()), existing,
@@ -612,7 +613,6 @@ def _run_in_output_dir(task, plan, tokenizer, examples, strategy, checkpoint):
         if chief:
             _record_run(run.output_dir, plan.config,
                         _sweep_identity(identity) if seeds else identity, run.vocab_file)
-        _processes_barrier("the run's files written")
 
         def run_once(seed_plan, built):
             if seeds and distribution.is_chief(strategy):
@@ -654,14 +654,6 @@ def written_dir(output_dir, chief):
 
 
 _PROCESS_DIRS = {}  # {output_dir: this (non-chief) process's own folder in its place}
-
-
-def _processes_barrier(name):
-    """Under JAX, waits for the run's other processes at `name` (`jax_processes.barrier`)."""
-    if keras.backend.backend() == "jax":
-        from bert_runner.engines import jax_processes
-
-        jax_processes.barrier(name)
 
 
 def _run_file_names(task):

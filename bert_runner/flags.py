@@ -129,7 +129,8 @@ def define_checkpoint_flags():
         "waits for the step it reports."), at_least(1).when(*TRAINING))
     ranged(flags.DEFINE_integer(
         "profile_steps", 0,
-        "Profile this many training steps after the first loop call (which compiles the step) "
+        "Profile up to this many training steps (to the next progress line or checkpoint) after "
+        "the first loop call (which compiles the step) "
         "with the backend's profiler (JAX's under KERAS_BACKEND=jax, with a Perfetto trace "
         "beside; else TensorFlow's), written to output_dir/train/plugins/profile for "
         "TensorBoard's profile tab. 0: no profile."), at_least(0).when(*TRAINING))

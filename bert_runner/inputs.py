@@ -71,8 +71,8 @@ def tfrecord_dataset(
             d = d.repeat()
     if num_pipelines > 1 and not shard_files:
         d = d.shard(num_pipelines, pipeline_id)
-    # Parsed as batches: one parse op per batch instead of one per record (several times the
-    # records/s of a core, what keeps an accelerator fed). Not converted by autograph (plain
+    # Parsed as batches: one parse op per batch instead of one per record, whose per-op cost
+    # bounded a core's records/s (bench/input_pipeline.py). Not converted by autograph (plain
     # TensorFlow ops): converting costs start-up time.
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     d = d.map(

@@ -262,6 +262,11 @@ class Task:
         """Training model FLOPs of one example; None to leave throughput logs without them."""
         return None
 
+    def tokens_per_example(self):
+        """Positions of the padded grid one training example fills, for tokens/s: a row of
+        `max_seq_length` (a task running the encoder on several rows an example says so)."""
+        return self.max_seq_length
+
 
 def collect(batches):
     """Concatenates `predict_step` batches (dicts of numpy arrays) in order.

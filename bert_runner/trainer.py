@@ -14,7 +14,8 @@ One training step, per replica:
   4. applied by the Keras optimizer, which sums over replicas once more: it is given the clipped
      gradient divided by the replica count (exact for power-of-two counts). This costs a second
      all-reduce; avoiding it needs a hook Keras does not expose publicly.
-`iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop.
+Up to `iterations_per_loop` steps run inside one `tf.function` call, as the original's TPU loop;
+a call also ends where a progress line (`log_steps`) or a checkpoint is due.
 """
 import collections
 import contextlib
@@ -90,9 +91,13 @@ def restore_newest_readable(manager, restore):
     return None
 
 
+# What TensorFlow says when a checkpoint's input position was saved by another dataset graph.
+INPUT_PIPELINE_CHANGED = "Failed to restore dataset iterator"
+
+
 class LoopRecord(collections.namedtuple("LoopRecord", ["step", "metrics", "seconds"])):
-    """One `iterations_per_loop` call: the step reached, its last step's metrics, and the wall
-    time of the call alone (no checkpoint save or restore)."""
+    """One loop call (up to `iterations_per_loop` steps): the step reached, its last step's
+    metrics, and the wall time of the call alone (no checkpoint save or restore)."""
 
 
 def _scalar_metadata():
@@ -392,6 +397,9 @@ class Trainer:
         """The folder this process's saves write, or None where it saves none."""
         return self._checkpoint_dir()
 
+    def _restored(self, path):
+        """Called once `path` (None: nothing) is restored, before any step."""
+
     def checkpoint_manager(self, iterator=None):
         """Manager of `ckpt-<step>` files holding model, optimizer (slots, step) and input position."""
         objects = self._checkpoint_objects()
@@ -416,7 +424,17 @@ class Trainer:
     def _restore(self, manager, path, partial):
         """Restores checkpoint `path` into `manager`'s objects; `partial`: the input position and
         optimizer may be absent (evaluation, prediction)."""
-        status = manager.checkpoint.restore(path)
+        try:
+            status = manager.checkpoint.restore(path)
+        except tf.errors.NotFoundError as error:
+            if INPUT_PIPELINE_CHANGED not in str(error):
+                raise
+            # Saved by another input pipeline (an earlier version's): all but the position.
+            logging.warning("%s holds the input position of another input pipeline (an earlier "
+                            "version's): the model, optimizer and step are restored, the input "
+                            "starts again from the beginning of its data", path)
+            status = tf.train.Checkpoint(**self._checkpoint_objects()).restore(path)
+            partial, self._input_restarts = True, True
         if partial:
             status.expect_partial()
         else:
@@ -436,6 +454,7 @@ class Trainer:
         manager = self.checkpoint_manager()
         restored = restore_newest_readable(
             manager, lambda path: self._restore(manager, path, partial=True))
+        self._restored(restored)
         if restored:
             logging.info("Restored %s (step %d)", restored, self.step)
         elif init_fn is not None:
@@ -467,8 +486,13 @@ class Trainer:
         if callable(examples_per_row):
             examples_per_row = examples_per_row()
         manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
+        self._input_restarts = False
         restored = restore_newest_readable(
             manager, lambda path: self._restore(manager, path, partial=False))
+        if self._input_restarts:  # the failed restore left the iterator unusable: a new one
+            iterator = self._input_iterator(dataset_fn)
+            manager = self.checkpoint_manager(iterator if checkpoint_iterator else None)
+        self._restored(restored)
         if restored:
             logging.info("Resuming from %s (step %d)", restored, self.step)
         elif init_fn is not None:
@@ -479,7 +503,9 @@ class Trainer:
         pace_since = (start_step, start_time)
         first_record = len(self.history)
         metrics = {}
-        profile_due = self.profile_steps > 0 and self.chief
+        # Every process splits its loop calls alike (their steps reduce across processes); the
+        # chief alone traces.
+        profile_due = self.profile_steps > 0
         try:
             while self.step < num_train_steps:
                 every = self.save_checkpoints_steps
@@ -492,11 +518,13 @@ class Trainer:
                 if profiling:
                     steps = min(steps, self.profile_steps)
                 loop_start = time.time()
-                with self._profiler(writer_dir) if profiling else contextlib.nullcontext():
+                traced = profiling and self.chief
+                with self._profiler(writer_dir) if traced else contextlib.nullcontext():
                     metrics = self._run_loop(iterator, steps, next_save)
                 loop_end = time.time()
                 if profiling:
                     profile_due = False
+                if traced:
                     logging.info("Profiled steps %d-%d: %s (TensorBoard's profile tab)",
                                  self.step - steps + 1, self.step,
                                  os.path.join(writer_dir, "plugins", "profile"))
@@ -521,6 +549,9 @@ class Trainer:
         finally:
             if not self.chief and self._saving_dir():
                 shutil.rmtree(self._saving_dir(), ignore_errors=True)
+        if profile_due and self.chief and len(self.history) > first_record:
+            logging.warning("--profile_steps: no profile, the run ended with its first loop call "
+                            "(which compiles the step and is not traced)")
         if len(self.history) > first_record:
             # The first loop call also traces (and compiles) the step. bench/finetuning.py reads this.
             logging.info("Trained steps %d-%d in %.2f s, checkpoints included (first loop call "

@@ -109,7 +109,8 @@ assert not any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.mod
 
 # Two steps of a fresh model with TensorFlow blocked (`{{distribution}}`: over several devices,
 # or not; `{{accumulation}}` micro-batches): the loss is finite and changes. Prints the losses,
-# then how many all-gathers the compiled step holds.
+# how many all-gathers the compiled step holds, and the shape of a device's part of a batch the
+# DeviceFeed placed from its own thread.
 NO_TENSORFLOW_SCRIPT = BLOCK_TENSORFLOW + """
 import sys
 import numpy as np
@@ -148,7 +149,12 @@ for _ in range(2):
 assert np.all(np.isfinite(losses)) and losses[0] != losses[1], losses
 assert not any(m == "tensorflow" or m.startswith("tensorflow.") for m in sys.modules)
 compiled = engine._step.lower(state, engine.place(batch)).compile().as_text()
-print(*losses, compiled.count("all-gather"))
+from bert_runner.engines.device_feed import DeviceFeed
+with DeviceFeed(lambda: batch, engine.place) as feed:
+    feed.allow_through(1)
+    fed = feed.next()["input_ids"]
+print(*losses, compiled.count("all-gather"),
+      "x".join(map(str, fed.addressable_shards[0].data.shape)))
 """
 
 
@@ -169,13 +175,15 @@ def _run(script, backend, **variables):
 def test_the_step_runs_without_tensorflow_on_one_device_or_several(accumulation):
     """Two steps with TensorFlow blocked; the batch split over two devices gives the same
     losses, with micro-batches too, and the compiled step gathers no batch: each micro-batch is
-    split over both devices, as the batch is."""
+    split over both devices, as the batch is, by the DeviceFeed's thread too (4 rows, 8
+    positions)."""
     one, two = (_run(NO_TENSORFLOW_SCRIPT.format(
         root=str(ROOT), distribution=devices > 1, accumulation=accumulation), "jax",
         XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}").split()
         for devices in (1, 2))
     assert [float(x) for x in two[:2]] == pytest.approx([float(x) for x in one[:2]], abs=1e-5)
     assert two[2] == "0"
+    assert (one[3], two[3]) == (("4x8", "2x8") if accumulation == 1 else ("2x2x8", "2x1x8"))
 
 
 def test_the_step_is_the_tensorflow_trainers(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_runner import cli, trainer as trainer_lib
+from bert_runner import cli, inputs, trainer as trainer_lib
 from bert_runner.trainer import Trainer, eta_seconds, remove_unfinished_saves
 from modeling.optimization import create_optimizer
 
@@ -125,6 +125,44 @@ def test_progress_is_logged_every_log_steps_and_a_profile_is_written(tmp_path, c
                                    for m in lines)
     assert "Profiled steps 3-3: " in "\n".join(caplog.messages)
     assert list((tmp_path / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))
+
+
+def test_a_checkpoint_of_another_input_pipeline_resumes_with_its_input_restarted(
+        tmp_path, caplog):
+    """A run checkpointed by an earlier version's input pipeline (another dataset graph, whose
+    input position TensorFlow cannot restore) resumes: weights, optimizer and step restored, the
+    input from its beginning, with a warning."""
+    path = str(tmp_path / "rows.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(8):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 1.0])),
+                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0]))}))
+                .SerializeToString())
+    spec = {"x": tf.io.FixedLenFeature([2], tf.float32),
+            "y": tf.io.FixedLenFeature([1], tf.float32)}
+
+    def earlier(context):  # the records parsed one by one, then batched, as before
+        d = tf.data.TFRecordDataset([path]).repeat().shuffle(8, seed=1).map(
+            lambda record: inputs.decode_record(record, spec), num_parallel_calls=2,
+            deterministic=True)
+        return d.batch(4, drop_remainder=True).prefetch(1)
+
+    def now(context):
+        return inputs.tfrecord_dataset([path], spec, 4, is_training=True, seed=1)
+
+    keras.backend.clear_session()  # the layers' names, which key the checkpoint, alike twice
+    _trainer(tmp_path, steps_per_loop=1, save_checkpoints_steps=2).train(
+        earlier, num_train_steps=2)
+    keras.backend.clear_session()
+    resumed = _trainer(tmp_path, steps_per_loop=1, save_checkpoints_steps=2)
+    caplog.set_level("INFO")
+    resumed.train(now, num_train_steps=4)
+    assert any(m.endswith("ckpt-2 holds the input position of another input pipeline (an "
+                          "earlier version's): the model, optimizer and step are restored, the "
+                          "input starts again from the beginning of its data")
+               for m in caplog.messages)
+    assert [record.step for record in resumed.history] == [3, 4]
 
 
 def test_remove_unfinished_saves_takes_only_save_folders(tmp_path):

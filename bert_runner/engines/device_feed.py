@@ -8,26 +8,26 @@ own).
         state, metrics = step(state, feed.next())
     feed.close()
 
-A thread of its own takes the host batches and places them (`jax.device_put`, asynchronous), up
-to `depth` of them ahead of the step: the device never waits for the host to read, convert or
-copy the next batch while a step runs. It never takes more batches than it is allowed: the
-trainer allows the steps up to its next checkpoint, so the input position a checkpoint saves is
-the one the trained steps reached, and a resumed run reads the batches an uninterrupted one
-would.
+A thread of its own takes the host batches and places them (`jax.device_put`, asynchronous):
+`depth` of them queued ahead of the step, and one more placed while the queue is full. The
+device never waits for the host to read, convert or copy the next batch while a step runs. It
+never takes more batches than it is allowed: the trainer allows the steps up to its next
+checkpoint, so the input position a checkpoint saves is the one the trained steps reached, and
+a resumed run reads the batches an uninterrupted one would.
 """
 import queue
 import threading
 
 
 class DeviceFeed:
-    """Batches of `next_batch()` placed by `place`, `depth` of them made ahead, in a thread.
+    """Batches of `next_batch()` placed by `place`, `depth` of them queued ahead, in a thread.
 
     Args:
         next_batch: `() -> {name: np.ndarray}`, the next global batch on the host (raises
             StopIteration at the end of the input).
         place: `{name: array} -> {name: jax.Array}`, the batch on the devices as the step takes
-            it (`jax_step.shard_batch`).
-        depth: batches placed ahead of the one the step is given (2: one in flight while
+            it (`JaxStep.place`), called on the feed's thread.
+        depth: batches queued ahead of the one the step is given (2: one in flight while
             another waits, as Keras' own JAX trainer keeps them).
     """
 

@@ -1,16 +1,17 @@
 """Several JAX processes making the run one process makes (docs/accelerators.md, "Many hosts").
 Imports no TensorFlow.
 
-    count = start()                  # before JAX computes anything: joins the launch's processes
-    check_agreed({"run": ..., ...})  # every process was told the same run, or each stops
+    count = start()                         # before JAX computes anything: joins the others
+    check_agreed("run", {"flags": ...})     # every process was told the same, or each stops
 
 Keras' variables name the processes: KERAS_DISTRIBUTION_JOB_ADDRESSES (the coordinator's
 host:port first, as `keras.distribution.initialize` reads it), KERAS_DISTRIBUTION_NUM_PROCESSES
 and KERAS_DISTRIBUTION_PROCESS_ID. On a Cloud TPU pod slice and in a SLURM step of several tasks
 JAX finds them itself. On CPUs the processes reduce over gloo.
 
-A process never waits for the others silently for ever: joining, the run's agreement and the
-barriers give up after `TIMEOUT_S` with one line that says whom they waited for.
+A process never waits for the others silently for ever: joining and each agreement give up
+after `TIMEOUT_S` with one line that says whom they waited for, and a process that stops makes
+the others' collectives fail within `HEARTBEAT_S` (JAX's heartbeat) of its exit.
 """
 import json
 import os
@@ -20,12 +21,15 @@ from absl import logging
 
 KERAS_VARIABLES = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES",
                    "KERAS_DISTRIBUTION_PROCESS_ID")
-# Seconds a process waits for the others: to join (all start within it), at the run's agreement
-# and at a barrier (the chief's checkpoint or results written meanwhile).
+# Seconds a process waits for the others: to join (all start within it) and at an agreement
+# (all reach it after the same work).
 TIMEOUT_S = 300
-# Seconds without a heartbeat after which a process counts as gone (JAX's default: 100): a
-# process that failed makes the others stop soon after, not at the next barrier's timeout.
+# Seconds without a heartbeat after which a process counts as gone (JAX's default: 100), and
+# that a process leaving waits for the others at JAX's shutdown barrier (default: 300): one that
+# failed makes the others stop soon after, not minutes later.
 HEARTBEAT_S = 30
+
+_agreements = 0  # how many `check_agreed` calls this process made: the same on every process
 
 
 def launch():
@@ -75,16 +79,23 @@ def start():
         return jax.process_count()
     # CPU devices of several processes reduce over gloo (GPUs and TPUs over their own links).
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    timeouts = dict(initialization_timeout=TIMEOUT_S, heartbeat_timeout_seconds=HEARTBEAT_S)
+    timeouts = dict(initialization_timeout=TIMEOUT_S, heartbeat_timeout_seconds=HEARTBEAT_S,
+                    shutdown_timeout_seconds=HEARTBEAT_S)
     if kind == "keras":
         address, count, index = keras_variables()
         logging.info("Process %d of %d: joining the others through %s (waits up to %d s)",
                      index, count, address, TIMEOUT_S)
-        jax.distributed.initialize(address, count, index, **timeouts)
+        joining = dict(coordinator_address=address, num_processes=count, process_id=index)
+        told = f"{KERAS_VARIABLES[0]}={address}, {KERAS_VARIABLES[1]}={count}"
     else:
         logging.info("Joining the processes of this %s launch (waits up to %d s)", kind,
                      TIMEOUT_S)
-        jax.distributed.initialize(**timeouts)
+        joining, told = {}, f"the {kind} launch's"
+    try:
+        jax.distributed.initialize(**joining, **timeouts)
+    except Exception as error:  # noqa: BLE001 - JAX's runtime error, one line here
+        raise ValueError(f"could not join the other processes ({told}) within {TIMEOUT_S} s: "
+                         f"{_first_line(error)}") from None
     logging.info("Process %d of %d: %d of the run's %d devices are this process's",
                  jax.process_index(), jax.process_count(), jax.local_device_count(),
                  jax.device_count())
@@ -97,30 +108,33 @@ def _client():
     return distributed.global_state.client
 
 
-def check_agreed(told):
-    """Refuses (ValueError, the same line on every process) unless every process was `told` the
-    same (a JSON-able dict: the run's settings and identity): named by the first setting that
-    differs, before anything is written."""
+def check_agreed(what, told, differs="was told another run",
+                 remedy="start every process with the same command"):
+    """Refuses (ValueError, the same line on every process) unless every process holds the same
+    `told` (a JSON-able dict) of `what` ("run": its settings; "start": the checkpoint it
+    restored): "process N `differs` than process 0", the first value that differs, `remedy`."""
+    global _agreements
     if jax.process_count() == 1:
         return
+    _agreements += 1
+    key = f"bert_run/{_agreements}/{what}"
     client, index = _client(), jax.process_index()
-    client.key_value_set(f"bert_run/told/{index}", json.dumps(told, sort_keys=True, default=str))
-    everyone = []
-    for other in range(jax.process_count()):
-        try:
-            everyone.append(json.loads(client.blocking_key_value_get(
-                f"bert_run/told/{other}", TIMEOUT_S * 1000)))
-        except Exception as error:  # noqa: BLE001 - JAX's runtime error, one line here
-            raise ValueError(f"process {other} did not say which run it was told within "
-                             f"{TIMEOUT_S} s ({type(error).__name__}): start every process of "
-                             "the launch with the same command") from None
+    everyone, waited = [], index
+    try:
+        client.key_value_set(f"{key}/{index}", json.dumps(told, sort_keys=True, default=str))
+        for other in range(jax.process_count()):
+            waited = other
+            everyone.append(json.loads(client.blocking_key_value_get(f"{key}/{other}",
+                                                                     TIMEOUT_S * 1000)))
+    except Exception as error:  # noqa: BLE001 - JAX's runtime error, one line here
+        raise ValueError(f"process {waited} did not reach the {what} check within {TIMEOUT_S} s "
+                         f"({_first_line(error)}): {remedy}") from None
     for other, settings in enumerate(everyone[1:], start=1):
         differing = _first_difference(everyone[0], settings)
         if differing:
             name, first, then = differing
-            raise ValueError(f"process {other} was told another run than process 0: {name} "
-                             f"{first!r} on process 0, {then!r} on process {other}; start every "
-                             "process with the same command")
+            raise ValueError(f"process {other} {differs} than process 0: {name} {first!r} on "
+                             f"process 0, {then!r} on process {other}; {remedy}")
 
 
 def _first_difference(first, other, prefix=""):
@@ -136,13 +150,5 @@ def _first_difference(first, other, prefix=""):
     return None
 
 
-def barrier(name):
-    """Waits until every process reaches the barrier `name` (unique in the run); ValueError after
-    `TIMEOUT_S` naming it (a process stopped or went another way)."""
-    if jax.process_count() == 1:
-        return
-    try:
-        _client().wait_at_barrier(f"bert_run/{name}", TIMEOUT_S * 1000)
-    except Exception as error:  # noqa: BLE001 - JAX's runtime error, one line here
-        raise ValueError(f"the processes did not all reach {name!r} within {TIMEOUT_S} s "
-                         f"({str(error).splitlines()[0][:200]}): one stopped; see its log") from None
+def _first_line(error):
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]

@@ -77,6 +77,8 @@ class JaxStep:
         self.loss_fn = loss_fn
         self.clip_norm = clip_norm
         self.accumulation = accumulation
+        # Keras keeps the distribution per thread: `place` runs on the input's thread too.
+        self.distribution = keras.distribution.distribution()
         self._reached = None  # which trainable variables the loss reaches, found on the first call
         self._step = jax.jit(self._step_fn, donate_argnums=0)
 
@@ -102,18 +104,18 @@ class JaxStep:
         (`shard_batch`; split along the batch axis)."""
         k = self.accumulation
         if k == 1:
-            return shard_batch(features)
+            return shard_batch(features, self.distribution)
         return shard_batch({name: value.reshape(k, -1, *value.shape[1:])
-                            for name, value in features.items()}, batch_axis=1)
+                            for name, value in features.items()}, self.distribution, batch_axis=1)
 
     def __call__(self, state, features):
         """One step: `(state after it, {metric: scalar}` with `"loss"` and `"grad_norm"`)`.
         `features`: the global batch as `place` gives it."""
         if self._reached is None:
             # Traced on a micro-batch's shapes: what the loss sees.
-            micro = self.accumulation > 1
+            first = 1 if self.accumulation > 1 else 0
             self._reached = reached_variables(self._loss, state, {
-                name: jax.ShapeDtypeStruct(value.shape[micro:], value.dtype)
+                name: jax.ShapeDtypeStruct(value.shape[first:], value.dtype)
                 for name, value in features.items()})
         return self._step(state, features)
 
@@ -207,12 +209,12 @@ def data_parallel():
     return keras.distribution.DataParallel(devices=devices)
 
 
-def shard_batch(features, batch_axis=0):
-    """`features` (`{name: np.ndarray}`, the same on every process) placed for the step: under a
-    `keras.distribution`, split along `batch_axis` over its devices, or whole on each where that
-    axis does not divide by their number (a last partial batch), each process placing the rows
-    of its own devices alone; else on the default device."""
-    distribution = keras.distribution.distribution()
+def shard_batch(features, distribution, batch_axis=0):
+    """`features` (`{name: np.ndarray}`, the same on every process) placed for the step: under
+    `distribution` (a `keras.distribution.DataParallel`; Keras' own is the calling thread's),
+    split along `batch_axis` over its devices, or whole on each where that axis does not divide
+    by their number (a last partial batch), each process placing the rows of its own devices
+    alone; without one (None), on the default device."""
     if distribution is None:
         return jax.device_put(features)
     mesh = distribution.device_mesh

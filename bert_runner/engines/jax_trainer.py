@@ -12,6 +12,7 @@ written under one backend is read, resumed and exported under the other.
 """
 import contextlib
 import dataclasses
+import functools
 import os
 import sys
 
@@ -33,7 +34,7 @@ def check_supported(run):
     is accepted: the JAX step is always compiled, on the static shapes it asks for."""
     refused = [
         (run.use_tpu, "--use_tpu", "tf.distribute's TPU strategy is TensorFlow's; JAX runs on "
-                                   "TPUs with its own wheel, over the local devices"),
+                                   "TPUs with its own wheel, over every device of every host"),
         (run.distribution_strategy != "default",
          f"--distribution_strategy={run.distribution_strategy}", "a tf.distribute strategy"),
         (run.mixed_precision == "fp16", "--mixed_precision=fp16", "loss scaling; bf16 runs"),
@@ -60,12 +61,17 @@ def start(run):
     jax_processes.start()
 
 
-def check_agreed(run, identity):
-    """Every process of the run was told the same run (`run`'s settings but `PROCESS_OWN`, and
-    its `identity`), or each stops in one line (`jax_processes.check_agreed`)."""
+def check_agreed(run, identity, task, seeds):
+    """Every process of the run was told the same run, or each stops in one line
+    (`jax_processes.check_agreed`): `run`'s settings but `PROCESS_OWN`, its `identity`, the
+    `task`'s own settings (its plain attributes: max_eval_steps and the like, which decide how
+    many steps each process runs) and the `seeds` of a sweep."""
     settings = {name: value for name, value in dataclasses.asdict(run).items()
                 if name not in PROCESS_OWN}
-    jax_processes.check_agreed({"flags": settings, "identity": identity})
+    own = {name: value for name, value in vars(task).items()
+           if isinstance(value, (bool, int, float, str, type(None)))}
+    jax_processes.check_agreed("run", {"flags": settings, "identity": identity, "task": own,
+                                       "seeds": list(seeds or ())})
 
 
 def use_deterministic_ops():
@@ -132,13 +138,14 @@ class JaxTrainer(Trainer):
 
     def _init_step(self):
         if self.strategy.num_replicas_in_sync != 1:
-            raise ValueError("Under KERAS_BACKEND=jax the run takes one process and TensorFlow's "
-                             "default strategy (leave --distribution_strategy out)")
+            raise ValueError("Under KERAS_BACKEND=jax the run takes TensorFlow's default strategy "
+                             "(leave --distribution_strategy out)")
         self.engine = JaxStep(self.model, self.optimizer, self.loss_fn, clip_norm=self.clip_norm,
                               accumulation=self.accumulation)
         self._predict_functions = {}  # {predict_step: its jitted function}, see `predict`
         self._checkpointed = None
         self._feed = None  # the training input's `DeviceFeed`, while `train` runs
+        self._fed_from = None  # the step it started at
         self._stepped = False  # whether the step has run (compiled) yet
 
     # ---- steps -----------------------------------------------------------------------------
@@ -187,6 +194,14 @@ class JaxTrainer(Trainer):
 
     def _checkpoint_dir(self):
         return self.output_dir
+
+    def _restored(self, path):
+        # Each process restored on its own: from one shared output_dir, the same checkpoint.
+        jax_processes.check_agreed(
+            "start", {"checkpoint": os.path.basename(path or ""), "step": self.step},
+            differs="restored another checkpoint",
+            remedy=f"--output_dir={self.output_dir} must be one folder every process reads "
+                   "(NFS, gs://)")
 
     def _saving_dir(self):
         return self.output_dir if self.chief else None
@@ -239,8 +254,9 @@ class JaxTrainer(Trainer):
                                  model.non_trainable_variables]
 
             run = self._predict_functions[predict_step] = jax.jit(stateless)
-        batches = iter(without_autotuning_thread(dataset_fn)(tf.distribute.InputContext()))
-        with DeviceFeed(lambda: _arrays(next(batches)), shard_batch) as feed:
+        batches = self._input_iterator(dataset_fn)
+        place = functools.partial(shard_batch, distribution=self.engine.distribution)
+        with DeviceFeed(lambda: _arrays(next(batches)), place) as feed:
             feed.allow_through(sys.maxsize)
             while True:
                 try:

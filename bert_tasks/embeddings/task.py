@@ -215,6 +215,9 @@ class SentenceEmbeddingTask(Task):
             return None
         return self.texts_per_pair * encoder_training_flops(config, self.max_seq_length)
 
+    def tokens_per_example(self):
+        return self.texts_per_pair and self.texts_per_pair * self.max_seq_length
+
 
 def check_batch(pairs, path, batch_size, accumulation=1):
     """Refuses a training batch that cannot train as in-batch negatives: more pairs than the file

@@ -117,3 +117,6 @@ class SwagTask(Task):
     def flops_per_example(self, config):
         # The encoder runs once per choice; the scoring vector is negligible.
         return NUM_CHOICES * encoder_training_flops(config, self.max_seq_length)
+
+    def tokens_per_example(self):
+        return NUM_CHOICES * self.max_seq_length
