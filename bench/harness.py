@@ -64,21 +64,32 @@ def set_threads(num_threads):
     torch.set_num_interop_threads(num_threads)
 
 
-def machine(num_threads):
-    """The machine a run measures: CPU model and its AVX-512/bf16 features, cores, load, threads
-    (None: left to the frameworks' defaults), OMP_WAIT_POLICY."""
-    cpu, features = platform.processor() or platform.machine(), []
+def cpu_identity():
+    """{"name", "family", "model", "flags"} of /proc/cpuinfo's first CPU (the family and model
+    tell CPU kinds of one name apart: AMD EPYC Zen 3, 4 and 5); {} where it cannot be read."""
+    names = {"model name": "name", "cpu family": "family", "model": "model", "flags": "flags"}
+    found = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        cpu = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-        cpu_flags = next(line for line in lines if line.startswith("flags")).split()
-        features = [x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags]
-    except (OSError, StopIteration):
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in names:
+                    found.setdefault(names[key.strip()], value.strip())
+    except OSError:
         pass
-    return {"cpu": cpu, "features": features, "cores": os.cpu_count(),
-            "load_average": round(os.getloadavg()[0], 2), "threads": num_threads,
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    return found
+
+
+def machine(num_threads):
+    """The machine a run measures: CPU model (name, family, model) and its AVX-512/bf16
+    features, cores, load, threads (None: left to the frameworks' defaults), OMP_WAIT_POLICY."""
+    identity = cpu_identity()
+    cpu_flags = identity.get("flags", "").split()
+    return {"cpu": identity.get("name") or platform.processor() or platform.machine(),
+            "family": identity.get("family"), "model": identity.get("model"),
+            "features": [x for x in ("avx512f", "avx512_bf16", "amx_bf16") if x in cpu_flags],
+            "cores": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2),
+            "threads": num_threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
 
 def versions(packages=FRAMEWORKS):
@@ -98,7 +109,8 @@ def describe_machine(num_threads, packages=FRAMEWORKS):
     threads = ("default" if num_threads is None else
                f"{num_threads} intra-op, {num_threads} inter-op (both frameworks)")
     return (
-        f"machine: {m['cpu']} ({', '.join(m['features'])}), {m['cores']} cores, load average "
+        f"machine: {m['cpu']} (family {m['family']} model {m['model']}; "
+        f"{', '.join(m['features'])}), {m['cores']} cores, load average "
         f"{m['load_average']:.1f}; threads: {threads}, OMP_WAIT_POLICY={m['omp_wait_policy']}\n"
         f"versions: " + ", ".join(f"{p} {v}" for p, v in versions(packages).items())
     )

@@ -73,18 +73,6 @@ flags.DEFINE_string("measure", None, "Internal: the JSON of one row, measured in
 FLAGS = flags.FLAGS
 
 
-def cpu_identity():
-    """/proc/cpuinfo's model name, family and model of the first CPU."""
-    names = {"model name": "name", "cpu family": "family", "model": "model"}
-    found = {}
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() in names:
-                found.setdefault(names[key.strip()], value.strip())
-    return found
-
-
 def make_records(folder, seq_len):
     """{input: comma-separated files} of --inputs' records at `seq_len`; prints their counts."""
     import glob
@@ -169,7 +157,8 @@ def measure(row):
             "round_seconds": seconds, "cpu_use": sum(cpu_seconds) / sum(seconds),
             "target_seq_per_s": FLAGS.target_seq_per_s,
             "core_share_for_target": FLAGS.target_seq_per_s / rate,
-            "cores_for_target": math.ceil(FLAGS.target_seq_per_s / rate), "cpu": cpu_identity(),
+            "cores_for_target": math.ceil(FLAGS.target_seq_per_s / rate),
+            "cpu": {key: value for key, value in harness.cpu_identity().items() if key != "flags"},
             "cpus_allowed": len(os.sched_getaffinity(0))}
 
 

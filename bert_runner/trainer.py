@@ -156,10 +156,11 @@ class Trainer:
         peak_tflops: peak TFLOP/s of one device; with it, model-FLOPs utilisation is logged.
         log_steps: a progress line (loss, steps/s, examples/s, tokens/s, MFU) every this many
             steps, besides the end of each `steps_per_loop` call; None: at those ends alone.
-        tokens_per_example: positions of a row (max_seq_length), for tokens/s.
-        profile_steps: after the first loop call (which compiles the step), this many steps
-            under the backend's profiler, written to `output_dir/train` (TensorBoard's
-            profile tab; Perfetto opens the trace); 0: none.
+        tokens_per_example: positions of the padded grid an example fills
+            (`Task.tokens_per_example`), for tokens/s.
+        profile_steps: after the first loop call (which compiles the step), up to this many
+            steps (to the next log or save) under the backend's profiler, written to
+            `output_dir/train` (TensorBoard's profile tab); 0: none.
     """
 
     def __init__(

@@ -41,14 +41,21 @@ def _launch(cmd, layout):
     if layout != "2 processes":
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={layout[0]}"
         return [subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)]
+    return _processes([cmd, cmd])
+
+
+def _processes(commands):
+    """Runs `commands[i]` as process i of a launch of `len(commands)` (Keras' variables, one
+    CPU device each); each process's result, in order."""
     address = f"localhost:{_free_port()}"
     processes = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env={**env, "KERAS_DISTRIBUTION_JOB_ADDRESSES": address,
-                                       "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+                                  env={**os.environ, **ENV,
+                                       "KERAS_DISTRIBUTION_JOB_ADDRESSES": address,
+                                       "KERAS_DISTRIBUTION_NUM_PROCESSES": str(len(commands)),
                                        "KERAS_DISTRIBUTION_PROCESS_ID": str(index)})
-                 for index in range(2)]
+                 for index, cmd in enumerate(commands)]
     results = []
-    for process in processes:
+    for cmd, process in zip(commands, processes):
         stdout, stderr = process.communicate(timeout=600)
         results.append(subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr))
     return results
@@ -146,25 +153,16 @@ def test_two_processes_fine_tune_evaluate_and_predict_as_one(tmp_path):
 
 def test_processes_told_different_runs_stop_at_once_writing_nothing(tmp_path):
     data = write_records(tmp_path / "train.tfrecord", 8)
-    address = f"localhost:{_free_port()}"
-    processes = []
-    for index, rate in enumerate(("1e-3", "2e-3")):
-        processes.append(subprocess.Popen(
-            pretraining_command(data, tmp_path / "out", "--do_train", "--train_batch_size=8",
-                                "--num_train_steps=2", "--num_warmup_steps=0",
-                                f"--learning_rate={rate}", "--compilation_cache_dir=",
-                                f"--init_checkpoint={TINY / 'bert_model.ckpt'}",
-                                config=TINY / "bert_config.json"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, **ENV, "KERAS_DISTRIBUTION_JOB_ADDRESSES": address,
-                 "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
-                 "KERAS_DISTRIBUTION_PROCESS_ID": str(index)}))
     started = time.monotonic()
-    for process in processes:
-        _, stderr = process.communicate(timeout=300)
-        assert process.returncode == 2, stderr[-3000:]
-        assert "Traceback" not in stderr
-        assert stderr.strip().splitlines()[-1] == (
+    results = _processes([pretraining_command(
+        data, tmp_path / "out", "--do_train", "--train_batch_size=8", "--num_train_steps=2",
+        "--num_warmup_steps=0", f"--learning_rate={rate}", "--compilation_cache_dir=",
+        f"--init_checkpoint={TINY / 'bert_model.ckpt'}", config=TINY / "bert_config.json")
+        for rate in ("1e-3", "2e-3")])
+    for result in results:
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1] == (
             "run_pretraining.py: error: process 1 was told another run than process 0: "
             "flags.learning_rate 0.001 on process 0, 0.002 on process 1; start every process "
             "with the same command")

@@ -177,10 +177,11 @@ class JaxTrainer(Trainer):
                 state, metrics = self.engine(state, self._feed.next())
             metrics = {name: float(value) for name, value in metrics.items()}
         self.engine.write_back(state)
-        if compiling:
-            logging.info("The step %s", "came from the compilation cache" if events["hits"]
-                         and not events["misses"] else "was compiled (not in the compilation "
-                         "cache)" if events["misses"] else "was compiled")
+        if compiling and events["hits"] and not events["misses"]:
+            logging.info("The step came from the compilation cache")
+        elif compiling:
+            logging.info("The step was compiled%s",
+                         " (not in the compilation cache)" if events["misses"] else "")
         return metrics
 
     @contextlib.contextmanager
